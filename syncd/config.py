@@ -1,0 +1,52 @@
+"""Settings: one object, built only at entry points (CLI, ``syncd.open``) and passed down."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+__all__ = ["Settings", "DEFAULT_EMBED_MODEL"]
+
+DEFAULT_EMBED_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
+
+
+class Settings(BaseSettings):
+    """Every knob syncd has. Environment variables use the prefix ``SYNCD_`` (``SYNCD_HOME``...)."""
+
+    model_config = SettingsConfigDict(env_prefix="SYNCD_", extra="ignore")
+
+    home: Path | None = Field(None, description="The memory home; else the nearest enclosing home.")
+
+    # Embeddings: a local model folder wins, then a fastembed model name, then the bundled default.
+    embed_model_path: Path | None = Field(None, description="Folder holding model.onnx + tokenizer.")
+    embed_model: str | None = Field(None, description="A fastembed model name (may download).")
+    embed_batch_size: int = Field(64, ge=1, le=4096)
+    embed_threads: int | None = Field(None, ge=1, description="onnxruntime threads; None = all.")
+
+    # Index
+    vector_index_min_rows: int = Field(
+        50_000, ge=256, description="Build an ANN vector index once a table has this many rows."
+    )
+
+    # Watcher
+    debounce_ms: int = Field(40, ge=0, le=60_000, description="Quiet time before a batch is handled.")
+    burst_threshold: int = Field(500, ge=1, description="Events in one batch that mean: reconcile all.")
+    reconcile_interval_s: float = Field(300.0, ge=1.0, description="Periodic full reconcile.")
+    commit_quiet_ms: int = Field(300, ge=0, description="Quiet time after indexing before a commit.")
+
+    # Git identity for changes nobody claimed through the API (a person in an editor).
+    human_name: str = "syncd user"
+    human_email: str = "user@syncd.local"
+    agent_email_domain: str = "agents.syncd.local"
+
+    # Memory
+    llm_model: str | None = Field(None, description="litellm model for fact extraction.")
+    llm_timeout_s: float = Field(60.0, gt=0)
+    block_char_limit: int = Field(5000, ge=100, description="Max characters of one core block.")
+    dedup_cosine: float = Field(0.85, gt=0, le=1)
+    core_refresh_importance: float = Field(0.8, ge=0, le=1)
+
+    # Files larger than this are recorded as errors rather than parsed (a stray export, a dump).
+    max_file_bytes: int = Field(20 * 1024 * 1024, ge=1024)

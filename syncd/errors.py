@@ -1,0 +1,106 @@
+"""One error tree for everything syncd raises on purpose.
+
+Each subclass carries the fields a person needs to act on it (a path, a line); ``str(err)`` is the
+one line the CLI prints.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+__all__ = [
+    "SyncdError",
+    "ConfigError",
+    "InvalidIdError",
+    "ParseError",
+    "LockedError",
+    "ConflictError",
+    "HomeError",
+    "EmbeddingError",
+    "IndexError_",
+    "ExtractionError",
+    "BlockLimitError",
+    "NotFoundError",
+]
+
+
+class SyncdError(Exception):
+    """Base of every error syncd raises deliberately."""
+
+
+class ConfigError(SyncdError):
+    """A setting is missing or has a value syncd cannot use."""
+
+
+class InvalidIdError(SyncdError, ValueError):
+    """A user, chat or session id is outside the documented safe character set."""
+
+    def __init__(self, kind: str, value: object, reason: str):
+        self.kind = kind
+        self.value = value
+        self.reason = reason
+        super().__init__(f"invalid {kind} id {value!r}: {reason}")
+
+
+class ParseError(SyncdError):
+    """A file cannot be read as markdown (for example it is not valid UTF-8)."""
+
+    def __init__(self, message: str, path: Path | str | None = None, line: int | None = None):
+        self.path = str(path) if path is not None else None
+        self.line = line
+        where = self.path or ""
+        if line is not None:
+            where = f"{where}:{line}"
+        super().__init__(f"{where}: {message}" if where else message)
+
+
+class HomeError(SyncdError):
+    """The memory home is missing, unreadable or not a syncd home."""
+
+
+class LockedError(SyncdError):
+    """Another process holds the single-writer lock of this home."""
+
+    def __init__(self, lock_path: Path, holder: str):
+        self.lock_path = lock_path
+        self.holder = holder
+        super().__init__(f"{lock_path} is held by {holder}; only one writer may run per home")
+
+
+class ConflictError(SyncdError):
+    """A file changed between our read and our write (compare-and-swap failed)."""
+
+    def __init__(self, path: Path | str, expected: str | None, found: str | None):
+        self.path = str(path)
+        self.expected = expected
+        self.found = found
+        super().__init__(
+            f"{self.path} changed since it was read (expected {expected or 'absent'}, "
+            f"found {found or 'absent'}); nothing was written"
+        )
+
+
+class EmbeddingError(SyncdError):
+    """The embedding model cannot be loaded or run."""
+
+
+class IndexError_(SyncdError):
+    """The LanceDB index is unusable (named with a trailing underscore to not shadow IndexError)."""
+
+
+class ExtractionError(SyncdError):
+    """Fact extraction could not run or returned something unusable; nothing was written."""
+
+
+class BlockLimitError(SyncdError):
+    """A core memory block would exceed its size limit."""
+
+    def __init__(self, label: str, size: int, limit: int):
+        self.label = label
+        self.size = size
+        self.limit = limit
+        super().__init__(f"block {label!r} would be {size} characters, over its limit of {limit}")
+
+
+class NotFoundError(SyncdError):
+    """A fact, file or commit that was asked for does not exist."""

@@ -1,0 +1,99 @@
+"""``syncd init``: create a memory home, or adopt an existing folder (an Obsidian vault, a repo).
+
+Adoption is additive only: we create what is missing and never modify or delete a file that is
+already there. That is why ``.syncd/`` is ignored by a ``.gitignore`` *inside* ``.syncd/`` rather
+than by editing the user's own ``.gitignore``.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+
+
+from .config import Settings
+from .errors import HomeError
+from .history import commit_paths, open_or_init_repo
+from .home import Home, atomic_write
+
+__all__ = ["init", "InitReport"]
+
+log = logging.getLogger(__name__)
+
+_ROOT_GITIGNORE = "# syncd: the index and its state are derived from the markdown; never commit them.\n.syncd/\n"
+_FOLDERS = ("memory/core", "memory/users", "vault", "sessions/transcripts", "sessions/state")
+
+
+@dataclass
+class InitReport:
+    home: Path
+    created: list[str] = field(default_factory=list)
+    git_initialised: bool = False
+    commit: str | None = None
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.created) or self.git_initialised
+
+
+def _vault_seed() -> dict[str, bytes]:
+    """The seed pages, read from the installed package (``syncd.vault_template``)."""
+    seed = resources.files("syncd.vault_template")
+    return {item.name: item.read_bytes() for item in seed.iterdir() if item.name.endswith(".md")}
+
+
+def _create_if_missing(path: Path, data: bytes, home: Home, report: InitReport) -> None:
+    if path.exists() or path.is_symlink():
+        return
+    try:
+        atomic_write(path, data, expected_sha=None)
+    except FileExistsError:
+        return
+    report.created.append(home.rel(path))
+
+
+def init(path: Path | str, settings: Settings | None = None) -> InitReport:
+    """Create or adopt a memory home at ``path``; running it again changes nothing."""
+    settings = settings or Settings()
+    root = Path(path).expanduser()
+    if root.exists() and not root.is_dir():
+        raise HomeError(f"{root} exists and is not a folder")
+    root.mkdir(parents=True, exist_ok=True)
+    home = Home(root)
+    report = InitReport(home=home.root)
+
+    for folder in _FOLDERS:
+        target = home.root / folder
+        for step in (*reversed(target.relative_to(home.root).parents[:-1]), target.relative_to(home.root)):
+            if (home.root / step).exists() and not (home.root / step).is_dir():
+                raise HomeError(f"{home.root / step} exists and is not a folder; move it away and run init again")
+        target.mkdir(parents=True, exist_ok=True)
+    home.state_dir.mkdir(exist_ok=True)
+    _create_if_missing(home.state_dir / ".gitignore", b"*\n", home, report)
+    report.created = [p for p in report.created if not p.startswith(".syncd/")]
+
+    _create_if_missing(home.root / ".gitignore", _ROOT_GITIGNORE.encode(), home, report)
+    for name, data in sorted(_vault_seed().items()):
+        _create_if_missing(home.vault_dir / name, data, home, report)
+    # Empty folders are invisible to git; a keep file makes the layout survive a clone.
+    for folder in _FOLDERS:
+        target = home.root / folder
+        if not any(target.iterdir()):
+            _create_if_missing(target / ".gitkeep", b"", home, report)
+
+    repo, report.git_initialised = open_or_init_repo(home.root)
+    if report.created:
+        report.commit = commit_paths(
+            repo,
+            report.created,
+            "syncd: initialise memory home",
+            settings.human_name,
+            settings.human_email,
+        )
+    elif report.git_initialised:
+        log.info("initialised an empty git repository at %s", home.root)
+    return report
+
+
