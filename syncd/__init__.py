@@ -21,11 +21,19 @@ from .errors import (
 )
 from .initialize import InitReport, init
 
+
+def open(home=None, read_only: bool = False, settings: Settings | None = None, embedder=None):  # noqa: A001
+    """Open a memory home: ``syncd.open(home).search("tea")``. See :class:`syncd.engine.Engine`."""
+    from .engine import open_engine
+
+    return open_engine(home, read_only=read_only, settings=settings, embedder=embedder)
+
 __version__ = "0.1.0"
 
 __all__ = [
     "__version__",
     "init",
+    "open",
     "InitReport",
     "Settings",
     "SyncdError",

@@ -1,0 +1,110 @@
+"""From one file's bytes to the rows the index holds for it (pure: no I/O, no embedding).
+
+Ids are derived from the file's relative path and what the row says, never written back into the
+file, so a rebuild from the same tree yields the same ids.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+from .formats import decode_markdown, parse_daily_log, parse_page
+from .home import classify_path
+from .records import EntryRow
+
+__all__ = ["parse_file", "chunk_id"]
+
+
+def chunk_id(rel: str, key: str, occurrence: int) -> str:
+    digest = hashlib.blake2b(f"{rel}\0{key}\0{occurrence}".encode(), digest_size=8).hexdigest()
+    return f"c-{digest}"
+
+
+def parse_file(rel: str, data: bytes) -> list[EntryRow]:
+    """Rows for the file at home-relative path ``rel``. Raises ParseError for undecodable bytes."""
+    scope = classify_path(rel)
+    if scope.kind in ("transcript", "state"):
+        return []  # tracked for freshness; their own indexer comes with the session layer
+    text = decode_markdown(data, rel)
+    if scope.kind == "daily_log":
+        return _daily_log_rows(rel, text, scope)
+    return _page_rows(rel, text, scope)
+
+
+def _daily_log_rows(rel: str, text: str, scope) -> list[EntryRow]:
+    log = parse_daily_log(text)
+    date = scope.date or log.date
+    rows: list[EntryRow] = []
+    for located, fact_id in zip(log.facts(), log.fact_ids(rel)):
+        fact, section = located.fact, located.section
+        session = fact.source_session or (section.session if section else None)
+        created = fact.timestamp
+        if created is None and date is not None:
+            created = f"{date}T{section.time}:00" if section else date
+        provenance = ""
+        if fact.source_session:
+            provenance = fact.source_session + (f"#{fact.source_line}" if fact.source_line is not None else "")
+        rows.append(
+            EntryRow(
+                id=fact_id,
+                kind="fact",
+                source=scope.kind,
+                path=rel,
+                line=located.line,
+                text=fact.content,
+                user=scope.user,
+                chat=section.chat if section else None,
+                session=session,
+                category=fact.category,
+                tags=tuple(fact.tags),
+                importance=fact.importance,
+                created_at=created,
+                provenance=provenance,
+            )
+        )
+    seen: dict[str, int] = {}
+    for span in log.text_spans():
+        n = seen.get(span.text, 0)
+        seen[span.text] = n + 1
+        section = span.section
+        rows.append(
+            EntryRow(
+                id=chunk_id(rel, span.text, n),
+                kind="chunk",
+                source=scope.kind,
+                path=rel,
+                line=span.line,
+                text=span.text,
+                user=scope.user,
+                chat=section.chat if section else None,
+                session=section.session if section else None,
+                created_at=(f"{date}T{section.time}:00" if section else date) if date else None,
+            )
+        )
+    return rows
+
+
+def _page_rows(rel: str, text: str, scope) -> list[EntryRow]:
+    page = parse_page(text)
+    rows: list[EntryRow] = []
+    seen: dict[tuple[str, ...], int] = {}
+    for chunk in page.chunks:
+        n = seen.get(chunk.heading_path, 0)
+        seen[chunk.heading_path] = n + 1
+        heading = " > ".join(chunk.heading_path)
+        rows.append(
+            EntryRow(
+                id=chunk_id(rel, heading, n),
+                kind="chunk",
+                source=scope.kind,
+                path=rel,
+                line=chunk.line,
+                text=chunk.text,
+                user=scope.user,
+                chat=scope.chat,
+                tags=tuple(page.tags),
+                heading=heading,
+                label=scope.label,
+            )
+        )
+    return rows

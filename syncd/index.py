@@ -1,0 +1,339 @@
+"""The LanceDB index under ``HOME/.syncd/index``: files, entries (facts and chunks), full text.
+
+Two tables: ``files`` (one row per markdown file: its blob sha, stat and last error) and
+``entries`` (facts and chunks in one table, told apart by ``kind``, so one vector search and one
+full-text search answer a query over both). Rows change only file by file: delete the file's rows,
+add its new ones, then record its new sha, in that order, so a crash in between leaves the file
+looking stale and the next sync redoes it.
+
+Filters are built from validated ids and from paths escaped as SQL literals; nothing a query or a
+user typed is ever pasted into a filter.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from collections.abc import Iterable, Sequence
+from datetime import timedelta
+from pathlib import Path
+
+import lancedb
+import numpy as np
+import pyarrow as pa
+from lancedb.index import FTS
+from lancedb.query import MatchQuery
+
+from .errors import IndexError_
+from .home import atomic_write, validate_id
+from .records import EntryRow, FileRecord, FileUpdate
+from .vectors import ScopeMask, VectorMatrix
+
+__all__ = ["Index", "SCHEMA_VERSION", "sql_literal"]
+
+log = logging.getLogger(__name__)
+
+SCHEMA_VERSION = 1
+_FILES = "files"
+_ENTRIES = "entries"
+# Delete/add in slices so one SQL filter never grows without bound on a huge batch.
+_PATHS_PER_FILTER = 500
+# Compact after this many small writes: each write is a new LanceDB version and fragment.
+_WRITES_BEFORE_OPTIMIZE = 40
+
+FILE_SCHEMA = pa.schema(
+    [
+        ("path", pa.string()),
+        ("kind", pa.string()),
+        ("sha", pa.string()),
+        ("size", pa.int64()),
+        ("mtime_ns", pa.int64()),
+        ("error", pa.string()),
+    ]
+)
+
+
+def entry_schema(dim: int) -> pa.Schema:
+    return pa.schema(
+        [
+            ("id", pa.string()),
+            ("kind", pa.string()),
+            ("source", pa.string()),
+            ("path", pa.string()),
+            ("line", pa.int32()),
+            ("text", pa.string()),
+            ("search_text", pa.string()),
+            ("user", pa.string()),
+            ("chat", pa.string()),
+            ("session", pa.string()),
+            ("category", pa.string()),
+            ("tags", pa.list_(pa.string())),
+            ("importance", pa.float32()),
+            ("created_at", pa.string()),
+            ("heading", pa.string()),
+            ("provenance", pa.string()),
+            ("label", pa.string()),
+            ("vector", pa.list_(pa.float32(), dim)),
+        ]
+    )
+
+
+_ENTRY_FIELDS = [f for f in entry_schema(1).names if f not in ("vector", "search_text")]
+
+
+def sql_literal(value: str) -> str:
+    """A SQL string literal for ``value``. Only used for paths read from our own tree walk and for
+    already validated ids, but escaped anyway so a quote in a file name cannot change a filter."""
+    if "\x00" in value:
+        raise IndexError_(f"NUL in a filter value: {value!r}")
+    return "'" + value.replace("'", "''") + "'"
+
+
+def _in_filter(column: str, values: Sequence[str]) -> str:
+    return f"{column} IN ({', '.join(sql_literal(v) for v in values)})"
+
+
+class Index:
+    """One home's index. Writers are serialised by the home lock; readers may run beside them."""
+
+    def __init__(self, folder: Path, dim: int, model_id: str, read_only: bool = False):
+        self.folder = folder
+        self.dim = dim
+        self.model_id = model_id
+        self.read_only = read_only
+        self._meta_path = folder / "meta.json"
+        self._lock = threading.RLock()
+        self._matrix = VectorMatrix(dim)
+        self._matrix_version: int | None = None
+        self._writes = 0
+        folder.mkdir(parents=True, exist_ok=True)
+        # Readers re-check the latest version on every read so they see the daemon's writes.
+        self._db = lancedb.connect(
+            str(folder / "lance"), read_consistency_interval=timedelta(0) if read_only else None
+        )
+        self._files = self._open_or_create(_FILES, FILE_SCHEMA)
+        self._entries = self._open_or_create(_ENTRIES, entry_schema(dim))
+        self._has_fts = False
+
+    # -- lifecycle -------------------------------------------------------------------------------
+
+    def _open_or_create(self, name: str, schema: pa.Schema) -> lancedb.table.Table:
+        try:
+            table = self._db.open_table(name)
+        except (ValueError, FileNotFoundError):
+            if self.read_only:
+                return self._db.create_table(name, schema=schema, exist_ok=True)
+            return self._db.create_table(name, schema=schema, exist_ok=True)
+        if table.schema != schema:
+            if self.read_only:
+                raise IndexError_(f"the index at {self.folder} has an older layout; run `syncd reindex`")
+            log.warning("index table %s has an outdated schema; recreating it", name)
+            self._db.drop_table(name)
+            table = self._db.create_table(name, schema=schema)
+        return table
+
+    def meta(self) -> dict:
+        try:
+            return json.loads(self._meta_path.read_text(encoding="utf-8"))
+        except (FileNotFoundError, json.JSONDecodeError):
+            return {}
+
+    def write_meta(self, **fields: object) -> None:
+        meta = self.meta() | {"schema": SCHEMA_VERSION, "model_id": self.model_id, "dim": self.dim}
+        meta.update(fields)
+        atomic_write(self._meta_path, json.dumps(meta, indent=2, sort_keys=True).encode())
+
+    def compatible(self) -> bool:
+        """False when the stored vectors come from another model (or another layout)."""
+        meta = self.meta()
+        if not meta:
+            return self._entries.count_rows() == 0
+        return meta.get("model_id") == self.model_id and meta.get("schema") == SCHEMA_VERSION
+
+    def drop_all(self) -> None:
+        """Empty both tables (``syncd reindex``); the embedding cache lives elsewhere and survives."""
+        with self._lock:
+            for name, schema in ((_FILES, FILE_SCHEMA), (_ENTRIES, entry_schema(self.dim))):
+                self._db.drop_table(name)
+                table = self._db.create_table(name, schema=schema)
+                if name == _FILES:
+                    self._files = table
+                else:
+                    self._entries = table
+            self._matrix.clear()
+            self._matrix_version = None
+            self._has_fts = False
+            self._meta_path.unlink(missing_ok=True)
+
+    # -- reading ---------------------------------------------------------------------------------
+
+    def files(self) -> dict[str, FileRecord]:
+        table = self._files.to_arrow().to_pylist()
+        return {row["path"]: FileRecord(**row) for row in table}
+
+    def counts(self) -> dict[str, int]:
+        return {
+            "files": self._files.count_rows(),
+            "facts": self._entries.count_rows("kind = 'fact'"),
+            "chunks": self._entries.count_rows("kind = 'chunk'"),
+        }
+
+    def rows_for_paths(self, paths: Sequence[str]) -> list[dict]:
+        out: list[dict] = []
+        for start in range(0, len(paths), _PATHS_PER_FILTER):
+            where = _in_filter("path", paths[start : start + _PATHS_PER_FILTER])
+            out.extend(self._entries.search().where(where).select(_ENTRY_FIELDS).limit(None).to_list())
+        return out
+
+    def all_rows(self, with_vectors: bool = False) -> pa.Table:
+        table = self._entries.to_arrow()
+        return table if with_vectors else table.drop_columns(["vector"])
+
+    def find_fact(self, fact_id: str) -> list[dict]:
+        return (
+            self._entries.search()
+            .where(f"kind = 'fact' AND id = {sql_literal(fact_id)}")
+            .select(_ENTRY_FIELDS)
+            .limit(None)
+            .to_list()
+        )
+
+    # -- writing ---------------------------------------------------------------------------------
+
+    def apply(self, updates: Sequence[FileUpdate]) -> None:
+        """Replace the rows of each updated path, then record the files' new state."""
+        if self.read_only:
+            raise IndexError_("this index was opened read-only")
+        if not updates:
+            return
+        with self._lock:
+            self._ensure_matrix()
+            replaced = [u.path for u in updates if u.rows is not None or u.record is None]
+            for start in range(0, len(replaced), _PATHS_PER_FILTER):
+                self._entries.delete(_in_filter("path", replaced[start : start + _PATHS_PER_FILTER]))
+            self._matrix.remove_paths(replaced)
+            new_rows = [(u, row, i) for u in updates if u.rows for i, row in enumerate(u.rows)]
+            if new_rows:
+                vectors = np.concatenate([np.asarray(u.vectors, dtype=np.float32) for u in updates if u.rows])
+                self._entries.add(self._entries_table([r for _, r, _ in new_rows], vectors))
+                self._matrix.add(
+                    vectors,
+                    [r.path for _, r, _ in new_rows],
+                    [r.id for _, r, _ in new_rows],
+                    [r.user for _, r, _ in new_rows],
+                    [r.chat for _, r, _ in new_rows],
+                    [r.kind for _, r, _ in new_rows],
+                )
+            paths = [u.path for u in updates]
+            for start in range(0, len(paths), _PATHS_PER_FILTER):
+                self._files.delete(_in_filter("path", paths[start : start + _PATHS_PER_FILTER]))
+            records = [u.record for u in updates if u.record is not None]
+            if records:
+                self._files.add(
+                    pa.Table.from_pylist([r.__dict__ for r in records], schema=FILE_SCHEMA)
+                )
+            self._matrix_version = self._entries.version
+            self._writes += 1
+            if self._writes >= _WRITES_BEFORE_OPTIMIZE:
+                self.optimize()
+
+    def _entries_table(self, rows: Sequence[EntryRow], vectors: np.ndarray) -> pa.Table:
+        columns: dict[str, list] = {name: [] for name in _ENTRY_FIELDS}
+        search_text = []
+        for row in rows:
+            for name in _ENTRY_FIELDS:
+                value = getattr(row, name)
+                columns[name].append(list(value) if name == "tags" else value)
+            search_text.append(row.search_text)
+        columns["search_text"] = search_text
+        flat = pa.array(np.ascontiguousarray(vectors, dtype=np.float32).ravel())
+        columns["vector"] = pa.FixedSizeListArray.from_arrays(flat, self.dim)
+        return pa.Table.from_pydict(columns, schema=entry_schema(self.dim))
+
+    def optimize(self) -> None:
+        """Compact small writes, fold new rows into the full-text index, drop old versions."""
+        with self._lock:
+            self.ensure_fts()
+            for table in (self._files, self._entries):
+                table.optimize(cleanup_older_than=timedelta(minutes=5))
+            self._matrix_version = self._entries.version
+            self._writes = 0
+
+    def ensure_fts(self) -> None:
+        if self._has_fts or self.read_only:
+            return
+        if not any(getattr(ix, "name", "") == "search_text_idx" for ix in self._entries.list_indices()):
+            self._entries.create_index("search_text", config=FTS(), replace=True, name="search_text_idx")
+        self._has_fts = True
+
+    # -- searching -------------------------------------------------------------------------------
+
+    def _ensure_matrix(self) -> None:
+        """Load the vectors when someone else wrote since we last looked (or on first use)."""
+        version = self._entries.version
+        if self._matrix_version == version:
+            return
+        table = self._entries.to_arrow().select(["path", "id", "user", "chat", "kind", "vector"])
+        self._matrix.clear()
+        if table.num_rows:
+            vectors = table["vector"].combine_chunks().values.to_numpy().reshape(-1, self.dim)
+            self._matrix.add(
+                vectors,
+                table["path"].to_pylist(),
+                table["id"].to_pylist(),
+                table["user"].to_pylist(),
+                table["chat"].to_pylist(),
+                table["kind"].to_pylist(),
+            )
+        self._matrix_version = version
+
+    def vector_candidates(self, query: np.ndarray, scope: ScopeMask, k: int) -> list[tuple[str, str, float]]:
+        with self._lock:
+            self._ensure_matrix()
+            return self._matrix.search(query, scope, k)
+
+    def cosine(self, query: np.ndarray, keys: Iterable[tuple[str, str]]) -> dict[tuple[str, str], float]:
+        with self._lock:
+            self._ensure_matrix()
+            return self._matrix.cosine(query, keys)
+
+    def text_candidates(self, text: str, scope: ScopeMask, k: int) -> list[tuple[str, str, float]]:
+        """BM25 candidates. The query goes in as a MatchQuery object, never parsed as syntax."""
+        if not text.strip() or k <= 0:
+            return []
+        if not self.read_only:
+            self.ensure_fts()
+        where = scope_filter(scope)
+        query = self._entries.search(MatchQuery(text, "search_text"), query_type="fts")
+        if where:
+            query = query.where(where, prefilter=True)
+        try:
+            rows = query.select(["path", "id", "_score"]).limit(k).to_list()
+        except (ValueError, RuntimeError, OSError) as exc:
+            # No FTS index yet (a reader opened a brand-new index): vector search still answers.
+            log.debug("full-text search unavailable: %s", exc)
+            return []
+        return [(r["path"], r["id"], float(r.get("_score") or 0.0)) for r in rows]
+
+    def fetch(self, keys: Sequence[tuple[str, str]]) -> dict[tuple[str, str], dict]:
+        """Full rows for (path, id) keys, fetched by path then matched by id."""
+        wanted = set(keys)
+        rows = self.rows_for_paths(sorted({p for p, _ in keys}))
+        return {(r["path"], r["id"]): r for r in rows if (r["path"], r["id"]) in wanted}
+
+
+def scope_filter(scope: ScopeMask) -> str:
+    """The SQL twin of VectorMatrix's mask. Ids are validated again here: defence in depth."""
+    clauses = []
+    if scope.user is not None:
+        user = sql_literal(validate_id("user", scope.user))
+        clauses.append(f"(user IS NULL OR user = {user})")
+        if scope.chat is not None:
+            chat = sql_literal(validate_id("chat", scope.chat))
+            clauses.append(f"(chat IS NULL OR chat = {chat})")
+    if scope.kind is not None:
+        if scope.kind not in ("fact", "chunk"):
+            raise IndexError_(f"unknown kind {scope.kind!r}: use 'fact' or 'chunk'")
+        clauses.append(f"kind = {sql_literal(scope.kind)}")
+    return " AND ".join(clauses)

@@ -1,0 +1,66 @@
+"""The rows the index holds, as plain values: what a file of the tree becomes once parsed."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+__all__ = ["FileRecord", "EntryRow", "FileUpdate"]
+
+
+@dataclass(frozen=True)
+class FileRecord:
+    """What the index knows of one file: enough to say exactly whether it is stale."""
+
+    path: str
+    kind: str
+    sha: str
+    size: int
+    mtime_ns: int
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class EntryRow:
+    """One searchable unit: a fact line, or a heading-sized chunk of free text.
+
+    ``id`` is stable for the same content at the same place, so a rebuild reproduces it.
+    """
+
+    id: str
+    kind: str  # "fact" or "chunk"
+    source: str  # the file's kind: daily_log, memory_md, block, vault_page, note
+    path: str
+    line: int
+    text: str
+    user: str | None = None
+    chat: str | None = None
+    session: str | None = None
+    category: str | None = None
+    tags: tuple[str, ...] = ()
+    importance: float | None = None
+    created_at: str | None = None
+    heading: str = ""
+    provenance: str = ""
+    label: str | None = None
+
+    @property
+    def embed_text(self) -> str:
+        """What the embedder sees: a chunk's heading path gives its text the context it lacks."""
+        return f"{self.heading}\n{self.text}" if self.heading else self.text
+
+    @property
+    def search_text(self) -> str:
+        """What full-text search sees: the text plus the words around it a person would search by."""
+        parts = [self.heading, self.category or "", self.text, " ".join(self.tags), self.label or ""]
+        return "\n".join(p for p in parts if p)
+
+
+@dataclass
+class FileUpdate:
+    """The new state of one path. ``record`` None means the file is gone; ``rows`` None means its
+    rows stay as they are (only its stat changed, e.g. a ``touch``)."""
+
+    path: str
+    record: FileRecord | None
+    rows: list[EntryRow] | None = None
+    vectors: object = field(default=None, repr=False)

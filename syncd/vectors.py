@@ -1,0 +1,163 @@
+"""Exact in-memory vector search over the index's vectors.
+
+Measured on these 2 cores at 100,000 x 384 rows: a numpy matrix-vector product and a partial sort
+take ~11 ms and are exact (recall 1.0), while LanceDB's flat scan took ~260 ms and an IVF-PQ index
+took 106 s to build (a rebuild could not afford it) for ~11-22 ms approximate queries. So LanceDB
+stores the vectors and this matrix searches them; it is rebuilt from the table whenever another
+process has written, and patched in place for our own writes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = ["VectorMatrix", "ScopeMask"]
+
+
+@dataclass(frozen=True)
+class ScopeMask:
+    """Which rows a query may see. ``None`` user means unscoped (every row)."""
+
+    user: str | None = None
+    chat: str | None = None
+    kind: str | None = None
+
+
+class VectorMatrix:
+    """Rows grouped by file path so that an upsert of a file replaces exactly its rows."""
+
+    def __init__(self, dim: int):
+        self.dim = dim
+        self._vectors = np.zeros((0, dim), dtype=np.float32)
+        self._paths: list[str] = []
+        self._ids: list[str] = []
+        self._users: list[str | None] = []
+        self._chats: list[str | None] = []
+        self._kinds: list[str] = []
+        self._alive = np.zeros(0, dtype=bool)
+        self._pending: list[tuple[np.ndarray, list[tuple[str, str, str | None, str | None, str]]]] = []
+        self._rows_of_path: dict[str, list[int]] = {}
+        self._dead = 0
+
+    def __len__(self) -> int:
+        self._flush()
+        return int(self._alive.sum())
+
+    def clear(self) -> None:
+        self.__init__(self.dim)  # type: ignore[misc]
+
+    def remove_paths(self, paths: Iterable[str]) -> None:
+        self._flush()
+        for path in paths:
+            for row in self._rows_of_path.pop(path, ()):
+                if self._alive[row]:
+                    self._alive[row] = False
+                    self._dead += 1
+
+    def add(
+        self,
+        vectors: np.ndarray,
+        paths: Sequence[str],
+        ids: Sequence[str],
+        users: Sequence[str | None],
+        chats: Sequence[str | None],
+        kinds: Sequence[str],
+    ) -> None:
+        if len(paths) == 0:
+            return
+        meta = list(zip(paths, ids, users, chats, kinds, strict=True))
+        self._pending.append((np.asarray(vectors, dtype=np.float32).reshape(len(meta), self.dim), meta))
+
+    def _flush(self) -> None:
+        """Concatenate pending additions once, not per call: many small files would otherwise copy
+        the whole matrix once each."""
+        if not self._pending:
+            return
+        start = len(self._paths)
+        blocks = [self._vectors] + [vecs for vecs, _ in self._pending]
+        self._vectors = np.concatenate(blocks, axis=0)
+        added = sum(len(meta) for _, meta in self._pending)
+        self._alive = np.concatenate([self._alive, np.ones(added, dtype=bool)])
+        row = start
+        for _, meta in self._pending:
+            for path, id_, user, chat, kind in meta:
+                self._paths.append(path)
+                self._ids.append(id_)
+                self._users.append(user)
+                self._chats.append(chat)
+                self._kinds.append(kind)
+                self._rows_of_path.setdefault(path, []).append(row)
+                row += 1
+        self._pending.clear()
+        self._scope_cache: dict[ScopeMask, np.ndarray] = {}
+        if self._dead > 1024 and self._dead > len(self._paths) // 4:
+            self._compact()
+
+    def _compact(self) -> None:
+        keep = np.flatnonzero(self._alive)
+        self._vectors = self._vectors[keep]
+        for name in ("_paths", "_ids", "_users", "_chats", "_kinds"):
+            values = getattr(self, name)
+            setattr(self, name, [values[i] for i in keep])
+        self._alive = np.ones(len(keep), dtype=bool)
+        self._rows_of_path = {}
+        for row, path in enumerate(self._paths):
+            self._rows_of_path.setdefault(path, []).append(row)
+        self._dead = 0
+
+    def _mask(self, scope: ScopeMask) -> np.ndarray:
+        cache = getattr(self, "_scope_cache", None)
+        if cache is None:
+            cache = self._scope_cache = {}
+        base = cache.get(scope)
+        if base is None or len(base) != len(self._paths):
+            base = np.ones(len(self._paths), dtype=bool)
+            if scope.user is not None:
+                users = np.array(self._users, dtype=object)
+                chats = np.array(self._chats, dtype=object)
+                user_ok = (users == scope.user) | np.equal(users, None)
+                if scope.chat is not None:
+                    chat_ok = (chats == scope.chat) | np.equal(chats, None)
+                else:
+                    chat_ok = np.ones(len(self._paths), dtype=bool)
+                base &= user_ok & chat_ok
+            if scope.kind is not None:
+                base &= np.array(self._kinds, dtype=object) == scope.kind
+            if len(cache) > 64:
+                cache.clear()
+            cache[scope] = base
+        return base & self._alive
+
+    def search(self, query: np.ndarray, scope: ScopeMask, k: int) -> list[tuple[str, str, float]]:
+        """Top ``k`` (path, id, cosine) in scope, best first. Vectors are L2-normalised."""
+        self._flush()
+        if not len(self._paths) or k <= 0:
+            return []
+        mask = self._mask(scope)
+        allowed = np.flatnonzero(mask)
+        if not len(allowed):
+            return []
+        if len(allowed) == len(self._paths):
+            scores = self._vectors @ query
+        else:
+            scores = np.full(len(self._paths), -np.inf, dtype=np.float32)
+            scores[allowed] = self._vectors[allowed] @ query
+        k = min(k, len(allowed))
+        top = np.argpartition(-scores, k - 1)[:k]
+        top = top[np.argsort(-scores[top], kind="stable")]
+        return [(self._paths[i], self._ids[i], float(scores[i])) for i in top]
+
+    def cosine(self, query: np.ndarray, keys: Iterable[tuple[str, str]]) -> dict[tuple[str, str], float]:
+        """Exact semantic score for candidates that only full-text search found."""
+        self._flush()
+        wanted = set(keys)
+        out: dict[tuple[str, str], float] = {}
+        for path in {p for p, _ in wanted}:
+            for row in self._rows_of_path.get(path, ()):
+                key = (path, self._ids[row])
+                if key in wanted and self._alive[row]:
+                    out[key] = float(self._vectors[row] @ query)
+        return out
