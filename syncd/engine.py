@@ -9,13 +9,15 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import os
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from .config import Settings
 from .embed import CachedEmbedder, Embedder, EmbeddingCache, load_embedder
 from .errors import HomeError, IndexError_
-from .home import Home, HomeLock, find_home
+from .home import Home, HomeLock, atomic_write, blob_sha, find_home
+from .intents import Intent, record_intent
 from .index import Index
 from .search import Hit, hybrid_search
 from .sync import Progress, SyncReport, plan_sync, scan_disk, sync
@@ -23,6 +25,8 @@ from .sync import Progress, SyncReport, plan_sync, scan_disk, sync
 __all__ = ["Engine", "open_engine", "Status"]
 
 log = logging.getLogger(__name__)
+
+_ANY = object()
 
 
 @dataclass
@@ -115,6 +119,48 @@ class Engine:
         self.index.optimize()
         self.index.write_meta()
         return report
+
+    # -- writes through markdown -------------------------------------------------------------------
+
+    def write_file(self, rel: str, data: bytes, expected_sha: str | None | object = _ANY, intent: Intent | None = None) -> str:
+        """Write one file of the home atomically (compare-and-swap when ``expected_sha`` is given:
+        a blob sha, or None for "must not exist"), leave its provenance for the committer, and,
+        when this engine is the writer, index and commit it before returning. Returns the new sha.
+
+        With a daemon holding the lock, open the engine read-only, write, then ``wait_indexed``.
+        """
+        path = self.home.root / rel
+        rel = self.home.rel(path)
+        sha = blob_sha(data)
+        if intent is not None:
+            record_intent(self.home, rel, sha, intent)
+        if expected_sha is _ANY:
+            atomic_write(path, data)
+        else:
+            atomic_write(path, data, expected_sha=expected_sha)
+        if not self.read_only:
+            self.sync([rel])
+            self.commit([rel])
+        return sha
+
+    def commit(self, paths: list[str] | None = None) -> list[str]:
+        """Commit indexed changes of ``paths`` (default: everything git sees as changed), one
+        commit per intent, so one agent turn is one revertible commit. Returns the new shas."""
+        from .history import commit_changes
+
+        self._require_writer()
+        return commit_changes(self.home, self.settings, paths)
+
+    def wait_indexed(self, rel: str, sha: str | None, timeout: float = 10.0) -> bool:
+        """Block until the index reflects ``rel`` at ``sha`` (None: until it is gone from it)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            record = self.index.files().get(rel)
+            if (record.sha if record else None) == sha:
+                return True
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.01)
 
     def search(
         self,

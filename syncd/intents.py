@@ -1,0 +1,108 @@
+"""Why a file changed: the provenance an API write leaves for whoever commits it.
+
+A write through syncd's API (an agent's turn, a CLI command) records an Intent next to the exact
+content it produced, keyed by path and blob sha, under ``.syncd/intents/``. Whoever indexes and
+commits that content (this process, or a daemon in another one) takes the intent and turns it into
+the commit's author and trailers. Content with no intent was written by a person in an editor.
+Keying by sha is what makes this echo-safe: if the file changes again before the commit, the
+intent no longer matches and the change is rightly attributed to whoever made it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import time
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+
+from .home import Home, atomic_write
+
+__all__ = ["Intent", "record_intent", "take_intents", "peek_intent"]
+
+log = logging.getLogger(__name__)
+
+# Intents nobody claimed (the write was reverted before it was indexed) are dropped after a day.
+_STALE_AFTER_S = 24 * 3600
+
+
+@dataclass(frozen=True)
+class Intent:
+    """Who made a change and from what. Every field but ``author`` is optional provenance."""
+
+    author: str
+    email: str | None = None
+    summary: str = ""
+    user: str | None = None
+    chat: str | None = None
+    session: str | None = None
+    turn: str | None = None
+    transcript_line: int | None = None
+    model: str | None = None
+    prompt_version: str | None = None
+    created: float = field(default_factory=time.time, compare=False)
+
+    def trailers(self) -> dict[str, str]:
+        """Git trailers (``Syncd-Session: s1`` ...) for the provenance that is present."""
+        names = {
+            "user": "Syncd-User",
+            "chat": "Syncd-Chat",
+            "session": "Syncd-Session",
+            "turn": "Syncd-Turn",
+            "transcript_line": "Syncd-Transcript-Line",
+            "model": "Syncd-Model",
+            "prompt_version": "Syncd-Prompt-Version",
+        }
+        return {name: str(getattr(self, key)) for key, name in names.items() if getattr(self, key) is not None}
+
+    @classmethod
+    def from_dict(cls, data: Mapping) -> Intent:
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+
+def _intent_path(home: Home, rel: str, sha: str) -> Path:
+    digest = hashlib.blake2b(rel.encode(), digest_size=8).hexdigest()
+    return home.state_dir / "intents" / f"{digest}-{sha}.json"
+
+
+def record_intent(home: Home, rel: str, sha: str, intent: Intent) -> None:
+    data = {"path": rel, "sha": sha, "intent": asdict(intent)}
+    atomic_write(_intent_path(home, rel, sha), json.dumps(data, sort_keys=True).encode())
+
+
+def peek_intent(home: Home, rel: str, sha: str) -> Intent | None:
+    try:
+        data = json.loads(_intent_path(home, rel, sha).read_text(encoding="utf-8"))
+    except (FileNotFoundError, json.JSONDecodeError):
+        return None
+    if data.get("path") != rel:
+        return None
+    return Intent.from_dict(data.get("intent") or {})
+
+
+def take_intents(home: Home, changes: Mapping[str, str]) -> dict[str, Intent]:
+    """Claim the intents of ``{path: sha}`` (they are removed once taken)."""
+    found: dict[str, Intent] = {}
+    for rel, sha in changes.items():
+        intent = peek_intent(home, rel, sha) if sha else None
+        if intent is not None:
+            found[rel] = intent
+            _intent_path(home, rel, sha).unlink(missing_ok=True)
+    _drop_stale(home)
+    return found
+
+
+def _drop_stale(home: Home) -> None:
+    folder = home.state_dir / "intents"
+    if not folder.is_dir():
+        return
+    cutoff = time.time() - _STALE_AFTER_S
+    for path in folder.glob("*.json"):
+        try:
+            if path.stat().st_mtime < cutoff:
+                path.unlink()
+        except FileNotFoundError:
+            continue

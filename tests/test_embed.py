@@ -1,0 +1,459 @@
+"""syncd.embed with the real bundled model: offline loading, integrity, model folders, the cache."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import sqlite3
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import syncd.embed as embed_mod
+from syncd.config import DEFAULT_EMBED_MODEL, Settings
+from syncd.embed import (
+    BUNDLED_TOKENIZER_DIR,
+    DEFAULT_MODEL_ID,
+    DEFAULT_MODEL_SHA256,
+    CachedEmbedder,
+    Embedder,
+    EmbeddingCache,
+    FastEmbedBackend,
+    assemble_model_dir,
+    bundled_onnx_path,
+    default_model_dir,
+    load_embedder,
+    text_key,
+    verify_sha256,
+)
+from syncd.errors import EmbeddingError
+
+MODEL_FILES = ("model.onnx", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
+               "config.json")
+
+
+@pytest.fixture(scope="module")
+def model_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("models")
+
+
+@pytest.fixture(scope="module")
+def backend(model_cache: Path) -> FastEmbedBackend:
+    """The default model, loaded once for the module, with the hub forced offline."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("HF_HUB_OFFLINE", "1")
+        embedder = load_embedder(Settings(), cache_dir=model_cache)
+        assert isinstance(embedder, FastEmbedBackend)
+        embedder.load()
+    return embedder
+
+
+def cos(a: np.ndarray, b: np.ndarray) -> float:
+    return float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b)))
+
+
+def test_public_api_is_pinned() -> None:
+    assert sorted(embed_mod.__all__) == sorted([
+        "BUNDLED_TOKENIZER_DIR", "CachedEmbedder", "DEFAULT_MODEL_ID", "DEFAULT_MODEL_SHA256",
+        "Embedder", "EmbeddingCache", "FastEmbedBackend", "OPTIONAL_MODEL_FILES",
+        "REQUIRED_MODEL_FILES", "assemble_model_dir", "bundled_onnx_path", "default_model_dir",
+        "load_embedder", "text_key", "verify_sha256",
+    ])
+
+
+# ---------------------------------------------------------------------------------------------
+# The default model, offline
+
+
+def test_default_model_loads_with_no_network(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+
+    def no_network(*args: object, **kwargs: object) -> None:
+        raise AssertionError(f"network access attempted: {args}")
+
+    monkeypatch.setattr(socket.socket, "connect", no_network)
+    monkeypatch.setattr(socket, "create_connection", no_network)
+    embedder = load_embedder(Settings(), cache_dir=tmp_path / "models")
+    assert not list((tmp_path / "models").glob("*")), "nothing may be assembled before use"
+    vectors = embedder.embed(["hello world"])
+    assert vectors.shape == (1, 384)
+    assert embedder.model_id == DEFAULT_MODEL_ID
+    assert DEFAULT_MODEL_ID == f"all-MiniLM-L6-v2@int8-{DEFAULT_MODEL_SHA256[:12]}"
+    folder = tmp_path / "models" / f"all-MiniLM-L6-v2-int8-{DEFAULT_MODEL_SHA256[:12]}"
+    assert sorted(p.name for p in folder.iterdir()) == sorted(MODEL_FILES)
+
+
+def test_vectors_are_384d_unit_float32_and_deterministic(backend: FastEmbedBackend) -> None:
+    assert isinstance(backend, Embedder)
+    assert backend.dim == 384
+    texts = ["The quick brown fox", "jumps over the lazy dog", "Ünïcödé and 日本語 text"]
+    first = backend.embed(texts)
+    assert first.dtype == np.float32 and first.shape == (3, 384)
+    np.testing.assert_allclose(np.linalg.norm(first, axis=1), 1.0, atol=1e-5)
+    again = backend.embed(list(reversed(texts)))[::-1]
+    np.testing.assert_allclose(first, again, atol=1e-6)
+    np.testing.assert_allclose(backend.embed_query(texts[0]), first[0], atol=1e-6)
+
+
+def test_similar_meanings_are_closer(backend: FastEmbedBackend) -> None:
+    tea, drink, crash = backend.embed(
+        ["I like green tea", "Tea is my favourite drink", "The server crashed at midnight"]
+    )
+    assert cos(tea, drink) > cos(tea, crash) + 0.3
+
+
+def test_empty_input_and_blank_texts(backend: FastEmbedBackend) -> None:
+    assert backend.embed([]).shape == (0, 384)
+    assert backend.embed([]).dtype == np.float32
+    blank = backend.embed(["", "   ", "\n\t"])
+    assert blank.shape == (3, 384)
+    np.testing.assert_allclose(np.linalg.norm(blank, axis=1), 1.0, atol=1e-5)
+
+
+def test_a_bare_string_is_refused(backend: FastEmbedBackend) -> None:
+    with pytest.raises(TypeError):
+        backend.embed("not a list")
+    with pytest.raises(TypeError):
+        backend.embed(["fine", 3])  # type: ignore[list-item]
+
+
+def test_long_text_is_truncated_not_an_error(backend: FastEmbedBackend) -> None:
+    assert backend.embed(["word " * 1000]).shape == (1, 384)
+
+
+def test_concurrent_first_use_loads_once_and_agrees(
+    tmp_path: Path, backend: FastEmbedBackend
+) -> None:
+    fresh = FastEmbedBackend.bundled(tmp_path / "models")
+    loads = []
+    real_load = fresh._load
+
+    def counting_load():  # type: ignore[no-untyped-def]
+        loads.append(1)
+        return real_load()
+
+    fresh._load = counting_load  # type: ignore[method-assign]
+    texts = [f"sentence {i} about tea" for i in range(20)]
+    results: list[np.ndarray] = []
+    errors: list[BaseException] = []
+
+    def work() -> None:
+        try:
+            results.append(fresh.embed(texts))
+        except BaseException as exc:  # noqa: BLE001 - surfaced by the assert below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    assert len(loads) == 1
+    expected = backend.embed(texts)
+    for result in results:
+        np.testing.assert_allclose(result, expected, atol=1e-6)
+
+
+# ---------------------------------------------------------------------------------------------
+# Integrity of the model file
+
+
+def test_verify_sha256_accepts_the_real_file() -> None:
+    verify_sha256(bundled_onnx_path(), DEFAULT_MODEL_SHA256)
+
+
+def test_tampered_model_is_refused_by_name(tmp_path: Path) -> None:
+    tampered = tmp_path / "model.onnx"
+    shutil.copyfile(bundled_onnx_path(), tampered)
+    with open(tampered, "r+b") as fh:
+        fh.seek(1000)
+        byte = fh.read(1)
+        fh.seek(1000)
+        fh.write(bytes([byte[0] ^ 0xFF]))
+
+    with pytest.raises(EmbeddingError, match="sha256") as err:
+        verify_sha256(tampered, DEFAULT_MODEL_SHA256)
+    assert str(tampered) in str(err.value)
+
+    with pytest.raises(EmbeddingError, match=str(tampered)):
+        default_model_dir(tmp_path / "models", onnx_path=tampered)
+    assert not (tmp_path / "models").exists(), "a refused model must not be assembled"
+
+    embedder = FastEmbedBackend.bundled(tmp_path / "models", onnx_path=tampered)
+    with pytest.raises(EmbeddingError, match=str(tampered)):
+        embedder.embed(["x"])
+
+
+def test_missing_model_file_is_named(tmp_path: Path) -> None:
+    with pytest.raises(EmbeddingError, match="cannot read model file"):
+        verify_sha256(tmp_path / "nope.onnx", DEFAULT_MODEL_SHA256)
+
+
+# ---------------------------------------------------------------------------------------------
+# Assembling model folders
+
+
+def test_assemble_is_idempotent_and_repairs(tmp_path: Path) -> None:
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "a.txt").write_text("A")
+    (src / "b.txt").write_text("B")
+    target = tmp_path / "target"
+    sources = {"a.txt": src / "a.txt", "b.txt": src / "b.txt"}
+    assemble_model_dir(target, sources)
+    first = {p.name: os.readlink(p) if p.is_symlink() else None for p in target.iterdir()}
+    assemble_model_dir(target, sources)
+    assert {p.name: os.readlink(p) if p.is_symlink() else None for p in target.iterdir()} == first
+
+    (target / "a.txt").unlink()
+    (target / "b.txt").unlink()
+    (target / "b.txt").symlink_to(tmp_path / "elsewhere")
+    assemble_model_dir(target, sources)
+    assert (target / "a.txt").read_text() == "A"
+    assert (target / "b.txt").read_text() == "B"
+    assert sorted(p.name for p in target.iterdir()) == ["a.txt", "b.txt"]
+
+
+def test_assemble_copies_where_symlinks_fail(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def no_symlinks(*args: object, **kwargs: object) -> None:
+        raise OSError("symlinks are not permitted here")
+
+    monkeypatch.setattr(os, "symlink", no_symlinks)
+    folder = default_model_dir(tmp_path / "models")
+    assert not any(p.is_symlink() for p in folder.iterdir())
+    assert sorted(p.name for p in folder.iterdir()) == sorted(MODEL_FILES)
+    before = {p.name: p.stat().st_ino for p in folder.iterdir()}
+    default_model_dir(tmp_path / "models")
+    assert {p.name: p.stat().st_ino for p in folder.iterdir()} == before, "copies are reused"
+
+    copy = folder / "model.onnx"
+    stat = copy.stat()
+    with open(copy, "r+b") as fh:
+        fh.seek(500)
+        fh.write(b"\x00\x01\x02")
+    default_model_dir(tmp_path / "models")
+    verify_sha256(copy, DEFAULT_MODEL_SHA256)  # a changed mtime: the copy is made again
+
+    with open(copy, "r+b") as fh:
+        fh.seek(500)
+        fh.write(b"\x00\x01\x02")
+    os.utime(copy, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    with pytest.raises(EmbeddingError, match="sha256"):
+        default_model_dir(tmp_path / "models")
+
+
+def test_assemble_concurrently(tmp_path: Path) -> None:
+    sources = {name: BUNDLED_TOKENIZER_DIR / name for name in MODEL_FILES if name != "model.onnx"}
+    sources["model.onnx"] = bundled_onnx_path()
+    target = tmp_path / "model"
+    errors: list[BaseException] = []
+
+    def work() -> None:
+        try:
+            for _ in range(5):
+                assemble_model_dir(target, sources)
+        except BaseException as exc:  # noqa: BLE001 - surfaced by the assert below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    assert sorted(p.name for p in target.iterdir()) == sorted(MODEL_FILES)
+    for name, src in sources.items():
+        assert (target / name).resolve() == Path(src).resolve()
+
+
+def test_assemble_names_missing_sources(tmp_path: Path) -> None:
+    with pytest.raises(EmbeddingError, match="tokenizer.json"):
+        assemble_model_dir(tmp_path / "t", {"tokenizer.json": tmp_path / "absent.json"})
+
+
+# ---------------------------------------------------------------------------------------------
+# Resolution: embed_model_path, embed_model, default
+
+
+def test_model_path_missing_files_are_listed(tmp_path: Path) -> None:
+    folder = tmp_path / "my-model"
+    folder.mkdir()
+    (folder / "tokenizer.json").write_text("{}")
+    with pytest.raises(EmbeddingError) as err:
+        load_embedder(Settings(embed_model_path=folder), cache_dir=tmp_path / "models")
+    message = str(err.value)
+    assert "model.onnx" in message and "tokenizer_config.json" in message
+    assert str(folder) in message
+    assert "missing model.onnx, tokenizer_config.json" in message
+
+
+def test_model_path_that_does_not_exist(tmp_path: Path) -> None:
+    with pytest.raises(EmbeddingError, match="does not exist"):
+        load_embedder(Settings(embed_model_path=tmp_path / "absent"))
+    (tmp_path / "model.onnx").write_bytes(b"")
+    with pytest.raises(EmbeddingError, match="not a folder"):
+        load_embedder(Settings(embed_model_path=tmp_path / "model.onnx"))
+
+
+def test_model_path_runs_the_folder(tmp_path: Path, backend: FastEmbedBackend) -> None:
+    folder = tmp_path / "minilm-copy"
+    folder.mkdir()
+    shutil.copy2(bundled_onnx_path(), folder / "model.onnx")
+    for name in MODEL_FILES[1:]:
+        shutil.copy2(BUNDLED_TOKENIZER_DIR / name, folder / name)
+    settings = Settings(embed_model_path=folder, embed_batch_size=8, embed_threads=1)
+    embedder = load_embedder(settings, cache_dir=tmp_path / "models")
+    assert isinstance(embedder, FastEmbedBackend)
+    assert embedder.batch_size == 8 and embedder.threads == 1
+    assert embedder.model_id.startswith("path:minilm-copy@")
+    assert embedder.model_id != backend.model_id
+    texts = ["same weights", "same vectors"]
+    np.testing.assert_allclose(embedder.embed(texts), backend.embed(texts), atol=1e-6)
+
+    # New weights in the same folder must get a new id, so the cache cannot serve old vectors.
+    stat = (folder / "model.onnx").stat()
+    os.utime(folder / "model.onnx", ns=(stat.st_atime_ns, stat.st_mtime_ns + 1_000_000_000))
+    assert load_embedder(settings).model_id != embedder.model_id
+
+
+def test_unknown_model_name_explains_the_offline_way(tmp_path: Path) -> None:
+    with pytest.raises(EmbeddingError) as err:
+        load_embedder(Settings(embed_model="no-such-org/no-such-model"), cache_dir=tmp_path)
+    assert "unknown embedding model" in str(err.value)
+    assert "SYNCD_EMBED_MODEL_PATH" in str(err.value)
+
+
+def test_named_fastembed_model_is_lazy_and_named(tmp_path: Path) -> None:
+    embedder = load_embedder(Settings(embed_model="BAAI/bge-small-en-v1.5"), cache_dir=tmp_path)
+    assert embedder.model_id == "BAAI/bge-small-en-v1.5"
+    assert embedder.dim == 384
+    assert isinstance(embedder, FastEmbedBackend) and not embedder.loaded
+
+
+def test_default_name_means_the_bundled_copy(tmp_path: Path) -> None:
+    embedder = load_embedder(Settings(embed_model=DEFAULT_EMBED_MODEL), cache_dir=tmp_path)
+    assert embedder.model_id == DEFAULT_MODEL_ID
+
+
+def test_cache_dir_follows_the_home(tmp_path: Path) -> None:
+    embedder = load_embedder(Settings(home=tmp_path))
+    assert isinstance(embedder, FastEmbedBackend)
+    assert embedder._cache_dir == tmp_path / ".syncd" / "models"
+
+
+# ---------------------------------------------------------------------------------------------
+# The cache
+
+
+def test_cache_round_trip_and_model_separation(tmp_path: Path) -> None:
+    rng = np.random.default_rng(0)
+    texts = [f"text {i}" for i in range(2500)]
+    vectors = rng.standard_normal((2500, 8)).astype(np.float32)
+    with EmbeddingCache(tmp_path / "cache.sqlite") as cache:
+        cache.put_many("m1", texts, vectors)
+        got = cache.get_many("m1", texts + ["never stored"])
+        assert sorted(got) == list(range(2500))
+        np.testing.assert_array_equal(np.stack([got[i] for i in range(2500)]), vectors)
+        assert cache.get_many("m2", texts) == {}
+        assert cache.count("m1") == 2500 and cache.count() == 2500
+        assert cache.delete_model("m1") == 2500
+        assert cache.count() == 0
+    db = sqlite3.connect(tmp_path / "cache.sqlite")
+    assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    db.close()
+
+
+def test_cache_rejects_mismatched_vectors(tmp_path: Path) -> None:
+    with EmbeddingCache(tmp_path / "c.sqlite") as cache, pytest.raises(ValueError):
+        cache.put_many("m", ["a", "b"], np.zeros((3, 4), np.float32))
+
+
+def test_closed_cache_says_so(tmp_path: Path) -> None:
+    cache = EmbeddingCache(tmp_path / "c.sqlite")
+    cache.close()
+    with pytest.raises(EmbeddingError, match="closed"):
+        cache.get_many("m", ["a"])
+
+
+def test_corrupt_cache_file_is_an_embedding_error(tmp_path: Path) -> None:
+    path = tmp_path / "c.sqlite"
+    path.write_bytes(b"this is not a database" * 100)
+    with pytest.raises(EmbeddingError, match="deleting it is safe"):
+        EmbeddingCache(path)
+
+
+def test_text_key_is_sha256_and_survives_lone_surrogates() -> None:
+    expected = "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+    assert text_key("abc").hex() == expected
+    assert len(text_key("bad \udcff byte")) == 32
+
+
+def test_cached_embedder_embeds_only_misses(tmp_path: Path, backend: FastEmbedBackend) -> None:
+    path = tmp_path / "cache.sqlite"
+    cached = CachedEmbedder(backend, EmbeddingCache(path))
+    assert isinstance(cached, Embedder)
+    assert cached.model_id == backend.model_id and cached.dim == 384
+
+    texts = ["alpha", "beta", "gamma", "alpha"]
+    first = cached.embed(texts)
+    assert (cached.calls, cached.embedded_texts) == (1, 3), "duplicates are embedded once"
+    np.testing.assert_allclose(first, backend.embed(texts), atol=1e-6)
+
+    again = cached.embed(texts)
+    assert (cached.calls, cached.embedded_texts) == (1, 3), "a repeat must not reach the model"
+    np.testing.assert_array_equal(again, first)
+
+    mixed = cached.embed(["beta", "delta", "alpha", "epsilon", "delta"])
+    assert (cached.calls, cached.embedded_texts) == (2, 5), "only delta and epsilon are new"
+    np.testing.assert_allclose(mixed, backend.embed(["beta", "delta", "alpha", "epsilon", "delta"]),
+                               atol=1e-6)
+
+    assert cached.embed([]).shape == (0, 384)
+    assert cached.calls == 2
+    cached.cache.close()
+
+    reopened = CachedEmbedder(backend, EmbeddingCache(path))
+    np.testing.assert_array_equal(reopened.embed(texts), first)
+    assert reopened.calls == 0 and reopened.embedded_texts == 0
+
+    assert reopened.cache.get_many("some-other-model@1", texts) == {}
+    assert len(reopened.cache.get_many(backend.model_id, texts)) == 4
+
+    query = reopened.embed_query("alpha")
+    np.testing.assert_allclose(query, first[0], atol=1e-6)
+    assert reopened.calls == 1
+    reopened.reset_counters()
+    assert (reopened.calls, reopened.embedded_texts) == (0, 0)
+    reopened.cache.close()
+
+
+def test_cached_embedder_from_many_threads(tmp_path: Path, backend: FastEmbedBackend) -> None:
+    cached = CachedEmbedder(backend, EmbeddingCache(tmp_path / "cache.sqlite"))
+    batches = [[f"thread {t} text {i}" for i in range(10)] + ["shared"] for t in range(6)]
+    results: dict[int, np.ndarray] = {}
+    errors: list[BaseException] = []
+
+    def work(n: int) -> None:
+        try:
+            results[n] = cached.embed(batches[n])
+        except BaseException as exc:  # noqa: BLE001 - surfaced by the assert below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(n,)) for n in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    for n, batch in enumerate(batches):
+        np.testing.assert_allclose(results[n], backend.embed(batch), atol=1e-6)
+    assert cached.cache.count(backend.model_id) == 61
+    cached.cache.close()
