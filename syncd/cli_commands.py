@@ -76,7 +76,7 @@ def cmd_search(args: argparse.Namespace, settings: Settings) -> int:
         label = f"[{hit.category}] " if hit.category else ""
         where = f"{hit.path}:{hit.line}"
         parts = " ".join(f"{k}={v:.2f}" for k, v in hit.parts.items())
-        print(f"{rank:2}. {hit.score:.3f}  {label}{hit.content.splitlines()[0][:100]}")
+        print(f"{rank:2}. {hit.score:.3f}  {label}{hit.snippet()}")
         print(f"      {where}  ({parts})")
     return 0
 
@@ -106,8 +106,27 @@ def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+def cmd_demo(args: argparse.Namespace, settings: Settings) -> int:
+    from pathlib import Path
+
+    from .demo import run_demo
+
+    run_demo(Path(args.path or args.home or "syncd-demo"), settings, limit=args.limit)
+    return 0
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
+    return value
+
+
 def register(command) -> None:
     """Add this module's commands through ``command(name, func, help)`` from cli.build_parser."""
+    p = command("demo", cmd_demo, "Create a demo home with two users' memory, index it and search it (offline).")
+    p.add_argument("path", nargs="?", help="where to create it (default: ./syncd-demo)")
+    p.add_argument("--limit", type=_positive_int, default=3, help="results per query (default 3)")
     p = command("sync", cmd_sync, "Index whatever changed in the home since the last sync.")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
 
@@ -118,7 +137,7 @@ def register(command) -> None:
     p.add_argument("query", help="what to look for, in plain words")
     p.add_argument("--user", default=None, help="only this user's memory (plus shared pages)")
     p.add_argument("--chat", default=None, help="only this chat's and the user's memory (needs --user)")
-    p.add_argument("--limit", type=int, default=10, help="how many results (default 10)")
+    p.add_argument("--limit", type=_positive_int, default=10, help="how many results (default 10)")
     p.add_argument("--kind", choices=["fact", "chunk"], default=None, help="only facts or only chunks")
     p.add_argument("--json", action="store_true", help="machine-readable output")
 

@@ -55,6 +55,13 @@ class Hit:
     provenance: str = ""
     extra: dict = field(default_factory=dict)
 
+    def snippet(self, width: int = 100) -> str:
+        """The first line worth showing: a chunk's heading line is already in ``heading``."""
+        lines = [line.strip() for line in self.content.splitlines() if line.strip()]
+        body = [line for line in lines if not line.startswith("#")] or lines or [""]
+        text = body[0]
+        return text if len(text) <= width else text[: width - 1] + "…"
+
     def to_dict(self) -> dict:
         out = asdict(self)
         out["tags"] = list(self.tags)

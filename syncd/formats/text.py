@@ -1,0 +1,151 @@
+"""Bytes to text and the few line-level markdown rules every format shares.
+
+Every format in syncd promises that rendering an unchanged parse gives back the exact bytes that
+were read, so this layer never normalises anything:
+
+* decoding is strict UTF-8 and a UTF-8 byte order mark is *kept* as ``'\\ufeff'`` at the start of
+  the string (``utf-8-sig`` would drop it and the rewrite would lose three bytes);
+* lines are split on ``'\\n'`` only. ``str.splitlines`` also splits on ``\\x0b``, ``\\x1c``,
+  ``\\x85``, ``\\u2028`` and a lone ``\\r``; a file containing any of those would come back
+  different. A ``'\\r'`` directly before ``'\\n'`` is part of the line ending; a lone ``'\\r'`` is
+  ordinary line content;
+* code fences and YAML frontmatter are recognised here, once, so that daily logs and pages agree
+  on what is "inside code" (where nothing is a fact, a heading, a link or a tag).
+
+Fence rule (deliberately wider than CommonMark's three-space limit): a line whose first non-blank
+characters are three or more backticks or tildes opens a fence, whatever its indentation, because
+fences nested in list items are common in notes and text inside them must never turn into facts
+or tags. A backtick fence's info string may not contain a backtick (otherwise it is inline code).
+The fence closes on a line holding only the same character, at least as many times. An unclosed
+fence runs to the end of the file.
+
+Frontmatter rule (what Obsidian does): the very first line is ``---`` (a byte order mark before it
+is allowed) and a later line is ``---``; trailing spaces or tabs on either are tolerated. Without
+the closing line there is no frontmatter.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from ..errors import ParseError
+
+__all__ = [
+    "BOM",
+    "decode_markdown",
+    "encode_markdown",
+    "split_lines_keepends",
+    "split_lines",
+    "fence_opener",
+    "closes_fence",
+    "frontmatter_line_count",
+    "atx_heading",
+]
+
+BOM = "\ufeff"
+
+_FENCE_OPEN_RE = re.compile(r"[ \t]*(`{3,}|~{3,})(.*)")
+_FENCE_CLOSE_RE = re.compile(r"[ \t]*(`{3,}|~{3,})[ \t]*")
+_ATX_OPEN_RE = re.compile(r" {0,3}(#{1,6})(?=[ \t]|\Z)")
+
+
+def decode_markdown(data: bytes, path: object = None) -> str:
+    """Decode a markdown file's bytes strictly as UTF-8, keeping a byte order mark as ``'\\ufeff'``.
+
+    Raises ParseError carrying ``path`` and the 1-based line of the first invalid byte, because a
+    person has to find and fix that byte; guessing another encoding would make the rewrite lossy.
+    """
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        bad = data[exc.start : exc.start + 1].hex()
+        raise ParseError(
+            f"not valid UTF-8 (byte 0x{bad} at offset {exc.start}: {exc.reason})", path, line
+        ) from None
+
+
+def encode_markdown(text: str) -> bytes:
+    """The exact inverse of decode_markdown (a leading ``'\\ufeff'`` becomes the three BOM bytes)."""
+    return text.encode("utf-8")
+
+
+def split_lines_keepends(text: str) -> list[str]:
+    """Split on ``'\\n'`` only, each piece keeping its ending; ``''.join(result) == text``."""
+    pieces = text.split("\n")
+    last = pieces.pop()
+    out = [p + "\n" for p in pieces]
+    if last:
+        out.append(last)
+    return out
+
+
+def split_lines(text: str) -> list[tuple[str, str]]:
+    """Split into ``(content, ending)`` pairs, ending being ``'\\n'``, ``'\\r\\n'`` or ``''``.
+
+    Only the final piece can have the empty ending (a file without a final newline). An empty text
+    has no lines. ``''.join(c + e for c, e in result) == text``.
+    """
+    pieces = text.split("\n")
+    last = pieces.pop()
+    out = [(p[:-1], "\r\n") if p.endswith("\r") else (p, "\n") for p in pieces]
+    if last:
+        # A lone trailing '\r' with no '\n' after it is content: there is no line ending to keep.
+        out.append((last, ""))
+    return out
+
+
+def fence_opener(line: str) -> tuple[str, int] | None:
+    """``(fence character, run length)`` if ``line`` (no line ending) opens a code fence, else None."""
+    m = _FENCE_OPEN_RE.match(line)
+    if m is None:
+        return None
+    run = m.group(1)
+    if run[0] == "`" and "`" in m.group(2):
+        return None
+    return run[0], len(run)
+
+
+def closes_fence(line: str, char: str, length: int) -> bool:
+    """Whether ``line`` closes a fence opened with ``length`` times ``char``."""
+    m = _FENCE_CLOSE_RE.fullmatch(line)
+    return m is not None and m.group(1)[0] == char and len(m.group(1)) >= length
+
+
+def _is_frontmatter_delimiter(line: str) -> bool:
+    return line.rstrip(" \t") == "---"
+
+
+def frontmatter_line_count(lines: Sequence[str]) -> int:
+    """How many of ``lines`` (contents, no endings) form the frontmatter block; 0 if there is none.
+
+    The count includes both ``---`` lines, so ``lines[count:]`` is the body.
+    """
+    if not lines:
+        return 0
+    first = lines[0]
+    if first.startswith(BOM):
+        first = first[1:]
+    if not _is_frontmatter_delimiter(first):
+        return 0
+    for i in range(1, len(lines)):
+        if _is_frontmatter_delimiter(lines[i]):
+            return i + 1
+    return 0
+
+
+def atx_heading(line: str) -> tuple[int, str] | None:
+    """``(level, text)`` if ``line`` is an ATX heading (CommonMark), else None.
+
+    Done by hand rather than with one regex: a lazy group followed by an optional closing
+    sequence backtracks quadratically on a heading padded with many spaces.
+    """
+    m = _ATX_OPEN_RE.match(line)
+    if m is None:
+        return None
+    text = line[m.end() :].strip(" \t")
+    bare = text.rstrip("#")
+    if bare != text and (not bare or bare[-1] in " \t"):
+        text = bare.rstrip(" \t")
+    return len(m.group(1)), text

@@ -1,0 +1,381 @@
+"""Hypothesis strategies shared by the test suite.
+
+Grouped by format. Generators of *texts* also return what a correct parser must find (the oracle)
+where that is cheap to know, so properties check classification and not only round trips.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import string
+
+from hypothesis import strategies as st
+
+from syncd.formats import Fact, FactLine, TextLine, page_from_body, render_fact_line
+
+__all__ = [
+    "unicode_text",
+    "line_text",
+    "prose_lines",
+    "categories",
+    "safe_ids",
+    "tag_words",
+    "fact_contents",
+    "facts",
+    "raw_fact_lines",
+    "LOOKALIKE_LINES",
+    "lookalike_lines",
+    "section_headings",
+    "daily_log_texts",
+    "daily_log_models",
+    "page_texts",
+    "page_models",
+]
+
+# ---------------------------------------------------------------------------------------- text
+
+# Every script hypothesis can draw, plus characters that break naive line handling.
+_TRICKY = ["\x0b", "\x0c", "\x1c", "\x1d", "\x1e", "\x85", "\u2028", "\u2029", "\t", "\ufeff", "\xa0"]
+_SCRIPTS = ["héllo", "Ωμέγα", "привет", "日本語", "한국어", "עברית", "العربية", "हिंदी", "🙂👍🏽", "ﬁ"]
+
+
+def unicode_text(*, exclude: str = "", max_size: int = 20) -> st.SearchStrategy[str]:
+    """Any text (no surrogates) mixed with tricky separators and words of many scripts."""
+    chars = st.characters(exclude_categories=("Cs",), exclude_characters=exclude)
+    pieces = st.one_of(
+        st.text(chars, max_size=max_size),
+        st.sampled_from([c for c in _TRICKY if c not in exclude]),
+        st.sampled_from(_SCRIPTS),
+    )
+    return st.lists(pieces, max_size=4).map("".join)
+
+
+def line_text(max_size: int = 20) -> st.SearchStrategy[str]:
+    """Text of one line: anything but '\\n' (a lone '\\r' included)."""
+    return unicode_text(exclude="\n", max_size=max_size)
+
+
+def _is_plain_prose(s: str) -> bool:
+    lead = s.lstrip(" \t")
+    return not (
+        s.startswith("- [")
+        or lead.startswith(("```", "~~~", "<!--", "#"))
+        or s.rstrip(" \t") == "---"
+        or s.lstrip("\ufeff").rstrip(" \t") == "---"
+    )
+
+
+def prose_lines() -> st.SearchStrategy[str]:
+    """One line of free text that opens no structure (fence, comment, heading, frontmatter, fact)."""
+    return line_text().filter(_is_plain_prose).filter(lambda s: not s.endswith("\r"))
+
+
+# ---------------------------------------------------------------------------------------- facts
+
+_LOWER = string.ascii_lowercase
+_ID_CHARS = string.ascii_letters + string.digits + "._@+-"
+
+
+def _word(first: str, rest: str, max_rest: int, min_rest: int = 0) -> st.SearchStrategy[str]:
+    # Cheaper than st.from_regex, which dominates run time when drawn thousands of times.
+    return st.builds(
+        str.__add__, st.sampled_from(first), st.text(rest, min_size=min_rest, max_size=max_rest)
+    )
+
+
+categories = _word(_LOWER, _LOWER + string.digits + "_-", 12, min_rest=1)
+safe_ids = _word(string.ascii_letters + string.digits, _ID_CHARS, 12).filter(
+    lambda s: ".." not in s
+)
+tag_words = st.one_of(
+    st.sampled_from(["tea", "morning", "half-marathon", "c++", "日本", "a/b", "x_y", "#x"]),
+    _word(string.ascii_letters + "éß日", string.ascii_letters + "-/_.:é", 6),
+)
+
+_CONTENT_PIECES = st.one_of(
+    line_text(12),
+    st.sampled_from(
+        ["`code`", "<!--", "-->", "<!-- note -->", "[x]", "- [pref]", "``", "a:b", "#1", "`a", "b`"]
+    ),
+)
+
+
+def fact_contents() -> st.SearchStrategy[str]:
+    """Fact content: any one-line text, with grammar-significant fragments mixed in."""
+    return (
+        st.lists(_CONTENT_PIECES, min_size=1, max_size=5)
+        .map(" ".join)
+        .map(str.strip)
+        .filter(lambda s: s and "\r" not in s)
+    )
+
+
+_meta_values = st.text(string.ascii_letters + string.digits + ":#./_+-", min_size=1, max_size=8).filter(
+    lambda v: "-->" not in v
+)
+_extra_pairs = st.lists(
+    st.tuples(_word(string.ascii_letters, string.ascii_letters + string.digits + "_.-", 5), _meta_values),
+    max_size=2,
+)
+_timestamps = st.sampled_from(
+    ["2026-11-22", "2026-11-22T14:05", "2026-11-22T14:05:09Z", "2026-11-22T14:05:09.123+02:00"]
+)
+
+
+@st.composite
+def facts(draw: st.DrawFn) -> Fact:
+    """A valid Fact; combinations the grammar cannot express are rejected, not silently fixed."""
+    session = draw(st.none() | safe_ids)
+    kwargs = dict(
+        content=draw(fact_contents()),
+        category=draw(categories),
+        tags=tuple(draw(st.lists(tag_words, max_size=3))),
+        importance=draw(st.none() | st.floats(0, 1) | st.sampled_from([0, 1, 0.5, 0.8])),
+        id=draw(st.none() | safe_ids),
+        source_session=session,
+        source_line=None if session is None else draw(st.none() | st.integers(0, 10**6)),
+        timestamp=draw(st.none() | _timestamps),
+        extra=tuple(draw(_extra_pairs)),
+    )
+    try:
+        return Fact(**kwargs)
+    except ValueError:
+        from hypothesis import reject
+
+        reject()
+
+
+_ws = st.text(" \t", min_size=1, max_size=3)
+_ws0 = st.text(" \t", max_size=3)
+
+
+@st.composite
+def raw_fact_lines(draw: st.DrawFn) -> tuple[str, Fact]:
+    """A fact written by hand: canonical or with odd spacing, tabs and trailing blanks."""
+    fact = draw(facts())
+    if draw(st.booleans()):
+        return render_fact_line(fact), fact
+    line = f"- [{fact.category}]{draw(_ws)}{fact.content}"
+    if fact.tags:
+        sep = draw(_ws)
+        line += f"{draw(_ws)}`{draw(_ws0)}{sep.join(fact.tags)}{draw(_ws0)}`"
+    bare = render_fact_line(dataclasses.replace(fact, content="x", tags=()))
+    tokens = bare.partition(" <!-- ")[2].removesuffix(" -->").split()
+    if tokens:
+        line += f"{draw(_ws0)}<!--{draw(_ws0)}{draw(_ws).join(tokens)}{draw(_ws0)}-->"
+    return line + draw(_ws0), fact
+
+
+LOOKALIKE_LINES = [
+    "- [ ] a task checkbox",
+    "- [x] a done task",
+    "- [X] a done task",
+    "- [b] a bookmark status from a theme",
+    "- [12:30] a timestamp",
+    "- [text](https://example.com)",
+    "- [[wikilink]]",
+    "- [[wikilink]] with text",
+    "> [!note] a callout",
+    "- [Some Thing] capitalised",
+    "- [some thing] spaced",
+    "- [Preference] capitalised category",
+    "* [preference] star bullet",
+    "+ [preference] plus bullet",
+    "  - [preference] indented bullet",
+    "\t- [preference] tab-indented bullet",
+    "1. [preference] numbered",
+    "-  [preference] two spaces after the dash",
+    "-[preference] no space after the dash",
+    "- [preference]no space after the bracket",
+    "- [preference]",
+    "- [preference]   ",
+    "- [preference] <!-- id:f-1 -->",
+    "- [ref]: https://example.com",
+    "- [a] one-letter category",
+    "- [" + "a" * 33 + "] category too long",
+    "- [préférence] non-ascii category",
+    "- [pref!] punctuation",
+    "- [pref] lone\rcarriage return",
+]
+
+
+def lookalike_lines() -> st.SearchStrategy[str]:
+    return st.sampled_from(LOOKALIKE_LINES)
+
+
+@st.composite
+def section_headings(draw: st.DrawFn) -> str:
+    tokens = []
+    if draw(st.booleans()):
+        tokens.append(f"chat:{draw(safe_ids)}")
+    if draw(st.booleans()):
+        tokens.append(f"session:{draw(safe_ids)}")
+    if draw(st.booleans()):
+        tokens.append(draw(st.sampled_from(["note", "follow-up", "ünïcode"])))
+    tokens = draw(st.permutations(tokens))
+    hh, mm = draw(st.integers(0, 23)), draw(st.integers(0, 59))
+    return " ".join([f"## {hh:02d}:{mm:02d}", *tokens])
+
+
+_endings = st.sampled_from(["\n", "\r\n"])
+
+
+@st.composite
+def daily_log_texts(draw: st.DrawFn) -> tuple[str, list[tuple[int, Fact]]]:
+    """A daily log text mixing every construct, and the (line, Fact) pairs a parser must find."""
+    lines: list[str] = []
+    expected: list[tuple[int, Fact]] = []
+
+    def hidden_fact() -> str:
+        return draw(raw_fact_lines())[0] if draw(st.booleans()) else "- [preference] hidden"
+
+    if draw(st.booleans()):
+        lines.append("---")
+        for _ in range(draw(st.integers(0, 3))):
+            lines.append(draw(st.sampled_from(["title: x", "- [preference] in frontmatter", ""])))
+        lines.append("---")
+    if draw(st.booleans()):
+        lines.append(f"# 2026-{draw(st.integers(1, 12)):02d}-{draw(st.integers(1, 28)):02d}")
+    for _ in range(draw(st.integers(0, 12))):
+        kind = draw(st.integers(0, 7))
+        if kind <= 1:
+            line, fact = draw(raw_fact_lines())
+            lines.append(line)
+            expected.append((len(lines), fact))
+        elif kind == 2:
+            lines.append(draw(lookalike_lines()))
+        elif kind == 3:
+            lines.append(draw(prose_lines()))
+        elif kind == 4:
+            lines.append(draw(st.sampled_from(["", "   ", "\t"])))
+        elif kind == 5:
+            lines.append(draw(section_headings()))
+        elif kind == 6:
+            fence = draw(st.sampled_from(["```", "~~~", "````", "  ```python"]))
+            lines.append(fence)
+            for _ in range(draw(st.integers(0, 3))):
+                lines.append(hidden_fact() if draw(st.booleans()) else draw(prose_lines()))
+            lines.append(fence.strip().rstrip(string.ascii_letters))
+        else:
+            lines.append("<!--")
+            lines.append("- [preference] commented out")
+            lines.append("-->")
+    if draw(st.booleans()):
+        lines.append("```")
+        lines.append("- [preference] inside an unclosed fence")
+    endings = [draw(_endings) for _ in lines]
+    if lines and draw(st.booleans()):
+        endings[-1] = ""
+    text = "".join(line + end for line, end in zip(lines, endings))
+    if draw(st.booleans()):
+        # A byte order mark changes nothing: not frontmatter, not a first-line fact.
+        text = "\ufeff" + text
+    return text, expected
+
+
+@st.composite
+def daily_log_models(draw: st.DrawFn) -> tuple:
+    """Elements of a valid DailyLog built by hand (never through the parser)."""
+    elements: list = []
+    if draw(st.booleans()):
+        elements.append(TextLine("# 2026-11-22"))
+    for _ in range(draw(st.integers(0, 10))):
+        kind = draw(st.integers(0, 5))
+        if kind <= 1:
+            elements.append(FactLine(draw(facts())))
+        elif kind == 2:
+            elements.append(TextLine(draw(prose_lines())))
+        elif kind == 3:
+            elements.append(TextLine(draw(lookalike_lines().filter(lambda s: "\r" not in s))))
+        elif kind == 4:
+            elements.append(TextLine(draw(section_headings())))
+        else:
+            elements.append(TextLine("```"))
+            elements.append(TextLine(render_fact_line(draw(facts()))))
+            elements.append(TextLine("```"))
+    out = []
+    for i, e in enumerate(elements):
+        ending = draw(_endings)
+        if i == len(elements) - 1 and e.text and draw(st.booleans()):
+            ending = ""
+        out.append(
+            FactLine(e.fact, ending) if isinstance(e, FactLine) else TextLine(e.text, ending)
+        )
+    return tuple(out)
+
+
+# ---------------------------------------------------------------------------------------- pages
+
+_page_lines = st.one_of(
+    st.sampled_from(
+        [
+            "# Title",
+            "## Sub heading #tag",
+            "### Deeper",
+            "#notaheading",
+            "Text with [[Page]] and [[Page#Head|alias]] and ![[image.png]] and [[#Local]].",
+            "See [[Other^block]] and [[Other#H^b]] and [[]] and `[[in code]]` and `#incode`.",
+            "| a | [[Page\\|alias]] |",
+            "Tags: #one #two/three #123 #4x a#b http://x.com/#frag (#paren) #日本語",
+            "```",
+            "~~~",
+            "```python",
+            "# comment in code maybe",
+            "",
+            "   ",
+            "---",
+        ]
+    ),
+    line_text(30),
+)
+
+
+@st.composite
+def page_texts(draw: st.DrawFn) -> str:
+    """Page-like texts: frontmatter (valid or not), headings, fences, links, tags, any unicode."""
+    lines = []
+    fm = draw(st.integers(0, 3))
+    if fm:
+        lines.append("---")
+        lines.extend(
+            draw(
+                st.lists(
+                    st.sampled_from(
+                        ["title: T", "tags: [a, b]", "tags: a, #b c", "up: '[[Parent]]'",
+                         "bad: [unclosed", "date: 2001-13-45", "- a list", ": :", "x: 1"]
+                    ),
+                    max_size=3,
+                )
+            )
+        )
+        if fm > 1:
+            lines.append("---")
+    lines.extend(draw(st.lists(_page_lines, max_size=15)))
+    endings = [draw(_endings) for _ in lines]
+    if lines and draw(st.booleans()):
+        endings[-1] = ""
+    text = "".join(line + end for line, end in zip(lines, endings))
+    return ("\ufeff" + text) if draw(st.booleans()) else text
+
+
+_yaml_scalars = st.one_of(
+    st.text(st.characters(categories=("L", "N", "P", "Zs")), max_size=12),
+    st.integers(-(10**6), 10**6),
+    st.booleans(),
+    st.none(),
+)
+
+
+@st.composite
+def page_models(draw: st.DrawFn):
+    """A Page built by hand with page_from_body, plus the (body, frontmatter) it was built from."""
+    body = draw(page_texts())
+    frontmatter = draw(
+        st.none()
+        | st.dictionaries(
+            st.from_regex(r"[a-z][a-z0-9_]{0,8}", fullmatch=True),
+            _yaml_scalars | st.lists(_yaml_scalars, max_size=3),
+            max_size=4,
+        )
+    )
+    return page_from_body(body, frontmatter), body, frontmatter
