@@ -67,6 +67,11 @@ def cmd_reindex(args: argparse.Namespace, settings: Settings) -> int:
 def cmd_search(args: argparse.Namespace, settings: Settings) -> int:
     with _open(args, settings, read_only=True) as engine:
         hits = engine.search(args.query, user_id=args.user, chat_id=args.chat, limit=args.limit, kind=args.kind)
+        stale = sum(len(paths) for paths in engine.status().stale.values())
+    if stale:
+        # Never stale without saying so: the answer may miss what changed since the last sync.
+        print(f"syncd: note: {stale} file(s) changed since the index was updated; run `syncd sync` "
+              "(or keep `syncd watch` running)", file=sys.stderr)
     if args.json:
         _json([h.to_dict() for h in hits])
         return 0

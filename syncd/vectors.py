@@ -41,6 +41,12 @@ class VectorMatrix:
         self._pending: list[tuple[np.ndarray, list[tuple[str, str, str | None, str | None, str]]]] = []
         self._rows_of_path: dict[str, list[int]] = {}
         self._dead = 0
+        # Scope columns as small-int codes (-1 = none) so a scoped mask is a few vector compares.
+        self._codes: dict[str | None, int] = {None: -1}
+        self._user_codes = np.zeros(0, dtype=np.int32)
+        self._chat_codes = np.zeros(0, dtype=np.int32)
+        self._fact_rows = np.zeros(0, dtype=bool)
+        self._scope_cache: dict[ScopeMask, np.ndarray] = {}
 
     def __len__(self) -> int:
         self._flush()
@@ -92,7 +98,7 @@ class VectorMatrix:
                 self._rows_of_path.setdefault(path, []).append(row)
                 row += 1
         self._pending.clear()
-        self._scope_cache: dict[ScopeMask, np.ndarray] = {}
+        self._recode(start)
         if self._dead > 1024 and self._dead > len(self._paths) // 4:
             self._compact()
 
@@ -107,28 +113,40 @@ class VectorMatrix:
         for row, path in enumerate(self._paths):
             self._rows_of_path.setdefault(path, []).append(row)
         self._dead = 0
+        self._recode()
+
+    def _code(self, value: str | None) -> int:
+        code = self._codes.get(value)
+        if code is None:
+            code = self._codes[value] = len(self._codes)
+        return code
+
+    def _recode(self, start: int = 0) -> None:
+        """Codes for rows ``start:`` (all rows after a compaction, only the new ones otherwise)."""
+        n = len(self._users) - start
+        users = np.fromiter((self._code(u) for u in self._users[start:]), np.int32, n)
+        chats = np.fromiter((self._code(c) for c in self._chats[start:]), np.int32, n)
+        facts = np.fromiter((k == "fact" for k in self._kinds[start:]), bool, n)
+        self._user_codes = np.concatenate([self._user_codes[:start], users])
+        self._chat_codes = np.concatenate([self._chat_codes[:start], chats])
+        self._fact_rows = np.concatenate([self._fact_rows[:start], facts])
+        self._scope_cache = {}
 
     def _mask(self, scope: ScopeMask) -> np.ndarray:
-        cache = getattr(self, "_scope_cache", None)
-        if cache is None:
-            cache = self._scope_cache = {}
-        base = cache.get(scope)
-        if base is None or len(base) != len(self._paths):
+        base = self._scope_cache.get(scope)
+        if base is None:
             base = np.ones(len(self._paths), dtype=bool)
             if scope.user is not None:
-                users = np.array(self._users, dtype=object)
-                chats = np.array(self._chats, dtype=object)
-                user_ok = (users == scope.user) | np.equal(users, None)
+                user = self._codes.get(scope.user, -2)
+                base &= (self._user_codes == user) | (self._user_codes == -1)
                 if scope.chat is not None:
-                    chat_ok = (chats == scope.chat) | np.equal(chats, None)
-                else:
-                    chat_ok = np.ones(len(self._paths), dtype=bool)
-                base &= user_ok & chat_ok
+                    chat = self._codes.get(scope.chat, -2)
+                    base &= (self._chat_codes == chat) | (self._chat_codes == -1)
             if scope.kind is not None:
-                base &= np.array(self._kinds, dtype=object) == scope.kind
-            if len(cache) > 64:
-                cache.clear()
-            cache[scope] = base
+                base &= self._fact_rows if scope.kind == "fact" else ~self._fact_rows
+            if len(self._scope_cache) > 64:
+                self._scope_cache.clear()
+            self._scope_cache[scope] = base
         return base & self._alive
 
     def search(self, query: np.ndarray, scope: ScopeMask, k: int) -> list[tuple[str, str, float]]:
