@@ -7,6 +7,7 @@ writes and sees a writer's changes as they land.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import logging
 import os
 import time
@@ -14,8 +15,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .config import Settings
-from .embed import CachedEmbedder, Embedder, EmbeddingCache, load_embedder
+from .embed import Embedder, load_embedder
+from .embed_cache import CachedEmbedder, EmbeddingCache
 from .errors import HomeError, IndexError_
+from .history import uncommitted_paths
 from .home import Home, HomeLock, atomic_write, blob_sha, find_home
 from .intents import Intent, record_intent
 from .index import Index
@@ -42,6 +45,8 @@ class Status:
     errors: dict[str, str] = field(default_factory=dict)
     compatible: bool = True
     aligned_commit: str | None = None
+    # Indexed (or deleted) files whose change git has not committed yet: the daemon's next commit.
+    uncommitted: list[str] = field(default_factory=list)
 
     @property
     def fresh(self) -> bool:
@@ -86,6 +91,13 @@ class Engine:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    @functools.cached_property
+    def memory(self):
+        """The seed memory API over this engine (a ``syncd.memory.MemoryManager``), made on first use."""
+        from .memory import MemoryManager
+
+        return MemoryManager(self)
 
     def _require_writer(self) -> None:
         if self.read_only:
@@ -179,6 +191,7 @@ class Engine:
         scan = scan_disk(self.home, known, self.settings.max_file_bytes)
         plan = plan_sync(scan.files, known, scan.unreadable_dirs)
         counts = self.index.counts()
+        stale = {*plan.new, *plan.changed, *plan.deleted, *(p for pair in plan.moved for p in pair)}
         return Status(
             home=str(self.home.root),
             model_id=self.index.model_id,
@@ -194,6 +207,7 @@ class Engine:
             errors={p: r.error for p, r in known.items() if r.error},
             compatible=self.index.compatible(),
             aligned_commit=self.index.meta().get("aligned_commit"),
+            uncommitted=[p for p in uncommitted_paths(self.home.root) if p not in stale],
         )
 
 

@@ -13,22 +13,21 @@ import numpy as np
 import pytest
 
 import syncd.embed as embed_mod
+import syncd.embed_cache
 from syncd.config import DEFAULT_EMBED_MODEL, Settings
 from syncd.embed import (
     BUNDLED_TOKENIZER_DIR,
     DEFAULT_MODEL_ID,
     DEFAULT_MODEL_SHA256,
-    CachedEmbedder,
     Embedder,
-    EmbeddingCache,
     FastEmbedBackend,
     assemble_model_dir,
     bundled_onnx_path,
     default_model_dir,
     load_embedder,
-    text_key,
     verify_sha256,
 )
+from syncd.embed_cache import CachedEmbedder, EmbeddingCache, text_key
 from syncd.errors import EmbeddingError
 
 MODEL_FILES = ("model.onnx", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
@@ -57,11 +56,12 @@ def cos(a: np.ndarray, b: np.ndarray) -> float:
 
 def test_public_api_is_pinned() -> None:
     assert sorted(embed_mod.__all__) == sorted([
-        "BUNDLED_TOKENIZER_DIR", "CachedEmbedder", "DEFAULT_MODEL_ID", "DEFAULT_MODEL_SHA256",
-        "Embedder", "EmbeddingCache", "FastEmbedBackend", "OPTIONAL_MODEL_FILES",
-        "REQUIRED_MODEL_FILES", "assemble_model_dir", "bundled_onnx_path", "default_model_dir",
-        "load_embedder", "text_key", "verify_sha256",
+        "BUNDLED_TOKENIZER_DIR", "DEFAULT_MODEL_ID", "DEFAULT_MODEL_SHA256",
+        "Embedder", "FastEmbedBackend", "OPTIONAL_MODEL_FILES",
+        "REQUIRED_MODEL_FILES", "assemble_model_dir", "bundled_onnx_path", "check_texts",
+        "default_model_dir", "load_embedder", "verify_sha256",
     ])
+    assert sorted(syncd.embed_cache.__all__) == ["CachedEmbedder", "EmbeddingCache", "text_key"]
 
 
 # ---------------------------------------------------------------------------------------------

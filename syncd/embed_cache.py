@@ -1,0 +1,303 @@
+"""The persistent embedding cache: (model id, sha256 of text) -> vector, in sqlite.
+
+A rebuild, a moved file or a reverted edit never pays the model for text it has already embedded;
+``CachedEmbedder`` wraps any Embedder with this cache and counts what really reached the model, so
+tests can prove that an unchanged tree embeds nothing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import sqlite3
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from .embed import Embedder, check_texts
+from .errors import EmbeddingError
+
+__all__ = ["CachedEmbedder", "EmbeddingCache", "text_key"]
+
+log = logging.getLogger(__name__)
+
+
+
+def text_key(text: str) -> bytes:
+    """The cache key of a text: the sha256 digest of its UTF-8 bytes."""
+    # surrogatepass: a lone surrogate from a badly decoded file must hash, not raise.
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest()
+
+
+_SCHEMA_VERSION = 1
+# SQLite's historical limit is 999 bound parameters; stay well under it.
+_MAX_PARAMS = 900
+_KEYS_PER_QUERY = _MAX_PARAMS - 1
+
+
+def _vectors(blobs: list[bytes]) -> list[np.ndarray]:
+    """Writable float32 vectors from raw blobs; one copy in all when they share a length."""
+    if len({len(b) for b in blobs}) == 1:
+        matrix = np.frombuffer(bytearray().join(blobs), dtype=np.float32)
+        return list(matrix.reshape(len(blobs), -1))
+    return [np.frombuffer(bytearray(b), dtype=np.float32) for b in blobs]
+
+
+class EmbeddingCache:
+    """Vectors by (model_id, sha256 of text) in one sqlite file (WAL).
+
+    One writer process and any number of reader processes may use the same file at once. Within a
+    process one instance may be shared by threads: a lock serialises use of its one connection.
+    The file is derived data: deleting it only costs re-embedding.
+    """
+
+    def __init__(self, path: Path):
+        self.path = Path(path)
+        self._lock = threading.Lock()
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._conn: sqlite3.Connection | None = sqlite3.connect(
+                self.path, timeout=30.0, isolation_level=None, check_same_thread=False
+            )
+            self._init_schema(self._conn)
+        except (OSError, sqlite3.Error) as exc:
+            raise EmbeddingError(
+                f"cannot open the embedding cache {self.path}: {exc} (it is only a cache: deleting "
+                "it is safe)"
+            ) from exc
+
+    def _init_schema(self, conn: sqlite3.Connection) -> None:
+        conn.execute("PRAGMA busy_timeout = 30000")
+        # Only takes effect on a new file, before WAL is on: rows are ~1.6 KB of vector, and
+        # 8 KiB pages hold five of them where 4 KiB pages waste a third of each page.
+        conn.execute("PRAGMA page_size = 8192")
+        conn.execute("PRAGMA journal_mode = WAL")
+        # A lost last transaction after a power cut only means re-embedding; WAL never corrupts.
+        conn.execute("PRAGMA synchronous = NORMAL")
+        conn.execute("PRAGMA cache_size = -32768")
+        # A rowid table with a unique index, not WITHOUT ROWID: SQLite stores WITHOUT ROWID rows
+        # this large in overflow pages, which made 10,000 lookups three times slower.
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+        if version == _SCHEMA_VERSION:
+            return
+        if version != 0:
+            raise EmbeddingError(
+                f"embedding cache {self.path} has schema version {version}, this syncd knows "
+                f"{_SCHEMA_VERSION}; delete the file (it is only a cache)"
+            )
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            conn.execute(
+                "CREATE TABLE IF NOT EXISTS vectors ("
+                " model_id TEXT NOT NULL,"
+                " text_sha256 BLOB NOT NULL,"
+                " dim INTEGER NOT NULL,"
+                " vector BLOB NOT NULL,"
+                " UNIQUE (model_id, text_sha256)"
+                ")"
+            )
+            conn.execute(f"PRAGMA user_version = {_SCHEMA_VERSION}")
+            conn.execute("COMMIT")
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+
+    def _connection(self) -> sqlite3.Connection:
+        if self._conn is None:
+            raise EmbeddingError(f"embedding cache {self.path} is closed")
+        return self._conn
+
+    def get_many(self, model_id: str, texts: Sequence[str]) -> dict[int, np.ndarray]:
+        """{index in texts: vector} for the texts cached under ``model_id``."""
+        items = check_texts(texts)
+        keys = [text_key(t) for t in items]
+        blobs = self.fetch_blobs(model_id, keys)
+        hits = [i for i, k in enumerate(keys) if k in blobs]
+        return dict(zip(hits, _vectors([blobs[keys[i]] for i in hits])))
+
+    def get_by_keys(self, model_id: str, keys: Sequence[bytes]) -> dict[bytes, np.ndarray]:
+        """{key: vector} for the ``text_key`` digests cached under ``model_id``."""
+        blobs = self.fetch_blobs(model_id, keys)
+        return dict(zip(blobs, _vectors(list(blobs.values()))))
+
+    def fetch_blobs(self, model_id: str, keys: Sequence[bytes]) -> dict[bytes, bytes]:
+        """{key: raw float32 bytes} for the ``text_key`` digests cached under ``model_id``.
+
+        The fastest way in: a caller that fills a matrix converts all hits with one copy.
+        """
+        unique = list(dict.fromkeys(keys))
+        found: dict[bytes, bytes] = {}
+        with self._lock:
+            conn = self._connection()
+            try:
+                for start in range(0, len(unique), _KEYS_PER_QUERY):
+                    chunk = unique[start : start + _KEYS_PER_QUERY]
+                    marks = ",".join("?" * len(chunk))
+                    found.update(
+                        conn.execute(
+                            "SELECT text_sha256, vector FROM vectors"
+                            f" WHERE model_id = ? AND text_sha256 IN ({marks})",
+                            (model_id, *chunk),
+                        )
+                    )
+            except sqlite3.Error as exc:
+                raise EmbeddingError(f"cannot read the embedding cache {self.path}: {exc}") from exc
+        return found
+
+    def put_many(self, model_id: str, texts: Sequence[str], vectors: np.ndarray) -> None:
+        """Store one vector per text under ``model_id`` (replacing what was there)."""
+        items = check_texts(texts)
+        self.put_by_keys(model_id, [text_key(t) for t in items], vectors)
+
+    def put_by_keys(self, model_id: str, keys: Sequence[bytes], vectors: np.ndarray) -> None:
+        """Store ``vectors[i]`` under (``model_id``, ``keys[i]``) in one transaction."""
+        matrix = np.ascontiguousarray(vectors, dtype=np.float32)
+        if matrix.ndim != 2 or matrix.shape[0] != len(keys):
+            raise ValueError(f"expected {len(keys)} vectors, got an array of shape {matrix.shape}")
+        if not keys:
+            return
+        dim = matrix.shape[1]
+        rows = [(model_id, key, dim, row.tobytes()) for key, row in zip(keys, matrix)]
+        with self._lock:
+            conn = self._connection()
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+                try:
+                    conn.executemany(
+                        "INSERT OR REPLACE INTO vectors (model_id, text_sha256, dim, vector)"
+                        " VALUES (?, ?, ?, ?)",
+                        rows,
+                    )
+                    conn.execute("COMMIT")
+                except BaseException:
+                    if conn.in_transaction:
+                        conn.execute("ROLLBACK")
+                    raise
+            except sqlite3.Error as exc:
+                raise EmbeddingError(
+                    f"cannot write the embedding cache {self.path}: {exc}"
+                ) from exc
+
+    def count(self, model_id: str | None = None) -> int:
+        """How many vectors are stored (for ``model_id``, or for all models)."""
+        with self._lock:
+            conn = self._connection()
+            if model_id is None:
+                return conn.execute("SELECT count(*) FROM vectors").fetchone()[0]
+            return conn.execute(
+                "SELECT count(*) FROM vectors WHERE model_id = ?", (model_id,)
+            ).fetchone()[0]
+
+    def delete_model(self, model_id: str) -> int:
+        """Forget every vector of ``model_id`` (after switching models); returns how many."""
+        with self._lock:
+            conn = self._connection()
+            try:
+                cur = conn.execute("DELETE FROM vectors WHERE model_id = ?", (model_id,))
+            except sqlite3.Error as exc:
+                raise EmbeddingError(
+                    f"cannot write the embedding cache {self.path}: {exc}"
+                ) from exc
+            return cur.rowcount
+
+    def close(self) -> None:
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+    def __enter__(self) -> EmbeddingCache:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+
+class CachedEmbedder:
+    """An Embedder that asks ``embedder`` only for texts ``cache`` does not hold yet.
+
+    ``calls`` counts the calls that reached the inner embedder and ``embedded_texts`` the texts it
+    embedded (``embed_query`` counts as one call of one text), so a caller can assert that an
+    unchanged tree embeds nothing. Identical texts within one call are embedded once. Thread-safe
+    when the inner embedder is.
+    """
+
+    def __init__(self, embedder: Embedder, cache: EmbeddingCache):
+        self.embedder = embedder
+        self.cache = cache
+        self.calls = 0
+        self.embedded_texts = 0
+        self._counter_lock = threading.Lock()
+
+    @property
+    def model_id(self) -> str:
+        return self.embedder.model_id
+
+    @property
+    def dim(self) -> int:
+        return self.embedder.dim
+
+    def reset_counters(self) -> None:
+        with self._counter_lock:
+            self.calls = 0
+            self.embedded_texts = 0
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        items = check_texts(texts)
+        dim = self.dim
+        if not items:
+            return np.zeros((0, dim), dtype=np.float32)
+        keys = [text_key(t) for t in items]
+        # One row per distinct text; duplicates are filled from it at the end.
+        row_of: dict[bytes, int] = {}
+        first_text: list[str] = []
+        for key, text in zip(keys, items):
+            if key not in row_of:
+                row_of[key] = len(first_text)
+                first_text.append(text)
+        model_id = self.model_id
+        blobs = self.cache.fetch_blobs(model_id, list(row_of))
+        width = dim * 4
+        hits = [k for k in row_of if len(blobs.get(k, b"")) == width]
+        # bytearray: the joined buffer is writable, so the all-hit case needs no further copy.
+        hit_matrix = np.frombuffer(bytearray().join(blobs[k] for k in hits), dtype=np.float32)
+        hit_matrix = hit_matrix.reshape(len(hits), dim)
+        if len(hits) == len(row_of):
+            unique = hit_matrix
+        else:
+            unique = np.empty((len(row_of), dim), dtype=np.float32)
+            unique[[row_of[k] for k in hits]] = hit_matrix
+            hit_set = set(hits)
+            missing = [k for k in row_of if k not in hit_set]
+            fresh = self.embedder.embed([first_text[row_of[k]] for k in missing])
+            if fresh.shape != (len(missing), dim):
+                raise EmbeddingError(
+                    f"embedder {model_id} returned shape {fresh.shape} for {len(missing)} texts"
+                )
+            with self._counter_lock:
+                self.calls += 1
+                self.embedded_texts += len(missing)
+            unique[[row_of[k] for k in missing]] = fresh
+            try:
+                self.cache.put_by_keys(model_id, missing, fresh)
+            except EmbeddingError as exc:
+                # The vectors are right; only the next run loses the saving.
+                log.warning("embedding cache not updated: %s", exc)
+        if len(row_of) == len(keys):
+            return unique
+        return unique[[row_of[k] for k in keys]]
+
+    def embed_query(self, text: str) -> np.ndarray:
+        """One query's vector, shape (dim,). Not cached: queries rarely repeat a stored text, and
+        a model may embed queries differently from documents."""
+        if not isinstance(text, str):
+            raise TypeError(f"embed_query() takes a str, not {type(text).__name__}")
+        query = getattr(self.embedder, "embed_query", None)
+        vector = query(text) if query is not None else self.embedder.embed([text])[0]
+        with self._counter_lock:
+            self.calls += 1
+            self.embedded_texts += 1
+        return vector
