@@ -30,10 +30,32 @@ def open(home=None, read_only: bool = False, settings: Settings | None = None, e
 
 __version__ = "0.1.0"
 
+# Heavy names (LanceDB, onnxruntime behind them) load on first use, so `syncd init` and `--help`
+# stay quick.
+_LAZY = {
+    "Engine": ("syncd.engine", "Engine"),
+    "Status": ("syncd.engine", "Status"),
+    "Hit": ("syncd.search", "Hit"),
+    "Intent": ("syncd.intents", "Intent"),
+}
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        import importlib
+
+        module, attr = _LAZY[name]
+        return getattr(importlib.import_module(module), attr)
+    raise AttributeError(f"module 'syncd' has no attribute {name!r}")
+
 __all__ = [
     "__version__",
     "init",
     "open",
+    "Engine",
+    "Status",
+    "Hit",
+    "Intent",
     "InitReport",
     "Settings",
     "SyncdError",

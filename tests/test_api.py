@@ -1,0 +1,42 @@
+"""The public API is small and pinned: adding or removing a name is a deliberate change."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import syncd
+from syncd.cli import build_parser
+
+
+def test_public_names_are_pinned():
+    assert sorted(syncd.__all__) == sorted([
+        "__version__", "init", "open", "Engine", "Status", "Hit", "Intent", "InitReport", "Settings",
+        "SyncdError", "ConfigError", "ConflictError", "EmbeddingError", "ExtractionError",
+        "BlockLimitError", "HomeError", "InvalidIdError", "LockedError", "NotFoundError", "ParseError",
+    ])
+    for name in syncd.__all__:
+        assert getattr(syncd, name) is not None
+
+
+def test_every_error_is_a_syncd_error():
+    for name in syncd.__all__:
+        value = getattr(syncd, name)
+        if isinstance(value, type) and name.endswith("Error"):
+            assert issubclass(value, syncd.SyncdError)
+
+
+def test_every_command_and_option_has_help():
+    parser = build_parser()
+    sub = next(a for a in parser._actions if a.dest == "command")
+    assert sub.choices
+    for name, command in sub.choices.items():
+        assert command.description, name
+        for action in command._actions:
+            if action.dest != "help":
+                assert action.help, f"syncd {name} {action.option_strings or action.dest} has no help"
+
+
+def test_cli_help_runs_without_loading_the_index():
+    out = subprocess.run([sys.executable, "-m", "syncd.cli", "--help"], capture_output=True, text=True)
+    assert out.returncode == 0 and "search" in out.stdout
