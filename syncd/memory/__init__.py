@@ -1,0 +1,31 @@
+"""The memory layer agents call: the seed API over markdown, LLM fact extraction, agent tools.
+
+``syncd.open(home).memory`` is a :class:`MemoryManager`; ``MemoryManager(home)`` works on its own
+too, beside a daemon or without one.
+"""
+
+from __future__ import annotations
+
+from .blocks import CORE_LABELS, DEFAULT_BLOCKS, CoreBlock
+from .extraction import NO_LLM_MESSAGE, ConversationTurn, strip_injected, wrap_injected
+from .manager import MemoryManager
+from .prompts import PROMPT_VERSION
+from .store import DailyLogFile, MarkdownMemoryStore, StoredFact
+from .tools import MemoryBlockUpdateTool, MemorySearchTool
+
+__all__ = [
+    "MemoryManager",
+    "MarkdownMemoryStore",
+    "MemorySearchTool",
+    "MemoryBlockUpdateTool",
+    "ConversationTurn",
+    "CoreBlock",
+    "DailyLogFile",
+    "StoredFact",
+    "CORE_LABELS",
+    "DEFAULT_BLOCKS",
+    "PROMPT_VERSION",
+    "NO_LLM_MESSAGE",
+    "wrap_injected",
+    "strip_injected",
+]

@@ -1,0 +1,487 @@
+"""MemoryManager (seed API): what an agent calls to remember, recall and curate.
+
+Every write is a markdown write through the engine (compare-and-swap, with an Intent that becomes
+the commit's author and trailers); nothing goes straight into LanceDB. Methods are async because
+agents are; the blocking work (files, git, embedding) runs in worker threads so the caller's event
+loop keeps serving. When a method returns after a write, the write is indexed and committed: a
+search right after it finds it, whether this process holds the writer lock or a daemon does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import logging
+import re
+import threading
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from ..config import Settings
+from ..engine import Engine, open_engine
+from ..errors import BlockLimitError, ExtractionError, LockedError, NotFoundError
+from ..formats import Fact, decode_markdown, encode_markdown
+from ..home import Home, validate_id, validate_label
+from ..intents import Intent
+from ..search import Hit, hybrid_search
+from ..vectors import ScopeMask
+from .blocks import CoreBlock, format_blocks, read_block, render_block, resolve_blocks
+from .extraction import ConversationTurn, as_turn, extract_facts, normalise_text, summarise_facts, wrap_injected
+from .prompts import PROMPT_VERSION
+from .store import Clock, MarkdownMemoryStore, local_now
+from .writer import MarkdownWriter
+
+__all__ = ["MemoryManager", "EPHEMERAL_LOOP"]
+
+log = logging.getLogger(__name__)
+
+# Set while a coroutine runs on a throwaway loop (asyncio.run in a tool call), so the manager does
+# not adopt that loop as "its" loop: other threads would then schedule work on a loop about to close.
+EPHEMERAL_LOOP: contextvars.ContextVar[bool] = contextvars.ContextVar("syncd_ephemeral_loop", default=False)
+
+_FACTS_BEGIN = "<!-- syncd:facts:begin -->"
+_FACTS_END = "<!-- syncd:facts:end -->"
+# Facts handed to the summariser: the most important first; beyond this the profile is full anyway.
+_SUMMARY_INPUT_FACTS = 80
+_RECALL_LINE_CHARS = 300
+_COMMENT_RE = re.compile(r"<!--.*?-->", re.DOTALL)
+_DEDUP_CANDIDATES = 5
+_REMEMBER_LOCK_STRIPES = 64
+# Texts that normalise to the same words embed far closer than this; below it, no text is fetched.
+_SAME_WORDS_MIN_COSINE = 0.7
+
+
+def _importance(fact: Fact) -> float:
+    """A hand-written fact has no importance: it ranks as an ordinary one (the index does the same)."""
+    return 0.5 if fact.importance is None else fact.importance
+
+
+def _token(value: str) -> str:
+    """A metadata value is one whitespace-free token without comment delimiters."""
+    return "_".join(value.replace("<!--", "").replace("-->", "").split()) or "unknown"
+
+
+def _with_facts_section(text: str, user_id: str, summary: str) -> str:
+    """MEMORY.md with the syncd-managed "Key facts" region replaced; everything else stays as the
+    person wrote it."""
+    section = f"{_FACTS_BEGIN}\n## Key facts\n\n{summary.rstrip()}\n{_FACTS_END}\n"
+    begin, end = text.find(_FACTS_BEGIN), text.find(_FACTS_END)
+    if begin != -1 and end > begin:
+        tail = text[end + len(_FACTS_END) :]
+        return text[:begin] + section + tail.removeprefix("\n")
+    if not text.strip():
+        return f"# Memory of {user_id}\n\n{section}"
+    return text.rstrip("\n") + "\n\n" + section
+
+
+class MemoryManager:
+    """Remember, recall and curate one home's memory on behalf of agents.
+
+    ``MemoryManager(home)`` opens the home itself: as the writer, or read-only beside a daemon
+    that holds the writer lock. ``MemoryManager(engine)`` (or ``syncd.open(home).memory``) shares
+    an open engine. ``llm_options`` are passed into every litellm call (api_base, api_key, ...),
+    ``job_llm_options["extract"]`` / ``["summarise"]`` into that job's calls only (a cheaper model
+    for one, ``max_tokens``, or in tests litellm's own ``mock_response``).
+    Methods taking ``user_id=None`` act for ``default_user_id``, never for everyone.
+    """
+
+    def __init__(
+        self,
+        home_or_engine: Engine | Home | Path | str | None = None,
+        settings: Settings | None = None,
+        *,
+        embedder: Any = None,
+        llm_options: Mapping[str, Any] | None = None,
+        job_llm_options: Mapping[str, Mapping[str, Any]] | None = None,
+        default_user_id: str = "default",
+        author: str = "syncd-agent",
+        clock: Clock = local_now,
+        index_timeout_s: float = 30.0,
+    ):
+        if isinstance(home_or_engine, Engine):
+            self.engine = home_or_engine
+            self._owns_engine = False
+        else:
+            root = home_or_engine.root if isinstance(home_or_engine, Home) else home_or_engine
+            try:
+                self.engine = open_engine(root, settings=settings, embedder=embedder)
+            except LockedError:
+                log.info("a daemon holds the writer lock; writing files and letting it index them")
+                self.engine = open_engine(root, read_only=True, settings=settings, embedder=embedder)
+            self._owns_engine = True
+        self.settings = settings or self.engine.settings
+        self.home = self.engine.home
+        self.llm_options = dict(llm_options or {})
+        self.job_llm_options = {job: dict(opts) for job, opts in (job_llm_options or {}).items()}
+        self.default_user_id = validate_id("user", default_user_id)
+        self.author = author
+        self.clock = clock
+        self.writer = MarkdownWriter(self.engine, index_timeout_s=index_timeout_s)
+        # Check-then-write of new facts must be atomic per user, or two turns saying the same thing
+        # at once would both pass deduplication. Striped rather than one lock, so one user's
+        # deduplication overlaps another's git commit; bounded, however many users come and go.
+        self._remember_locks = tuple(threading.Lock() for _ in range(_REMEMBER_LOCK_STRIPES))
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    # -- lifecycle -------------------------------------------------------------------------------
+
+    def close(self) -> None:
+        if self._owns_engine:
+            self.engine.close()
+
+    def __enter__(self) -> MemoryManager:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop | None:
+        """The event loop this manager was last awaited on (the agent's loop), if still open."""
+        loop = self._loop
+        return loop if loop is not None and not loop.is_closed() else None
+
+    def _enter(self) -> None:
+        if not EPHEMERAL_LOOP.get():
+            self._loop = asyncio.get_running_loop()
+
+    def _user(self, user_id: str | None) -> str:
+        return validate_id("user", self.default_user_id if user_id is None else user_id)
+
+    @staticmethod
+    def _chat(chat_id: str | None) -> str | None:
+        return None if chat_id is None else validate_id("chat", chat_id)
+
+    def store(self, user_id: str | None = None) -> MarkdownMemoryStore:
+        """The MarkdownMemoryStore of a user, sharing this manager's serialised writer."""
+        return MarkdownMemoryStore(self.engine, self._user(user_id), writer=self.writer, clock=self.clock, author=self.author)
+
+    def _llm_options(self, job: str) -> dict[str, Any]:
+        return {**self.llm_options, **self.job_llm_options.get(job, {})}
+
+    def _intent(self, summary: str, user: str | None, chat: str | None = None, **provenance: Any) -> Intent:
+        return Intent(author=self.author, summary=summary, user=user, chat=chat, **provenance)
+
+    # -- core memory -----------------------------------------------------------------------------
+
+    def core_blocks(self, chat_id: str | None = None, user_id: str | None = None) -> dict[str, CoreBlock]:
+        """Blocks with where each came from (chat > user > global > default)."""
+        return resolve_blocks(self.home, self.settings, self._user(user_id), self._chat(chat_id))
+
+    async def get_core_memory(self, chat_id: str | None = None, user_id: str | None = None) -> dict[str, str]:
+        """``{label: text}`` of persona, user, facts, context (and any other block on disk)."""
+        self._enter()
+        blocks = await asyncio.to_thread(self.core_blocks, chat_id, user_id)
+        return {label: block.content for label, block in blocks.items()}
+
+    def _write_block(self, label: str, content: str, chat: str | None, user: str | None, intent: Intent) -> CoreBlock:
+        rel = self.home.rel(self.home.block_path(label, user, chat))
+
+        def change(current: bytes | None) -> bytes:
+            text = None if current is None else decode_markdown(current, rel)
+            return encode_markdown(render_block(text, label, content, self.settings))
+
+        self.writer.update(rel, change, intent)
+        return read_block(self.home, self.settings, label, user, chat)
+
+    async def update_memory_block(
+        self,
+        label: str,
+        content: str,
+        chat_id: str | None = None,
+        user_id: str | None = None,
+        *,
+        scope: str = "auto",
+    ) -> CoreBlock:
+        """Replace a block's text. ``scope`` "auto" writes the chat's block when ``chat_id`` is
+        given, else the user's; "chat", "user" and "global" say so explicitly. Raises
+        BlockLimitError (nothing written) when ``content`` is over the block's limit."""
+        self._enter()
+        validate_label(label)
+        if not isinstance(content, str):
+            raise TypeError(f"block content must be a str, not {type(content).__name__}")
+        chat = self._chat(chat_id)
+        if scope == "auto":
+            scope = "chat" if chat is not None else "user"
+        if scope not in ("chat", "user", "global"):
+            raise ValueError(f"scope must be auto, chat, user or global, not {scope!r}")
+        if scope == "chat" and chat is None:
+            raise ValueError("a chat-scoped block needs its chat_id")
+        user = None if scope == "global" else self._user(user_id)
+        chat = chat if scope == "chat" else None
+        intent = self._intent(f"Update core block {label} ({scope})", user, chat)
+        return await asyncio.to_thread(self._write_block, label, content, chat, user, intent)
+
+    async def format_core_memory_for_context(self, chat_id: str | None = None, user_id: str | None = None) -> str:
+        """The core blocks as prompt text, with where the memory workspace lives, wrapped in
+        markers that extraction strips (so they are never remembered as new facts)."""
+        self._enter()
+        user, chat = self._user(user_id), self._chat(chat_id)
+        blocks = await asyncio.to_thread(self.core_blocks, chat, user)
+        udir = f"memory/users/{user}"
+        lines = [
+            f"Your memory workspace is {self.home.root} (plain markdown files, kept in git).",
+            f"Daily fact logs: {udir}/YYYY-MM-DD.md; long-term memory: {udir}/MEMORY.md;",
+            f"core blocks: {udir}/core/<label>.md"
+            + (f" and, for this chat, {udir}/chats/{chat}/core/<label>.md." if chat else "."),
+            "",
+            format_blocks(blocks),
+        ]
+        return wrap_injected("core", "\n".join(lines))
+
+    # -- recall ----------------------------------------------------------------------------------
+
+    def _search(self, query: str, limit: int, chat: str | None, user: str, use_hybrid: bool, kind: str | None) -> list[Hit]:
+        vector = self.engine.embedder.embed([query])[0]
+        text = query if use_hybrid else ""
+        return hybrid_search(self.engine.index, vector, text, user, chat, limit, kind)
+
+    async def search_memories(
+        self,
+        query: str,
+        limit: int = 5,
+        chat_id: str | None = None,
+        user_id: str | None = None,
+        use_hybrid: bool = True,
+        kind: str | None = None,
+    ) -> list[Hit]:
+        """Best hits in the user's scope (their memory, this chat's, and global pages). Without
+        ``use_hybrid`` only the semantic score (plus importance and recency) ranks them."""
+        self._enter()
+        user, chat = self._user(user_id), self._chat(chat_id)
+        if not query or not query.strip():
+            return []
+        return await asyncio.to_thread(self._search, query, limit, chat, user, use_hybrid, kind)
+
+    async def retrieve_relevant_memories(
+        self, query: str, chat_id: str | None = None, user_id: str | None = None, limit: int = 5
+    ) -> str:
+        """One line per relevant memory, wrapped in markers, ready to put into a prompt ("" if
+        nothing is relevant)."""
+        hits = await self.search_memories(query, limit * 2, chat_id, user_id)
+        lines = []
+        # Core blocks are already in the prompt (format_core_memory_for_context): not again here.
+        for hit in [h for h in hits if h.source != "block"][:limit]:
+            text = " ".join(_COMMENT_RE.sub(" ", hit.content).split())
+            if not text:
+                continue
+            if len(text) > _RECALL_LINE_CHARS:
+                text = text[: _RECALL_LINE_CHARS - 1] + "…"
+            when = f" ({hit.created_at[:10]})" if hit.created_at else ""
+            label = f"[{hit.category}] " if hit.category else ""
+            lines.append(f"- {label}{text}{when}")
+        return wrap_injected("recall", "\n".join(lines)) if lines else ""
+
+    # -- remembering -----------------------------------------------------------------------------
+
+    def _new_facts(self, facts: Sequence[Fact], user: str) -> list[Fact]:
+        """Facts not already remembered: no same words, no cosine >= dedup_cosine, within the
+        user's memory and within the batch itself.
+
+        Candidates come from the in-memory vectors (a LanceDB round trip per fact would cost more
+        than the write itself); texts are fetched only for near neighbours, since the same words
+        always embed close together.
+        """
+        if not facts:
+            return []
+        vectors = self.engine.embedder.embed([f.content for f in facts])
+        threshold = self.settings.dedup_cosine
+        scope = ScopeMask(user=user, kind="fact")
+        kept: list[Fact] = []
+        kept_norms: set[str] = set()
+        kept_vectors = []
+        for fact, vector in zip(facts, vectors):
+            norm = normalise_text(fact.content)
+            if norm in kept_norms or any(float(vector @ other) >= threshold for other in kept_vectors):
+                continue
+            near = self.engine.index.vector_candidates(vector, scope, _DEDUP_CANDIDATES)
+            if any(score >= threshold for _, _, score in near):
+                log.debug("already remembered (cosine): %r", fact.content)
+                continue
+            close = [(path, fid) for path, fid, score in near if score >= _SAME_WORDS_MIN_COSINE]
+            if close and any(normalise_text(row["text"]) == norm for row in self.engine.index.fetch(close).values()):
+                log.debug("already remembered (same words): %r", fact.content)
+                continue
+            kept.append(fact)
+            kept_norms.add(norm)
+            kept_vectors.append(vector)
+        return kept
+
+    def _remember(
+        self,
+        facts: Sequence[Fact],
+        user: str,
+        chat: str | None,
+        session: str | None,
+        intent_for: Callable[[int], Intent],
+        dedup: bool,
+    ) -> list[Fact]:
+        """Write the new ones among ``facts`` as one section; ``intent_for(n)`` describes n facts."""
+        with self._remember_locks[hash(user) % _REMEMBER_LOCK_STRIPES]:
+            new = self._new_facts(facts, user) if dedup else list(facts)
+            if not new:
+                return []
+            return self.store(user).append_daily_log(chat, new, session_id=session, intent=intent_for(len(new)))
+
+    async def add_memory(
+        self,
+        content: str,
+        user_id: str | None = None,
+        chat_id: str | None = None,
+        *,
+        category: str = "context",
+        importance: float = 0.5,
+        tags: Iterable[str] = (),
+        session_id: str | None = None,
+        dedup: bool = True,
+    ) -> Fact | None:
+        """Remember one fact (one section of today's log, one commit). Returns it with its id, or
+        None when an equivalent fact is already remembered."""
+        self._enter()
+        user, chat = self._user(user_id), self._chat(chat_id)
+        session = None if session_id is None else validate_id("session", session_id)
+        fact = Fact(content=" ".join(content.split()), category=category, tags=tuple(tags), importance=importance, source_session=session)
+        intent = self._intent(f"Remember: {fact.content[:60]}", user, chat, session=session)
+        written = await asyncio.to_thread(self._remember, [fact], user, chat, session, lambda _: intent, dedup)
+        if not written:
+            return None
+        await self._maybe_refresh(written, user)
+        return written[0]
+
+    async def process_conversation_turn_for_memories(
+        self,
+        turn: ConversationTurn | Mapping | Sequence[Mapping] | str,
+        chat_id: str | None = None,
+        user_id: str | None = None,
+        *,
+        session_id: str | None = None,
+        transcript_line: int | None = None,
+    ) -> list[Fact]:
+        """Extract facts from one turn (user message, agent steps, response) and remember the new
+        ones as one section of today's log, one commit with the turn's provenance.
+
+        Raises ExtractionError (nothing written) when no LLM is configured or its reply is
+        unusable. Returns the facts written (empty when there was nothing new).
+        """
+        self._enter()
+        user, chat = self._user(user_id), self._chat(chat_id)
+        parsed = as_turn(turn)
+        session = session_id if session_id is not None else parsed.session_id
+        session = None if session is None else validate_id("session", session)
+        line = transcript_line if transcript_line is not None else parsed.transcript_line
+        facts, model = await extract_facts(self.settings, parsed, self._llm_options("extract"))
+        stamped = [
+            replace(
+                f,
+                source_session=session,
+                source_line=line if session is not None else None,
+                extra=(("model", _token(model)), ("pv", PROMPT_VERSION)),
+            )
+            for f in facts
+        ]
+        def intent_for(n: int) -> Intent:
+            return self._intent(
+                f"Remember {n} fact{'s' if n != 1 else ''} from a conversation turn",
+                user,
+                chat,
+                session=session,
+                turn=parsed.turn_id,
+                transcript_line=line,
+                model=model,
+                prompt_version=PROMPT_VERSION,
+            )
+
+        written = await asyncio.to_thread(self._remember, stamped, user, chat, session, intent_for, True)
+        if written:
+            await self._maybe_refresh(written, user)
+        return written
+
+    async def _maybe_refresh(self, facts: Sequence[Fact], user: str) -> None:
+        threshold = self.settings.core_refresh_importance
+        if not any(f.importance is not None and f.importance >= threshold for f in facts):
+            return
+        try:
+            await self.refresh_core_memory_facts(user)
+        except (ExtractionError, BlockLimitError) as exc:
+            # The facts themselves are safely written; a stale summary is refreshed next time.
+            log.warning("facts of %s remembered, but the core summary was not refreshed: %s", user, exc)
+
+    async def refresh_core_memory_facts(self, user_id: str | None = None) -> str | None:
+        """Summarise the user's most important facts (LLM, bullet points, at most 200 words) into
+        their ``facts`` block and the Key facts section of MEMORY.md. Returns the summary, or None
+        when there are no facts yet."""
+        self._enter()
+        user = self._user(user_id)
+        store = self.store(user)
+        stored = await asyncio.to_thread(lambda: list(store.iter_facts()))
+        if not stored:
+            return None
+        ranked = sorted(stored, key=lambda s: (_importance(s.fact), s.date, s.line), reverse=True)
+        lines = [
+            f"- [{s.fact.category}] {s.fact.content} (importance {_importance(s.fact):.1f}, {s.date})"
+            for s in ranked[:_SUMMARY_INPUT_FACTS]
+        ]
+        summary = await summarise_facts(self.settings, lines, self._llm_options("summarise"))
+        intent = self._intent(
+            f"Refresh the key facts of {user}", user, model=self.settings.llm_model, prompt_version=PROMPT_VERSION
+        )
+
+        def write() -> None:
+            self._write_block("facts", summary, None, user, intent)
+            store.write_memory_file(lambda text: _with_facts_section(text, user, summary), intent=intent)
+
+        await asyncio.to_thread(write)
+        return summary
+
+    # -- forgetting ------------------------------------------------------------------------------
+
+    def _delete(self, memory_id: str, user: str) -> bool:
+        rows = self.engine.index.find_fact(memory_id)
+        hints = [r["path"] for r in rows if r.get("user") == user]
+        store = self.store(user)
+        intent = self._intent(f"Forget fact {memory_id}", user)
+        try:
+            store.delete_fact(memory_id, hint_paths=hints, intent=intent)
+        except NotFoundError:
+            return False
+        return True
+
+    async def delete_memory(self, memory_id: str, user_id: str | None = None) -> bool:
+        """Remove one fact's line from the user's daily log (compare-and-swap, one commit).
+        Works for hand-written facts by their derived id. False when there is no such fact."""
+        self._enter()
+        user = self._user(user_id)
+        validate_id("memory", memory_id)
+        return await asyncio.to_thread(self._delete, memory_id, user)
+
+    # -- stats -----------------------------------------------------------------------------------
+
+    def _stats(self, user: str) -> dict[str, Any]:
+        store = self.store(user)
+        dates = store.list_daily_logs()
+        facts = list(store.iter_facts())
+        categories: dict[str, int] = {}
+        for s in facts:
+            categories[s.fact.category] = categories.get(s.fact.category, 0) + 1
+        blocks = self.core_blocks(None, user)
+        return {
+            "user_id": user,
+            "home": str(self.home.root),
+            "daily_logs": len(dates),
+            "first_log": dates[0] if dates else None,
+            "last_log": dates[-1] if dates else None,
+            "facts": len(facts),
+            "categories": dict(sorted(categories.items())),
+            "memory_file_chars": len(store.read_memory_file()),
+            "blocks": {label: b.scope for label, b in blocks.items()},
+            "read_only": self.engine.read_only,
+            "as_of": self.clock().isoformat(timespec="seconds"),
+        }
+
+    async def get_memory_stats(self, user_id: str | None = None) -> dict[str, Any]:
+        """Counts from the markdown itself (the truth): logs, facts per category, blocks."""
+        self._enter()
+        return await asyncio.to_thread(self._stats, self._user(user_id))
+
