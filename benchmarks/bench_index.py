@@ -140,8 +140,12 @@ def bench_noop(args) -> None:
 
 def bench_search(args) -> None:
     with tempfile.TemporaryDirectory() as tmp:
-        root = syncd.init(Path(tmp) / "home").home
-        write_tree(root, args.facts, 0)
+        # --workdir keeps the generated, indexed home so a second run measures queries at once.
+        workdir = Path(args.workdir) if args.workdir else Path(tmp)
+        root = workdir / "home"
+        if not (root / ".syncd").is_dir():
+            root = syncd.init(root).home
+            write_tree(root, args.facts, 0)
         with syncd.open(root) as engine:
             start = time.perf_counter()
             engine.sync()
@@ -197,6 +201,7 @@ def main() -> None:
     parser.add_argument("--pages", type=int, default=500)
     parser.add_argument("--files", type=int, default=10_000)
     parser.add_argument("--queries", type=int, default=200)
+    parser.add_argument("--workdir", default=None, help="search: keep the generated home here")
     args = parser.parse_args()
     if args.which == "rebuild":
         args.facts = args.facts or 10_000

@@ -69,9 +69,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = command("init", cmd_init, "Create a memory home, or adopt an existing folder without changing its files.")
     p.add_argument("path", nargs="?", help="folder to create or adopt (default: --home or the current folder)")
 
-    from . import cli_commands
+    from . import cli_commands, cli_history
 
     cli_commands.register(command)
+    cli_history.register(command)
     return parser
 
 

@@ -106,6 +106,10 @@ def cmd_status(args: argparse.Namespace, settings: Settings) -> int:
             print(f"           {path}")
         if len(paths) > 50:
             print(f"           ... and {len(paths) - 50} more")
+    if status.uncommitted:
+        print(f"git      {len(status.uncommitted)} indexed change(s) not yet committed:")
+        for path in status.uncommitted[:50]:
+            print(f"           {path}")
     for path, error in sorted(status.errors.items()):
         print(f"error    {path}: {error}")
     return 0

@@ -21,6 +21,7 @@ __all__ = [
     "ExtractionError",
     "BlockLimitError",
     "NotFoundError",
+    "RevertError",
 ]
 
 
@@ -104,3 +105,7 @@ class BlockLimitError(SyncdError):
 
 class NotFoundError(SyncdError):
     """A fact, file or commit that was asked for does not exist."""
+
+
+class RevertError(SyncdError):
+    """``git revert`` could not apply cleanly (later changes touch the same lines); nothing changed."""

@@ -1,0 +1,303 @@
+"""``syncd watch``: keep the index and the git history in step with the tree, for as long as it runs.
+
+One thread does all the work (index and git writes are never concurrent); the observer's thread
+only appends events under a condition variable. The work thread sleeps on that condition with a
+timeout set to the next thing it has to do (a debounce ending, a commit falling due, the periodic
+reconcile), so an idle daemon wakes a few times an hour and costs nothing in between.
+
+The order of things, from one event to its commit:
+  events -> (debounce) -> coalesce (syncd.watch) -> stat + hash + plan + apply (Engine.sync)
+         -> pending paths -> (commit_quiet_ms of quiet) -> one commit per agent turn / the human.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import threading
+import time
+from collections.abc import Iterable
+from pathlib import Path
+
+from .config import Settings
+from .engine import Engine
+from .history import commit_changes, git_busy, head_sha, uncommitted_paths
+from .home import is_indexable
+from .sync import SyncReport
+from .watch import Batch, Event, TreeWatcher, coalesce
+
+__all__ = ["Daemon"]
+
+log = logging.getLogger(__name__)
+
+# However busy the tree, a change waits at most this long before it is indexed.
+_MAX_BATCH_DELAY_S = 0.5
+# A burst (a checkout) is reconciled once it is over: wait for this much quiet first.
+_BURST_QUIET_S = 0.25
+_BURST_MAX_WAIT_S = 30.0
+# Commit at the latest this long after the first uncommitted change, even if edits keep coming.
+_COMMIT_MAX_DELAY_S = 5.0
+# Retry backoff while git is busy with the user's operation, or a commit failed.
+_RETRY_MIN_S, _RETRY_MAX_S = 0.5, 30.0
+
+
+class Daemon:
+    """Follows one home with a writable :class:`Engine` (which holds the home's lock)."""
+
+    def __init__(self, engine: Engine, settings: Settings | None = None):
+        self.engine = engine
+        self.settings = settings or engine.settings
+        self.root: Path = engine.home.root
+        self._cond = threading.Condition()
+        self._events: list[Event] = []
+        self._first_event = self._last_event = 0.0
+        self._stopping = False
+        self._pending: set[str] = set()
+        self._pending_since: float | None = None
+        self._commit_due: float | None = None
+        self._retry_s = _RETRY_MIN_S
+        self._failures = 0
+        self._next_reconcile = time.monotonic() + self.settings.reconcile_interval_s
+        self._watcher = TreeWatcher(self.root, self.push)
+        self.batches = 0
+        self.reconciles = 0
+        self.commits: list[str] = []
+
+    # -- called from other threads ---------------------------------------------------------------
+
+    def push(self, events: Iterable[Event]) -> None:
+        """Queue events (the observer calls this from its thread)."""
+        events = list(events)
+        if not events:
+            return
+        with self._cond:
+            now = time.monotonic()
+            if not self._events:
+                self._first_event = now
+            self._events.extend(events)
+            self._last_event = now
+            self._cond.notify()
+
+    def request_reconcile(self) -> None:
+        self.push([Event("overflow", "")])
+
+    def stop(self) -> None:
+        """Ask the loop to finish the batch in hand, commit and return (safe from a signal)."""
+        with self._cond:
+            self._stopping = True
+            self._cond.notify()
+
+    # -- the loop --------------------------------------------------------------------------------
+
+    def run(self, install_signals: bool = False) -> None:
+        """Watch until :meth:`stop` (or SIGINT / SIGTERM when ``install_signals``)."""
+        if install_signals:
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                signal.signal(sig, lambda *_: self.stop())
+        # Watch first, then reconcile: whatever changes during the reconcile is queued, not lost.
+        self._watcher.start()
+        try:
+            log.info("watching %s (pid %d)", self.root, os.getpid())
+            self._guarded(self._startup)
+            while True:
+                events = self._wait_for_work()
+                if events is None:
+                    break
+                self._guarded(self._tick, events)
+            self._guarded(self._shutdown)
+        finally:
+            self._watcher.stop()
+            log.info("stopped watching %s", self.root)
+
+    def _guarded(self, step, *args) -> None:
+        """The daemon's one broad catch: a failed step is logged and the daemon goes on."""
+        try:
+            step(*args)
+        except Exception:
+            # A reconcile soon redoes whatever the failed step dropped; backing off keeps a
+            # lasting failure (an unreadable home) from spinning and flooding the log.
+            delay = min(_RETRY_MIN_S * 2**self._failures, _RETRY_MAX_S)
+            self._failures += 1
+            log.exception("watch step failed; reconciling again in %.1f s", delay)
+            with self._cond:
+                self._next_reconcile = time.monotonic() + delay
+        else:
+            self._failures = 0
+
+    def _wait_for_work(self) -> list[Event] | None:
+        """Block until there is something to do; return the events to handle (maybe none), or
+        None once stopping and nothing is left."""
+        with self._cond:
+            while True:
+                now = time.monotonic()
+                if self._stopping:
+                    return None
+                deadlines = [self._next_reconcile]
+                if self._events:
+                    ready_at = self._batch_ready_at()
+                    if now >= ready_at:
+                        return self._take_events()
+                    deadlines.append(ready_at)
+                elif self._commit_due is not None:
+                    deadlines.append(self._commit_due)
+                if now >= min(deadlines):
+                    return []
+                self._cond.wait(timeout=max(0.0, min(deadlines) - now))
+
+    def _batch_ready_at(self) -> float:
+        if len(self._events) > self.settings.burst_threshold:
+            return min(self._last_event + _BURST_QUIET_S, self._first_event + _BURST_MAX_WAIT_S)
+        debounce = self.settings.debounce_ms / 1000
+        return min(self._last_event + debounce, self._first_event + _MAX_BATCH_DELAY_S)
+
+    def _take_events(self) -> list[Event]:
+        events, self._events = self._events, []
+        return events
+
+    def _tick(self, events: list[Event]) -> None:
+        now = time.monotonic()
+        if events:
+            self.handle_batch(events)
+        if now >= self._next_reconcile:
+            self.reconcile()
+        if self._commit_due is not None and time.monotonic() >= self._commit_due:
+            self.commit_pending()
+
+    def _startup(self) -> None:
+        self.reconcile()
+        # Whatever an earlier run indexed but had no time to commit (a crash, a kill -9).
+        self._add_pending(uncommitted_paths(self.root))
+        self.commit_pending()
+
+    def _shutdown(self) -> None:
+        with self._cond:
+            events = self._take_events()
+        if events:
+            self.handle_batch(events)
+        if self._pending:
+            self.commit_pending()
+        if self._pending:
+            log.warning("left %d changed files uncommitted (git busy); the next start commits them",
+                        len(self._pending))
+
+    # -- work ------------------------------------------------------------------------------------
+
+    def handle_batch(self, events: list[Event]) -> SyncReport | None:
+        """Coalesce ``events``, then stat, hash, plan and apply what they point at."""
+        batch = coalesce(events, self.settings.burst_threshold)
+        if batch.git_moved:
+            self._note_head()
+        if not (batch.full or batch.paths or batch.dirs):
+            return None
+        paths = None if batch.full else self._expand(batch)
+        if paths is not None and len(paths) > self.settings.burst_threshold:
+            paths = None
+        if paths is None:
+            return self.reconcile(burst=batch.full and not any(e.kind == "overflow" for e in events))
+        if not paths:
+            return None
+        return self._sync(sorted(paths))
+
+    def _expand(self, batch: Batch) -> set[str]:
+        """The batch's paths plus every file below its folders: those indexed (they may be gone
+        or moved) and those on disk (they may be new or moved in)."""
+        paths = set(batch.paths)
+        if not batch.dirs:
+            return paths
+        known = self.engine.index.files()
+        for folder in batch.dirs:
+            prefix = folder + "/"
+            paths.update(p for p in known if p.startswith(prefix))
+            for current, _dirs, files in os.walk(self.root / folder):
+                rel_dir = Path(current).relative_to(self.root).as_posix()
+                paths.update(f"{rel_dir}/{name}" for name in files if is_indexable(f"{rel_dir}/{name}"))
+        return paths
+
+    def reconcile(self, burst: bool = False) -> SyncReport:
+        """Sync the whole tree: at start, after a burst or an overflow, and periodically."""
+        if burst:
+            self._wait_for_git(_BURST_MAX_WAIT_S)
+        report = self._sync(None)
+        self.reconciles += 1
+        with self._cond:
+            self._next_reconcile = time.monotonic() + self.settings.reconcile_interval_s
+        return report
+
+    def _wait_for_git(self, limit_s: float) -> None:
+        """A checkout in progress holds index.lock: reconcile once, after it, not halfway."""
+        deadline = time.monotonic() + limit_s
+        while git_busy(self.root) and time.monotonic() < deadline:
+            with self._cond:
+                if self._stopping:
+                    return
+                self._cond.wait(timeout=0.05)
+
+    def _sync(self, paths: list[str] | None) -> SyncReport:
+        started = time.monotonic()
+        report = self.engine.sync(paths)
+        self.batches += 1
+        plan = report.plan
+        if not plan.empty:
+            log.info("indexed %s in %.0f ms", plan.summary(), (time.monotonic() - started) * 1000)
+        for path, error in sorted(report.errors.items()):
+            log.warning("skipped %s: %s", path, error)
+        self._add_pending([*plan.new, *plan.changed, *plan.deleted, *(p for pair in plan.moved for p in pair)])
+        return report
+
+    def _add_pending(self, paths: Iterable[str]) -> None:
+        paths = set(paths)
+        if not paths:
+            return
+        now = time.monotonic()
+        self._pending |= paths
+        if self._pending_since is None:
+            self._pending_since = now
+        due = now + self.settings.commit_quiet_ms / 1000
+        with self._cond:
+            self._commit_due = min(due, self._pending_since + _COMMIT_MAX_DELAY_S)
+
+    def commit_pending(self) -> list[str]:
+        """Commit the indexed changes, unless the user's own git operation is under way."""
+        if not self._pending:
+            self._commit_due = None
+            return []
+        busy = git_busy(self.root)
+        if busy:
+            # Quietly at first (a user's commit takes a moment); loudly once it lasts.
+            (log.warning if self._retry_s >= _RETRY_MAX_S else log.info)("%s; will commit later", busy)
+            self._retry_later()
+            return []
+        try:
+            shas = commit_changes(self.engine.home, self.settings, sorted(self._pending))
+        except Exception as exc:  # noqa: BLE001 - git fails in many ways; all mean "try again"
+            if git_busy(self.root):
+                log.info("git became busy while committing; will retry")
+            else:
+                log.warning("commit failed, will retry: %s", exc)
+            self._retry_later()
+            return []
+        for sha in shas:
+            log.info("committed %s", sha[:10])
+        self.commits.extend(shas)
+        self._pending.clear()
+        self._pending_since = None
+        self._retry_s = _RETRY_MIN_S
+        with self._cond:
+            self._commit_due = None
+        self._note_head()
+        return shas
+
+    def _retry_later(self) -> None:
+        with self._cond:
+            self._commit_due = time.monotonic() + self._retry_s
+        self._retry_s = min(self._retry_s * 2, _RETRY_MAX_S)
+
+    def _note_head(self) -> None:
+        """Record in the index which commit it is aligned with (plus what status lists as
+        uncommitted). Only when nothing of ours waits: else HEAD is not yet what we indexed."""
+        if self._pending:
+            return
+        sha = head_sha(self.root)
+        if sha and self.engine.index.meta().get("aligned_commit") != sha:
+            self.engine.index.write_meta(aligned_commit=sha)

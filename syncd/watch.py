@@ -1,0 +1,207 @@
+"""Filesystem events in, batches out: the rules that turn what editors and git do into work.
+
+Everything here but :class:`TreeWatcher` is pure, so the rules are tested without a filesystem.
+The one principle behind them: an event only says *where to look*. What a path became is read
+from the disk afterwards (stat, hash), so every sequence of events that ends in the same tree ends
+in the same index:
+
+- an editor that saves by writing a temp file and renaming it over the target (vim, Obsidian,
+  VS Code) yields one path to look at, the target, hence one modify; the temp file is never
+  indexable and is ignored;
+- a delete of a file that still exists (atomic-save editors report the old inode gone) is a
+  modify, because the disk says the file is there;
+- a delete and a create of the same path in one batch is one look at that path: if its bytes did
+  not change, the hash says so and nothing is re-embedded or committed;
+- a rename or a folder move puts both ends in the batch, so the planner sees the old path vanish
+  and the same sha appear at the new one: a move, with no embedding;
+- more than ``burst_threshold`` paths (a checkout, an unzip) is one full reconcile rather than
+  thousands of small ones, and an inotify overflow (lost events) is a full reconcile too.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+
+from .home import is_indexable
+
+__all__ = ["Batch", "Event", "TreeWatcher", "coalesce", "is_git_ref", "to_event"]
+
+log = logging.getLogger(__name__)
+
+# Kinds of watchdog events that can change what a path holds. "opened" and "closed_no_write" are
+# reads; "closed" (close after write) adds nothing to the "modified" that precedes it.
+_CHANGING = {"created", "modified", "deleted", "moved", "attrib"}
+
+
+@dataclass(frozen=True)
+class Event:
+    """One filesystem event with home-relative posix paths. ``kind`` is created, modified,
+    deleted, moved, attrib, or overflow (the OS dropped events; nothing is known)."""
+
+    kind: str
+    path: str
+    dest: str | None = None
+    is_dir: bool = False
+
+
+@dataclass(frozen=True)
+class Batch:
+    """What one batch of events asks for: paths and folders to look at again, or everything."""
+
+    paths: frozenset[str] = frozenset()
+    dirs: frozenset[str] = frozenset()  # moved/created/deleted folders: every file below them
+    full: bool = False
+    git_moved: bool = False  # HEAD or a branch moved: someone committed, checked out, reset...
+    events: int = 0
+
+    @property
+    def empty(self) -> bool:
+        return not (self.paths or self.dirs or self.full or self.git_moved)
+
+
+def is_git_ref(rel: str) -> bool:
+    """``.git/HEAD`` and branch refs: the files whose change means the history moved."""
+    return rel in (".git/HEAD", ".git/packed-refs") or rel.startswith(".git/refs/heads/")
+
+
+def _in_ignored_tree(rel: str) -> bool:
+    """Folders nothing of ours lives in; a folder event there must not widen the batch."""
+    return not is_indexable(f"{rel}/x.md")
+
+
+def coalesce(events: Iterable[Event], burst_threshold: int) -> Batch:
+    """Pure: fold a burst of events into one :class:`Batch` (see the module docstring)."""
+    paths: set[str] = set()
+    dirs: set[str] = set()
+    full = git_moved = False
+    count = 0
+    for event in events:
+        count += 1
+        if event.kind == "overflow":
+            full = True
+            continue
+        if event.kind not in _CHANGING:
+            continue
+        ends = [event.path] + ([event.dest] if event.dest else [])
+        if any(is_git_ref(p) for p in ends):
+            git_moved = True
+        if event.is_dir:
+            if event.kind != "modified":  # a folder's own mtime says nothing about its files
+                dirs.update(p for p in ends if p and not _in_ignored_tree(p))
+            continue
+        paths.update(p for p in ends if is_indexable(p))
+    if len(paths) + len(dirs) > burst_threshold:
+        full = True
+    if full:
+        paths, dirs = set(), set()
+    return Batch(frozenset(paths), frozenset(_outermost(dirs)), full, git_moved, count)
+
+
+def _outermost(dirs: set[str]) -> set[str]:
+    """Drop folders inside other listed folders: they are rescanned with their parent."""
+    keep = set()
+    for d in sorted(dirs, key=lambda p: len(PurePosixPath(p).parts)):
+        if not any(d.startswith(k + "/") for k in keep):
+            keep.add(d)
+    return keep
+
+
+def to_event(root: str, kind: str, src: str | bytes, dest: str | bytes | None, is_dir: bool) -> Event | None:
+    """A watchdog event as an :class:`Event` relative to ``root``, or None when it is outside."""
+
+    def rel(p: str | bytes) -> str | None:
+        p = os.fsdecode(p)
+        if p == root:
+            return ""
+        if not p.startswith(root + os.sep):
+            return None
+        return p[len(root) + 1 :].replace(os.sep, "/")
+
+    src_rel = rel(src)
+    dest_rel = rel(dest) if dest else None
+    if src_rel is None and dest_rel is None:
+        return None
+    if src_rel is None:
+        # Moved in from outside the home: for us, it was created.
+        return Event("created", dest_rel or "", None, is_dir)
+    if kind == "moved" and dest_rel is None:
+        # Moved out of the home: gone.
+        return Event("deleted", src_rel, None, is_dir)
+    return Event(kind, src_rel, dest_rel, is_dir)
+
+
+def _noise(rel: str) -> bool:
+    """Events the daemon drops at once, before they cost a queue slot: its own state, git's
+    object store and index, editor droppings. Branch refs stay: they say the history moved."""
+    if rel.startswith(".git/") or rel == ".git":
+        return not is_git_ref(rel)
+    return rel.startswith(".syncd/") or rel == ".syncd"
+
+
+@dataclass
+class TreeWatcher:
+    """The thin watchdog loop: a recursive observer on the home that hands each relevant event
+    to ``sink`` (from the observer's thread) and reports a queue overflow as an overflow event."""
+
+    root: Path
+    sink: Callable[[list[Event]], None]
+    _observer: object = field(default=None, init=False, repr=False)
+    _overflow_hook: logging.Handler | None = field(default=None, init=False, repr=False)
+
+    def start(self) -> None:
+        from watchdog import events as wd
+        from watchdog.observers import Observer
+
+        root = str(self.root)
+        sink = self.sink
+
+        class _Handler(wd.FileSystemEventHandler):
+            def on_any_event(self, event) -> None:
+                if event.event_type not in _CHANGING:
+                    return
+                converted = to_event(root, event.event_type, event.src_path, getattr(event, "dest_path", None) or None,
+                                     event.is_directory)
+                if converted is None or (_noise(converted.path) and (not converted.dest or _noise(converted.dest))):
+                    return
+                sink([converted])
+
+        observer = Observer()
+        # Only changes reach us: reads (Obsidian opening a note, git status hashing the tree)
+        # would otherwise wake the daemon and keep postponing a burst's quiet period.
+        changes = [wd.FileCreatedEvent, wd.FileDeletedEvent, wd.FileModifiedEvent, wd.FileMovedEvent,
+                   wd.FileAttribEvent, wd.DirCreatedEvent, wd.DirDeletedEvent, wd.DirMovedEvent]
+        observer.schedule(_Handler(), root, recursive=True, event_filter=changes)
+        observer.daemon = True
+        observer.start()
+        self._observer = observer
+        self._overflow_hook = _OverflowHook(lambda: sink([Event("overflow", "")]))
+        for name in ("watchdog.observers.inotify_c", "watchdog.observers.inotify"):
+            logging.getLogger(name).addHandler(self._overflow_hook)
+
+    def stop(self) -> None:
+        if self._overflow_hook is not None:
+            for name in ("watchdog.observers.inotify_c", "watchdog.observers.inotify"):
+                logging.getLogger(name).removeHandler(self._overflow_hook)
+            self._overflow_hook = None
+        if self._observer is not None:
+            self._observer.stop()
+            self._observer.join(timeout=5)
+            self._observer = None
+
+
+class _OverflowHook(logging.Handler):
+    """watchdog handles IN_Q_OVERFLOW by rebuilding its watches and logging a warning; it never
+    tells the event handler. Its log record is the only signal, so we listen for it and turn it
+    into a full reconcile instead of waiting for the periodic one."""
+
+    def __init__(self, on_overflow: Callable[[], None]):
+        super().__init__(level=logging.WARNING)
+        self._on_overflow = on_overflow
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if "overflow" in record.getMessage().lower():
+            self._on_overflow()

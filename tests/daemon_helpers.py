@@ -1,0 +1,129 @@
+"""Helpers for daemon tests: an in-process daemon on a thread, waiting on conditions, git."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import syncd
+from syncd.config import Settings
+from syncd.daemon import Daemon
+
+GIT_ENV = {
+    "GIT_AUTHOR_NAME": "Test Person",
+    "GIT_AUTHOR_EMAIL": "person@example.org",
+    "GIT_COMMITTER_NAME": "Test Person",
+    "GIT_COMMITTER_EMAIL": "person@example.org",
+}
+
+
+def wait_for(predicate: Callable[[], object], timeout: float = 60.0, what: str = "condition") -> object:
+    """Poll ``predicate`` until it is truthy; fail with ``what`` after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+        time.sleep(0.05)
+
+
+def git(root: Path, *args: str) -> str:
+    return subprocess.run(
+        ["git", *args], cwd=root, env=os.environ | GIT_ENV, check=True, capture_output=True, text=True
+    ).stdout
+
+
+def subjects(root: Path) -> list[str]:
+    """Commit subjects, newest first."""
+    return git(root, "log", "--format=%s").splitlines()
+
+
+def settled(reader) -> bool:
+    """The index reflects every file and git holds every change."""
+    status = reader.status()
+    return status.fresh and not status.uncommitted
+
+
+@dataclass
+class Running:
+    home: Path
+    engine: object
+    daemon: Daemon
+    reader: object
+    thread: threading.Thread
+
+    def settle(self, timeout: float = 60.0) -> None:
+        wait_for(lambda: settled(self.reader), timeout, "the daemon to index and commit everything")
+
+    def stop(self) -> None:
+        """Finish the batch in hand and commit, as SIGTERM would; the engine stays open."""
+        self.daemon.stop()
+        self.thread.join(timeout=60)
+        assert not self.thread.is_alive(), "the daemon did not stop"
+
+
+_WARM_CACHE: dict[str, Path] = {}
+
+
+def warm_embed_cache(home: Path, embedder) -> None:
+    """Give ``home`` an embedding cache that already holds the vault seed's vectors, so each test
+    does not pay ~3 s to embed the same seed pages again (the cache is per home)."""
+    target = home / ".syncd" / "embed_cache.sqlite"
+    if target.exists():
+        return
+    if embedder.model_id not in _WARM_CACHE:
+        seed = syncd.init(Path(tempfile.mkdtemp(prefix="syncd-warm-")) / "home").home
+        with syncd.open(seed, embedder=embedder) as engine:
+            engine.sync()
+        _WARM_CACHE[embedder.model_id] = seed / ".syncd" / "embed_cache.sqlite"
+    shutil.copyfile(_WARM_CACHE[embedder.model_id], target)
+
+
+@contextmanager
+def running_daemon(home: Path, embedder, **overrides) -> Iterator[Running]:
+    """A real daemon (real observer, LanceDB, git, model) on a thread, plus a read-only reader."""
+    settings = Settings(**overrides)
+    warm_embed_cache(home, embedder)
+    engine = syncd.open(home, settings=settings, embedder=embedder)
+    reader = syncd.open(home, read_only=True, settings=settings, embedder=embedder)
+    daemon = Daemon(engine, settings)
+    thread = threading.Thread(target=daemon.run, name="syncd-daemon", daemon=True)
+    thread.start()
+    run = Running(home, engine, daemon, reader, thread)
+    try:
+        wait_for(lambda: daemon.reconciles >= 1, 60, "the startup reconcile")
+        yield run
+    finally:
+        if thread.is_alive():
+            run.stop()
+        reader.close()
+        engine.close()
+
+
+def start_cli_daemon(home: Path, *extra: str, prefix: list[str] | None = None) -> subprocess.Popen:
+    """``syncd watch`` in its own process (``prefix`` wraps it, e.g. in setpriv). Its stderr goes
+    to a file, not a pipe nobody reads: a full pipe would block the daemon's logging."""
+    err = open(home.parent / f"daemon-{time.monotonic_ns()}.err", "w+")  # noqa: SIM115 - the child owns it
+    return subprocess.Popen(
+        [*(prefix or []), sys.executable, "-m", "syncd.cli", "watch", "--home", str(home), *extra],
+        stdout=subprocess.DEVNULL,
+        stderr=err,
+        text=True,
+    )
+
+
+def daily_log(facts: list[str], day: str = "2026-11-22") -> str:
+    lines = [f"# {day}", "", "## 09:30 chat:c1 session:s1"]
+    lines += [f"- [preference] {fact}" for fact in facts]
+    return "\n".join(lines) + "\n"

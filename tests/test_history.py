@@ -1,0 +1,175 @@
+"""Git history: readable commit messages, provenance from intents, log, blame, revert, status."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+import syncd
+from syncd.cli import main
+from syncd.errors import NotFoundError
+from syncd.history import (
+    commit_changes,
+    fact_history,
+    git_busy,
+    read_log,
+    revert_commit,
+)
+from syncd.home import Home, blob_sha
+from syncd.intents import Intent, record_intent
+
+from .daemon_helpers import daily_log, git, running_daemon, subjects
+from .helpers import assert_matches_rebuild, write
+
+LOG = "memory/users/ana/2026-11-22.md"
+FACTS = ["Likes green tea in the morning.", "Works as a nurse in Lyon.", "Is allergic to peanuts.",
+         "Has a cat called Miso."]
+
+
+def _commit(home, paths=None):
+    return commit_changes(Home(home), syncd.Settings(), paths)
+
+
+def test_messages_say_what_changed(home):
+    write(home, LOG, daily_log(FACTS[:3]))
+    _commit(home)
+    assert subjects(home)[0] == f"+3 facts in {LOG}"
+    write(home, LOG, daily_log(FACTS[:2]))
+    _commit(home)
+    assert subjects(home)[0] == f"-1 fact in {LOG}"
+    write(home, "vault/Tea.md", "# Tea\n\nGreen.\n")
+    _commit(home)
+    write(home, "vault/Tea.md", "# Tea\n\nGreen and grassy.\n")
+    _commit(home)
+    assert subjects(home)[:2] == ["edit vault/Tea.md", "add vault/Tea.md"]
+    (home / "vault/Tea.md").rename(home / "vault/Green tea.md")
+    _commit(home)
+    assert subjects(home)[0] == "move vault/Tea.md -> vault/Green tea.md"
+    write(home, "memory/users/bob/2026-11-22.md", daily_log(FACTS[3:]))
+    (home / LOG).unlink()
+    _commit(home)
+    body = git(home, "log", "-1", "--format=%B")
+    assert subjects(home)[0] == "+1 fact, -2 facts in 2 files"
+    assert f"-2 facts in {LOG}" in body and "Syncd-Source: editor" in body
+    assert git(home, "log", "-1", "--format=%an <%ae>").strip() == "syncd user <user@syncd.local>"
+
+
+def test_one_agent_turn_is_one_commit_with_its_provenance(home, embedder):
+    turn = {"author": "tutor-bot", "user": "ana", "chat": "c1", "session": "s9", "turn": "t3",
+            "transcript_line": 42, "model": "gpt-test", "prompt_version": "extract-v2"}
+    with running_daemon(home, embedder) as run:
+        run.settle()
+        run.reader.write_file(LOG, daily_log(FACTS[:2]).encode(), intent=Intent(summary="remember tea", **turn))
+        run.reader.write_file("memory/users/ana/MEMORY.md", b"# Ana\n\n- [identity] Nurse in Lyon.\n",
+                              intent=Intent(summary="update profile", **turn))
+        write(home, "vault/Hand.md", "# Hand\n\nTyped by a person.\n")
+        run.settle()
+        run.stop()
+        agent = git(home, "log", "--author=tutor-bot", "--format=%H").split()
+        assert len(agent) == 1
+        shown = git(home, "show", "--name-only", "--format=%an <%ae>%n%B", agent[0])
+        assert "tutor-bot <tutor-bot@agents.syncd.local>" in shown
+        for trailer in ("Syncd-Session: s9", "Syncd-Turn: t3", "Syncd-Transcript-Line: 42", "Syncd-Model: gpt-test",
+                        "Syncd-Prompt-Version: extract-v2", "Syncd-User: ana", "Syncd-Source: api"):
+            assert trailer in shown
+        assert LOG in shown and "memory/users/ana/MEMORY.md" in shown and "vault/Hand.md" not in shown
+        human = git(home, "log", "-1", "--format=%an", "--", "vault/Hand.md").strip()
+        assert human == "syncd user"
+        assert_matches_rebuild(run.engine)
+
+
+def test_log_lists_commits_with_trailers(home, capsys):
+    write(home, LOG, daily_log(FACTS[:1]))
+    record_intent(Home(home), LOG, blob_sha((home / LOG).read_bytes()), Intent(author="bot", session="s1", turn="1"))
+    _commit(home)
+    entries = read_log(home, LOG)
+    assert len(entries) == 1 and entries[0].author == "bot"
+    assert entries[0].trailers["Syncd-Session"] == "s1" and entries[0].files == (LOG,)
+    assert main(["log", "--home", str(home), LOG]) == 0
+    out = capsys.readouterr().out
+    assert "+1 fact in " + LOG in out and "Syncd-Turn: 1" in out
+    assert main(["log", "--home", str(home), "--json", "-n", "5"]) == 0
+    assert len(json.loads(capsys.readouterr().out)) == 2
+
+
+def _fact_id(engine, text):
+    return next(h.id for h in engine.search(text, kind="fact", limit=5) if h.content == text)
+
+
+def test_blame_finds_the_commit_that_introduced_a_fact_and_later_edits(home, engine, capsys):
+    write(home, LOG, daily_log(FACTS[:2]))
+    first = _commit(home)[0]
+    write(home, LOG, daily_log(FACTS[:2]).replace("- [preference] Works", "- [identity] Works"))
+    second = _commit(home)[0]
+    write(home, LOG, daily_log(FACTS[:2]).replace("- [preference] Works", "- [identity] Works") +
+          "- [preference] Is allergic to peanuts.\n")
+    _commit(home)
+    engine.sync()
+    fact = engine.index.find_fact(_fact_id(engine, FACTS[1]))[0]
+    history = fact_history(home, fact["path"], fact["line"], fact["text"])
+    assert history.introduced.sha == first
+    assert [e.sha for e in history.edits] == [second]
+    assert main(["blame", "--home", str(home), fact["id"]]) == 0
+    out = capsys.readouterr().out
+    assert "introduced by" in out and first[:10] in out and second[:10] in out
+    with pytest.raises(NotFoundError):
+        fact_history(home, "vault/none.md", 1, "x")
+    assert main(["blame", "--home", str(home), "h-000000"]) == 1
+
+
+def test_revert_one_agent_turn_and_the_index_follows(home, embedder):
+    write(home, LOG, daily_log(FACTS[:1]))
+    _commit(home)
+    write(home, LOG, daily_log(FACTS[:3]))
+    record_intent(Home(home), LOG, blob_sha((home / LOG).read_bytes()), Intent(author="bot", turn="7"))
+    turn = _commit(home)[0]
+    with syncd.open(home, embedder=embedder) as engine:
+        engine.sync()
+    assert main(["revert", "--home", str(home), turn]) == 0
+    assert (home / LOG).read_text() == daily_log(FACTS[:1])
+    assert subjects(home)[0].startswith('Revert "')
+    with syncd.open(home, embedder=embedder) as engine:
+        assert engine.status().fresh and not engine.status().uncommitted
+        assert engine.index.meta()["aligned_commit"] == git(home, "rev-parse", "HEAD").strip()
+        assert engine.index.counts()["facts"] == 1
+        assert_matches_rebuild(engine)
+    with pytest.raises(NotFoundError):
+        revert_commit(home, "no-such-commit", "x", "x@y")
+
+
+def test_revert_beside_a_running_daemon(home, embedder):
+    with running_daemon(home, embedder) as run:
+        write(home, LOG, daily_log(FACTS[:2]))
+        run.settle()
+        added = git(home, "rev-parse", "HEAD").strip()
+        assert main(["revert", "--home", str(home), added]) == 0
+        run.settle()
+        assert not (home / LOG).exists() and LOG not in run.reader.index.files()
+        run.stop()
+        assert subjects(home)[0].startswith('Revert "')
+        assert_matches_rebuild(run.engine)
+
+
+def test_status_names_uncommitted_changes(home, engine):
+    engine.sync()
+    write(home, LOG, daily_log(FACTS[:1]))
+    status = engine.status()
+    assert status.stale["new"] == [LOG] and status.uncommitted == []
+    engine.sync()
+    assert engine.status().uncommitted == [LOG]
+    engine.commit()
+    assert engine.status().uncommitted == []
+
+
+def test_git_busy_reports_the_users_operation_and_a_stale_lock(home):
+    assert git_busy(home) is None
+    lock = home / ".git/index.lock"
+    lock.write_bytes(b"")
+    assert "index.lock present" in git_busy(home)
+    os.utime(lock, (0, 0))
+    assert "remove" in git_busy(home)
+    lock.unlink()
+    (home / ".git/MERGE_HEAD").write_text("0" * 40 + "\n")
+    assert "MERGE_HEAD" in git_busy(home)
