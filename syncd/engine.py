@@ -183,7 +183,7 @@ class Engine:
         kind: str | None = None,
         now: dt.datetime | None = None,
     ) -> list[Hit]:
-        vector = self.embedder.embed([query])[0]
+        vector = self.embedder.embed_query(query)
         return hybrid_search(self.index, vector, query, user_id, chat_id, limit, kind, now=now)
 
     def status(self) -> Status:

@@ -83,7 +83,7 @@ def test_default_model_loads_with_no_network(
     vectors = embedder.embed(["hello world"])
     assert vectors.shape == (1, 384)
     assert embedder.model_id == DEFAULT_MODEL_ID
-    assert DEFAULT_MODEL_ID == f"all-MiniLM-L6-v2@int8-{DEFAULT_MODEL_SHA256[:12]}"
+    assert DEFAULT_MODEL_ID == f"all-MiniLM-L6-v2@int8-{DEFAULT_MODEL_SHA256[:12]}-t256"
     folder = tmp_path / "models" / f"all-MiniLM-L6-v2-int8-{DEFAULT_MODEL_SHA256[:12]}"
     assert sorted(p.name for p in folder.iterdir()) == sorted(MODEL_FILES)
 
