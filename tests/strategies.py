@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import string
 
+from hypothesis import reject
 from hypothesis import strategies as st
 
 from syncd.formats import Fact, FactLine, TextLine, page_from_body, render_fact_line
@@ -23,6 +24,7 @@ __all__ = [
     "fact_contents",
     "facts",
     "raw_fact_lines",
+    "engine_shaped_lines",
     "LOOKALIKE_LINES",
     "lookalike_lines",
     "section_headings",
@@ -35,8 +37,31 @@ __all__ = [
 # ---------------------------------------------------------------------------------------- text
 
 # Every script hypothesis can draw, plus characters that break naive line handling.
-_TRICKY = ["\x0b", "\x0c", "\x1c", "\x1d", "\x1e", "\x85", "\u2028", "\u2029", "\t", "\ufeff", "\xa0"]
-_SCRIPTS = ["héllo", "Ωμέγα", "привет", "日本語", "한국어", "עברית", "العربية", "हिंदी", "🙂👍🏽", "ﬁ"]
+_TRICKY = [
+    "\x0b",
+    "\x0c",
+    "\x1c",
+    "\x1d",
+    "\x1e",
+    "\x85",
+    "\u2028",
+    "\u2029",
+    "\t",
+    "\ufeff",
+    "\xa0",
+]
+_SCRIPTS = [
+    "héllo",
+    "Ωμέγα",
+    "привет",
+    "日本語",
+    "한국어",
+    "עברית",
+    "العربية",
+    "हिंदी",
+    "🙂👍🏽",
+    "ﬁ",
+]
 
 
 def unicode_text(*, exclude: str = "", max_size: int = 20) -> st.SearchStrategy[str]:
@@ -66,7 +91,7 @@ def _is_plain_prose(s: str) -> bool:
 
 
 def prose_lines() -> st.SearchStrategy[str]:
-    """One line of free text that opens no structure (fence, comment, heading, frontmatter, fact)."""
+    """A line of free text opening no structure (fence, comment, heading, frontmatter, fact)."""
     return line_text().filter(_is_plain_prose).filter(lambda s: not s.endswith("\r"))
 
 
@@ -110,15 +135,23 @@ def fact_contents() -> st.SearchStrategy[str]:
     )
 
 
-_meta_values = st.text(string.ascii_letters + string.digits + ":#./_+-", min_size=1, max_size=8).filter(
-    lambda v: "-->" not in v
-)
+_meta_values = st.text(
+    string.ascii_letters + string.digits + ":#./_+-", min_size=1, max_size=8
+).filter(lambda v: "-->" not in v)
 _extra_pairs = st.lists(
-    st.tuples(_word(string.ascii_letters, string.ascii_letters + string.digits + "_.-", 5), _meta_values),
+    st.tuples(
+        _word(string.ascii_letters, string.ascii_letters + string.digits + "_.-", 5), _meta_values
+    ),
     max_size=2,
 )
 _timestamps = st.sampled_from(
-    ["2026-11-22", "2026-11-22T14:05", "2026-11-22T14:05:09Z", "2026-11-22T14:05:09.123+02:00"]
+    [
+        "2026-11-22",
+        "2026-11-22T14:05",
+        "2026-11-22T14:05:09Z",
+        "2026-11-22T14:05:09+01:00",
+        "2026-11-22T14:05:09.123+02:00",
+    ]
 )
 
 
@@ -140,8 +173,6 @@ def facts(draw: st.DrawFn) -> Fact:
     try:
         return Fact(**kwargs)
     except ValueError:
-        from hypothesis import reject
-
         reject()
 
 
@@ -164,6 +195,29 @@ def raw_fact_lines(draw: st.DrawFn) -> tuple[str, Fact]:
     if tokens:
         line += f"{draw(_ws0)}<!--{draw(_ws0)}{draw(_ws).join(tokens)}{draw(_ws0)}-->"
     return line + draw(_ws0), fact
+
+
+@st.composite
+def engine_shaped_lines(draw: st.DrawFn) -> str:
+    """Lines shaped like the engine's own (the parser's fast path), including near misses."""
+    tags = draw(st.sampled_from(["", " `a b`", " `x`", " `-x`", " `a  b`", " `a\tb`", " ``"]))
+    imp = draw(st.sampled_from(["0.5", "1", "1.0", "0", ".25", "1.5", "0.", "01.5", "٠.٥"]))
+    ids = safe_ids | st.sampled_from(["a..b", "x" * 129])
+    src = draw(ids) + draw(st.sampled_from(["", "#0", "#12", "#" + "9" * 19, "#١٢"]))
+    ts = draw(
+        st.sampled_from(
+            [
+                "2026-11-22T14:05:09Z",
+                "2026-11-22",
+                "2026-11-22T14:05:09+02:00",
+                "2026-11-22T14:05:09-0200",
+            ]
+        )
+    )
+    return (
+        f"- [{draw(categories)}] {draw(fact_contents())}{tags} "
+        f"<!-- id:{draw(ids)} imp:{imp} src:{src} ts:{ts} -->"
+    )
 
 
 LOOKALIKE_LINES = [
@@ -266,7 +320,7 @@ def daily_log_texts(draw: st.DrawFn) -> tuple[str, list[tuple[int, Fact]]]:
     endings = [draw(_endings) for _ in lines]
     if lines and draw(st.booleans()):
         endings[-1] = ""
-    text = "".join(line + end for line, end in zip(lines, endings))
+    text = "".join(line + end for line, end in zip(lines, endings, strict=True))
     if draw(st.booleans()):
         # A byte order mark changes nothing: not frontmatter, not a first-line fact.
         text = "\ufeff" + text
@@ -341,8 +395,17 @@ def page_texts(draw: st.DrawFn) -> str:
             draw(
                 st.lists(
                     st.sampled_from(
-                        ["title: T", "tags: [a, b]", "tags: a, #b c", "up: '[[Parent]]'",
-                         "bad: [unclosed", "date: 2001-13-45", "- a list", ": :", "x: 1"]
+                        [
+                            "title: T",
+                            "tags: [a, b]",
+                            "tags: a, #b c",
+                            "up: '[[Parent]]'",
+                            "bad: [unclosed",
+                            "date: 2001-13-45",
+                            "- a list",
+                            ": :",
+                            "x: 1",
+                        ]
                     ),
                     max_size=3,
                 )
@@ -354,7 +417,7 @@ def page_texts(draw: st.DrawFn) -> str:
     endings = [draw(_endings) for _ in lines]
     if lines and draw(st.booleans()):
         endings[-1] = ""
-    text = "".join(line + end for line, end in zip(lines, endings))
+    text = "".join(line + end for line, end in zip(lines, endings, strict=True))
     return ("\ufeff" + text) if draw(st.booleans()) else text
 
 

@@ -35,7 +35,8 @@ def test_frontmatter_and_body():
 
 
 @pytest.mark.parametrize(
-    "yaml_text", ["bad: [unclosed", "date: 2001-13-45", "a: 1\n a: 2\n", "? [a]\n: b", "x: !!python/tuple [1]"]
+    "yaml_text",
+    ["bad: [unclosed", "date: 2001-13-45", "a: 1\n a: 2\n", "? [a]\n: b", "x: !!python/tuple [1]"],
 )
 def test_invalid_frontmatter_never_raises(yaml_text):
     text = f"---\n{yaml_text}\n---\nbody #tag\n"
@@ -156,7 +157,8 @@ def test_a_long_code_block_stays_whole_when_it_fits():
         ("[[]] [[|x]] [[#]]", []),
         ("`[[code]]` ``a [[b]] `` [[real]]", [WikiLink("real", None, None, None, False, 1)]),
         ("`unclosed [[real]]", [WikiLink("real", None, None, None, False, 1)]),
-        ("```\n[[fenced]]\n```\n~~~\n![[too]]\n~~~\n[[after]]", [WikiLink("after", None, None, None, False, 7)]),
+        ("```\n[[fenced]]\n```\n~~~\n![[too]]\n~~~\n[[after]]",
+         [WikiLink("after", None, None, None, False, 7)]),
         ("---\nup: '[[Parent]]'\n---\n[[Child]]", [WikiLink("Parent", None, None, None, False, 2),
                                                    WikiLink("Child", None, None, None, False, 4)]),
     ],
@@ -211,7 +213,9 @@ def test_frontmatter_tags(fm, tags):
 
 def test_page_from_body_round_trips():
     page = page_from_body("# Persona\nHelpful.\n", {"description": "who I am", "limit": 5000})
-    assert render_page(page) == "---\ndescription: who I am\nlimit: 5000\n---\n# Persona\nHelpful.\n"
+    assert (
+        render_page(page) == "---\ndescription: who I am\nlimit: 5000\n---\n# Persona\nHelpful.\n"
+    )
     assert page.body == "# Persona\nHelpful.\n"
     assert parse_page(render_page(page)) == page
     assert page_from_body("plain").text == "plain"
@@ -248,7 +252,7 @@ def _check_invariants(text: str) -> None:
     assert render_page(page) == text
     assert page.frontmatter_raw + page.body == text
     assert isinstance(page.frontmatter, dict)
-    lines = [c.lstrip("\ufeff") for c, _ in split_lines(text)]
+    lines = [c.removeprefix("\ufeff") for c, _ in split_lines(text)]
     for chunk in page.chunks:
         assert chunk.text.strip()
         assert len(chunk.text) <= MAX_CHUNK_CHARS

@@ -1,55 +1,49 @@
 """Daily logs (``memory/users/<user>/YYYY-MM-DD.md``) and the fact lines inside them.
 
-A daily log is a person-editable markdown file, so the model is the file itself: an ordered tuple
-of lines, each either a :class:`FactLine` or a verbatim :class:`TextLine`, each carrying its own
-line ending (``'\\n'``, ``'\\r\\n'`` or ``''`` for a missing final newline). Rendering an unchanged
-parse reproduces the input byte for byte; rewriting one fact rewrites only that line.
+A daily log is a person-editable file, so the model is the file itself: an ordered tuple of lines,
+each a :class:`FactLine` or a verbatim :class:`TextLine` with its own line ending (``'\n'``,
+``'\r\n'``, or ``''`` for a missing final newline). Rendering an unchanged parse reproduces the
+input byte for byte; rewriting one fact rewrites only that line.
 
 What is a fact (strict on purpose; a peer's parser invented categories from look-alikes):
 
-* the line starts at column 0 with ``- [`` (a dash and ONE space); ``*`` / ``+`` bullets, indented
-  bullets and numbered lists are text;
-* the category is ``[a-z][a-z0-9_-]*`` and 2..32 characters long. The two-character minimum is what
-  keeps task boxes out: ``[ ]``, ``[x]``, ``[X]`` and the single-letter statuses of Obsidian themes
-  (``[b]``, ``[i]``, ...) are text; so are ``[12:30]``, ``[[wikilinks]]``, ``[Some Thing]``;
-* ``]`` is followed by at least one space or tab and then non-empty content (``[text](url)`` and
-  ``[ref]: url`` are text);
-* it is not inside YAML frontmatter, a code fence or an HTML comment block (a line starting with
-  ``<!--`` that does not close on that line hides everything up to the line containing ``-->``);
-* the line contains no lone ``'\\r'`` (CommonMark treats it as a line break).
+* the line starts at column 0 with ``- [`` (dash, ONE space); ``*``/``+``/numbered/indented
+  bullets are text. A leading U+FEFF (a byte order mark on line 1) is ignored and kept;
+* the category is ``[a-z][a-z0-9_-]*``, 2..32 characters: the two-character minimum keeps task
+  boxes out (``[ ]``, ``[x]``, ``[X]``, the one-letter statuses of Obsidian themes), and so are
+  ``[12:30]``, ``[[wikilinks]]``, ``[Some Thing]``;
+* ``]`` is followed by spaces or tabs and non-empty content (``[text](url)``, ``[ref]: url`` are
+  text), and the line holds no lone ``'\r'`` (CommonMark reads that as a line break);
+* it is not in YAML frontmatter, a code fence or an HTML comment block (a line starting with
+  ``<!--`` that does not close on that line hides everything up to a line containing ``-->``).
 
-A U+FEFF at the start of a line (a byte order mark on line 1) is invisible, so the line is read as
-if it were not there; it stays in the raw text and survives a rewrite of that fact.
-
-Grammar after the category, read from the right so content may hold anything:
+After the category, read from the right so content may hold anything:
 ``content [`tag1 tag2`] [<!-- key:value ... -->]``.
 
-* The metadata comment is the final ``<!-- ... -->`` if every whitespace-separated token in it is
-  ``key:value`` (key ``[A-Za-z][A-Za-z0-9_.-]*``, value non-empty); any other comment is content.
-  Known keys: ``id`` (engine id, the home's id charset), ``imp`` (a float in 0..1), ``src``
-  (``session`` or ``session#line``) and ``ts`` (ISO date or date-time). The first valid occurrence
-  of a known key fills its field; everything else (unknown keys, malformed or repeated known keys)
-  is kept in order in ``Fact.extra`` so nothing is lost on a rewrite.
-* The tags group is a final backtick group, preceded by whitespace, of space-separated words that
-  do not start with ``-`` (so ``rm -rf`` is not tags). Inline code at the very end of hand-written
-  content is therefore read as tags; the raw line is still rendered unchanged.
+* The metadata comment is the final ``<!-- ... -->`` if every token in it is ``key:value`` (key
+  ``[A-Za-z][A-Za-z0-9_.-]*``); any other comment is content. Known keys: ``id`` (the home's id
+  charset), ``imp`` (0..1), ``src`` (``session`` or ``session#line``), ``ts`` (ISO date or
+  date-time). The first valid occurrence of a known key fills its field; everything else
+  (unknown, malformed or repeated keys) is kept in order in ``Fact.extra``.
+* The tags group is a final backtick group, after whitespace, of space-separated words not
+  starting with ``-`` (``rm -rf`` is code). So inline code ending hand-written content reads as
+  tags; the raw line still renders unchanged.
 * Content is stripped of surrounding whitespace and must be non-empty.
 
-``Fact(...)`` raises ValueError when a value cannot be written as a line that reads back as the
-same Fact (the constructor renders and re-parses to check). Typical cases: content with a newline
-or a carriage return, content ending in something that would be read as a tags group or a
-metadata comment, ids or sessions outside the id charset, importance outside 0..1.
+``Fact(...)`` raises ValueError for values that cannot be written as a line reading back as the
+same Fact (it renders and re-parses to check): a newline or carriage return in the content,
+content ending in what would read as tags or as the metadata comment, bad ids, importance
+outside 0..1.
 
-Sections: ``## HH:MM`` then, in any order, ``chat:<id>`` / ``session:<id>`` tokens and free text.
-Any H1 or H2 heading ends the current section (H3 and deeper do not). The first H1 is the title;
-if its text starts with a valid ``YYYY-MM-DD`` that is the log's date.
+Sections: ``## HH:MM`` then ``chat:<id>`` / ``session:<id>`` tokens in any order and free text.
+Any H1 or H2 ends the current section (H3 and deeper do not). The first H1 is the title; if its
+text starts with a valid ``YYYY-MM-DD`` that is the log's date.
 
 Ids: an explicit ``id:`` wins; a hand-written fact gets :func:`derive_fact_id` of the file's
 relative path, its normalised content (NFC, casefolded, whitespace collapsed) and its occurrence
-number (0 for the first id-less fact with that normalised content in the file, 1 for the next...).
-Edits elsewhere in the file never change it; editing the fact itself does, which is right because
-it is then a different fact. A repeated explicit id (a copy-pasted line) only counts the first
-time; later copies get a derived id so ids stay unique within a file.
+number (0 for the first id-less fact with that content in the file, 1 for the next...). Edits
+elsewhere never change it; editing the fact does, rightly: it is then another fact. A repeated
+explicit id (a copy-pasted line) counts once; later copies get derived ids, so ids stay unique.
 """
 
 from __future__ import annotations
@@ -87,14 +81,33 @@ CATEGORY_RULE = "a category is 2-32 characters of a-z 0-9 _ -, starting with a l
 _CATEGORY_RE = re.compile(r"[a-z][a-z0-9_-]{1,31}\Z")
 _FACT_HEAD_RE = re.compile(r"- \[([a-z][a-z0-9_-]{1,31})\][ \t]+")
 _TAG_RE = re.compile(r"[^\s`\-][^\s`]*\Z")
-_TAGS_GROUP_RE = re.compile(r"[ \t]*[^\s`\-][^\s`]*(?:[ \t]+[^\s`\-][^\s`]*)*[ \t]*\Z")
 _META_KEY_RE = re.compile(r"[A-Za-z][A-Za-z0-9_.-]*\Z")
-# Mirrors syncd.home's id rule (a test pins the two together); formats must not import the I/O layer.
-_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@+-]{0,127}\Z")
+# Mirrors syncd.home's id rule (a test pins the two); formats must not import the I/O layer.
+_ID_CHARS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._@+-"
+_ID_RULE = "ids are 1-128 of A-Z a-z 0-9 . _ @ + -, starting with a letter or digit, no '..'"
+_TAG_RULE = "a tag is one word without backticks, not starting with '-'"
+_ID = r"[A-Za-z0-9][A-Za-z0-9._@+-]{0,127}"
 _IMP_RE = re.compile(r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?\Z")
-_SRC_RE = re.compile(r"([A-Za-z0-9][A-Za-z0-9._@+-]{0,127})(?:#(\d{1,18}))?\Z")
 _TS_RE = re.compile(
     r"\d{4}-\d{2}-\d{2}(?:T\d{2}:\d{2}(?::\d{2}(?:\.\d{1,9})?)?(?:Z|[+-]\d{2}(?::?\d{2})?)?)?\Z"
+)
+# What the engine writes for an extracted fact (``ts`` is ``isoformat(timespec="seconds")``);
+# no optional groups, which makes the regex 3x faster. Anything else takes the general path.
+_ENGINE_META = (
+    rf"id:({_ID}) imp:([01]?\.[0-9]+|[01]) src:({_ID})(?:#([0-9]{{1,18}}))?"
+    r" ts:([0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(?:Z|[+-][0-9]{2}:[0-9]{2}))"
+)
+# A whole engine-written line, with and without tags (an optional group would cost more than the
+# two). Neither the tags group nor the comment can hold a backtick or '<', so each can only sit at
+# one place and the lazy content never backtracks far.
+_ENGINE_LINE = r"- \[([a-z][a-z0-9_-]{1,31})\][ \t]+(.+?)"
+_ENGINE_TAGGED_LINE_RE = re.compile(
+    rf"{_ENGINE_LINE} `([^\s`\-][^\s`]*(?: [^\s`\-][^\s`]*)*)` <!-- {_ENGINE_META} -->\Z"
+)
+_ENGINE_LINE_RE = re.compile(rf"{_ENGINE_LINE}() <!-- {_ENGINE_META} -->\Z")
+# A section heading exactly as append_section writes it, so the common case skips the general path.
+_ENGINE_SECTION_LINE_RE = re.compile(
+    rf"## ((?:[01][0-9]|2[0-3]):[0-5][0-9]) chat:({_ID}) session:({_ID})\Z"
 )
 _SECTION_RE = re.compile(r"([01]\d|2[0-3]):([0-5]\d)(?:[ \t]+(.*))?\Z")
 _TIME_RE = re.compile(r"([01]\d|2[0-3]):([0-5]\d)\Z")
@@ -102,10 +115,13 @@ _TITLE_DATE_RE = re.compile(r"(\d{4}-\d{2}-\d{2})(?:[ \t].*)?\Z")
 _ENDINGS = ("\n", "\r\n", "")
 # First characters of lines that may be a heading, a fence or an HTML comment block.
 _BLOCK_LEADS = frozenset("# \t`~<")
+_object_new = object.__new__
 
 
 def _valid_id(value: str) -> bool:
-    return _ID_RE.match(value) is not None and ".." not in value
+    # String methods instead of a regex: this runs for every id and session of every fact line.
+    ok = len(value) <= 128 and value.isascii() and value[:1].isalnum()
+    return ok and not value.strip(_ID_CHARS) and ".." not in value
 
 
 # --------------------------------------------------------------------------- the Fact value
@@ -129,177 +145,183 @@ class Fact:
         _normalise_and_check(self)
 
 
-def _set(obj: object, name: str, value: object) -> None:
-    object.__setattr__(obj, name, value)
-
-
 def _normalise_and_check(f: Fact) -> None:
-    if not isinstance(f.content, str):
-        raise ValueError(f"fact content must be a str, not {type(f.content).__name__}")
-    content = f.content.strip()
-    if not content:
-        raise ValueError("fact content is empty")
-    if "\n" in content or "\r" in content:
-        raise ValueError(f"fact content must be one line: {content!r}")
-    _set(f, "content", content)
-    if not isinstance(f.category, str) or not _CATEGORY_RE.match(f.category):
-        raise ValueError(f"invalid category {f.category!r}: {CATEGORY_RULE}")
-    if isinstance(f.tags, str):
-        raise ValueError("tags must be a sequence of words, not one string")
-    tags = tuple(f.tags)
-    for tag in tags:
-        if not isinstance(tag, str) or not _TAG_RE.match(tag):
-            raise ValueError(
-                f"invalid tag {tag!r}: a tag is a word without spaces or backticks, not starting with -"
-            )
-    _set(f, "tags", tags)
+    """Normalise types (lists to tuples, ints to floats), then check the line reads back as ``f``.
+
+    The individual checks exist for their messages; the final round trip is what guarantees it.
+    """
+
+    def check(ok: object, message: str) -> None:
+        if not ok:
+            raise ValueError(message)
+
+    def is_(value: object, kind: type) -> bool:
+        return isinstance(value, kind) and not isinstance(value, bool)
+
+    set_ = object.__setattr__
+    check(isinstance(f.content, str), f"fact content must be a str, not {f.content!r}")
+    set_(f, "content", f.content.strip())
+    check(f.content, "fact content is empty")
+    check("\n" not in f.content and "\r" not in f.content, f"not one line: {f.content!r}")
+    check(isinstance(f.category, str) and _CATEGORY_RE.match(f.category), CATEGORY_RULE)
+    check(not isinstance(f.tags, str), "tags must be a sequence of words, not one string")
+    set_(f, "tags", tuple(f.tags))
+    for tag in f.tags:
+        check(isinstance(tag, str) and _TAG_RE.match(tag), f"{tag!r}: {_TAG_RULE}")
     if f.importance is not None:
-        if isinstance(f.importance, bool) or not isinstance(f.importance, numbers.Real):
-            raise ValueError(f"importance must be a number in 0..1, not {f.importance!r}")
-        imp = float(f.importance)
-        if not 0.0 <= imp <= 1.0:
-            raise ValueError(f"importance must be in 0..1, not {f.importance!r}")
-        _set(f, "importance", imp)
-    if f.id is not None and (not isinstance(f.id, str) or not _valid_id(f.id)):
-        raise ValueError(f"invalid fact id {f.id!r}: 1-128 of A-Z a-z 0-9 . _ @ + -, no '..'")
-    if f.source_session is not None and (
-        not isinstance(f.source_session, str) or not _valid_id(f.source_session)
-    ):
-        raise ValueError(f"invalid source session {f.source_session!r}")
-    if f.source_line is not None:
-        if isinstance(f.source_line, bool) or not isinstance(f.source_line, numbers.Integral):
-            raise ValueError(f"source_line must be an int, not {f.source_line!r}")
-        if f.source_session is None:
-            raise ValueError("source_line needs a source_session")
-        if not 0 <= f.source_line < 10**18:
-            raise ValueError(f"source_line out of range: {f.source_line}")
-        _set(f, "source_line", int(f.source_line))
-    if f.timestamp is not None and (not isinstance(f.timestamp, str) or not _TS_RE.match(f.timestamp)):
-        raise ValueError(f"timestamp must be an ISO date or date-time, not {f.timestamp!r}")
-    extra = tuple(tuple(pair) for pair in f.extra)
-    for pair in extra:
-        if len(pair) != 2 or not all(isinstance(x, str) for x in pair):
-            raise ValueError(f"extra items must be (key, value) string pairs, not {pair!r}")
-        key, value = pair
-        if not _META_KEY_RE.match(key):
-            raise ValueError(f"invalid metadata key {key!r}")
-        if value.split() != [value] or "-->" in value or "<!--" in value:
-            raise ValueError(f"invalid metadata value {value!r} for key {key!r}")
-    _set(f, "extra", extra)
-    back = _parse_fact(render_fact_line(f))
-    if back != f:
-        raise ValueError(
-            f"{f!r} cannot be written unambiguously: its line would read back as {back!r}"
+        check(is_(f.importance, numbers.Real), f"importance {f.importance!r} is not a number")
+        check(0.0 <= float(f.importance) <= 1.0, f"importance {f.importance} is not in 0..1")
+        set_(f, "importance", float(f.importance))
+    for value in (f.id, f.source_session):
+        check(
+            value is None or (isinstance(value, str) and _valid_id(value)), f"{value!r}: {_ID_RULE}"
         )
-
-
-def _new_fact(
-    content: str,
-    category: str,
-    tags: tuple[str, ...],
-    importance: float | None,
-    id_: str | None,
-    session: str | None,
-    line: int | None,
-    timestamp: str | None,
-    extra: tuple[tuple[str, str], ...],
-) -> Fact:
-    # The parser's own output is valid by construction; skipping __post_init__ halves parse time.
-    f = object.__new__(Fact)
-    d = f.__dict__
-    d["content"] = content
-    d["category"] = category
-    d["tags"] = tags
-    d["importance"] = importance
-    d["id"] = id_
-    d["source_session"] = session
-    d["source_line"] = line
-    d["timestamp"] = timestamp
-    d["extra"] = extra
-    return f
+    if f.source_line is not None:
+        check(is_(f.source_line, numbers.Integral), f"source_line {f.source_line!r} is not an int")
+        check(f.source_session is not None, "source_line needs a source_session")
+        check(0 <= f.source_line < 10**18, f"source_line {f.source_line} is out of range")
+        set_(f, "source_line", int(f.source_line))
+    ts = f.timestamp
+    check(ts is None or (isinstance(ts, str) and _TS_RE.match(ts)), f"{ts!r} is not ISO 8601")
+    set_(f, "extra", tuple(tuple(pair) for pair in f.extra))
+    for pair in f.extra:
+        check(len(pair) == 2 and all(isinstance(x, str) for x in pair), f"bad extra {pair!r}")
+        check(_META_KEY_RE.match(pair[0]), f"bad metadata key {pair[0]!r}")
+        check(pair[1].split() == [pair[1]] and "-->" not in pair[1], f"bad value {pair[1]!r}")
+    back = _parse_fact(render_fact_line(f))
+    check(back == f, f"{f!r} cannot be written unambiguously: it would read back as {back!r}")
 
 
 # --------------------------------------------------------------------------- one fact line
 
 
-def _split_rest(rest: str) -> tuple[str, tuple[str, ...], tuple[tuple[str, str], ...]] | None:
-    """Split what follows ``- [category]`` into content, tags and metadata pairs (right to left)."""
-    s = rest.rstrip()
-    pairs: tuple[tuple[str, str], ...] = ()
-    if s.endswith("-->"):
-        start = s.rfind("<!--")
-        end = len(s) - 3
-        if 0 <= start and start + 4 <= end:
-            body = s[start + 4 : end]
-            if "-->" not in body:
-                found = []
-                for token in body.split():
-                    key, sep, value = token.partition(":")
-                    if not sep or not value or not _META_KEY_RE.match(key):
-                        found = []
-                        break
-                    found.append((key, value))
-                if found:
-                    pairs = tuple(found)
-                    s = s[:start].rstrip()
-    tags: tuple[str, ...] = ()
-    if s.endswith("`"):
-        last = len(s) - 1
-        open_ = s.rfind("`", 0, last)
-        if open_ > 0 and s[open_ - 1].isspace() and _TAGS_GROUP_RE.match(s, open_ + 1, last):
-            tags = tuple(s[open_ + 1 : last].split())
-            s = s[:open_]
-    content = s.strip()
-    if not content:
-        return None
-    return content, tags, pairs
-
-
-def _parse_importance(value: str) -> float | None:
-    if not _IMP_RE.match(value):
-        return None
-    x = float(value)
-    return x if 0.0 <= x <= 1.0 else None
-
-
-def _assign_meta(pairs: tuple[tuple[str, str], ...]) -> tuple:
-    id_ = imp = session = line = ts = None
-    extra = []
-    for key, value in pairs:
-        if key == "id" and id_ is None and _valid_id(value):
-            id_ = value
-        elif key == "imp" and imp is None and (x := _parse_importance(value)) is not None:
-            imp = x
-        elif (
-            key == "src"
-            and session is None
-            and (m := _SRC_RE.match(value)) is not None
-            and ".." not in m.group(1)
-        ):
-            session = m.group(1)
-            line = int(m.group(2)) if m.group(2) is not None else None
-        elif key == "ts" and ts is None and _TS_RE.match(value):
-            ts = value
-        else:
-            extra.append((key, value))
-    return id_, imp, session, line, ts, tuple(extra)
-
-
 def _parse_fact(line: str) -> Fact | None:
+    """The Fact on ``line`` (no line ending), or None. The hot path of every daily-log read.
+
+    Read right to left: the final metadata comment, then the final tags group, then content.
+    """
+    if "\r" in line:
+        return None
+    if line.endswith(" -->") and (
+        e := (_ENGINE_TAGGED_LINE_RE if "` <!-- " in line else _ENGINE_LINE_RE).match(line)
+    ):
+        # Fast path for a whole line exactly as the engine writes it (one regex instead of a
+        # dozen steps). It must agree with the general path, so anything it cannot vouch for
+        # (content ending in a backtick, '..' in an id, importance over 1) goes that way.
+        category, content, tags, id_, imp, session, src_line, ts = e.groups()
+        content = content.strip()
+        imp = float(imp)
+        if (
+            content
+            and (tags or not content.endswith("`"))
+            and ".." not in id_
+            and ".." not in session
+            and imp <= 1.0
+        ):
+            fact = _object_new(Fact)
+            d = fact.__dict__
+            d["content"] = content
+            d["category"] = category
+            d["tags"] = tuple(tags.split(" ")) if tags else ()
+            d["importance"] = imp
+            d["id"] = id_
+            d["source_session"] = session
+            d["source_line"] = None if src_line is None else int(src_line)
+            d["timestamp"] = ts
+            d["extra"] = ()
+            return fact
     m = _FACT_HEAD_RE.match(line, 1 if line[:1] == BOM else 0)
     if m is None:
         return None
-    rest = line[m.end() :]
-    if "\r" in rest:
+    s = line[m.end() :].rstrip()
+    meta = None
+    if s.endswith("-->"):
+        start = s.rfind("<!--")
+        if 0 <= start <= len(s) - 7:
+            body = s[start + 4 : -3]
+            if "-->" not in body:
+                meta = _read_meta(body)
+                if meta is not None:
+                    s = s[:start].rstrip()
+    tags: tuple[str, ...] = ()
+    if s.endswith("`"):
+        open_ = s.rfind("`", 0, -1)
+        if open_ > 0 and s[open_ - 1].isspace():
+            inner = s[open_ + 1 : -1]
+            words = inner.split()
+            # Words separated by spaces or tabs only, none starting with '-' (``rm -rf`` is code).
+            canonical = " ".join(words) == inner
+            flat = inner if canonical else inner.replace("\t", " ")
+            if (
+                words
+                and " -" not in " " + flat
+                and (canonical or sum(map(len, words)) + flat.count(" ") == len(flat))
+            ):
+                tags = tuple(words)
+                s = s[:open_]
+    content = s.strip()
+    if not content:
         return None
-    split = _split_rest(rest)
-    if split is None:
+    # The parser's output is valid by construction; skipping __post_init__ halves parse time.
+    fact = _object_new(Fact)
+    d = fact.__dict__
+    d["content"] = content
+    d["category"] = m.group(1)
+    d["tags"] = tags
+    if meta is None:
+        d["importance"] = d["id"] = d["source_session"] = d["source_line"] = d["timestamp"] = None
+        d["extra"] = ()
+    else:
+        (
+            d["id"],
+            d["importance"],
+            d["source_session"],
+            d["source_line"],
+            d["timestamp"],
+            d["extra"],
+        ) = meta
+    return fact
+
+
+def _read_meta(body: str) -> tuple | None:
+    """``(id, imp, session, line, ts, extra)`` from a comment body, or None if not metadata."""
+    id_ = imp = session = line = ts = None
+    extra = None
+    tokens = body.split()
+    if not tokens:
         return None
-    content, tags, pairs = split
-    if pairs:
-        id_, imp, session, src_line, ts, extra = _assign_meta(pairs)
-        return _new_fact(content, m.group(1), tags, imp, id_, session, src_line, ts, extra)
-    return _new_fact(content, m.group(1), tags, None, None, None, None, None, ())
+    for token in tokens:
+        key, _, value = token.partition(":")
+        if not value:
+            return None
+        # The first valid occurrence of a known key fills its field; the rest is kept as extra.
+        if key == "id":
+            if id_ is None and _valid_id(value):
+                id_ = value
+                continue
+        elif key == "imp":
+            if imp is None and _IMP_RE.match(value) and 0.0 <= (x := float(value)) <= 1.0:
+                imp = x
+                continue
+        elif key == "src":
+            name, hash_, number = value.partition("#")
+            if (
+                session is None
+                and _valid_id(name)
+                and (not hash_ or (0 < len(number) <= 18 and number.isdecimal()))
+            ):
+                session, line = name, int(number) if hash_ else None
+                continue
+        elif key == "ts":
+            if ts is None and _TS_RE.match(value):
+                ts = value
+                continue
+        elif not _META_KEY_RE.match(key):
+            return None
+        if extra is None:
+            extra = []
+        extra.append((key, value))
+    return id_, imp, session, line, ts, tuple(extra) if extra else ()
 
 
 def parse_fact_line(line: str) -> Fact | None:
@@ -315,46 +337,32 @@ def parse_fact_line(line: str) -> Fact | None:
     return _parse_fact(line)
 
 
-def _meta_tokens(fact: Fact) -> list[str]:
-    tokens = []
-    if fact.id is not None:
-        tokens.append(f"id:{fact.id}")
-    if fact.importance is not None:
-        tokens.append(f"imp:{fact.importance!r}")
-    if fact.source_session is not None:
-        if fact.source_line is None:
-            tokens.append(f"src:{fact.source_session}")
-        else:
-            tokens.append(f"src:{fact.source_session}#{fact.source_line}")
-    if fact.timestamp is not None:
-        tokens.append(f"ts:{fact.timestamp}")
-    tokens.extend(f"{k}:{v}" for k, v in fact.extra)
-    return tokens
-
-
 def render_fact_line(fact: Fact) -> str:
     """The canonical line for ``fact``, without a line ending."""
-    parts = ["- [", fact.category, "] ", fact.content]
+    src = fact.source_session
+    if src is not None and fact.source_line is not None:
+        src = f"{src}#{fact.source_line}"
+    imp = None if fact.importance is None else repr(fact.importance)
+    known = (("id", fact.id), ("imp", imp), ("src", src), ("ts", fact.timestamp))
+    tokens = [f"{k}:{v}" for k, v in (*known, *fact.extra) if v is not None]
+    line = f"- [{fact.category}] {fact.content}"
     if fact.tags:
-        parts += [" `", " ".join(fact.tags), "`"]
-    tokens = _meta_tokens(fact)
-    if tokens:
-        parts += [" <!-- ", " ".join(tokens), " -->"]
-    return "".join(parts)
+        line += f" `{' '.join(fact.tags)}`"
+    return f"{line} <!-- {' '.join(tokens)} -->" if tokens else line
 
 
 # --------------------------------------------------------------------------- lines and locations
 
 
 def _check_ending(text: str, ending: str) -> None:
-    if ending not in _ENDINGS:
-        raise ValueError(f"line ending must be one of {_ENDINGS!r}, not {ending!r}")
-    if "\n" in text:
-        raise ValueError(f"a line cannot contain '\\n': {text!r}")
-    if not text and not ending:
-        raise ValueError("an empty line without a line ending is no line at all")
-    if ending == "\n" and text.endswith("\r"):
-        raise ValueError("a line ending in '\\r' followed by '\\n' is a '\\r\\n' ending")
+    # A text ending in '\r' before '\n' would read back as a CRLF line, hence the last rule.
+    if (
+        ending not in _ENDINGS
+        or "\n" in text
+        or not (text or ending)
+        or (ending == "\n" and text.endswith("\r"))
+    ):
+        raise ValueError(f"{text!r} + {ending!r} is not one line ending in '\\n', '\\r\\n' or ''")
 
 
 @dataclass(frozen=True)
@@ -423,28 +431,18 @@ class LocatedFact:
 
 @dataclass(frozen=True)
 class TextSpan:
-    """A run of consecutive non-blank free-text lines (joined by ``'\\n'``) for full-text indexing."""
+    """Consecutive non-blank free-text lines (joined by ``'\\n'``), for full-text indexing."""
 
     text: str
     line: int
     section: Section | None
 
 
-def _new_text_line(text: str, ending: str) -> TextLine:
-    t = object.__new__(TextLine)
-    d = t.__dict__
-    d["text"] = text
-    d["ending"] = ending
-    return t
-
-
-def _new_fact_line(fact: Fact, ending: str, raw: str) -> FactLine:
-    t = object.__new__(FactLine)
-    d = t.__dict__
-    d["fact"] = fact
-    d["ending"] = ending
-    d["raw"] = raw
-    return t
+def _build(cls: type, values: tuple) -> object:
+    """An instance of a frozen dataclass without running its ``__init__`` (parser-internal)."""
+    obj = _object_new(cls)
+    obj.__dict__.update(zip(cls.__dataclass_fields__, values, strict=False))
+    return obj
 
 
 def _parse_section(heading: str, line: int) -> Section | None:
@@ -460,7 +458,7 @@ def _parse_section(heading: str, line: int) -> Section | None:
             session = token[8:]
         else:
             note.append(token)
-    return Section(f"{m.group(1)}:{m.group(2)}", chat, session, " ".join(note), line)
+    return _build(Section, (f"{m.group(1)}:{m.group(2)}", chat, session, " ".join(note), line))
 
 
 def _title_date(heading: str) -> str | None:
@@ -473,18 +471,22 @@ def _title_date(heading: str) -> str | None:
         return None
 
 
-@dataclass
+@dataclass(frozen=True)
 class _Scan:
-    elements: list
-    facts: list
-    sections: list
-    spans: list
+    elements: tuple[Element, ...]
+    facts: tuple[LocatedFact, ...]
+    sections: tuple[Section, ...]
+    spans: tuple[TextSpan, ...]
     date: str | None
-    closer: str | None
+    closer: str | None  # the line that closes a fence or comment left open at the end, if any
 
 
 def _scan(pairs: list[tuple[str, str]]) -> _Scan:
-    """Classify every line in one pass; the single source of truth for what is a fact."""
+    """Classify every line in one pass; the single source of truth for what is a fact.
+
+    Objects are built with ``object.__new__`` and direct ``__dict__`` stores: the dataclass
+    ``__init__`` of a frozen class costs more than parsing the line it describes.
+    """
     elements: list = []
     facts: list = []
     sections: list = []
@@ -494,18 +496,23 @@ def _scan(pairs: list[tuple[str, str]]) -> _Scan:
     section = None
     fence: tuple[str, int] | None = None
     in_comment = False
-    span: list[str] = []
-    span_start = 0
+    span_from = -1  # index of the first line of the open text span, -1 when none is open
     span_section = None
+    new = _object_new
+
+    def close_span(end: int) -> None:
+        text = "\n".join([c for c, _ in pairs[span_from:end]])
+        spans.append(_build(TextSpan, (text, span_from + 1, span_section)))
 
     fm = frontmatter_line_count([c for c, _ in pairs]) if pairs and "---" in pairs[0][0] else 0
     add = elements.append
-    lineno = 0
-    for content, ending in pairs:
-        lineno += 1
-        if lineno <= fm:
-            add(_new_text_line(content, ending))
-            continue
+    for content, ending in pairs[:fm]:
+        add(_build(TextLine, (content, ending)))
+    # The loop below is the hot path of every daily-log read; it is written for speed (one state
+    # test per line, objects built by hand) at some cost in elegance.
+    index = fm - 1
+    for content, ending in pairs[fm:] if fm else pairs:
+        index += 1
         first = content[:1]
         probe = content
         if first == BOM:
@@ -515,65 +522,77 @@ def _scan(pairs: list[tuple[str, str]]) -> _Scan:
         if fence is not None:
             if probe.lstrip(" \t")[:1] == fence[0] and closes_fence(probe, *fence):
                 fence = None
-            add(_new_text_line(content, ending))
-            if not span:
-                span_start, span_section = lineno, section
-            span.append(content)
-            continue
-        if in_comment:
+        elif in_comment:
             in_comment = "-->" not in content
-        else:
-            if first == "-":
-                if probe.startswith("- ["):
-                    fact = _parse_fact(content)
-                    if fact is not None:
-                        if span:
-                            spans.append(TextSpan("\n".join(span), span_start, span_section))
-                            span = []
-                        add(_new_fact_line(fact, ending, content))
-                        facts.append(LocatedFact(fact, lineno, section, len(facts)))
-                        continue
-            elif first in _BLOCK_LEADS:
-                stripped = probe.lstrip(" \t")
-                lead = stripped[:1]
-                if lead == "#":
+        elif first == "-":
+            if probe.startswith("- [") and (fact := _parse_fact(content)) is not None:
+                if span_from >= 0:
+                    close_span(index)
+                    span_from = -1
+                line = new(FactLine)
+                d = line.__dict__
+                d["fact"] = fact
+                d["ending"] = ending
+                d["raw"] = content
+                add(line)
+                located = new(LocatedFact)
+                d = located.__dict__
+                d["fact"] = fact
+                d["line"] = index + 1
+                d["section"] = section
+                d["index"] = len(facts)
+                facts.append(located)
+                continue
+        elif first in _BLOCK_LEADS:
+            stripped = probe.lstrip(" \t")
+            lead = stripped[:1]
+            if lead == "#":
+                structural = False
+                atx = None
+                engine = _ENGINE_SECTION_LINE_RE.match(probe)
+                if engine is not None and ".." not in probe:
+                    section = _build(Section, (*engine.groups(), "", index + 1))
+                    sections.append(section)
+                    structural = True
+                else:
                     atx = atx_heading(probe)
-                    if atx is not None and atx[0] <= 2:
-                        heading = atx[1]
-                        structural = False
-                        if atx[0] == 1:
-                            section = None
-                            if not title_seen:
-                                title_seen = True
-                                date = _title_date(heading)
-                                structural = date is not None
-                        else:
-                            section = _parse_section(heading, lineno)
-                            if section is not None:
-                                sections.append(section)
-                                structural = True
-                        if structural:
-                            if span:
-                                spans.append(TextSpan("\n".join(span), span_start, span_section))
-                                span = []
-                            add(_new_text_line(content, ending))
-                            continue
-                elif lead == "`" or lead == "~":
-                    fence = fence_opener(probe)
-                elif lead == "<" and stripped.startswith("<!--"):
-                    in_comment = "-->" not in stripped[4:]
-        add(_new_text_line(content, ending))
-        if content.strip():
-            if not span:
-                span_start, span_section = lineno, section
-            span.append(content)
-        elif span:
-            spans.append(TextSpan("\n".join(span), span_start, span_section))
-            span = []
-    if span:
-        spans.append(TextSpan("\n".join(span), span_start, span_section))
+                if atx is not None and atx[0] == 1:
+                    section = None
+                    if not title_seen:
+                        title_seen = True
+                        date = _title_date(atx[1])
+                        structural = date is not None
+                elif atx is not None and atx[0] == 2:
+                    section = _parse_section(atx[1], index + 1)
+                    if section is not None:
+                        sections.append(section)
+                        structural = True
+                if structural:
+                    # The dated title and section headings are structure, not searchable text.
+                    if span_from >= 0:
+                        close_span(index)
+                        span_from = -1
+                    add(_build(TextLine, (content, ending)))
+                    continue
+            elif lead == "`" or lead == "~":
+                fence = fence_opener(probe)
+            elif lead == "<" and stripped.startswith("<!--"):
+                in_comment = "-->" not in stripped[4:]
+        line = new(TextLine)
+        d = line.__dict__
+        d["text"] = content
+        d["ending"] = ending
+        add(line)
+        if fence is not None or (content and not content.isspace()):
+            if span_from < 0:
+                span_from, span_section = index, section
+        elif span_from >= 0:
+            close_span(index)
+            span_from = -1
+    if span_from >= 0:
+        close_span(len(pairs))
     closer = fence[0] * fence[1] if fence is not None else ("-->" if in_comment else None)
-    return _Scan(elements, facts, sections, spans, date, closer)
+    return _Scan(tuple(elements), tuple(facts), tuple(sections), tuple(spans), date, closer)
 
 
 # --------------------------------------------------------------------------- the daily log
@@ -589,11 +608,8 @@ class DailyLog:
     """
 
     elements: tuple[Element, ...] = ()
-    _facts: tuple[LocatedFact, ...] = field(init=False, repr=False, compare=False, default=())
-    _sections: tuple[Section, ...] = field(init=False, repr=False, compare=False, default=())
-    _spans: tuple[TextSpan, ...] = field(init=False, repr=False, compare=False, default=())
-    _date: str | None = field(init=False, repr=False, compare=False, default=None)
-    _closer: str | None = field(init=False, repr=False, compare=False, default=None)
+    # What the parser learned about the lines (facts, sections, spans, date); derived, not compared.
+    _info: _Scan = field(init=False, repr=False, compare=False, default=None)  # type: ignore[assignment]
 
     def __post_init__(self) -> None:
         elements = tuple(self.elements)
@@ -601,38 +617,34 @@ class DailyLog:
             if not isinstance(e, (FactLine, TextLine)):
                 raise ValueError(f"daily log elements are FactLine or TextLine, not {e!r}")
         scan = _scan(split_lines("".join([e.text + e.ending for e in elements])))
-        if scan.elements != list(elements):
-            for i, (mine, back) in enumerate(zip(elements, scan.elements)):
-                if mine != back:
-                    raise ValueError(f"line {i + 1} {mine!r} would read back as {back!r}")
+        if scan.elements != elements:
+            pairs = zip(elements, scan.elements, strict=False)
+            i = next((i for i, (a, b) in enumerate(pairs) if a != b), len(scan.elements))
             raise ValueError(
-                f"{len(elements)} elements would read back as {len(scan.elements)} lines "
-                "(only the last line may lack a line ending)"
+                f"line {i + 1} would not read back as given (a fact written as a TextLine, a fact "
+                "inside a code fence, or a line ending missing before the last line?)"
             )
         object.__setattr__(self, "elements", elements)
-        _attach(self, scan)
+        object.__setattr__(self, "_info", scan)
 
     @property
     def date(self) -> str | None:
         """``YYYY-MM-DD`` from the title (the first H1), or None."""
-        return self._date
+        return self._info.date
 
     @property
     def sections(self) -> tuple[Section, ...]:
         """Every ``## HH:MM ...`` section heading, in file order."""
-        return self._sections
+        return self._info.sections
 
     @property
     def newline(self) -> str:
         """The line ending new lines should use: the file's first one, else ``'\\n'``."""
-        for e in self.elements:
-            if e.ending:
-                return e.ending
-        return "\n"
+        return next((e.ending for e in self.elements if e.ending), "\n")
 
     def facts(self) -> tuple[LocatedFact, ...]:
         """Every fact with its line, section and index, in file order."""
-        return self._facts
+        return self._info.facts
 
     def text_spans(self) -> tuple[TextSpan, ...]:
         """Free text for full-text search: runs of non-blank non-fact lines.
@@ -640,41 +652,38 @@ class DailyLog:
         Frontmatter, the dated title and section headings are structure, not text, and are left
         out; code fence contents are included (and kept in one span across blank lines).
         """
-        return self._spans
+        return self._info.spans
 
     def fact_ids(self, rel_path: str) -> tuple[str, ...]:
         """The effective id of each fact (aligned with :meth:`facts`); see the module docstring."""
         ids = []
         claimed: set[str] = set()
         seen: dict[str, int] = {}
-        for located in self._facts:
+        for located in self._info.facts:
             fact = located.fact
             if fact.id is not None and fact.id not in claimed:
                 claimed.add(fact.id)
                 ids.append(fact.id)
-                continue
-            norm = _normalise_content(fact.content)
-            n = seen.get(norm, 0)
-            seen[norm] = n + 1
-            ids.append(_derive(rel_path, norm, n))
+            else:
+                norm = _normalise_content(fact.content)
+                seen[norm] = n = seen.get(norm, -1) + 1
+                ids.append(_derive(rel_path, norm, n))
         return tuple(ids)
 
     def _find(self, key: int | str, rel_path: str | None) -> LocatedFact:
+        facts = self._info.facts
         if isinstance(key, int) and not isinstance(key, bool):
-            if 0 <= key < len(self._facts):
-                return self._facts[key]
+            if 0 <= key < len(facts):
+                return facts[key]
         elif isinstance(key, str):
-            if rel_path is not None:
-                for located, fid in zip(self._facts, self.fact_ids(rel_path)):
-                    if fid == key:
-                        return located
-            else:
-                for located in self._facts:
-                    if located.fact.id == key:
-                        return located
+            ids = self.fact_ids(rel_path) if rel_path is not None else [f.fact.id for f in facts]
+            if key in ids:
+                return facts[ids.index(key)]
         raise NotFoundError(f"no fact {key!r} in this daily log")
 
-    def replace_fact(self, key: int | str, new_fact: Fact, *, rel_path: str | None = None) -> DailyLog:
+    def replace_fact(
+        self, key: int | str, new_fact: Fact, *, rel_path: str | None = None
+    ) -> DailyLog:
         """A log with one fact replaced; only its line changes (and keeps its line ending).
 
         ``key`` is a fact index (from :meth:`facts`) or an id: an explicit id, or with
@@ -682,16 +691,15 @@ class DailyLog:
         """
         if not isinstance(new_fact, Fact):
             raise ValueError(f"replace_fact needs a Fact, not {type(new_fact).__name__}")
-        located = self._find(key, rel_path)
-        i = located.line - 1
+        i = self._find(key, rel_path).line - 1
         old = self.elements[i]
         if old.fact == new_fact:
             return self
         # A byte order mark on the first line belongs to the file, not to the fact: keep it.
         raw = BOM + render_fact_line(new_fact) if old.text.startswith(BOM) else None
-        new = FactLine(new_fact, old.ending, raw)
-        elements = self.elements[:i] + (new,) + self.elements[i + 1 :]
-        return DailyLog(elements)
+        return DailyLog(
+            (*self.elements[:i], FactLine(new_fact, old.ending, raw), *self.elements[i + 1 :])
+        )
 
     def remove_fact(self, key: int | str, *, rel_path: str | None = None) -> DailyLog:
         """A log without one fact's line (same ``key`` rules as :meth:`replace_fact`)."""
@@ -699,21 +707,12 @@ class DailyLog:
         return DailyLog(self.elements[:i] + self.elements[i + 1 :])
 
 
-def _attach(log: DailyLog, scan: _Scan) -> None:
-    set_ = object.__setattr__
-    set_(log, "_facts", tuple(scan.facts))
-    set_(log, "_sections", tuple(scan.sections))
-    set_(log, "_spans", tuple(scan.spans))
-    set_(log, "_date", scan.date)
-    set_(log, "_closer", scan.closer)
-
-
 def parse_daily_log(text: str) -> DailyLog:
     """Parse a daily log. Never raises: anything the grammar does not claim is a TextLine."""
     scan = _scan(split_lines(text))
-    log = object.__new__(DailyLog)
-    object.__setattr__(log, "elements", tuple(scan.elements))
-    _attach(log, scan)
+    log = _object_new(DailyLog)
+    object.__setattr__(log, "elements", scan.elements)
+    object.__setattr__(log, "_info", scan)
     return log
 
 
@@ -723,19 +722,6 @@ def render_daily_log(log: DailyLog) -> str:
 
 
 # --------------------------------------------------------------------------- writing helpers
-
-
-def _check_token_id(kind: str, value: str | None) -> None:
-    if value is not None and (not isinstance(value, str) or not _valid_id(value)):
-        raise InvalidIdError(kind, value, "1-128 of A-Z a-z 0-9 . _ @ + -, no '..'")
-
-
-def _format_time(time: str | dt.time) -> str:
-    if isinstance(time, dt.time):
-        return time.strftime("%H:%M")
-    if not isinstance(time, str) or not _TIME_RE.match(time):
-        raise ValueError(f"section time must be HH:MM, not {time!r}")
-    return time
 
 
 def new_daily_log(date: str | dt.date, *, newline: str = "\n") -> DailyLog:
@@ -762,34 +748,38 @@ def append_section(
     it; if the file ends inside an unclosed code fence or HTML comment, a closing line is written
     first, because otherwise the new facts would be swallowed as code.
     """
-    _check_token_id("chat", chat)
-    _check_token_id("session", session)
-    heading = f"## {_format_time(time)}"
-    if chat is not None:
-        heading += f" chat:{chat}"
-    if session is not None:
-        heading += f" session:{session}"
+    if isinstance(time, dt.time):
+        time = time.strftime("%H:%M")
+    if not isinstance(time, str) or not _TIME_RE.match(time):
+        raise ValueError(f"section time must be HH:MM, not {time!r}")
+    heading = f"## {time}"
+    for kind, value in (("chat", chat), ("session", session)):
+        if value is not None:
+            if not isinstance(value, str) or not _valid_id(value):
+                raise InvalidIdError(kind, value, _ID_RULE)
+            heading += f" {kind}:{value}"
     facts = list(facts)
-    for fact in facts:
-        if not isinstance(fact, Fact):
-            raise ValueError(f"append_section needs Facts, not {type(fact).__name__}")
+    if not all(isinstance(fact, Fact) for fact in facts):
+        raise ValueError(f"append_section needs Facts, not {facts!r}")
     nl = log.newline
-    elements = list(log.elements)
-    if elements and elements[-1].ending == "":
-        last = elements[-1]
-        if isinstance(last, FactLine):
-            elements[-1] = FactLine(last.fact, nl, last.raw)
-        elif last.text.endswith("\r"):
-            elements[-1] = TextLine(last.text[:-1], "\r\n")
-        else:
-            elements[-1] = TextLine(last.text, nl)
-    if log._closer is not None:
-        elements.append(TextLine(log._closer, nl))
-    if elements and elements[-1].text.strip():
-        elements.append(TextLine("", nl))
-    elements.append(TextLine(heading, nl))
-    elements.extend(FactLine(fact, nl) for fact in facts)
-    return DailyLog(tuple(elements))
+    text = render_daily_log(log)
+    if text and not text.endswith("\n"):
+        # A final lone '\r' is half of a CRLF: complete it rather than leave a stray CR.
+        text += "\n" if text.endswith("\r") else nl
+    # Re-read after completing the last line: terminating it can change what it is (a lone
+    # trailing '\r' hid a fact or a closing fence), and the parser is the only judge of that.
+    base = parse_daily_log(text)
+    lines = []
+    if base._info.closer is not None:
+        lines.append(base._info.closer)
+    if lines or (base.elements and base.elements[-1].text.strip()):
+        lines.append("")
+    lines.append(heading)
+    lines.extend(render_fact_line(fact) for fact in facts)
+    out = parse_daily_log(text + "".join(line + nl for line in lines))
+    if [f.fact for f in out.facts()[len(base.facts()) :]] != facts:
+        raise ValueError("the new section would not read back as the given facts")
+    return out
 
 
 # --------------------------------------------------------------------------- ids

@@ -25,6 +25,10 @@ equality is text equality) and derives everything else from it on construction:
   inside code, wikilinks, URL fragments (``http://x/#a``) or a heading's own ``#`` marker. Tags
   keep their spelling; duplicates are dropped.
 * ``title``: the frontmatter ``title``, else the first H1, else None.
+
+"Code" means fenced code (see :mod:`syncd.formats.text`) and inline code spans; indented code
+blocks are not recognised, because list continuations look the same. A U+FEFF starting a line is
+ignored. ``body_line`` is the 1-based line where the body starts.
 """
 
 from __future__ import annotations
@@ -58,8 +62,8 @@ _FAST_YAML_MAX_CHARS = 4096
 _WIKILINK_RE = re.compile(r"(!?)\[\[([^\[\]\n]+?)\]\]")
 _TAG_RE = re.compile(r"(?<!\S)#([\w/-]+)")
 _FM_TAG_SPLIT_RE = re.compile(r"[,\s]+")
-# Masking replaces code spans and wikilinks by a character that is neither a space nor a word
-# character, so a '#' right after them is still "not preceded by whitespace".
+# Code spans and wikilinks are masked by a character that is neither a space nor a word character,
+# so a '#' right after them is still "not preceded by whitespace" and never starts a tag.
 _MASK = "\x00"
 
 
@@ -150,7 +154,7 @@ def _load_frontmatter(source: str) -> tuple[dict[Any, Any], str | None]:
     try:
         loader = _FAST_YAML_LOADER if len(source) <= _FAST_YAML_MAX_CHARS else yaml.SafeLoader
         data = yaml.load(source, Loader=loader)
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:
         # Besides YAMLError, constructors raise ValueError/TypeError/OverflowError on input such
         # as an impossible date or an unhashable key; a page must still parse.
         first = str(exc).strip().splitlines()
@@ -302,7 +306,7 @@ def _analyse(page: Page) -> None:
             masked = _mask_code_spans(content) if "`" in content else content
             if "[[" in masked:
                 _line_links(masked, lineno, links)
-                masked = _WIKILINK_RE.sub(lambda m: _MASK * len(m.group(0)), masked)
+                masked = _WIKILINK_RE.sub(_MASK, masked)
             if "#" in masked:
                 for m in _TAG_RE.finditer(masked):
                     tag = m.group(1)
@@ -413,7 +417,7 @@ def _emit_range(
 
 
 def _cut_line(content: str) -> list[str]:
-    """Cut one over-long line into pieces of at most MAX_CHUNK_CHARS, at a space when one is near."""
+    """Cut an over-long line into pieces of at most MAX_CHUNK_CHARS, at a space if one is near."""
     parts = []
     while len(content) > MAX_CHUNK_CHARS:
         cut = content.rfind(" ", MAX_CHUNK_CHARS // 2, MAX_CHUNK_CHARS)

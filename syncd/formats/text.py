@@ -67,7 +67,7 @@ def decode_markdown(data: bytes, path: object = None) -> str:
 
 
 def encode_markdown(text: str) -> bytes:
-    """The exact inverse of decode_markdown (a leading ``'\\ufeff'`` becomes the three BOM bytes)."""
+    """The exact inverse of decode_markdown (a leading ``'\\ufeff'`` becomes the BOM bytes)."""
     return text.encode("utf-8")
 
 
@@ -97,7 +97,7 @@ def split_lines(text: str) -> list[tuple[str, str]]:
 
 
 def fence_opener(line: str) -> tuple[str, int] | None:
-    """``(fence character, run length)`` if ``line`` (no line ending) opens a code fence, else None."""
+    """``(fence character, run length)`` if ``line`` (no ending) opens a code fence, else None."""
     m = _FENCE_OPEN_RE.match(line)
     if m is None:
         return None
