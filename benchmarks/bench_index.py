@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import pyarrow.compute as pc
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -162,7 +163,7 @@ def bench_search(args) -> None:
             rng = random.Random(1)
             queries = [f"{rng.choice(VERBS)} {rng.choice(SUBJECTS)} {rng.choice(DETAILS)}" for _ in range(args.queries)]
             table = engine.index.all_rows(with_vectors=True)
-            facts = table.filter(table["kind"] == "fact")
+            facts = table.filter(pc.equal(table["kind"], "fact"))
             vectors = facts["vector"].combine_chunks().values.to_numpy().reshape(-1, engine.index.dim)
             keys = list(zip(facts["path"].to_pylist(), facts["id"].to_pylist()))
             qvecs = engine.embedder.embed(queries)

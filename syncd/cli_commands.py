@@ -43,13 +43,18 @@ def _open(args: argparse.Namespace, settings: Settings, read_only: bool):
     return open_engine(args.resolve_home(), read_only=read_only, settings=settings)
 
 
+def _print_errors(report) -> None:
+    for path, error in sorted(report.errors.items()):
+        print(f"  error {path}: {error}", file=sys.stderr)
+
+
 def cmd_sync(args: argparse.Namespace, settings: Settings) -> int:
     with _open(args, settings, read_only=False) as engine, _progress_bar("syncing", not args.quiet) as bar:
         report = engine.sync(progress=bar)
+        commits = [] if args.no_commit else engine.commit()
     print(f"{report.plan.summary()}; {report.facts} facts and {report.chunks} chunks written, "
-          f"{report.embedded_texts} texts embedded")
-    for path, error in sorted(report.errors.items()):
-        print(f"  error {path}: {error}", file=sys.stderr)
+          f"{report.embedded_texts} texts embedded" + (f"; {len(commits)} commit(s)" if commits else ""))
+    _print_errors(report)
     return 0
 
 
@@ -59,8 +64,7 @@ def cmd_reindex(args: argparse.Namespace, settings: Settings) -> int:
         counts = engine.index.counts()
     print(f"rebuilt: {counts['files']} files, {counts['facts']} facts, {counts['chunks']} chunks "
           f"({report.embedded_texts} texts embedded, the rest from the cache)")
-    for path, error in sorted(report.errors.items()):
-        print(f"  error {path}: {error}", file=sys.stderr)
+    _print_errors(report)
     return 0
 
 
@@ -136,8 +140,9 @@ def register(command) -> None:
     p = command("demo", cmd_demo, "Create a demo home with two users' memory, index it and search it (offline).")
     p.add_argument("path", nargs="?", help="where to create it (default: ./syncd-demo)")
     p.add_argument("--limit", type=_positive_int, default=3, help="results per query (default 3)")
-    p = command("sync", cmd_sync, "Index whatever changed in the home since the last sync.")
+    p = command("sync", cmd_sync, "Index whatever changed in the home since the last sync, then commit it.")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--no-commit", action="store_true", help="index only; leave the changes uncommitted")
 
     p = command("reindex", cmd_reindex, "Drop the index and rebuild it from the markdown files.")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")

@@ -33,7 +33,7 @@ import shutil
 import threading
 import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
@@ -453,9 +453,11 @@ class FastEmbedBackend:
         # A batch is padded to its longest text: sorted by length, a heading-sized chunk no longer
         # makes sixty-three one-line facts pay for its 256 tokens.
         order = sorted(range(len(items)), key=lambda i: len(items[i]))
+        rows: list[np.ndarray] = []
         with self._run_lock:
             try:
-                rows = list(model.embed([items[i] for i in order], batch_size=self.batch_size))
+                for batch in _batches([items[i] for i in order], self.batch_size):
+                    rows.extend(model.embed(batch, batch_size=len(batch)))
             except Exception as exc:
                 raise EmbeddingError(f"{self._source.describe} failed to embed: {exc}") from exc
         unsorted: list[np.ndarray] = [rows[0]] * len(rows) if rows else []
@@ -483,6 +485,26 @@ class FastEmbedBackend:
                 f"({n}, {self.dim}); is the model folder really a {self._source.model_name}?"
             )
         return _normalise_rows(matrix)
+
+
+# Characters per model call. Activation memory grows with batch x sequence length (attention with
+# its square), so a batch of long chunks is cut short: this keeps onnxruntime's arena, which never
+# shrinks, at the size short facts need instead of growing by gigabytes on a page-heavy rebuild.
+_BATCH_CHAR_BUDGET = 16_000
+
+
+def _batches(texts: list[str], max_texts: int) -> Iterator[list[str]]:
+    """Consecutive batches of at most ``max_texts`` texts and about ``_BATCH_CHAR_BUDGET`` chars."""
+    batch: list[str] = []
+    longest = 0
+    for text in texts:
+        longest = max(longest, len(text))
+        if batch and (len(batch) >= max_texts or longest * (len(batch) + 1) > _BATCH_CHAR_BUDGET):
+            yield batch
+            batch, longest = [], len(text)
+        batch.append(text)
+    if batch:
+        yield batch
 
 
 def load_embedder(settings: Settings, cache_dir: Path | None = None) -> Embedder:

@@ -183,8 +183,9 @@ class Engine:
         kind: str | None = None,
         now: dt.datetime | None = None,
     ) -> list[Hit]:
-        vector = self.embedder.embed_query(query)
-        return hybrid_search(self.index, vector, query, user_id, chat_id, limit, kind, now=now)
+        return hybrid_search(
+            self.index, lambda: self.embedder.embed_query(query), query, user_id, chat_id, limit, kind, now=now
+        )
 
     def status(self) -> Status:
         known = self.index.files()

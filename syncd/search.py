@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import math
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
@@ -83,7 +84,7 @@ def _recency(created_at: str | None, now: dt.datetime) -> float:
 
 def hybrid_search(
     index: Index,
-    query_vector: np.ndarray,
+    query_vector: np.ndarray | Callable[[], np.ndarray],
     query_text: str,
     user_id: str | None = None,
     chat_id: str | None = None,
@@ -93,7 +94,11 @@ def hybrid_search(
     now: dt.datetime | None = None,
     candidates: int | None = None,
 ) -> list[Hit]:
-    """Best ``limit`` hits for the query within the user's (and chat's) scope."""
+    """Best ``limit`` hits for the query within the user's (and chat's) scope.
+
+    ``query_vector`` may be a callable: the full-text search then starts first, in the index's
+    worker thread, and runs while the query is embedded and the vectors are searched.
+    """
     if limit <= 0:
         return []
     if user_id is not None:
@@ -106,8 +111,11 @@ def hybrid_search(
     pool = candidates or max(limit * 4, 40)
     now = now or dt.datetime.now(dt.timezone.utc)
 
+    pending_text = index.submit(index.text_candidates, query_text, scope, pool)
+    if callable(query_vector):
+        query_vector = query_vector()
     semantic = {(p, i): s for p, i, s in index.vector_candidates(query_vector, scope, pool)}
-    fulltext = {(p, i): s for p, i, s in index.text_candidates(query_text, scope, pool)}
+    fulltext = {(p, i): s for p, i, s in pending_text.result()}
     missing = [key for key in fulltext if key not in semantic]
     if missing:
         semantic.update(index.cosine(query_vector, missing))

@@ -37,8 +37,9 @@ class VectorMatrix:
         self._users: list[str | None] = []
         self._chats: list[str | None] = []
         self._kinds: list[str] = []
+        self._payloads: list[dict] = []
         self._alive = np.zeros(0, dtype=bool)
-        self._pending: list[tuple[np.ndarray, list[tuple[str, str, str | None, str | None, str]]]] = []
+        self._pending: list[tuple[np.ndarray, list[dict]]] = []
         self._rows_of_path: dict[str, list[int]] = {}
         self._dead = 0
         # Scope columns as small-int codes (-1 = none) so a scoped mask is a few vector compares.
@@ -63,19 +64,12 @@ class VectorMatrix:
                     self._alive[row] = False
                     self._dead += 1
 
-    def add(
-        self,
-        vectors: np.ndarray,
-        paths: Sequence[str],
-        ids: Sequence[str],
-        users: Sequence[str | None],
-        chats: Sequence[str | None],
-        kinds: Sequence[str],
-    ) -> None:
-        if len(paths) == 0:
+    def add(self, vectors: np.ndarray, rows: Sequence[dict]) -> None:
+        """Add rows (dicts with at least path, id, user, chat, kind; kept whole as the payload
+        that hits are built from) with their vectors."""
+        if len(rows) == 0:
             return
-        meta = list(zip(paths, ids, users, chats, kinds, strict=True))
-        self._pending.append((np.asarray(vectors, dtype=np.float32).reshape(len(meta), self.dim), meta))
+        self._pending.append((np.asarray(vectors, dtype=np.float32).reshape(len(rows), self.dim), list(rows)))
 
     def _flush(self) -> None:
         """Concatenate pending additions once, not per call: many small files would otherwise copy
@@ -88,13 +82,15 @@ class VectorMatrix:
         added = sum(len(meta) for _, meta in self._pending)
         self._alive = np.concatenate([self._alive, np.ones(added, dtype=bool)])
         row = start
-        for _, meta in self._pending:
-            for path, id_, user, chat, kind in meta:
+        for _, rows in self._pending:
+            for payload in rows:
+                path = payload["path"]
                 self._paths.append(path)
-                self._ids.append(id_)
-                self._users.append(user)
-                self._chats.append(chat)
-                self._kinds.append(kind)
+                self._ids.append(payload["id"])
+                self._users.append(payload["user"])
+                self._chats.append(payload["chat"])
+                self._kinds.append(payload["kind"])
+                self._payloads.append(payload)
                 self._rows_of_path.setdefault(path, []).append(row)
                 row += 1
         self._pending.clear()
@@ -105,7 +101,7 @@ class VectorMatrix:
     def _compact(self) -> None:
         keep = np.flatnonzero(self._alive)
         self._vectors = self._vectors[keep]
-        for name in ("_paths", "_ids", "_users", "_chats", "_kinds"):
+        for name in ("_paths", "_ids", "_users", "_chats", "_kinds", "_payloads"):
             values = getattr(self, name)
             setattr(self, name, [values[i] for i in keep])
         self._alive = np.ones(len(keep), dtype=bool)
@@ -155,15 +151,15 @@ class VectorMatrix:
         if not len(self._paths) or k <= 0:
             return []
         mask = self._mask(scope)
-        allowed = np.flatnonzero(mask)
-        if not len(allowed):
+        allowed = int(mask.sum())
+        if not allowed:
             return []
-        if len(allowed) == len(self._paths):
-            scores = self._vectors @ query
-        else:
-            scores = np.full(len(self._paths), -np.inf, dtype=np.float32)
-            scores[allowed] = self._vectors[allowed] @ query
-        k = min(k, len(allowed))
+        # One dense product over every row, then mask: gathering the allowed rows first copies
+        # the matrix and costs several times the product itself.
+        scores = self._vectors @ query
+        if allowed != len(self._paths):
+            scores = np.where(mask, scores, np.float32(-np.inf))
+        k = min(k, allowed)
         top = np.argpartition(-scores, k - 1)[:k]
         top = top[np.argsort(-scores[top], kind="stable")]
         return [(self._paths[i], self._ids[i], float(scores[i])) for i in top]
@@ -179,3 +175,31 @@ class VectorMatrix:
                 if key in wanted and self._alive[row]:
                     out[key] = float(self._vectors[row] @ query)
         return out
+
+    def _row(self, key: tuple[str, str]) -> int | None:
+        for row in self._rows_of_path.get(key[0], ()):
+            if self._ids[row] == key[1] and self._alive[row]:
+                return row
+        return None
+
+    def payloads(self, keys: Iterable[tuple[str, str]]) -> dict[tuple[str, str], dict]:
+        """The stored rows for (path, id) keys that are still alive."""
+        self._flush()
+        out = {}
+        for key in keys:
+            row = self._row(key)
+            if row is not None:
+                out[key] = self._payloads[row]
+        return out
+
+    def in_scope(self, keys: Iterable[tuple[str, str]], scope: ScopeMask) -> list[tuple[str, str]]:
+        """The keys whose rows a query with ``scope`` may see, in the given order."""
+        self._flush()
+        mask = self._mask(scope)
+        return [key for key in keys if (row := self._row(key)) is not None and mask[row]]
+
+    def scope_fraction(self, scope: ScopeMask) -> float:
+        """The share of live rows a scope may see (1.0 for an empty index)."""
+        self._flush()
+        alive = int(self._alive.sum())
+        return float(self._mask(scope).sum()) / alive if alive else 1.0

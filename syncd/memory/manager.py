@@ -234,9 +234,10 @@ class MemoryManager:
     # -- recall ----------------------------------------------------------------------------------
 
     def _search(self, query: str, limit: int, chat: str | None, user: str, use_hybrid: bool, kind: str | None) -> list[Hit]:
-        vector = self.engine.embedder.embed([query])[0]
         text = query if use_hybrid else ""
-        return hybrid_search(self.engine.index, vector, text, user, chat, limit, kind)
+        return hybrid_search(
+            self.engine.index, lambda: self.engine.embedder.embed_query(query), text, user, chat, limit, kind
+        )
 
     async def search_memories(
         self,

@@ -1,0 +1,57 @@
+"""The CLI end to end: demo, sync (with its commit), reindex, status, clear errors."""
+
+from __future__ import annotations
+
+import json
+
+import git
+
+from syncd.cli import main
+
+from .helpers import write
+
+
+def test_demo_builds_syncs_and_searches(tmp_path, capsys):
+    assert main(["demo", str(tmp_path / "demo"), "--limit", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "indexed" in out and "Likes green tea in the morning" in out
+    # Bob's coffee never shows up in Ana's scoped results.
+    ana_coffee = out.split("search 'coffee' (user ana):")[1].split("search")[0]
+    assert "espresso" not in ana_coffee
+    assert main(["demo", str(tmp_path / "demo"), "--limit", "1"]) == 0  # a second run is harmless
+
+
+def test_sync_commits_and_status_is_fresh(tmp_path, capsys):
+    home = tmp_path / "h"
+    assert main(["init", str(home)]) == 0
+    write(home, "memory/users/ana/2026-11-22.md", "# 2026-11-22\n\n## 10:00\n- [goal] Learn Rust.\n")
+    assert main(["sync", "--home", str(home), "-q"]) == 0
+    assert "1 commit(s)" in capsys.readouterr().out
+    repo = git.Repo(home)
+    assert "memory/users/ana/2026-11-22.md" in repo.git.show("--name-only", "--format=", "HEAD")
+    assert main(["status", "--home", str(home)]) == 0
+    assert "fresh" in capsys.readouterr().out
+    assert main(["reindex", "--home", str(home), "-q"]) == 0
+    assert "1 facts" in capsys.readouterr().out
+
+
+def test_stale_index_is_announced_by_search_and_status(tmp_path, capsys):
+    home = tmp_path / "h"
+    main(["init", str(home)])
+    main(["sync", "--home", str(home), "-q"])
+    write(home, "vault/New.md", "# New\n\nA page written after the sync.\n")
+    capsys.readouterr()
+    assert main(["search", "page", "--home", str(home)]) == 0
+    assert "changed since the index was updated" in capsys.readouterr().err
+    assert main(["status", "--home", str(home), "--json"]) == 0
+    status = json.loads(capsys.readouterr().out)
+    assert status["stale"]["new"] == ["vault/New.md"] and not status["fresh"]
+
+
+def test_commands_outside_a_home_fail_clearly(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("SYNCD_HOME", raising=False)
+    assert main(["status"]) == 1
+    assert "no syncd home" in capsys.readouterr().err
+    assert main(["search", "x", "--home", str(tmp_path)]) == 1
+    assert "not a syncd home" in capsys.readouterr().err
