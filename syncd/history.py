@@ -152,14 +152,28 @@ def commit_paths(
     if not stageable:
         return None
     full = format_message(message, trailers=trailers) if trailers else message
+    before = _head(repo)
     with repo.git.custom_environment(**_identity_env(author_name, author_email)):
         repo.git.add("-A", "--", *stageable)
-        if repo.head.is_valid():
-            changed = repo.git.diff("--cached", "--name-only", "HEAD", "--", *stageable)
-            if not changed.strip():
+        try:
+            repo.git.commit("--no-verify", "-q", "-m", full, "--only", "--", *stageable)
+        except git.GitCommandError:
+            # "nothing to commit" is how git says these paths already match HEAD; asking first
+            # (a diff) would cost every commit one more process. Any other failure re-raises.
+            if _head(repo) == before and not _staged_differs(repo, stageable):
                 return None
-        repo.git.commit("--no-verify", "-q", "-m", full, "--only", "--", *stageable)
+            raise
     return repo.head.commit.hexsha
+
+
+def _head(repo: git.Repo) -> str | None:
+    return repo.head.commit.hexsha if repo.head.is_valid() else None
+
+
+def _staged_differs(repo: git.Repo, paths: list[str]) -> bool:
+    if not repo.head.is_valid():
+        return bool(paths)
+    return bool(repo.git.diff("--cached", "--name-only", "HEAD", "--", *paths).strip())
 
 
 def _changed_paths(repo: git.Repo, paths: Iterable[str] | None) -> dict[str, str]:
@@ -264,7 +278,10 @@ def _old_blobs(repo: git.Repo, paths: Iterable[str]) -> dict[str, tuple[str, byt
     if not repo.head.is_valid():
         return {}
     wanted = set(paths)
-    listing = repo.git.ls_tree("-r", "-z", "--full-tree", "HEAD")
+    # Naming the paths keeps the listing small in a big tree; past a few hundred, the full listing
+    # is cheaper than a command line that could outgrow the system's argument limit.
+    limit = ["--", *sorted(wanted)] if len(wanted) <= 500 else []
+    listing = repo.git.ls_tree("-r", "-z", "--full-tree", "HEAD", *limit)
     out: dict[str, tuple[str, bytes | None]] = {}
     for entry in listing.split("\0"):
         meta, _, rel = entry.partition("\t")
