@@ -131,8 +131,6 @@ class Index:
         try:
             table = self._db.open_table(name)
         except (ValueError, FileNotFoundError):
-            if self.read_only:
-                return self._db.create_table(name, schema=schema, exist_ok=True)
             return self._db.create_table(name, schema=schema, exist_ok=True)
         if table.schema != schema:
             if self.read_only:
@@ -187,13 +185,6 @@ class Index:
             "facts": self._entries.count_rows("kind = 'fact'"),
             "chunks": self._entries.count_rows("kind = 'chunk'"),
         }
-
-    def rows_for_paths(self, paths: Sequence[str]) -> list[dict]:
-        out: list[dict] = []
-        for start in range(0, len(paths), _PATHS_PER_FILTER):
-            where = _in_filter("path", paths[start : start + _PATHS_PER_FILTER])
-            out.extend(self._entries.search().where(where).select(_ENTRY_FIELDS).limit(None).to_list())
-        return out
 
     def all_rows(self, with_vectors: bool = False) -> pa.Table:
         table = self._entries.to_arrow()

@@ -71,8 +71,8 @@ def init(path: Path | str, settings: Settings | None = None) -> InitReport:
                 raise HomeError(f"{home.root / step} exists and is not a folder; move it away and run init again")
         target.mkdir(parents=True, exist_ok=True)
     home.state_dir.mkdir(exist_ok=True)
-    _create_if_missing(home.state_dir / ".gitignore", b"*\n", home, report)
-    report.created = [p for p in report.created if not p.startswith(".syncd/")]
+    if not (home.state_dir / ".gitignore").exists():
+        atomic_write(home.state_dir / ".gitignore", b"*\n")  # derived state: not reported, never committed
 
     _create_if_missing(home.root / ".gitignore", _ROOT_GITIGNORE.encode(), home, report)
     for name, data in sorted(_vault_seed().items()):

@@ -37,6 +37,9 @@ _APPLY_BATCH_FILES = 256
 # size, and look unchanged ("racy git"). Such files are recorded with mtime 0, so the next scan
 # hashes them again instead of trusting their stat.
 _RACY_NS = 2_000_000_000
+# Bytes read while hashing are kept for parsing, up to this much; past it the apply step reads the
+# file again, so a rebuild of a large tree never holds the whole tree in memory.
+_KEEP_CONTENT_BYTES = 64 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -112,6 +115,7 @@ def scan_disk(
         candidates = _walk(root, scan)
     else:
         candidates = [p for p in only if is_indexable(p)]
+    kept = 0
     for rel in candidates:
         try:
             st = os.lstat(root / rel)
@@ -131,7 +135,9 @@ def scan_disk(
             scan.files[rel] = DiskFile(rel, st.st_size, st.st_mtime_ns, sha="", error=error)
             continue
         scan.files[rel] = DiskFile(rel, len(data), st.st_mtime_ns, sha=blob_sha(data))
-        scan.contents[rel] = data
+        if kept + len(data) <= _KEEP_CONTENT_BYTES:
+            scan.contents[rel] = data
+            kept += len(data)
     return scan
 
 

@@ -49,14 +49,13 @@ explicit id (a copy-pasted line) counts once; later copies get derived ids, so i
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
 import numbers
 import re
-import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from ..errors import InvalidIdError, NotFoundError
+from .fact_ids import derive_fact_id, derive_id, normalise_content
 from .text import BOM, atx_heading, closes_fence, fence_opener, frontmatter_line_count, split_lines
 
 __all__ = [
@@ -665,9 +664,9 @@ class DailyLog:
                 claimed.add(fact.id)
                 ids.append(fact.id)
             else:
-                norm = _normalise_content(fact.content)
+                norm = normalise_content(fact.content)
                 seen[norm] = n = seen.get(norm, -1) + 1
-                ids.append(_derive(rel_path, norm, n))
+                ids.append(derive_id(rel_path, norm, n))
         return tuple(ids)
 
     def _find(self, key: int | str, rel_path: str | None) -> LocatedFact:
@@ -780,24 +779,3 @@ def append_section(
     if [f.fact for f in out.facts()[len(base.facts()) :]] != facts:
         raise ValueError("the new section would not read back as the given facts")
     return out
-
-
-# --------------------------------------------------------------------------- ids
-
-
-def _normalise_content(content: str) -> str:
-    return " ".join(unicodedata.normalize("NFC", content).casefold().split())
-
-
-def _derive(rel_path: str, normalised: str, occurrence: int) -> str:
-    key = f"{rel_path}\x00{normalised}\x00{occurrence}".encode("utf-8", "surrogatepass")
-    return "h-" + hashlib.blake2b(key, digest_size=8).hexdigest()
-
-
-def derive_fact_id(rel_path: str, content: str, occurrence: int) -> str:
-    """``h-`` + 16 hex digits identifying a hand-written fact (see the module docstring).
-
-    ``rel_path`` is the POSIX path relative to the home (``memory/users/u/2026-11-22.md``);
-    ``occurrence`` counts from 0 among the file's id-less facts with the same normalised content.
-    """
-    return _derive(rel_path, _normalise_content(content), occurrence)

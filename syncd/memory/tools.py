@@ -9,6 +9,7 @@ come back as the tool's answer rather than as an exception that would end the ag
 
 from __future__ import annotations
 
+import abc
 import asyncio
 import concurrent.futures
 import logging
@@ -55,7 +56,7 @@ def run_sync(manager: MemoryManager, make: Callable[[], Coroutine[Any, Any, T]],
         return pool.submit(_run_ephemeral, make).result(timeout)
 
 
-class _MemoryTool:
+class _MemoryTool(abc.ABC):
     """Shared context handling: which chat and user the agent is serving."""
 
     name: ClassVar[str] = ""
@@ -77,8 +78,9 @@ class _MemoryTool:
     def __call__(self, *args: Any, **kwargs: Any) -> str:
         return self.forward(*args, **kwargs)
 
+    @abc.abstractmethod
     def forward(self, *args: Any, **kwargs: Any) -> str:
-        raise NotImplementedError
+        """Run the tool and return its answer for the agent."""
 
 
 class MemorySearchTool(_MemoryTool):
