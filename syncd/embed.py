@@ -18,9 +18,9 @@ that reached the model so callers can prove that an unchanged tree embeds nothin
 
 Text is not normalised here: the model's tokenizer lower-cases and strips. Empty and
 whitespace-only strings are embedded as they are (the model sees only its [CLS] and [SEP] tokens
-and returns an ordinary unit vector, the same one for both); they never raise. Long texts are cut
-by the tokenizer at 512 word pieces (sentence-transformers trained this model on 256: chunk text
-to about that size for the best vectors).
+and returns an ordinary unit vector, the same one for both); they never raise. The bundled model cuts
+long texts at 256 word pieces, the length sentence-transformers trained it on (see the NOTICE in
+its folder); a configured model cuts where its own tokenizer config says.
 """
 
 from __future__ import annotations
@@ -441,6 +441,7 @@ class FastEmbedBackend:
                 "use the bundled default, or set SYNCD_EMBED_MODEL_PATH to a folder holding "
                 "model.onnx and its tokenizer files"
             ) from exc
+        _stop_spinning(model, self.threads)
         log.info("loaded %s in %.2fs", self._source.describe, time.perf_counter() - started)
         return model
 
@@ -485,6 +486,34 @@ class FastEmbedBackend:
                 f"({n}, {self.dim}); is the model folder really a {self._source.model_name}?"
             )
         return _normalise_rows(matrix)
+
+
+def _stop_spinning(model: TextEmbedding, threads: int | None) -> None:
+    """Give ``model`` an onnxruntime session whose idle threads sleep instead of spinning.
+
+    By default onnxruntime's worker threads busy-wait after every run. On 2 cores that stole the
+    CPU from the numpy product that follows a query's embedding: hybrid search at 100,000 facts
+    measured p50 37.6 ms with the default session and 15.2 ms with this one, while batch embedding
+    went from 358 to 403 texts/s. fastembed exposes no such option, so the session it built is
+    replaced by one over the same model file with the same threads; if fastembed's layout ever
+    changes, its own session is kept and only the speed is lost.
+    """
+    import onnxruntime as ort
+
+    inner = getattr(model, "model", None)
+    session = getattr(inner, "model", None)
+    path = getattr(session, "_model_path", None)
+    if not isinstance(session, ort.InferenceSession) or not isinstance(path, str):
+        log.debug("cannot find fastembed's onnxruntime session; keeping its thread settings")
+        return
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    if threads is not None:
+        options.intra_op_num_threads = threads
+        options.inter_op_num_threads = threads
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    options.add_session_config_entry("session.inter_op.allow_spinning", "0")
+    inner.model = ort.InferenceSession(path, sess_options=options, providers=session.get_providers())
 
 
 # Characters per model call. Activation memory grows with batch x sequence length (attention with

@@ -1,10 +1,14 @@
-"""The LanceDB index under ``HOME/.syncd/index``: files, entries (facts and chunks), full text.
+"""The LanceDB index under ``HOME/.syncd/index``: files and entries (facts and chunks).
 
 Two tables: ``files`` (one row per markdown file: its blob sha, stat and last error) and
 ``entries`` (facts and chunks in one table, told apart by ``kind``, so one vector search and one
 full-text search answer a query over both). Rows change only file by file: delete the file's rows,
 add its new ones, then record its new sha, in that order, so a crash in between leaves the file
 looking stale and the next sync redoes it.
+
+Queries run on an in-memory copy of the entries (vectors.py: exact vectors, BM25 postings, the
+rows themselves), loaded from the table and patched by our own writes; LanceDB is the durable
+store every process shares.
 
 Filters are built from validated ids and from paths escaped as SQL literals; nothing a query or a
 user typed is ever pasted into a filter.
@@ -15,21 +19,20 @@ from __future__ import annotations
 import json
 import logging
 import threading
-from concurrent.futures import Future, ThreadPoolExecutor
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from datetime import timedelta
 from pathlib import Path
 
 import lancedb
 import numpy as np
 import pyarrow as pa
-from lancedb.index import FTS, BTree
-from lancedb.query import MatchQuery
+from lancedb.index import BTree
 
 from .errors import IndexError_
-from .home import atomic_write, validate_id
+from .home import atomic_write
 from .records import EntryRow, FileRecord, FileUpdate
-from .vectors import ScopeMask, VectorMatrix
+from .vectors import VectorMatrix
 
 __all__ = ["Index", "SCHEMA_VERSION", "sql_literal"]
 
@@ -115,15 +118,7 @@ class Index:
         )
         self._files = self._open_or_create(_FILES, FILE_SCHEMA)
         self._entries = self._open_or_create(_ENTRIES, entry_schema(dim))
-        self._has_fts = False
-        self._worker: ThreadPoolExecutor | None = None
-
-    def submit(self, func, *args) -> Future:
-        """Run ``func`` on this index's worker thread (full-text search beside vector search)."""
-        with self._lock:
-            if self._worker is None:
-                self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="syncd-index")
-        return self._worker.submit(func, *args)
+        self._has_id_index = False
 
     # -- lifecycle -------------------------------------------------------------------------------
 
@@ -170,7 +165,7 @@ class Index:
                     self._entries = table
             self._matrix.clear()
             self._matrix_version = None
-            self._has_fts = False
+            self._has_id_index = False
             self._meta_path.unlink(missing_ok=True)
 
     # -- reading ---------------------------------------------------------------------------------
@@ -217,7 +212,8 @@ class Index:
             if new_rows:
                 vectors = np.concatenate([np.asarray(u.vectors, dtype=np.float32) for u in updates if u.rows])
                 self._entries.add(self._entries_table([r for _, r, _ in new_rows], vectors))
-                self._matrix.add(vectors, [_payload(r) for _, r, _ in new_rows])
+                rows = [r for _, r, _ in new_rows]
+                self._matrix.add(vectors, [_payload(r) for r in rows], [r.search_text for r in rows])
             paths = [u.path for u in updates]
             for start in range(0, len(paths), _PATHS_PER_FILTER):
                 self._files.delete(_in_filter("path", paths[start : start + _PATHS_PER_FILTER]))
@@ -245,94 +241,51 @@ class Index:
         return pa.Table.from_pydict(columns, schema=entry_schema(self.dim))
 
     def optimize(self) -> None:
-        """Compact small writes, fold new rows into the full-text index, drop old versions."""
+        """Compact small writes, fold new rows into the id index, drop old versions."""
         with self._lock:
-            self.ensure_fts()
+            self.ensure_id_index()
             for table in (self._files, self._entries):
                 table.optimize(cleanup_older_than=timedelta(minutes=5))
             self._matrix_version = self._entries.version
             self._writes = 0
 
-    def ensure_fts(self) -> None:
-        """The full-text index, and a scalar index on ``id`` so hits are fetched without a scan."""
-        if self._has_fts or self.read_only:
+    def ensure_id_index(self) -> None:
+        """A scalar index on ``id``, so looking a fact up by id (find_fact) is not a scan."""
+        if self._has_id_index or self.read_only:
             return
         names = {getattr(ix, "name", "") for ix in self._entries.list_indices()}
-        if "search_text_idx" not in names:
-            self._entries.create_index("search_text", config=FTS(), replace=True, name="search_text_idx")
         if "id_idx" not in names:
             self._entries.create_index("id", config=BTree(), replace=True, name="id_idx")
-        self._has_fts = True
+        self._has_id_index = True
 
     # -- searching -------------------------------------------------------------------------------
 
     def _ensure_matrix(self) -> None:
-        """Load the vectors when someone else wrote since we last looked (or on first use)."""
+        """Load the rows on first use, and in a reader whenever another process has written.
+
+        A writable index belongs to the process holding the home lock, so its table changes only
+        through our own writes, which patch the rows as they go: it never has to ask LanceDB for
+        the version, a call that costs ~1.5 ms through LanceDB's async runtime.
+        """
+        if self._matrix_version is not None and not self.read_only:
+            return
         version = self._entries.version
         if self._matrix_version == version:
             return
-        table = self._entries.to_arrow().select([*_ENTRY_FIELDS, "vector"])
+        table = self._entries.to_arrow().select([*_ENTRY_FIELDS, "search_text", "vector"])
         self._matrix.clear()
         if table.num_rows:
             vectors = table["vector"].combine_chunks().values.to_numpy().reshape(-1, self.dim)
-            self._matrix.add(vectors, table.drop_columns(["vector"]).to_pylist())
+            texts = table["search_text"].to_pylist()
+            self._matrix.add(vectors, table.select(_ENTRY_FIELDS).to_pylist(), texts)
         self._matrix_version = version
 
-    def vector_candidates(self, query: np.ndarray, scope: ScopeMask, k: int) -> list[tuple[str, str, float]]:
+    @contextmanager
+    def reading(self) -> Iterator[VectorMatrix]:
+        """The rows as of now, held still (no write, no reload) for the length of one query."""
         with self._lock:
             self._ensure_matrix()
-            return self._matrix.search(query, scope, k)
-
-    def cosine(self, query: np.ndarray, keys: Iterable[tuple[str, str]]) -> dict[tuple[str, str], float]:
-        with self._lock:
-            self._ensure_matrix()
-            return self._matrix.cosine(query, keys)
-
-    def text_candidates(self, text: str, scope: ScopeMask, k: int) -> list[tuple[str, str, float]]:
-        """BM25 candidates. The query goes in as a MatchQuery object, never parsed as syntax."""
-        if not text.strip() or k <= 0:
-            return []
-        if not self.read_only:
-            self.ensure_fts()
-        where = scope_filter(scope)
-        # A filtered full-text query costs ~3x an unfiltered one; most scopes keep most rows, so
-        # ask unfiltered for extra and filter here, and only fall back to LanceDB's prefilter
-        # when the scope is so narrow that the extra was not enough.
-        if where:
-            with self._lock:
-                self._ensure_matrix()
-                narrow = self._matrix.scope_fraction(scope) < 0.25
-            if narrow:
-                return self._fts(text, where, k)
-        wide = k * 4 if where else k
-        hits = self._fts(text, None, wide)
-        if where:
-            with self._lock:
-                self._ensure_matrix()
-                allowed = set(self._matrix.in_scope([(p, i) for p, i, _ in hits], scope))
-            scoped = [h for h in hits if (h[0], h[1]) in allowed]
-            if len(scoped) < k and len(hits) == wide:
-                scoped = self._fts(text, where, k)
-            hits = scoped
-        return hits[:k]
-
-    def _fts(self, text: str, where: str | None, k: int) -> list[tuple[str, str, float]]:
-        query = self._entries.search(MatchQuery(text, "search_text"), query_type="fts")
-        if where:
-            query = query.where(where, prefilter=True)
-        try:
-            rows = query.select(["path", "id", "_score"]).limit(k).to_list()
-        except (ValueError, RuntimeError, OSError) as exc:
-            # No FTS index yet (a reader opened a brand-new index): vector search still answers.
-            log.debug("full-text search unavailable: %s", exc)
-            return []
-        return [(r["path"], r["id"], float(r.get("_score") or 0.0)) for r in rows]
-
-    def fetch(self, keys: Sequence[tuple[str, str]]) -> dict[tuple[str, str], dict]:
-        """Full rows for (path, id) keys, from the in-memory copy that vector search uses."""
-        with self._lock:
-            self._ensure_matrix()
-            return self._matrix.payloads(keys)
+            yield self._matrix
 
 
 def _payload(row: EntryRow) -> dict:
@@ -343,19 +296,3 @@ def _payload(row: EntryRow) -> dict:
     if row.importance is not None:
         out["importance"] = float(np.float32(row.importance))
     return out
-
-
-def scope_filter(scope: ScopeMask) -> str:
-    """The SQL twin of VectorMatrix's mask. Ids are validated again here: defence in depth."""
-    clauses = []
-    if scope.user is not None:
-        user = sql_literal(validate_id("user", scope.user))
-        clauses.append(f"(user IS NULL OR user = {user})")
-        if scope.chat is not None:
-            chat = sql_literal(validate_id("chat", scope.chat))
-            clauses.append(f"(chat IS NULL OR chat = {chat})")
-    if scope.kind is not None:
-        if scope.kind not in ("fact", "chunk"):
-            raise IndexError_(f"unknown kind {scope.kind!r}: use 'fact' or 'chunk'")
-        clauses.append(f"kind = {sql_literal(scope.kind)}")
-    return " AND ".join(clauses)

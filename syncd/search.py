@@ -96,8 +96,7 @@ def hybrid_search(
 ) -> list[Hit]:
     """Best ``limit`` hits for the query within the user's (and chat's) scope.
 
-    ``query_vector`` may be a callable: the full-text search then starts first, in the index's
-    worker thread, and runs while the query is embedded and the vectors are searched.
+    ``query_vector`` may be a callable, called only when the query reaches the vector search.
     """
     if limit <= 0:
         return []
@@ -107,27 +106,27 @@ def hybrid_search(
         validate_id("chat", chat_id)
         if user_id is None:
             raise ValueError("a chat-scoped search needs its user_id")
+    if kind not in (None, "fact", "chunk"):
+        raise ValueError(f"unknown kind {kind!r}: use 'fact', 'chunk' or None for both")
     scope = ScopeMask(user=user_id, chat=chat_id, kind=kind)
     pool = candidates or max(limit * 4, 40)
     now = now or dt.datetime.now(dt.timezone.utc)
 
-    pending_text = index.submit(index.text_candidates, query_text, scope, pool)
     if callable(query_vector):
         query_vector = query_vector()
-    semantic = {(p, i): s for p, i, s in index.vector_candidates(query_vector, scope, pool)}
-    fulltext = {(p, i): s for p, i, s in pending_text.result()}
-    missing = [key for key in fulltext if key not in semantic]
-    if missing:
-        semantic.update(index.cosine(query_vector, missing))
+    # One consistent view of the rows for the whole query (a reader reloads at most once).
+    with index.reading() as rows:
+        semantic = {(p, i): s for p, i, s in rows.search(query_vector, scope, pool)}
+        fulltext = {(p, i): s for p, i, s in rows.text_search(query_text, scope, pool)}
+        missing = [key for key in fulltext if key not in semantic]
+        if missing:
+            semantic.update(rows.cosine(query_vector, missing))
+        keys = list(dict.fromkeys([*semantic, *fulltext]))
+        payloads = rows.payloads(keys)
     best_bm25 = max(fulltext.values(), default=0.0) or 1.0
 
-    keys = list(dict.fromkeys([*semantic, *fulltext]))
-    rows = index.fetch(keys)
     hits = []
-    for key in keys:
-        row = rows.get(key)
-        if row is None:
-            continue  # deleted between the two reads; the next query will not see it either
+    for key, row in payloads.items():
         importance = row["importance"]
         parts = {
             "semantic": max(semantic.get(key, 0.0), 0.0),

@@ -297,12 +297,14 @@ class MemoryManager:
             norm = normalise_text(fact.content)
             if norm in kept_norms or any(float(vector @ other) >= threshold for other in kept_vectors):
                 continue
-            near = self.engine.index.vector_candidates(vector, scope, _DEDUP_CANDIDATES)
+            with self.engine.index.reading() as rows:
+                near = rows.search(vector, scope, _DEDUP_CANDIDATES)
+                close = [(path, fid) for path, fid, score in near if score >= _SAME_WORDS_MIN_COSINE]
+                close_texts = [row["text"] for row in rows.payloads(close).values()]
             if any(score >= threshold for _, _, score in near):
                 log.debug("already remembered (cosine): %r", fact.content)
                 continue
-            close = [(path, fid) for path, fid, score in near if score >= _SAME_WORDS_MIN_COSINE]
-            if close and any(normalise_text(row["text"]) == norm for row in self.engine.index.fetch(close).values()):
+            if any(normalise_text(text) == norm for text in close_texts):
                 log.debug("already remembered (same words): %r", fact.content)
                 continue
             kept.append(fact)
