@@ -31,6 +31,7 @@ __all__ = ["TextIndex", "analyze"]
 _K1 = 1.2
 _B = 0.75
 _MAX_TOKEN_CHARS = 40
+_MAX_CACHED_STEMS = 500_000
 # Past this many segments the postings are merged into one, so a long-running daemon making many
 # small writes does not pay one numpy call per segment per query term.
 _MAX_SEGMENTS = 16
@@ -59,7 +60,10 @@ def analyze(text: str) -> list[str]:
     words = [w for w in _WORD.findall(_fold(text)) if w not in _STOP_WORDS and len(w) <= _MAX_TOKEN_CHARS]
     unknown = [w for w in set(words) if w not in _stems]
     if unknown:
-        # Stems are cached: a corpus has far fewer distinct words than words.
+        # Stems are cached: a corpus has far fewer distinct words than words. The bound keeps a
+        # daemon that sees endless new words (ids, numbers) from growing without limit.
+        if len(_stems) > _MAX_CACHED_STEMS:
+            _stems.clear()
         _stems.update(zip(unknown, _stemmer.stem_words(unknown)))
     return [_stems[w] for w in words]
 
@@ -137,8 +141,10 @@ class TextIndex:
         n = len(self._lengths)
         if k <= 0 or n == 0:
             return []
-        term_ids = sorted({self._vocabulary[t] for t in analyze(query) if t in self._vocabulary})
-        if not term_ids:
+        # Terms in sorted order, not vocabulary order, so the float sums (and so the scores) do
+        # not depend on the order rows were added in: incremental equals rebuilt, bit for bit.
+        terms = sorted({t for t in analyze(query) if t in self._vocabulary})
+        if not terms:
             return []
         alive, allowed = alive[:n], allowed[:n]
         live_docs = int(np.count_nonzero(alive))
@@ -147,8 +153,8 @@ class TextIndex:
         avgdl = float(self._lengths[alive].mean()) or 1.0
         norm = _K1 * (1.0 - _B + _B * self._lengths / avgdl)
         scores = np.zeros(n, dtype=np.float32)
-        for term in term_ids:
-            hits = [segment.postings(term) for segment in self._segments]
+        for term in terms:
+            hits = [segment.postings(self._vocabulary[term]) for segment in self._segments]
             rows = np.concatenate([r for r, _ in hits])
             if not len(rows):
                 continue

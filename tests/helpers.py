@@ -6,6 +6,11 @@ from pathlib import Path
 
 import numpy as np
 
+import syncd
+from syncd.vectors import ScopeMask
+
+PROBE_TEXTS = ["tea", "green tea morning", "marathon spring nurse Lyon", "notes cat peanuts"]
+
 
 def write(root: Path, rel: str, text: str | bytes) -> Path:
     path = root / rel
@@ -36,8 +41,25 @@ def assert_same_index(a, b) -> None:
     assert np.array_equal(vec_a, vec_b)
 
 
+def search_view(engine) -> list:
+    """Every row's full-text and vector score for a few probes, from the in-memory rows that
+    queries run on (sorted by key, so ties in rank cannot differ)."""
+    probe = np.random.default_rng(0).standard_normal(engine.index.dim).astype(np.float32)
+    probe /= np.linalg.norm(probe)
+    view = []
+    with engine.index.reading() as rows:
+        for text in PROBE_TEXTS:
+            view.append(sorted(rows.text_search(text, ScopeMask(), 1_000_000)))
+        view.append(sorted((p, i, round(s, 5)) for p, i, s in rows.search(probe, ScopeMask(), 1_000_000)))
+    return view
+
+
 def assert_matches_rebuild(engine) -> None:
-    """The incremental index equals a from-scratch rebuild of the same tree."""
-    before = snapshot(engine)
+    """The incremental index equals a from-scratch rebuild of the same tree: the tables, and the
+    in-memory rows searches run on (patched by every write) equal a fresh load of them."""
+    before, view = snapshot(engine), search_view(engine)
+    with syncd.open(engine.home.root, read_only=True, embedder=engine.embedder.embedder) as reader:
+        assert search_view(reader) == view
     engine.reindex()
     assert_same_index(before, snapshot(engine))
+    assert search_view(engine) == view

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from syncd.formats import Fact, FactLine, TextLine, page_from_body, render_fact_line
 
 __all__ = [
+    "HOSTILE_TEXT",
     "unicode_text",
     "line_text",
     "prose_lines",
@@ -442,3 +443,11 @@ def page_models(draw: st.DrawFn):
         )
     )
     return page_from_body(body, frontmatter), body, frontmatter
+
+
+# Query text that would change a filter's meaning if anything pasted it into SQL or FTS syntax.
+HOSTILE_TEXT = st.one_of(
+    st.text(max_size=60),
+    st.sampled_from(["' OR 1=1 --", "user = 'bob'", '"; DROP TABLE entries; --', "tea') OR ('1'='1",
+                     "ünïcödé 茶 чай", "*", "\\", "NULL", "%", "AND kind = 'chunk'"]),
+)

@@ -324,6 +324,22 @@ def test_model_path_runs_the_folder(tmp_path: Path, backend: FastEmbedBackend) -
     assert load_embedder(settings).model_id != embedder.model_id
 
 
+def test_the_session_sleeps_between_runs_and_embeds_exactly_like_fastembeds_own(
+    backend: FastEmbedBackend, model_cache: Path
+) -> None:
+    """Our replacement onnxruntime session changes thread behaviour only, never a vector."""
+    from fastembed import TextEmbedding
+
+    session = backend._get_model().model.model
+    options = session.get_session_options()
+    assert options.get_session_config_entry("session.intra_op.allow_spinning") == "0"
+    folder = default_model_dir(model_cache)
+    plain = TextEmbedding(backend.model_name, specific_model_path=str(folder), cache_dir=str(folder))
+    texts = ["Likes green tea in the morning.", "a longer text " * 40, ""]
+    np.testing.assert_allclose(backend.embed(texts), np.array(list(plain.embed(texts))), atol=1e-6)
+    np.testing.assert_allclose(backend.embed_query("green tea"), next(iter(plain.query_embed("green tea"))), atol=1e-6)
+
+
 def test_unknown_model_name_explains_the_offline_way(tmp_path: Path) -> None:
     with pytest.raises(EmbeddingError) as err:
         load_embedder(Settings(embed_model="no-such-org/no-such-model"), cache_dir=tmp_path)

@@ -14,15 +14,9 @@ from syncd.cli import main
 from syncd.errors import InvalidIdError
 
 from .helpers import write
+from .strategies import HOSTILE_TEXT
 
 SAFE_ID = st.from_regex(r"[A-Za-z0-9][A-Za-z0-9._@+-]{0,20}", fullmatch=True).filter(lambda s: ".." not in s)
-HOSTILE_TEXT = st.one_of(
-    st.text(max_size=60),
-    st.sampled_from(["' OR 1=1 --", "user = 'bob'", '"; DROP TABLE entries; --', "tea') OR ('1'='1",
-                     "ünïcödé 茶 чай", "*", "\\", "NULL", "%", "AND kind = 'chunk'"]),
-)
-
-
 def _log(facts: list[str], chat: str) -> str:
     return f"# 2026-11-22\n\n## 10:00 chat:{chat} session:s1\n" + "".join(f"- [preference] {f}\n" for f in facts)
 

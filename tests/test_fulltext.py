@@ -1,0 +1,138 @@
+"""Full-text search: the analyzer, BM25 itself, and postings patched row by row equal a rebuild."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from syncd.fulltext import TextIndex, analyze
+
+from .strategies import HOSTILE_TEXT
+
+WORDS = ["tea", "teas", "green", "running", "runs", "marathon", "café", "Cafe", "nurse", "Lyon", "the", "a",
+         "cat", "cats", "Miso", "spring", "peanuts", "allergic", "o'clock", "x" * 41]
+
+
+def test_analyze_folds_case_accents_stems_and_drops_stop_words() -> None:
+    assert analyze("The Café, the CAFE and the cafés!") == ["cafe", "cafe", "cafe"]
+    assert analyze("running runs ran") == ["run", "run", "ran"]
+    assert analyze("likes_green-tea") == ["like", "green", "tea"]
+    assert analyze("it is not a test of this") == ["test"]
+    assert analyze("x" * 41 + " short") == ["short"]
+    assert analyze("") == [] and analyze("   \n\t") == []
+
+
+@given(HOSTILE_TEXT | st.text())
+def test_analyze_never_raises_and_yields_plain_words(text: str) -> None:
+    for term in analyze(text):
+        assert term and len(term) <= 40 * 4
+        assert not any(ch.isspace() for ch in term)
+
+
+def _all(n: int) -> np.ndarray:
+    return np.ones(n, dtype=bool)
+
+
+def test_bm25_matches_the_formula() -> None:
+    docs = ["green tea", "green tea green", "black coffee", "tea"]
+    index = TextIndex()
+    index.add(docs)
+    hits = dict(index.search("green", _all(4), _all(4), 10))
+    lengths = [2, 3, 2, 1]
+    avgdl = sum(lengths) / 4
+    idf = math.log1p((4 - 2 + 0.5) / (2 + 0.5))
+
+    def bm25(tf: int, dl: int) -> float:
+        return idf * tf * 2.2 / (tf + 1.2 * (1 - 0.75 + 0.75 * dl / avgdl))
+
+    assert set(hits) == {0, 1}
+    assert math.isclose(hits[0], bm25(1, 2), rel_tol=1e-5)
+    assert math.isclose(hits[1], bm25(2, 3), rel_tol=1e-5)
+
+
+def test_only_allowed_rows_are_returned_but_scores_do_not_depend_on_the_scope() -> None:
+    index = TextIndex()
+    index.add(["green tea", "green tea too", "green", "coffee"])
+    everyone = dict(index.search("green tea", _all(4), _all(4), 10))
+    allowed = np.array([False, True, False, True])
+    scoped = dict(index.search("green tea", _all(4), allowed, 10))
+    assert set(scoped) == {1}
+    assert scoped[1] == everyone[1]
+
+
+def test_no_match_stop_words_only_and_empty_index() -> None:
+    index = TextIndex()
+    assert index.search("tea", _all(0), _all(0), 5) == []
+    index.add(["green tea"])
+    assert index.search("the of and", _all(1), _all(1), 5) == []
+    assert index.search("unicorn", _all(1), _all(1), 5) == []
+    assert index.search("tea", _all(1), _all(1), 0) == []
+
+
+def test_hits_are_best_first_and_cut_at_k() -> None:
+    index = TextIndex()
+    index.add([("tea " * n).strip() + " filler words here" for n in range(1, 30)])
+    hits = index.search("tea", _all(29), _all(29), 5)
+    assert len(hits) == 5
+    scores = [s for _, s in hits]
+    assert scores == sorted(scores, reverse=True)
+    assert hits[0][0] == 28
+
+
+def _rebuilt(texts: list[str], alive: list[bool]) -> tuple[TextIndex, list[int]]:
+    rows = [i for i, a in enumerate(alive) if a]
+    index = TextIndex()
+    index.add([texts[i] for i in rows])
+    return index, rows
+
+
+document = st.lists(st.sampled_from(WORDS), max_size=8).map(" ".join)
+operation = st.one_of(
+    st.tuples(st.just("add"), st.lists(document, min_size=1, max_size=5)),
+    st.tuples(st.just("remove"), st.integers(0, 10_000)),
+    st.tuples(st.just("search"), st.lists(st.sampled_from(WORDS), min_size=1, max_size=3).map(" ".join)),
+)
+
+
+@settings(max_examples=150)
+@given(ops=st.lists(operation, min_size=1, max_size=40), query=st.lists(st.sampled_from(WORDS), min_size=1, max_size=4))
+def test_patched_postings_score_exactly_like_a_rebuild(ops, query) -> None:
+    """Batches of rows added (one segment each, merged past 16), rows removed through the alive
+    mask, searches in between to force flushes: every score equals a fresh index of the live rows."""
+    index, texts, alive = TextIndex(), [], []
+    for kind, arg in ops:
+        if kind == "add":
+            index.add(arg)
+            texts += arg
+            alive += [True] * len(arg)
+        elif kind == "remove" and texts:
+            alive[arg % len(texts)] = False
+        elif kind == "search":
+            index.search(arg, np.array(alive, dtype=bool), np.array(alive, dtype=bool), 3)
+    query_text = " ".join(query)
+    mask = np.array(alive, dtype=bool)
+    ours = {row: score for row, score in index.search(query_text, mask, mask, len(texts) + 1)}
+    fresh, rows = _rebuilt(texts, alive)
+    live = np.ones(len(rows), dtype=bool)
+    theirs = {rows[row]: score for row, score in fresh.search(query_text, live, live, len(texts) + 1)}
+    assert ours == theirs
+
+
+def test_many_small_batches_merge_and_still_score_like_a_rebuild() -> None:
+    index, texts = TextIndex(), []
+    for i in range(40):
+        batch = [f"note {i} about tea", "green tea " * (i % 3) + "cat"]
+        index.add(batch)
+        texts += batch
+        index.search("tea", _all(len(texts)), _all(len(texts)), 1)  # flush: one segment per batch
+    assert len(index._segments) <= 17
+    fresh = TextIndex()
+    fresh.add(texts)
+    for query in ("tea", "green cat", "note 7"):
+        everything = len(texts)
+        assert index.search(query, _all(everything), _all(everything), everything) == fresh.search(
+            query, _all(everything), _all(everything), everything
+        )

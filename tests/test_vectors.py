@@ -1,0 +1,114 @@
+"""The in-memory rows: int8 first pass with exact rerank, scopes, and compaction equal to a fresh load."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from syncd.vectors import ScopeMask, VectorMatrix
+
+DIM = 384
+
+
+def _clustered(rng: np.random.Generator, n: int, clusters: int = 40, spread: float = 0.35) -> np.ndarray:
+    """Unit vectors bunched around a few centres, as sentence embeddings are, so that many rows
+    score close to one another and quantisation has near ties to get wrong."""
+    centres = rng.standard_normal((clusters, DIM)).astype(np.float32)
+    rows = centres[rng.integers(0, clusters, n)] + spread * rng.standard_normal((n, DIM)).astype(np.float32)
+    return rows / np.linalg.norm(rows, axis=1, keepdims=True)
+
+
+def _rows(n: int, start: int = 0, per_file: int = 10) -> list[dict]:
+    return [
+        {
+            "path": f"memory/users/u{i % 7}/f{i // per_file}.md",
+            "id": f"r{i}",
+            "user": f"u{i % 7}",
+            "chat": f"c{i % 3}" if i % 2 else None,
+            "kind": "fact" if i % 5 else "chunk",
+            "text": f"row {i}",
+        }
+        for i in range(start, start + n)
+    ]
+
+
+def _texts(rows: list[dict]) -> list[str]:
+    return [f"note {r['id']} tea" if int(r["id"][1:]) % 4 == 0 else f"note {r['id']}" for r in rows]
+
+
+def _matrix(vectors: np.ndarray, rows: list[dict]) -> VectorMatrix:
+    matrix = VectorMatrix(DIM)
+    matrix.add(vectors, rows, _texts(rows))
+    return matrix
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_int8_first_pass_returns_the_exact_top_k(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    vectors = _clustered(rng, 12_000)
+    rows = _rows(12_000)
+    matrix = _matrix(vectors, rows)
+    scopes = [ScopeMask(), ScopeMask(kind="fact"), ScopeMask(user="u3"), ScopeMask(user="u3", chat="c1", kind="chunk")]
+    for q in range(25):
+        query = vectors[rng.integers(0, len(vectors))] + 0.2 * rng.standard_normal(DIM).astype(np.float32)
+        query /= np.linalg.norm(query)
+        scope = scopes[q % len(scopes)]
+        allowed = np.array([_visible(r, scope) for r in rows])
+        exact = np.where(allowed, vectors @ query, -np.inf)
+        for k in (10, 40):
+            truth = np.argsort(-exact)[:k]
+            ours = matrix.search(query, scope, k)
+            assert [i for _, i, _ in ours] == [rows[t]["id"] for t in truth]
+            assert np.allclose([s for _, _, s in ours], exact[truth], atol=1e-5)
+
+
+def _visible(row: dict, scope: ScopeMask) -> bool:
+    if scope.user is not None and row["user"] not in (None, scope.user):
+        return False
+    if scope.chat is not None and row["chat"] not in (None, scope.chat):
+        return False
+    return scope.kind is None or row["kind"] == scope.kind
+
+
+def test_a_zero_vector_and_a_tiny_index_are_searched_exactly() -> None:
+    vectors = np.zeros((3, DIM), dtype=np.float32)
+    vectors[1, 0] = 1.0
+    vectors[2, 1] = 1.0
+    matrix = _matrix(vectors, _rows(3))
+    query = np.zeros(DIM, dtype=np.float32)
+    query[0] = 1.0
+    hits = matrix.search(query, ScopeMask(), 5)
+    assert hits[0][1:] == ("r1", 1.0)
+    assert {i for _, i, _ in hits[1:]} == {"r0", "r2"} and all(s == 0.0 for *_, s in hits[1:])
+
+
+def test_removed_rows_vanish_and_compaction_equals_a_fresh_load() -> None:
+    rng = np.random.default_rng(7)
+    vectors = _clustered(rng, 3_000)
+    rows = _rows(3_000)
+    matrix = _matrix(vectors, rows)
+    gone = {f"memory/users/u{i % 7}/f{i // 10}.md" for i in range(0, 2_400, 2)}
+    matrix.remove_paths(gone)
+    extra_vectors, extra_rows = _clustered(rng, 50), _rows(50, start=3_000)
+    matrix.add(extra_vectors, extra_rows, _texts(extra_rows))
+    live = len(matrix)  # flushes the addition, which compacts: most rows are dead
+    assert matrix._dead == 0 and len(matrix._paths) == live
+
+    keep = [i for i, r in enumerate(rows) if r["path"] not in gone]
+    fresh = _matrix(np.concatenate([vectors[keep], extra_vectors]), [rows[i] for i in keep] + extra_rows)
+    assert len(fresh) == len(matrix)
+    for q in range(10):
+        query = vectors[rng.integers(0, len(vectors))]
+        for scope in (ScopeMask(), ScopeMask(user="u2", kind="fact")):
+            ours, theirs = matrix.search(query, scope, 20), fresh.search(query, scope, 20)
+            assert [(p, i) for p, i, _ in ours] == [(p, i) for p, i, _ in theirs]
+            assert np.allclose([s for *_, s in ours], [s for *_, s in theirs], atol=1e-6)
+            assert matrix.text_search("tea note", scope, 50) == fresh.text_search("tea note", scope, 50)
+    keys = [(r["path"], r["id"]) for r in rows[:200]]
+    assert matrix.payloads(keys) == fresh.payloads(keys)
+    assert all(r["path"] not in gone for r in matrix.payloads(keys).values())
+
+
+def test_search_texts_must_match_rows() -> None:
+    with pytest.raises(ValueError, match="search texts"):
+        VectorMatrix(DIM).add(np.zeros((2, DIM), dtype=np.float32), _rows(2), ["only one"])
