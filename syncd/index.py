@@ -45,6 +45,8 @@ _ENTRIES = "entries"
 _PATHS_PER_FILTER = 500
 # Compact after this many small writes: each write is a new LanceDB version and fragment.
 _WRITES_BEFORE_OPTIMIZE = 40
+# LanceDB's full-text index, which indexes made before full text moved into memory still carry.
+_OLD_FULLTEXT_INDEX = "search_text_idx"
 
 FILE_SCHEMA = pa.schema(
     [
@@ -246,7 +248,10 @@ class Index:
             self.ensure_id_index()
             for table in (self._files, self._entries):
                 table.optimize(cleanup_older_than=timedelta(minutes=5))
-            self._matrix_version = self._entries.version
+            if self._matrix_version is not None:
+                # Compaction moves rows between files but changes none: the loaded copy stays
+                # valid. An index never loaded stays unloaded, to load on its first query.
+                self._matrix_version = self._entries.version
             self._writes = 0
 
     def ensure_id_index(self) -> None:
@@ -254,6 +259,9 @@ class Index:
         if self._has_id_index or self.read_only:
             return
         names = {getattr(ix, "name", "") for ix in self._entries.list_indices()}
+        if _OLD_FULLTEXT_INDEX in names:
+            # Full text is searched in memory now; the old index would only slow every optimize.
+            self._entries.drop_index(_OLD_FULLTEXT_INDEX)
         if "id_idx" not in names:
             self._entries.create_index("id", config=BTree(), replace=True, name="id_idx")
         self._has_id_index = True

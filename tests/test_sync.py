@@ -225,3 +225,17 @@ def test_touch_only_updates_the_stat(engine, home):
     report = engine.sync()
     assert "vault/Tea.md" in report.plan.touched and engine.embedder.calls == calls
     assert report.facts == report.chunks == 0
+
+
+def test_an_index_from_before_in_memory_full_text_loses_its_lancedb_fts_index(home, embedder):
+    from lancedb.index import FTS
+
+    write(home, PATHS[0], daily_log(FACTS[:3]))
+    with syncd.open(home, embedder=embedder) as engine:
+        engine.sync()
+        engine.index._entries.create_index("search_text", config=FTS(), name="search_text_idx")
+    with syncd.open(home, embedder=embedder) as engine:
+        engine.index.optimize()
+        names = {ix.name for ix in engine.index._entries.list_indices()}
+        assert "search_text_idx" not in names and "id_idx" in names
+        assert engine.search("green tea")[0].content == FACTS[0]
