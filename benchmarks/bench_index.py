@@ -209,6 +209,9 @@ def bench_search(args) -> None:
           f"p95 {pct(read_only, .95):.1f} ms")
     print(f"exact numpy brute force over the same vectors: p50 {pct(exact, .5):.1f} ms, p95 {pct(exact, .95):.1f} ms")
     print(f"recall@10 of the vector part vs exact: {np.mean(recalls):.3f}   (target >= 0.95)")
+    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(f"peak memory of this process (writer + reader copies of the rows, the baseline's own "
+          f"matrix): {peak_mb:.0f} MB")
 
 
 def engine_scope():

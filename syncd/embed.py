@@ -513,7 +513,13 @@ def _stop_spinning(model: TextEmbedding, threads: int | None) -> None:
         options.inter_op_num_threads = threads
     options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     options.add_session_config_entry("session.inter_op.allow_spinning", "0")
-    inner.model = ort.InferenceSession(path, sess_options=options, providers=session.get_providers())
+    providers = session.get_providers()
+    # Let the first session go before the second is built, so its memory is reused, not added.
+    inner.model = session = None
+    try:
+        inner.model = ort.InferenceSession(path, sess_options=options, providers=providers)
+    except Exception as exc:  # fastembed loads its own session again on the first embed
+        log.warning("keeping onnxruntime's default threads for %s: %s", path, exc)
 
 
 # Characters per model call. Activation memory grows with batch x sequence length (attention with

@@ -32,9 +32,11 @@ _K1 = 1.2
 _B = 0.75
 _MAX_TOKEN_CHARS = 40
 _MAX_CACHED_STEMS = 500_000
-# Past this many segments the postings are merged into one, so a long-running daemon making many
-# small writes does not pay one numpy call per segment per query term.
-_MAX_SEGMENTS = 16
+# A new segment is merged into the one before it while it holds at least a quarter as many
+# postings: segment sizes then fall by 4x down the list, so a daemon making endless small writes
+# keeps a handful of segments (one numpy call each per query term) and every posting is merged
+# only a logarithmic number of times.
+_MERGE_RATIO = 4
 
 _WORD = re.compile(r"[^\W_]+")
 # Lucene's (and tantivy's) English stop words.
@@ -43,6 +45,7 @@ _STOP_WORDS = frozenset(
     "there these they this to was will with".split()
 )
 _stemmer = SnowballStemmer("english")
+# Stems are cached: a corpus has far fewer distinct words than words.
 _stems: dict[str, str] = {}
 
 
@@ -57,25 +60,31 @@ def _fold(text: str) -> str:
 
 def analyze(text: str) -> list[str]:
     """The terms of ``text`` as the index sees them, in order (repeats kept)."""
+    global _stems
     words = [w for w in _WORD.findall(_fold(text)) if w not in _STOP_WORDS and len(w) <= _MAX_TOKEN_CHARS]
-    unknown = [w for w in set(words) if w not in _stems]
+    stems = _stems  # this call's own reference: another thread may replace the cache meanwhile
+    unknown = [w for w in set(words) if w not in stems]
     if unknown:
-        # Stems are cached: a corpus has far fewer distinct words than words. The bound keeps a
-        # daemon that sees endless new words (ids, numbers) from growing without limit.
-        if len(_stems) > _MAX_CACHED_STEMS:
-            _stems.clear()
-        _stems.update(zip(unknown, _stemmer.stem_words(unknown)))
-    return [_stems[w] for w in words]
+        if len(stems) > _MAX_CACHED_STEMS:
+            # A daemon that sees endless new words (ids, numbers) starts a fresh cache.
+            stems = _stems = {}
+        stems.update(zip(unknown, _stemmer.stem_words(unknown)))
+    return [stems[w] for w in words]
 
 
 @dataclass
 class _Segment:
-    """Postings of rows ``start:start+len(lengths)``: for term t, rows[offsets[t]:offsets[t+1]]
+    """Postings of some rows: for term t, rows[offsets[t]:offsets[t+1]] (row numbers, ascending)
     with their term frequencies. Terms added to the vocabulary later have no postings here."""
 
     offsets: np.ndarray
     rows: np.ndarray
     freqs: np.ndarray
+
+    def pairs(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(term, row, freq) of every posting."""
+        terms = np.repeat(np.arange(len(self.offsets) - 1), np.diff(self.offsets))
+        return terms, self.rows, self.freqs
 
     def postings(self, term: int) -> tuple[np.ndarray, np.ndarray]:
         if term + 1 >= len(self.offsets):
@@ -120,18 +129,10 @@ class TextIndex:
         rows = np.repeat(np.arange(start, start + len(docs), dtype=np.int64), lengths)
         self._lengths = np.concatenate([self._lengths, lengths.astype(np.float32)])
         self._segments.append(_postings(terms, rows, len(vocabulary)))
-        if len(self._segments) > _MAX_SEGMENTS:
-            self._merge()
-
-    def _merge(self) -> None:
-        terms, rows, freqs = [], [], []
-        for segment in self._segments:
-            counts = np.diff(segment.offsets)
-            terms.append(np.repeat(np.arange(len(counts)), counts))
-            rows.append(segment.rows)
-            freqs.append(segment.freqs)
-        merged = _postings(np.concatenate(terms), np.concatenate(rows), len(self._vocabulary), np.concatenate(freqs))
-        self._segments = [merged]
+        while len(self._segments) > 1 and len(self._segments[-1].rows) * _MERGE_RATIO >= len(self._segments[-2].rows):
+            newer, older = self._segments.pop().pairs(), self._segments.pop().pairs()
+            merged = [np.concatenate(columns) for columns in zip(older, newer)]
+            self._segments.append(_postings(*merged[:2], len(vocabulary), merged[2]))
 
     def search(self, query: str, alive: np.ndarray, allowed: np.ndarray, k: int) -> list[tuple[int, float]]:
         """Top ``k`` (row, BM25) among rows where ``allowed`` is true, best first; rows that match
