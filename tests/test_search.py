@@ -63,6 +63,12 @@ def test_hostile_scope_ids_are_refused(populated, bad):
         populated.search("tea", user_id="ana", chat_id=bad)
 
 
+@pytest.mark.parametrize("kind", ["facts", "banana", "fact' OR 1=1 --"])
+def test_an_unknown_kind_is_refused(populated, kind):
+    with pytest.raises(ValueError, match="unknown kind"):
+        populated.search("tea", kind=kind)
+
+
 def test_hits_carry_their_source_and_score_parts(populated):
     hits = populated.search("peanut allergy", user_id="bob", limit=3)
     top = hits[0]
