@@ -7,23 +7,26 @@ most of the search budget. The same BM25 over postings held in numpy arrays answ
 millisecond, scoped by the same mask as the vector search, so the rows LanceDB stores are indexed
 here instead, in the row numbering of the in-memory vector matrix.
 
-Text analysis follows LanceDB's defaults, so results read the same as before: words split on
-anything that is not a letter or a digit, lower-cased, accents folded, English stop words dropped,
-Snowball (Porter 2) English stems, tokens longer than 40 characters dropped. BM25 with k1 = 1.2,
-b = 0.75 and the Lucene idf, ln(1 + (N - df + 0.5) / (df + 0.5)), over the rows alive right now.
+Text analysis is close to LanceDB's default one: Unicode compatibility forms unified (NFKD),
+lower-cased, Latin-style accents folded ("café" is "cafe"), words are runs of letters, digits and
+combining marks (so Devanagari or Thai words stay whole, unlike a split on "not alphanumeric"),
+Lucene's English stop words dropped, Snowball (Porter 2) English stems, words over 40 characters
+dropped. BM25 with k1 = 1.2, b = 0.75 and the Lucene idf, ln(1 + (N - df + 0.5) / (df + 0.5)),
+over the rows alive right now.
 
 Rows are added in segments (one per batch of additions) and removed by the matrix's alive mask, so
-an edit never rebuilds the postings of the whole index; the matrix's compaction rebuilds them.
+an edit never rebuilds the postings of the whole index; when the matrix compacts, the postings are
+renumbered, not rebuilt.
 """
 
 from __future__ import annotations
 
-import re
 import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+import regex
 from py_rust_stemmers import SnowballStemmer
 
 __all__ = ["TextIndex", "analyze"]
@@ -38,7 +41,10 @@ _MAX_CACHED_STEMS = 500_000
 # only a logarithmic number of times.
 _MERGE_RATIO = 4
 
-_WORD = re.compile(r"[^\W_]+")
+_WORD = regex.compile(r"[\p{L}\p{N}\p{M}]+")
+# The combining diacritics that accent folding drops (after NFKD has split them from their letter);
+# marks of other scripts (vowel signs, viramas) are part of their words and stay.
+_DIACRITICS = regex.compile(r"[\u0300-\u036f\u1ab0-\u1aff\u1dc0-\u1dff\u20d0-\u20ff\ufe20-\ufe2f]+")
 # Lucene's (and tantivy's) English stop words.
 _STOP_WORDS = frozenset(
     "a an and are as at be but by for if in into is it no not of on or such that the their then "
@@ -50,12 +56,10 @@ _stems: dict[str, str] = {}
 
 
 def _fold(text: str) -> str:
-    """Lower case without accents: "Café" and "cafe" are one word."""
-    text = text.lower()
+    """Case-folded without accents: "Café", "CAFE" and "ｃａｆｅ" are one word, "Straße" is "strasse"."""
     if text.isascii():
-        return text
-    decomposed = unicodedata.normalize("NFKD", text)
-    return "".join(ch for ch in decomposed if not unicodedata.combining(ch))
+        return text.lower()
+    return _DIACRITICS.sub("", unicodedata.normalize("NFKD", text)).casefold()
 
 
 def analyze(text: str) -> list[str]:
@@ -63,12 +67,15 @@ def analyze(text: str) -> list[str]:
     global _stems
     words = [w for w in _WORD.findall(_fold(text)) if w not in _STOP_WORDS and len(w) <= _MAX_TOKEN_CHARS]
     stems = _stems  # this call's own reference: another thread may replace the cache meanwhile
-    unknown = [w for w in set(words) if w not in stems]
+    unknown = {w for w in words if w not in stems}
     if unknown:
         if len(stems) > _MAX_CACHED_STEMS:
-            # A daemon that sees endless new words (ids, numbers) starts a fresh cache.
+            # A daemon that sees endless new words (ids, numbers) starts a fresh cache, which
+            # must then learn every word of this text, not only the ones the old one lacked.
             stems = _stems = {}
-        stems.update(zip(unknown, _stemmer.stem_words(unknown)))
+            unknown = set(words)
+        ordered = list(unknown)
+        stems.update(zip(ordered, _stemmer.stem_words(ordered)))
     return [stems[w] for w in words]
 
 
@@ -109,10 +116,21 @@ class TextIndex:
         """Index the next ``len(texts)`` rows; postings are built on the next search."""
         self._pending.extend(analyze(text) for text in texts)
 
-    def rebuild(self, texts: Sequence[str]) -> None:
-        """Replace everything with ``texts`` as rows 0..n-1 (after the matrix compacts)."""
-        self.__init__()  # type: ignore[misc]
-        self.add(texts)
+    def keep(self, alive: np.ndarray) -> None:
+        """Drop the rows where ``alive`` is false and number the rest 0..m-1 in their order, as
+        the matrix does when it compacts. Postings are renumbered; no text is analysed again."""
+        self._flush()
+        alive = alive[: len(self._lengths)]
+        renumbered = np.cumsum(alive) - 1
+        segments = []
+        for segment in self._segments:
+            terms, rows, freqs = segment.pairs()
+            kept = alive[rows]
+            terms = terms[kept]  # still sorted by term, then row: no new sort needed
+            offsets = np.searchsorted(terms, np.arange(len(segment.offsets)))
+            segments.append(_Segment(offsets=offsets, rows=renumbered[rows[kept]], freqs=freqs[kept]))
+        self._segments = segments
+        self._lengths = self._lengths[alive]
 
     def _flush(self) -> None:
         if not self._pending:
@@ -171,10 +189,20 @@ class TextIndex:
         matched = np.flatnonzero(scores)
         if not len(matched):
             return []
-        k = min(k, len(matched))
-        top = matched[np.argpartition(-scores[matched], k - 1)[:k]]
-        top = top[np.argsort(-scores[top], kind="stable")]
+        top = _best(matched, scores[matched], k)
         return [(int(row), float(scores[row])) for row in top]
+
+
+def _best(rows: np.ndarray, scores: np.ndarray, k: int) -> np.ndarray:
+    """The ``k`` best of ``rows`` (ascending) by score, best first. Ties, common in BM25 (same
+    words, same length), go to the lower row number, so a result never depends on chance."""
+    if k < len(rows):
+        kth = np.partition(scores, len(scores) - k)[len(scores) - k]
+        better = rows[scores > kth]
+        tied = rows[scores == kth][: k - len(better)]
+        keep = np.isin(rows, np.concatenate([better, tied]), assume_unique=True)
+        rows, scores = rows[keep], scores[keep]
+    return rows[np.lexsort((rows, -scores))]
 
 
 def _postings(terms: np.ndarray, rows: np.ndarray, vocabulary_size: int, freqs: np.ndarray | None = None) -> _Segment:

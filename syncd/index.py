@@ -206,28 +206,33 @@ class Index:
             return
         with self._lock:
             self._ensure_matrix()
-            replaced = [u.path for u in updates if u.rows is not None or u.record is None]
-            for start in range(0, len(replaced), _PATHS_PER_FILTER):
-                self._entries.delete(_in_filter("path", replaced[start : start + _PATHS_PER_FILTER]))
-            self._matrix.remove_paths(replaced)
-            new_rows = [(u, row, i) for u in updates if u.rows for i, row in enumerate(u.rows)]
-            if new_rows:
-                vectors = np.concatenate([np.asarray(u.vectors, dtype=np.float32) for u in updates if u.rows])
-                self._entries.add(self._entries_table([r for _, r, _ in new_rows], vectors))
-                rows = [r for _, r, _ in new_rows]
-                self._matrix.add(vectors, [_payload(r) for r in rows], [r.search_text for r in rows])
-            paths = [u.path for u in updates]
-            for start in range(0, len(paths), _PATHS_PER_FILTER):
-                self._files.delete(_in_filter("path", paths[start : start + _PATHS_PER_FILTER]))
-            records = [u.record for u in updates if u.record is not None]
-            if records:
-                self._files.add(
-                    pa.Table.from_pylist([r.__dict__ for r in records], schema=FILE_SCHEMA)
-                )
-            self._matrix_version = self._entries.version
+            try:
+                self._write(updates)
+            except BaseException:
+                # The table and the in-memory copy may now disagree: reload it on the next query.
+                self._matrix_version = None
+                raise
             self._writes += 1
             if self._writes >= _WRITES_BEFORE_OPTIMIZE:
                 self.optimize()
+
+    def _write(self, updates: Sequence[FileUpdate]) -> None:
+        replaced = [u.path for u in updates if u.rows is not None or u.record is None]
+        for start in range(0, len(replaced), _PATHS_PER_FILTER):
+            self._entries.delete(_in_filter("path", replaced[start : start + _PATHS_PER_FILTER]))
+        self._matrix.remove_paths(replaced)
+        new_rows = [row for u in updates if u.rows for row in u.rows]
+        if new_rows:
+            vectors = np.concatenate([np.asarray(u.vectors, dtype=np.float32) for u in updates if u.rows])
+            self._entries.add(self._entries_table(new_rows, vectors))
+            self._matrix.add(vectors, [_payload(r) for r in new_rows], [r.search_text for r in new_rows])
+        paths = [u.path for u in updates]
+        for start in range(0, len(paths), _PATHS_PER_FILTER):
+            self._files.delete(_in_filter("path", paths[start : start + _PATHS_PER_FILTER]))
+        records = [u.record for u in updates if u.record is not None]
+        if records:
+            self._files.add(pa.Table.from_pylist([r.__dict__ for r in records], schema=FILE_SCHEMA))
+        self._matrix_version = self._entries.version
 
     def _entries_table(self, rows: Sequence[EntryRow], vectors: np.ndarray) -> pa.Table:
         columns: dict[str, list] = {name: [] for name in _ENTRY_FIELDS}
@@ -284,7 +289,7 @@ class Index:
         self._matrix.clear()
         if table.num_rows:
             vectors = table["vector"].combine_chunks().values.to_numpy().reshape(-1, self.dim)
-            texts = table["search_text"].to_pylist()
+            texts = [text or "" for text in table["search_text"].to_pylist()]
             self._matrix.add(vectors, table.select(_ENTRY_FIELDS).to_pylist(), texts)
         self._matrix_version = version
 

@@ -96,7 +96,8 @@ def hybrid_search(
 ) -> list[Hit]:
     """Best ``limit`` hits for the query within the user's (and chat's) scope.
 
-    ``query_vector`` may be a callable, called only when the query reaches the vector search.
+    ``query_vector`` may be a callable: it is called only once the scope is validated, so a
+    refused query never pays for an embedding.
     """
     if limit <= 0:
         return []

@@ -1,11 +1,11 @@
 """The in-memory copy of the index's rows that queries run on: vectors, full text, payloads.
 
-Measured on these 2 cores at 100,000 x 384 rows: an int8 pass over every row plus an exact float32
-rerank of a shortlist takes ~2-4 ms with recall 1.0 against exact search, while LanceDB's flat
-scan took ~260 ms and an IVF-PQ index took 106 s to build (a rebuild could not afford it) for
-~11-22 ms approximate queries. Full text is the same story (see fulltext.py). So LanceDB stores the rows and this copy searches them; it is
-rebuilt from the table whenever another process has written, and patched in place for our own
-writes. Rows keep one numbering across the vectors, the BM25 postings and the scope codes.
+Measured on these 2 cores at 100,000 x 384 rows: an int8 pass over every row plus an exact
+float32 rerank of a shortlist takes ~2-4 ms with recall 1.0 against exact search, while LanceDB's
+flat scan took ~260 ms and an IVF-PQ index took 106 s to build (a rebuild could not afford it)
+for ~11-22 ms approximate queries. Full text is the same story (see fulltext.py). So LanceDB
+stores the rows and this copy searches them; it is rebuilt from the table whenever another process
+has written, and patched in place for our own writes. Rows keep one numbering across the vectors, the BM25 postings and the scope codes.
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ class ScopeMask:
 class VectorMatrix:
     """Rows grouped by file path so that an upsert of a file replaces exactly its rows."""
 
-    _ROW_LISTS = ("_paths", "_ids", "_users", "_chats", "_kinds", "_payloads", "_texts")
+    _ROW_LISTS = ("_paths", "_ids", "_users", "_chats", "_kinds", "_payloads")
 
     def __init__(self, dim: int):
         self.dim = dim
@@ -57,7 +57,6 @@ class VectorMatrix:
         self._chats: list[str | None] = []
         self._kinds: list[str] = []
         self._payloads: list[dict] = []
-        self._texts: list[str] = []
         self._text_index = TextIndex()
         self._alive = np.zeros(0, dtype=bool)
         self._pending: list[tuple[np.ndarray, list[dict], list[str]]] = []
@@ -116,7 +115,6 @@ class VectorMatrix:
         self._alive = np.concatenate([self._alive, np.ones(added, dtype=bool)])
         row = start
         for _, rows, texts in self._pending:
-            self._texts.extend(texts)
             self._text_index.add(texts)
             for payload in rows:
                 path = payload["path"]
@@ -141,7 +139,7 @@ class VectorMatrix:
         for name in self._ROW_LISTS:
             values = getattr(self, name)
             setattr(self, name, [values[i] for i in keep])
-        self._text_index.rebuild(self._texts)
+        self._text_index.keep(self._alive)
         self._alive = np.ones(len(keep), dtype=bool)
         self._rows_of_path = {}
         for row, path in enumerate(self._paths):

@@ -239,3 +239,24 @@ def test_an_index_from_before_in_memory_full_text_loses_its_lancedb_fts_index(ho
         names = {ix.name for ix in engine.index._entries.list_indices()}
         assert "search_text_idx" not in names and "id_idx" in names
         assert engine.search("green tea")[0].content == FACTS[0]
+
+
+def test_a_write_interrupted_halfway_leaves_no_stale_rows_in_memory(engine, home, monkeypatch):
+    write(home, PATHS[0], daily_log(FACTS[:2]))
+    engine.sync()
+    assert engine.search("green tea")[0].content == FACTS[0]
+    table = engine.index._entries
+    real_add = table.add
+
+    def add_then_interrupt(*args, **kwargs):
+        real_add(*args, **kwargs)  # the rows reach LanceDB; the in-memory copy never hears of them
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(table, "add", add_then_interrupt)
+    write(home, PATHS[1], daily_log(["Collects vintage fountain pens."]))
+    with pytest.raises(KeyboardInterrupt):
+        engine.sync()
+    monkeypatch.undo()
+    assert engine.search("fountain pens")[0].content == "Collects vintage fountain pens."
+    engine.sync()
+    assert_matches_rebuild(engine)
