@@ -21,6 +21,7 @@ renumbered, not rebuilt.
 
 from __future__ import annotations
 
+import re
 import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -42,6 +43,7 @@ _MAX_CACHED_STEMS = 500_000
 _MERGE_RATIO = 4
 
 _WORD = regex.compile(r"[\p{L}\p{N}\p{M}]+")
+_ASCII_WORD = re.compile(r"[a-z0-9]+")
 # The combining diacritics that accent folding drops (after NFKD has split them from their letter);
 # marks of other scripts (vowel signs, viramas) are part of their words and stay.
 _DIACRITICS = regex.compile(r"[\u0300-\u036f\u1ab0-\u1aff\u1dc0-\u1dff\u20d0-\u20ff\ufe20-\ufe2f]+")
@@ -55,17 +57,19 @@ _stemmer = SnowballStemmer("english")
 _stems: dict[str, str] = {}
 
 
-def _fold(text: str) -> str:
-    """Case-folded without accents: "Café", "CAFE" and "ｃａｆｅ" are one word, "Straße" is "strasse"."""
+def _words(text: str) -> list[str]:
+    """Case-folded words without accents: "Café", "CAFE" and "ｃａｆｅ" are one word, "Straße" is
+    "strasse". ASCII text, most of any index, takes the stdlib pattern, which is faster and
+    finds exactly the same words there."""
     if text.isascii():
-        return text.lower()
-    return _DIACRITICS.sub("", unicodedata.normalize("NFKD", text)).casefold()
+        return _ASCII_WORD.findall(text.lower())
+    return _WORD.findall(_DIACRITICS.sub("", unicodedata.normalize("NFKD", text)).casefold())
 
 
 def analyze(text: str) -> list[str]:
     """The terms of ``text`` as the index sees them, in order (repeats kept)."""
     global _stems
-    words = [w for w in _WORD.findall(_fold(text)) if w not in _STOP_WORDS and len(w) <= _MAX_TOKEN_CHARS]
+    words = [w for w in _words(text) if w not in _STOP_WORDS and len(w) <= _MAX_TOKEN_CHARS]
     stems = _stems  # this call's own reference: another thread may replace the cache meanwhile
     unknown = {w for w in words if w not in stems}
     if unknown:

@@ -176,3 +176,10 @@ def test_ties_go_to_the_lower_row_whatever_k() -> None:
     for k in (1, 3, 7, 60):
         rows = [row for row, _ in index.search("tea", everything, everything, k)]
         assert rows == [50, *range(k - 1)] if k <= 51 else rows[:1] == [50]
+
+
+@given(st.text(st.characters(max_codepoint=127)))
+def test_the_ascii_fast_path_finds_the_same_words_as_the_unicode_one(text: str) -> None:
+    from syncd.fulltext import _ASCII_WORD, _WORD
+
+    assert _ASCII_WORD.findall(text.lower()) == _WORD.findall(text.casefold())
