@@ -31,6 +31,13 @@ def parse_file(rel: str, data: bytes) -> list[EntryRow]:
     return _page_rows(rel, text, scope)
 
 
+def _section_start(date: str | None, section) -> str | None:
+    """When a daily log's section began: its date and heading time, or the date alone."""
+    if date is None:
+        return None
+    return f"{date}T{section.time}:00" if section else date
+
+
 def _daily_log_rows(rel: str, text: str, scope) -> list[EntryRow]:
     log = parse_daily_log(text)
     date = scope.date or log.date
@@ -38,9 +45,7 @@ def _daily_log_rows(rel: str, text: str, scope) -> list[EntryRow]:
     for located, fact_id in zip(log.facts(), log.fact_ids(rel)):
         fact, section = located.fact, located.section
         session = fact.source_session or (section.session if section else None)
-        created = fact.timestamp
-        if created is None and date is not None:
-            created = f"{date}T{section.time}:00" if section else date
+        created = fact.timestamp or _section_start(date, section)
         provenance = ""
         if fact.source_session:
             provenance = fact.source_session + (f"#{fact.source_line}" if fact.source_line is not None else "")
@@ -78,7 +83,7 @@ def _daily_log_rows(rel: str, text: str, scope) -> list[EntryRow]:
                 user=scope.user,
                 chat=section.chat if section else None,
                 session=section.session if section else None,
-                created_at=(f"{date}T{section.time}:00" if section else date) if date else None,
+                created_at=_section_start(date, section),
             )
         )
     return rows

@@ -174,7 +174,6 @@ class TextIndex:
         if not live_docs:
             return []
         avgdl = float(self._lengths[alive].mean()) or 1.0
-        norm = _K1 * (1.0 - _B + _B * self._lengths / avgdl)
         scores = np.zeros(n, dtype=np.float32)
         for term in terms:
             hits = [segment.postings(self._vocabulary[term]) for segment in self._segments]
@@ -189,7 +188,9 @@ class TextIndex:
             keep &= allowed[rows]
             rows, freqs = rows[keep], freqs[keep]
             idf = np.float32(np.log1p((live_docs - df + 0.5) / (df + 0.5)))
-            scores[rows] += idf * freqs * (_K1 + 1.0) / (freqs + norm[rows])
+            # Length normalisation for the posting rows only, not for every row of the index.
+            norm = _K1 * (1.0 - _B + _B * self._lengths[rows] / avgdl)
+            scores[rows] += idf * freqs * (_K1 + 1.0) / (freqs + norm)
         matched = np.flatnonzero(scores)
         if not len(matched):
             return []

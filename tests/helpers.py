@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -63,3 +65,23 @@ def assert_matches_rebuild(engine) -> None:
     engine.reindex()
     assert_same_index(before, snapshot(engine))
     assert search_view(engine) == view
+
+
+def run_concurrently(work: Callable[[int], object], count: int) -> None:
+    """Call ``work(0)`` .. ``work(count - 1)`` on as many threads at once; re-raise the first error
+    any of them hit, so a failure in a thread fails the test instead of vanishing with it."""
+    errors: list[BaseException] = []
+
+    def guarded(n: int) -> None:
+        try:
+            work(n)
+        except BaseException as exc:  # noqa: BLE001 - re-raised below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=guarded, args=(n,)) for n in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if errors:
+        raise errors[0]

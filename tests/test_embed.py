@@ -6,7 +6,6 @@ import os
 import shutil
 import socket
 import sqlite3
-import threading
 from pathlib import Path
 
 import numpy as np
@@ -29,6 +28,8 @@ from syncd.embed import (
 )
 from syncd.embed_cache import CachedEmbedder, EmbeddingCache, text_key
 from syncd.errors import EmbeddingError
+
+from .helpers import run_concurrently
 
 MODEL_FILES = ("model.onnx", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
                "config.json")
@@ -140,20 +141,7 @@ def test_concurrent_first_use_loads_once_and_agrees(
     fresh._load = counting_load  # type: ignore[method-assign]
     texts = [f"sentence {i} about tea" for i in range(20)]
     results: list[np.ndarray] = []
-    errors: list[BaseException] = []
-
-    def work() -> None:
-        try:
-            results.append(fresh.embed(texts))
-        except BaseException as exc:  # noqa: BLE001 - surfaced by the assert below
-            errors.append(exc)
-
-    threads = [threading.Thread(target=work) for _ in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors
+    run_concurrently(lambda _: results.append(fresh.embed(texts)), 4)
     assert len(loads) == 1
     expected = backend.embed(texts)
     for result in results:
@@ -254,21 +242,12 @@ def test_assemble_concurrently(tmp_path: Path) -> None:
     sources = {name: BUNDLED_TOKENIZER_DIR / name for name in MODEL_FILES if name != "model.onnx"}
     sources["model.onnx"] = bundled_onnx_path()
     target = tmp_path / "model"
-    errors: list[BaseException] = []
 
-    def work() -> None:
-        try:
-            for _ in range(5):
-                assemble_model_dir(target, sources)
-        except BaseException as exc:  # noqa: BLE001 - surfaced by the assert below
-            errors.append(exc)
+    def work(_: int) -> None:
+        for _ in range(5):
+            assemble_model_dir(target, sources)
 
-    threads = [threading.Thread(target=work) for _ in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors
+    run_concurrently(work, 8)
     assert sorted(p.name for p in target.iterdir()) == sorted(MODEL_FILES)
     for name, src in sources.items():
         assert (target / name).resolve() == Path(src).resolve()
@@ -455,20 +434,7 @@ def test_cached_embedder_from_many_threads(tmp_path: Path, backend: FastEmbedBac
     cached = CachedEmbedder(backend, EmbeddingCache(tmp_path / "cache.sqlite"))
     batches = [[f"thread {t} text {i}" for i in range(10)] + ["shared"] for t in range(6)]
     results: dict[int, np.ndarray] = {}
-    errors: list[BaseException] = []
-
-    def work(n: int) -> None:
-        try:
-            results[n] = cached.embed(batches[n])
-        except BaseException as exc:  # noqa: BLE001 - surfaced by the assert below
-            errors.append(exc)
-
-    threads = [threading.Thread(target=work, args=(n,)) for n in range(6)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors
+    run_concurrently(lambda n: results.update({n: cached.embed(batches[n])}), 6)
     for n, batch in enumerate(batches):
         np.testing.assert_allclose(results[n], backend.embed(batch), atol=1e-6)
     assert cached.cache.count(backend.model_id) == 61

@@ -20,6 +20,8 @@ from syncd.formats import derive_fact_id, parse_daily_log
 from syncd.memory import MemoryManager, strip_injected, wrap_injected
 from syncd.memory.prompts import PROMPT_VERSION
 
+from .helpers import run_concurrently
+
 run = asyncio.run
 
 NO_FACTS = json.dumps({"facts": []})
@@ -326,11 +328,7 @@ def test_concurrent_writers_neither_collide_nor_duplicate(manager, home):
             run(manager.add_memory("Was born in Tromsø.", "alice", category="personal")),
         ]
 
-    threads = [threading.Thread(target=writer, args=(k,)) for k in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    run_concurrently(writer, 4)
     assert all(results[k][0] is not None for k in range(4))
     assert sum(results[k][1] is not None for k in range(4)) == 1  # the shared fact, once
     [path] = daily_logs(home, "alice")
