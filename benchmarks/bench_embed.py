@@ -12,8 +12,8 @@ import time
 from pathlib import Path
 
 from syncd.config import Settings
-from syncd.embed import FastEmbedBackend, load_embedder
-from syncd.embed_cache import CachedEmbedder, EmbeddingCache
+from syncd.index.embed import FastEmbedBackend, load_embedder
+from syncd.index.embed_cache import CachedEmbedder, EmbeddingCache
 
 WORDS = (
     "tea server memory agent garden river note project meeting deadline coffee python index "

@@ -26,9 +26,9 @@ import pyarrow.compute as pc
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import syncd  # noqa: E402
-from syncd.config import Settings  # noqa: E402
-from syncd.documents import parse_file  # noqa: E402
-from syncd.embed import load_embedder  # noqa: E402
+from syncd.config import Settings
+from syncd.index.embed import load_embedder
+from syncd.index.rows import parse_file
 
 SUBJECTS = ["green tea", "the night shift", "a half marathon", "Python", "the cat Miso", "Lyon",
             "dark roast coffee", "the garden", "a trip to Kyoto", "the piano", "Docker", "sourdough",
@@ -215,7 +215,7 @@ def bench_search(args) -> None:
 
 
 def engine_scope():
-    from syncd.vectors import ScopeMask
+    from syncd.index.rowcache import ScopeMask
 
     return ScopeMask(kind="fact")
 

@@ -28,8 +28,8 @@ from pathlib import Path
 
 import syncd
 from syncd.config import Settings
-from syncd.embed import load_embedder
 from syncd.home import blob_sha
+from syncd.index.embed import load_embedder
 
 FACTS = [
     "Likes green tea in the morning.", "Works as a nurse in Lyon.", "Is allergic to peanuts.",
@@ -71,7 +71,7 @@ class DaemonProcess:
     def __init__(self, home: Path):
         self.home = home
         self.err = open(home.parent / "daemon.err", "a")  # noqa: SIM115 - closed in stop()
-        self.proc = subprocess.Popen([sys.executable, "-m", "syncd.cli", "watch", "--home", str(home)],
+        self.proc = subprocess.Popen([sys.executable, "-m", "syncd", "watch", "--home", str(home)],
                                      stdout=subprocess.DEVNULL, stderr=self.err)
         log = home / ".syncd/daemon.log"
         wait_for(lambda: log.exists() and "watching" in log.read_text(), 120, "the daemon to start")

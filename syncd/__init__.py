@@ -35,8 +35,8 @@ __version__ = "0.1.0"
 _LAZY = {
     "Engine": ("syncd.engine", "Engine"),
     "Status": ("syncd.engine", "Status"),
-    "Hit": ("syncd.search", "Hit"),
-    "Intent": ("syncd.intents", "Intent"),
+    "Hit": ("syncd.index.search", "Hit"),
+    "Intent": ("syncd.history.intents", "Intent"),
 }
 
 

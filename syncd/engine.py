@@ -15,15 +15,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .config import Settings
-from .embed import Embedder, load_embedder
-from .embed_cache import CachedEmbedder, EmbeddingCache
 from .errors import HomeError, IndexError_
-from .history import uncommitted_paths
+from .history.git import uncommitted_paths
+from .history.intents import Intent, record_intent
 from .home import Home, HomeLock, atomic_write, blob_sha, find_home
-from .intents import Intent, record_intent
-from .index import Index
-from .search import Hit, hybrid_search
-from .sync import Progress, SyncReport, plan_sync, scan_disk, sync
+from .index.embed import Embedder, load_embedder
+from .index.embed_cache import CachedEmbedder, EmbeddingCache
+from .index.search import Hit, hybrid_search
+from .index.store import Index
+from .sync.apply import Progress, SyncReport, sync
+from .sync.plan import plan_sync
+from .sync.scan import scan_disk
 
 __all__ = ["Engine", "open_engine", "Status"]
 
@@ -158,7 +160,7 @@ class Engine:
     def commit(self, paths: list[str] | None = None) -> list[str]:
         """Commit indexed changes of ``paths`` (default: everything git sees as changed), one
         commit per intent, so one agent turn is one revertible commit. Returns the new shas."""
-        from .history import commit_changes
+        from .history.committer import commit_changes
 
         self._require_writer()
         return commit_changes(self.home, self.settings, paths)

@@ -1,8 +1,5 @@
-"""The memory home on disk: layout, scope from paths, id validation, safe writes, the writer lock.
-
-Scope comes from the path alone (``memory/users/<user>/...``), so isolation between users is
-structural: validating ids before they become paths or filters is the whole defence, and it lives
-here so every caller gets it.
+"""The memory home on disk: its folders, atomic and compare-and-swap writes, durable appends,
+and the single-writer lock. Path rules (scope, id validation) are pure and live in layout.py.
 """
 
 from __future__ import annotations
@@ -12,74 +9,15 @@ import datetime as dt
 import errno
 import fcntl
 import hashlib
-import logging
 import os
 import re
 import tempfile
-from dataclasses import dataclass
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 
 from .errors import ConflictError, HomeError, InvalidIdError, LockedError
+from .layout import validate_id, validate_label
 
-__all__ = [
-    "ID_MAX_LEN",
-    "ID_RULE",
-    "Home",
-    "FileScope",
-    "HomeLock",
-    "validate_id",
-    "validate_label",
-    "blob_sha",
-    "file_blob_sha",
-    "atomic_write",
-    "durable_append",
-    "find_home",
-    "is_indexable",
-    "classify_path",
-]
-
-log = logging.getLogger(__name__)
-
-ID_MAX_LEN = 128
-# Letters, digits and . _ @ + -, starting with a letter or digit: enough for telegram ids, emails,
-# uuids and slugs, and nothing that can be a separator, a glob, a quote or a filter operator.
-_ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@+-]*\Z")
-ID_RULE = (
-    "ids are 1-128 characters of A-Z a-z 0-9 . _ @ + -, starting with a letter or digit, "
-    "and never contain '..'"
-)
-_LABEL_RE = re.compile(r"[a-z][a-z0-9_-]{0,63}\Z")
-_DAILY_RE = re.compile(r"(\d{4})-(\d{2})-(\d{2})\.md\Z")
-
-# Files and folders the engine never treats as memory: VCS, our own state, editor droppings.
-_IGNORED_DIRS = {".git", ".syncd", ".obsidian", ".trash", ".stfolder", "__pycache__", "node_modules"}
-_TEMP_SUFFIXES = ("~", ".swp", ".swx", ".swo", ".tmp", ".part", ".crdownload", ".bak")
-
-
-def validate_id(kind: str, value: object) -> str:
-    """Return ``value`` if it is a safe user/chat/session id, else raise InvalidIdError."""
-    if not isinstance(value, str):
-        raise InvalidIdError(kind, value, "must be a string")
-    if value == "":
-        raise InvalidIdError(kind, value, "must not be empty")
-    if len(value) > ID_MAX_LEN:
-        raise InvalidIdError(kind, value[:40] + "...", f"longer than {ID_MAX_LEN} characters")
-    if "\x00" in value:
-        raise InvalidIdError(kind, value, "contains NUL")
-    if "/" in value or "\\" in value:
-        raise InvalidIdError(kind, value, "contains a path separator")
-    if ".." in value:
-        raise InvalidIdError(kind, value, "contains '..'")
-    if not _ID_RE.match(value):
-        raise InvalidIdError(kind, value, ID_RULE)
-    return value
-
-
-def validate_label(label: object) -> str:
-    """Core block labels become file names: lowercase word, at most 64 characters."""
-    if not isinstance(label, str) or not _LABEL_RE.match(label):
-        raise InvalidIdError("block label", label, "labels are a lowercase word: a-z 0-9 _ -")
-    return label
+__all__ = ["blob_sha", "file_blob_sha", "atomic_write", "durable_append", "HomeLock", "find_home", "Home"]
 
 
 def blob_sha(data: bytes) -> str:
@@ -216,67 +154,6 @@ class HomeLock:
         self.release()
 
 
-@dataclass(frozen=True)
-class FileScope:
-    """What a path in the home means. ``kind`` is one of KINDS."""
-
-    kind: str
-    user: str | None = None
-    chat: str | None = None
-    label: str | None = None
-    date: str | None = None
-    session: str | None = None
-
-
-KINDS = ("daily_log", "memory_md", "block", "vault_page", "transcript", "state", "note")
-
-
-def classify_path(rel: str) -> FileScope:
-    """Scope of a home-relative posix path. Ids taken from a path are validated like any other:
-    a folder named ``..x`` or with odd characters is a plain note, never a user's memory."""
-    parts = PurePosixPath(rel).parts
-    try:
-        if parts[:1] == ("vault",):
-            return FileScope("vault_page")
-        if parts[:2] == ("sessions", "transcripts") and len(parts) == 3 and rel.endswith(".jsonl"):
-            return FileScope("transcript", session=validate_id("session", parts[2][: -len(".jsonl")]))
-        if parts[:2] == ("sessions", "state") and len(parts) == 3:
-            return FileScope("state", session=validate_id("session", Path(parts[2]).stem))
-        if parts[:1] != ("memory",):
-            return FileScope("note")
-        if len(parts) == 3 and parts[1] == "core":
-            return FileScope("block", label=validate_label(parts[2][:-3]))
-        if len(parts) >= 4 and parts[1] == "users":
-            user = validate_id("user", parts[2])
-            rest = parts[3:]
-            if rest == ("MEMORY.md",):
-                return FileScope("memory_md", user=user)
-            if len(rest) == 1 and (m := _DAILY_RE.match(rest[0])):
-                return FileScope("daily_log", user=user, date=f"{m[1]}-{m[2]}-{m[3]}")
-            if len(rest) == 2 and rest[0] == "core":
-                return FileScope("block", user=user, label=validate_label(rest[1][:-3]))
-            if len(rest) == 4 and rest[0] == "chats" and rest[2] == "core":
-                chat = validate_id("chat", rest[1])
-                return FileScope("block", user=user, chat=chat, label=validate_label(rest[3][:-3]))
-            return FileScope("note", user=user)
-    except InvalidIdError:
-        return FileScope("note")
-    return FileScope("note")
-
-
-def is_indexable(rel: str) -> bool:
-    """Markdown (and transcripts) outside ignored folders, and not an editor's temp file."""
-    parts = PurePosixPath(rel).parts
-    if not parts or any(p in _IGNORED_DIRS for p in parts[:-1]):
-        return False
-    name = parts[-1]
-    if name.startswith((".#", "~$")) or name.endswith(_TEMP_SUFFIXES) or name.startswith("."):
-        return False
-    if name.endswith(".md"):
-        return True
-    return parts[:2] == ("sessions", "transcripts") and name.endswith(".jsonl")
-
-
 def find_home(start: Path | None = None) -> Path:
     """The nearest enclosing memory home, as git finds its repository."""
     here = (start or Path.cwd()).resolve()
@@ -355,3 +232,4 @@ class Home:
 
     def lock(self) -> HomeLock:
         return HomeLock(self.lock_path)
+

@@ -12,10 +12,9 @@ from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
-
 from .config import Settings
 from .errors import HomeError
-from .history import commit_paths, open_or_init_repo
+from .history.git import commit_paths, open_or_init_repo
 from .home import Home, atomic_write
 
 __all__ = ["init", "InitReport"]

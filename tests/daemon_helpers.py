@@ -16,7 +16,7 @@ from pathlib import Path
 
 import syncd
 from syncd.config import Settings
-from syncd.daemon import Daemon
+from syncd.sync.daemon import Daemon
 
 GIT_ENV = {
     "GIT_AUTHOR_NAME": "Test Person",
@@ -116,7 +116,7 @@ def start_cli_daemon(home: Path, *extra: str, prefix: list[str] | None = None) -
     to a file, not a pipe nobody reads: a full pipe would block the daemon's logging."""
     err = open(home.parent / f"daemon-{time.monotonic_ns()}.err", "w+")  # noqa: SIM115 - the child owns it
     return subprocess.Popen(
-        [*(prefix or []), sys.executable, "-m", "syncd.cli", "watch", "--home", str(home), *extra],
+        [*(prefix or []), sys.executable, "-m", "syncd", "watch", "--home", str(home), *extra],
         stdout=subprocess.DEVNULL,
         stderr=err,
         text=True,

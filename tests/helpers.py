@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 
 import syncd
-from syncd.vectors import ScopeMask
+from syncd.index.rowcache import ScopeMask
 
 PROBE_TEXTS = ["tea", "green tea morning", "marathon spring nurse Lyon", "notes cat peanuts"]
 

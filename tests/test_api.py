@@ -38,5 +38,5 @@ def test_every_command_and_option_has_help():
 
 
 def test_cli_help_runs_without_loading_the_index():
-    out = subprocess.run([sys.executable, "-m", "syncd.cli", "--help"], capture_output=True, text=True)
+    out = subprocess.run([sys.executable, "-m", "syncd", "--help"], capture_output=True, text=True)
     assert out.returncode == 0 and "search" in out.stdout

@@ -51,7 +51,7 @@ def test_two_daemons_on_one_home_cannot_both_run_and_sigterm_commits(home, embed
     first = start_cli_daemon(home)
     try:
         wait_for(lambda: "watching" in _log_text(home), 60, "the first daemon to start")
-        second = subprocess.run([sys.executable, "-m", "syncd.cli", "watch", "--home", str(home)],
+        second = subprocess.run([sys.executable, "-m", "syncd", "watch", "--home", str(home)],
                                 capture_output=True, text=True, timeout=60, check=False)
         assert second.returncode == 1
         assert f"pid {first.pid}" in second.stderr, second.stderr

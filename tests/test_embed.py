@@ -11,10 +11,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import syncd.embed as embed_mod
-import syncd.embed_cache
+import syncd.index.embed as embed_mod
+import syncd.index.embed_cache
 from syncd.config import DEFAULT_EMBED_MODEL, Settings
-from syncd.embed import (
+from syncd.errors import EmbeddingError
+from syncd.index.embed import (
     BUNDLED_TOKENIZER_DIR,
     DEFAULT_MODEL_ID,
     DEFAULT_MODEL_SHA256,
@@ -26,8 +27,7 @@ from syncd.embed import (
     load_embedder,
     verify_sha256,
 )
-from syncd.embed_cache import CachedEmbedder, EmbeddingCache, text_key
-from syncd.errors import EmbeddingError
+from syncd.index.embed_cache import CachedEmbedder, EmbeddingCache, text_key
 
 from .helpers import run_concurrently
 
@@ -62,7 +62,7 @@ def test_public_api_is_pinned() -> None:
         "REQUIRED_MODEL_FILES", "assemble_model_dir", "bundled_onnx_path", "check_texts",
         "default_model_dir", "load_embedder", "verify_sha256",
     ])
-    assert sorted(syncd.embed_cache.__all__) == ["CachedEmbedder", "EmbeddingCache", "text_key"]
+    assert sorted(syncd.index.embed_cache.__all__) == ["CachedEmbedder", "EmbeddingCache", "text_key"]
 
 
 # ---------------------------------------------------------------------------------------------

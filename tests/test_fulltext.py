@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from syncd.fulltext import TextIndex, analyze
+from syncd.index.fulltext import TextIndex, analyze
 
 from .strategies import HOSTILE_TEXT
 
@@ -49,7 +49,7 @@ def test_analyze_never_raises_and_yields_plain_words(text: str) -> None:
 
 
 def test_a_full_stem_cache_starts_over_without_losing_words(monkeypatch) -> None:
-    import syncd.fulltext as fulltext
+    import syncd.index.fulltext as fulltext
 
     monkeypatch.setattr(fulltext, "_MAX_CACHED_STEMS", 2)
     monkeypatch.setattr(fulltext, "_stems", {})
@@ -180,6 +180,6 @@ def test_ties_go_to_the_lower_row_whatever_k() -> None:
 
 @given(st.text(st.characters(max_codepoint=127)))
 def test_the_ascii_fast_path_finds_the_same_words_as_the_unicode_one(text: str) -> None:
-    from syncd.fulltext import _ASCII_WORD, _WORD
+    from syncd.index.fulltext import _ASCII_WORD, _WORD
 
     assert _ASCII_WORD.findall(text.lower()) == _WORD.findall(text.casefold())

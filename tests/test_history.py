@@ -10,15 +10,13 @@ import pytest
 import syncd
 from syncd.cli import main
 from syncd.errors import NotFoundError
-from syncd.history import (
-    commit_changes,
-    fact_history,
-    git_busy,
-    read_log,
-    revert_commit,
-)
+from syncd.history.blame import fact_history
+from syncd.history.committer import commit_changes
+from syncd.history.git import git_busy
+from syncd.history.intents import Intent, record_intent
+from syncd.history.log import read_log
+from syncd.history.revert import revert_commit
 from syncd.home import Home, blob_sha
-from syncd.intents import Intent, record_intent
 
 from .daemon_helpers import daily_log, git, running_daemon, subjects
 from .helpers import assert_matches_rebuild, write

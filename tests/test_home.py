@@ -16,12 +16,10 @@ from syncd.home import (
     HomeLock,
     atomic_write,
     blob_sha,
-    classify_path,
     durable_append,
     file_blob_sha,
-    is_indexable,
-    validate_id,
 )
+from syncd.layout import classify_path, is_indexable, validate_id
 
 HOSTILE_IDS = [
     "",

@@ -64,7 +64,7 @@ def test_an_edit_between_read_and_write_is_kept_not_clobbered(engine, home):
             (home / rel).write_bytes(b"# Alice\nEdited by hand.\n")
         return current + b"Added by the agent.\n"
 
-    from syncd.intents import Intent
+    from syncd.history.intents import Intent
 
     writer.update(rel, change, Intent(author="test"))
     assert len(calls) == 2

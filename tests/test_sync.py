@@ -11,8 +11,9 @@ from hypothesis import strategies as st
 
 import syncd
 from syncd.errors import HomeError
-from syncd.records import FileRecord
-from syncd.sync import DiskFile, plan_sync
+from syncd.index.records import FileRecord
+from syncd.sync.plan import plan_sync
+from syncd.sync.scan import DiskFile
 
 from .helpers import assert_matches_rebuild, assert_same_index, snapshot, write
 

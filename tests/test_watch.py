@@ -8,7 +8,7 @@ import shutil
 
 import pytest
 
-from syncd.watch import Batch, Event, coalesce, to_event
+from syncd.sync.events import Batch, Event, coalesce, to_event
 
 from .daemon_helpers import daily_log, git, running_daemon, subjects, wait_for
 from .helpers import assert_matches_rebuild, write

@@ -23,7 +23,15 @@ from .facts import (
     render_daily_log,
     render_fact_line,
 )
-from .pages import MAX_CHUNK_CHARS, Chunk, Page, WikiLink, page_from_body, parse_page, render_page
+from .pages import (
+    MAX_CHUNK_CHARS,
+    Chunk,
+    Page,
+    WikiLink,
+    page_from_body,
+    parse_page,
+    render_page,
+)
 from .text import decode_markdown, encode_markdown, split_lines, split_lines_keepends
 
 __all__ = [

@@ -56,7 +56,14 @@ from dataclasses import dataclass, field
 
 from ..errors import InvalidIdError, NotFoundError
 from .fact_ids import derive_fact_id, derive_id, normalise_content
-from .text import BOM, atx_heading, closes_fence, fence_opener, frontmatter_line_count, split_lines
+from .text import (
+    BOM,
+    atx_heading,
+    closes_fence,
+    fence_opener,
+    frontmatter_line_count,
+    split_lines,
+)
 
 __all__ = [
     "CATEGORY_RULE",

@@ -39,7 +39,14 @@ from typing import Any
 
 import yaml
 
-from .text import BOM, atx_heading, closes_fence, fence_opener, frontmatter_line_count, split_lines
+from .text import (
+    BOM,
+    atx_heading,
+    closes_fence,
+    fence_opener,
+    frontmatter_line_count,
+    split_lines,
+)
 
 __all__ = [
     "MAX_CHUNK_CHARS",

@@ -14,7 +14,8 @@ from pathlib import Path
 from ..config import Settings
 from ..errors import BlockLimitError
 from ..formats import Page, decode_markdown, parse_page
-from ..home import Home, validate_id, validate_label
+from ..home import Home
+from ..layout import validate_id, validate_label
 
 __all__ = [
     "CORE_LABELS",

@@ -23,12 +23,20 @@ from ..config import Settings
 from ..engine import Engine, open_engine
 from ..errors import BlockLimitError, ExtractionError, LockedError, NotFoundError
 from ..formats import Fact, decode_markdown, encode_markdown
-from ..home import Home, validate_id, validate_label
-from ..intents import Intent
-from ..search import Hit, hybrid_search
-from ..vectors import ScopeMask
+from ..history.intents import Intent
+from ..home import Home
+from ..index.rowcache import ScopeMask
+from ..index.search import Hit, hybrid_search
+from ..layout import validate_id, validate_label
 from .blocks import CoreBlock, format_blocks, read_block, render_block, resolve_blocks
-from .extraction import ConversationTurn, as_turn, extract_facts, normalise_text, summarise_facts, wrap_injected
+from .extraction import (
+    ConversationTurn,
+    as_turn,
+    extract_facts,
+    normalise_text,
+    summarise_facts,
+    wrap_injected,
+)
 from .prompts import PROMPT_VERSION
 from .store import Clock, MarkdownMemoryStore, local_now
 from .writer import MarkdownWriter

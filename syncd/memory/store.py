@@ -26,8 +26,8 @@ from ..formats import (
     parse_daily_log,
     render_daily_log,
 )
-from ..home import validate_id
-from ..intents import Intent
+from ..history.intents import Intent
+from ..layout import validate_id
 from .writer import MarkdownWriter
 
 __all__ = ["MarkdownMemoryStore", "DailyLogFile", "StoredFact", "Clock", "new_fact_id", "local_now"]

@@ -17,7 +17,7 @@ from collections.abc import Callable, Coroutine
 from typing import Any, ClassVar, TypeVar
 
 from ..errors import SyncdError
-from ..home import validate_id
+from ..layout import validate_id
 from .manager import EPHEMERAL_LOOP, MemoryManager
 
 __all__ = ["MemorySearchTool", "MemoryBlockUpdateTool", "run_sync"]

@@ -18,8 +18,8 @@ from collections.abc import Callable
 
 from ..engine import Engine
 from ..errors import ConflictError
+from ..history.intents import Intent, peek_intent
 from ..home import blob_sha, file_blob_sha
-from ..intents import Intent, peek_intent
 
 __all__ = ["MarkdownWriter", "Change"]
 

@@ -19,7 +19,7 @@ import simsimd
 
 from .fulltext import TextIndex
 
-__all__ = ["VectorMatrix", "ScopeMask"]
+__all__ = ["RowCache", "ScopeMask"]
 
 # Up to this many rows the float32 product is cheap enough to be the whole search.
 _EXACT_UP_TO = 8192
@@ -39,7 +39,7 @@ class ScopeMask:
     kind: str | None = None
 
 
-class VectorMatrix:
+class RowCache:
     """Rows grouped by file path so that an upsert of a file replaces exactly its rows."""
 
     _ROW_LISTS = ("_paths", "_ids", "_users", "_chats", "_kinds", "_payloads")

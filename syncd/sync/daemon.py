@@ -6,7 +6,7 @@ timeout set to the next thing it has to do (a debounce ending, a commit falling 
 reconcile), so an idle daemon wakes a few times an hour and costs nothing in between.
 
 The order of things, from one event to its commit:
-  events -> (debounce) -> coalesce (syncd.watch) -> stat + hash + plan + apply (Engine.sync)
+  events -> (debounce) -> coalesce (sync.events) -> stat + hash + plan + apply (Engine.sync)
          -> pending paths -> (commit_quiet_ms of quiet) -> one commit per agent turn / the human.
 """
 
@@ -20,12 +20,14 @@ import time
 from collections.abc import Iterable
 from pathlib import Path
 
-from .config import Settings
-from .engine import Engine
-from .history import commit_changes, git_busy, head_sha, uncommitted_paths
-from .home import is_indexable
-from .sync import SyncReport
-from .watch import Batch, Event, TreeWatcher, coalesce
+from ..config import Settings
+from ..engine import Engine
+from ..history.committer import commit_changes
+from ..history.git import git_busy, head_sha, uncommitted_paths
+from ..layout import is_indexable
+from .apply import SyncReport
+from .events import Batch, Event, coalesce
+from .watcher import TreeWatcher
 
 __all__ = ["Daemon"]
 

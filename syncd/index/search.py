@@ -15,9 +15,9 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from .home import validate_id
-from .index import Index
-from .vectors import ScopeMask
+from ..layout import validate_id
+from .rowcache import ScopeMask
+from .store import Index
 
 __all__ = ["Hit", "Weights", "hybrid_search"]
 

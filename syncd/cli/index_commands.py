@@ -7,7 +7,7 @@ import json
 import sys
 from contextlib import contextmanager
 
-from .config import Settings
+from ..config import Settings
 
 __all__ = ["register"]
 
@@ -38,7 +38,7 @@ def _progress_bar(description: str, enabled: bool):
 
 
 def _open(args: argparse.Namespace, settings: Settings, read_only: bool):
-    from .engine import open_engine
+    from ..engine import open_engine
 
     return open_engine(args.resolve_home(), read_only=read_only, settings=settings)
 

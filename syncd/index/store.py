@@ -6,7 +6,7 @@ full-text search answer a query over both). Rows change only file by file: delet
 add its new ones, then record its new sha, in that order, so a crash in between leaves the file
 looking stale and the next sync redoes it.
 
-Queries run on an in-memory copy of the entries (vectors.py: exact vectors, BM25 postings, the
+Queries run on an in-memory copy of the entries (rowcache.py: exact vectors, BM25 postings, the
 rows themselves), loaded from the table and patched by our own writes; LanceDB is the durable
 store every process shares.
 
@@ -29,10 +29,10 @@ import numpy as np
 import pyarrow as pa
 from lancedb.index import BTree
 
-from .errors import IndexError_
-from .home import atomic_write
+from ..errors import IndexError_
+from ..home import atomic_write
 from .records import EntryRow, FileRecord, FileUpdate
-from .vectors import VectorMatrix
+from .rowcache import RowCache
 
 __all__ = ["Index", "SCHEMA_VERSION", "sql_literal"]
 
@@ -110,7 +110,7 @@ class Index:
         self.read_only = read_only
         self._meta_path = folder / "meta.json"
         self._lock = threading.RLock()
-        self._matrix = VectorMatrix(dim)
+        self._matrix = RowCache(dim)
         self._matrix_version: int | None = None
         self._writes = 0
         folder.mkdir(parents=True, exist_ok=True)
@@ -294,7 +294,7 @@ class Index:
         self._matrix_version = version
 
     @contextmanager
-    def reading(self) -> Iterator[VectorMatrix]:
+    def reading(self) -> Iterator[RowCache]:
         """The rows as of now, held still (no write, no reload) for the length of one query."""
         with self._lock:
             self._ensure_matrix()

@@ -1,6 +1,6 @@
 """Filesystem events in, batches out: the rules that turn what editors and git do into work.
 
-Everything here but :class:`TreeWatcher` is pure, so the rules are tested without a filesystem.
+Everything here is pure, so the rules are tested without a filesystem.
 The one principle behind them: an event only says *where to look*. What a path became is read
 from the disk afterwards (stat, hash), so every sequence of events that ends in the same tree ends
 in the same index:
@@ -20,21 +20,19 @@ in the same index:
 
 from __future__ import annotations
 
-import logging
 import os
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
-from pathlib import Path, PurePosixPath
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import PurePosixPath
 
-from .home import is_indexable
+from ..layout import is_indexable
 
-__all__ = ["Batch", "Event", "TreeWatcher", "coalesce", "is_git_ref", "to_event"]
+__all__ = ["Event", "Batch", "is_git_ref", "coalesce", "to_event"]
 
-log = logging.getLogger(__name__)
 
 # Kinds of watchdog events that can change what a path holds. "opened" and "closed_no_write" are
 # reads; "closed" (close after write) adds nothing to the "modified" that precedes it.
-_CHANGING = {"created", "modified", "deleted", "moved", "attrib"}
+CHANGING_KINDS = {"created", "modified", "deleted", "moved", "attrib"}
 
 
 @dataclass(frozen=True)
@@ -84,7 +82,7 @@ def coalesce(events: Iterable[Event], burst_threshold: int) -> Batch:
         if event.kind == "overflow":
             full = True
             continue
-        if event.kind not in _CHANGING:
+        if event.kind not in CHANGING_KINDS:
             continue
         ends = [event.path] + ([event.dest] if event.dest else [])
         if any(is_git_ref(p) for p in ends):
@@ -134,74 +132,10 @@ def to_event(root: str, kind: str, src: str | bytes, dest: str | bytes | None, i
     return Event(kind, src_rel, dest_rel, is_dir)
 
 
-def _noise(rel: str) -> bool:
+def is_noise(rel: str) -> bool:
     """Events the daemon drops at once, before they cost a queue slot: its own state, git's
     object store and index, editor droppings. Branch refs stay: they say the history moved."""
     if rel.startswith(".git/") or rel == ".git":
         return not is_git_ref(rel)
     return rel.startswith(".syncd/") or rel == ".syncd"
 
-
-@dataclass
-class TreeWatcher:
-    """The thin watchdog loop: a recursive observer on the home that hands each relevant event
-    to ``sink`` (from the observer's thread) and reports a queue overflow as an overflow event."""
-
-    root: Path
-    sink: Callable[[list[Event]], None]
-    _observer: object = field(default=None, init=False, repr=False)
-    _overflow_hook: logging.Handler | None = field(default=None, init=False, repr=False)
-
-    def start(self) -> None:
-        from watchdog import events as wd
-        from watchdog.observers import Observer
-
-        root = str(self.root)
-        sink = self.sink
-
-        class _Handler(wd.FileSystemEventHandler):
-            def on_any_event(self, event) -> None:
-                if event.event_type not in _CHANGING:
-                    return
-                converted = to_event(root, event.event_type, event.src_path, getattr(event, "dest_path", None) or None,
-                                     event.is_directory)
-                if converted is None or (_noise(converted.path) and (not converted.dest or _noise(converted.dest))):
-                    return
-                sink([converted])
-
-        observer = Observer()
-        # Only changes reach us: reads (Obsidian opening a note, git status hashing the tree)
-        # would otherwise wake the daemon and keep postponing a burst's quiet period.
-        changes = [wd.FileCreatedEvent, wd.FileDeletedEvent, wd.FileModifiedEvent, wd.FileMovedEvent,
-                   wd.FileAttribEvent, wd.DirCreatedEvent, wd.DirDeletedEvent, wd.DirMovedEvent]
-        observer.schedule(_Handler(), root, recursive=True, event_filter=changes)
-        observer.daemon = True
-        observer.start()
-        self._observer = observer
-        self._overflow_hook = _OverflowHook(lambda: sink([Event("overflow", "")]))
-        for name in ("watchdog.observers.inotify_c", "watchdog.observers.inotify"):
-            logging.getLogger(name).addHandler(self._overflow_hook)
-
-    def stop(self) -> None:
-        if self._overflow_hook is not None:
-            for name in ("watchdog.observers.inotify_c", "watchdog.observers.inotify"):
-                logging.getLogger(name).removeHandler(self._overflow_hook)
-            self._overflow_hook = None
-        if self._observer is not None:
-            self._observer.stop()
-            self._observer.join(timeout=5)
-            self._observer = None
-
-
-class _OverflowHook(logging.Handler):
-    """watchdog handles IN_Q_OVERFLOW by rebuilding its watches and logging a warning; it never
-    tells the event handler. Its log record is the only signal, so we listen for it and turn it
-    into a full reconcile instead of waiting for the periodic one."""
-
-    def __init__(self, on_overflow: Callable[[], None]):
-        super().__init__(level=logging.WARNING)
-        self._on_overflow = on_overflow
-
-    def emit(self, record: logging.LogRecord) -> None:
-        if "overflow" in record.getMessage().lower():
-            self._on_overflow()

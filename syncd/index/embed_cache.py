@@ -16,8 +16,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ..errors import EmbeddingError
 from .embed import Embedder, check_texts
-from .errors import EmbeddingError
 
 __all__ = ["CachedEmbedder", "EmbeddingCache", "text_key"]
 

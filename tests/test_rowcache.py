@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from syncd.vectors import ScopeMask, VectorMatrix
+from syncd.index.rowcache import ScopeMask, RowCache
 
 DIM = 384
 
@@ -36,8 +36,8 @@ def _texts(rows: list[dict]) -> list[str]:
     return [f"note {r['id']} tea" if int(r["id"][1:]) % 4 == 0 else f"note {r['id']}" for r in rows]
 
 
-def _matrix(vectors: np.ndarray, rows: list[dict]) -> VectorMatrix:
-    matrix = VectorMatrix(DIM)
+def _matrix(vectors: np.ndarray, rows: list[dict]) -> RowCache:
+    matrix = RowCache(DIM)
     matrix.add(vectors, rows, _texts(rows))
     return matrix
 
@@ -111,4 +111,4 @@ def test_removed_rows_vanish_and_compaction_equals_a_fresh_load() -> None:
 
 def test_search_texts_must_match_rows() -> None:
     with pytest.raises(ValueError, match="search texts"):
-        VectorMatrix(DIM).add(np.zeros((2, DIM), dtype=np.float32), _rows(2), ["only one"])
+        RowCache(DIM).add(np.zeros((2, DIM), dtype=np.float32), _rows(2), ["only one"])

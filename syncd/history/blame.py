@@ -1,0 +1,65 @@
+"""Where a fact came from: the commit that introduced its line, and the later ones that changed it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import git
+
+from ..errors import NotFoundError
+from .git import repo_or_raise
+from .log import LOG_FORMAT, RECORD_SEP, LogEntry, parse_record
+
+__all__ = ["FactHistory", "fact_history"]
+
+
+@dataclass(frozen=True)
+class FactHistory:
+    """Where a fact came from: the commit that introduced its line, and the later ones that
+    changed it (newest first). ``uncommitted`` when its current text is not committed yet."""
+
+    path: str
+    line: int
+    text: str
+    introduced: LogEntry | None
+    edits: tuple[LogEntry, ...] = ()
+    uncommitted: bool = False
+
+    def to_dict(self) -> dict:
+        return {
+            "path": self.path,
+            "line": self.line,
+            "text": self.text,
+            "uncommitted": self.uncommitted,
+            "introduced": self.introduced.to_dict() if self.introduced else None,
+            "edits": [e.to_dict() for e in self.edits],
+        }
+
+
+def fact_history(root: Path, path: str, line: int, text: str) -> FactHistory:
+    """Blame one line of the working tree, then follow that line back through history
+    (``git log -L``): the oldest commit is the one that introduced it."""
+    repo = repo_or_raise(root)
+    if not repo.head.is_valid():
+        return FactHistory(path, line, text, None, (), True)
+    try:
+        porcelain = repo.git.blame("--porcelain", f"-L{line},{line}", "--", path)
+    except git.GitCommandError as exc:
+        raise NotFoundError(f"{path}:{line} has no history in git: {exc.stderr.strip()}") from None
+    sha, orig_line = porcelain.split()[0], int(porcelain.split()[1])
+    if set(sha) == {"0"}:
+        return FactHistory(path, line, text, None, (), True)
+    # The line may have been elsewhere (another path, another number) in the blamed commit.
+    orig_path = path
+    for row in porcelain.splitlines():
+        if row.startswith("filename "):
+            orig_path = row[len("filename "):]
+    out = repo.git.log(f"-L{orig_line},{orig_line}:{orig_path}", "-s", f"--format={LOG_FORMAT}", sha)
+    entries = [e for e in (parse_record(r) for r in out.split(RECORD_SEP)) if e is not None]
+    entries = [LogEntry(e.sha, e.author, e.email, e.date, e.subject, e.trailers) for e in entries]
+    if not entries:
+        return FactHistory(path, line, text, None, (), False)
+    return FactHistory(path, line, text, entries[-1], tuple(entries[:-1]), False)
+

@@ -1,0 +1,135 @@
+"""Apply a sync plan: parse only what changed, embed through the cache, write the index file by
+file, so a move or a rebuild never pays for text it has already embedded.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+from ..errors import ParseError
+from ..home import Home, blob_sha
+from ..index.embed import Embedder
+from ..index.records import FileRecord, FileUpdate
+from ..index.rows import parse_file
+from ..index.store import Index
+from ..layout import classify_path
+from .plan import SyncPlan, plan_sync
+from .scan import DiskFile, DiskScan, read_limited, scan_disk
+
+log = logging.getLogger(__name__)
+
+__all__ = ["Progress", "SyncReport", "apply_plan", "sync"]
+
+
+Progress = Callable[[int, int], None]
+
+
+# Files parsed and embedded per write: bounds memory on a big rebuild and gives progress steps.
+_APPLY_BATCH_FILES = 256
+
+
+@dataclass
+class SyncReport:
+    plan: SyncPlan
+    errors: dict[str, str] = field(default_factory=dict)
+    facts: int = 0
+    chunks: int = 0
+    embedded_texts: int = 0
+
+
+def apply_plan(
+    home: Home,
+    index: Index,
+    embedder: Embedder,
+    plan: SyncPlan,
+    scan: DiskScan,
+    known: Mapping[str, FileRecord],
+    max_file_bytes: int,
+    progress: Progress | None = None,
+) -> SyncReport:
+    report = SyncReport(plan=plan)
+    updates: list[FileUpdate] = [FileUpdate(p, None) for p in plan.deleted]
+    updates += [FileUpdate(old, None) for old, _ in plan.moved]
+    for path in plan.touched:
+        f = scan.files[path]
+        # Same bytes, so the same rows and the same parse error (if any): only the stat is new.
+        updates.append(FileUpdate(path, replace(known[path], size=f.size, mtime_ns=scan.recorded_mtime(f.mtime_ns))))
+    to_parse = [*plan.new, *plan.changed, *(new for _, new in plan.moved)]
+    total = len(to_parse)
+    if updates and not to_parse:
+        index.apply(updates)
+    done = 0
+    for start in range(0, max(total, 1), _APPLY_BATCH_FILES):
+        batch = to_parse[start : start + _APPLY_BATCH_FILES]
+        if not batch and not updates:
+            break
+        parsed = [_parse_one(home, scan, path, max_file_bytes, report) for path in batch]
+        texts = [row.embed_text for u in parsed if u.rows for row in u.rows]
+        before = getattr(embedder, "embedded_texts", 0)
+        vectors = embedder.embed(texts) if texts else np.zeros((0, index.dim), dtype=np.float32)
+        report.embedded_texts += getattr(embedder, "embedded_texts", 0) - before
+        offset = 0
+        for update in parsed:
+            n = len(update.rows or ())
+            update.vectors = vectors[offset : offset + n]
+            offset += n
+            for row in update.rows or ():
+                if row.kind == "fact":
+                    report.facts += 1
+                else:
+                    report.chunks += 1
+        index.apply(updates + parsed)
+        updates = []
+        done += len(batch)
+        if progress:
+            progress(done, total)
+    return report
+
+
+def _parse_one(home: Home, scan: DiskScan, path: str, max_file_bytes: int, report: SyncReport) -> FileUpdate:
+    f = scan.files[path]
+    kind = classify_path(path).kind
+    data = scan.contents.pop(path, None)
+    error = f.error
+    if data is None and error is None:
+        data, error = read_limited(home.root / path, max_file_bytes)
+    if data is not None and blob_sha(data) != f.sha:
+        # Changed again since the scan: index what we actually read, and record its real sha.
+        f = DiskFile(path, len(data), f.mtime_ns, sha=blob_sha(data))
+    rows = []
+    if error is None and data is not None:
+        try:
+            rows = parse_file(path, data)
+        except ParseError as exc:
+            error = str(exc)
+    if error:
+        report.errors[path] = error
+        log.warning("%s: %s", path, error)
+    record = FileRecord(path, kind, f.sha or "", f.size, scan.recorded_mtime(f.mtime_ns), error)
+    return FileUpdate(path, record, rows)
+
+
+def sync(
+    home: Home,
+    index: Index,
+    embedder: Embedder,
+    max_file_bytes: int,
+    only: Iterable[str] | None = None,
+    progress: Progress | None = None,
+) -> SyncReport:
+    """Bring the index in line with the tree (or with just the ``only`` paths)."""
+    known = index.files()
+    scan = scan_disk(home, known, max_file_bytes, only=only)
+    if only is not None:
+        only = set(only)
+        known = {p: r for p, r in known.items() if p in only}
+    plan = plan_sync(scan.files, known, scan.unreadable_dirs)
+    if plan.empty:
+        return SyncReport(plan=plan)
+    log.info("sync: %s", plan.summary())
+    return apply_plan(home, index, embedder, plan, scan, known, max_file_bytes, progress)
+

@@ -1,0 +1,80 @@
+"""The thin watchdog loop: a recursive observer on the home whose events feed the daemon (see
+events.py for the pure rules that turn them into work).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .events import CHANGING_KINDS, Event, is_noise, to_event
+
+__all__ = ["TreeWatcher"]
+
+
+@dataclass
+class TreeWatcher:
+    """The thin watchdog loop: a recursive observer on the home that hands each relevant event
+    to ``sink`` (from the observer's thread) and reports a queue overflow as an overflow event."""
+
+    root: Path
+    sink: Callable[[list[Event]], None]
+    _observer: object = field(default=None, init=False, repr=False)
+    _overflow_hook: logging.Handler | None = field(default=None, init=False, repr=False)
+
+    def start(self) -> None:
+        from watchdog import events as wd
+        from watchdog.observers import Observer
+
+        root = str(self.root)
+        sink = self.sink
+
+        class _Handler(wd.FileSystemEventHandler):
+            def on_any_event(self, event) -> None:
+                if event.event_type not in CHANGING_KINDS:
+                    return
+                converted = to_event(root, event.event_type, event.src_path, getattr(event, "dest_path", None) or None,
+                                     event.is_directory)
+                if converted is None or (is_noise(converted.path) and (not converted.dest or is_noise(converted.dest))):
+                    return
+                sink([converted])
+
+        observer = Observer()
+        # Only changes reach us: reads (Obsidian opening a note, git status hashing the tree)
+        # would otherwise wake the daemon and keep postponing a burst's quiet period.
+        changes = [wd.FileCreatedEvent, wd.FileDeletedEvent, wd.FileModifiedEvent, wd.FileMovedEvent,
+                   wd.FileAttribEvent, wd.DirCreatedEvent, wd.DirDeletedEvent, wd.DirMovedEvent]
+        observer.schedule(_Handler(), root, recursive=True, event_filter=changes)
+        observer.daemon = True
+        observer.start()
+        self._observer = observer
+        self._overflow_hook = _OverflowHook(lambda: sink([Event("overflow", "")]))
+        for name in ("watchdog.observers.inotify_c", "watchdog.observers.inotify"):
+            logging.getLogger(name).addHandler(self._overflow_hook)
+
+    def stop(self) -> None:
+        if self._overflow_hook is not None:
+            for name in ("watchdog.observers.inotify_c", "watchdog.observers.inotify"):
+                logging.getLogger(name).removeHandler(self._overflow_hook)
+            self._overflow_hook = None
+        if self._observer is not None:
+            self._observer.stop()
+            self._observer.join(timeout=5)
+            self._observer = None
+
+
+class _OverflowHook(logging.Handler):
+    """watchdog handles IN_Q_OVERFLOW by rebuilding its watches and logging a warning; it never
+    tells the event handler. Its log record is the only signal, so we listen for it and turn it
+    into a full reconcile instead of waiting for the periodic one."""
+
+    def __init__(self, on_overflow: Callable[[], None]):
+        super().__init__(level=logging.WARNING)
+        self._on_overflow = on_overflow
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if "overflow" in record.getMessage().lower():
+            self._on_overflow()
+
