@@ -22,6 +22,9 @@ __all__ = [
     "BlockLimitError",
     "NotFoundError",
     "RevertError",
+    "GitBusyError",
+    "HistoryError",
+    "StorageError",
 ]
 
 
@@ -109,3 +112,33 @@ class NotFoundError(SyncdError):
 
 class RevertError(SyncdError):
     """``git revert`` could not apply cleanly (later changes touch the same lines); nothing changed."""
+
+
+class GitBusyError(SyncdError):
+    """The user's own git operation (a merge, a rebase, a held ``index.lock``) is under way, so
+    syncd will not touch git now. ``reason`` says which and how to finish it."""
+
+    def __init__(self, reason: str):
+        self.reason = reason
+        super().__init__(reason)
+
+
+class HistoryError(SyncdError):
+    """A git command failed for a reason other than the user's own operation (mapped from
+    gitpython's errors at the history seam). ``command`` and ``detail`` say what and why."""
+
+    def __init__(self, command: str, detail: str):
+        self.command = command
+        self.detail = detail
+        super().__init__(f"git {command} failed: {detail}")
+
+
+class StorageError(SyncdError):
+    """The disk refused a write (full, read-only, I/O error). ``saved`` tells the caller whether
+    the markdown change itself reached the disk (True: only the index or the commit is behind, and
+    the next pass heals it) or not (False: nothing was written)."""
+
+    def __init__(self, message: str, path: Path | str | None = None, saved: bool = False):
+        self.path = str(path) if path is not None else None
+        self.saved = saved
+        super().__init__(message)
