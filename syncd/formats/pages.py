@@ -15,14 +15,22 @@ equality is text equality) and derives everything else from it on construction:
   ``MAX_CHUNK_CHARS`` are cut at paragraph boundaries (blank lines outside fences), a paragraph
   still too long at line boundaries, a line still too long near a space, so every embedded
   passage stays small enough to mean something. Setext headings are not split on.
-* ``links``: ``[[target#heading^block|alias]]`` and ``![[...]]`` embeds, outside code fences and
-  inline code; ``\\|`` (Obsidian's alias separator inside tables) counts as ``|``. Wikilinks in
-  frontmatter values count too (Obsidian shows them as backlinks). ``target`` is ``''`` for a
-  link into the same page; absent parts are None.
+* ``links``: ``[[target#heading^block|alias]]`` and ``![[...]]`` embeds, outside code fences,
+  inline code, comments (``%%...%%``, ``<!-- ... -->``, both may span lines) and math (``$...$``
+  on one line, ``$$...$$`` which may span lines); ``\\|`` (Obsidian's alias separator inside
+  tables) counts as ``|``. Wikilinks in frontmatter values count too (Obsidian shows them as
+  backlinks). ``target`` is ``''`` for a link into the same page; absent parts are None.
+  ``raw`` keeps the text between the brackets (``\\|`` read as ``|``) so a resolver can read it
+  exactly as Obsidian does (:mod:`syncd.wiki.resolve`).
+* ``headings``: every ATX heading outside code, comments and math, with its level and line, the
+  targets of ``[[page#Heading]]``. ``block_ids``: ``^id`` (letters, digits, ``-``) ending a line
+  after a space or alone on its line, the targets of ``[[page#^id]]``. ``footnotes``: ids of
+  ``[^id]:`` definitions (targets of ``[[page#[^id]]]``).
 * ``tags``: frontmatter ``tags`` / ``tag`` (a list, or a string split on commas and spaces; a
   leading ``#`` dropped), then body ``#tags`` by Obsidian's rules: ``#`` at the start of a line or
   after whitespace, then letters, digits, ``_``, ``-``, ``/`` with at least one non-digit; never
-  inside code, wikilinks, URL fragments (``http://x/#a``) or a heading's own ``#`` marker. Tags
+  inside code, comments, math, wikilinks, URL fragments (``http://x/#a``) or a heading's own
+  ``#`` marker. Tags
   keep their spelling; duplicates are dropped.
 * ``title``: the frontmatter ``title``, else the first H1, else None.
 
@@ -52,6 +60,8 @@ __all__ = [
     "MAX_CHUNK_CHARS",
     "Chunk",
     "WikiLink",
+    "Heading",
+    "BlockId",
     "Page",
     "parse_page",
     "render_page",
@@ -69,6 +79,11 @@ _FAST_YAML_MAX_CHARS = 4096
 _WIKILINK_RE = re.compile(r"(!?)\[\[([^\[\]\n]+?)\]\]")
 _TAG_RE = re.compile(r"(?<!\S)#([\w/-]+)")
 _FM_TAG_SPLIT_RE = re.compile(r"[,\s]+")
+_BLOCK_ID_RE = re.compile(r"(?:^|\s)\^([A-Za-z0-9-]+)[ \t]*$")
+_FOOTNOTE_RE = re.compile(r"[ ]{0,3}\[\^([^\]\s]+)\]:")
+# What closes each hidden region that may span lines.
+_CLOSERS = {"%%": "%%", "<!--": "-->", "$$": "$$"}
+_HIDDEN_HINTS = ("`", "%%", "<!--", "$")
 # Code spans and wikilinks are masked by a character that is neither a space nor a word character,
 # so a '#' right after them is still "not preceded by whitespace" and never starts a tag.
 _MASK = "\x00"
@@ -93,6 +108,24 @@ class WikiLink:
     alias: str | None
     embed: bool
     line: int
+    raw: str = field(default="", compare=False, repr=False)
+
+
+@dataclass(frozen=True)
+class Heading:
+    """An ATX heading outside code, comments and math; ``line`` is 1-based in the whole file."""
+
+    level: int
+    text: str
+    line: int
+
+
+@dataclass(frozen=True)
+class BlockId:
+    """A ``^id`` block identifier as written; ``line`` is 1-based in the whole file."""
+
+    id: str
+    line: int
 
 
 @dataclass(frozen=True)
@@ -109,6 +142,9 @@ class Page:
     chunks: tuple[Chunk, ...] = field(init=False, compare=False, repr=False)
     links: tuple[WikiLink, ...] = field(init=False, compare=False, repr=False)
     tags: tuple[str, ...] = field(init=False, compare=False, repr=False)
+    headings: tuple[Heading, ...] = field(init=False, compare=False, repr=False)
+    block_ids: tuple[BlockId, ...] = field(init=False, compare=False, repr=False)
+    footnotes: tuple[str, ...] = field(init=False, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if not isinstance(self.text, str):
@@ -234,8 +270,75 @@ def _mask_code_spans(line: str) -> str:
     return "".join(out)
 
 
+def _inline_math_end(line: str, start: int) -> int:
+    """End (exclusive) of a ``$...$`` span opening at ``start``, or -1 if none opens there.
+
+    Pandoc's rule, which Obsidian follows closely: the opening ``$`` is not followed by a space,
+    the closing one is not preceded by a space nor followed by a digit, so ``$5 and $10`` is text.
+    """
+    n = len(line)
+    if start + 1 >= n or line[start + 1] in " \t$":
+        return -1
+    close = start + 1
+    while True:
+        close = line.find("$", close + 1)
+        if close < 0:
+            return -1
+        if line[close - 1] in " \t\\" or (close + 1 < n and line[close + 1].isdigit()):
+            continue
+        return close + 1
+
+
+def _mask_hidden(line: str, hidden: str | None) -> tuple[str, str | None]:
+    """Mask code spans, comments and math in ``line``; ``hidden`` is the closer still awaited
+    from an earlier line (or None). Returns the masked line and the closer awaited after it."""
+    if "`" in line:
+        line = _mask_code_spans(line)
+    n = len(line)
+    out: list[str] = []
+    pos = 0
+    while pos < n:
+        if hidden is not None:
+            end = line.find(hidden, pos)
+            if end < 0:
+                out.append(_MASK * (n - pos))
+                return "".join(out), hidden
+            end += len(hidden)
+            out.append(_MASK * (end - pos))
+            pos = end
+            hidden = None
+            continue
+        starts = [i for i in (line.find("%%", pos), line.find("<!--", pos), line.find("$", pos)) if i >= 0]
+        if not starts:
+            break
+        start = min(starts)
+        if line.startswith("%%", start):
+            opener = "%%"
+        elif line.startswith("<!--", start):
+            opener = "<!--"
+        elif line.startswith("$$", start):
+            opener = "$$"
+        else:
+            end = -1 if start and line[start - 1] == "\\" else _inline_math_end(line, start)
+            if end < 0:
+                out.append(line[pos : start + 1])
+                pos = start + 1
+                continue
+            out.append(line[pos:start])
+            out.append(_MASK * (end - start))
+            pos = end
+            continue
+        out.append(line[pos:start])
+        out.append(_MASK * len(opener))
+        pos = start + len(opener)
+        hidden = _CLOSERS[opener]
+    out.append(line[pos:])
+    return "".join(out), hidden
+
+
 def _wikilink(embed: bool, inner: str, line: int) -> WikiLink | None:
-    link, sep, alias = inner.replace("\\|", "|").partition("|")
+    raw = inner.replace("\\|", "|")
+    link, sep, alias = raw.partition("|")
     target, hash_, fragment = link.partition("#")
     if hash_:
         heading, _, block = fragment.partition("^")
@@ -247,7 +350,8 @@ def _wikilink(embed: bool, inner: str, line: int) -> WikiLink | None:
     block_ = block.strip() or None
     if not target and heading_ is None and block_ is None:
         return None
-    return WikiLink(target, heading_, block_, alias.strip() or None if sep else None, embed, line)
+    alias_ = alias.strip() or None if sep else None
+    return WikiLink(target, heading_, block_, alias_, embed, line, raw)
 
 
 def _line_links(line: str, lineno: int, out: list[WikiLink]) -> None:
@@ -280,6 +384,10 @@ def _analyse(page: Page) -> None:
     path: tuple[str, ...] = ()
     current: list[tuple[int, str]] = []
     fence: tuple[str, int] | None = None
+    hidden: str | None = None  # the closer of a comment or math block still open
+    headings: list[Heading] = []
+    block_ids: list[BlockId] = []
+    footnotes: list[str] = []
     for index in range(fm_count, len(contents)):
         content = contents[index]
         lineno = index + 1
@@ -292,7 +400,7 @@ def _analyse(page: Page) -> None:
             continue
         stripped = content.lstrip(" \t")
         lead = stripped[:1]
-        if lead == "`" or lead == "~":
+        if hidden is None and (lead == "`" or lead == "~"):
             fence = fence_opener(content)
             if fence is not None:
                 current.append((lineno, content))
@@ -308,17 +416,25 @@ def _analyse(page: Page) -> None:
             path = tuple(h for _, h in stack)
             if level == 1 and first_h1 is None and heading:
                 first_h1 = heading
+            if hidden is None:
+                headings.append(Heading(level, heading, lineno))
         current.append((lineno, content))
-        if "[[" in content or "#" in content:
-            masked = _mask_code_spans(content) if "`" in content else content
-            if "[[" in masked:
-                _line_links(masked, lineno, links)
-                masked = _WIKILINK_RE.sub(_MASK, masked)
-            if "#" in masked:
-                for m in _TAG_RE.finditer(masked):
-                    tag = m.group(1)
-                    if not tag.isdigit():
-                        tags.append(tag)
+        masked = content
+        if hidden is not None or any(h in content for h in _HIDDEN_HINTS):
+            masked, hidden = _mask_hidden(content, hidden)
+        if "[[" in masked:
+            _line_links(masked, lineno, links)
+            masked = _WIKILINK_RE.sub(_MASK, masked)
+        if "#" in masked:
+            for m in _TAG_RE.finditer(masked):
+                tag = m.group(1)
+                if not tag.isdigit():
+                    tags.append(tag)
+        if "^" in masked:
+            if (b := _BLOCK_ID_RE.search(masked)) is not None:
+                block_ids.append(BlockId(b.group(1), lineno))
+            if lead == "[" and (f := _FOOTNOTE_RE.match(masked)) is not None:
+                footnotes.append(f.group(1))
     _flush(path, current, chunks)
 
     set_ = object.__setattr__
@@ -331,6 +447,9 @@ def _analyse(page: Page) -> None:
     set_(page, "chunks", tuple(chunks))
     set_(page, "links", tuple(links))
     set_(page, "tags", tuple(dict.fromkeys(tags)))
+    set_(page, "headings", tuple(headings))
+    set_(page, "block_ids", tuple(block_ids))
+    set_(page, "footnotes", tuple(dict.fromkeys(footnotes)))
 
 
 # --------------------------------------------------------------------------- chunking
