@@ -1,0 +1,140 @@
+"""``WikiManager``: the vault an agent keeps (schema, index, log and the pages they describe).
+
+It bootstraps a vault once, from ``vault_template/`` (the same seed ``syncd init`` uses), and
+after that only reads: ``lint``, ``links`` and ``backlinks`` never write a page. Parsed pages
+are cached in a derived store: under the home's ``.syncd/wiki/`` when the vault is inside a
+home, else under the vault's own hidden ``.syncd/wiki/`` (Obsidian ignores hidden folders).
+Deleting that store changes nothing but speed; if it cannot be opened (a read-only folder), the
+graph is built from the files alone.
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+from pathlib import Path
+
+from ..errors import HomeError, NotFoundError
+from ..home import atomic_write
+from ..initialize import _vault_seed
+from .graph import Edge, GraphCache, VaultGraph, build_graph
+from .lint import LOG, Finding, GitFacts, lint, local_source_paths, source_ref
+from .provenance import git_facts, git_location
+
+__all__ = ["WikiManager"]
+
+log = logging.getLogger(__name__)
+
+_CACHE_FILE = "graph.sqlite"
+
+
+def _home_of(vault: Path) -> Path | None:
+    for folder in (vault, *vault.parents):
+        if (folder / ".syncd").is_dir():
+            return folder
+    return None
+
+
+class WikiManager:
+    """One vault: ``root`` is its folder (``HOME/vault`` in a home, or any folder)."""
+
+    def __init__(self, root: Path | str, *, cache_dir: Path | str | None = None, use_cache: bool = True):
+        self.root = Path(root).expanduser()
+        if cache_dir is None:
+            home = _home_of(self.root)
+            cache_dir = (home if home is not None else self.root) / ".syncd" / "wiki"
+        self.cache_dir = Path(cache_dir)
+        self.use_cache = use_cache
+
+    @classmethod
+    def for_home(cls, home: Path | str, **kwargs) -> WikiManager:
+        home = Path(home).expanduser()
+        return cls(home / "vault", cache_dir=home / ".syncd" / "wiki", **kwargs)
+
+    def __repr__(self) -> str:
+        return f"WikiManager({str(self.root)!r})"
+
+    # ------------------------------------------------------------------ bootstrap (the one write)
+
+    def bootstrap(self) -> list[str]:
+        """Seed a new vault with ``schema.md``, ``index.md`` and ``log.md``; returns what it
+        created. Only a vault holding none of them is seeded: once any exists, the vault
+        belongs to its people and agents and this writes nothing, even if one was deleted."""
+        if self.root.exists() and not self.root.is_dir():
+            raise HomeError(f"{self.root} exists and is not a folder")
+        seed = _vault_seed()
+        if any((self.root / name).exists() for name in seed):
+            return []
+        self.root.mkdir(parents=True, exist_ok=True)
+        created = []
+        for name, data in sorted(seed.items()):
+            try:
+                atomic_write(self.root / name, data, expected_sha=None)
+            except FileExistsError:
+                continue
+            created.append(name)
+        return created
+
+    # ------------------------------------------------------------------ reading
+
+    def _cache(self) -> GraphCache | None:
+        if not self.use_cache:
+            return None
+        try:
+            return GraphCache(self.cache_dir / _CACHE_FILE)
+        except (OSError, sqlite3.Error) as exc:
+            log.warning("wiki cache unavailable (%s); reading every page", exc)
+            return None
+
+    def graph(self) -> VaultGraph:
+        cache = self._cache()
+        try:
+            return build_graph(self.root, cache)
+        finally:
+            if cache is not None:
+                cache.close()
+
+    def lint(self) -> list[Finding]:
+        """Every finding for the vault, sorted (see :mod:`syncd.wiki.lint` for the codes)."""
+        cache = self._cache()
+        try:
+            graph = build_graph(self.root, cache)
+            log_text = self._read(LOG) if LOG in graph.pages else None
+            facts = self._git_facts(graph, log_text, cache)
+        finally:
+            if cache is not None:
+                cache.close()
+        return lint(graph, log_text=log_text, git=facts)
+
+    def _read(self, rel: str) -> str | None:
+        try:
+            return (self.root / rel).read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return None
+
+    def _git_facts(self, graph: VaultGraph, log_text: str | None, cache: GraphCache | None) -> GitFacts | None:
+        with_sources = [p for p, n in graph.pages.items() if n.sources]
+        if not with_sources and log_text is None:
+            return None
+        location = git_location(self.root)
+        if location is None:
+            return None
+        named = {ref for p in with_sources for s in graph.pages[p].sources
+                 for kind, ref in [source_ref(graph, p, s)] if kind == "vault"}  # fmt: skip
+        return git_facts(location, set(with_sources) | named, local_source_paths(graph), log_text, cache)
+
+    def _page(self, graph: VaultGraph, page: str) -> str:
+        found = graph.find(page)
+        if found is None:
+            raise NotFoundError(f"no page {page!r} in {self.root}")
+        return found
+
+    def links(self, page: str) -> list[Edge]:
+        """The links of ``page`` (a vault path or a name as written in ``[[...]]``), resolved."""
+        graph = self.graph()
+        return graph.links(self._page(graph, page))
+
+    def backlinks(self, page: str) -> list[Edge]:
+        """The links in the vault that open ``page``."""
+        graph = self.graph()
+        return graph.backlinks(self._page(graph, page))
