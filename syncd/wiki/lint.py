@@ -154,6 +154,8 @@ def _check_edges(graph: VaultGraph, out: list[Finding]) -> None:
     stems: dict[str, str] | None = None
     for edge in graph.edges:
         link, res, src = edge.link, edge.resolution, edge.source
+        if res.target is None and f"[[{link.raw}]]" in graph.pages[src].sources:
+            continue  # reported once, as a missing source
         if res.target is None:
             alias_of = owners.get(link.path.lower()) if "/" not in link.path else None
             if alias_of:

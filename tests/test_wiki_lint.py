@@ -1,0 +1,274 @@
+"""Lint, the graph cache and WikiManager on real files and real git."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import syncd
+from syncd.errors import NotFoundError
+from syncd.wiki import report
+from syncd.wiki.graph import GraphCache, build_graph
+from syncd.wiki.lint import CODES
+from syncd.wiki.manager import WikiManager
+
+
+def write(root: Path, files: dict[str, str | bytes]) -> None:
+    for rel, text in files.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(text if isinstance(text, bytes) else text.encode())
+
+
+def git(root: Path, *args: str) -> str:
+    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@t", "PATH": "/usr/bin:/bin"}  # fmt: skip
+    return subprocess.run(["git", "-C", str(root), *args], check=True, capture_output=True, text=True, env=env).stdout
+
+
+def codes(findings, path=None):
+    return sorted((f.code, f.path, f.line) for f in findings if path is None or f.path == path)
+
+
+def tree_digest(root: Path) -> dict[str, str]:
+    return {
+        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and ".syncd" not in p.parts and ".git" not in p.parts
+    }
+
+
+@pytest.fixture
+def home(tmp_path):
+    root = tmp_path / "home"
+    syncd.init(root)
+    return root
+
+
+# ------------------------------------------------------------------------------ the template
+
+
+def test_fresh_home_lints_clean(home):
+    wiki = WikiManager.for_home(home)
+    findings = wiki.lint()
+    assert findings == []
+    assert report.lint_exit_code(findings) == 0
+    assert report.lint_text(findings) == "no findings\n"
+
+
+def test_bootstrap_seeds_once_then_never_writes(tmp_path):
+    vault = tmp_path / "anywhere"
+    wiki = WikiManager(vault)
+    assert wiki.bootstrap() == ["index.md", "log.md", "schema.md"]
+    assert wiki.lint() == []
+    (vault / "log.md").unlink()
+    before = tree_digest(vault)
+    assert wiki.bootstrap() == []
+    assert tree_digest(vault) == before
+
+
+# ------------------------------------------------------------------------------ findings
+
+VAULT = {
+    "index.md": "# Index\n- [[Alice]]\n- [[Gone]]\n- [[people/Bob]]\n- [[Same]]\n- [[Attach]]\n",
+    "log.md": "# Log\n- 2024-01-02 10:00 agent created: [[Alice]] (seed)\n- not an entry\n"
+              "- 2024-01-01 09:00 agent created: [[Bob]] (late)\n",
+    "Alice.md": "---\naliases: [Ally]\ntags: [ok, 'has space']\n---\n# Alice\nSee [[Bob#Work 2024]] and [[Bob#Nope]].\n"
+                "Quote ^q1\n[[Ally]] ![[photo]] ![[photo.png]] [[Alice#^q1]] [[Alice#^zz]] [[Bob^b1]]\n"
+                "`[[InCode]]` %% [[InComment]] %% <!-- [[InHtml]] --> $[[InMath]]$\n",
+    "people/Bob.md": "# Bob\n## Work: 2024!\npara ^b1\n[[Same]]\n",
+    "Same/x.md": "",
+    "a/Same.md": "# Same\n",
+    "b/Same.md": "# Same\n",
+    "Lonely.md": "---\ntitle: [broken\n---\nnobody links here\n",
+    "Linked.md": "---\naliases: Bob\n---\n[[Lonely]]\n",
+    "Attach.md": "---\ntype: synthesis\n---\n# Alice\n",
+    "photo.png": b"\x89PNG",
+}
+
+
+def test_each_kind_of_finding(tmp_path):
+    write(tmp_path, VAULT)
+    findings = WikiManager(tmp_path, use_cache=False).lint()
+    got = codes(findings)
+    expected = [
+        ("ambiguous-link", "index.md", 5),
+        ("ambiguous-link", "people/Bob.md", 4),
+        ("bad-log-entry", "log.md", 3),
+        ("bad-tags", "Alice.md", 3),
+        ("broken-block", "Alice.md", 8),
+        ("broken-embed", "Alice.md", 8),
+        ("broken-heading", "Alice.md", 6),
+        ("broken-index-entry", "index.md", 3),
+        ("broken-link", "Alice.md", 8),
+        ("duplicate-alias", "Linked.md", 1),
+        ("duplicate-title", "Alice.md", 1),
+        ("duplicate-title", "Attach.md", 1),
+        ("duplicate-title", "a/Same.md", 1),
+        ("duplicate-title", "b/Same.md", 1),
+        ("invalid-frontmatter", "Lonely.md", 1),
+        ("link-to-alias", "Alice.md", 8),
+        ("log-out-of-order", "log.md", 4),
+        ("missing-from-index", "Lonely.md", 1),
+        ("missing-sources", "Attach.md", 1),
+        ("orphan", "Linked.md", 1),
+        ("orphan", "Same/x.md", 1),
+        ("orphan", "b/Same.md", 1),
+    ]
+    assert got == expected
+    by = {(f.code, f.path): f for f in findings}
+    assert "[[Alice|Ally]]" in by[("link-to-alias", "Alice.md")].message
+    assert "[[photo.png]]" in by[("broken-embed", "Alice.md")].message
+    assert "[[Bob#^b1]]" in by[("broken-link", "Alice.md")].message
+    assert all(f.severity == CODES[f.code] for f in findings)
+    assert report.lint_exit_code(findings) == 1
+    doc = json.loads(report.lint_json(findings))
+    assert doc["counts"]["error"] == sum(f.severity == "error" for f in findings)
+    assert doc["findings"][0] == findings[0].to_dict()
+
+
+def test_lint_never_changes_a_byte(tmp_path):
+    write(tmp_path, VAULT)
+    git(tmp_path, "init", "-q")
+    git(tmp_path, "add", "-A")
+    git(tmp_path, "commit", "-qm", "seed")
+    before = tree_digest(tmp_path)
+    status = git(tmp_path, "status", "--porcelain")
+    wiki = WikiManager(tmp_path, cache_dir=tmp_path.parent / "cache")
+    first = wiki.lint()
+    second = wiki.lint()
+    assert first == second
+    wiki.links("Alice")
+    wiki.backlinks("Bob")
+    assert tree_digest(tmp_path) == before
+    assert git(tmp_path, "status", "--porcelain") == status
+
+
+def test_links_and_backlinks(tmp_path):
+    write(tmp_path, VAULT)
+    wiki = WikiManager(tmp_path, use_cache=False)
+    links = wiki.links("Alice")
+    assert [(e.link.raw, e.resolution.target) for e in links][:3] == [
+        ("Bob#Work 2024", "people/Bob.md"), ("Bob#Nope", "people/Bob.md"), ("Ally", None)]  # fmt: skip
+    back = wiki.backlinks("people/Bob.md")
+    assert sorted({e.source for e in back}) == ["Alice.md", "index.md", "log.md"]
+    doc = json.loads(report.backlinks_json("people/Bob.md", back))
+    assert {b["source"] for b in doc["backlinks"]} == {"Alice.md", "index.md", "log.md"}
+    assert "-> people/Bob.md" in report.links_text("Alice.md", links)
+    with pytest.raises(NotFoundError):
+        wiki.links("Nobody")
+
+
+# ------------------------------------------------------------------------------ the cache
+
+
+def test_cache_gives_the_same_graph_and_follows_edits(tmp_path):
+    vault = tmp_path / "v"
+    write(vault, VAULT)
+    cache = GraphCache(tmp_path / "c.sqlite")
+    cold = build_graph(vault, cache)
+    warm = build_graph(vault, cache)
+    assert warm.pages == cold.pages == build_graph(vault).pages
+    write(vault, {"people/Bob.md": "# Bob\n## Nope\n"})
+    edited = build_graph(vault, cache)
+    assert edited.pages == build_graph(vault).pages
+    assert edited.pages["people/Bob.md"].headings == ((1, "Bob"), (2, "Nope"))
+    (vault / "Lonely.md").unlink()
+    assert "Lonely.md" not in build_graph(vault, cache).pages
+    cache.close()
+
+
+def test_deleting_the_derived_store_gives_the_same_findings(home):
+    write(home / "vault", {"A.md": "[[B]] [[index]]\n", "people/B.md": "# B\n[[A#Missing]]\n"})
+    wiki = WikiManager.for_home(home)
+    first = wiki.lint()
+    assert (home / ".syncd" / "wiki" / "graph.sqlite").exists()
+    shutil.rmtree(home / ".syncd" / "wiki")
+    assert wiki.lint() == first
+    assert codes(first) == [("broken-heading", "people/B.md", 2), ("missing-from-index", "A.md", 1),
+                            ("missing-from-index", "people/B.md", 1)]  # fmt: skip
+
+
+_PIECES = st.sampled_from(["[[A]]", "[[B#H]]", "[[a/C^x]]", "![[p.png]]", "# H\n", "text ^x\n", "\n",
+                           "---\naliases: [Z]\n---\n", "%%", "`", "$", "[[Z]]", "#tag "])  # fmt: skip
+
+
+@given(st.dictionaries(st.sampled_from(["A.md", "B.md", "a/C.md", "b/A.md", "index.md"]),
+                       st.lists(_PIECES, max_size=8).map("".join), min_size=1),
+       st.dictionaries(st.sampled_from(["A.md", "B.md", "a/C.md", "b/A.md", "index.md"]),
+                       st.lists(_PIECES, max_size=8).map("".join)))  # fmt: skip
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+def test_property_incremental_equals_rebuild(tmp_path_factory, first, second):
+    root = tmp_path_factory.mktemp("inc")
+    vault = root / "v"
+    write(vault, first)
+    cache = GraphCache(root / "c.sqlite")
+    try:
+        build_graph(vault, cache)
+        write(vault, second)
+        for rel in first:
+            if rel not in second and len(first) > 1 and rel.startswith("b/"):
+                (vault / rel).unlink()
+        incremental = build_graph(vault, cache)
+        assert incremental.pages == build_graph(vault).pages
+    finally:
+        cache.close()
+
+
+# ------------------------------------------------------------------------------ git: log and provenance
+
+
+def commit(root: Path, message: str) -> None:
+    git(root, "add", "-A")
+    git(root, "commit", "-qm", message)
+
+
+def test_log_rewritten_is_caught_in_history_and_cleared_by_restoring(home):
+    vault = home / "vault"
+    log = vault / "log.md"
+    original = log.read_text()
+    entry1 = "- 2024-05-01 10:00 agent created: [[A]] (first)\n"
+    entry2 = "- 2024-05-02 10:00 agent created: [[B]] (second)\n"
+    write(vault, {"A.md": "[[index]]", "B.md": "[[A]]", "log.md": original + entry1})
+    commit(home, "one")
+    write(vault, {"log.md": original + entry2})  # entry1 rewritten away
+    commit(home, "two")
+    findings = [f for f in WikiManager.for_home(home).lint() if f.code == "log-rewritten"]
+    assert len(findings) == 1 and "2024-05-01" in findings[0].message
+    write(vault, {"log.md": original + entry1 + entry2})  # restored, uncommitted
+    assert [f for f in WikiManager.for_home(home).lint() if f.code == "log-rewritten"] == []
+    commit(home, "three")
+    write(vault, {"log.md": original.replace("newest last", "newest first") + entry1 + entry2})
+    uncommitted = [f for f in WikiManager.for_home(home).lint() if f.code == "log-rewritten"]
+    assert len(uncommitted) == 1 and "uncommitted" in uncommitted[0].message
+
+
+def test_provenance_missing_and_stale_sources(home):
+    vault = home / "vault"
+    write(home, {"memory/users/u/2024-01-01.md": "# 2024-01-01\n", "raw/paper.txt": "v1\n"})
+    write(vault, {
+        "index.md": (vault / "index.md").read_text() + "- [[Summary]]\n- [[Source page]]\n",
+        "Source page.md": "facts\n",
+        "Summary.md": "---\ntype: synthesis\nsources: ['[[Source page]]', raw/paper.txt, "
+                      "memory/users/u/2024-01-01.md, https://example.com/x, raw/gone.txt, '[[Nope]]']\n---\n# S\n",
+    })  # fmt: skip
+    commit(home, "pages")
+    got = codes(WikiManager.for_home(home).lint())
+    assert got == [("missing-source", "Summary.md", 3), ("missing-source", "Summary.md", 3)]
+    write(home, {"raw/paper.txt": "v2\n"})
+    commit(home, "source changed")
+    write(vault, {"Source page.md": "more facts\n"})
+    commit(home, "source page changed")
+    stale = [f for f in WikiManager.for_home(home).lint() if f.code == "stale-page"]
+    assert len(stale) == 2
+    assert {("raw/paper.txt" in f.message) or ("Source page" in f.message) for f in stale} == {True}
+    write(vault, {"Summary.md": (vault / "Summary.md").read_text() + "updated\n"})
+    commit(home, "summary refreshed")
+    assert [f for f in WikiManager.for_home(home).lint() if f.code == "stale-page"] == []
