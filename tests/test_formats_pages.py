@@ -301,3 +301,40 @@ def test_adversarial_pages_parse(text):
     # No timing assert: a quadratic pattern here turns this test from milliseconds into minutes.
     page = parse_page(text)
     assert render_page(page) == text
+
+
+# ------------------------------------------------------------------------------ hidden text, headings, block ids
+
+
+@pytest.mark.parametrize(
+    ("text", "targets"),
+    [
+        ("%% [[a]] %% [[b]]", ["b"]),
+        ("%%\n[[a]]\n# H\n%%\n[[b]]", ["b"]),
+        ("<!-- [[a]] --> [[b]] <!--\n[[c]]\n--> [[d]]", ["b", "d"]),
+        ("$[[a]]$ [[b]] $$[[c]]$$", ["b"]),
+        ("$$\n[[a]]\n$$\n[[b]]", ["b"]),
+        ("costs $5 and [[b]] $10", ["b"]),
+        ("\\$[[b]]$", ["b"]),
+        ("`%%` [[b]] `$`", ["b"]),
+    ],
+)
+def test_comments_and_math_hide_links(text, targets):
+    assert [link.target for link in parse_page(text).links] == targets
+
+
+def test_comments_hide_tags_and_headings():
+    page = parse_page("%% #hidden %%\n#shown\n%%\n# Hidden heading\n%%\n## Shown ^h\n")
+    assert page.tags == ("shown",)
+    assert [(h.level, h.text, h.line) for h in page.headings] == [(2, "Shown ^h", 6)]
+
+
+def test_block_ids_and_footnotes():
+    page = parse_page("para ^abc-1\n- item ^Li\nnot^inline\n^solo\n`code ^no`\n[[P#^no]]\n[^1]: note\n```\nx ^fenced\n```\n")
+    assert [(b.id, b.line) for b in page.block_ids] == [("abc-1", 1), ("Li", 2), ("solo", 4)]
+    assert page.footnotes == ("1",)
+
+
+def test_link_raw_keeps_the_text_obsidian_reads():
+    (link,) = parse_page("| [[Page#Head^x\\|shown]] |").links
+    assert link.raw == "Page#Head^x|shown"

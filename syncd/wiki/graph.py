@@ -14,13 +14,16 @@ Hidden files and folders (a name starting with ``.``: ``.obsidian``, ``.git``, `
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
+import multiprocessing
 import os
 import re
 import sqlite3
 import time
 from collections.abc import Iterable, Mapping
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -39,6 +42,8 @@ __all__ = [
     "VaultGraph",
     "GraphCache",
     "page_node",
+    "Snapshot",
+    "snapshot",
     "build_graph",
     "scan_vault",
 ]
@@ -46,6 +51,8 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 RACY_NS = 2_000_000_000
+# Below this many pages to parse, starting worker processes costs more than it saves.
+PARALLEL_MIN = 400
 _SCHEMA_VERSION = 1
 _TAG_OK_RE = re.compile(r"#?[\w/-]+")
 _URL_RE = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
@@ -233,9 +240,10 @@ class VaultGraph:
     def resolve(self, source: str, link: LinkRef) -> Edge:
         res = self.resolver.resolve(link.path, source)
         ok = True
-        if res.target is not None and link.subpath and res.target.lower().endswith(".md"):
+        if link.subpath and res.target is not None:
             node = self.pages.get(res.target)
-            ok = node is not None and subpath_exists(link.subpath, node.headings, node.block_ids, node.footnotes)
+            if node is not None:
+                ok = subpath_exists(link.subpath, node.headings, node.block_ids, node.footnotes)
         return Edge(source, link, res, ok)
 
     @property
@@ -346,15 +354,42 @@ def _node_from_bytes(rel: str, sha: str, data: bytes) -> PageNode:
     return page_node(rel, sha, text)
 
 
-def build_graph(root: Path, cache: GraphCache | None = None) -> VaultGraph:
-    """The graph of the vault at ``root`` from its files; with ``cache``, unchanged pages are
-    not parsed again and the cache is brought up to date. Reads the vault only."""
+@dataclass(frozen=True)
+class Snapshot:
+    """The vault's state as the cache saw it: every file, and for each page its blob sha and
+    its node (decoded) or the node's JSON (not decoded yet, so an unchanged vault is cheap)."""
+
+    files: tuple[str, ...]
+    pages: dict[str, tuple[str, PageNode | str]]
+
+    def key(self) -> str:
+        """A digest of everything the graph depends on: file names and page contents."""
+        h = hashlib.sha1()
+        for rel in self.files:
+            h.update(rel.encode("utf-8", "surrogateescape") + b"\0")
+            entry = self.pages.get(rel)
+            if entry is not None:
+                h.update(entry[0].encode())
+        return h.hexdigest()
+
+    def graph(self) -> VaultGraph:
+        pages = {
+            rel: node if isinstance(node, PageNode) else PageNode.from_json(rel, sha, node)
+            for rel, (sha, node) in self.pages.items()
+        }
+        return VaultGraph(pages, self.files)
+
+
+def snapshot(root: Path, cache: GraphCache | None = None) -> Snapshot:
+    """Scan the vault at ``root``; with ``cache``, unchanged pages are neither parsed nor (out
+    of the racy window) read, and the cache is brought up to date. Reads the vault only."""
     root = Path(root)
     stats = scan_vault(root)
     cached = cache.rows() if cache is not None else {}
     now = time.time_ns()
-    pages: dict[str, PageNode] = {}
+    pages: dict[str, tuple[str, PageNode | str]] = {}
     upserts: list[tuple[str, int, int, int, str, str]] = []
+    to_parse: list[tuple[str, str, bytes]] = []
     for rel, st in stats.items():
         if not rel.lower().endswith(".md"):
             continue
@@ -362,7 +397,7 @@ def build_graph(root: Path, cache: GraphCache | None = None) -> VaultGraph:
         if row is not None:
             size, mtime_ns, checked_ns, sha, data = row
             if size == st.st_size and mtime_ns == st.st_mtime_ns and mtime_ns + RACY_NS < checked_ns:
-                pages[rel] = PageNode.from_json(rel, sha, data)
+                pages[rel] = (sha, data)
                 continue
         try:
             data = (root / rel).read_bytes()
@@ -371,12 +406,40 @@ def build_graph(root: Path, cache: GraphCache | None = None) -> VaultGraph:
             continue
         sha = blob_sha(data)
         if row is not None and row[3] == sha:
-            node = PageNode.from_json(rel, sha, row[4])
+            pages[rel] = (sha, row[4])
             upserts.append((rel, st.st_size, st.st_mtime_ns, now, sha, row[4]))
         else:
-            node = _node_from_bytes(rel, sha, data)
-            upserts.append((rel, st.st_size, st.st_mtime_ns, now, sha, node.to_json()))
-        pages[rel] = node
+            to_parse.append((rel, sha, data))
+    for rel, sha, node_json in _parse_all(to_parse):
+        st = stats[rel]
+        pages[rel] = (sha, node_json)
+        upserts.append((rel, st.st_size, st.st_mtime_ns, now, sha, node_json))
     if cache is not None:
         cache.save(upserts, [p for p in cached if p not in pages])
-    return VaultGraph(pages, tuple(sorted(stats)))
+    return Snapshot(tuple(sorted(stats)), pages)
+
+
+def _parse_batch(batch: list[tuple[str, str, bytes]]) -> list[tuple[str, str, str]]:
+    return [(rel, sha, _node_from_bytes(rel, sha, data).to_json()) for rel, sha, data in batch]
+
+
+def _parse_all(items: list[tuple[str, str, bytes]]) -> list[tuple[str, str, str]]:
+    """Parse pages, on every core when there are many (a cold build of a large vault): parsing
+    is pure CPU work and the GIL would hold it to one core."""
+    workers = min(os.cpu_count() or 1, 8)
+    if workers < 2 or len(items) < PARALLEL_MIN:
+        return _parse_batch(items)
+    size = -(-len(items) // (workers * 4))
+    batches = [items[i : i + size] for i in range(0, len(items), size)]
+    try:
+        context = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else None)
+        with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
+            return [row for part in pool.map(_parse_batch, batches) for row in part]
+    except (OSError, RuntimeError) as exc:  # no processes allowed here: do it on this one
+        log.debug("parsing on one core: %s", exc)
+        return _parse_batch(items)
+
+
+def build_graph(root: Path, cache: GraphCache | None = None) -> VaultGraph:
+    """The graph of the vault at ``root`` from its files (see ``snapshot``)."""
+    return snapshot(root, cache).graph()

@@ -17,15 +17,16 @@ from pathlib import Path
 from ..errors import HomeError, NotFoundError
 from ..home import atomic_write
 from ..initialize import _vault_seed
-from .graph import Edge, GraphCache, VaultGraph, build_graph
+from .graph import Edge, GraphCache, VaultGraph, build_graph, snapshot
 from .lint import LOG, Finding, GitFacts, lint, local_source_paths, source_ref
-from .provenance import git_facts, git_location
+from .provenance import git_facts, git_location, head_commit
 
 __all__ = ["WikiManager"]
 
 log = logging.getLogger(__name__)
 
 _CACHE_FILE = "graph.sqlite"
+_LINT_KEY = "lint"
 
 
 def _home_of(vault: Path) -> Path | None:
@@ -95,16 +96,34 @@ class WikiManager:
                 cache.close()
 
     def lint(self) -> list[Finding]:
-        """Every finding for the vault, sorted (see :mod:`syncd.wiki.lint` for the codes)."""
+        """Every finding for the vault, sorted (see :mod:`syncd.wiki.lint` for the codes).
+
+        The findings are kept in the derived store with a digest of what they depend on (every
+        file name, every page's blob sha, the git HEAD, whether the files sources name outside
+        the vault exist), so a lint of an unchanged vault only scans it and compares."""
         cache = self._cache()
         try:
-            graph = build_graph(self.root, cache)
+            snap = snapshot(self.root, cache)
+            location = git_location(self.root)
+            head = head_commit(location[0]) if location else None
+            key = f"{snap.key()}:{head}"
+            hit = cache.fact(_LINT_KEY) if cache is not None else None
+            if hit is not None and hit["key"] == key and all(
+                (location[0] / p).is_file() == there for p, there in hit["outside"].items()
+            ):
+                return [Finding(**f) for f in hit["findings"]]
+            graph = snap.graph()
             log_text = self._read(LOG) if LOG in graph.pages else None
-            facts = self._git_facts(graph, log_text, cache)
+            facts = self._git_facts(graph, log_text, cache, location)
+            findings = lint(graph, log_text=log_text, git=facts)
+            if cache is not None:
+                outside = {p: p in facts.existing for p in local_source_paths(graph)} if facts else {}
+                cache.set_fact(_LINT_KEY, {"key": key, "outside": outside,
+                                           "findings": [f.to_dict() for f in findings]})  # fmt: skip
+            return findings
         finally:
             if cache is not None:
                 cache.close()
-        return lint(graph, log_text=log_text, git=facts)
 
     def _read(self, rel: str) -> str | None:
         try:
@@ -112,12 +131,11 @@ class WikiManager:
         except OSError:
             return None
 
-    def _git_facts(self, graph: VaultGraph, log_text: str | None, cache: GraphCache | None) -> GitFacts | None:
+    def _git_facts(
+        self, graph: VaultGraph, log_text: str | None, cache: GraphCache | None, location: tuple[Path, str] | None
+    ) -> GitFacts | None:
         with_sources = [p for p, n in graph.pages.items() if n.sources]
-        if not with_sources and log_text is None:
-            return None
-        location = git_location(self.root)
-        if location is None:
+        if location is None or (not with_sources and log_text is None):
             return None
         named = {ref for p in with_sources for s in graph.pages[p].sources
                  for kind, ref in [source_ref(graph, p, s)] if kind == "vault"}  # fmt: skip

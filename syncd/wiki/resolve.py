@@ -84,7 +84,7 @@ def strip_heading(text: str) -> str:
 
 
 def _dirname(path: str) -> str:
-    return posixpath.dirname(path)
+    return path.rpartition("/")[0]
 
 
 @dataclass(frozen=True)
@@ -123,7 +123,7 @@ class Resolver:
 
     def resolve(self, linkpath: str, source: str) -> Resolution:
         """Resolve ``linkpath`` (a link's path part) written in the file at ``source``."""
-        key = (linkpath, _dirname(source) if linkpath else source)
+        key = (linkpath, source.rpartition("/")[0] if linkpath else source)
         hit = self._cache.get(key)
         if hit is None:
             hit = self._cache[key] = self._resolve(linkpath, source)
