@@ -286,3 +286,8 @@ def test_provenance_missing_and_stale_sources(home):
     write(vault, {"Summary.md": (vault / "Summary.md").read_text() + "updated\n"})
     commit(home, "summary refreshed")
     assert [f for f in WikiManager.for_home(home).lint() if f.code == "stale-page"] == []
+
+
+def test_the_lint_skill_explains_every_code():
+    skill = (Path(__file__).parent.parent / "skills" / "notebook" / "lint.md").read_text()
+    assert [code for code in CODES if f"`{code}`" not in skill] == []
