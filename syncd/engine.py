@@ -15,10 +15,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .config import Settings
-from .errors import HomeError, IndexError_
+from .errors import HomeError, IndexError_, StorageError
 from .history.git import uncommitted_paths
 from .history.intents import Intent, record_intent
-from .home import Home, HomeLock, atomic_write, blob_sha, find_home
+from .home import Home, HomeLock, atomic_write, blob_sha, disk_failure, find_home
 from .index.embed import Embedder, load_embedder
 from .index.embed_cache import CachedEmbedder, EmbeddingCache
 from .index.search import Hit, hybrid_search
@@ -142,6 +142,13 @@ class Engine:
         when this engine is the writer, index and commit it before returning. Returns the new sha.
 
         With a daemon holding the lock, open the engine read-only, write, then ``wait_indexed``.
+
+        Whether the file was saved is always known from what is raised: ``StorageError`` with
+        ``saved=False`` (the disk refused; nothing was written) or ``ConflictError`` (the file
+        changed meanwhile; nothing was written) come before the file is written. Once it is
+        written, a failure to index it (a full disk under ``.syncd/``, the model, LanceDB), or a
+        disk failure while committing it, is raised as ``StorageError`` with ``saved=True``: the
+        change is on disk, and the next sync (of any path, in this process) or commit catches up.
         """
         path = self.home.root / rel
         rel = self.home.rel(path)
@@ -153,8 +160,27 @@ class Engine:
         else:
             atomic_write(path, data, expected_sha=expected_sha)
         if not self.read_only:
-            self.sync([rel])
-            self.commit([rel])
+            try:
+                self.sync([rel])
+            except Exception as exc:
+                raise StorageError(
+                    f"{rel} was saved but not indexed: {exc}"
+                    + ("" if isinstance(exc, StorageError) else "; the next sync indexes it"),
+                    path,
+                    saved=True,
+                ) from exc
+            try:
+                self.commit([rel])
+            except Exception as exc:
+                reason = disk_failure(exc, self.home.root)
+                if reason is None:
+                    raise
+                raise StorageError(
+                    f"{rel} was saved and indexed, but committing it failed: {reason}; the next "
+                    "commit takes it",
+                    path,
+                    saved=True,
+                ) from exc
         return sha
 
     def commit(self, paths: list[str] | None = None) -> list[str]:

@@ -13,11 +13,22 @@ import os
 import re
 import tempfile
 from pathlib import Path
+from typing import BinaryIO
 
-from .errors import ConflictError, HomeError, InvalidIdError, LockedError
+from .errors import ConflictError, HomeError, InvalidIdError, LockedError, StorageError
 from .layout import validate_id, validate_label
 
-__all__ = ["blob_sha", "file_blob_sha", "atomic_write", "durable_append", "HomeLock", "find_home", "Home"]
+__all__ = [
+    "blob_sha",
+    "file_blob_sha",
+    "read_at_most",
+    "disk_failure",
+    "atomic_write",
+    "durable_append",
+    "HomeLock",
+    "find_home",
+    "Home",
+]
 
 
 def blob_sha(data: bytes) -> str:
@@ -34,6 +45,93 @@ def file_blob_sha(path: Path) -> str | None:
         return blob_sha(path.read_bytes())
     except FileNotFoundError:
         return None
+
+
+# Growth past the size fstat reported is read in pieces of this size, never in one limit-sized read.
+_READ_PIECE = 1 << 20
+
+
+def read_at_most(handle: BinaryIO, limit: int) -> bytes:
+    """Up to ``limit`` bytes of an open file, read with a buffer the size of the file.
+
+    ``handle.read(limit)`` allocates ``limit`` bytes up front and shrinks the result afterwards;
+    above glibc's mmap threshold that allocation is a memory mapping of its own, which the shrink
+    keeps. A scan that kept 100,000 small files read that way held 100,000 mappings and ran out of
+    ``vm.max_map_count`` (65,530), failing far away (the model's shared library could not be
+    mapped). Sizing the read from ``fstat`` keeps a small file's bytes on the ordinary heap.
+    """
+    size = os.fstat(handle.fileno()).st_size
+    # One byte past the size reported, so a file that grew since is noticed and read on.
+    data = handle.read(min(size + 1, limit))
+    if len(data) <= size or len(data) >= limit:
+        return data
+    pieces = [data]
+    total = len(data)
+    while total < limit:
+        piece = handle.read(min(_READ_PIECE, limit - total))
+        if not piece:
+            break
+        pieces.append(piece)
+        total += len(piece)
+    return b"".join(pieces)
+
+
+# What a failing disk says, in the words of the OS, of Rust's std::io (LanceDB) and of SQLite.
+_DISK_ERRNOS = {
+    errno.ENOSPC: "no space left on the device",
+    errno.EDQUOT: "the disk quota is exceeded",
+    errno.EROFS: "the file system is read-only",
+    errno.EIO: "the disk reported an I/O error",
+    errno.EFBIG: "the file is too large for the file system",
+}
+_DISK_MESSAGES = (
+    ("no space left on device", errno.ENOSPC),
+    ("database or disk is full", errno.ENOSPC),
+    ("disk quota exceeded", errno.EDQUOT),
+    ("read-only file system", errno.EROFS),
+    ("input/output error", errno.EIO),
+    ("disk i/o error", errno.EIO),
+)
+
+
+def disk_failure(exc: BaseException, folder: Path | None = None) -> str | None:
+    """Why the disk refused a write, in plain words, when ``exc`` (or what caused it) says the
+    disk did: full, over quota, read-only or failing. None for any other error.
+
+    Libraries report the same condition in their own words (LanceDB as a RuntimeError naming
+    "os error 28", SQLite as "database or disk is full" or a bare "disk I/O error"), so their
+    messages are read too; for SQLite's vague "disk I/O error", ``folder``'s file system is
+    asked whether it is full or read-only, which names the usual real cause.
+    """
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, OSError) and current.errno in _DISK_ERRNOS:
+            return _DISK_ERRNOS[current.errno]
+        text = str(current).lower()
+        for code, reason in _DISK_ERRNOS.items():
+            if f"os error {code})" in text:
+                return reason
+        for needle, code in _DISK_MESSAGES:
+            if needle in text:
+                return _filesystem_state(folder) or _DISK_ERRNOS[code]
+        current = current.__cause__ or current.__context__
+    return None
+
+
+def _filesystem_state(folder: Path | None) -> str | None:
+    if folder is None:
+        return None
+    try:
+        st = os.statvfs(folder)
+    except OSError:
+        return None
+    if st.f_flag & os.ST_RDONLY:
+        return _DISK_ERRNOS[errno.EROFS]
+    if st.f_bavail == 0 or st.f_favail == 0:
+        return _DISK_ERRNOS[errno.ENOSPC]
+    return None
 
 
 def _fsync_dir(folder: Path) -> None:
@@ -53,11 +151,17 @@ def atomic_write(path: Path, data: bytes, expected_sha: str | None | object = _A
     With ``expected_sha`` (a blob sha, or None meaning "must not exist yet") this is a
     compare-and-swap: the file is re-hashed right before the rename and a ConflictError is raised,
     with nothing written, if someone else changed it since the caller read it.
+
+    When the disk refuses (full, over quota, read-only, failing, or any other OSError) a
+    StorageError with ``saved=False`` is raised: the old file, if any, is untouched and the
+    temporary file is gone. Only a failure to sync the folder after the rename says ``saved=True``:
+    the new bytes are in place, their durability across a power cut is what is in doubt.
     """
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".syncd-tmp", dir=path.parent)
-    tmp = Path(tmp_name)
+    tmp: Path | None = None
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".syncd-tmp", dir=path.parent)
+        tmp = Path(tmp_name)
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
             handle.flush()
@@ -69,12 +173,30 @@ def atomic_write(path: Path, data: bytes, expected_sha: str | None | object = _A
             if found != expected_sha:
                 raise ConflictError(path, expected_sha, found)  # type: ignore[arg-type]
         os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            tmp.unlink()
+    except BaseException as exc:
+        if tmp is not None:
+            with contextlib.suppress(OSError):
+                tmp.unlink()
+        if isinstance(exc, OSError):
+            raise _not_saved(path, exc) from exc
         raise
-    _fsync_dir(path.parent)
+    try:
+        _fsync_dir(path.parent)
+    except OSError as exc:
+        raise StorageError(
+            f"{path} was written, but its folder could not be synced to disk: {_reason(exc)}",
+            path,
+            saved=True,
+        ) from exc
     return blob_sha(data)
+
+
+def _reason(exc: OSError) -> str:
+    return disk_failure(exc) or exc.strerror or str(exc)
+
+
+def _not_saved(path: Path, exc: OSError) -> StorageError:
+    return StorageError(f"cannot write {path}: {_reason(exc)}; nothing was written", path, saved=False)
 
 
 def _mode_to_keep(path: Path) -> int:
@@ -91,16 +213,39 @@ def durable_append(path: Path, data: bytes, expected_size: int | None = None) ->
 
     ``expected_size`` guards appends the same way CAS guards rewrites: if the file is not the size
     the caller last saw, someone else wrote to it and we refuse rather than interleave.
+
+    When the disk refuses (full, over quota, read-only, failing) a StorageError with
+    ``saved=False`` is raised and the file is cut back to its size before the append: a disk that
+    fills up part way through takes part of the bytes, and a half line must not stay behind.
     """
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
+    except OSError as exc:
+        raise _not_saved(path, exc) from exc
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         size = os.fstat(fd).st_size
         if expected_size is not None and size != expected_size:
             raise ConflictError(path, f"size {expected_size}", f"size {size}")
-        os.write(fd, data)
-        os.fsync(fd)
+        try:
+            view = memoryview(data)
+            while view:
+                # A write may take only part of the bytes (a disk filling up): go on with the rest.
+                view = view[os.write(fd, view) :]
+            os.fsync(fd)
+        except OSError as exc:
+            try:
+                os.ftruncate(fd, size)
+            except OSError as undo:
+                raise StorageError(
+                    f"cannot append to {path}: {_reason(exc)}, and cutting it back to its "
+                    f"{size} bytes failed too ({_reason(undo)}): its end may hold part of the "
+                    "new text",
+                    path,
+                    saved=False,
+                ) from exc
+            raise _not_saved(path, exc) from exc
         return size + len(data)
     finally:
         os.close(fd)

@@ -6,6 +6,8 @@ import os
 import shutil
 import socket
 import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -125,6 +127,84 @@ def test_a_bare_string_is_refused(backend: FastEmbedBackend) -> None:
 
 def test_long_text_is_truncated_not_an_error(backend: FastEmbedBackend) -> None:
     assert backend.embed(["word " * 1000]).shape == (1, 384)
+
+
+# Runs in its own process so that its peak RSS is its own: tokenising a 2 MB single line whole
+# (before cutting it to 256 word pieces) took ~15 s and ~260 MB, at 19 MB 66 s and 3.8 GB.
+_HUGE_TEXT_SCRIPT = """
+import resource, sys
+from pathlib import Path
+from syncd.config import Settings
+from syncd.index.embed import load_embedder
+embedder = load_embedder(Settings(), cache_dir=Path(sys.argv[1]))
+embedder.embed(["warm up " * 300])
+text = " ".join(f"fact{i}" for i in range(200_000))
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+embedder.embed([text])
+print((resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) // 1024)
+"""
+
+
+def test_a_huge_single_line_costs_no_more_memory_than_a_short_one(model_cache: Path) -> None:
+    out = subprocess.run(
+        [sys.executable, "-c", _HUGE_TEXT_SCRIPT, str(model_cache)],
+        capture_output=True, text=True, check=True, timeout=600,
+    )
+    grown_mb = int(out.stdout.split()[-1])
+    assert grown_mb < 64, f"embedding a 2 MB line raised the peak RSS by {grown_mb} MB"
+
+
+def test_the_cut_before_tokenising_changes_no_vector_of_ordinary_text(backend: FastEmbedBackend) -> None:
+    """Only the model's first 256 word pieces count, and ordinary text reaches them long before
+    the cut: the vector of a long text is the one fastembed gives for the whole of it."""
+    prose = " ".join(f"Ana mentioned on day {i} that she prefers green tea to coffee." for i in range(600))
+    code = "def f(x):\n    return [y ** 2 for y in range(x) if y % 3 == 0]  # squares\n" * 400
+    table = "| id | name | value |\n|----|------|-------|\n" + "| 17 | tea | 0.82 |\n" * 2000
+    texts = [prose, code, table]
+    assert all(len(t) > 20_000 for t in texts)
+    whole = np.array(list(backend._get_model().embed(texts)), dtype=np.float32)
+    whole /= np.linalg.norm(whole, axis=1, keepdims=True)
+    np.testing.assert_allclose(backend.embed(texts), whole, atol=1e-6)
+    huge = prose * 20
+    np.testing.assert_allclose(backend.embed([huge]), backend.embed([huge[:8192]]), atol=1e-6)
+    np.testing.assert_allclose(backend.embed_query(huge), backend.embed_query(huge[:8192]), atol=1e-6)
+
+
+# A real failure to import fastembed that is not a missing package: its shared libraries cannot
+# be mapped once the address space is full (as when a process has run out of memory mappings).
+_NO_ROOM_SCRIPT = """
+import resource, sys
+from pathlib import Path
+from syncd.config import Settings
+from syncd.errors import EmbeddingError
+from syncd.index.embed import load_embedder
+embedder = load_embedder(Settings(), cache_dir=Path(sys.argv[1]))
+used = int(open("/proc/self/statm").read().split()[0]) * resource.getpagesize()
+resource.setrlimit(resource.RLIMIT_AS, (used + 64 * 2**20, resource.RLIM_INFINITY))
+try:
+    embedder.embed(["x"])
+except EmbeddingError as exc:
+    print(exc)
+"""
+
+
+def test_fastembed_that_cannot_be_mapped_is_not_called_missing(model_cache: Path) -> None:
+    out = subprocess.run(
+        [sys.executable, "-c", _NO_ROOM_SCRIPT, str(model_cache)],
+        capture_output=True, text=True, timeout=300, check=False,
+    )
+    message = out.stdout.strip()
+    assert "not installed" not in message
+    assert "fastembed is installed but failed to load" in message
+    assert "memory mappings" in message
+
+
+def test_a_missing_fastembed_is_called_missing(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    # None in sys.modules makes the import raise ModuleNotFoundError, exactly as an uninstalled
+    # package does.
+    monkeypatch.setitem(sys.modules, "fastembed", None)
+    with pytest.raises(EmbeddingError, match="fastembed is not installed"):
+        FastEmbedBackend.bundled(tmp_path / "models").embed(["x"])
 
 
 def test_concurrent_first_use_loads_once_and_agrees(

@@ -21,6 +21,15 @@ whitespace-only strings are embedded as they are (the model sees only its [CLS] 
 and returns an ordinary unit vector, the same one for both); they never raise. The bundled model cuts
 long texts at 256 word pieces, the length sentence-transformers trained it on (see the NOTICE in
 its folder); a configured model cuts where its own tokenizer config says.
+
+The tokenizer only cuts after it has split the whole text, which for a 19 MB single-line fact
+took 66 s and 3.8 GB. So a text is first cut to ``_CHARS_PER_PIECE`` (32) characters per word
+piece the model can see (8,192 characters for the bundled model), from the end the tokenizer keeps.
+256 word pieces of prose, code or tables lie within the first ~1,300 characters (a word piece is
+a few characters and the spaces between them), so the cut changes the vector only of a text whose
+first 8,192 characters hold fewer than 256 pieces: mostly whitespace, or words over 100
+characters, which the tokenizer turns into one [UNK] piece each. Such a text always gets the same
+vector (the cut is a pure function of the text), so an incremental index still equals a rebuild.
 """
 
 from __future__ import annotations
@@ -84,6 +93,11 @@ REQUIRED_MODEL_FILES = ("model.onnx", "tokenizer.json", "tokenizer_config.json")
 OPTIONAL_MODEL_FILES = ("special_tokens_map.json", "config.json")
 
 _HASH_CHUNK = 1 << 20
+
+# Characters kept per word piece the model sees, before tokenising (see the module docstring).
+_CHARS_PER_PIECE = 32
+# A model whose tokenizer states no limit is assumed to see this many word pieces.
+_DEFAULT_MAX_PIECES = 512
 
 
 # --------------------------------------------------------------------------------------------
@@ -237,15 +251,39 @@ def _fastembed_description(model_name: str) -> tuple[str, int] | None:
         # Known without importing fastembed (most of a second), so a configured model folder
         # costs nothing until its first embed.
         return DEFAULT_EMBED_MODEL, _DEFAULT_DIM
-    try:
-        from fastembed import TextEmbedding
-    except ImportError as exc:
-        raise EmbeddingError(f"fastembed is not installed: {exc}") from exc
-
-    for desc in TextEmbedding.list_supported_models():
+    for desc in _import_text_embedding().list_supported_models():
         if desc["model"].lower() == model_name.lower():
             return desc["model"], int(desc["dim"])
     return None
+
+
+def _import_text_embedding() -> type[TextEmbedding]:
+    """fastembed's TextEmbedding, imported on first need (it costs most of a second).
+
+    Only a missing fastembed module is reported as "not installed". Any other failure of the
+    import (a shared library that cannot be mapped because the process ran out of memory or of
+    memory mappings, a broken onnxruntime) is reported as what it is: "not installed" once sent
+    people reinstalling a package when the machine was the problem.
+    """
+    try:
+        from fastembed import TextEmbedding
+    except ModuleNotFoundError as exc:
+        if exc.name is not None and exc.name.split(".")[0] == "fastembed":
+            raise EmbeddingError(f"fastembed is not installed (pip install fastembed): {exc}") from exc
+        raise EmbeddingError(f"fastembed is installed but cannot be imported: {exc}") from exc
+    except (ImportError, OSError, MemoryError) as exc:
+        raise EmbeddingError(f"fastembed is installed but failed to load: {exc}{_memory_hint(exc)}") from exc
+    return TextEmbedding
+
+
+def _memory_hint(exc: BaseException) -> str:
+    text = str(exc).lower()
+    if isinstance(exc, MemoryError) or "cannot allocate memory" in text or "failed to map" in text:
+        return (
+            " (the process is out of memory or of memory mappings: see vm.max_map_count and "
+            "the process's memory use)"
+        )
+    return ""
 
 
 def _is_default_name(model_name: str | None) -> bool:
@@ -381,6 +419,7 @@ class FastEmbedBackend:
         self.threads = threads
         self._cache_dir = Path(cache_dir) if cache_dir is not None else None
         self._model: TextEmbedding | None = None
+        self._cut: Callable[[str], str] = _no_cut
         self._load_lock = threading.Lock()
         self._run_lock = threading.Lock()
 
@@ -419,10 +458,7 @@ class FastEmbedBackend:
     def _load(self) -> TextEmbedding:
         started = time.perf_counter()
         folder = self._source.prepare()
-        try:
-            from fastembed import TextEmbedding
-        except ImportError as exc:
-            raise EmbeddingError(f"fastembed is not installed: {exc}") from exc
+        text_embedding = _import_text_embedding()
         kwargs: dict[str, object] = {"threads": self.threads}
         if folder is not None:
             kwargs["specific_model_path"] = str(folder)
@@ -431,7 +467,7 @@ class FastEmbedBackend:
         elif self._cache_dir is not None:
             kwargs["cache_dir"] = str(self._cache_dir / "fastembed")
         try:
-            model = TextEmbedding(self._source.model_name, **kwargs)
+            model = text_embedding(self._source.model_name, **kwargs)
         except Exception as exc:
             if folder is not None:
                 raise EmbeddingError(f"cannot load {self._source.describe}: {exc}") from exc
@@ -442,6 +478,7 @@ class FastEmbedBackend:
                 "model.onnx and its tokenizer files"
             ) from exc
         _stop_spinning(model, self.threads)
+        self._cut = _text_cutter(model)
         log.info("loaded %s in %.2fs", self._source.describe, time.perf_counter() - started)
         return model
 
@@ -451,6 +488,7 @@ class FastEmbedBackend:
         if not items:
             return np.zeros((0, self.dim), dtype=np.float32)
         model = self._get_model()
+        items = [self._cut(text) for text in items]
         # A batch is padded to its longest text: sorted by length, a heading-sized chunk no longer
         # makes sixty-three one-line facts pay for its 256 tokens.
         order = sorted(range(len(items)), key=lambda i: len(items[i]))
@@ -473,7 +511,7 @@ class FastEmbedBackend:
         model = self._get_model()
         with self._run_lock:
             try:
-                rows = list(model.query_embed(text))
+                rows = list(model.query_embed(self._cut(text)))
             except Exception as exc:
                 raise EmbeddingError(f"{self._source.describe} failed to embed: {exc}") from exc
         return self._finish(rows, 1)[0]
@@ -486,6 +524,22 @@ class FastEmbedBackend:
                 f"({n}, {self.dim}); is the model folder really a {self._source.model_name}?"
             )
         return _normalise_rows(matrix)
+
+
+def _no_cut(text: str) -> str:
+    return text
+
+
+def _text_cutter(model: TextEmbedding) -> Callable[[str], str]:
+    """Cuts a text to ``_CHARS_PER_PIECE`` characters per word piece ``model`` sees, at the end its
+    tokenizer truncates (the right, unless its config says left)."""
+    tokenizer = getattr(getattr(model, "model", None), "tokenizer", None)
+    truncation = getattr(tokenizer, "truncation", None) or {}
+    pieces = truncation.get("max_length") or _DEFAULT_MAX_PIECES
+    limit = int(pieces) * _CHARS_PER_PIECE
+    if truncation.get("direction") == "left":
+        return lambda text: text[-limit:] if len(text) > limit else text
+    return lambda text: text[:limit]
 
 
 def _stop_spinning(model: TextEmbedding, threads: int | None) -> None:

@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import EmbeddingError
+from ..home import disk_failure
 from .embed import Embedder, check_texts
 
 __all__ = ["CachedEmbedder", "EmbeddingCache", "text_key"]
@@ -63,6 +64,12 @@ class EmbeddingCache:
             )
             self._init_schema(self._conn)
         except (OSError, sqlite3.Error) as exc:
+            reason = disk_failure(exc, self.path.parent)
+            if reason is not None:
+                raise EmbeddingError(
+                    f"cannot open the embedding cache {self.path}: {reason} (SQLite said: {exc}); "
+                    f"free space on the disk holding {self.path.parent}"
+                ) from exc
             raise EmbeddingError(
                 f"cannot open the embedding cache {self.path}: {exc} (it is only a cache: deleting "
                 "it is safe)"
@@ -231,6 +238,8 @@ class CachedEmbedder:
         self.calls = 0
         self.embedded_texts = 0
         self._counter_lock = threading.Lock()
+        # While the cache cannot be written, warn once, not on every batch of a long sync.
+        self._cache_failing = False
 
     @property
     def model_id(self) -> str:
@@ -281,14 +290,38 @@ class CachedEmbedder:
                 self.calls += 1
                 self.embedded_texts += len(missing)
             unique[[row_of[k] for k in missing]] = fresh
-            try:
-                self.cache.put_by_keys(model_id, missing, fresh)
-            except EmbeddingError as exc:
-                # The vectors are right; only the next run loses the saving.
-                log.warning("embedding cache not updated: %s", exc)
+            self._remember(model_id, missing, fresh)
         if len(row_of) == len(keys):
             return unique
         return unique[[row_of[k] for k in keys]]
+
+    def _remember(self, model_id: str, keys: list[bytes], vectors: np.ndarray) -> None:
+        """Store fresh vectors; a cache that cannot be written never fails the embedding (the
+        vectors are right, only a later run loses the saving)."""
+        try:
+            self.cache.put_by_keys(model_id, keys, vectors)
+        except EmbeddingError as exc:
+            with self._counter_lock:
+                first, self._cache_failing = not self._cache_failing, True
+            if not first:
+                log.debug("embedding cache still not written: %s", exc)
+                return
+            folder = self.cache.path.parent
+            reason = disk_failure(exc, folder)
+            if reason is not None:
+                log.warning(
+                    "the embedding cache %s cannot be written: %s (free space on the disk holding "
+                    "%s). Indexing goes on; new vectors are not kept until the cache can be written "
+                    "again",
+                    self.cache.path, reason, folder,
+                )
+            else:
+                log.warning("the embedding cache cannot be written, indexing goes on without it: %s", exc)
+            return
+        if self._cache_failing:
+            with self._counter_lock:
+                self._cache_failing = False
+            log.info("the embedding cache %s is written again", self.cache.path)
 
     def embed_query(self, text: str) -> np.ndarray:
         """One query's vector, shape (dim,). Not cached: queries rarely repeat a stored text, and

@@ -4,7 +4,10 @@ Two tables: ``files`` (one row per markdown file: its blob sha, stat and last er
 ``entries`` (facts and chunks in one table, told apart by ``kind``, so one vector search and one
 full-text search answer a query over both). Rows change only file by file: delete the file's rows,
 add its new ones, then record its new sha, in that order, so a crash in between leaves the file
-looking stale and the next sync redoes it.
+looking stale and the next sync redoes it. A write that fails (a full disk) is raised as a
+StorageError, or an IndexError_ for any other LanceDB failure, never as LanceDB's own RuntimeError;
+the paths it was writing are remembered (``unwritten_paths``) so the next sync of any path in this
+process redoes them too, rather than only a full sync.
 
 Queries run on an in-memory copy of the entries (rowcache.py: exact vectors, BM25 postings, the
 rows themselves), loaded from the table and patched by our own writes; LanceDB is the durable
@@ -18,6 +21,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -29,8 +33,8 @@ import numpy as np
 import pyarrow as pa
 from lancedb.index import BTree
 
-from ..errors import IndexError_
-from ..home import atomic_write
+from ..errors import IndexError_, StorageError, SyncdError
+from ..home import atomic_write, disk_failure
 from .records import EntryRow, FileRecord, FileUpdate
 from .rowcache import RowCache
 
@@ -47,6 +51,8 @@ _PATHS_PER_FILTER = 500
 _WRITES_BEFORE_OPTIMIZE = 40
 # LanceDB's full-text index, which indexes made before full text moved into memory still carry.
 _OLD_FULLTEXT_INDEX = "search_text_idx"
+# LanceDB ends its messages with where in its Rust source they were raised: no use to a reader.
+_RUST_LOCATION = re.compile(r",?\s*/\S+\.rs:\d+:\d+")
 
 FILE_SCHEMA = pa.schema(
     [
@@ -113,6 +119,7 @@ class Index:
         self._matrix = RowCache(dim)
         self._matrix_version: int | None = None
         self._writes = 0
+        self._unwritten: set[str] = set()
         folder.mkdir(parents=True, exist_ok=True)
         # Readers re-check the latest version on every read so they see the daemon's writes.
         self._db = lancedb.connect(
@@ -204,17 +211,49 @@ class Index:
             raise IndexError_("this index was opened read-only")
         if not updates:
             return
+        paths = {u.path for u in updates}
         with self._lock:
             self._ensure_matrix()
             try:
                 self._write(updates)
-            except BaseException:
+            except BaseException as exc:
                 # The table and the in-memory copy may now disagree: reload it on the next query.
                 self._matrix_version = None
+                self._unwritten |= paths
+                if isinstance(exc, Exception) and not isinstance(exc, SyncdError):
+                    raise self._write_error(exc, len(paths)) from exc
                 raise
+            self._unwritten -= paths
             self._writes += 1
             if self._writes >= _WRITES_BEFORE_OPTIMIZE:
-                self.optimize()
+                try:
+                    self.optimize()
+                except Exception as exc:  # housekeeping: the rows are written, compact later
+                    self._writes = 0
+                    log.warning("could not compact the index at %s: %s", self.folder, self._describe(exc))
+
+    @property
+    def unwritten_paths(self) -> frozenset[str]:
+        """Paths whose last write failed in this process; each stays stale in the files table."""
+        with self._lock:
+            return frozenset(self._unwritten)
+
+    def _write_error(self, exc: Exception, files: int) -> SyncdError:
+        where = self.folder / "lance"
+        reason = disk_failure(exc, where)
+        if reason is not None:
+            return StorageError(
+                f"cannot write the index at {where}: {reason}; the {files} file(s) being indexed "
+                "stay stale and the next sync redoes them",
+                where,
+                saved=False,
+            )
+        return IndexError_(f"cannot write the index at {where}: {self._describe(exc)}")
+
+    @staticmethod
+    def _describe(exc: Exception) -> str:
+        """LanceDB's message without the Rust source locations it appends."""
+        return _RUST_LOCATION.sub("", str(exc)).strip() or type(exc).__name__
 
     def _write(self, updates: Sequence[FileUpdate]) -> None:
         replaced = [u.path for u in updates if u.rows is not None or u.record is None]

@@ -121,11 +121,13 @@ def sync(
     only: Iterable[str] | None = None,
     progress: Progress | None = None,
 ) -> SyncReport:
-    """Bring the index in line with the tree (or with just the ``only`` paths)."""
+    """Bring the index in line with the tree (or with just the ``only`` paths, and any whose
+    index write failed earlier in this process: a failed write heals on the next pass)."""
     known = index.files()
+    if only is not None:
+        only = set(only) | index.unwritten_paths
     scan = scan_disk(home, known, max_file_bytes, only=only)
     if only is not None:
-        only = set(only)
         known = {p: r for p, r in known.items() if p in only}
     plan = plan_sync(scan.files, known, scan.unreadable_dirs)
     if plan.empty:

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import HomeError
-from ..home import Home, blob_sha
+from ..home import Home, blob_sha, read_at_most
 from ..index.records import FileRecord
 from ..layout import is_indexable
 
@@ -57,7 +57,7 @@ class DiskScan:
 def read_limited(path: Path, max_bytes: int) -> tuple[bytes | None, str | None]:
     try:
         with open(path, "rb") as handle:
-            data = handle.read(max_bytes + 1)
+            data = read_at_most(handle, max_bytes + 1)
     except OSError as exc:
         return None, f"cannot read: {exc.strerror or exc}"
     if len(data) > max_bytes:

@@ -1,0 +1,186 @@
+"""A full disk, for real: a size-limited tmpfs filled to the last byte.
+
+Every write either saves or says it did not (``StorageError.saved``), nothing half-written stays
+behind, and the index heals on the next pass once there is room again. Mounting needs root (CI
+runs as root); where the mount is refused the tests say why instead of passing.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import os
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import syncd
+from syncd.errors import StorageError
+from syncd.home import atomic_write, blob_sha, durable_append
+from syncd.index.embed_cache import CachedEmbedder, EmbeddingCache
+
+from .helpers import assert_matches_rebuild, write
+
+LOG = "memory/users/ana/2026-03-01.md"
+OTHER = "memory/users/ana/2026-03-02.md"
+
+
+class SmallDisk:
+    """A tmpfs of ``size`` mounted at ``root``; ``fill()`` takes every free byte, ``free()`` gives
+    them back."""
+
+    def __init__(self, root: Path):
+        self.root = root
+        self._filler = root / "filler"
+
+    def fill(self) -> None:
+        fd = os.open(self._filler, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+        try:
+            block = b"\0" * 4096
+            while True:
+                try:
+                    os.write(fd, block)
+                except OSError as exc:
+                    if exc.errno != errno.ENOSPC:
+                        raise
+                    break
+            # Then the last partial block, so not even a page's slack is left.
+            for size in (2048, 1024, 512, 256, 64, 16, 1):
+                try:
+                    while True:
+                        os.write(fd, b"\0" * size)
+                except OSError as exc:
+                    if exc.errno != errno.ENOSPC:
+                        raise
+        finally:
+            os.close(fd)
+
+    def free(self) -> None:
+        self._filler.unlink(missing_ok=True)
+
+
+def _mount(where: Path, size: str) -> Iterator[SmallDisk]:
+    where.mkdir(parents=True, exist_ok=True)
+    if os.geteuid() != 0:
+        pytest.skip("a real full disk needs a tmpfs mount, which needs root (CI runs as root)")
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(where)], capture_output=True, text=True
+    )
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs at {where}: {done.stderr.strip() or done.returncode}")
+    try:
+        yield SmallDisk(where)
+    finally:
+        subprocess.run(["umount", "-l", str(where)], check=False)
+
+
+@pytest.fixture
+def disk(tmp_path: Path) -> Iterator[SmallDisk]:
+    yield from _mount(tmp_path / "disk", "1m")
+
+
+def _leftovers(folder: Path) -> list[str]:
+    return sorted(p.name for p in folder.iterdir() if p.name.endswith(".syncd-tmp"))
+
+
+# ---------------------------------------------------------------------------------------------
+# The two writes of markdown
+
+
+def test_atomic_write_on_a_full_disk_writes_nothing_and_says_so(disk: SmallDisk) -> None:
+    old = disk.root / "old.md"
+    old.write_bytes(b"- [fact] Likes tea.\n")
+    disk.fill()
+    for path in (old, disk.root / "new.md"):
+        with pytest.raises(StorageError) as err:
+            atomic_write(path, b"- [fact] Likes coffee.\n" * 2000)
+        assert err.value.saved is False
+        assert err.value.path == str(path)
+        assert "no space left" in str(err.value)
+    assert old.read_bytes() == b"- [fact] Likes tea.\n"
+    assert not (disk.root / "new.md").exists()
+    assert _leftovers(disk.root) == []
+
+
+def test_an_append_that_fills_the_disk_part_way_leaves_no_half_line(disk: SmallDisk) -> None:
+    log = disk.root / "log.md"
+    log.write_bytes(b"# 2026-03-01\n")
+    disk.fill()  # the file's own last page still has room: the append is taken in part
+    with pytest.raises(StorageError) as err:
+        durable_append(log, b"- [fact] " + b"x" * 9000 + b"\n", expected_size=13)
+    assert err.value.saved is False
+    assert log.read_bytes() == b"# 2026-03-01\n"
+
+
+# ---------------------------------------------------------------------------------------------
+# The index and the embedding cache under a full .syncd/
+
+
+@pytest.fixture
+def full_index_home(tmp_path: Path, embedder) -> Iterator[tuple[Path, SmallDisk]]:
+    """A home on the ordinary disk whose ``.syncd/`` (index, cache, lock) is a small tmpfs: the
+    markdown can be saved while the index cannot."""
+    home = syncd.init(tmp_path / "home").home
+    state = home / ".syncd"
+    keep = {p.name: p.read_bytes() for p in state.iterdir() if p.is_file()}
+    for small in _mount(state, "8m"):
+        for name, data in keep.items():
+            (state / name).write_bytes(data)
+        yield home, small
+
+
+def test_a_write_whose_index_is_full_is_saved_says_so_and_heals(full_index_home, embedder) -> None:
+    home, small = full_index_home
+    write(home, OTHER, "# 2026-03-02\n\n## 08:00\n- [fact] Runs on Sundays.\n")
+    with syncd.open(home, embedder=embedder) as engine:
+        engine.sync()
+        small.fill()
+        with pytest.raises(StorageError) as err:
+            engine.write_file(LOG, b"# 2026-03-01\n\n## 09:00\n- [preference] Likes green tea.\n")
+        assert err.value.saved is True
+        assert "no space left" in str(err.value) and ".cargo" not in str(err.value)
+        assert (home / LOG).read_bytes().endswith(b"Likes green tea.\n")
+        assert LOG in engine.status().stale["new"]
+        small.free()
+        # The next pass over any path redoes the one that failed.
+        engine.write_file(OTHER, b"# 2026-03-02\n\n## 08:00\n- [fact] Runs on Saturdays.\n")
+        assert engine.index.files()[LOG].sha == blob_sha((home / LOG).read_bytes())
+        hits = engine.search("green tea", user_id="ana", limit=3)
+        assert hits and hits[0].path == LOG
+        assert engine.status().fresh
+        assert_matches_rebuild(engine)
+
+
+def test_a_full_sync_on_a_full_index_disk_raises_a_storage_error_and_heals(full_index_home, embedder) -> None:
+    home, small = full_index_home
+    with syncd.open(home, embedder=embedder) as engine:
+        engine.sync()
+        small.fill()
+        for i in range(3):
+            write(home, f"vault/notes/n{i}.md", f"# Note {i}\n\nAbout kites and wind {i}.\n")
+        with pytest.raises(StorageError) as err:
+            engine.sync()
+        assert "no space left" in str(err.value)
+        assert sorted(engine.status().stale["new"]) == [f"vault/notes/n{i}.md" for i in range(3)]
+        small.free()
+        engine.sync()
+        assert engine.status().fresh
+        assert_matches_rebuild(engine)
+
+
+def test_a_full_embedding_cache_warns_once_naming_the_disk_and_never_fails(
+    disk: SmallDisk, embedder, caplog: pytest.LogCaptureFixture
+) -> None:
+    cached = CachedEmbedder(embedder, EmbeddingCache(disk.root / "cache.sqlite"))
+    disk.fill()
+    caplog.set_level(logging.WARNING, logger="syncd")
+    vectors = [cached.embed([f"fact number {i} about {w}" for w in ("tea", "kites", "rain")]) for i in range(5)]
+    assert all(v.shape == (3, 384) for v in vectors)
+    expected = embedder.embed([f"fact number 0 about {w}" for w in ("tea", "kites", "rain")])
+    np.testing.assert_allclose(vectors[0], expected, atol=1e-6)
+    warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert len(warnings) == 1, warnings
+    assert "no space left" in warnings[0] and str(disk.root) in warnings[0]
