@@ -13,14 +13,15 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
-from ..home import Home, atomic_write
+from ..home import Home, atomic_write, file_blob_sha
 
-__all__ = ["Intent", "record_intent", "take_intents", "peek_intent"]
+__all__ = ["Intent", "drop_intents", "find_intents", "peek_intent", "record_intent"]
 
 log = logging.getLogger(__name__)
 
@@ -63,9 +64,12 @@ class Intent:
         return cls(**{k: v for k, v in data.items() if k in known})
 
 
+def _path_digest(rel: str) -> str:
+    return hashlib.blake2b(rel.encode("utf-8", "surrogateescape"), digest_size=8).hexdigest()
+
+
 def _intent_path(home: Home, rel: str, sha: str) -> Path:
-    digest = hashlib.blake2b(rel.encode(), digest_size=8).hexdigest()
-    return home.state_dir / "intents" / f"{digest}-{sha}.json"
+    return home.state_dir / "intents" / f"{_path_digest(rel)}-{sha}.json"
 
 
 def record_intent(home: Home, rel: str, sha: str, intent: Intent) -> None:
@@ -83,16 +87,33 @@ def peek_intent(home: Home, rel: str, sha: str) -> Intent | None:
     return Intent.from_dict(data.get("intent") or {})
 
 
-def take_intents(home: Home, changes: Mapping[str, str]) -> dict[str, Intent]:
-    """Claim the intents of ``{path: sha}`` (they are removed once taken)."""
-    found: dict[str, Intent] = {}
-    for rel, sha in changes.items():
+def find_intents(home: Home, paths: Iterable[str]) -> dict[str, tuple[str, Intent]]:
+    """``{path: (sha, intent)}`` for the paths whose current bytes on disk have an intent. One
+    listing of the intents folder decides which files are worth hashing at all, so committing
+    100,000 files a person added reads none of them here."""
+    folder = home.state_dir / "intents"
+    try:
+        names = {entry.name for entry in os.scandir(folder)}
+    except FileNotFoundError:
+        return {}
+    digests = {name.split("-", 1)[0] for name in names}
+    found: dict[str, tuple[str, Intent]] = {}
+    for rel in paths:
+        if _path_digest(rel) not in digests:
+            continue
+        sha = file_blob_sha(home.root / rel)
         intent = peek_intent(home, rel, sha) if sha else None
         if intent is not None:
-            found[rel] = intent
-            _intent_path(home, rel, sha).unlink(missing_ok=True)
+            found[rel] = (sha, intent)
     _drop_stale(home)
     return found
+
+
+def drop_intents(home: Home, taken: Mapping[str, str]) -> None:
+    """Forget the intents of ``{path: sha}`` once their change is committed (the writer waiting
+    for its commit watches for exactly this)."""
+    for rel, sha in taken.items():
+        _intent_path(home, rel, sha).unlink(missing_ok=True)
 
 
 def _drop_stale(home: Home) -> None:
