@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import GitBusyError, HistoryError, NotFoundError
+from ..layout import is_indexable
 
 log = logging.getLogger(__name__)
 
@@ -321,8 +322,6 @@ def _status(root: Path, *args: str) -> list[tuple[str, str]]:
 def _ours(rel: str) -> bool:
     """What we commit: files the index holds (markdown, transcripts), never our temp files,
     never ``.syncd/``; whatever else is in the tree (images, configs) is the user's to commit."""
-    from ..layout import is_indexable
-
     return not rel.startswith(".syncd/") and is_indexable(rel)
 
 
@@ -342,10 +341,11 @@ def changed_paths(root: Path, paths: Iterable[str] | None = None) -> Changes:
         if _ours(rel) and (wanted is None or rel in wanted):
             codes.setdefault(rel, []).append(xy)
     present, removed, unmerged = [], [], []
+    top = os.fspath(root)
     for rel, xys in sorted(codes.items()):
         if any(xy in _UNMERGED for xy in xys):
             unmerged.append(rel)
-        elif xys == ["D "] or not os.path.lexists(Path(root) / rel):
+        elif xys == ["D "] or not os.path.lexists(os.path.join(top, rel)):
             # "D " alone while the file is still there: the user untracked it (``git rm
             # --cached``, and it is ignored, else status would list it as untracked too).
             removed.append(rel)
@@ -396,6 +396,22 @@ def _stage(root: Path, present: Iterable[str], removed: Iterable[str], env: Mapp
         run_git(root, "update-index", "--add", "--remove", "-z", "--stdin", input=_paths_stdin(present), env=env)
     if removed:
         run_git(root, "update-index", "--force-remove", "-z", "--stdin", input=_paths_stdin(removed), env=env)
+
+
+def _index_entries(root: Path, paths: list[str]) -> dict[str, bytes]:
+    """``{path: "mode sha stage\\tpath\\0"}`` of the real index for ``paths`` (those it holds)."""
+    if not paths:
+        return {}
+    wanted = set(paths)
+    spec = ["--", *paths] if len(paths) <= _PATHSPEC_MAX else []
+    out = run_git(root, "ls-files", "-s", "-z", *spec, env={"GIT_LITERAL_PATHSPECS": "1"})
+    entries = {}
+    for record in out.split(b"\0"):
+        meta, tab, raw = record.partition(b"\t")
+        rel = raw.decode("utf-8", "surrogateescape")
+        if tab and rel in wanted and meta.endswith(b" 0"):
+            entries[rel] = record + b"\0"
+    return entries
 
 
 def _diff_trees(root: Path, old: str, new: str) -> list[DiffEntry]:
@@ -457,7 +473,12 @@ def commit_exact(
             run_git(root, "read-tree", parent, env=env)
         else:
             run_git(root, "read-tree", "--empty", env=env)
-        _stage(root, present, removed, env)
+        # The private index takes the entries just staged, not a second read of the files: the
+        # commit holds exactly what the real index now holds, and big files are hashed once.
+        entries = _index_entries(root, present)
+        if entries:
+            run_git(root, "update-index", "-z", "--index-info", input=b"".join(entries.values()), env=env)
+        _stage(root, (), [*removed, *(p for p in present if p not in entries)], env)
         tree = run_git(root, "write-tree", env=env).decode().strip()
     finally:
         private.unlink(missing_ok=True)
