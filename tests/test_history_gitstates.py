@@ -187,6 +187,21 @@ def test_index_lock_is_busy_and_sync_warns_with_the_fix_and_exits_0(home, embedd
     assert "warning" not in capsys.readouterr().err and _clean(home)
 
 
+def test_a_folder_swapped_for_a_symlink_does_not_block_commits(home, tmp_path):
+    write(home, "vault/people/bob.md", "# Bob\n")
+    _commit(home)
+    outside = tmp_path / "outside"
+    write(outside, "bob.md", "# Secret\n")
+    for child in (home / "vault/people").iterdir():
+        child.unlink()
+    (home / "vault/people").rmdir()
+    (home / "vault/people").symlink_to(outside)
+    write(home, "vault/Tea.md", "# Tea\n")
+    _commit(home)
+    assert _diff_paths(home) == {"vault/people/bob.md": "D", "vault/Tea.md": "A"}
+    assert "Secret" not in git(home, "log", "-p", "--format=")
+
+
 def test_other_git_failures_are_history_errors(home):
     write(home, LOG, daily_log(FACTS[:1]))
     (home / ".git/index").write_bytes(b"DIRC garbage, not an index")

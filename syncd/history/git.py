@@ -342,16 +342,32 @@ def changed_paths(root: Path, paths: Iterable[str] | None = None) -> Changes:
             codes.setdefault(rel, []).append(xy)
     present, removed, unmerged = [], [], []
     top = os.fspath(root)
+    linked: dict[str, bool] = {}
     for rel, xys in sorted(codes.items()):
+        path = os.path.join(top, rel)
         if any(xy in _UNMERGED for xy in xys):
             unmerged.append(rel)
-        elif xys == ["D "] or not os.path.lexists(os.path.join(top, rel)):
+        elif xys == ["D "] or _behind_symlink(top, rel, linked) or not os.path.lexists(path):
             # "D " alone while the file is still there: the user untracked it (``git rm
-            # --cached``, and it is ignored, else status would list it as untracked too).
+            # --cached``, and it is ignored, else status would list it as untracked too). A file
+            # reached through a symlinked folder is, for git, a deletion: it never follows links.
             removed.append(rel)
+        elif not os.path.islink(path) and not os.access(path, os.R_OK):
+            # Staging it would fail the whole commit; it is committed once it can be read.
+            log.warning("not committing %s: permission denied", rel)
         else:
             present.append(rel)
     return Changes(tuple(present), tuple(removed), tuple(unmerged))
+
+
+def _behind_symlink(top: str, rel: str, seen: dict[str, bool]) -> bool:
+    """Whether a folder on the way to ``rel`` is a symlink (memoised per folder: linear)."""
+    folder = os.path.dirname(rel)
+    if not folder:
+        return False
+    if folder not in seen:
+        seen[folder] = _behind_symlink(top, folder, seen) or os.path.islink(os.path.join(top, folder))
+    return seen[folder]
 
 
 def uncommitted_paths(root: Path) -> list[str]:
@@ -466,7 +482,7 @@ def commit_exact(
     # once committed, git status shows these paths clean (and a user's `git commit` cannot commit
     # their old versions over ours).
     _stage(root, present, removed)
-    private = folder / f"syncd-index-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    private = Path(os.path.abspath(folder)) / f"syncd-index-{os.getpid()}-{uuid.uuid4().hex[:8]}"
     env = {"GIT_INDEX_FILE": str(private)}
     try:
         if parent:
@@ -488,7 +504,7 @@ def commit_exact(
     text = message(changes) if callable(message) else message
     identity = identity_env(author_name, author_email)
     sha = run_git(root, "commit-tree", tree, *(["-p", parent] if parent else []), "-F", "-",
-                  input=text.encode("utf-8"), env=identity).decode().strip()
+                  input=text.encode("utf-8", "replace"), env=identity).decode().strip()
     subject = text.strip().splitlines()[0] if text.strip() else ""
     try:
         run_git(root, "update-ref", "-m", f"commit: {subject}", "HEAD", sha, parent or "", env=identity)

@@ -19,6 +19,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
+from ..errors import StorageError
 from ..home import Home, atomic_write, file_blob_sha
 
 __all__ = ["Intent", "drop_intents", "find_intents", "peek_intent", "record_intent"]
@@ -73,14 +74,21 @@ def _intent_path(home: Home, rel: str, sha: str) -> Path:
 
 
 def record_intent(home: Home, rel: str, sha: str, intent: Intent) -> None:
+    """Leave the provenance of ``rel`` at ``sha`` for the committer (before the file is written:
+    a StorageError here means nothing was written)."""
     data = {"path": rel, "sha": sha, "intent": asdict(intent)}
-    atomic_write(_intent_path(home, rel, sha), json.dumps(data, sort_keys=True).encode())
+    target = _intent_path(home, rel, sha)
+    try:
+        atomic_write(target, json.dumps(data, sort_keys=True).encode())
+    except OSError as exc:
+        raise StorageError(f"cannot record the provenance of {rel} in {target.parent}: "
+                           f"{exc.strerror or exc}; nothing was written", target, saved=False) from None
 
 
 def peek_intent(home: Home, rel: str, sha: str) -> Intent | None:
     try:
         data = json.loads(_intent_path(home, rel, sha).read_text(encoding="utf-8"))
-    except (FileNotFoundError, json.JSONDecodeError):
+    except (OSError, ValueError):  # absent, unreadable, or half-written by a killed process
         return None
     if data.get("path") != rel:
         return None
@@ -94,14 +102,17 @@ def find_intents(home: Home, paths: Iterable[str]) -> dict[str, tuple[str, Inten
     folder = home.state_dir / "intents"
     try:
         names = {entry.name for entry in os.scandir(folder)}
-    except FileNotFoundError:
+    except OSError:
         return {}
     digests = {name.split("-", 1)[0] for name in names}
     found: dict[str, tuple[str, Intent]] = {}
     for rel in paths:
         if _path_digest(rel) not in digests:
             continue
-        sha = file_blob_sha(home.root / rel)
+        try:
+            sha = file_blob_sha(home.root / rel)
+        except OSError:
+            continue  # unreadable: not committed either
         intent = peek_intent(home, rel, sha) if sha else None
         if intent is not None:
             found[rel] = (sha, intent)
@@ -113,7 +124,10 @@ def drop_intents(home: Home, taken: Mapping[str, str]) -> None:
     """Forget the intents of ``{path: sha}`` once their change is committed (the writer waiting
     for its commit watches for exactly this)."""
     for rel, sha in taken.items():
-        _intent_path(home, rel, sha).unlink(missing_ok=True)
+        try:
+            _intent_path(home, rel, sha).unlink(missing_ok=True)
+        except OSError as exc:  # a leftover intent is dropped as stale within a day
+            log.warning("cannot remove the intent of %s: %s", rel, exc.strerror or exc)
 
 
 def _drop_stale(home: Home) -> None:
@@ -125,5 +139,5 @@ def _drop_stale(home: Home) -> None:
         try:
             if path.stat().st_mtime < cutoff:
                 path.unlink()
-        except FileNotFoundError:
+        except OSError:
             continue
