@@ -38,7 +38,7 @@ def _rss_mb(who: int) -> float:
 
 def _case(kind: str, size: int) -> dict:
     import syncd
-    import syncd.index.rows  # noqa: F401 - loaded in any engine already: not the commit's cost
+    import syncd.index.rows  # loaded in any engine already: not the commit's cost
     from syncd.history.committer import commit_changes
     from syncd.home import Home
 
@@ -64,8 +64,7 @@ def _case(kind: str, size: int) -> dict:
         (home / LOG).parent.mkdir(parents=True, exist_ok=True)
         line = b"- [preference] " + b"x" * 985 + b"\n"
         with open(home / LOG, "wb") as handle:
-            for _ in range(size * 1024):
-                handle.write(line)
+            handle.writelines(line for _ in range(size * 1024))
         subprocess.run(["git", "add", LOG], cwd=home, check=True, env=env)
         subprocess.run(["git", "commit", "-qm", "big"], cwd=home, check=True, env=env)
         with open(home / LOG, "ab") as handle:
@@ -75,7 +74,8 @@ def _case(kind: str, size: int) -> dict:
     start = time.perf_counter()
     shas = commit_changes(Home(home), settings, paths)
     seconds = time.perf_counter() - start
-    subject = subprocess.run(["git", "log", "-1", "--format=%s"], cwd=home, capture_output=True, text=True).stdout.strip()
+    subject = subprocess.run(["git", "log", "-1", "--format=%s"], cwd=home, capture_output=True, text=True,
+                             check=True).stdout.strip()
     return {"kind": kind, "size": size, "seconds": seconds, "commits": len(shas), "subject": subject,
             "rss_before_mb": rss_before, "rss_mb": _rss_mb(resource.RUSAGE_SELF)}
 
