@@ -16,7 +16,7 @@ from pathlib import Path
 
 from .config import Settings
 from .errors import HomeError, IndexError_, StorageError
-from .history.git import uncommitted_paths
+from .history.git import check_tree_writable, uncommitted_paths
 from .history.intents import Intent, record_intent
 from .home import Home, HomeLock, atomic_write, blob_sha, disk_failure, find_home
 from .index.embed import Embedder, load_embedder
@@ -152,6 +152,7 @@ class Engine:
         """
         path = self.home.root / rel
         rel = self.home.rel(path)
+        check_tree_writable(self.home.root)
         sha = blob_sha(data)
         if intent is not None:
             record_intent(self.home, rel, sha, intent)

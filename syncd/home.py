@@ -12,6 +12,7 @@ import hashlib
 import os
 import re
 import tempfile
+import time
 from pathlib import Path
 from typing import BinaryIO
 
@@ -24,6 +25,7 @@ __all__ = [
     "read_at_most",
     "disk_failure",
     "atomic_write",
+    "remove_stale_temp_files",
     "durable_append",
     "HomeLock",
     "find_home",
@@ -144,6 +146,10 @@ def _fsync_dir(folder: Path) -> None:
 
 _ABSENT = object()
 
+# atomic_write's temp files: ``.<name>.<random>.syncd-tmp`` beside the target. Hidden, so neither
+# the index nor the committer takes them; a kill -9 between write and rename leaves one behind.
+_TEMP_SUFFIX = ".syncd-tmp"
+
 
 def atomic_write(path: Path, data: bytes, expected_sha: str | None | object = _ABSENT) -> str:
     """Write ``data`` to ``path`` atomically; return the new blob sha.
@@ -160,7 +166,7 @@ def atomic_write(path: Path, data: bytes, expected_sha: str | None | object = _A
     tmp: Path | None = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".syncd-tmp", dir=path.parent)
+        fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=_TEMP_SUFFIX, dir=path.parent)
         tmp = Path(tmp_name)
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
@@ -197,6 +203,34 @@ def _reason(exc: OSError) -> str:
 
 def _not_saved(path: Path, exc: OSError) -> StorageError:
     return StorageError(f"cannot write {path}: {_reason(exc)}; nothing was written", path, saved=False)
+
+
+def remove_stale_temp_files(root: Path, older_than_s: float = 5.0) -> list[str]:
+    """Remove the temp files a killed :func:`atomic_write` left under ``root`` (not under
+    ``.git``, never through a symlink); return their relative paths. Only those older than
+    ``older_than_s``: a younger one may belong to a write in flight in another process. Their
+    content is never needed: the write they belonged to was not acknowledged."""
+    removed = []
+    cutoff = time.time() - older_than_s
+    stack = [Path(root)]
+    while stack:  # a stack, not recursion: depth is no reason to fail
+        folder = stack.pop()
+        try:
+            entries = list(os.scandir(folder))
+        except OSError:
+            continue
+        for entry in entries:
+            try:
+                if entry.is_dir(follow_symlinks=False):
+                    if entry.name != ".git":
+                        stack.append(Path(entry.path))
+                elif entry.name.startswith(".") and entry.name.endswith(_TEMP_SUFFIX) and \
+                        entry.stat(follow_symlinks=False).st_mtime < cutoff:
+                    os.unlink(entry.path)
+                    removed.append(Path(entry.path).relative_to(root).as_posix())
+            except OSError:  # gone already, or not ours to remove: the committer skips it anyway
+                continue
+    return sorted(removed)
 
 
 def _mode_to_keep(path: Path) -> int:

@@ -26,6 +26,16 @@ GIT_ENV = {
 }
 
 
+def isolate_git_identity(tmp_path: Path, monkeypatch) -> Path:
+    """Point git at an empty global config (returned, for a test to fill): human edits are
+    committed under the user's git identity, and this machine's own must not decide what a test
+    sees. Call it from an autouse fixture in modules whose tests commit."""
+    empty = tmp_path / "global.gitconfig"
+    empty.write_text("")
+    monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(empty))
+    return empty
+
+
 def wait_for(predicate: Callable[[], object], timeout: float = 60.0, what: str = "condition") -> object:
     """Poll ``predicate`` until it is truthy; fail with ``what`` after ``timeout`` seconds."""
     deadline = time.monotonic() + timeout

@@ -18,12 +18,23 @@ from syncd.history.log import read_log
 from syncd.history.revert import revert_commit
 from syncd.home import Home, blob_sha
 
-from .daemon_helpers import daily_log, git, running_daemon, subjects
+from .daemon_helpers import (
+    daily_log,
+    git,
+    isolate_git_identity,
+    running_daemon,
+    subjects,
+)
 from .helpers import assert_matches_rebuild, write
 
 LOG = "memory/users/ana/2026-11-22.md"
 FACTS = ["Likes green tea in the morning.", "Works as a nurse in Lyon.", "Is allergic to peanuts.",
          "Has a cat called Miso."]
+
+
+@pytest.fixture(autouse=True)
+def global_gitconfig(tmp_path, monkeypatch):
+    return isolate_git_identity(tmp_path, monkeypatch)
 
 
 def _commit(home, paths=None):

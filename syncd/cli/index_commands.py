@@ -8,6 +8,7 @@ import sys
 from contextlib import contextmanager
 
 from ..config import Settings
+from ..errors import GitBusyError, HistoryError
 
 __all__ = ["register"]
 
@@ -51,10 +52,17 @@ def _print_errors(report) -> None:
 def cmd_sync(args: argparse.Namespace, settings: Settings) -> int:
     with _open(args, settings, read_only=False) as engine, _progress_bar("syncing", not args.quiet) as bar:
         report = engine.sync(progress=bar)
-        commits = [] if args.no_commit else engine.commit()
+        commits, deferred = [], None
+        if not args.no_commit:
+            try:
+                commits = engine.commit()
+            except (GitBusyError, HistoryError) as exc:
+                deferred = exc  # the sync itself succeeded: exit 0, and say what to do about git
     print(f"{report.plan.summary()}; {report.facts} facts and {report.chunks} chunks written, "
           f"{report.embedded_texts} texts embedded" + (f"; {len(commits)} commit(s)" if commits else ""))
     _print_errors(report)
+    if deferred is not None:
+        print(f"syncd: warning: indexed, but not committed: {deferred}", file=sys.stderr)
     return 0
 
 

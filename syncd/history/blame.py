@@ -6,10 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-import git
-
-from ..errors import NotFoundError
-from .git import repo_or_raise
+from ..errors import HistoryError, NotFoundError
+from .git import head_sha, repo_or_raise, run_git
 from .log import LOG_FORMAT, RECORD_SEP, LogEntry, parse_record
 
 __all__ = ["FactHistory", "fact_history"]
@@ -41,13 +39,13 @@ class FactHistory:
 def fact_history(root: Path, path: str, line: int, text: str) -> FactHistory:
     """Blame one line of the working tree, then follow that line back through history
     (``git log -L``): the oldest commit is the one that introduced it."""
-    repo = repo_or_raise(root)
-    if not repo.head.is_valid():
+    repo_or_raise(root)
+    if head_sha(root) is None:
         return FactHistory(path, line, text, None, (), True)
     try:
-        porcelain = repo.git.blame("--porcelain", f"-L{line},{line}", "--", path)
-    except git.GitCommandError as exc:
-        raise NotFoundError(f"{path}:{line} has no history in git: {exc.stderr.strip()}") from None
+        porcelain = run_git(root, "blame", "--porcelain", f"-L{line},{line}", "--", path).decode("utf-8", "replace")
+    except HistoryError as exc:
+        raise NotFoundError(f"{path}:{line} has no history in git: {exc.detail}") from None
     sha, orig_line = porcelain.split()[0], int(porcelain.split()[1])
     if set(sha) == {"0"}:
         return FactHistory(path, line, text, None, (), True)
@@ -56,10 +54,10 @@ def fact_history(root: Path, path: str, line: int, text: str) -> FactHistory:
     for row in porcelain.splitlines():
         if row.startswith("filename "):
             orig_path = row[len("filename "):]
-    out = repo.git.log(f"-L{orig_line},{orig_line}:{orig_path}", "-s", f"--format={LOG_FORMAT}", sha)
-    entries = [e for e in (parse_record(r) for r in out.split(RECORD_SEP)) if e is not None]
+    out = run_git(root, "log", f"-L{orig_line},{orig_line}:{orig_path}", "-s", f"--format={LOG_FORMAT}", sha)
+    records = out.decode("utf-8", "replace").split(RECORD_SEP)
+    entries = [e for e in (parse_record(r) for r in records) if e is not None]
     entries = [LogEntry(e.sha, e.author, e.email, e.date, e.subject, e.trailers) for e in entries]
     if not entries:
         return FactHistory(path, line, text, None, (), False)
     return FactHistory(path, line, text, entries[-1], tuple(entries[:-1]), False)
-

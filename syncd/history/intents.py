@@ -13,14 +13,16 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
-from ..home import Home, atomic_write
+from ..errors import StorageError
+from ..home import Home, atomic_write, file_blob_sha
 
-__all__ = ["Intent", "record_intent", "take_intents", "peek_intent"]
+__all__ = ["Intent", "drop_intents", "find_intents", "peek_intent", "record_intent"]
 
 log = logging.getLogger(__name__)
 
@@ -63,36 +65,69 @@ class Intent:
         return cls(**{k: v for k, v in data.items() if k in known})
 
 
+def _path_digest(rel: str) -> str:
+    return hashlib.blake2b(rel.encode("utf-8", "surrogateescape"), digest_size=8).hexdigest()
+
+
 def _intent_path(home: Home, rel: str, sha: str) -> Path:
-    digest = hashlib.blake2b(rel.encode(), digest_size=8).hexdigest()
-    return home.state_dir / "intents" / f"{digest}-{sha}.json"
+    return home.state_dir / "intents" / f"{_path_digest(rel)}-{sha}.json"
 
 
 def record_intent(home: Home, rel: str, sha: str, intent: Intent) -> None:
+    """Leave the provenance of ``rel`` at ``sha`` for the committer (before the file is written:
+    a StorageError here means nothing was written)."""
     data = {"path": rel, "sha": sha, "intent": asdict(intent)}
-    atomic_write(_intent_path(home, rel, sha), json.dumps(data, sort_keys=True).encode())
+    target = _intent_path(home, rel, sha)
+    try:
+        atomic_write(target, json.dumps(data, sort_keys=True).encode())
+    except OSError as exc:
+        raise StorageError(f"cannot record the provenance of {rel} in {target.parent}: "
+                           f"{exc.strerror or exc}; nothing was written", target, saved=False) from None
 
 
 def peek_intent(home: Home, rel: str, sha: str) -> Intent | None:
     try:
         data = json.loads(_intent_path(home, rel, sha).read_text(encoding="utf-8"))
-    except (FileNotFoundError, json.JSONDecodeError):
+    except (OSError, ValueError):  # absent, unreadable, or half-written by a killed process
         return None
     if data.get("path") != rel:
         return None
     return Intent.from_dict(data.get("intent") or {})
 
 
-def take_intents(home: Home, changes: Mapping[str, str]) -> dict[str, Intent]:
-    """Claim the intents of ``{path: sha}`` (they are removed once taken)."""
-    found: dict[str, Intent] = {}
-    for rel, sha in changes.items():
+def find_intents(home: Home, paths: Iterable[str]) -> dict[str, tuple[str, Intent]]:
+    """``{path: (sha, intent)}`` for the paths whose current bytes on disk have an intent. One
+    listing of the intents folder decides which files are worth hashing at all, so committing
+    100,000 files a person added reads none of them here."""
+    folder = home.state_dir / "intents"
+    try:
+        names = {entry.name for entry in os.scandir(folder)}
+    except OSError:
+        return {}
+    digests = {name.split("-", 1)[0] for name in names}
+    found: dict[str, tuple[str, Intent]] = {}
+    for rel in paths:
+        if _path_digest(rel) not in digests:
+            continue
+        try:
+            sha = file_blob_sha(home.root / rel)
+        except OSError:
+            continue  # unreadable: not committed either
         intent = peek_intent(home, rel, sha) if sha else None
         if intent is not None:
-            found[rel] = intent
-            _intent_path(home, rel, sha).unlink(missing_ok=True)
+            found[rel] = (sha, intent)
     _drop_stale(home)
     return found
+
+
+def drop_intents(home: Home, taken: Mapping[str, str]) -> None:
+    """Forget the intents of ``{path: sha}`` once their change is committed (the writer waiting
+    for its commit watches for exactly this)."""
+    for rel, sha in taken.items():
+        try:
+            _intent_path(home, rel, sha).unlink(missing_ok=True)
+        except OSError as exc:  # a leftover intent is dropped as stale within a day
+            log.warning("cannot remove the intent of %s: %s", rel, exc.strerror or exc)
 
 
 def _drop_stale(home: Home) -> None:
@@ -104,5 +139,5 @@ def _drop_stale(home: Home) -> None:
         try:
             if path.stat().st_mtime < cutoff:
                 path.unlink()
-        except FileNotFoundError:
+        except OSError:
             continue

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .git import repo_or_raise
+from .git import head_sha, repo_or_raise, run_git
 
 __all__ = ["LogEntry", "read_log"]
 
@@ -51,12 +51,11 @@ def parse_record(record: str) -> LogEntry | None:
 def read_log(root: Path, path: str | None = None, limit: int = 20) -> list[LogEntry]:
     """Recent commits (newest first), only those touching ``path`` when given, with their
     trailers and the files they touched."""
-    repo = repo_or_raise(root)
-    if not repo.head.is_valid():
+    repo_or_raise(root)
+    if head_sha(root) is None:
         return []
     args = [f"-n{limit}", f"--format={LOG_FORMAT}", "--name-only"]
     if path:
         args += ["--", path]
-    out = repo.git.log(*args)
+    out = run_git(root, "log", *args).decode("utf-8", "replace")
     return [e for e in (parse_record(r) for r in out.split(RECORD_SEP)) if e is not None]
-

@@ -8,6 +8,12 @@ reconcile), so an idle daemon wakes a few times an hour and costs nothing in bet
 The order of things, from one event to its commit:
   events -> (debounce) -> coalesce (sync.events) -> stat + hash + plan + apply (Engine.sync)
          -> pending paths -> (commit_quiet_ms of quiet) -> one commit per agent turn / the human.
+
+The user's git work wins (see history.git): while they merge, rebase, resolve unmerged paths or
+sit on a detached HEAD, changes are indexed but not committed; the daemon warns once, with the fix,
+and commits as soon as git is free (a move of HEAD or a branch brings the retry forward). At start
+it removes the temp files a killed write left behind, then commits whatever an earlier run indexed
+but had no time to commit.
 """
 
 from __future__ import annotations
@@ -22,8 +28,10 @@ from pathlib import Path
 
 from ..config import Settings
 from ..engine import Engine
+from ..errors import GitBusyError, HistoryError
 from ..history.committer import commit_changes
-from ..history.git import git_busy, head_sha, uncommitted_paths
+from ..history.git import busy_state, head_sha, uncommitted_paths
+from ..home import remove_stale_temp_files
 from ..layout import is_indexable
 from .apply import SyncReport
 from .events import Batch, Event, coalesce
@@ -59,6 +67,7 @@ class Daemon:
         self._pending_since: float | None = None
         self._commit_due: float | None = None
         self._retry_s = _RETRY_MIN_S
+        self._warned: str | None = None  # the git state last warned about, to warn once per state
         self._failures = 0
         self._next_reconcile = time.monotonic() + self.settings.reconcile_interval_s
         self._watcher = TreeWatcher(self.root, self.push)
@@ -167,6 +176,10 @@ class Daemon:
             self.commit_pending()
 
     def _startup(self) -> None:
+        # A kill -9 between an atomic write and its rename leaves a hidden temp file: never
+        # indexed or committed, but litter; the write it belonged to was never acknowledged.
+        for rel in remove_stale_temp_files(self.root):
+            log.info("removed %s, left by an interrupted write", rel)
         self.reconcile()
         # Whatever an earlier run indexed but had no time to commit (a crash, a kill -9).
         self._add_pending(uncommitted_paths(self.root))
@@ -190,6 +203,11 @@ class Daemon:
         batch = coalesce(events, self.settings.burst_threshold)
         if batch.git_moved:
             self._note_head()
+            if self._pending:
+                # The user's commit, checkout or switch may be what our waiting commit waited for.
+                self._retry_s = _RETRY_MIN_S
+                with self._cond:
+                    self._commit_due = time.monotonic() + self.settings.commit_quiet_ms / 1000
         if not (batch.full or batch.paths or batch.dirs):
             return None
         paths = None if batch.full else self._expand(batch)
@@ -227,9 +245,10 @@ class Daemon:
         return report
 
     def _wait_for_git(self, limit_s: float) -> None:
-        """A checkout in progress holds index.lock: reconcile once, after it, not halfway."""
+        """A checkout in progress holds index.lock: reconcile once, after it, not halfway. (A merge
+        or rebase stopped on a conflict is no reason to wait: the tree is what it is.)"""
         deadline = time.monotonic() + limit_s
-        while git_busy(self.root) and time.monotonic() < deadline:
+        while (state := busy_state(self.root)) is not None and state.transient and time.monotonic() < deadline:
             with self._cond:
                 if self._stopping:
                     return
@@ -260,27 +279,35 @@ class Daemon:
             self._commit_due = min(due, self._pending_since + _COMMIT_MAX_DELAY_S)
 
     def commit_pending(self) -> list[str]:
-        """Commit the indexed changes, unless the user's own git operation is under way."""
+        """Commit the indexed changes, unless the user's own git work is under way (then the
+        changes wait, on disk and indexed, and the commit is retried with a backoff)."""
         if not self._pending:
             self._commit_due = None
             return []
-        busy = git_busy(self.root)
-        if busy:
-            # Quietly at first (a user's commit takes a moment); loudly once it lasts.
-            (log.warning if self._retry_s >= _RETRY_MAX_S else log.info)("%s; will commit later", busy)
-            self._retry_later()
+        state = busy_state(self.root)
+        if state is not None:
+            self._defer(state.reason, quiet=state.transient)
             return []
         try:
             shas = commit_changes(self.engine.home, self.settings, sorted(self._pending))
-        except Exception as exc:  # noqa: BLE001 - git fails in many ways; all mean "try again"
-            if git_busy(self.root):
-                log.info("git became busy while committing; will retry")
-            else:
-                log.warning("commit failed, will retry: %s", exc)
+        except GitBusyError as exc:
+            # A lock taken between our look and the commit is the ordinary, transient case; a
+            # detached HEAD is not.
+            now = busy_state(self.root)
+            self._defer(exc.reason, quiet=now is not None and now.transient)
+            return []
+        except HistoryError as exc:
+            log.warning("commit failed, will retry: %s", exc)
             self._retry_later()
             return []
+        except BaseException:
+            self._retry_later()  # else the due commit would be retried at once, in a loop
+            raise
         for sha in shas:
             log.info("committed %s", sha[:10])
+        if self._warned is not None:
+            log.warning("git is free again: the waiting changes are committed")
+            self._warned = None
         self.commits.extend(shas)
         self._pending.clear()
         self._pending_since = None
@@ -289,6 +316,16 @@ class Daemon:
             self._commit_due = None
         self._note_head()
         return shas
+
+    def _defer(self, reason: str, quiet: bool) -> None:
+        """Commit later. Warn once per state, at once, with its fix; a lock a running git command
+        holds for a moment is not worth a warning unless it lasts."""
+        if not quiet and reason != self._warned:
+            log.warning("not committing %d changed file(s) yet: %s", len(self._pending), reason)
+            self._warned = reason
+        else:
+            log.info("%s; will commit later", reason)
+        self._retry_later()
 
     def _retry_later(self) -> None:
         with self._cond:
