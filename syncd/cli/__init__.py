@@ -91,6 +91,8 @@ def main(argv: list[str] | None = None) -> int:
     """Run ``syncd`` with ``argv`` (default: sys.argv[1:]) and return its exit status."""
     try:
         result = cli.main(args=argv, prog_name="syncd", standalone_mode=False)
+        # Here, not at exit: a reader that went away must surface while we can still handle it.
+        sys.stdout.flush()
     except _PipeClosed:
         _silence_stdout()
         return _EXIT_PIPE_CLOSED

@@ -42,15 +42,17 @@ def id_option(name: str, kind: str, help_text: str):
 
 
 def resolve_home(home: Path | None) -> Path:
-    """``--home`` (or $SYNCD_HOME) when given, checked to be a folder; else the nearest home."""
-    if home is None:
-        from ..home import find_home
+    """``--home`` (or $SYNCD_HOME) when given, else the nearest enclosing home; checked to be a
+    syncd home here, so a wrong folder is one clear line before anything heavy loads."""
+    from ..home import Home, find_home
 
+    if home is None:
         return find_home()
     if not home.exists():
         raise HomeError(f"the home {home} does not exist; run `syncd init {home}` to create it")
     if not home.is_dir():
         raise HomeError(f"the home {home} is not a folder")
+    Home(home).require()
     return home
 
 
