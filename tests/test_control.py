@@ -20,7 +20,7 @@ import syncd
 from syncd.cli import main
 from syncd.config import Settings
 from syncd.control.client import ask_daemon
-from syncd.control.protocol import PROTOCOL_VERSION, RemoteError, encode, hit_to_wire, socket_path
+from syncd.control.protocol import PROTOCOL_VERSION, RemoteError, encode, socket_path
 from syncd.control.server import ControlServer
 from syncd.sync.daemon import Daemon
 

@@ -66,6 +66,7 @@ class Daemon:
         self._next_reconcile = time.monotonic() + self.settings.reconcile_interval_s
         self._watcher = TreeWatcher(self.root, self.push)
         self.batches = 0
+        self._noticed = 0  # events pushed so far: with `batches`, what the socket's stale count keys on
         self.reconciles = 0
         self.commits: list[str] = []
 
@@ -81,6 +82,7 @@ class Daemon:
             if not self._events:
                 self._first_event = now
             self._events.extend(events)
+            self._noticed += len(events)
             self._last_event = now
             self._cond.notify()
 
@@ -102,7 +104,7 @@ class Daemon:
                 signal.signal(sig, lambda *_: self.stop())
         # Watch first, then reconcile: whatever changes during the reconcile is queued, not lost.
         self._watcher.start()
-        server = ControlServer(self.engine).start() if self.serve else None
+        server = ControlServer(self.engine, self._generation).start() if self.serve else None
         try:
             log.info("watching %s (pid %d)", self.root, os.getpid())
             self._guarded(self._preload)
@@ -172,6 +174,10 @@ class Daemon:
             self.reconcile()
         if self._commit_due is not None and time.monotonic() >= self._commit_due:
             self.commit_pending()
+
+    def _generation(self) -> tuple[int, int]:
+        with self._cond:
+            return self._noticed, self.batches
 
     def _preload(self) -> None:
         """Load the model now, so the first change after start is indexed as fast as the rest."""
