@@ -5,7 +5,8 @@ Markdown files are the only truth; a LanceDB index and a git history are kept in
 
 from __future__ import annotations
 
-from .config import Settings
+from typing import TYPE_CHECKING
+
 from .errors import (
     BlockLimitError,
     ConfigError,
@@ -19,7 +20,10 @@ from .errors import (
     ParseError,
     SyncdError,
 )
-from .initialize import InitReport, init
+
+if TYPE_CHECKING:
+    from .config import Settings
+    from .initialize import InitReport, init
 
 
 def open(home=None, read_only: bool = False, settings: Settings | None = None, embedder=None):  # noqa: A001
@@ -30,9 +34,12 @@ def open(home=None, read_only: bool = False, settings: Settings | None = None, e
 
 __version__ = "0.1.0"
 
-# Heavy names (LanceDB, onnxruntime behind them) load on first use, so `syncd init` and `--help`
-# stay quick.
+# Names load on first use: LanceDB and onnxruntime behind the engine, pydantic behind Settings and
+# gitpython behind init, so `syncd --help` and a search answered by the daemon stay quick.
 _LAZY = {
+    "Settings": ("syncd.config", "Settings"),
+    "init": ("syncd.initialize", "init"),
+    "InitReport": ("syncd.initialize", "InitReport"),
     "Engine": ("syncd.engine", "Engine"),
     "Status": ("syncd.engine", "Status"),
     "Hit": ("syncd.index.search", "Hit"),

@@ -11,53 +11,25 @@ import functools
 import logging
 import os
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from .config import Settings
 from .errors import HomeError, IndexError_, StorageError
-from .history.git import check_tree_writable, uncommitted_paths
+from .history.git import check_tree_writable
 from .history.intents import Intent, record_intent
 from .home import Home, HomeLock, atomic_write, blob_sha, disk_failure, find_home
 from .index.embed import Embedder, load_embedder
 from .index.embed_cache import CachedEmbedder, EmbeddingCache
 from .index.search import Hit, hybrid_search
 from .index.store import Index
+from .status import Status, build_status
 from .sync.apply import Progress, SyncReport, sync
-from .sync.plan import plan_sync
-from .sync.scan import scan_disk
 
 __all__ = ["Engine", "open_engine", "Status"]
 
 log = logging.getLogger(__name__)
 
 _ANY = object()
-
-
-@dataclass
-class Status:
-    """What the index reflects, exactly: counts, and every file that is stale or in error."""
-
-    home: str
-    model_id: str
-    files: int
-    facts: int
-    chunks: int
-    stale: dict[str, list[str]] = field(default_factory=dict)  # new/changed/moved/deleted paths
-    errors: dict[str, str] = field(default_factory=dict)
-    compatible: bool = True
-    aligned_commit: str | None = None
-    # Indexed (or deleted) files whose change git has not committed yet: the daemon's next commit.
-    uncommitted: list[str] = field(default_factory=list)
-
-    @property
-    def fresh(self) -> bool:
-        return self.compatible and not any(self.stale.values())
-
-    def to_dict(self) -> dict:
-        out = dict(self.__dict__)
-        out["fresh"] = self.fresh
-        return out
 
 
 class Engine:
@@ -67,8 +39,7 @@ class Engine:
         self.home = home
         self.settings = settings
         self.read_only = read_only
-        if not (home.root / "memory").is_dir() and not home.state_dir.is_dir():
-            raise HomeError(f"{home.root} is not a syncd home; run `syncd init {home.root}` first")
+        home.require()
         self._lock: HomeLock | None = None
         if not read_only:
             self._lock = home.lock().acquire("syncd engine")
@@ -217,27 +188,14 @@ class Engine:
         )
 
     def status(self) -> Status:
-        known = self.index.files()
-        scan = scan_disk(self.home, known, self.settings.max_file_bytes)
-        plan = plan_sync(scan.files, known, scan.unreadable_dirs)
-        counts = self.index.counts()
-        stale = {*plan.new, *plan.changed, *plan.deleted, *(p for pair in plan.moved for p in pair)}
-        return Status(
-            home=str(self.home.root),
-            model_id=self.index.model_id,
-            files=counts["files"],
-            facts=counts["facts"],
-            chunks=counts["chunks"],
-            stale={
-                "new": list(plan.new),
-                "changed": list(plan.changed),
-                "moved": [f"{a} -> {b}" for a, b in plan.moved],
-                "deleted": list(plan.deleted),
-            },
-            errors={p: r.error for p, r in known.items() if r.error},
-            compatible=self.index.compatible(),
-            aligned_commit=self.index.meta().get("aligned_commit"),
-            uncommitted=[p for p in uncommitted_paths(self.home.root) if p not in stale],
+        return build_status(
+            self.home,
+            self.index.files(),
+            self.index.counts(),
+            self.index.model_id,
+            self.index.compatible(),
+            self.index.meta(),
+            self.settings.max_file_bytes,
         )
 
 

@@ -409,6 +409,12 @@ class Home:
         except ValueError:
             raise HomeError(f"{path} is outside the home {self.root}") from None
 
+    def require(self) -> Home:
+        """This home, or HomeError when its folder is not a syncd home (yet)."""
+        if not self.memory_dir.is_dir() and not self.state_dir.is_dir():
+            raise HomeError(f"{self.root} is not a syncd home; run `syncd init {self.root}` first")
+        return self
+
     def lock(self) -> HomeLock:
         return HomeLock(self.lock_path)
 

@@ -6,7 +6,6 @@ import subprocess
 import sys
 
 import syncd
-from syncd.cli import build_parser
 
 
 def test_public_names_are_pinned():
@@ -24,17 +23,6 @@ def test_every_error_is_a_syncd_error():
         value = getattr(syncd, name)
         if isinstance(value, type) and name.endswith("Error"):
             assert issubclass(value, syncd.SyncdError)
-
-
-def test_every_command_and_option_has_help():
-    parser = build_parser()
-    sub = next(a for a in parser._actions if a.dest == "command")
-    assert sub.choices
-    for name, command in sub.choices.items():
-        assert command.description, name
-        for action in command._actions:
-            if action.dest != "help":
-                assert action.help, f"syncd {name} {action.option_strings or action.dest} has no help"
 
 
 def test_cli_help_runs_without_loading_the_index():

@@ -1,94 +1,124 @@
-"""The ``syncd`` command: a thin shell over the library.
+"""The ``syncd`` command: a thin click shell over the library, one module per command group.
 
-Every command takes ``--home`` (default: ``SYNCD_HOME``, then the nearest enclosing home). A
-SyncdError becomes one clear line on stderr and exit status 1; anything else is a bug and keeps its
-traceback.
+  home_commands     init, demo
+  index_commands    sync, reindex, search, status
+  history_commands  log, blame, revert
+  daemon_commands   watch
+
+Every command takes ``--home`` (default: ``$SYNCD_HOME``, then the nearest enclosing home). Bad
+input never shows a traceback: a SyncdError, a usage error or an OS error is one line on stderr
+starting ``syncd: error:`` and a non-zero exit (1 for errors, 2 for usage); a closed stdout
+(``syncd demo | head -3``) ends the command quietly with 141, as SIGPIPE would. Anything else is a
+bug and keeps its traceback.
+
+Heavy modules (LanceDB, the model, pydantic, gitpython) are imported inside the commands that use
+them, so ``--help``, ``--version`` and a search answered by the daemon start quickly.
 """
 
 from __future__ import annotations
 
-import argparse
-import json
 import logging
+import os
 import sys
-from pathlib import Path
 
-from ..config import Settings
+import click
+
+from .. import __version__
 from ..errors import SyncdError
-from ..home import find_home
+from . import daemon_commands, history_commands, home_commands, index_commands
 
-__all__ = ["main", "build_parser"]
+__all__ = ["main", "cli"]
 
 log = logging.getLogger("syncd")
 
-
-def _resolve_home(args: argparse.Namespace, settings: Settings) -> Path:
-    if args.home is not None:
-        return Path(args.home)
-    if settings.home is not None:
-        return settings.home
-    return find_home()
+# 128 + SIGPIPE: what a shell reports for a command whose reader went away.
+_EXIT_PIPE_CLOSED = 141
+_EXIT_ERROR = 1
+_EXIT_USAGE = 2
+_EXIT_INTERRUPTED = 130
 
 
-def _print_json(value: object) -> None:
-    print(json.dumps(value, indent=2, ensure_ascii=False, default=str))
+class _PipeClosed(Exception):
+    """stdout's reader went away; raised past click, which would otherwise exit 1 on EPIPE."""
 
 
-def cmd_init(args: argparse.Namespace, settings: Settings) -> int:
-    from ..initialize import init
-
-    target = Path(args.path or args.home or settings.home or ".")
-    report = init(target, settings)
-    if not report.changed:
-        print(f"{report.home} is already a syncd home; nothing to do")
-        return 0
-    for rel in report.created:
-        print(f"  created {rel}")
-    if report.git_initialised:
-        print(f"  initialised git repository in {report.home}")
-    print(f"syncd home ready at {report.home}" + (f" (commit {report.commit[:10]})" if report.commit else ""))
-    return 0
+class _SyncdGroup(click.Group):
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except BrokenPipeError:
+            raise _PipeClosed() from None
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="syncd",
-        description="Filesystem-native memory for AI agents: markdown is the truth, "
-        "LanceDB the index, git the history.",
-    )
-    parser.add_argument("-v", "--verbose", action="count", default=0, help="more log output (-vv for debug)")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+@click.group(
+    cls=_SyncdGroup,
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100},
+)
+@click.version_option(__version__, "--version", prog_name="syncd", message="%(prog)s %(version)s")
+@click.option("-v", "--verbose", count=True, help="More log output (-vv for debug).")
+def cli(verbose: int) -> None:
+    """Filesystem-native memory for AI agents: markdown is the truth, LanceDB the index, git the
+    history."""
+    level = logging.WARNING - 10 * min(verbose, 2)
+    logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
 
-    def command(name: str, func, help_text: str) -> argparse.ArgumentParser:
-        p = sub.add_parser(name, help=help_text, description=help_text)
-        p.add_argument("--home", type=Path, default=None, help="the memory home (default: $SYNCD_HOME, "
-                       "then the nearest enclosing home)")
-        p.set_defaults(func=func)
-        return p
 
-    p = command("init", cmd_init, "Create a memory home, or adopt an existing folder without changing its files.")
-    p.add_argument("path", nargs="?", help="folder to create or adopt (default: --home or the current folder)")
+for _group in (home_commands, index_commands, history_commands, daemon_commands):
+    for _command in _group.COMMANDS:
+        cli.add_command(_command)
 
-    from . import history_commands, index_commands
 
-    index_commands.register(command)
-    history_commands.register(command)
-    return parser
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _error(message: str) -> None:
+    click.echo(f"syncd: error: {_one_line(message)}", err=True)
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null so the interpreter's final flush cannot raise again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):
+        # stdout is not a real file (a test's capture): nothing will flush into a closed pipe.
+        pass
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    level = logging.WARNING - 10 * min(args.verbose, 2)
-    logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
+    """Run ``syncd`` with ``argv`` (default: sys.argv[1:]) and return its exit status."""
     try:
-        settings = Settings()
-        args.resolve_home = lambda: _resolve_home(args, settings)
-        return int(args.func(args, settings) or 0)
+        result = cli.main(args=argv, prog_name="syncd", standalone_mode=False)
+        # Here, not at exit: a reader that went away must surface while we can still handle it.
+        sys.stdout.flush()
+    except _PipeClosed:
+        _silence_stdout()
+        return _EXIT_PIPE_CLOSED
+    except click.UsageError as exc:
+        command = exc.ctx.command_path if exc.ctx is not None else "syncd"
+        _error(f"{exc.format_message()} (see `{command} --help`)")
+        return _EXIT_USAGE
+    except click.ClickException as exc:
+        _error(exc.format_message())
+        return exc.exit_code
+    except click.Abort:
+        click.echo("syncd: interrupted", err=True)
+        return _EXIT_INTERRUPTED
     except SyncdError as exc:
-        print(f"syncd: error: {exc}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        print("syncd: interrupted", file=sys.stderr)
-        return 130
-
+        _error(str(exc))
+        return _EXIT_ERROR
+    except BrokenPipeError:
+        _silence_stdout()
+        return _EXIT_PIPE_CLOSED
+    except OSError as exc:
+        # The disk or the OS refused (a permission, a full disk): the user's to fix, not a bug.
+        log.debug("OS error", exc_info=True)
+        where = f": {exc.filename}" if exc.filename else ""
+        _error(f"{exc.strerror or exc}{where}")
+        return _EXIT_ERROR
+    except SystemExit as exc:
+        # click exits by itself only when writing its own output (help) hit a closed pipe.
+        return exc.code if isinstance(exc.code, int) else _EXIT_ERROR
+    return int(result or 0)

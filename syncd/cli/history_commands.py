@@ -1,84 +1,55 @@
-"""The daemon and history commands (watch, log, blame, revert), registered by ``cli.build_parser``."""
+"""History commands: ``log``, ``blame``, ``revert``. ``log`` and the git part of ``blame`` read
+git alone; ``blame`` opens the index (never the model) only to find where the fact sits."""
 
 from __future__ import annotations
 
-import argparse
-import json
-import logging
 from pathlib import Path
 
-from ..config import Settings
+import click
+
 from ..errors import LockedError, NotFoundError
+from .common import home_option, json_option, load_settings, print_json, resolve_home
 
-__all__ = ["register"]
-
-log = logging.getLogger(__name__)
-
-
-def _json(value: object) -> None:
-    print(json.dumps(value, indent=2, ensure_ascii=False, default=str))
-
-
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError("the reconcile interval must be at least 1 second")
-    return value
-
-
-def cmd_watch(args: argparse.Namespace, settings: Settings) -> int:
-    from ..engine import open_engine
-    from ..sync.daemon import Daemon
-
-    if args.reconcile_interval is not None:
-        settings = settings.model_copy(update={"reconcile_interval_s": args.reconcile_interval})
-    # The lock comes first: a second daemon fails here, naming the pid that holds it.
-    with open_engine(args.resolve_home(), settings=settings) as engine:
-        package_logger = logging.getLogger("syncd")
-        if package_logger.getEffectiveLevel() > logging.INFO:
-            package_logger.setLevel(logging.INFO)
-        file_log = logging.FileHandler(engine.home.state_dir / "daemon.log", encoding="utf-8")
-        file_log.setFormatter(logging.Formatter("%(asctime)s %(process)d %(levelname)s %(name)s: %(message)s"))
-        package_logger.addHandler(file_log)
-        try:
-            Daemon(engine, settings).run(install_signals=True)
-        finally:
-            package_logger.removeHandler(file_log)
-            file_log.close()
-    return 0
+__all__ = ["COMMANDS"]
 
 
 def _print_entry(entry, indent: str = "") -> None:
-    print(f"{indent}{entry.sha[:10]}  {entry.date}  {entry.author} <{entry.email}>")
-    print(f"{indent}    {entry.subject}")
+    click.echo(f"{indent}{entry.sha[:10]}  {entry.date}  {entry.author} <{entry.email}>")
+    click.echo(f"{indent}    {entry.subject}")
     for key, value in entry.trailers.items():
-        print(f"{indent}    {key}: {value}")
+        click.echo(f"{indent}    {key}: {value}")
 
 
-def cmd_log(args: argparse.Namespace, settings: Settings) -> int:
+@click.command("log")
+@click.argument("path", required=False)
+@click.option("-n", "--limit", type=click.IntRange(min=1), default=20, show_default=True, help="How many commits.")
+@json_option
+@home_option
+def log_command(path: str | None, limit: int, as_json: bool, home: Path | None) -> None:
+    """Recent commits of the memory, with who made them and their provenance trailers.
+
+    PATH limits the log to commits touching this file or folder.
+    """
     from ..history.log import read_log
+    from ..home import Home
 
-    root = Path(args.resolve_home()).resolve()
-    path = None
-    if args.path:
-        target = Path(args.path)
-        path = (target.resolve().relative_to(root) if target.is_absolute() else target).as_posix()
-    entries = read_log(root, path, args.limit)
-    if args.json:
-        _json([e.to_dict() for e in entries])
-        return 0
+    root = Path(resolve_home(home)).resolve()
+    rel = None
+    if path:
+        target = Path(path)
+        rel = Home(root).rel(target) if target.is_absolute() else target.as_posix()
+    entries = read_log(root, rel, limit)
+    if as_json:
+        print_json([e.to_dict() for e in entries])
+        return
     if not entries:
-        print("no commits" + (f" touching {path}" if path else ""))
+        click.echo("no commits" + (f" touching {rel}" if rel else ""))
     for entry in entries:
         _print_entry(entry)
         for name in entry.files[:10]:
-            print(f"      {name}")
+            click.echo(f"      {name}")
         if len(entry.files) > 10:
-            print(f"      ... and {len(entry.files) - 10} more files")
-    return 0
+            click.echo(f"      ... and {len(entry.files) - 10} more files")
 
 
 def _current_line(root: Path, row: dict) -> int:
@@ -95,72 +66,68 @@ def _current_line(root: Path, row: dict) -> int:
     return row["line"]
 
 
-def cmd_blame(args: argparse.Namespace, settings: Settings) -> int:
+@click.command("blame")
+@click.argument("fact_id")
+@json_option
+@home_option
+def blame_command(fact_id: str, as_json: bool, home: Path | None) -> None:
+    """The commit and provenance that introduced a fact, and later edits of it.
+
+    FACT_ID is the fact's id, as `syncd search --json` shows it.
+    """
     from ..engine import open_engine
     from ..history.blame import fact_history
 
-    with open_engine(args.resolve_home(), read_only=True, settings=settings) as engine:
-        rows = engine.index.find_fact(args.fact_id)
+    with open_engine(resolve_home(home), read_only=True, settings=load_settings()) as engine:
+        rows = engine.index.find_fact(fact_id)
         root = engine.home.root
     if not rows:
-        raise NotFoundError(f"no fact {args.fact_id!r} in the index (try `syncd search` to find its id)")
+        raise NotFoundError(f"no fact {fact_id!r} in the index (try `syncd search` to find its id)")
     histories = [fact_history(root, r["path"], _current_line(root, r), r["text"]) for r in rows]
-    if args.json:
-        _json([h.to_dict() for h in histories])
-        return 0
+    if as_json:
+        print_json([h.to_dict() for h in histories])
+        return
     for history in histories:
-        print(f"{args.fact_id}  {history.path}:{history.line}")
-        print(f"    {history.text}")
+        click.echo(f"{fact_id}  {history.path}:{history.line}")
+        click.echo(f"    {history.text}")
         if history.uncommitted:
-            print("    not committed yet (the daemon commits it shortly)")
+            click.echo("    not committed yet (the daemon commits it shortly)")
             continue
         if history.introduced:
-            print("introduced by")
+            click.echo("introduced by")
             _print_entry(history.introduced, "  ")
         if history.edits:
-            print("later edits (newest first)")
+            click.echo("later edits (newest first)")
             for entry in history.edits:
                 _print_entry(entry, "  ")
-    return 0
 
 
-def cmd_revert(args: argparse.Namespace, settings: Settings) -> int:
+@click.command("revert")
+@click.argument("commit")
+@home_option
+def revert_command(commit: str, home: Path | None) -> None:
+    """Undo one commit (an agent turn, say) with `git revert`, and index the result.
+
+    COMMIT is the commit to undo (a sha or any git revision).
+    """
     from ..engine import open_engine
     from ..history.git import head_sha
     from ..history.revert import revert_commit
 
-    root = Path(args.resolve_home())
+    root = resolve_home(home)
+    settings = load_settings()
     try:
         engine = open_engine(root, settings=settings)
     except LockedError as exc:
         # A daemon holds the home: it sees the reverted files like any edit and indexes them.
-        sha = revert_commit(root.resolve(), args.commit, settings.human_name, settings.human_email)
-        print(f"reverted as {sha[:10]}; the running daemon ({exc.holder}) is indexing the change")
-        return 0
+        sha = revert_commit(root.resolve(), commit, settings.human_name, settings.human_email)
+        click.echo(f"reverted as {sha[:10]}; the running daemon ({exc.holder}) is indexing the change")
+        return
     with engine:
-        sha = revert_commit(engine.home.root, args.commit, settings.human_name, settings.human_email)
+        sha = revert_commit(engine.home.root, commit, settings.human_name, settings.human_email)
         report = engine.sync()
         engine.index.write_meta(aligned_commit=head_sha(engine.home.root))
-    print(f"reverted as {sha[:10]}; index updated ({report.plan.summary()})")
-    return 0
+    click.echo(f"reverted as {sha[:10]}; index updated ({report.plan.summary()})")
 
 
-def register(command) -> None:
-    """Add this module's commands through ``command(name, func, help)`` from cli.build_parser."""
-    p = command("watch", cmd_watch, "Run the daemon: keep the index and git history in step with the tree "
-                "until interrupted (SIGINT/SIGTERM finish the batch in hand, commit, and exit 0).")
-    p.add_argument("--reconcile-interval", type=_seconds, default=None, metavar="SECONDS",
-                   help="full reconcile every SECONDS, catching events the OS dropped "
-                   "(default: $SYNCD_RECONCILE_INTERVAL_S, else 300)")
-
-    p = command("log", cmd_log, "Recent commits of the memory, with who made them and their provenance trailers.")
-    p.add_argument("path", nargs="?", default=None, help="only commits touching this file or folder")
-    p.add_argument("-n", "--limit", type=int, default=20, help="how many commits (default 20)")
-    p.add_argument("--json", action="store_true", help="machine-readable output")
-
-    p = command("blame", cmd_blame, "The commit and provenance that introduced a fact, and later edits of it.")
-    p.add_argument("fact_id", help="the fact's id, as `syncd search --json` shows it")
-    p.add_argument("--json", action="store_true", help="machine-readable output")
-
-    p = command("revert", cmd_revert, "Undo one commit (an agent turn, say) with `git revert`, and index the result.")
-    p.add_argument("commit", help="the commit to undo (a sha or any git revision)")
+COMMANDS = [log_command, blame_command, revert_command]

@@ -2,9 +2,21 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-__all__ = ["FileRecord", "EntryRow", "FileUpdate"]
+__all__ = ["SCHEMA_VERSION", "FileRecord", "EntryRow", "FileUpdate", "meta_compatible"]
+
+# The layout of the index's rows; an index of another layout is rebuilt (`syncd reindex`).
+SCHEMA_VERSION = 1
+
+
+def meta_compatible(meta: Mapping, model_id: str, empty: bool) -> bool:
+    """Whether an index whose ``meta.json`` says ``meta`` can serve ``model_id``: False when its
+    vectors come from another model or its rows have another layout. No meta: only if empty."""
+    if not meta:
+        return empty
+    return meta.get("model_id") == model_id and meta.get("schema") == SCHEMA_VERSION
 
 
 @dataclass(frozen=True)

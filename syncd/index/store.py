@@ -35,14 +35,14 @@ from lancedb.index import BTree
 
 from ..errors import IndexError_, StorageError, SyncdError
 from ..home import atomic_write, disk_failure
-from .records import EntryRow, FileRecord, FileUpdate
+from .files_mirror import FilesMirror
+from .records import SCHEMA_VERSION, EntryRow, FileRecord, FileUpdate, meta_compatible
 from .rowcache import RowCache
 
 __all__ = ["Index", "SCHEMA_VERSION", "sql_literal"]
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 1
 _FILES = "files"
 _ENTRIES = "entries"
 # Delete/add in slices so one SQL filter never grows without bound on a huge batch.
@@ -128,6 +128,10 @@ class Index:
         self._files = self._open_or_create(_FILES, FILE_SCHEMA)
         self._entries = self._open_or_create(_ENTRIES, entry_schema(dim))
         self._has_id_index = False
+        # What `syncd status` reads instead of LanceDB; kept by the writer, checked by readers.
+        self._mirror = None if read_only else FilesMirror(folder)
+        if self._mirror is not None and not self._mirror.current(self._mirror.stamp()):
+            self._rebuild_mirror()
 
     # -- lifecycle -------------------------------------------------------------------------------
 
@@ -158,13 +162,13 @@ class Index:
     def compatible(self) -> bool:
         """False when the stored vectors come from another model (or another layout)."""
         meta = self.meta()
-        if not meta:
-            return self._entries.count_rows() == 0
-        return meta.get("model_id") == self.model_id and meta.get("schema") == SCHEMA_VERSION
+        return meta_compatible(meta, self.model_id, empty=not meta and self._entries.count_rows() == 0)
 
     def drop_all(self) -> None:
         """Empty both tables (``syncd reindex``); the embedding cache lives elsewhere and survives."""
         with self._lock:
+            if self._mirror is not None:
+                self._mirror.invalidate()
             for name, schema in ((_FILES, FILE_SCHEMA), (_ENTRIES, entry_schema(self.dim))):
                 self._db.drop_table(name)
                 table = self._db.create_table(name, schema=schema)
@@ -176,6 +180,8 @@ class Index:
             self._matrix_version = None
             self._has_id_index = False
             self._meta_path.unlink(missing_ok=True)
+            if self._mirror is not None:
+                self._mirror.replace([], {})
 
     # -- reading ---------------------------------------------------------------------------------
 
@@ -256,6 +262,7 @@ class Index:
         return _RUST_LOCATION.sub("", str(exc)).strip() or type(exc).__name__
 
     def _write(self, updates: Sequence[FileUpdate]) -> None:
+        before = self._mirror.stamp() if self._mirror is not None else None
         replaced = [u.path for u in updates if u.rows is not None or u.record is None]
         for start in range(0, len(replaced), _PATHS_PER_FILTER):
             self._entries.delete(_in_filter("path", replaced[start : start + _PATHS_PER_FILTER]))
@@ -272,6 +279,18 @@ class Index:
         if records:
             self._files.add(pa.Table.from_pylist([r.__dict__ for r in records], schema=FILE_SCHEMA))
         self._matrix_version = self._entries.version
+        if self._mirror is not None and not self._mirror.update(before, _mirror_changes(updates)):
+            self._rebuild_mirror()
+
+    def _rebuild_mirror(self) -> None:
+        """Copy the files table, with each file's fact and chunk counts, into the mirror."""
+        per_kind = self._entries.to_arrow().select(["path", "kind"]).group_by(["path", "kind"]).aggregate(
+            [("kind", "count")]
+        )
+        counts: dict[str, list[int]] = {}
+        for path, kind, n in zip(*(per_kind[c].to_pylist() for c in ("path", "kind", "kind_count"))):
+            counts.setdefault(path, [0, 0])[0 if kind == "fact" else 1] += n
+        self._mirror.replace(self.files().values(), {p: (f, c) for p, (f, c) in counts.items()})
 
     def _entries_table(self, rows: Sequence[EntryRow], vectors: np.ndarray) -> pa.Table:
         columns: dict[str, list] = {name: [] for name in _ENTRY_FIELDS}
@@ -289,6 +308,7 @@ class Index:
     def optimize(self) -> None:
         """Compact small writes, fold new rows into the id index, drop old versions."""
         with self._lock:
+            before = self._mirror.stamp() if self._mirror is not None else None
             self.ensure_id_index()
             for table in (self._files, self._entries):
                 table.optimize(cleanup_older_than=timedelta(minutes=5))
@@ -297,6 +317,8 @@ class Index:
                 # valid. An index never loaded stays unloaded, to load on its first query.
                 self._matrix_version = self._entries.version
             self._writes = 0
+            if self._mirror is not None:
+                self._mirror.restamp(before)
 
     def ensure_id_index(self) -> None:
         """A scalar index on ``id``, so looking a fact up by id (find_fact) is not a scan."""
@@ -338,6 +360,16 @@ class Index:
         with self._lock:
             self._ensure_matrix()
             yield self._matrix
+
+
+def _mirror_changes(updates: Sequence[FileUpdate]):
+    """Each update as the files mirror takes it: path, record, (facts, chunks) when rows changed."""
+    for u in updates:
+        counts = None
+        if u.rows is not None:
+            facts = sum(1 for row in u.rows if row.kind == "fact")
+            counts = (facts, len(u.rows) - facts)
+        yield u.path, u.record, counts
 
 
 def _payload(row: EntryRow) -> dict:

@@ -27,6 +27,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from ..config import Settings
+from ..control.server import ControlServer
 from ..engine import Engine
 from ..errors import GitBusyError, HistoryError
 from ..history.committer import commit_changes
@@ -55,8 +56,10 @@ _RETRY_MIN_S, _RETRY_MAX_S = 0.5, 30.0
 class Daemon:
     """Follows one home with a writable :class:`Engine` (which holds the home's lock)."""
 
-    def __init__(self, engine: Engine, settings: Settings | None = None):
+    def __init__(self, engine: Engine, settings: Settings | None = None, serve: bool = True):
         self.engine = engine
+        # Answer other processes' searches over HOME/.syncd/daemon.sock (syncd.control).
+        self.serve = serve
         self.settings = settings or engine.settings
         self.root: Path = engine.home.root
         self._cond = threading.Condition()
@@ -72,6 +75,7 @@ class Daemon:
         self._next_reconcile = time.monotonic() + self.settings.reconcile_interval_s
         self._watcher = TreeWatcher(self.root, self.push)
         self.batches = 0
+        self._noticed = 0  # events pushed so far: with `batches`, what the socket's stale count keys on
         self.reconciles = 0
         self.commits: list[str] = []
 
@@ -87,6 +91,7 @@ class Daemon:
             if not self._events:
                 self._first_event = now
             self._events.extend(events)
+            self._noticed += len(events)
             self._last_event = now
             self._cond.notify()
 
@@ -108,8 +113,10 @@ class Daemon:
                 signal.signal(sig, lambda *_: self.stop())
         # Watch first, then reconcile: whatever changes during the reconcile is queued, not lost.
         self._watcher.start()
+        server = ControlServer(self.engine, self._generation).start() if self.serve else None
         try:
             log.info("watching %s (pid %d)", self.root, os.getpid())
+            self._guarded(self._preload)
             self._guarded(self._startup)
             while True:
                 events = self._wait_for_work()
@@ -118,6 +125,8 @@ class Daemon:
                 self._guarded(self._tick, events)
             self._guarded(self._shutdown)
         finally:
+            if server is not None:
+                server.stop()
             self._watcher.stop()
             log.info("stopped watching %s", self.root)
 
@@ -174,6 +183,19 @@ class Daemon:
             self.reconcile()
         if self._commit_due is not None and time.monotonic() >= self._commit_due:
             self.commit_pending()
+
+    def _generation(self) -> tuple[int, int]:
+        with self._cond:
+            return self._noticed, self.batches
+
+    def _preload(self) -> None:
+        """Load the model now, so the first change after start is indexed as fast as the rest."""
+        inner = getattr(self.engine.embedder, "embedder", self.engine.embedder)
+        load = getattr(inner, "load", None)
+        if load is not None:
+            started = time.monotonic()
+            load()
+            log.info("embedding model ready in %.1f s", time.monotonic() - started)
 
     def _startup(self) -> None:
         # A kill -9 between an atomic write and its rename leaves a hidden temp file: never

@@ -1,0 +1,132 @@
+"""How fast the `syncd` command answers, measured side by side in one run.
+
+    python benchmarks/bench_cli.py [--files 10000] [--runs 5] [--workdir DIR]
+
+Builds a home of real markdown files (daily logs of many users; the default is 10,000 files),
+indexes it, then runs each command as its own process (`python -m syncd ...`) and reports the
+median wall time, its CPU time and its peak resident memory (from /usr/bin/time):
+  1. `syncd --help`;
+  2. `syncd status` on the whole home;
+  3. `syncd search` without a daemon (the process loads LanceDB and the model itself);
+  4. `syncd search` while `syncd watch` runs (the process asks the daemon over .syncd/daemon.sock).
+Ratios against the targets of issue 9 (search with a daemon <= 0.3 s and <= 60 MB for the client
+process; status <= 1 s at 10,000 files). Nothing here asserts a timing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import syncd
+from syncd.control.client import ask_daemon
+
+FACTS = [
+    "Likes green tea in the morning.", "Works as a nurse in Lyon.", "Is allergic to peanuts.",
+    "Has a cat called Miso.", "Prefers short answers.", "Runs on Sundays.", "Plays the cello.",
+    "Reads science fiction.", "Learns Japanese.", "Bakes sourdough bread.", "Drinks dark roast coffee.",
+    "Deploys with Docker on a small VPS.",
+]
+TARGETS = {"search with daemon": (0.3, 60.0), "status": (1.0, None)}
+
+
+def build_home(root: Path, files: int) -> Path:
+    home = syncd.init(root / "home").home
+    users = max(1, files // 100)
+    for n in range(files):
+        user = f"u{n % users:04d}"
+        day = f"2025-{1 + (n // users) // 28 % 12:02d}-{1 + (n // users) % 28:02d}"
+        facts = [FACTS[(n + k) % len(FACTS)] for k in range(3)]
+        text = f"# {day}\n\n## 09:30 chat:c1 session:s{n}\n" + "".join(f"- [note] {f}\n" for f in facts)
+        path = home / "memory/users" / user / f"{day}.md"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    with syncd.open(home) as engine:
+        started = time.perf_counter()
+        engine.sync()
+        engine.commit()
+        print(f"indexed {engine.index.counts()['files']} files in {time.perf_counter() - started:.1f} s")
+    return home
+
+
+def run(args: list[str], cwd: Path) -> tuple[float, float, float, str]:
+    """(wall s, CPU s, peak RSS MB, stdout) of one `python -m syncd ARGS` process, measured by
+    /usr/bin/time: a child forked from this (large) process would count our memory as its own."""
+    with tempfile.NamedTemporaryFile("r", suffix=".time") as report:
+        started = time.perf_counter()
+        result = subprocess.run(["/usr/bin/time", "-f", "%U %S %M", "-o", report.name, sys.executable, "-m", "syncd",
+                                 *args], cwd=cwd, capture_output=True, text=True)
+        wall = time.perf_counter() - started
+        if result.returncode != 0:
+            raise SystemExit(f"syncd {' '.join(args)} failed with {result.returncode}: {result.stderr[-500:]}")
+        user, system, rss_kb = report.read().split()[-3:]
+    return wall, float(user) + float(system), int(rss_kb) / 1024, result.stdout
+
+
+def measure(name: str, args: list[str], cwd: Path, runs: int, results: dict) -> None:
+    samples = [run(args, cwd) for _ in range(runs)]
+    wall = statistics.median(s[0] for s in samples)
+    cpu = statistics.median(s[1] for s in samples)
+    rss = max(s[2] for s in samples)
+    results[name] = (wall, rss)
+    print(f"  {name:<22} {wall * 1000:8.0f} ms wall  {cpu * 1000:8.0f} ms CPU  {rss:6.1f} MB", flush=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--files", type=int, default=10_000)
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--workdir", type=Path, default=None, help="keep the home here (default: a temp dir)")
+    args = parser.parse_args()
+
+    root = args.workdir or Path(tempfile.mkdtemp(prefix="syncd-bench-cli-"))
+    home = root / "home"
+    if not (home / ".syncd/index").exists():
+        build_home(root, args.files)
+    query = ["search", "what does she drink in the morning", "--user", "u0001", "--limit", "5", "--home", str(home)]
+    results: dict[str, tuple[float, float]] = {}
+    print(f"home {home}, {args.runs} runs each (median wall and CPU, peak RSS of the command's process); "
+          f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
+    try:
+        measure("--help", ["--help"], root, args.runs, results)
+        measure("status", ["status", "--home", str(home)], root, args.runs, results)
+        measure("search without daemon", query, root, args.runs, results)
+        daemon = subprocess.Popen([sys.executable, "-m", "syncd", "watch", "--home", str(home)], cwd=root,
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            deadline = time.monotonic() + 300
+            while ask_daemon(home, "ping") is None:
+                if time.monotonic() > deadline or daemon.poll() is not None:
+                    raise SystemExit("the daemon did not come up")
+                time.sleep(0.2)
+            run(query, root)  # let the daemon finish its startup reconcile before timing
+            measure("search with daemon", query, root, args.runs, results)
+        finally:
+            daemon.send_signal(signal.SIGTERM)
+            daemon.wait(timeout=120)
+    finally:
+        if args.workdir is None:
+            shutil.rmtree(root, ignore_errors=True)
+
+    without, with_daemon = results["search without daemon"], results["search with daemon"]
+    print("\nratios")
+    print(f"  search: without / with daemon   wall {without[0] / with_daemon[0]:5.1f}x   "
+          f"RSS {without[1] / with_daemon[1]:5.1f}x")
+    for name, (wall_target, rss_target) in TARGETS.items():
+        wall, rss = results[name]
+        line = f"  {name:<22} wall {wall:.3f} s / target {wall_target} s = {wall / wall_target:.2f}"
+        if rss_target:
+            line += f";  RSS {rss:.1f} MB / target {rss_target:.0f} MB = {rss / rss_target:.2f}"
+        print(line)
+
+
+if __name__ == "__main__":
+    main()

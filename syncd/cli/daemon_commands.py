@@ -1,0 +1,45 @@
+"""``syncd watch``: the daemon, which also answers other processes over ``.syncd/daemon.sock``."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import click
+
+from .common import home_option, load_settings, resolve_home
+
+__all__ = ["COMMANDS"]
+
+
+@click.command("watch")
+@click.option("--reconcile-interval", type=click.FloatRange(min=1), default=None, metavar="SECONDS",
+              help="Full reconcile every SECONDS, catching events the OS dropped "
+              "(default: $SYNCD_RECONCILE_INTERVAL_S, else 300).")
+@home_option
+def watch_command(reconcile_interval: float | None, home: Path | None) -> None:
+    """Run the daemon: keep the index and git history in step with the tree until interrupted
+    (SIGINT/SIGTERM finish the batch in hand, commit, and exit 0). While it runs, `syncd search`
+    asks it over the home's socket instead of loading the index and the model itself."""
+    from ..engine import open_engine
+    from ..sync.daemon import Daemon
+
+    settings = load_settings()
+    if reconcile_interval is not None:
+        settings = settings.model_copy(update={"reconcile_interval_s": reconcile_interval})
+    # The lock comes first: a second daemon fails here, naming the pid that holds it.
+    with open_engine(resolve_home(home), settings=settings) as engine:
+        package_logger = logging.getLogger("syncd")
+        if package_logger.getEffectiveLevel() > logging.INFO:
+            package_logger.setLevel(logging.INFO)
+        file_log = logging.FileHandler(engine.home.state_dir / "daemon.log", encoding="utf-8")
+        file_log.setFormatter(logging.Formatter("%(asctime)s %(process)d %(levelname)s %(name)s: %(message)s"))
+        package_logger.addHandler(file_log)
+        try:
+            Daemon(engine, settings).run(install_signals=True)
+        finally:
+            package_logger.removeHandler(file_log)
+            file_log.close()
+
+
+COMMANDS = [watch_command]

@@ -1,0 +1,50 @@
+"""Commands that make a home: ``init`` and ``demo``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from .common import home_option, load_settings
+
+__all__ = ["COMMANDS"]
+
+
+@click.command("init")
+@click.argument("path", required=False, type=click.Path(path_type=Path))
+@home_option
+def init_command(path: Path | None, home: Path | None) -> None:
+    """Create a memory home, or adopt an existing folder without changing its files.
+
+    PATH is the folder to create or adopt (default: --home, else the current folder).
+    """
+    from ..initialize import init
+
+    report = init(path or home or Path("."), load_settings())
+    if not report.changed:
+        click.echo(f"{report.home} is already a syncd home; nothing to do")
+        return
+    for rel in report.created:
+        click.echo(f"  created {rel}")
+    if report.git_initialised:
+        click.echo(f"  initialised git repository in {report.home}")
+    click.echo(f"syncd home ready at {report.home}" + (f" (commit {report.commit[:10]})" if report.commit else ""))
+
+
+@click.command("demo")
+@click.argument("path", required=False, type=click.Path(path_type=Path))
+@click.option("--limit", type=click.IntRange(min=1), default=3, show_default=True, help="Results per query.")
+# Not $SYNCD_HOME: a demo must never land in the user's real home.
+@click.option("--home", type=click.Path(path_type=Path), default=None, help="Same as PATH.")
+def demo_command(path: Path | None, limit: int, home: Path | None) -> None:
+    """Create a demo home with two users' memory, index it and search it (offline).
+
+    PATH is where to create it (default: ./syncd-demo).
+    """
+    from .demo import run_demo
+
+    run_demo(path or home or Path("syncd-demo"), load_settings(), limit=limit, echo=click.echo)
+
+
+COMMANDS = [init_command, demo_command]

@@ -1,0 +1,133 @@
+"""What the index reflects, exactly: counts, and every file that is stale or in error.
+
+``Engine.status()`` builds it from the open index. :func:`read_status` builds the same answer for
+``syncd status`` without LanceDB or the model, from the index's mirror of its files table
+(``index/files_mirror.py``); when the mirror cannot vouch for itself it opens the index instead,
+so the light answer is never a guess.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .home import Home
+from .index.records import FileRecord, meta_compatible
+
+__all__ = ["Status", "build_status", "stale_paths", "count_stale", "read_status"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Status:
+    """What the index reflects, exactly: counts, and every file that is stale or in error."""
+
+    home: str
+    model_id: str
+    files: int
+    facts: int
+    chunks: int
+    stale: dict[str, list[str]] = field(default_factory=dict)  # new/changed/moved/deleted paths
+    errors: dict[str, str] = field(default_factory=dict)
+    compatible: bool = True
+    aligned_commit: str | None = None
+    # Indexed (or deleted) files whose change git has not committed yet: the daemon's next commit.
+    uncommitted: list[str] = field(default_factory=list)
+
+    @property
+    def fresh(self) -> bool:
+        return self.compatible and not any(self.stale.values())
+
+    def to_dict(self) -> dict:
+        out = dict(self.__dict__)
+        out["fresh"] = self.fresh
+        return out
+
+
+def _plan(home: Home, known: Mapping[str, FileRecord], max_file_bytes: int):
+    from .sync.plan import plan_sync
+    from .sync.scan import scan_disk
+
+    scan = scan_disk(home, known, max_file_bytes)
+    return plan_sync(scan.files, known, scan.unreadable_dirs)
+
+
+def stale_paths(home: Home, known: Mapping[str, FileRecord], max_file_bytes: int) -> dict[str, list[str]]:
+    """New, changed, moved and deleted files: where the tree on disk and the index disagree."""
+    plan = _plan(home, known, max_file_bytes)
+    return _stale_of(plan)
+
+
+def _stale_of(plan) -> dict[str, list[str]]:
+    return {
+        "new": list(plan.new),
+        "changed": list(plan.changed),
+        "moved": [f"{a} -> {b}" for a, b in plan.moved],
+        "deleted": list(plan.deleted),
+    }
+
+
+def count_stale(home: Home, known: Mapping[str, FileRecord], max_file_bytes: int) -> int:
+    return sum(len(paths) for paths in stale_paths(home, known, max_file_bytes).values())
+
+
+def build_status(
+    home: Home,
+    known: Mapping[str, FileRecord],
+    counts: Mapping[str, int],
+    model_id: str,
+    compatible: bool,
+    meta: Mapping,
+    max_file_bytes: int,
+) -> Status:
+    """The status of ``home`` given what its index knows of files (``known``) and holds (``counts``)."""
+    from .history.git import uncommitted_paths
+
+    plan = _plan(home, known, max_file_bytes)
+    stale = {*plan.new, *plan.changed, *plan.deleted, *(p for pair in plan.moved for p in pair)}
+    return Status(
+        home=str(home.root),
+        model_id=model_id,
+        files=counts["files"],
+        facts=counts["facts"],
+        chunks=counts["chunks"],
+        stale=_stale_of(plan),
+        errors={p: r.error for p, r in known.items() if r.error},
+        compatible=compatible,
+        aligned_commit=meta.get("aligned_commit"),
+        uncommitted=[p for p in uncommitted_paths(home.root) if p not in stale],
+    )
+
+
+def _read_meta(folder: Path) -> dict:
+    try:
+        return json.loads((folder / "meta.json").read_text(encoding="utf-8"))
+    except (FileNotFoundError, json.JSONDecodeError):
+        return {}
+
+
+def read_status(root: Path, settings) -> Status:
+    """``Engine(root, read_only=True).status()``, from the files mirror when it is current."""
+    from .index.files_mirror import read_mirror
+
+    home = Home(root).require()
+    folder = home.state_dir / "index"
+    snapshot = read_mirror(folder)
+    if snapshot is None:
+        log.debug("the files mirror of %s is not current; opening the index", folder)
+        from .engine import open_engine
+
+        with open_engine(home.root, read_only=True, settings=settings) as engine:
+            return engine.status()
+    from .index.embed import load_embedder
+
+    # Building an embedder reads no model: it only names the one the settings ask for.
+    model_id = load_embedder(settings, cache_dir=home.state_dir / "models").model_id
+    counts = {"files": len(snapshot.files), "facts": snapshot.facts, "chunks": snapshot.chunks}
+    meta = _read_meta(folder)
+    compatible = meta_compatible(meta, model_id, empty=snapshot.facts + snapshot.chunks == 0)
+    return build_status(home, snapshot.files, counts, model_id, compatible, meta, settings.max_file_bytes)

@@ -1,0 +1,101 @@
+"""The CLI answers fast: commands that need no model or index import neither, and every command
+and option explains itself."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import click
+import pytest
+
+import syncd
+from syncd.cli import cli
+
+HEAVY = ("lancedb", "onnxruntime", "fastembed")
+
+
+def imported_modules(args: list[str], cwd) -> tuple[subprocess.CompletedProcess, set[str]]:
+    """Run ``syncd ARGS`` with ``-X importtime``: every module the process imported, by name."""
+    result = subprocess.run([sys.executable, "-X", "importtime", "-m", "syncd", *args],
+                            capture_output=True, text=True, cwd=cwd, timeout=300)
+    names = {line.rsplit("|", 1)[1].strip() for line in result.stderr.splitlines() if line.startswith("import time:")}
+    return result, names
+
+
+def heavy(names: set[str]) -> list[str]:
+    return sorted(n for n in names if n.split(".")[0] in HEAVY)
+
+
+@pytest.fixture
+def synced_home(home, engine):
+    (home / "memory/users/ana").mkdir(parents=True, exist_ok=True)
+    (home / "memory/users/ana/2026-11-22.md").write_text("# 2026-11-22\n\n## 10:00\n- [goal] Learn Rust.\n")
+    engine.sync()
+    engine.commit()
+    return home
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["--help"], ["--version"], ["search", "--help"], ["status"], ["status", "--json"], ["log"], ["log", "--json"]],
+)
+def test_commands_without_model_or_index_import_neither(synced_home, argv):
+    result, names = imported_modules([*argv, "--home", str(synced_home)] if argv[0] in ("status", "log") else argv,
+                                     synced_home.parent)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "syncd" in names and "click" in names  # the measurement saw the CLI run
+    assert heavy(names) == []
+
+
+def test_status_reports_the_index_without_loading_it(synced_home):
+    result, names = imported_modules(["status", "--home", str(synced_home)], synced_home.parent)
+    assert result.returncode == 0
+    out = result.stdout
+    assert "indexed  4 files, 1 facts" in out and "fresh" in out
+    assert heavy(names) == []
+
+
+def test_status_of_a_home_never_synced_imports_no_index(tmp_path):
+    home = syncd.init(tmp_path / "h").home
+    result, names = imported_modules(["status", "--home", str(home)], tmp_path)
+    assert result.returncode == 0 and "3 new" in result.stdout
+    assert heavy(names) == []
+
+
+def test_init_imports_no_index(tmp_path):
+    result, names = imported_modules(["init", str(tmp_path / "new")], tmp_path)
+    assert result.returncode == 0 and "syncd home ready" in result.stdout
+    assert heavy(names) == []
+
+
+def test_version_is_the_package_version(tmp_path):
+    result = subprocess.run([sys.executable, "-m", "syncd", "--version"], capture_output=True, text=True)
+    assert result.returncode == 0 and result.stdout.strip() == f"syncd {syncd.__version__}"
+
+
+def test_every_command_and_option_has_help():
+    assert set(cli.commands) == {"init", "demo", "sync", "reindex", "search", "status", "watch", "log", "blame",
+                                 "revert"}
+    for param in cli.params:
+        assert getattr(param, "help", None), f"syncd {param.name} has no help"
+    for name, command in cli.commands.items():
+        assert command.help, name
+        text = command.help.upper()
+        for param in command.params:
+            if isinstance(param, click.Argument):
+                # click arguments carry no help of their own: the command's text names each one.
+                assert param.human_readable_name.upper() in text, f"syncd {name} {param.name} is not explained"
+            else:
+                assert param.help, f"syncd {name} {param.opts} has no help"
+
+
+def test_main_returns_exit_codes_for_tests_and_scripts(tmp_path, capsys):
+    from syncd.cli import main
+
+    assert main(["--version"]) == 0
+    assert capsys.readouterr().out.strip() == f"syncd {syncd.__version__}"
+    assert main(["--help"]) == 0
+    assert main(["search"]) == 2
+    assert main(["status", "--home", str(tmp_path)]) == 1
+    assert capsys.readouterr().err.startswith("syncd: error:")

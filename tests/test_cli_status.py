@@ -1,0 +1,119 @@
+"""`syncd status` without LanceDB: the files mirror says exactly what the index says, and when it
+cannot vouch for itself (a lost update, a write by another program) status reads the index."""
+
+from __future__ import annotations
+
+import os
+
+import lancedb
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import syncd
+from syncd.config import Settings
+from syncd.index.files_mirror import FilesMirror, read_mirror
+from syncd.status import read_status
+
+from .helpers import write
+from .strategies import daily_log_texts, page_texts
+
+PATHS = ["memory/users/ana/2026-11-20.md", "memory/users/ana/2026-11-21.md", "memory/users/bob/MEMORY.md",
+         "vault/Tea.md", "vault/notes/Coffee.md"]
+
+operations = st.lists(
+    st.one_of(
+        st.tuples(st.just("write"), st.sampled_from(PATHS), st.one_of(daily_log_texts().map(lambda t: t[0]),
+                                                                     page_texts())),
+        st.tuples(st.just("bad bytes"), st.sampled_from(PATHS), st.just("")),
+        st.tuples(st.just("delete"), st.sampled_from(PATHS), st.just("")),
+        st.tuples(st.just("move"), st.sampled_from(PATHS), st.sampled_from(PATHS)),
+        st.tuples(st.just("touch"), st.sampled_from(PATHS), st.just("")),
+        st.tuples(st.just("sync"), st.just(""), st.just("")),
+        st.tuples(st.just("reindex"), st.just(""), st.just("")),
+    ),
+    max_size=8,
+)
+
+
+def _apply(home, engine, op) -> None:
+    kind, path, arg = op
+    target = home / path
+    if kind == "write":
+        write(home, path, arg)
+    elif kind == "bad bytes":
+        write(home, path, b"# 2026-11-20\n\n- [note] caf\xe9\n")
+    elif kind == "delete":
+        target.unlink(missing_ok=True)
+    elif kind == "move" and target.exists() and path != arg:
+        (home / arg).parent.mkdir(parents=True, exist_ok=True)
+        os.replace(target, home / arg)
+    elif kind == "touch" and target.exists():
+        os.utime(target, ns=(target.stat().st_mtime_ns + 10**9,) * 2)
+    elif kind == "sync":
+        engine.sync()
+    elif kind == "reindex":
+        engine.reindex()
+
+
+def _same(home, engine) -> None:
+    light = read_status(home, Settings()).to_dict()
+    assert light == engine.status().to_dict()
+
+
+@settings(max_examples=12)
+@given(ops=operations)
+def test_status_from_the_mirror_is_the_status_of_the_index(tmp_path_factory, embedder, ops):
+    home = syncd.init(tmp_path_factory.mktemp("home") / "h").home
+    with syncd.open(home, embedder=embedder) as engine:
+        engine.sync()
+        for op in ops:
+            _apply(home, engine, op)
+            # The light path is taken (the mirror vouches for the index) and agrees exactly.
+            snapshot = read_mirror(home / ".syncd/index")
+            assert snapshot is not None
+            assert snapshot.files == engine.index.files()
+            counts = engine.index.counts()
+            assert (len(snapshot.files), snapshot.facts, snapshot.chunks) == (
+                counts["files"], counts["facts"], counts["chunks"])
+            _same(home, engine)
+
+
+def test_a_lost_mirror_update_is_noticed_and_never_reads_fresh(home, embedder, monkeypatch):
+    with syncd.open(home, embedder=embedder) as engine:
+        engine.sync()
+        assert read_status(home, Settings()).fresh
+        # The next update of the mirror is lost (a crash between LanceDB's commit and ours).
+        monkeypatch.setattr(FilesMirror, "update", lambda self, before, changes: True)
+        write(home, "vault/Tea.md", "# Tea\n\nGreen tea.\n")
+        engine.sync()
+        monkeypatch.undo()
+        assert read_mirror(home / ".syncd/index") is None
+        status = read_status(home, Settings())
+        assert status.fresh and status.files == 4  # read from the index itself, so still exact
+        _same(home, engine)
+    # The next writer finds the mirror behind and rebuilds it.
+    with syncd.open(home, embedder=embedder) as engine:
+        assert read_mirror(home / ".syncd/index") is not None
+        _same(home, engine)
+
+
+def test_a_write_by_another_program_is_noticed(home, embedder):
+    with syncd.open(home, embedder=embedder) as engine:
+        engine.sync()
+    # An older syncd, or any LanceDB client, changes the files table behind the mirror's back.
+    table = lancedb.connect(str(home / ".syncd/index/lance")).open_table("files")
+    table.delete("path = 'vault/log.md'")
+    assert read_mirror(home / ".syncd/index") is None
+    status = read_status(home, Settings())
+    assert not status.fresh and status.stale["new"] == ["vault/log.md"]
+
+
+def test_the_mirror_survives_compaction_and_rebuilds(home, embedder):
+    with syncd.open(home, embedder=embedder) as engine:
+        engine.sync()
+        engine.index.optimize()
+        assert read_mirror(home / ".syncd/index") is not None
+        engine.reindex()
+        snapshot = read_mirror(home / ".syncd/index")
+        assert snapshot is not None and snapshot.files == engine.index.files()
+        _same(home, engine)
