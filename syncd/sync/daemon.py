@@ -20,6 +20,7 @@ import time
 from collections.abc import Iterable
 from pathlib import Path
 
+from ..changes import held_paths
 from ..config import Settings
 from ..engine import Engine
 from ..history.committer import commit_changes
@@ -50,6 +51,7 @@ class Daemon:
     def __init__(self, engine: Engine, settings: Settings | None = None):
         self.engine = engine
         self.settings = settings or engine.settings
+        engine.declare_daemon()
         self.root: Path = engine.home.root
         self._cond = threading.Condition()
         self._events: list[Event] = []
@@ -270,8 +272,12 @@ class Daemon:
             (log.warning if self._retry_s >= _RETRY_MAX_S else log.info)("%s; will commit later", busy)
             self._retry_later()
             return []
+        # Paths of another process's change group still under way: committed when it ends, so
+        # its turn stays one commit.
+        held = held_paths(self.engine.home) & self._pending
         try:
-            shas = commit_changes(self.engine.home, self.settings, sorted(self._pending))
+            ready = sorted(self._pending - held)
+            shas = commit_changes(self.engine.home, self.settings, ready) if ready else []
         except Exception as exc:  # noqa: BLE001 - git fails in many ways; all mean "try again"
             if git_busy(self.root):
                 log.info("git became busy while committing; will retry")
@@ -282,11 +288,11 @@ class Daemon:
         for sha in shas:
             log.info("committed %s", sha[:10])
         self.commits.extend(shas)
-        self._pending.clear()
-        self._pending_since = None
+        self._pending = held
+        self._pending_since = time.monotonic() if held else None
         self._retry_s = _RETRY_MIN_S
         with self._cond:
-            self._commit_due = None
+            self._commit_due = time.monotonic() + self.settings.commit_quiet_ms / 1000 if held else None
         self._note_head()
         return shas
 
