@@ -30,7 +30,7 @@ from .changes import ChangeGroup, Hold, current_group
 from .config import Settings
 from .errors import GitBusyError, HistoryError, HomeError, IndexError_, LockedError
 from .history.git import git_busy, uncommitted_paths
-from .history.intents import Intent, peek_intent, record_intent
+from .history.intents import Intent, record_intent
 from .home import DAEMON_ROLE, Home, HomeLock, atomic_write, blob_sha, file_blob_sha, find_home
 from .index.embed import Embedder, load_embedder
 from .index.embed_cache import CachedEmbedder, EmbeddingCache
@@ -213,6 +213,9 @@ class Engine:
                 group.mode = "borrowed" if group.lock is not None else "handoff"
                 if group.mode == "handoff":
                     group.hold = Hold.open(self.home)
+            if self._deferred and group.mode != "handoff":
+                # Before this group touches the same files: a deferred write keeps its own commit.
+                self._commit_quietly(())
         except BaseException:
             self._turn.release()
             raise
@@ -274,14 +277,15 @@ class Engine:
         return True
 
     def _wait_committed(self, written: dict[str, str]) -> None:
-        """The daemon removes a write's intent when it commits it: wait for that, so our next
-        write cannot fold into the same commit. Late is a warning, not a failure: the write is
-        saved and its intent recorded, whoever commits it attributes it right."""
+        """Wait until HEAD holds our writes, so our next write cannot fold into the same commit.
+        Late is a warning, not a failure: the write is saved and its intent recorded, whoever
+        commits it attributes it right."""
+        try:
+            repo = git.Repo(self.home.root)
+        except git.GitError:
+            return
         for rel, sha in written.items():
-            if peek_intent(self.home, rel, sha) is None:
-                continue
-            gone = self._wait_for_file(rel, sha, lambda: sha if peek_intent(self.home, rel, sha) is None else None)
-            if not gone:
+            if not self._wait_for_file(rel, sha, lambda: _blob_at_head(repo, rel)):
                 log.warning("%s was indexed but not committed within %.0f s", rel, self.settings.lock_wait_s)
 
     # -- commits ---------------------------------------------------------------------------------
@@ -406,6 +410,13 @@ class Engine:
             aligned_commit=self.index.meta().get("aligned_commit"),
             uncommitted=[p for p in uncommitted_paths(self.home.root) if p not in stale],
         )
+
+
+def _blob_at_head(repo: git.Repo, rel: str) -> str | None:
+    try:
+        return (repo.head.commit.tree / rel).hexsha
+    except (KeyError, ValueError, git.GitError):  # no such path, no commit yet, a busy ref
+        return None
 
 
 def open_engine(

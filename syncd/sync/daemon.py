@@ -19,16 +19,19 @@ import threading
 import time
 from collections.abc import Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..changes import held_paths
 from ..config import Settings
-from ..engine import Engine
 from ..history.committer import commit_changes
 from ..history.git import git_busy, head_sha, uncommitted_paths
 from ..layout import is_indexable
 from .apply import SyncReport
 from .events import Batch, Event, coalesce
 from .watcher import TreeWatcher
+
+if TYPE_CHECKING:
+    from ..engine import Engine  # the engine drives sync; sync never imports it back
 
 __all__ = ["Daemon"]
 
