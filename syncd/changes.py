@@ -44,8 +44,10 @@ def current_group(owner: object) -> ChangeGroup | None:
 
 class ChangeGroup:
     """One intent's writes. ``owner`` provides ``_begin_group(group)`` (take what the group needs:
-    the engine's write turn, the home lock or a hold) and ``_end_group(group)`` (index, commit,
-    let go); both may block, so the async form runs them in a worker thread."""
+    the engine's write turn, the home lock or a hold), ``_end_group(group)`` (index, commit, let
+    go) and ``_release_group(group)`` (only let go); they may block, so the async form runs them
+    in a worker thread. Writes from a thread that does not carry the context (a bare
+    ``threading.Thread``) are not part of the group: they wait for it to end."""
 
     def __init__(self, owner: Any, intent: Intent | None):
         self.owner = owner
@@ -83,7 +85,14 @@ class ChangeGroup:
         if self._outer is not None:
             self._outer.adopt(self.intent)
             return self._outer
-        await asyncio.to_thread(self.owner._begin_group, self)
+        begun = asyncio.ensure_future(asyncio.to_thread(self.owner._begin_group, self))
+        try:
+            await asyncio.shield(begun)
+        except asyncio.CancelledError:
+            # The thread still takes what it waits for (the engine's turn, the home lock): give
+            # it back as soon as it has, or every later change would wait for it forever.
+            begun.add_done_callback(lambda f: f.cancelled() or f.exception() or self.owner._release_group(self))
+            raise
         self._token = _CURRENT.set(self)
         return self
 

@@ -249,9 +249,15 @@ class Engine:
                     if group.written or self._deferred:
                         self._commit_quietly(group.written)
         finally:
-            if group.lock is not None:
-                group.lock.release()
-            self._turn.release()
+            self._release_group(group)
+
+    def _release_group(self, group: ChangeGroup) -> None:
+        """Let go of what ``_begin_group`` took (alone: a group cancelled before it began)."""
+        if group.hold is not None:
+            group.hold.release()
+        if group.lock is not None:
+            group.lock.release()
+        self._turn.release()
 
     def _flush_index(self) -> None:
         """Index what this engine wrote but has not indexed yet (read-your-writes in a group)."""

@@ -182,3 +182,38 @@ def test_a_shared_engine_is_what_memory_uses(home, embedder):
         from syncd.memory.backend import MemoryBackend
 
         assert isinstance(eng, MemoryBackend)
+
+
+def test_a_group_cancelled_while_it_waits_does_not_block_the_next_one(engine):
+    async def scenario() -> None:
+        release = asyncio.Event()
+
+        async def holder() -> None:
+            async with engine.changes(Intent(author="a", summary="first")):
+                await release.wait()
+
+        async def waiter() -> None:
+            async with engine.changes(Intent(author="b", summary="second")):
+                pass
+
+        first = asyncio.create_task(holder())
+        await asyncio.sleep(0.2)
+        second = asyncio.create_task(waiter())
+        await asyncio.sleep(0.2)  # its thread now waits for the first group to end
+        second.cancel()
+        release.set()
+        await first
+        with pytest.raises(asyncio.CancelledError):
+            await second
+        # The cancelled group's thread took the engine's turn once the first let go; it must give
+        # it back (checked before trying, so a leak fails here instead of hanging the run).
+        for _ in range(250):
+            if not engine._turn.locked():
+                break
+            await asyncio.sleep(0.02)
+        assert not engine._turn.locked(), "a cancelled group kept the engine's turn"
+        async with engine.changes(Intent(author="c", summary="third")):
+            engine.write_file("vault/after.md", b"# After\n\nWritten after a cancel.\n")
+
+    run(scenario())
+    assert engine.search("written after a cancel", limit=1)[0].path == "vault/after.md"
