@@ -44,7 +44,8 @@ def current_group(owner: object) -> ChangeGroup | None:
 
 class ChangeGroup:
     """One intent's writes. ``owner`` provides ``_begin_group(group)`` (take what the group needs:
-    the engine's write turn, the home lock or a hold), ``_end_group(group)`` (index, commit, let
+    the engine's write turn, the home lock or a hold; ``_try_begin_group`` only when that cannot
+    block), ``_end_group(group)`` (index, commit, let
     go) and ``_release_group(group)`` (only let go); they may block, so the async form runs them
     in a worker thread. Writes from a thread that does not carry the context (a bare
     ``threading.Thread``) are not part of the group: they wait for it to end."""
@@ -85,6 +86,9 @@ class ChangeGroup:
         if self._outer is not None:
             self._outer.adopt(self.intent)
             return self._outer
+        if self.owner._try_begin_group(self):  # the common case, without a thread hop
+            self._token = _CURRENT.set(self)
+            return self
         begun = asyncio.ensure_future(asyncio.to_thread(self.owner._begin_group, self))
         try:
             await asyncio.shield(begun)

@@ -220,6 +220,13 @@ class Engine:
             self._turn.release()
             raise
 
+    def _try_begin_group(self, group: ChangeGroup) -> bool:
+        """Begin without blocking, or return False: the writer's turn is free, nothing waits."""
+        if self._lock is None or self._deferred or not self._turn.acquire(blocking=False):
+            return False
+        group.mode = "own"
+        return True
+
     def _borrow_lock(self) -> HomeLock | None:
         """The home lock for one change, or None when a daemon holds it (it takes our writes).
         Another process's engine lets go between its changes, so we wait for it, bounded."""
