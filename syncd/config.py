@@ -36,6 +36,10 @@ class Settings(BaseSettings):
     reconcile_interval_s: float = Field(300.0, ge=1.0, description="Periodic full reconcile.")
     commit_quiet_ms: int = Field(300, ge=0, description="Quiet time after indexing before a commit.")
 
+    # Other processes: how long a write waits for the home lock held by another non-daemon process,
+    # or for the daemon to index and commit a write handed to it.
+    lock_wait_s: float = Field(30.0, ge=0, description="Wait for another writer or the daemon.")
+
     # Git identity for changes nobody claimed through the API (a person in an editor).
     human_name: str = "syncd user"
     human_email: str = "user@syncd.local"

@@ -1,25 +1,38 @@
 """The Engine: one home, its index, its embedder. ``syncd.open(home)`` returns one.
 
-A writable engine holds the home's single-writer lock for its lifetime; a read-only one never
-writes and sees a writer's changes as they land.
+A writable engine holds the home's single-writer lock for its lifetime. A read-only one holds no
+lock and sees other writers' changes as they land; its own writes (``write_file``, ``changes``)
+are handed to the daemon when one holds the home (written to disk, the daemon indexes and commits
+them, we wait for it), and otherwise made under the home lock taken for just that change (waiting
+up to ``Settings.lock_wait_s`` for another process to let go of it).
+
+Writes are grouped: ``with engine.changes(intent): ...`` indexes its writes in one apply and
+commits them once (see changes.py). A commit that git refuses (the user's own git command holds
+``index.lock``, a merge is under way) never fails a write that is saved: it is deferred, logged,
+and retried with this engine's next commit (or by the daemon, or the next ``syncd sync``).
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import functools
 import logging
 import os
+import threading
 import time
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+import numpy as np
+
+from .changes import ChangeGroup, Hold, current_group
 from .config import Settings
-from .errors import HomeError, IndexError_, StorageError
-from .history.git import check_tree_writable
+from .errors import GitBusyError, HistoryError, HomeError, IndexError_, LockedError, StorageError
+from .history.git import blob_at_head, check_tree_writable, git_busy
 from .history.intents import Intent, record_intent
-from .home import Home, HomeLock, atomic_write, blob_sha, disk_failure, find_home
+from .home import DAEMON_ROLE, Home, HomeLock, atomic_write, blob_sha, file_blob_sha, find_home
 from .index.embed import Embedder, load_embedder
 from .index.embed_cache import CachedEmbedder, EmbeddingCache
+from .index.rowcache import ScopeMask
 from .index.search import Hit, hybrid_search
 from .index.store import Index
 from .status import Status, build_status
@@ -30,10 +43,11 @@ __all__ = ["Engine", "open_engine", "Status"]
 log = logging.getLogger(__name__)
 
 _ANY = object()
+_POLL_S = 0.02
 
 
 class Engine:
-    """Sync, search and status over one memory home."""
+    """Sync, search and status over one memory home; the backend of ``syncd.memory``."""
 
     def __init__(self, home: Home, settings: Settings, read_only: bool = False, embedder: Embedder | None = None):
         self.home = home
@@ -41,13 +55,19 @@ class Engine:
         self.read_only = read_only
         home.require()
         self._lock: HomeLock | None = None
+        # One change group at a time per engine: two interleaved groups would commit each
+        # other's writes under one message.
+        self._turn = threading.Lock()
+        self._unindexed: set[str] = set()
+        self._deferred: set[str] = set()
         if not read_only:
             self._lock = home.lock().acquire("syncd engine")
         try:
             inner = embedder or load_embedder(settings, cache_dir=home.state_dir / "models")
             self._cache = EmbeddingCache(home.state_dir / "embed_cache.sqlite")
             self.embedder = CachedEmbedder(inner, self._cache)
-            self.index = Index(home.state_dir / "index", inner.dim, inner.model_id, read_only=read_only)
+            # Without the lifetime lock, others write this index too: re-check it on every read.
+            self.index = Index(home.state_dir / "index", inner.dim, inner.model_id, shared=read_only)
         except BaseException:
             self.close()
             raise
@@ -55,6 +75,11 @@ class Engine:
     # -- lifecycle -------------------------------------------------------------------------------
 
     def close(self) -> None:
+        if self._deferred and self._lock is not None:
+            self._commit_quietly(())
+        if self._deferred:
+            log.warning("%d saved change(s) are not committed yet (git was busy); the daemon or the "
+                        "next `syncd sync` commits them", len(self._deferred))
         if self._lock is not None:
             self._lock.release()
             self._lock = None
@@ -65,12 +90,10 @@ class Engine:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    @functools.cached_property
-    def memory(self):
-        """The seed memory API over this engine (a ``syncd.memory.MemoryManager``), made on first use."""
-        from .memory import MemoryManager
-
-        return MemoryManager(self)
+    def declare_daemon(self) -> None:
+        """This engine now serves as the home's daemon: other processes hand it their writes."""
+        self._require_writer()
+        self._lock.relabel(DAEMON_ROLE)
 
     def _require_writer(self) -> None:
         if self.read_only:
@@ -85,12 +108,18 @@ class Engine:
             raise HomeError(f"cannot read the home {root}; refusing to touch the index")
 
     def sync(self, paths: list[str] | None = None, progress: Progress | None = None) -> SyncReport:
-        """Index what changed on disk (everything, or only ``paths``)."""
+        """Index what changed on disk (everything, or only ``paths``); retry deferred commits."""
         self._require_writer()
+        report = self._sync(paths, progress)
+        if self._deferred:
+            self._commit_quietly(())
+        return report
+
+    def _sync(self, paths: list[str] | None, progress: Progress | None = None) -> SyncReport:
         self._check_home()
         if not self.index.compatible():
             log.warning("the index was built with another model; rebuilding it")
-            return self.reindex(progress=progress)
+            return self._reindex(progress)
         report = sync(self.home, self.index, self.embedder, self.settings.max_file_bytes, paths, progress)
         self.index.write_meta()
         return report
@@ -98,6 +127,9 @@ class Engine:
     def reindex(self, progress: Progress | None = None) -> SyncReport:
         """Drop the index and rebuild it from the markdown (embeddings come from the cache)."""
         self._require_writer()
+        return self._reindex(progress)
+
+    def _reindex(self, progress: Progress | None) -> SyncReport:
         self._check_home()
         self.index.drop_all()
         report = sync(self.home, self.index, self.embedder, self.settings.max_file_bytes, None, progress)
@@ -107,85 +139,237 @@ class Engine:
 
     # -- writes through markdown -------------------------------------------------------------------
 
+    def changes(self, intent: Intent | None = None) -> ChangeGroup:
+        """Group the writes of one change (an agent turn) into one apply and one commit:
+        ``with engine.changes(intent): engine.write_file(...); ...`` (or ``async with``). Inside
+        a group, every write records the group's intent; a nested group joins the outer one."""
+        return ChangeGroup(self, intent)
+
     def write_file(self, rel: str, data: bytes, expected_sha: str | None | object = _ANY, intent: Intent | None = None) -> str:
         """Write one file of the home atomically (compare-and-swap when ``expected_sha`` is given:
-        a blob sha, or None for "must not exist"), leave its provenance for the committer, and,
-        when this engine is the writer, index and commit it before returning. Returns the new sha.
+        a blob sha, or None for "must not exist") and leave its provenance for the committer.
+        Outside a group it is a group of one: indexed and committed (or handed to the daemon and
+        waited for) before returning. Returns the new sha.
 
-        With a daemon holding the lock, open the engine read-only, write, then ``wait_indexed``.
-
-        Whether the file was saved is always known from what is raised: ``StorageError`` with
-        ``saved=False`` (the disk refused; nothing was written) or ``ConflictError`` (the file
-        changed meanwhile; nothing was written) come before the file is written. Once it is
-        written, a failure to index it (a full disk under ``.syncd/``, the model, LanceDB), or a
-        disk failure while committing it, is raised as ``StorageError`` with ``saved=True``: the
-        change is on disk, and the next sync (of any path, in this process) or commit catches up.
-        """
-        path = self.home.root / rel
-        rel = self.home.rel(path)
+        Whether the file was saved is always known from what is raised: ``GitBusyError`` (the
+        user's merge, rebase or unmerged paths are under way: see ``history.git.check_tree_writable``),
+        ``StorageError`` with ``saved=False`` (the disk refused) or ``ConflictError`` (the file
+        changed meanwhile) come before anything is written. Once written, a failure to index it is
+        ``StorageError`` with ``saved=True`` (the next sync catches up); a commit git refuses is
+        deferred with a warning and retried, never raised (see ``deferred_commits``)."""
         check_tree_writable(self.home.root)
-        sha = blob_sha(data)
-        if intent is not None:
-            record_intent(self.home, rel, sha, intent)
-        if expected_sha is _ANY:
-            atomic_write(path, data)
-        else:
-            atomic_write(path, data, expected_sha=expected_sha)
-        if not self.read_only:
-            try:
-                self.sync([rel])
-            except Exception as exc:
-                raise StorageError(
-                    f"{rel} was saved but not indexed: {exc}"
-                    + ("" if isinstance(exc, StorageError) else "; the next sync indexes it"),
-                    path,
-                    saved=True,
-                ) from exc
-            try:
-                self.commit([rel])
-            except Exception as exc:
-                reason = disk_failure(exc, self.home.root)
-                if reason is None:
-                    raise
-                raise StorageError(
-                    f"{rel} was saved and indexed, but committing it failed: {reason}; the next "
-                    "commit takes it",
-                    path,
-                    saved=True,
-                ) from exc
+        with self.changes(intent) as group:
+            path = self.home.root / rel
+            rel = self.home.rel(path)
+            sha = blob_sha(data)
+            recorded = group.adopt(intent)
+            if group.hold is not None:
+                group.hold.add(rel)
+            if recorded is not None:
+                record_intent(self.home, rel, sha, recorded)
+            if expected_sha is _ANY:
+                atomic_write(path, data)
+            else:
+                atomic_write(path, data, expected_sha=expected_sha)
+            group.written[rel] = sha
+            if group.mode == "handoff":
+                # The daemon indexes it; waiting here lets the rest of the group read it back.
+                if not self._wait_for_file(rel, sha, lambda: self._indexed_sha(rel)):
+                    log.warning("%s was written but not indexed within %.0f s; is the daemon running?",
+                                rel, self.settings.lock_wait_s)
+            else:
+                self._unindexed.add(rel)
         return sha
 
-    def commit(self, paths: list[str] | None = None) -> list[str]:
+    def _begin_group(self, group: ChangeGroup) -> None:
+        self._turn.acquire()
+        try:
+            if self._lock is not None:
+                group.mode = "own"
+            else:
+                group.lock = self._borrow_lock()
+                group.mode = "borrowed" if group.lock is not None else "handoff"
+                if group.mode == "handoff":
+                    group.hold = Hold.open(self.home)
+            if self._deferred and group.mode != "handoff":
+                # Before this group touches the same files: a deferred write keeps its own commit.
+                self._commit_quietly(())
+        except BaseException:
+            self._turn.release()
+            raise
+
+    def _try_begin_group(self, group: ChangeGroup) -> bool:
+        """Begin without blocking, or return False: the writer's turn is free, nothing waits."""
+        if self._lock is None or self._deferred or not self._turn.acquire(blocking=False):
+            return False
+        group.mode = "own"
+        return True
+
+    def _borrow_lock(self) -> HomeLock | None:
+        """The home lock for one change, or None when a daemon holds it (it takes our writes).
+        Another process's engine lets go between its changes, so we wait for it, bounded."""
+        lock = self.home.lock()
+        deadline = time.monotonic() + self.settings.lock_wait_s
+        while True:
+            try:
+                return lock.acquire("syncd change")
+            except LockedError as exc:
+                if lock.held_by_daemon():
+                    return None
+                if time.monotonic() >= deadline:
+                    raise LockedError(
+                        lock.path, f"{exc.holder}, which did not let go within {self.settings.lock_wait_s:.0f} s"
+                    ) from None
+            time.sleep(_POLL_S)
+
+    def _end_group(self, group: ChangeGroup) -> None:
+        try:
+            if group.mode == "handoff":
+                group.hold.release()
+                self._wait_committed(group.written)
+            else:
+                try:
+                    self._flush_index()
+                except Exception as exc:
+                    raise StorageError(
+                        f"{len(self._unindexed)} file(s) were saved but not indexed: {exc}"
+                        + ("" if isinstance(exc, StorageError) else "; the next sync indexes them"),
+                        None,
+                        saved=True,
+                    ) from exc
+                finally:
+                    if group.written or self._deferred:
+                        self._commit_quietly(group.written)
+        finally:
+            self._release_group(group)
+
+    def _release_group(self, group: ChangeGroup) -> None:
+        """Let go of what ``_begin_group`` took (alone: a group cancelled before it began)."""
+        if group.hold is not None:
+            group.hold.release()
+        if group.lock is not None:
+            group.lock.release()
+        self._turn.release()
+
+    def _flush_index(self) -> None:
+        """Index what this engine wrote but has not indexed yet (read-your-writes in a group)."""
+        if self._unindexed:
+            paths = sorted(self._unindexed)
+            self._sync(paths)
+            self._unindexed.difference_update(paths)
+
+    def _indexed_sha(self, rel: str) -> str | None:
+        record = self.index.files().get(rel)
+        return record.sha if record else None
+
+    def _wait_for_file(self, rel: str, sha: str, reached) -> bool:
+        """Wait until ``reached()`` equals ``sha`` or the file no longer holds ``sha`` (someone
+        changed it again: whoever indexes and commits handles their version)."""
+        deadline = time.monotonic() + self.settings.lock_wait_s
+        while reached() != sha:
+            if file_blob_sha(self.home.root / rel) != sha:
+                return True
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(_POLL_S)
+        return True
+
+    def _wait_committed(self, written: dict[str, str]) -> None:
+        """Wait until HEAD holds our writes, so our next write cannot fold into the same commit.
+        Late is a warning, not a failure: the write is saved and its intent recorded, whoever
+        commits it attributes it right."""
+        for rel, sha in written.items():
+            if not self._wait_for_file(rel, sha, lambda: blob_at_head(self.home.root, rel)):
+                log.warning("%s was indexed but not committed within %.0f s", rel, self.settings.lock_wait_s)
+
+    # -- commits ---------------------------------------------------------------------------------
+
+    def commit(self, paths: Iterable[str] | None = None) -> list[str]:
         """Commit indexed changes of ``paths`` (default: everything git sees as changed), one
-        commit per intent, so one agent turn is one revertible commit. Returns the new shas."""
+        commit per intent, so one agent turn is one revertible commit. Returns the new shas.
+        Raises GitBusyError while the user's own git operation is under way, HistoryError when
+        git fails otherwise."""
+        self._require_writer()
+        return self._commit(None if paths is None else set(paths))
+
+    def _commit(self, paths: set[str] | None) -> list[str]:
         from .history.committer import commit_changes
 
-        self._require_writer()
-        return commit_changes(self.home, self.settings, paths)
+        wanted = None if paths is None else sorted(paths | self._deferred)
+        busy = git_busy(self.home.root)
+        if busy:
+            raise GitBusyError(busy)
+        shas = commit_changes(self.home, self.settings, wanted)
+        self._deferred.clear()
+        return shas
+
+    def _commit_quietly(self, paths: Iterable[str]) -> list[str]:
+        """Commit after a saved write: a refusal defers the commit and warns, never raises."""
+        paths = set(paths)
+        try:
+            return self._commit(paths)
+        except (GitBusyError, HistoryError) as exc:
+            self._deferred |= paths
+            log.warning("saved and indexed, not committed yet (%d file(s); retried with the next "
+                        "commit): %s", len(self._deferred), exc)
+            return []
+
+    @property
+    def deferred_commits(self) -> list[str]:
+        """Paths written and indexed whose commit git refused so far (retried on the next one)."""
+        return sorted(self._deferred)
 
     def wait_indexed(self, rel: str, sha: str | None, timeout: float = 10.0) -> bool:
         """Block until the index reflects ``rel`` at ``sha`` (None: until it is gone from it)."""
         deadline = time.monotonic() + timeout
         while True:
-            record = self.index.files().get(rel)
-            if (record.sha if record else None) == sha:
+            if self._indexed_sha(rel) == sha:
                 return True
             if time.monotonic() >= deadline:
                 return False
             time.sleep(0.01)
 
+    # -- reading ---------------------------------------------------------------------------------
+
+    def _fresh(self) -> None:
+        """Inside a group, reads see the group's writes so far."""
+        if self._unindexed and current_group(self) is not None:
+            self._flush_index()
+
     def search(
         self,
         query: str,
+        *,
         user_id: str | None = None,
         chat_id: str | None = None,
         limit: int = 10,
         kind: str | None = None,
         now: dt.datetime | None = None,
+        text: bool = True,
     ) -> list[Hit]:
+        """Hybrid search in a scope (``text=False``: by meaning only, no full-text part)."""
+        self._fresh()
         return hybrid_search(
-            self.index, lambda: self.embedder.embed_query(query), query, user_id, chat_id, limit, kind, now=now
+            self.index, lambda: self.embedder.embed_query(query), query if text else "", user_id, chat_id, limit,
+            kind, now=now,
         )
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """Unit vectors of ``texts`` (through the embedding cache)."""
+        return self.embedder.embed(list(texts))
+
+    def nearest_facts(self, vector: np.ndarray, *, user_id: str, limit: int) -> list[tuple[float, str]]:
+        """``(cosine, text)`` of the facts in the user's memory nearest to ``vector``, best first."""
+        self._fresh()
+        with self.index.reading() as rows:
+            near = rows.search(vector, ScopeMask(user=user_id, kind="fact"), limit)
+            payloads = rows.payloads([(path, fid) for path, fid, _ in near])
+            return [(score, payloads[(path, fid)]["text"]) for path, fid, score in near if (path, fid) in payloads]
+
+    def find_fact(self, fact_id: str) -> list[dict]:
+        """Index rows (path, user, ...) of the fact with this id, wherever it is."""
+        self._fresh()
+        return self.index.find_fact(fact_id)
 
     def status(self) -> Status:
         return build_status(

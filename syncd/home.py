@@ -30,7 +30,12 @@ __all__ = [
     "HomeLock",
     "find_home",
     "Home",
+    "DAEMON_ROLE",
 ]
+
+# What the lock file says while `syncd watch` holds the home: other processes then hand their
+# writes to it instead of waiting for a lock it never lets go.
+DAEMON_ROLE = "syncd watch"
 
 
 def blob_sha(data: bytes) -> str:
@@ -307,6 +312,18 @@ class HomeLock:
         os.fsync(fd)
         self._fd = fd
         return self
+
+    def relabel(self, what: str) -> None:
+        """Say what holds the lock now (a writer that became the daemon)."""
+        if self._fd is None:
+            return
+        os.ftruncate(self._fd, 0)
+        os.pwrite(self._fd, f"pid {os.getpid()} ({what})\n".encode(), 0)
+        os.fsync(self._fd)
+
+    def held_by_daemon(self) -> bool:
+        """True when the text of the lock says a daemon holds it (meaningful while it is held)."""
+        return (self.holder() or "").endswith(f"({DAEMON_ROLE})")
 
     def holder(self) -> str | None:
         try:

@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import types
+
+import pytest
 
 import syncd
+import syncd.memory
 
 
 def test_public_names_are_pinned():
@@ -16,6 +20,19 @@ def test_public_names_are_pinned():
     ])
     for name in syncd.__all__:
         assert getattr(syncd, name) is not None
+
+
+@pytest.mark.parametrize("module", [syncd, syncd.memory], ids=lambda m: m.__name__)
+def test_all_lists_exactly_the_public_names(module):
+    """Nothing public slips in (an import left over) or out (a name promised but gone)."""
+    defined = {
+        name for name, value in vars(module).items()
+        if not name.startswith("_") and not isinstance(value, types.ModuleType) and name != "annotations"
+    }
+    lazy = set(getattr(module, "_LAZY", {}))
+    assert defined | lazy | ({"__version__"} & set(module.__all__)) == set(module.__all__)
+    for name in module.__all__:
+        assert getattr(module, name) is not None
 
 
 def test_every_error_is_a_syncd_error():

@@ -70,9 +70,10 @@ def test_one_agent_turn_is_one_commit_with_its_provenance(home, embedder):
             "transcript_line": 42, "model": "gpt-test", "prompt_version": "extract-v2"}
     with running_daemon(home, embedder) as run:
         run.settle()
-        run.reader.write_file(LOG, daily_log(FACTS[:2]).encode(), intent=Intent(summary="remember tea", **turn))
-        run.reader.write_file("memory/users/ana/MEMORY.md", b"# Ana\n\n- [identity] Nurse in Lyon.\n",
-                              intent=Intent(summary="update profile", **turn))
+        with run.reader.changes():  # one turn's writes: one group, one commit
+            run.reader.write_file(LOG, daily_log(FACTS[:2]).encode(), intent=Intent(summary="remember tea", **turn))
+            run.reader.write_file("memory/users/ana/MEMORY.md", b"# Ana\n\n- [identity] Nurse in Lyon.\n",
+                                  intent=Intent(summary="update profile", **turn))
         write(home, "vault/Hand.md", "# Hand\n\nTyped by a person.\n")
         run.settle()
         run.stop()

@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import threading
 
 import git
 import pytest
@@ -20,6 +19,7 @@ from syncd.formats import derive_fact_id, parse_daily_log
 from syncd.memory import MemoryManager, strip_injected, wrap_injected
 from syncd.memory.prompts import PROMPT_VERSION
 
+from .daemon_helpers import running_daemon
 from .helpers import run_concurrently
 
 run = asyncio.run
@@ -273,36 +273,25 @@ def test_stats_count_the_markdown(manager):
     assert stats["blocks"]["persona"] == "default"
 
 
-def test_open_home_memory_is_a_shared_manager(home, embedder):
+def test_a_manager_shares_an_open_engine(home, embedder):
     with syncd.open(home, embedder=embedder) as eng:
-        assert isinstance(eng.memory, MemoryManager) and eng.memory is eng.memory
-        fact = run(eng.memory.add_memory("Keeps bees on the roof.", "alice"))
-        assert run(eng.memory.search_memories("beekeeping", user_id="alice"))[0].id == fact.id
+        memory = MemoryManager(eng)
+        assert memory.engine is eng
+        fact = run(memory.add_memory("Keeps bees on the roof.", "alice"))
+        assert run(memory.search_memories("beekeeping", user_id="alice"))[0].id == fact.id
+        memory.close()  # not its engine: still open
+        assert eng.search("beekeeping", user_id="alice")[0].id == fact.id
 
 
 def test_beside_a_daemon_writes_are_indexed_before_returning(home, embedder):
-    """A fake daemon holds the writer lock and indexes and commits what appears on disk."""
-    stop = threading.Event()
-    with syncd.open(home, embedder=embedder) as daemon:
-
-        def serve():
-            while not stop.is_set():
-                daemon.sync()
-                daemon.commit()
-                stop.wait(0.05)
-
-        worker = threading.Thread(target=serve)
-        worker.start()
-        try:
-            with MemoryManager(home, Settings(), embedder=embedder) as manager:
-                assert manager.engine.read_only
-                fact = run(manager.add_memory("Grows tomatoes on the balcony.", "alice"))
-                assert run(manager.search_memories("tomato plants", user_id="alice"))[0].id == fact.id
-                assert run(manager.delete_memory(fact.id, "alice")) is True
-                assert fact.id not in {h.id for h in run(manager.search_memories("tomato", user_id="alice"))}
-        finally:
-            stop.set()
-            worker.join()
+    """A real daemon (on a thread) holds the home; the manager hands its writes to it."""
+    with running_daemon(home, embedder, commit_quiet_ms=50, debounce_ms=20):
+        with MemoryManager(home, Settings(), embedder=embedder) as manager:
+            assert manager.engine.read_only
+            fact = run(manager.add_memory("Grows tomatoes on the balcony.", "alice"))
+            assert run(manager.search_memories("tomato plants", user_id="alice"))[0].id == fact.id
+            assert run(manager.delete_memory(fact.id, "alice")) is True
+            assert fact.id not in {h.id for h in run(manager.search_memories("tomato", user_id="alice"))}
     # Each write waited for its own commit, so the add and the delete did not fold into one.
     assert [c.summary for c in commits(home)][:2] == [f"Forget fact {fact.id}", "Remember: Grows tomatoes on the balcony."]
 

@@ -42,6 +42,7 @@ from ..layout import is_indexable
 log = logging.getLogger(__name__)
 
 __all__ = [
+    "blob_at_head",
     "Busy",
     "Changes",
     "DiffEntry",
@@ -281,6 +282,15 @@ def detached_head(root: Path) -> str | None:
     return (f"HEAD is detached (at {head[:10]}): syncd does not commit there, since nothing would keep "
             f"that commit once you switch back; the changes stay on disk and indexed. Run "
             f"`git switch <branch>` (or `git switch -c <new-branch>`) and they are committed on it")
+
+
+def blob_at_head(root: Path, rel: str) -> str | None:
+    """The blob sha of ``rel`` in HEAD, or None (no such path, no commit yet, git busy)."""
+    try:
+        out = run_git(root, "rev-parse", "--verify", "--quiet", f"HEAD:{rel}", ok=(0, 1, 128))
+    except (GitBusyError, HistoryError):
+        return None
+    return out.decode().strip() or None
 
 
 def head_sha(root: Path) -> str | None:

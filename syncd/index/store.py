@@ -109,11 +109,14 @@ def _in_filter(column: str, values: Sequence[str]) -> str:
 class Index:
     """One home's index. Writers are serialised by the home lock; readers may run beside them."""
 
-    def __init__(self, folder: Path, dim: int, model_id: str, read_only: bool = False):
+    def __init__(self, folder: Path, dim: int, model_id: str, read_only: bool = False, shared: bool = False):
         self.folder = folder
         self.dim = dim
         self.model_id = model_id
         self.read_only = read_only
+        # Other processes write this index too (we are a reader, or a writer only while we hold
+        # the home lock for one change): every read re-checks the table's version.
+        self.shared = shared or read_only
         self._meta_path = folder / "meta.json"
         self._lock = threading.RLock()
         self._matrix = RowCache(dim)
@@ -123,7 +126,7 @@ class Index:
         folder.mkdir(parents=True, exist_ok=True)
         # Readers re-check the latest version on every read so they see the daemon's writes.
         self._db = lancedb.connect(
-            str(folder / "lance"), read_consistency_interval=timedelta(0) if read_only else None
+            str(folder / "lance"), read_consistency_interval=timedelta(0) if self.shared else None
         )
         self._files = self._open_or_create(_FILES, FILE_SCHEMA)
         self._entries = self._open_or_create(_ENTRIES, entry_schema(dim))
@@ -141,7 +144,7 @@ class Index:
         except (ValueError, FileNotFoundError):
             return self._db.create_table(name, schema=schema, exist_ok=True)
         if table.schema != schema:
-            if self.read_only:
+            if self.shared:
                 raise IndexError_(f"the index at {self.folder} has an older layout; run `syncd reindex`")
             log.warning("index table %s has an outdated schema; recreating it", name)
             self._db.drop_table(name)
@@ -341,7 +344,7 @@ class Index:
         through our own writes, which patch the rows as they go: it never has to ask LanceDB for
         the version, a call that costs ~1.5 ms through LanceDB's async runtime.
         """
-        if self._matrix_version is not None and not self.read_only:
+        if self._matrix_version is not None and not self.shared:
             return
         version = self._entries.version
         if self._matrix_version == version:

@@ -1,7 +1,8 @@
 """The memory layer agents call: the seed API over markdown, LLM fact extraction, agent tools.
 
-``syncd.open(home).memory`` is a :class:`MemoryManager`; ``MemoryManager(home)`` works on its own
-too, beside a daemon or without one.
+``MemoryManager(home)`` opens a home on its own, beside a daemon or another process or alone;
+``MemoryManager(syncd.open(home))`` shares an engine. The layer talks to the engine only through
+:class:`~syncd.memory.backend.MemoryBackend`; the engine never imports it.
 """
 
 from __future__ import annotations

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import re
 import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
@@ -185,11 +186,20 @@ class LLMReply:
     model: str
 
 
+def _use_bundled_prices() -> None:
+    """litellm fetches its model price list from the network when it is imported, retrying for
+    about 10 s when offline; syncd never needs prices that fresh. Its bundled copy is used unless
+    the person set LITELLM_LOCAL_MODEL_COST_MAP themselves (to "False" to fetch). It has to be in
+    the environment before the first ``import litellm``, which reads it once."""
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+
 async def complete(settings: Settings, system: str, user: str, options: Mapping[str, Any]) -> LLMReply:
     """One chat completion through litellm. ``options`` go into the call unchanged (api_base,
     api_key, and in tests litellm's own ``mock_response``)."""
     if not settings.llm_model:
         raise ExtractionError(NO_LLM_MESSAGE)
+    _use_bundled_prices()
     import litellm  # slow to import (about 4 s); only paid by processes that extract
 
     messages = [{"role": "system", "content": system}, {"role": "user", "content": user}]

@@ -1,10 +1,12 @@
 """MemoryManager (seed API): what an agent calls to remember, recall and curate.
 
-Every write is a markdown write through the engine (compare-and-swap, with an Intent that becomes
-the commit's author and trailers); nothing goes straight into LanceDB. Methods are async because
-agents are; the blocking work (files, git, embedding) runs in worker threads so the caller's event
-loop keeps serving. When a method returns after a write, the write is indexed and committed: a
-search right after it finds it, whether this process holds the writer lock or a daemon does.
+Every write is a markdown write through the backend (compare-and-swap, with an Intent that
+becomes the commit's author and trailers); nothing goes straight into LanceDB. One call is one
+change group: a turn's facts, the ``facts`` block and MEMORY.md they refresh land in one commit,
+so one ``git revert`` undoes the whole turn. Methods are async because agents are; the blocking
+work (files, git, embedding) runs in worker threads so the caller's event loop keeps serving. When
+a method returns after a write, the write is indexed and committed: a search right after it finds
+it, whether this process holds the writer lock, borrows it for the change, or a daemon holds it.
 """
 
 from __future__ import annotations
@@ -13,21 +15,18 @@ import asyncio
 import contextvars
 import logging
 import re
-import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..config import Settings
-from ..engine import Engine, open_engine
-from ..errors import BlockLimitError, ExtractionError, LockedError, NotFoundError
+from ..errors import BlockLimitError, ExtractionError, NotFoundError
 from ..formats import Fact, decode_markdown, encode_markdown
 from ..history.intents import Intent
 from ..home import Home
-from ..index.rowcache import ScopeMask
-from ..index.search import Hit, hybrid_search
 from ..layout import validate_id, validate_label
+from .backend import MemoryBackend
 from .blocks import CoreBlock, format_blocks, read_block, render_block, resolve_blocks
 from .extraction import (
     ConversationTurn,
@@ -40,6 +39,9 @@ from .extraction import (
 from .prompts import PROMPT_VERSION
 from .store import Clock, MarkdownMemoryStore, local_now
 from .writer import MarkdownWriter
+
+if TYPE_CHECKING:
+    from ..index.search import Hit
 
 __all__ = ["MemoryManager", "EPHEMERAL_LOOP"]
 
@@ -56,7 +58,6 @@ _SUMMARY_INPUT_FACTS = 80
 _RECALL_LINE_CHARS = 300
 _COMMENT_RE = re.compile(r"<!--.*?-->", re.DOTALL)
 _DEDUP_CANDIDATES = 5
-_REMEMBER_LOCK_STRIPES = 64
 # Texts that normalise to the same words embed far closer than this; below it, no text is fetched.
 _SAME_WORDS_MIN_COSINE = 0.7
 
@@ -87,17 +88,20 @@ def _with_facts_section(text: str, user_id: str, summary: str) -> str:
 class MemoryManager:
     """Remember, recall and curate one home's memory on behalf of agents.
 
-    ``MemoryManager(home)`` opens the home itself: as the writer, or read-only beside a daemon
-    that holds the writer lock. ``MemoryManager(engine)`` (or ``syncd.open(home).memory``) shares
-    an open engine. ``llm_options`` are passed into every litellm call (api_base, api_key, ...),
+    ``MemoryManager(home)`` opens the home itself, holding no lock between calls: each write takes
+    the home lock for its change (waiting for another process's change to end), or hands the
+    write to the daemon when one holds the home. ``MemoryManager(engine)`` shares an open engine
+    (any MemoryBackend; a ``syncd.open(home)`` engine holds the lock for its whole life). ``llm_options`` are passed into every litellm call (api_base, api_key, ...),
     ``job_llm_options["extract"]`` / ``["summarise"]`` into that job's calls only (a cheaper model
     for one, ``max_tokens``, or in tests litellm's own ``mock_response``).
-    Methods taking ``user_id=None`` act for ``default_user_id``, never for everyone.
+    Methods taking ``user_id=None`` act for ``default_user_id``, never for everyone; the one
+    exception is the seed's ``update_memory_block(label, content)`` with neither user nor chat,
+    which writes the global block.
     """
 
     def __init__(
         self,
-        home_or_engine: Engine | Home | Path | str | None = None,
+        home_or_engine: MemoryBackend | Home | Path | str | None = None,
         settings: Settings | None = None,
         *,
         embedder: Any = None,
@@ -106,19 +110,17 @@ class MemoryManager:
         default_user_id: str = "default",
         author: str = "syncd-agent",
         clock: Clock = local_now,
-        index_timeout_s: float = 30.0,
     ):
-        if isinstance(home_or_engine, Engine):
+        if home_or_engine is None or isinstance(home_or_engine, (Home, Path, str)):
+            # The one import of the engine from memory, and one way: the engine never imports us.
+            from ..engine import open_engine
+
+            root = home_or_engine.root if isinstance(home_or_engine, Home) else home_or_engine
+            self.engine: MemoryBackend = open_engine(root, read_only=True, settings=settings, embedder=embedder)
+            self._owns_engine = True
+        else:
             self.engine = home_or_engine
             self._owns_engine = False
-        else:
-            root = home_or_engine.root if isinstance(home_or_engine, Home) else home_or_engine
-            try:
-                self.engine = open_engine(root, settings=settings, embedder=embedder)
-            except LockedError:
-                log.info("a daemon holds the writer lock; writing files and letting it index them")
-                self.engine = open_engine(root, read_only=True, settings=settings, embedder=embedder)
-            self._owns_engine = True
         self.settings = settings or self.engine.settings
         self.home = self.engine.home
         self.llm_options = dict(llm_options or {})
@@ -126,11 +128,7 @@ class MemoryManager:
         self.default_user_id = validate_id("user", default_user_id)
         self.author = author
         self.clock = clock
-        self.writer = MarkdownWriter(self.engine, index_timeout_s=index_timeout_s)
-        # Check-then-write of new facts must be atomic per user, or two turns saying the same thing
-        # at once would both pass deduplication. Striped rather than one lock, so one user's
-        # deduplication overlaps another's git commit; bounded, however many users come and go.
-        self._remember_locks = tuple(threading.Lock() for _ in range(_REMEMBER_LOCK_STRIPES))
+        self.writer = MarkdownWriter(self.engine)
         self._loop: asyncio.AbstractEventLoop | None = None
 
     # -- lifecycle -------------------------------------------------------------------------------
@@ -162,7 +160,7 @@ class MemoryManager:
     def _chat(chat_id: str | None) -> str | None:
         return None if chat_id is None else validate_id("chat", chat_id)
 
-    def store(self, user_id: str | None = None) -> MarkdownMemoryStore:
+    def store(self, *, user_id: str | None = None) -> MarkdownMemoryStore:
         """The MarkdownMemoryStore of a user, sharing this manager's serialised writer."""
         return MarkdownMemoryStore(self.engine, self._user(user_id), writer=self.writer, clock=self.clock, author=self.author)
 
@@ -174,14 +172,14 @@ class MemoryManager:
 
     # -- core memory -----------------------------------------------------------------------------
 
-    def core_blocks(self, chat_id: str | None = None, user_id: str | None = None) -> dict[str, CoreBlock]:
+    def core_blocks(self, *, chat_id: str | None = None, user_id: str | None = None) -> dict[str, CoreBlock]:
         """Blocks with where each came from (chat > user > global > default)."""
         return resolve_blocks(self.home, self.settings, self._user(user_id), self._chat(chat_id))
 
     async def get_core_memory(self, chat_id: str | None = None, user_id: str | None = None) -> dict[str, str]:
         """``{label: text}`` of persona, user, facts, context (and any other block on disk)."""
         self._enter()
-        blocks = await asyncio.to_thread(self.core_blocks, chat_id, user_id)
+        blocks = await asyncio.to_thread(lambda: self.core_blocks(chat_id=chat_id, user_id=user_id))
         return {label: block.content for label, block in blocks.items()}
 
     def _write_block(self, label: str, content: str, chat: str | None, user: str | None, intent: Intent) -> CoreBlock:
@@ -204,15 +202,16 @@ class MemoryManager:
         scope: str = "auto",
     ) -> CoreBlock:
         """Replace a block's text. ``scope`` "auto" writes the chat's block when ``chat_id`` is
-        given, else the user's; "chat", "user" and "global" say so explicitly. Raises
-        BlockLimitError (nothing written) when ``content`` is over the block's limit."""
+        given, else the user's when ``user_id`` is, else (neither, as in the seed) the global
+        block; "chat", "user" and "global" say so explicitly. Raises BlockLimitError (nothing
+        written) when ``content`` is over the block's limit."""
         self._enter()
         validate_label(label)
         if not isinstance(content, str):
             raise TypeError(f"block content must be a str, not {type(content).__name__}")
         chat = self._chat(chat_id)
         if scope == "auto":
-            scope = "chat" if chat is not None else "user"
+            scope = "chat" if chat is not None else "user" if user_id is not None else "global"
         if scope not in ("chat", "user", "global"):
             raise ValueError(f"scope must be auto, chat, user or global, not {scope!r}")
         if scope == "chat" and chat is None:
@@ -227,7 +226,7 @@ class MemoryManager:
         markers that extraction strips (so they are never remembered as new facts)."""
         self._enter()
         user, chat = self._user(user_id), self._chat(chat_id)
-        blocks = await asyncio.to_thread(self.core_blocks, chat, user)
+        blocks = await asyncio.to_thread(lambda: self.core_blocks(chat_id=chat, user_id=user))
         udir = f"memory/users/{user}"
         lines = [
             f"Your memory workspace is {self.home.root} (plain markdown files, kept in git).",
@@ -240,12 +239,6 @@ class MemoryManager:
         return wrap_injected("core", "\n".join(lines))
 
     # -- recall ----------------------------------------------------------------------------------
-
-    def _search(self, query: str, limit: int, chat: str | None, user: str, use_hybrid: bool, kind: str | None) -> list[Hit]:
-        text = query if use_hybrid else ""
-        return hybrid_search(
-            self.engine.index, lambda: self.engine.embedder.embed_query(query), text, user, chat, limit, kind
-        )
 
     async def search_memories(
         self,
@@ -262,7 +255,9 @@ class MemoryManager:
         user, chat = self._user(user_id), self._chat(chat_id)
         if not query or not query.strip():
             return []
-        return await asyncio.to_thread(self._search, query, limit, chat, user, use_hybrid, kind)
+        return await asyncio.to_thread(
+            lambda: self.engine.search(query, user_id=user, chat_id=chat, limit=limit, kind=kind, text=use_hybrid)
+        )
 
     async def retrieve_relevant_memories(
         self, query: str, chat_id: str | None = None, user_id: str | None = None, limit: int = 5
@@ -289,15 +284,13 @@ class MemoryManager:
         """Facts not already remembered: no same words, no cosine >= dedup_cosine, within the
         user's memory and within the batch itself.
 
-        Candidates come from the in-memory vectors (a LanceDB round trip per fact would cost more
-        than the write itself); texts are fetched only for near neighbours, since the same words
-        always embed close together.
+        Candidates are the nearest facts by meaning; texts are compared only for near neighbours,
+        since the same words always embed close together.
         """
         if not facts:
             return []
-        vectors = self.engine.embedder.embed([f.content for f in facts])
+        vectors = self.engine.embed([f.content for f in facts])
         threshold = self.settings.dedup_cosine
-        scope = ScopeMask(user=user, kind="fact")
         kept: list[Fact] = []
         kept_norms: set[str] = set()
         kept_vectors = []
@@ -305,11 +298,9 @@ class MemoryManager:
             norm = normalise_text(fact.content)
             if norm in kept_norms or any(float(vector @ other) >= threshold for other in kept_vectors):
                 continue
-            with self.engine.index.reading() as rows:
-                near = rows.search(vector, scope, _DEDUP_CANDIDATES)
-                close = [(path, fid) for path, fid, score in near if score >= _SAME_WORDS_MIN_COSINE]
-                close_texts = [row["text"] for row in rows.payloads(close).values()]
-            if any(score >= threshold for _, _, score in near):
+            near = self.engine.nearest_facts(vector, user_id=user, limit=_DEDUP_CANDIDATES)
+            close_texts = [text for score, text in near if score >= _SAME_WORDS_MIN_COSINE]
+            if any(score >= threshold for score, _ in near):
                 log.debug("already remembered (cosine): %r", fact.content)
                 continue
             if any(normalise_text(text) == norm for text in close_texts):
@@ -329,12 +320,13 @@ class MemoryManager:
         intent_for: Callable[[int], Intent],
         dedup: bool,
     ) -> list[Fact]:
-        """Write the new ones among ``facts`` as one section; ``intent_for(n)`` describes n facts."""
-        with self._remember_locks[hash(user) % _REMEMBER_LOCK_STRIPES]:
-            new = self._new_facts(facts, user) if dedup else list(facts)
-            if not new:
-                return []
-            return self.store(user).append_daily_log(chat, new, session_id=session, intent=intent_for(len(new)))
+        """Write the new ones among ``facts`` as one section; ``intent_for(n)`` describes n facts.
+        Called inside the turn's change group, which makes check-then-write atomic: two turns
+        saying the same thing at once cannot both pass deduplication."""
+        new = self._new_facts(facts, user) if dedup else list(facts)
+        if not new:
+            return []
+        return self.store(user_id=user).append_daily_log(chat, new, session_id=session, intent=intent_for(len(new)))
 
     async def add_memory(
         self,
@@ -355,10 +347,11 @@ class MemoryManager:
         session = None if session_id is None else validate_id("session", session_id)
         fact = Fact(content=" ".join(content.split()), category=category, tags=tuple(tags), importance=importance, source_session=session)
         intent = self._intent(f"Remember: {fact.content[:60]}", user, chat, session=session)
-        written = await asyncio.to_thread(self._remember, [fact], user, chat, session, lambda _: intent, dedup)
-        if not written:
-            return None
-        await self._maybe_refresh(written, user)
+        async with self.engine.changes(intent):
+            written = await asyncio.to_thread(self._remember, [fact], user, chat, session, lambda _: intent, dedup)
+            if not written:
+                return None
+            await self._maybe_refresh(written, user)
         return written[0]
 
     async def process_conversation_turn_for_memories(
@@ -404,9 +397,12 @@ class MemoryManager:
                 prompt_version=PROMPT_VERSION,
             )
 
-        written = await asyncio.to_thread(self._remember, stamped, user, chat, session, intent_for, True)
-        if written:
-            await self._maybe_refresh(written, user)
+        # The group's intent is the first write's (the section of new facts), so the commit says
+        # how many facts the turn added; the refresh it triggers joins the same commit.
+        async with self.engine.changes():
+            written = await asyncio.to_thread(self._remember, stamped, user, chat, session, intent_for, True)
+            if written:
+                await self._maybe_refresh(written, user)
         return written
 
     async def _maybe_refresh(self, facts: Sequence[Fact], user: str) -> None:
@@ -425,7 +421,7 @@ class MemoryManager:
         when there are no facts yet."""
         self._enter()
         user = self._user(user_id)
-        store = self.store(user)
+        store = self.store(user_id=user)
         stored = await asyncio.to_thread(lambda: list(store.iter_facts()))
         if not stored:
             return None
@@ -443,15 +439,16 @@ class MemoryManager:
             self._write_block("facts", summary, None, user, intent)
             store.write_memory_file(lambda text: _with_facts_section(text, user, summary), intent=intent)
 
-        await asyncio.to_thread(write)
+        async with self.engine.changes(intent):
+            await asyncio.to_thread(write)
         return summary
 
     # -- forgetting ------------------------------------------------------------------------------
 
     def _delete(self, memory_id: str, user: str) -> bool:
-        rows = self.engine.index.find_fact(memory_id)
+        rows = self.engine.find_fact(memory_id)
         hints = [r["path"] for r in rows if r.get("user") == user]
-        store = self.store(user)
+        store = self.store(user_id=user)
         intent = self._intent(f"Forget fact {memory_id}", user)
         try:
             store.delete_fact(memory_id, hint_paths=hints, intent=intent)
@@ -470,13 +467,13 @@ class MemoryManager:
     # -- stats -----------------------------------------------------------------------------------
 
     def _stats(self, user: str) -> dict[str, Any]:
-        store = self.store(user)
+        store = self.store(user_id=user)
         dates = store.list_daily_logs()
         facts = list(store.iter_facts())
         categories: dict[str, int] = {}
         for s in facts:
             categories[s.fact.category] = categories.get(s.fact.category, 0) + 1
-        blocks = self.core_blocks(None, user)
+        blocks = self.core_blocks(user_id=user)
         return {
             "user_id": user,
             "home": str(self.home.root),

@@ -13,7 +13,6 @@ import secrets
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
 
-from ..engine import Engine
 from ..errors import NotFoundError
 from ..formats import (
     DailyLog,
@@ -28,6 +27,7 @@ from ..formats import (
 )
 from ..history.intents import Intent
 from ..layout import validate_id
+from .backend import MemoryBackend
 from .writer import MarkdownWriter
 
 __all__ = ["MarkdownMemoryStore", "DailyLogFile", "StoredFact", "Clock", "new_fact_id", "local_now"]
@@ -111,12 +111,12 @@ class MarkdownMemoryStore:
     """A user's memory files: ``memory/users/<user>/YYYY-MM-DD.md`` and ``MEMORY.md``.
 
     Writes go through ``writer`` (shared with a MemoryManager, so their writes never interleave);
-    ``MarkdownMemoryStore(engine, user_id)`` makes its own.
+    ``MarkdownMemoryStore(engine, user_id)`` makes its own. ``engine`` is any MemoryBackend.
     """
 
     def __init__(
         self,
-        engine: Engine,
+        engine: MemoryBackend,
         user_id: str,
         *,
         writer: MarkdownWriter | None = None,

@@ -3,8 +3,9 @@
 Agent frameworks call tools synchronously, often from a worker thread, while the agent's event
 loop (the one the MemoryManager is awaited on) runs in another thread. A tool therefore schedules
 the manager's coroutine onto that loop and waits for it; with no such loop it runs the coroutine
-on a throwaway loop of its own. Errors an agent can act on (a block over its limit, a bad label)
-come back as the tool's answer rather than as an exception that would end the agent's step.
+on a throwaway loop of its own. Errors come back as the tool's answer (``Error: ...``) rather than
+as an exception that would end the agent's step: those it can act on (a block over its limit, a
+bad label) say what to do; anything else is logged and named, never raised as a foreign error.
 """
 
 from __future__ import annotations
@@ -78,6 +79,19 @@ class _MemoryTool(abc.ABC):
     def __call__(self, *args: Any, **kwargs: Any) -> str:
         return self.forward(*args, **kwargs)
 
+    def _answer(self, make: Callable[[], Coroutine[Any, Any, str]]) -> str:
+        """Run the tool's coroutine; whatever goes wrong becomes the answer, never an exception.
+        This is the seam between syncd and the agent framework, so it is the one broad catch."""
+        try:
+            return run_sync(self.memory_manager, make, self.timeout_s)
+        except (SyncdError, ValueError, TypeError) as exc:  # the tool's own or the agent's arguments
+            return f"Error: {exc}"
+        except TimeoutError:
+            return f"Error: the memory did not answer within {self.timeout_s:.0f} s; try again."
+        except Exception as exc:  # noqa: BLE001 - see the docstring
+            log.exception("memory tool %s failed", self.name)
+            return f"Error: {self.name} failed ({type(exc).__name__}: {exc}); the details are in the log."
+
     @abc.abstractmethod
     def forward(self, *args: Any, **kwargs: Any) -> str:
         """Run the tool and return its answer for the agent."""
@@ -95,15 +109,10 @@ class MemorySearchTool(_MemoryTool):
     }
 
     def forward(self, query: str, limit: int | None = 5) -> str:
-        manager = self.memory_manager
-        try:
-            hits = run_sync(
-                manager,
-                lambda: manager.search_memories(str(query), int(limit or 5), self.chat_id, self.user_id),
-                self.timeout_s,
-            )
-        except SyncdError as exc:
-            return f"Error: {exc}"
+        return self._answer(lambda: self._search(query, limit))
+
+    async def _search(self, query: str, limit: int | None) -> str:
+        hits = await self.memory_manager.search_memories(str(query), int(limit or 5), self.chat_id, self.user_id)
         if not hits:
             return "No memories found."
         lines = []
@@ -134,7 +143,7 @@ class MemoryBlockUpdateTool(_MemoryTool):
         if operation == "replace":
             new = content
         else:
-            blocks = await asyncio.to_thread(manager.core_blocks, chat, self.user_id)
+            blocks = await asyncio.to_thread(lambda: manager.core_blocks(chat_id=chat, user_id=self.user_id))
             block = blocks.get(label)
             current = block.content if block is not None and block.scope != "default" else ""
             if operation == "append":
@@ -149,15 +158,10 @@ class MemoryBlockUpdateTool(_MemoryTool):
                 new = current.replace(old_content, content, 1)
             else:
                 return f"Error: unknown operation {operation!r}; use replace, append or search_replace."
-        block = await manager.update_memory_block(label, new, chat, self.user_id)
+        # An agent edits its user's blocks (or its chat's); the global ones are a person's to edit.
+        scope = "chat" if chat is not None else "user"
+        block = await manager.update_memory_block(label, new, chat, self.user_id, scope=scope)
         return f"Updated block {label!r} ({block.scope} scope, {len(block.content)}/{block.limit} characters)."
 
     def forward(self, label: str, content: str, operation: str | None = "replace", old_content: str | None = None) -> str:
-        try:
-            return run_sync(
-                self.memory_manager,
-                lambda: self._update(label, content, operation or "replace", old_content),
-                self.timeout_s,
-            )
-        except SyncdError as exc:
-            return f"Error: {exc}"
+        return self._answer(lambda: self._update(label, content, operation or "replace", old_content))

@@ -25,10 +25,11 @@ import threading
 import time
 from collections.abc import Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from ..changes import held_paths
 from ..config import Settings
 from ..control.server import ControlServer
-from ..engine import Engine
 from ..errors import GitBusyError, HistoryError
 from ..history.committer import commit_changes
 from ..history.git import busy_state, head_sha, uncommitted_paths
@@ -37,6 +38,9 @@ from ..layout import is_indexable
 from .apply import SyncReport
 from .events import Batch, Event, coalesce
 from .watcher import TreeWatcher
+
+if TYPE_CHECKING:
+    from ..engine import Engine  # the engine drives sync; sync never imports it back
 
 __all__ = ["Daemon"]
 
@@ -61,6 +65,7 @@ class Daemon:
         # Answer other processes' searches over HOME/.syncd/daemon.sock (syncd.control).
         self.serve = serve
         self.settings = settings or engine.settings
+        engine.declare_daemon()
         self.root: Path = engine.home.root
         self._cond = threading.Condition()
         self._events: list[Event] = []
@@ -310,8 +315,12 @@ class Daemon:
         if state is not None:
             self._defer(state.reason, quiet=state.transient)
             return []
+        # Paths of another process's change group still under way: committed when it ends, so
+        # its turn stays one commit.
+        held = held_paths(self.engine.home) & self._pending
         try:
-            shas = commit_changes(self.engine.home, self.settings, sorted(self._pending))
+            ready = sorted(self._pending - held)
+            shas = commit_changes(self.engine.home, self.settings, ready) if ready else []
         except GitBusyError as exc:
             # A lock taken between our look and the commit is the ordinary, transient case; a
             # detached HEAD is not.
@@ -331,11 +340,11 @@ class Daemon:
             log.warning("git is free again: the waiting changes are committed")
             self._warned = None
         self.commits.extend(shas)
-        self._pending.clear()
-        self._pending_since = None
+        self._pending = held
+        self._pending_since = time.monotonic() if held else None
         self._retry_s = _RETRY_MIN_S
         with self._cond:
-            self._commit_due = None
+            self._commit_due = time.monotonic() + self.settings.commit_quiet_ms / 1000 if held else None
         self._note_head()
         return shas
 

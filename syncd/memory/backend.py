@@ -1,0 +1,68 @@
+"""What the memory layer needs from the engine, and nothing more.
+
+syncd.memory talks to this protocol only, never to the index, the row cache or the committer, so
+the engine can change its insides (and tests can see the seam) without touching memory. The
+engine never imports memory; ``MemoryManager(home)`` opens an engine through ``syncd.engine``, a
+one-way dependency.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Sequence
+from contextlib import AbstractAsyncContextManager, AbstractContextManager
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from ..config import Settings
+    from ..history.intents import Intent
+    from ..home import Home
+    from ..index.search import Hit
+
+__all__ = ["MemoryBackend", "ChangeScope"]
+
+
+class ChangeScope(AbstractContextManager, AbstractAsyncContextManager, Protocol):
+    """``with`` / ``async with``: the writes inside become one apply and one commit."""
+
+
+@runtime_checkable
+class MemoryBackend(Protocol):
+    """One memory home as the memory layer sees it (``syncd.engine.Engine`` implements it)."""
+
+    home: Home
+    settings: Settings
+    read_only: bool
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """Unit vectors, one row per text."""
+
+    def search(
+        self,
+        query: str,
+        *,
+        user_id: str | None = None,
+        chat_id: str | None = None,
+        limit: int = 10,
+        kind: str | None = None,
+        now: dt.datetime | None = None,
+        text: bool = True,
+    ) -> list[Hit]:
+        """Scoped hybrid search (``text=False``: by meaning only)."""
+
+    def nearest_facts(self, vector: np.ndarray, *, user_id: str, limit: int) -> list[tuple[float, str]]:
+        """``(cosine, text)`` of the user's facts nearest to ``vector``, best first."""
+
+    def find_fact(self, fact_id: str) -> list[dict[str, Any]]:
+        """Rows (with ``path`` and ``user``) of the fact with this id."""
+
+    def write_file(self, rel: str, data: bytes, expected_sha: Any = ..., intent: Intent | None = None) -> str:
+        """Atomic, compare-and-swap write; indexed and committed with its group. Returns the sha."""
+
+    def changes(self, intent: Intent | None = None) -> ChangeScope:
+        """Group writes under one intent: one apply, one commit."""
+
+    def close(self) -> None:
+        """Let go of what the backend holds."""
