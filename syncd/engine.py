@@ -52,11 +52,20 @@ class Status:
 
     @property
     def fresh(self) -> bool:
+        """The index reflects every file on disk as it is now (a file in error included: its
+        error is what the index records for it)."""
         return self.compatible and not any(self.stale.values())
+
+    @property
+    def healthy(self) -> bool:
+        """Fresh, and no file in error: every file is indexed whole. A damaged daily log, a
+        symbolic link, a folder with an invalid user id keep this False until a person fixes them."""
+        return self.fresh and not self.errors
 
     def to_dict(self) -> dict:
         out = dict(self.__dict__)
         out["fresh"] = self.fresh
+        out["healthy"] = self.healthy
         return out
 
 
@@ -125,12 +134,12 @@ class Engine:
         return report
 
     def reindex(self, progress: Progress | None = None) -> SyncReport:
-        """Drop the index and rebuild it from the markdown (embeddings come from the cache)."""
+        """Rebuild the index from the markdown (embeddings come from the cache). The new index is
+        built aside and swapped in at the end, so a failure or a crash leaves the old one whole."""
         self._require_writer()
         self._check_home()
-        self.index.drop_all()
-        report = sync(self.home, self.index, self.embedder, self.settings.max_file_bytes, None, progress)
-        self.index.optimize()
+        with self.index.rebuilding() as fresh:
+            report = sync(self.home, fresh, self.embedder, self.settings.max_file_bytes, None, progress)
         self.index.write_meta()
         return report
 

@@ -11,13 +11,23 @@ import fcntl
 import hashlib
 import os
 import re
+import stat
 import tempfile
 from pathlib import Path
 
 from .errors import ConflictError, HomeError, InvalidIdError, LockedError
 from .layout import validate_id, validate_label
 
-__all__ = ["blob_sha", "file_blob_sha", "atomic_write", "durable_append", "HomeLock", "find_home", "Home"]
+__all__ = [
+    "blob_sha",
+    "file_blob_sha",
+    "read_regular",
+    "atomic_write",
+    "durable_append",
+    "HomeLock",
+    "find_home",
+    "Home",
+]
 
 
 def blob_sha(data: bytes) -> str:
@@ -34,6 +44,53 @@ def file_blob_sha(path: Path) -> str | None:
         return blob_sha(path.read_bytes())
     except FileNotFoundError:
         return None
+
+
+def read_regular(root: Path, rel: str) -> bytes | None:
+    """The bytes of the regular file at home-relative ``rel``, or None when there is none.
+
+    No symbolic link is followed at any depth: each folder is opened relative to the one before
+    with O_NOFOLLOW, so a link anywhere on the path (``memory/core/persona.md -> /etc/passwd``, or
+    ``memory -> /elsewhere``), even one swapped in while we read, raises OSError(ELOOP) instead of
+    reading outside the home. Anything else that is not a regular file raises OSError too.
+    """
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC
+    parts = Path(rel).parts
+    if not parts or any(p in ("..", "/") for p in parts):
+        raise HomeError(f"{rel!r} is not a path inside the home")
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        for i, part in enumerate(parts):
+            last = i == len(parts) - 1
+            try:
+                child = os.open(part, flags | (os.O_NONBLOCK if last else os.O_DIRECTORY), dir_fd=fd)
+            except FileNotFoundError:
+                return None
+            except OSError as exc:
+                # O_DIRECTORY|O_NOFOLLOW on a link says ENOTDIR, not ELOOP: ask what it is.
+                if exc.errno == errno.ENOTDIR and not _is_link(part, fd):
+                    return None
+                if exc.errno in (errno.ELOOP, errno.EMLINK, errno.ENOTDIR):
+                    where = "/".join(parts[: i + 1])
+                    raise OSError(errno.ELOOP, f"{where} is a symbolic link; syncd never follows links", rel) from None
+                raise
+            os.close(fd)
+            fd = child
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", rel)
+        with os.fdopen(fd, "rb") as handle:
+            fd = -1
+            return handle.read()
+    finally:
+        if fd >= 0:
+            os.close(fd)
+
+
+def _is_link(name: str, dir_fd: int) -> bool:
+    try:
+        return stat.S_ISLNK(os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode)
+    except OSError:
+        return False
 
 
 def _fsync_dir(folder: Path) -> None:

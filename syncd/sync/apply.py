@@ -14,7 +14,7 @@ from ..errors import ParseError
 from ..home import Home, blob_sha
 from ..index.embed import Embedder
 from ..index.records import FileRecord, FileUpdate
-from ..index.rows import parse_file
+from ..index.rows import parse_file_checked
 from ..index.store import Index
 from ..layout import classify_path
 from .plan import SyncPlan, plan_sync
@@ -103,12 +103,16 @@ def _parse_one(home: Home, scan: DiskScan, path: str, max_file_bytes: int, repor
     rows = []
     if error is None and data is not None:
         try:
-            rows = parse_file(path, data)
+            parsed = parse_file_checked(path, data)
         except ParseError as exc:
             error = str(exc)
+        else:
+            rows, error = parsed.rows, parsed.warning
     if error:
+        # Every caller gets it in the report and shows it once (the CLI prints it, the daemon
+        # logs it); a warning here as well would say everything twice.
         report.errors[path] = error
-        log.warning("%s: %s", path, error)
+        log.info("%s: %s", path, error)
     record = FileRecord(path, kind, f.sha or "", f.size, scan.recorded_mtime(f.mtime_ns), error)
     return FileUpdate(path, record, rows)
 
@@ -125,7 +129,8 @@ def sync(
     known = index.files()
     scan = scan_disk(home, known, max_file_bytes, only=only)
     if only is not None:
-        only = set(only)
+        # The scan may have found more than it was asked about (a linked folder above a path).
+        only = set(only) | scan.files.keys()
         known = {p: r for p, r in known.items() if p in only}
     plan = plan_sync(scan.files, known, scan.unreadable_dirs)
     if plan.empty:
