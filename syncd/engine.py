@@ -25,7 +25,7 @@ from .index.search import Hit, hybrid_search
 from .index.store import Index
 from .sync.apply import Progress, SyncReport, sync
 from .sync.plan import plan_sync
-from .sync.scan import scan_disk
+from .sync.scan import printable_path, scan_disk
 
 __all__ = ["Engine", "open_engine", "Status"]
 
@@ -219,7 +219,8 @@ class Engine:
             errors={p: r.error for p, r in known.items() if r.error},
             compatible=self.index.compatible(),
             aligned_commit=self.index.meta().get("aligned_commit"),
-            uncommitted=[p for p in uncommitted_paths(self.home.root) if p not in stale],
+            # A name that is not UTF-8 is shown escaped, as the scan records it, or no one could print it.
+            uncommitted=[printable_path(p) for p in uncommitted_paths(self.home.root) if p not in stale],
         )
 
 
