@@ -138,8 +138,8 @@ class Engine:
         built aside and swapped in at the end, so a failure or a crash leaves the old one whole."""
         self._require_writer()
         self._check_home()
-        with self.index.rebuilding() as fresh:
-            report = sync(self.home, fresh, self.embedder, self.settings.max_file_bytes, None, progress)
+        with self.index.rebuilding() as aside:
+            report = sync(self.home, aside, self.embedder, self.settings.max_file_bytes, None, progress)
         self.index.write_meta()
         return report
 

@@ -18,7 +18,7 @@ from ..index.rows import parse_file_checked
 from ..index.store import Index
 from ..layout import classify_path
 from .plan import SyncPlan, plan_sync
-from .scan import DiskFile, DiskScan, read_limited, scan_disk
+from .scan import DiskFile, DiskScan, printable_path, read_limited, scan_disk
 
 log = logging.getLogger(__name__)
 
@@ -129,8 +129,9 @@ def sync(
     known = index.files()
     scan = scan_disk(home, known, max_file_bytes, only=only)
     if only is not None:
-        # The scan may have found more than it was asked about (a linked folder above a path).
-        only = set(only) | scan.files.keys()
+        # The scan may have found more than it was asked about (a linked folder above a path), and
+        # records a name that is not UTF-8 under its escaped form.
+        only = {printable_path(p) for p in only} | scan.files.keys()
         known = {p: r for p, r in known.items() if p in only}
     plan = plan_sync(scan.files, known, scan.unreadable_dirs)
     if plan.empty:
