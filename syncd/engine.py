@@ -125,15 +125,15 @@ class Engine:
         return report
 
     def reindex(self, progress: Progress | None = None) -> SyncReport:
-        """Drop the index and rebuild it from the markdown (embeddings come from the cache)."""
+        """Rebuild the index from the markdown (embeddings come from the cache). The new index is
+        built aside and swapped in at the end, so a failure or a crash leaves the old one whole."""
         self._require_writer()
         return self._reindex(progress)
 
     def _reindex(self, progress: Progress | None) -> SyncReport:
         self._check_home()
-        self.index.drop_all()
-        report = sync(self.home, self.index, self.embedder, self.settings.max_file_bytes, None, progress)
-        self.index.optimize()
+        with self.index.rebuilding() as aside:
+            report = sync(self.home, aside, self.embedder, self.settings.max_file_bytes, None, progress)
         self.index.write_meta()
         return report
 

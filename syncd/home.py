@@ -11,6 +11,7 @@ import fcntl
 import hashlib
 import os
 import re
+import stat
 import tempfile
 import time
 from pathlib import Path
@@ -26,6 +27,7 @@ __all__ = [
     "disk_failure",
     "atomic_write",
     "remove_stale_temp_files",
+    "read_regular",
     "durable_append",
     "HomeLock",
     "find_home",
@@ -139,6 +141,51 @@ def _filesystem_state(folder: Path | None) -> str | None:
     if st.f_bavail == 0 or st.f_favail == 0:
         return _DISK_ERRNOS[errno.ENOSPC]
     return None
+def read_regular(root: Path, rel: str) -> bytes | None:
+    """The bytes of the regular file at home-relative ``rel``, or None when there is none.
+
+    No symbolic link is followed at any depth: each folder is opened relative to the one before
+    with O_NOFOLLOW, so a link anywhere on the path (``memory/core/persona.md -> /etc/passwd``, or
+    ``memory -> /elsewhere``), even one swapped in while we read, raises OSError(ELOOP) instead of
+    reading outside the home. Anything else that is not a regular file raises OSError too.
+    """
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC
+    parts = Path(rel).parts
+    if not parts or any(p in ("..", "/") for p in parts):
+        raise HomeError(f"{rel!r} is not a path inside the home")
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        for i, part in enumerate(parts):
+            last = i == len(parts) - 1
+            try:
+                child = os.open(part, flags | (os.O_NONBLOCK if last else os.O_DIRECTORY), dir_fd=fd)
+            except FileNotFoundError:
+                return None
+            except OSError as exc:
+                # O_DIRECTORY|O_NOFOLLOW on a link says ENOTDIR, not ELOOP: ask what it is.
+                if exc.errno == errno.ENOTDIR and not _is_link(part, fd):
+                    return None
+                if exc.errno in (errno.ELOOP, errno.EMLINK, errno.ENOTDIR):
+                    where = "/".join(parts[: i + 1])
+                    raise OSError(errno.ELOOP, f"{where} is a symbolic link; syncd never follows links", rel) from None
+                raise
+            os.close(fd)
+            fd = child
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", rel)
+        with os.fdopen(fd, "rb") as handle:
+            fd = -1
+            return handle.read()
+    finally:
+        if fd >= 0:
+            os.close(fd)
+
+
+def _is_link(name: str, dir_fd: int) -> bool:
+    try:
+        return stat.S_ISLNK(os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode)
+    except OSError:
+        return False
 
 
 def _fsync_dir(folder: Path) -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from pathlib import Path, PurePosixPath
+from pathlib import PurePosixPath
 
 from .errors import InvalidIdError
 
@@ -71,7 +71,9 @@ def validate_label(label: object) -> str:
 
 @dataclass(frozen=True)
 class FileScope:
-    """What a path in the home means. ``kind`` is one of KINDS."""
+    """What a path in the home means. ``kind`` is one of KINDS. ``error`` says why a file that
+    belongs to someone cannot be indexed at all (its owner's id is not valid): such a file is
+    nobody's, never shared."""
 
     kind: str
     user: str | None = None
@@ -79,42 +81,87 @@ class FileScope:
     label: str | None = None
     date: str | None = None
     session: str | None = None
+    error: str | None = None
 
 
 KINDS = ("daily_log", "memory_md", "block", "vault_page", "transcript", "state", "note")
 
 
-def classify_path(rel: str) -> FileScope:
-    """Scope of a home-relative posix path. Ids taken from a path are validated like any other:
-    a folder named ``..x`` or with odd characters is a plain note, never a user's memory."""
-    parts = PurePosixPath(rel).parts
+def _label_of(name: str) -> str | None:
+    """The block label a file name stands for, or None when it is not a valid label."""
+    if not name.endswith(".md"):
+        return None
     try:
-        if parts[:1] == ("vault",):
-            return FileScope("vault_page")
-        if parts[:2] == ("sessions", "transcripts") and len(parts) == 3 and rel.endswith(".jsonl"):
-            return FileScope("transcript", session=validate_id("session", parts[2][: -len(".jsonl")]))
-        if parts[:2] == ("sessions", "state") and len(parts) == 3:
-            return FileScope("state", session=validate_id("session", Path(parts[2]).stem))
-        if parts[:1] != ("memory",):
-            return FileScope("note")
-        if len(parts) == 3 and parts[1] == "core":
-            return FileScope("block", label=validate_label(parts[2][:-3]))
-        if len(parts) >= 4 and parts[1] == "users":
-            user = validate_id("user", parts[2])
-            rest = parts[3:]
-            if rest == ("MEMORY.md",):
-                return FileScope("memory_md", user=user)
-            if len(rest) == 1 and (m := _DAILY_RE.match(rest[0])):
-                return FileScope("daily_log", user=user, date=f"{m[1]}-{m[2]}-{m[3]}")
-            if len(rest) == 2 and rest[0] == "core":
-                return FileScope("block", user=user, label=validate_label(rest[1][:-3]))
-            if len(rest) == 4 and rest[0] == "chats" and rest[2] == "core":
-                chat = validate_id("chat", rest[1])
-                return FileScope("block", user=user, chat=chat, label=validate_label(rest[3][:-3]))
-            return FileScope("note", user=user)
+        return validate_label(name[:-3])
     except InvalidIdError:
+        return None
+
+
+def _valid_id(kind: str, value: str) -> str | None:
+    try:
+        return validate_id(kind, value)
+    except InvalidIdError:
+        return None
+
+
+def classify_path(rel: str) -> FileScope:
+    """Scope of a home-relative posix path.
+
+    Scope is structural, so a path that names an owner keeps it whatever else is odd about it:
+    anything under ``memory/users/<user>/`` is that user's, and an unusual name inside (a block
+    label with a capital, a chat folder with a space) only makes it a plain note of that user (and
+    of that chat when the chat id is valid). If ``<user>`` itself is not a valid id, the file is
+    nobody's: its scope carries an ``error`` and it is never indexed. Falling back to a global note
+    instead would hand one user's memory to every other user. The same holds under ``sessions/``,
+    whose files belong to the people of those sessions.
+    """
+    parts = PurePosixPath(rel).parts
+    if parts[:1] == ("vault",):
+        return FileScope("vault_page")
+    if parts[:1] == ("sessions",):
+        return _session_scope(parts)
+    if parts[:1] != ("memory",):
         return FileScope("note")
+    if parts[1:2] == ("users",):
+        return _user_scope(parts[2:])
+    if len(parts) == 3 and parts[1] == "core" and (label := _label_of(parts[2])):
+        return FileScope("block", label=label)
     return FileScope("note")
+
+
+def _session_scope(parts: tuple[str, ...]) -> FileScope:
+    name = parts[-1]
+    if len(parts) == 3 and parts[1] == "transcripts" and name.endswith(".jsonl"):
+        kind, session = "transcript", name[: -len(".jsonl")]
+    elif len(parts) == 3 and parts[1] == "state":
+        kind, session = "state", PurePosixPath(name).stem
+    else:
+        return FileScope("note", error="not a transcript or a session state; files under sessions/ are not indexed")
+    try:
+        return FileScope(kind, session=validate_id("session", session))
+    except InvalidIdError as exc:
+        return FileScope(kind, error=f"{exc}; not indexed (rename the file to a valid id)")
+
+
+def _user_scope(rest: tuple[str, ...]) -> FileScope:
+    """Scope of ``memory/users/<rest...>``."""
+    if len(rest) < 2:
+        return FileScope("note", error="not inside a user's folder (memory/users/<user>/); not indexed")
+    try:
+        user = validate_id("user", rest[0])
+    except InvalidIdError as exc:
+        return FileScope("note", error=f"{exc}; not indexed (rename the folder to a valid id)")
+    rest = rest[1:]
+    if rest == ("MEMORY.md",):
+        return FileScope("memory_md", user=user)
+    if len(rest) == 1 and (m := _DAILY_RE.match(rest[0])):
+        return FileScope("daily_log", user=user, date=f"{m[1]}-{m[2]}-{m[3]}")
+    if len(rest) == 2 and rest[0] == "core" and (label := _label_of(rest[1])):
+        return FileScope("block", user=user, label=label)
+    chat = _valid_id("chat", rest[1]) if len(rest) >= 3 and rest[0] == "chats" else None
+    if chat is not None and len(rest) == 4 and rest[2] == "core" and (label := _label_of(rest[3])):
+        return FileScope("block", user=user, chat=chat, label=label)
+    return FileScope("note", user=user, chat=chat)
 
 
 def is_indexable(rel: str) -> bool:

@@ -8,16 +8,14 @@ so the light answer is never a guess.
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from .home import Home
-from .index.records import FileRecord, meta_compatible
+from .index.records import FileRecord
 
-__all__ = ["Status", "build_status", "stale_paths", "count_stale", "read_status"]
+__all__ = ["Status", "build_status", "stale_paths", "count_stale"]
 
 log = logging.getLogger(__name__)
 
@@ -40,11 +38,20 @@ class Status:
 
     @property
     def fresh(self) -> bool:
+        """The index reflects every file on disk as it is now (a file in error included: its
+        error is what the index records for it)."""
         return self.compatible and not any(self.stale.values())
+
+    @property
+    def healthy(self) -> bool:
+        """Fresh, and no file in error: every file is indexed whole. A damaged daily log, a
+        symbolic link, a folder with an invalid user id keep this False until a person fixes them."""
+        return self.fresh and not self.errors
 
     def to_dict(self) -> dict:
         out = dict(self.__dict__)
         out["fresh"] = self.fresh
+        out["healthy"] = self.healthy
         return out
 
 
@@ -86,6 +93,7 @@ def build_status(
 ) -> Status:
     """The status of ``home`` given what its index knows of files (``known``) and holds (``counts``)."""
     from .history.git import uncommitted_paths
+    from .sync.scan import printable_path
 
     plan = _plan(home, known, max_file_bytes)
     stale = {*plan.new, *plan.changed, *plan.deleted, *(p for pair in plan.moved for p in pair)}
@@ -99,35 +107,6 @@ def build_status(
         errors={p: r.error for p, r in known.items() if r.error},
         compatible=compatible,
         aligned_commit=meta.get("aligned_commit"),
-        uncommitted=[p for p in uncommitted_paths(home.root) if p not in stale],
+        # A name that is not UTF-8 is shown escaped, as the scan records it, or no one could print it.
+        uncommitted=[printable_path(p) for p in uncommitted_paths(home.root) if p not in stale],
     )
-
-
-def _read_meta(folder: Path) -> dict:
-    try:
-        return json.loads((folder / "meta.json").read_text(encoding="utf-8"))
-    except (FileNotFoundError, json.JSONDecodeError):
-        return {}
-
-
-def read_status(root: Path, settings) -> Status:
-    """``Engine(root, read_only=True).status()``, from the files mirror when it is current."""
-    from .index.files_mirror import read_mirror
-
-    home = Home(root).require()
-    folder = home.state_dir / "index"
-    snapshot = read_mirror(folder)
-    if snapshot is None:
-        log.debug("the files mirror of %s is not current; opening the index", folder)
-        from .engine import open_engine
-
-        with open_engine(home.root, read_only=True, settings=settings) as engine:
-            return engine.status()
-    from .index.embed import load_embedder
-
-    # Building an embedder reads no model: it only names the one the settings ask for.
-    model_id = load_embedder(settings, cache_dir=home.state_dir / "models").model_id
-    counts = {"files": len(snapshot.files), "facts": snapshot.facts, "chunks": snapshot.chunks}
-    meta = _read_meta(folder)
-    compatible = meta_compatible(meta, model_id, empty=snapshot.facts + snapshot.chunks == 0)
-    return build_status(home, snapshot.files, counts, model_id, compatible, meta, settings.max_file_bytes)

@@ -33,6 +33,8 @@ __all__ = [
     "daily_log_models",
     "page_texts",
     "page_models",
+    "odd_segments",
+    "user_folder_paths",
 ]
 
 # ---------------------------------------------------------------------------------------- text
@@ -451,3 +453,33 @@ HOSTILE_TEXT = st.one_of(
     st.sampled_from(["' OR 1=1 --", "user = 'bob'", '"; DROP TABLE entries; --', "tea') OR ('1'='1",
                      "ünïcödé 茶 чай", "*", "\\", "NULL", "%", "AND kind = 'chunk'"]),
 )
+
+
+# ---------------------------------------------------------------------------------------- paths
+
+# Folder and file names people and tools really make, most of them not valid ids or labels.
+_ODD_NAMES = ["Medical", "bad chat", "josé", "ana b", "...", "..x", "a..b", ".hidden", "-lead", "_x", "UPPER",
+              " ", " x ", "\t", "日本", "e\u0301", "x" * 130, "core", "chats", "MEMORY", "2026-11-22", "a'b",
+              "a\"b", "100%", "*", "?", "a\\b", "\u200b", "\ufeff", "CON"]
+
+
+def odd_segments() -> st.SearchStrategy[str]:
+    """One path segment a file system accepts (no '/', no NUL, not '.' or '..', at most 255 bytes),
+    valid as an id or not."""
+    return st.one_of(
+        safe_ids,
+        st.sampled_from(_ODD_NAMES),
+        st.text(st.characters(exclude_categories=("Cs",), exclude_characters="/\x00"), min_size=1, max_size=12),
+    ).filter(lambda s: s not in (".", "..") and len(s.encode()) <= 250)
+
+
+@st.composite
+def user_folder_paths(draw: st.DrawFn, owner: st.SearchStrategy[str]) -> tuple[str, str]:
+    """``(owner, path)``: a markdown file somewhere under ``memory/users/<owner>/``, in one of the
+    places a memory file goes or anywhere else, with odd names at every level."""
+    user = draw(owner)
+    seg = odd_segments()
+    name = draw(st.one_of(seg.map(lambda s: s + ".md"), st.sampled_from(["MEMORY.md", "2026-11-22.md", "x.md"])))
+    middle = draw(st.sampled_from([(), ("core",), ("chats", "*", "core"), ("chats", "*"), ("*",), ("*", "*")]))
+    parts = [draw(seg) if p == "*" else p for p in middle]
+    return user, "/".join(["memory", "users", user, *parts, name])

@@ -55,7 +55,7 @@ EXAMPLE = (
 
 def test_public_api_is_pinned():
     assert formats.__all__ == [
-        "decode_markdown", "encode_markdown", "split_lines", "split_lines_keepends",
+        "decode_markdown", "decode_markdown_lossy", "encode_markdown", "split_lines", "split_lines_keepends",
         "CATEGORY_RULE", "Fact", "FactLine", "TextLine", "Section", "LocatedFact", "TextSpan",
         "DailyLog", "parse_fact_line", "render_fact_line", "parse_daily_log", "render_daily_log",
         "append_section", "new_daily_log", "derive_fact_id",

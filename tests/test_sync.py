@@ -149,9 +149,11 @@ def test_invalid_utf8_is_recorded_and_other_rows_survive(engine, home):
     assert "vault/Tea.md" in report.errors and "UTF-8" in report.errors["vault/Tea.md"]
     status = engine.status()
     assert status.errors.keys() == {"vault/Tea.md"}
-    assert status.fresh
+    assert status.fresh and not status.healthy
     paths = {h.path for h in engine.search("tea", limit=50)}
-    assert "memory/users/ana/2026-11-22.md" in paths and "vault/Tea.md" not in paths
+    assert "memory/users/ana/2026-11-22.md" in paths
+    # What can be read of it is still found (the bad bytes read as U+FFFD); the file is untouched.
+    assert [h.content for h in engine.search("broken", limit=50) if h.path == "vault/Tea.md"] == ["\ufffd\ufffd broken"]
     assert (home / "vault/Tea.md").read_bytes() == b"\xff\xfe broken"
 
 

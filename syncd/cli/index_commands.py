@@ -148,7 +148,7 @@ def search_command(query: str, user: str | None, chat: str | None, limit: int, k
 @home_option
 def status_command(as_json: bool, home: Path | None) -> None:
     """What the index holds and exactly which files are stale (reads no model, no LanceDB)."""
-    from ..status import read_status
+    from .status_source import read_status
 
     status = read_status(resolve_home(home), load_settings())
     if as_json:
@@ -161,8 +161,11 @@ def status_command(as_json: bool, home: Path | None) -> None:
     if status.aligned_commit:
         click.echo(f"commit   {status.aligned_commit}")
     stale = {k: v for k, v in status.stale.items() if v}
-    if not stale and status.compatible:
+    if status.healthy:
         click.echo("fresh    the index reflects every file on disk")
+    elif status.fresh:
+        click.echo(f"fresh    the index reflects every file on disk, but {len(status.errors)} file(s) "
+                   "could not be indexed whole (below)")
     for kind, paths in stale.items():
         click.echo(f"stale    {len(paths)} {kind}:")
         for path in paths[:50]:

@@ -32,11 +32,12 @@ from .pages import (
     parse_page,
     render_page,
 )
-from .text import decode_markdown, encode_markdown, split_lines, split_lines_keepends
+from .text import decode_markdown, decode_markdown_lossy, encode_markdown, split_lines, split_lines_keepends
 
 __all__ = [
     # bytes and lines
     "decode_markdown",
+    "decode_markdown_lossy",
     "encode_markdown",
     "split_lines",
     "split_lines_keepends",

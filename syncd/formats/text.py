@@ -34,6 +34,7 @@ from ..errors import ParseError
 __all__ = [
     "BOM",
     "decode_markdown",
+    "decode_markdown_lossy",
     "encode_markdown",
     "split_lines_keepends",
     "split_lines",
@@ -62,8 +63,41 @@ def decode_markdown(data: bytes, path: object = None) -> str:
         line = data.count(b"\n", 0, exc.start) + 1
         bad = data[exc.start : exc.start + 1].hex()
         raise ParseError(
-            f"not valid UTF-8 (byte 0x{bad} at offset {exc.start}: {exc.reason})", path, line
+            f"not valid UTF-8 (byte 0x{bad} at offset {exc.start}: {exc.reason}); fix that byte first: "
+            "syncd never rewrites a file it cannot read exactly", path, line
         ) from None
+
+
+# Lines named in a replacement warning: enough to find the damage, bounded for a badly broken file.
+_BAD_LINES_SHOWN = 5
+
+
+def decode_markdown_lossy(data: bytes, path: object = None) -> tuple[str, str | None]:
+    """Decode for reading only: invalid UTF-8 becomes U+FFFD instead of failing, so one bad byte
+    costs one line's characters, not the whole file. Returns the text and, when bytes were
+    replaced, a warning naming the lines that hold them.
+
+    The text is lossy, so nothing decoded here may ever be written back: rewrites go through
+    :func:`decode_markdown`, which refuses.
+    """
+    try:
+        return decode_markdown(data, path), None
+    except ParseError:
+        pass
+    # Line by line, which is exact: a newline byte is never part of a multi-byte sequence.
+    lines: list[int] = []
+    for number, raw in enumerate(data.split(b"\n"), 1):
+        try:
+            raw.decode("utf-8")
+        except UnicodeDecodeError:
+            lines.append(number)
+            if len(lines) > _BAD_LINES_SHOWN:
+                break
+    shown = ", ".join(map(str, lines[:_BAD_LINES_SHOWN])) + (" and more" if len(lines) > _BAD_LINES_SHOWN else "")
+    plural = "s" if len(lines) > 1 else ""
+    warning = (f"not valid UTF-8 on line{plural} {shown}; indexed with U+FFFD in place of the bad bytes and "
+               "left as it is on disk (fix those bytes: syncd will not rewrite this file until then)")
+    return data.decode("utf-8", errors="replace"), warning
 
 
 def encode_markdown(text: str) -> bytes:

@@ -7,12 +7,14 @@ file, so a rebuild from the same tree yields the same ids.
 from __future__ import annotations
 
 import hashlib
+from dataclasses import dataclass
 
-from ..formats import decode_markdown, parse_daily_log, parse_page
+from ..errors import ParseError
+from ..formats import decode_markdown_lossy, parse_daily_log, parse_page
 from ..layout import classify_path
 from .records import EntryRow
 
-__all__ = ["parse_file", "chunk_id"]
+__all__ = ["ParsedFile", "parse_file", "parse_file_checked", "chunk_id"]
 
 
 def chunk_id(rel: str, key: str, occurrence: int) -> str:
@@ -20,15 +22,32 @@ def chunk_id(rel: str, key: str, occurrence: int) -> str:
     return f"c-{digest}"
 
 
-def parse_file(rel: str, data: bytes) -> list[EntryRow]:
-    """Rows for the file at home-relative path ``rel``. Raises ParseError for undecodable bytes."""
+@dataclass(frozen=True)
+class ParsedFile:
+    """A file's rows, and what a person should know about them (bytes that were not UTF-8)."""
+
+    rows: list[EntryRow]
+    warning: str | None = None
+
+
+def parse_file_checked(rel: str, data: bytes) -> ParsedFile:
+    """Rows for the file at home-relative path ``rel``, decoding invalid UTF-8 as U+FFFD (and
+    saying which lines) so one bad byte never hides the rest of a file. Raises ParseError only
+    for a file that must not be indexed at all: one whose owner's id in the path is not valid."""
     scope = classify_path(rel)
+    if scope.error:
+        raise ParseError(scope.error, rel)
     if scope.kind in ("transcript", "state"):
-        return []  # tracked for freshness; their own indexer comes with the session layer
-    text = decode_markdown(data, rel)
+        return ParsedFile([])  # tracked for freshness; their own indexer comes with the session layer
+    text, warning = decode_markdown_lossy(data, rel)
     if scope.kind == "daily_log":
-        return _daily_log_rows(rel, text, scope)
-    return _page_rows(rel, text, scope)
+        return ParsedFile(_daily_log_rows(rel, text, scope), warning)
+    return ParsedFile(_page_rows(rel, text, scope), warning)
+
+
+def parse_file(rel: str, data: bytes) -> list[EntryRow]:
+    """Just the rows of :func:`parse_file_checked`."""
+    return parse_file_checked(rel, data).rows
 
 
 def _section_start(date: str | None, section) -> str | None:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import logging
 import re
+import shutil
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -167,24 +168,42 @@ class Index:
         meta = self.meta()
         return meta_compatible(meta, self.model_id, empty=not meta and self._entries.count_rows() == 0)
 
-    def drop_all(self) -> None:
-        """Empty both tables (``syncd reindex``); the embedding cache lives elsewhere and survives."""
+    @contextmanager
+    def rebuilding(self) -> Iterator[Index]:
+        """An empty index, built aside in ``<folder>/rebuild``, whose rows replace this index's
+        when the block ends without an error (``syncd reindex``). A crash or an error halfway
+        leaves this index as it was, never empty; the next rebuild clears the leftovers.
+        The embedding cache lives elsewhere and survives either way."""
+        aside_dir = self.folder / "rebuild"
+        shutil.rmtree(aside_dir, ignore_errors=True)
         with self._lock:
             if self._mirror is not None:
                 self._mirror.invalidate()
-            for name, schema in ((_FILES, FILE_SCHEMA), (_ENTRIES, entry_schema(self.dim))):
-                self._db.drop_table(name)
-                table = self._db.create_table(name, schema=schema)
-                if name == _FILES:
-                    self._files = table
-                else:
-                    self._entries = table
+            # Our in-memory copy would sit beside the new one for the whole rebuild: free it (a
+            # query meanwhile reloads it from the table, which still holds every row).
+            self._matrix.clear()
+            self._matrix_version = None
+        try:
+            aside = Index(aside_dir, self.dim, self.model_id)
+            yield aside
+            self._replace_rows(aside)
+        finally:
+            shutil.rmtree(aside_dir, ignore_errors=True)
+
+    def _replace_rows(self, aside: Index) -> None:
+        """Overwrite both tables with ``aside``'s, streamed batch by batch. Each overwrite is one
+        LanceDB commit. Entries go first: a crash between the two leaves new rows under the old
+        file records, and any file whose sha moved on since looks stale and is redone by the next
+        sync; the other order would leave old rows under new records, which no sync would notice."""
+        with self._lock:
+            for mine, theirs in ((self._entries, aside._entries), (self._files, aside._files)):
+                mine.add(theirs.search().limit(None).to_batches(), mode="overwrite")
             self._matrix.clear()
             self._matrix_version = None
             self._has_id_index = False
-            self._meta_path.unlink(missing_ok=True)
+            self.optimize()
             if self._mirror is not None:
-                self._mirror.replace([], {})
+                self._rebuild_mirror()
 
     # -- reading ---------------------------------------------------------------------------------
 

@@ -8,13 +8,14 @@ added some, is kept on every rewrite, and a ``limit`` key in it overrides the de
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..config import Settings
 from ..errors import BlockLimitError
-from ..formats import Page, decode_markdown, parse_page
-from ..home import Home
+from ..formats import Page, decode_markdown_lossy, parse_page
+from ..home import Home, read_regular
 from ..layout import validate_id, validate_label
 
 __all__ = [
@@ -27,6 +28,8 @@ __all__ = [
     "render_block",
     "format_blocks",
 ]
+
+log = logging.getLogger(__name__)
 
 CORE_LABELS = ("persona", "user", "facts", "context")
 
@@ -58,11 +61,21 @@ def block_limit(page: Page | None, settings: Settings) -> int:
 
 
 def _read_page(path: Path, home: Home) -> Page | None:
+    """The block file at ``path``, or None when there is none or it cannot be used. One block
+    that is a symbolic link, unreadable or not UTF-8 must not take the prompt of every user down
+    with it: it is skipped (or read with U+FFFD) and reported, and the next scope answers."""
+    rel = path.relative_to(home.root).as_posix()
     try:
-        data = path.read_bytes()
-    except (FileNotFoundError, NotADirectoryError):
+        data = read_regular(home.root, rel)
+    except OSError as exc:
+        log.warning("block %s is not used: %s", rel, exc.strerror or exc)
         return None
-    return parse_page(decode_markdown(data, home.rel(path)))
+    if data is None:
+        return None
+    text, warning = decode_markdown_lossy(data, rel)
+    if warning:
+        log.warning("block %s: %s", rel, warning)
+    return parse_page(text)
 
 
 def _scopes(home: Home, label: str, user_id: str | None, chat_id: str | None) -> list[tuple[str, Path]]:
@@ -81,7 +94,8 @@ def read_block(home: Home, settings: Settings, label: str, user_id: str | None, 
     for scope, path in _scopes(home, label, user_id, chat_id):
         page = _read_page(path, home)
         if page is not None and page.body.strip():
-            return CoreBlock(label, page.body.strip(), scope, home.rel(path), block_limit(page, settings))
+            rel = path.relative_to(home.root).as_posix()
+            return CoreBlock(label, page.body.strip(), scope, rel, block_limit(page, settings))
     return CoreBlock(label, DEFAULT_BLOCKS.get(label, ""), "default", None, settings.block_char_limit)
 
 
@@ -89,7 +103,7 @@ def _labels_on_disk(home: Home, user_id: str | None, chat_id: str | None) -> set
     labels = set()
     for _, path in _scopes(home, "persona", user_id, chat_id):
         folder = path.parent
-        if folder.is_dir():
+        if folder.is_dir() and not folder.is_symlink():
             for item in folder.glob("*.md"):
                 try:
                     labels.add(validate_label(item.name[:-3]))

@@ -8,6 +8,7 @@ generated id and their provenance in the line's comment; hand-written facts keep
 from __future__ import annotations
 
 import datetime as dt
+import logging
 import re
 import secrets
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -20,17 +21,21 @@ from ..formats import (
     LocatedFact,
     append_section,
     decode_markdown,
+    decode_markdown_lossy,
     encode_markdown,
     new_daily_log,
     parse_daily_log,
     render_daily_log,
 )
 from ..history.intents import Intent
+from ..home import read_regular
 from ..layout import validate_id
 from .backend import MemoryBackend
 from .writer import MarkdownWriter
 
 __all__ = ["MarkdownMemoryStore", "DailyLogFile", "StoredFact", "Clock", "new_fact_id", "local_now"]
+
+logger = logging.getLogger(__name__)
 
 _DATE_NAME_RE = re.compile(r"\d{4}-\d{2}-\d{2}\.md\Z")
 
@@ -188,12 +193,23 @@ class MarkdownMemoryStore:
         return sorted(p.name[:-3] for p in folder.iterdir() if _DATE_NAME_RE.match(p.name) and p.is_file())
 
     def read_daily_log(self, date: dt.date | str) -> DailyLogFile | None:
-        rel = self.daily_log_rel(date)
-        data = self.writer.read(rel)
+        """The day's log, for reading: bytes that are not UTF-8 read as U+FFFD (a rewrite of that
+        file refuses instead), and a log that is a symbolic link or unreadable reads as absent, so
+        one bad file never stops this user's memory. Both are reported by ``syncd status``."""
+        # Not daily_log_rel: it resolves links, and refusing one here would fail every read.
+        rel = self.home.daily_log_path(self.user_id, date).relative_to(self.home.root).as_posix()
+        try:
+            data = read_regular(self.home.root, rel)
+        except OSError as exc:
+            logger.warning("daily log %s is not read: %s", rel, exc.strerror or exc)
+            return None
         if data is None:
             return None
         day = date if isinstance(date, str) else date.isoformat()
-        return DailyLogFile(day, rel, decode_markdown(data, rel))
+        text, warning = decode_markdown_lossy(data, rel)
+        if warning:
+            logger.info("daily log %s: %s", rel, warning)
+        return DailyLogFile(day, rel, text)
 
     def get_recent_logs(self, days: int = 2) -> list[DailyLogFile]:
         """The logs of the last ``days`` calendar days, today included, oldest first."""

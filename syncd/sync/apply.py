@@ -14,11 +14,11 @@ from ..errors import ParseError
 from ..home import Home, blob_sha
 from ..index.embed import Embedder
 from ..index.records import FileRecord, FileUpdate
-from ..index.rows import parse_file
+from ..index.rows import parse_file_checked
 from ..index.store import Index
 from ..layout import classify_path
 from .plan import SyncPlan, plan_sync
-from .scan import DiskFile, DiskScan, read_limited, scan_disk
+from .scan import DiskFile, DiskScan, printable_path, read_limited, scan_disk
 
 log = logging.getLogger(__name__)
 
@@ -103,12 +103,16 @@ def _parse_one(home: Home, scan: DiskScan, path: str, max_file_bytes: int, repor
     rows = []
     if error is None and data is not None:
         try:
-            rows = parse_file(path, data)
+            parsed = parse_file_checked(path, data)
         except ParseError as exc:
             error = str(exc)
+        else:
+            rows, error = parsed.rows, parsed.warning
     if error:
+        # Every caller gets it in the report and shows it once (the CLI prints it, the daemon
+        # logs it); a warning here as well would say everything twice.
         report.errors[path] = error
-        log.warning("%s: %s", path, error)
+        log.info("%s: %s", path, error)
     record = FileRecord(path, kind, f.sha or "", f.size, scan.recorded_mtime(f.mtime_ns), error)
     return FileUpdate(path, record, rows)
 
@@ -128,6 +132,9 @@ def sync(
         only = set(only) | index.unwritten_paths
     scan = scan_disk(home, known, max_file_bytes, only=only)
     if only is not None:
+        # The scan may have found more than it was asked about (a linked folder above a path), and
+        # records a name that is not UTF-8 under its escaped form.
+        only = {printable_path(p) for p in only} | scan.files.keys()
         known = {p: r for p, r in known.items() if p in only}
     plan = plan_sync(scan.files, known, scan.unreadable_dirs)
     if plan.empty:

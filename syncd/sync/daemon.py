@@ -34,8 +34,8 @@ from ..errors import GitBusyError, HistoryError
 from ..history.committer import commit_changes
 from ..history.git import busy_state, head_sha, uncommitted_paths
 from ..home import remove_stale_temp_files
-from ..layout import is_indexable
 from .apply import SyncReport
+from .scan import DiskScan, list_tree
 from .events import Batch, Event, coalesce
 from .watcher import TreeWatcher
 
@@ -255,10 +255,13 @@ class Daemon:
         known = self.engine.index.files()
         for folder in batch.dirs:
             prefix = folder + "/"
-            paths.update(p for p in known if p.startswith(prefix))
-            for current, _dirs, files in os.walk(self.root / folder):
-                rel_dir = Path(current).relative_to(self.root).as_posix()
-                paths.update(f"{rel_dir}/{name}" for name in files if is_indexable(f"{rel_dir}/{name}"))
+            # The folder itself too: it may be recorded as a symbolic link that is gone now.
+            paths.update(p for p in known if p == folder or p.startswith(prefix))
+            # Never through a link (a folder swapped for a link to elsewhere lists nothing), at
+            # any depth; what the listing records (links, bad names) is looked at by the sync.
+            listing = DiskScan(files={})
+            paths.update(list_tree(self.root, folder, listing))
+            paths.update(listing.files)
         return paths
 
     def reconcile(self, burst: bool = False) -> SyncReport:

@@ -4,6 +4,7 @@ what the index recorded (and those that failed last time, since a permission fix
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import stat
@@ -16,10 +17,11 @@ from ..errors import HomeError
 from ..home import Home, blob_sha, read_at_most
 from ..index.records import FileRecord
 from ..layout import is_indexable
+from .walk import walk
 
 log = logging.getLogger(__name__)
 
-__all__ = ["DiskFile", "DiskScan", "scan_disk"]
+__all__ = ["DiskFile", "DiskScan", "scan_disk", "list_tree", "read_limited", "printable_path"]
 
 
 # A file modified this close to the scan may be modified again within the same mtime tick, same
@@ -55,8 +57,18 @@ class DiskScan:
 
 
 def read_limited(path: Path, max_bytes: int) -> tuple[bytes | None, str | None]:
+    """Up to ``max_bytes`` of the file at ``path``, never through a symbolic link (a link swapped
+    in after the scan's lstat is refused, not followed), and never blocking on a FIFO."""
     try:
-        with open(path, "rb") as handle:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return None, _LINK_ERROR
+        return None, f"cannot read: {exc.strerror or exc}"
+    try:
+        with os.fdopen(fd, "rb") as handle:
+            if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+                return None, "not a regular file"
             data = read_at_most(handle, max_bytes + 1)
     except OSError as exc:
         return None, f"cannot read: {exc.strerror or exc}"
@@ -65,29 +77,64 @@ def read_limited(path: Path, max_bytes: int) -> tuple[bytes | None, str | None]:
     return data, None
 
 
+_LINK_ERROR = ("a symbolic link; syncd never follows links, so nothing at or below it is indexed "
+               "(put the real file or folder in the home)")
+_NAME_ERROR = ("the file name is not valid UTF-8 (shown here with \\x escapes), so it cannot be indexed "
+               "or committed; rename it")
+
+
+def printable_path(rel: str) -> str:
+    """``rel`` as the index can store it. A name that is not valid UTF-8 reaches Python with its
+    bad bytes as lone surrogates, which neither LanceDB, a chunk id nor git's pathspec can take;
+    those bytes are shown as ``\\xff`` escapes (distinct per name, and stable from scan to scan)."""
+    try:
+        rel.encode("utf-8")
+        return rel
+    except UnicodeEncodeError:
+        return rel.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
+def _report(scan: DiskScan, rel: str, error: str) -> None:
+    """A path that cannot be indexed at all: recorded with its reason, once, like an unreadable file."""
+    scan.files[rel] = DiskFile(rel, 0, 0, sha="", error=error)
+
+
 def scan_disk(
     home: Home, known: Mapping[str, FileRecord], max_file_bytes: int, only: Iterable[str] | None = None
 ) -> DiskScan:
-    """Stat every indexable file (or just ``only``), hashing those that may have changed."""
+    """Stat every indexable file (or just ``only``), hashing those that may have changed.
+
+    Symbolic links are never followed, at any depth: a link (to a file or a folder) is recorded as
+    an error at its own path, and a path below a linked folder does not exist for the index. A
+    file name that is not valid UTF-8 is recorded as an error under its escaped name.
+    """
     root = home.root
     if not root.is_dir() or not os.access(root, os.R_OK | os.X_OK):
         raise HomeError(f"cannot read the home {root}; refusing to touch the index")
     scan = DiskScan(files={})
     if only is None:
-        candidates = _walk(root, scan)
+        candidates = list_tree(root, "", scan)
     else:
-        candidates = [p for p in only if is_indexable(p)]
+        # A folder among them is looked at too, to report it if it is a link.
+        candidates = _unlinked(root, (p for p in only if is_indexable(p) or is_indexable(p + "/x.md")), scan)
     kept = 0
     for rel in candidates:
+        shown = printable_path(rel)
+        if shown != rel:
+            _report(scan, shown, _NAME_ERROR)
+            continue
         try:
             st = os.lstat(root / rel)
-        except FileNotFoundError:
+        except (FileNotFoundError, NotADirectoryError):
             continue
         except OSError as exc:
             scan.files[rel] = DiskFile(rel, 0, 0, sha="", error=f"cannot stat: {exc.strerror}")
             continue
+        if stat.S_ISLNK(st.st_mode):
+            _report(scan, rel, _LINK_ERROR)
+            continue
         if not stat.S_ISREG(st.st_mode):
-            continue  # symlinks and devices are never followed: they could lead out of the home
+            continue  # devices, FIFOs, a folder named like a note
         record = known.get(rel)
         if record and record.size == st.st_size and record.mtime_ns == st.st_mtime_ns and not record.error:
             scan.files[rel] = DiskFile(rel, st.st_size, st.st_mtime_ns)
@@ -103,18 +150,55 @@ def scan_disk(
     return scan
 
 
-def _walk(root: Path, scan: DiskScan) -> list[str]:
+def _unlinked(root: Path, paths: Iterable[str], scan: DiskScan) -> list[str]:
+    """The ``paths`` that lie below no symbolic link. The lstat of ``vault/people/x.md`` says
+    "regular file" even when ``vault/people`` is a link to elsewhere, so every folder on the way
+    is checked (once per folder); a linked one is recorded, and the paths below it are dropped, as
+    absent (an indexed file there has left the home)."""
+    linked: dict[str, bool] = {}
+    kept = []
+    for rel in paths:
+        parts = rel.split("/")
+        for depth in range(1, len(parts)):
+            folder = "/".join(parts[:depth])
+            if folder not in linked:
+                try:
+                    linked[folder] = stat.S_ISLNK(os.lstat(root / folder).st_mode)
+                except OSError:
+                    linked[folder] = False
+                if linked[folder]:
+                    _report(scan, printable_path(folder), _LINK_ERROR)
+            if linked[folder]:
+                break
+        else:
+            kept.append(rel)
+    return kept
+
+
+def list_tree(root: Path, under: str, scan: DiskScan) -> list[str]:
+    """Home-relative paths of the indexable files in the folder ``under`` ("" for the whole home),
+    without recursion (any depth) and without entering a linked folder (recorded in ``scan``).
+    If ``under`` itself lies below or is a link, nothing is listed."""
+    if under and not _unlinked(root, [under + "/x.md"], scan):
+        return []
     found: list[str] = []
 
     def on_error(exc: OSError) -> None:
-        rel = Path(exc.filename).resolve().relative_to(root).as_posix() if exc.filename else "?"
+        rel = printable_path(os.path.relpath(exc.filename, root)) if exc.filename else "?"
         log.warning("cannot list %s: %s", rel, exc.strerror)
         scan.unreadable_dirs.append(rel)
 
-    for folder, dirs, files in os.walk(root, onerror=on_error):
-        rel_folder = Path(folder).relative_to(root).as_posix()
-        prefix = "" if rel_folder == "." else rel_folder + "/"
-        dirs[:] = [d for d in dirs if is_indexable(prefix + d + "/x.md")]
+    for folder, dirs, files in walk(root / under if under else root, onerror=on_error):
+        rel_folder = os.path.relpath(folder, root)
+        prefix = "" if rel_folder == "." else rel_folder.replace(os.sep, "/") + "/"
+        kept = []
+        for name in dirs:
+            if not is_indexable(prefix + name + "/x.md"):
+                continue  # .git, .syncd, .obsidian, ...
+            if os.path.islink(os.path.join(folder, name)):
+                _report(scan, printable_path(prefix + name), _LINK_ERROR)
+                continue
+            kept.append(name)
+        dirs[:] = kept
         found.extend(prefix + name for name in files if is_indexable(prefix + name))
     return found
-

@@ -4,14 +4,46 @@ events.py for the pure rules that turn them into work).
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
+import sys
+import types
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from .events import CHANGING_KINDS, Event, is_noise, to_event
+from .walk import walk
 
 __all__ = ["TreeWatcher"]
+
+log = logging.getLogger(__name__)
+
+
+class _OsWithIterativeWalk(types.ModuleType):
+    """The ``os`` module as watchdog's inotify observer sees it, with a walk that does not recurse."""
+
+    walk = staticmethod(walk)
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(os, name)
+
+
+def _walk_iteratively_in_watchdog() -> None:
+    """watchdog adds its recursive inotify watches with ``os.walk``, which on Python 3.11 calls
+    itself once per folder level: a tree ~1,000 folders deep raises RecursionError when the watch
+    starts (and, later, in watchdog's own thread when such a tree is created or moved in, which
+    silently ends all watching). Python 3.12's ``os.walk`` is iterative; on 3.11 watchdog's module
+    is given ours. Only the name ``os`` inside that one module changes, and only what it walks."""
+    if sys.version_info >= (3, 12):
+        return
+    try:
+        from watchdog.observers import inotify
+    except ImportError:  # not Linux: another observer, which does not walk with os.walk
+        return
+    if not isinstance(inotify.os, _OsWithIterativeWalk):
+        inotify.os = _OsWithIterativeWalk("os")
 
 
 @dataclass
@@ -21,6 +53,8 @@ class TreeWatcher:
 
     root: Path
     sink: Callable[[list[Event]], None]
+    # Why the home is not being watched (None while it is): set when start() could not watch it.
+    failure: str | None = field(default=None, init=False)
     _observer: object = field(default=None, init=False, repr=False)
     _overflow_hook: logging.Handler | None = field(default=None, init=False, repr=False)
 
@@ -41,6 +75,7 @@ class TreeWatcher:
                     return
                 sink([converted])
 
+        _walk_iteratively_in_watchdog()
         observer = Observer()
         # Only changes reach us: reads (Obsidian opening a note, git status hashing the tree)
         # would otherwise wake the daemon and keep postponing a burst's quiet period.
@@ -48,7 +83,17 @@ class TreeWatcher:
                    wd.FileAttribEvent, wd.DirCreatedEvent, wd.DirDeletedEvent, wd.DirMovedEvent]
         observer.schedule(_Handler(), root, recursive=True, event_filter=changes)
         observer.daemon = True
-        observer.start()
+        try:
+            observer.start()
+        except (OSError, RecursionError) as exc:
+            # Out of inotify instances or watches, or a tree watchdog cannot walk: no reason to
+            # stop following the home. The periodic reconcile still finds every change, later.
+            self.failure = f"{type(exc).__name__}: {exc}"
+            log.warning("cannot watch %s for changes (%s); changes are picked up only by the periodic "
+                        "reconcile (reconcile_interval_s)", root, self.failure)
+            with contextlib.suppress(Exception):
+                observer.stop()
+            return
         self._observer = observer
         self._overflow_hook = _OverflowHook(lambda: sink([Event("overflow", "")]))
         for name in ("watchdog.observers.inotify_c", "watchdog.observers.inotify"):

@@ -1,0 +1,47 @@
+"""``syncd status`` without LanceDB or the model when it can: from the index's files mirror when
+that is current, else by opening the index read-only (kept out of ``syncd.status`` because opening
+an engine there would make status and the engine import each other)."""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+from ..home import Home
+from ..index.records import meta_compatible
+from ..status import Status, build_status
+
+__all__ = ["read_status"]
+
+log = logging.getLogger(__name__)
+
+
+def _read_meta(folder: Path) -> dict:
+    try:
+        return json.loads((folder / "meta.json").read_text(encoding="utf-8"))
+    except (FileNotFoundError, json.JSONDecodeError):
+        return {}
+
+
+def read_status(root: Path, settings) -> Status:
+    """``Engine(root, read_only=True).status()``, from the files mirror when it is current."""
+    from ..index.files_mirror import read_mirror
+
+    home = Home(root).require()
+    folder = home.state_dir / "index"
+    snapshot = read_mirror(folder)
+    if snapshot is None:
+        log.debug("the files mirror of %s is not current; opening the index", folder)
+        from ..engine import open_engine
+
+        with open_engine(home.root, read_only=True, settings=settings) as engine:
+            return engine.status()
+    from ..index.embed import load_embedder
+
+    # Building an embedder reads no model: it only names the one the settings ask for.
+    model_id = load_embedder(settings, cache_dir=home.state_dir / "models").model_id
+    counts = {"files": len(snapshot.files), "facts": snapshot.facts, "chunks": snapshot.chunks}
+    meta = _read_meta(folder)
+    compatible = meta_compatible(meta, model_id, empty=snapshot.facts + snapshot.chunks == 0)
+    return build_status(home, snapshot.files, counts, model_id, compatible, meta, settings.max_file_bytes)

@@ -1,0 +1,139 @@
+"""Symbolic links are never followed, at any depth, on any path: the full scan, the paths a batch
+of events names, the daemon's folder expansion, and the reads of core blocks and daily logs. A link
+is recorded once as a per-file error (``syncd status`` shows it), is not indexed, and stops nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import os
+import shutil
+import time
+
+import pytest
+
+from syncd.config import Settings
+from syncd.memory import MemoryManager
+
+from .daemon_helpers import running_daemon, wait_for
+from .helpers import write
+
+SECRET = "The launch code is swordfish."
+
+
+@pytest.fixture
+def outside(tmp_path):
+    """A folder outside the home holding a secret page."""
+    folder = tmp_path / "outside"
+    write(folder, "secret.md", f"# Secret\n\n{SECRET}\n")
+    write(folder, "2026-11-22.md", f"# 2026-11-22\n\n- [secret] {SECRET}\n")
+    return folder
+
+
+def _leaked(engine, user: str | None = None) -> list:
+    rows = engine.index.all_rows().to_pylist()
+    hits = engine.search("launch code swordfish", user_id=user, limit=50)
+    return [r["path"] for r in rows if "swordfish" in (r["text"] or "")] + [h.path for h in hits if "swordfish" in h.content]
+
+
+def test_links_in_the_tree_are_reported_once_and_never_indexed(engine, home, outside):
+    os.symlink(outside, home / "vault/people")
+    os.symlink(outside / "secret.md", home / "vault/link.md")
+    os.symlink(outside, home / "memory/users/ana")
+    report = engine.sync()
+    linked = {"vault/people", "vault/link.md", "memory/users/ana"}
+    assert linked <= report.errors.keys(), report.errors
+    assert all("symbolic link" in report.errors[p] for p in linked)
+    assert _leaked(engine) == [] and _leaked(engine, "ana") == []
+    # Once: the next sync has nothing new to say, status keeps showing them.
+    assert not engine.sync().errors
+    status = engine.status()
+    assert linked <= status.errors.keys() and status.fresh and not status.healthy
+    # Replaced by a real folder: the error goes, the folder's files come.
+    (home / "vault/people").unlink()
+    write(home, "vault/people/bob.md", "# Bob\n\nBob is a friend.\n")
+    engine.sync()
+    assert "vault/people" not in engine.status().errors
+    assert "vault/people/bob.md" in engine.index.files()
+
+
+def test_paths_named_below_a_linked_folder_are_not_read(engine, home, outside):
+    """What a batch of events names: the lstat of vault/people/secret.md says "regular file"
+    even though vault/people is a link out of the home."""
+    os.symlink(outside, home / "vault/people")
+    os.symlink(outside, home / "memory/users/ana")
+    report = engine.sync(["vault/people/secret.md", "memory/users/ana/2026-11-22.md"])
+    assert {"vault/people", "memory/users/ana"} <= report.errors.keys()
+    assert _leaked(engine) == [] and _leaked(engine, "ana") == []
+    assert "vault/people/secret.md" not in engine.index.files()
+
+
+def test_a_folder_swapped_for_a_link_under_the_daemon_leaks_nothing(home, embedder, outside):
+    write(home, "vault/people/bob.md", "# Bob\n\nBob likes chess.\n")
+    with running_daemon(home, embedder, reconcile_interval_s=3600) as run:
+        run.settle()
+        shutil.rmtree(home / "vault/people")
+        os.symlink(outside, home / "vault/people")
+        wait_for(lambda: "vault/people/bob.md" not in run.reader.index.files(), 30, "bob.md to leave the index")
+        wait_for(lambda: "vault/people" in run.reader.status().errors, 30, "the link to be reported")
+        deadline = time.monotonic() + 1.5
+        while time.monotonic() < deadline:
+            assert _leaked(run.reader) == []
+            time.sleep(0.1)
+        # Still following the tree.
+        write(home, "vault/After.md", "# After\n\nWritten after the swap.\n")
+        wait_for(lambda: "vault/After.md" in run.reader.index.files(), 30, "the next edit to be indexed")
+        assert _leaked(run.reader) == []
+        assert run.thread.is_alive()
+
+
+def test_a_linked_global_block_is_refused_and_everyone_keeps_their_core_memory(engine, home, outside):
+    os.symlink(outside / "secret.md", home / "memory/core/persona.md")
+    write(home, "memory/users/ana/core/user.md", "Ana is a nurse.\n")
+    manager = MemoryManager(engine, settings=Settings(llm_model="gpt-4o-mini"))
+    for user in ("ana", "bob"):
+        blocks = asyncio.run(manager.get_core_memory(user_id=user))
+        assert "swordfish" not in "".join(blocks.values())
+        assert blocks["persona"]  # the default persona answers instead
+    assert asyncio.run(manager.get_core_memory(user_id="ana"))["user"] == "Ana is a nurse."
+
+
+def test_a_linked_daily_log_is_not_read_into_memory(engine, home, outside):
+    write(home, "memory/users/ana/2026-11-21.md", "# 2026-11-21\n\n- [preference] Ana likes tea.\n")
+    os.symlink(outside / "2026-11-22.md", home / "memory/users/ana/2026-11-22.md")
+    store = MemoryManager(engine, settings=Settings(llm_model="gpt-4o-mini")).store("ana")
+    contents = [f.content for f in store.iter_facts()]
+    assert contents == ["Ana likes tea."]
+
+
+@pytest.mark.parametrize(
+    "rel", ["vault/people/secret.md", "vault/link.md", "link/secret.md"],
+)
+def test_read_regular_refuses_a_link_at_any_depth(home, outside, rel):
+    os.symlink(outside, home / "vault/people")
+    os.symlink(outside / "secret.md", home / "vault/link.md")
+    os.symlink(home / "vault/people", home / "link")
+    from syncd.home import read_regular
+
+    with pytest.raises(OSError) as info:
+        read_regular(home, rel)
+    assert info.value.errno == errno.ELOOP
+
+
+def test_read_regular_reads_files_and_says_none_for_absent_ones(home):
+    from syncd.home import read_regular
+
+    write(home, "vault/a/b.md", "hello")
+    assert read_regular(home, "vault/a/b.md") == b"hello"
+    assert read_regular(home, "vault/a/missing.md") is None
+    assert read_regular(home, "vault/a/b.md/x.md") is None
+
+
+def test_reindex_and_status_with_links_do_not_fail(engine, home, outside):
+    os.symlink(outside, home / "vault/people")
+    os.symlink(home / "nowhere", home / "vault/dangling.md")
+    report = engine.reindex()
+    assert {"vault/people", "vault/dangling.md"} <= report.errors.keys()
+    assert _leaked(engine) == []
+    assert engine.status().fresh
