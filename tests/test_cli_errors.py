@@ -84,6 +84,14 @@ def bad_cases(tmp_path: Path) -> list[tuple[str, list[str], dict]]:
         ("watch: interval 0", ["watch", "--home", home, "--reconcile-interval", "0"], {}),
         ("watch: interval not a number", ["watch", "--home", home, "--reconcile-interval", "often"], {}),
         ("status: bad setting", ["status", "--home", home], {"SYNCD_MAX_FILE_BYTES": "-1"}),
+        ("lint: no such home", ["lint", "--home", str(tmp_path / "missing")], {}),
+        ("lint: not a home", ["lint", "--home", str(tmp_path / "plain")], {}),
+        ("lint: vault is a file", ["lint", "--vault", str(tmp_path / "a-file")], {}),
+        ("lint: no such vault", ["lint", "--vault", str(tmp_path / "missing")], {}),
+        ("links: missing page", ["links", "--home", home], {}),
+        ("links: unknown page", ["links", "No such page", "--home", home], {}),
+        ("backlinks: unknown page", ["backlinks", "No such page", "--home", home], {}),
+        ("backlinks: home is a file", ["backlinks", "index", "--home", str(tmp_path / "a-file")], {}),
     ]
     return cases
 

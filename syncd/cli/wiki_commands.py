@@ -1,0 +1,83 @@
+"""The wiki commands (lint, links, backlinks): read-only views of a vault's link graph.
+
+They work on the home's ``vault/`` by default, or on any Obsidian vault given with ``--vault``
+(then no home is needed). Nothing here loads LanceDB or the model.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from .common import home_option, json_option, resolve_home
+
+__all__ = ["COMMANDS"]
+
+vault_option = click.option(
+    "--vault",
+    type=click.Path(path_type=Path, file_okay=False),
+    default=None,
+    help="An Obsidian vault folder to read instead of the home's vault/ (no home needed).",
+)
+
+
+def _manager(vault: Path | None, home: Path | None):
+    from ..errors import HomeError
+    from ..wiki.manager import WikiManager
+
+    if vault is not None:
+        if not vault.is_dir():
+            raise HomeError(f"{vault} is not a folder")
+        return WikiManager(vault)
+    root = resolve_home(home)
+    if not (root / "vault").is_dir():
+        raise HomeError(f"{root} has no vault/ folder; run `syncd init {root}` to seed one, or pass --vault")
+    return WikiManager.for_home(root)
+
+
+@click.command("lint")
+@json_option
+@vault_option
+@home_option
+def lint_command(as_json: bool, vault: Path | None, home: Path | None) -> None:
+    """Check the vault the way Obsidian resolves it: broken links, embeds, headings and block ids,
+    ambiguous names, orphans, index.md and log.md, frontmatter, stale sources. Reads only; exits 1
+    when there are errors."""
+    from ..wiki.report import lint_exit_code, lint_json, lint_text
+
+    findings = _manager(vault, home).lint()
+    sys.stdout.write(lint_json(findings) if as_json else lint_text(findings))
+    code = lint_exit_code(findings)
+    if code:
+        raise click.exceptions.Exit(code)
+
+
+@click.command("links")
+@click.argument("page")
+@json_option
+@vault_option
+@home_option
+def links_command(page: str, as_json: bool, vault: Path | None, home: Path | None) -> None:
+    """The links and embeds of PAGE (a vault path or a name as written in a link), each resolved."""
+    from ..wiki.report import links_json, links_text
+
+    edges = _manager(vault, home).links(page)
+    sys.stdout.write(links_json(page, edges) if as_json else links_text(page, edges))
+
+
+@click.command("backlinks")
+@click.argument("page")
+@json_option
+@vault_option
+@home_option
+def backlinks_command(page: str, as_json: bool, vault: Path | None, home: Path | None) -> None:
+    """The links elsewhere in the vault that open PAGE (a vault path or a link name)."""
+    from ..wiki.report import backlinks_json, backlinks_text
+
+    edges = _manager(vault, home).backlinks(page)
+    sys.stdout.write(backlinks_json(page, edges) if as_json else backlinks_text(page, edges))
+
+
+COMMANDS = [lint_command, links_command, backlinks_command]

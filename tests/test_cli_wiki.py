@@ -1,0 +1,52 @@
+"""`syncd lint`, `syncd links` and `syncd backlinks` as a person runs them: on a home's vault or on
+any folder given with --vault, text and JSON, exit 1 only when lint finds errors."""
+
+from __future__ import annotations
+
+import json
+
+import syncd
+from syncd.cli import main
+
+
+def test_a_fresh_home_lints_clean(tmp_path, capsys):
+    syncd.init(tmp_path / "home")
+    assert main(["lint", "--home", str(tmp_path / "home")]) == 0
+    assert capsys.readouterr().out.strip() == "no findings"
+
+
+def test_a_broken_link_is_an_error_with_its_line_and_exit_1(tmp_path, capsys):
+    syncd.init(tmp_path / "home")
+    page = tmp_path / "home" / "vault" / "Tea.md"
+    page.write_text("# Tea\n\nSee [[Coffee]] and [[index#People]].\n", encoding="utf-8")
+    assert main(["lint", "--home", str(tmp_path / "home")]) == 1
+    out = capsys.readouterr().out
+    assert "Tea.md:3: error broken-link: [[Coffee]]" in out
+    assert main(["lint", "--json", "--home", str(tmp_path / "home")]) == 1
+    doc = json.loads(capsys.readouterr().out)
+    broken = [f for f in doc["findings"] if f["code"] == "broken-link"]
+    assert [(f["path"], f["line"]) for f in broken] == [("Tea.md", 3)]
+    assert doc["counts"]["error"] == 1
+
+
+def test_links_and_backlinks_resolve_like_obsidian(tmp_path, capsys):
+    vault = tmp_path / "vault"
+    (vault / "people").mkdir(parents=True)
+    (vault / "people" / "Bob.md").write_text("# Bob\n\n## Work\nBuilds boats.\n", encoding="utf-8")
+    (vault / "Notes.md").write_text("Met [[bob#work]] and [[Alice]].\n", encoding="utf-8")
+    assert main(["links", "Notes", "--vault", str(vault), "--json"]) == 0
+    links = json.loads(capsys.readouterr().out)["links"]
+    assert [(link["target"], link["subpath_found"]) for link in links] == [("people/Bob.md", True), (None, None)]
+    assert main(["backlinks", "people/Bob.md", "--vault", str(vault)]) == 0
+    out = capsys.readouterr().out
+    assert "Notes.md:1: [[bob#work]] -> people/Bob.md" in out
+    assert out.rstrip().endswith("1 backlink to people/Bob.md")
+
+
+def test_lint_changes_nothing_on_disk(tmp_path, capsys):
+    syncd.init(tmp_path / "home")
+    vault = tmp_path / "home" / "vault"
+    (vault / "Tea.md").write_text("[[Nowhere]]\n", encoding="utf-8")
+    before = {p: p.read_bytes() for p in vault.rglob("*") if p.is_file()}
+    main(["lint", "--home", str(tmp_path / "home")])
+    assert {p: p.read_bytes() for p in vault.rglob("*") if p.is_file()} == before
