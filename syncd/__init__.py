@@ -5,7 +5,7 @@ Markdown files are the only truth; a LanceDB index and a git history are kept in
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import typing
 
 from .errors import (
     BlockLimitError,
@@ -21,7 +21,7 @@ from .errors import (
     SyncdError,
 )
 
-if TYPE_CHECKING:
+if typing.TYPE_CHECKING:
     from .config import Settings
     from .initialize import InitReport, init
 
