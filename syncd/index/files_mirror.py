@@ -19,7 +19,7 @@ import contextlib
 import logging
 import os
 import sqlite3
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -144,6 +144,10 @@ def read_mirror(folder: Path) -> MirrorSnapshot | None:
     return None
 
 
+class _Abandon(Exception):
+    """Leave a mirror transaction without changing anything: the mirror no longer matches."""
+
+
 class FilesMirror:
     """The writer's side: changed with the tables, under the home lock. Never fails a write of
     the index: a mirror that could not be updated simply stops matching, and is rebuilt."""
@@ -172,18 +176,28 @@ class FilesMirror:
             return False
         return row is not None and row[0] == stamp and fmt is not None and fmt[0] == _FORMAT
 
+    @contextlib.contextmanager
+    def _transaction(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction: committed when the block ends, rolled back if it raises."""
+        conn = self._connection()
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield conn
+        except BaseException:
+            with contextlib.suppress(sqlite3.Error):
+                conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
+
     def update(self, before: str | None, changes: Iterable[tuple[str, FileRecord | None, tuple[int, int] | None]]) -> bool:
         """Apply one index write: ``(path, record or None when gone, (facts, chunks) or None when
         its rows stayed)``. Only if the mirror reflected the tables at ``before``; returns whether
         it now reflects them as they are."""
         try:
-            conn = self._connection()
-            conn.execute("BEGIN IMMEDIATE")
-            try:
+            with self._transaction() as conn:
                 row = conn.execute("SELECT value FROM meta WHERE key = 'stamp'").fetchone()
                 if before is None or row is None or row[0] != before:
-                    conn.execute("ROLLBACK")
-                    return False
+                    raise _Abandon
                 for path, record, counts in changes:
                     if record is None:
                         conn.execute("DELETE FROM files WHERE path = ?", (path,))
@@ -193,20 +207,15 @@ class FilesMirror:
                             (record.kind, record.sha, record.size, record.mtime_ns, record.error, path),
                         )
                         if cursor.rowcount != 1:
-                            # Rows kept for a file we do not know: we cannot count them here.
-                            conn.execute("ROLLBACK")
-                            return False
+                            raise _Abandon  # rows kept for a file we do not know: we cannot count them
                     else:
                         conn.execute(
                             "INSERT OR REPLACE INTO files VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                             (path, record.kind, record.sha, record.size, record.mtime_ns, record.error, *counts),
                         )
                 self._set_stamp(conn, self.stamp())
-                conn.execute("COMMIT")
-            except BaseException:
-                with contextlib.suppress(sqlite3.Error):
-                    conn.execute("ROLLBACK")
-                raise
+        except _Abandon:
+            return False
         except sqlite3.Error as exc:
             log.warning("files mirror not updated (status will read the index instead): %s", exc)
             return False
@@ -216,9 +225,7 @@ class FilesMirror:
         """Make the mirror a copy of the tables as they are now (after a crash, an old syncd)."""
         stamp = self.stamp()
         try:
-            conn = self._connection()
-            conn.execute("BEGIN IMMEDIATE")
-            try:
+            with self._transaction() as conn:
                 conn.execute("DELETE FROM files")
                 conn.executemany(
                     "INSERT OR REPLACE INTO files VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
@@ -226,11 +233,6 @@ class FilesMirror:
                      for r in records],
                 )
                 self._set_stamp(conn, stamp)
-                conn.execute("COMMIT")
-            except BaseException:
-                with contextlib.suppress(sqlite3.Error):
-                    conn.execute("ROLLBACK")
-                raise
         except sqlite3.Error as exc:
             log.warning("files mirror not rebuilt (status will read the index instead): %s", exc)
 
