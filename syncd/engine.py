@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-import os
 import threading
 import time
 from collections.abc import Iterable, Sequence
@@ -26,10 +25,24 @@ import numpy as np
 
 from .changes import ChangeGroup, Hold, current_group
 from .config import Settings
-from .errors import GitBusyError, HistoryError, HomeError, IndexError_, LockedError, StorageError
+from .errors import (
+    GitBusyError,
+    HistoryError,
+    IndexError_,
+    LockedError,
+    StorageError,
+)
 from .history.git import blob_at_head, check_tree_writable, git_busy
 from .history.intents import Intent, record_intent
-from .home import DAEMON_ROLE, Home, HomeLock, atomic_write, blob_sha, file_blob_sha, find_home
+from .home import (
+    DAEMON_ROLE,
+    Home,
+    HomeLock,
+    atomic_write,
+    blob_sha,
+    file_blob_sha,
+    find_home,
+)
 from .index.embed import Embedder, load_embedder
 from .index.embed_cache import CachedEmbedder, EmbeddingCache
 from .index.rowcache import ScopeMask
@@ -101,12 +114,6 @@ class Engine:
 
     # -- operations ------------------------------------------------------------------------------
 
-    def _check_home(self) -> None:
-        """An unreadable home must never read as "every file was deleted"."""
-        root = self.home.root
-        if not root.is_dir() or not os.access(root, os.R_OK | os.X_OK):
-            raise HomeError(f"cannot read the home {root}; refusing to touch the index")
-
     def sync(self, paths: list[str] | None = None, progress: Progress | None = None) -> SyncReport:
         """Index what changed on disk (everything, or only ``paths``); retry deferred commits."""
         self._require_writer()
@@ -116,7 +123,7 @@ class Engine:
         return report
 
     def _sync(self, paths: list[str] | None, progress: Progress | None = None) -> SyncReport:
-        self._check_home()
+        self.home.require_readable()
         if not self.index.compatible():
             log.warning("the index was built with another model; rebuilding it")
             return self._reindex(progress)
@@ -131,7 +138,7 @@ class Engine:
         return self._reindex(progress)
 
     def _reindex(self, progress: Progress | None) -> SyncReport:
-        self._check_home()
+        self.home.require_readable()
         with self.index.rebuilding() as aside:
             report = sync(self.home, aside, self.embedder, self.settings.max_file_bytes, None, progress)
         self.index.write_meta()

@@ -473,6 +473,11 @@ class Home:
         except ValueError:
             raise HomeError(f"{path} is outside the home {self.root}") from None
 
+    def require_readable(self) -> None:
+        """An unreadable home must never read as "every file was deleted": refuse instead."""
+        if not self.root.is_dir() or not os.access(self.root, os.R_OK | os.X_OK):
+            raise HomeError(f"cannot read the home {self.root}; refusing to touch the index")
+
     def require(self) -> Home:
         """This home, or HomeError when its folder is not a syncd home (yet)."""
         if not self.memory_dir.is_dir() and not self.state_dir.is_dir():

@@ -96,7 +96,7 @@ def build_status(
     from .sync.scan import printable_path
 
     plan = _plan(home, known, max_file_bytes)
-    stale = {*plan.new, *plan.changed, *plan.deleted, *(p for pair in plan.moved for p in pair)}
+    stale = set(plan.changed_paths)
     return Status(
         home=str(home.root),
         model_id=model_id,

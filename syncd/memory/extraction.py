@@ -13,7 +13,6 @@ import json
 import logging
 import os
 import re
-import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -23,6 +22,7 @@ from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError
 from ..config import Settings
 from ..errors import ExtractionError
 from ..formats import Fact
+from ..formats.fact_ids import normalise_content
 from .prompts import (
     EXTRACTION_SYSTEM,
     MAX_SUMMARY_WORDS,
@@ -173,8 +173,9 @@ def render_turn(turn: ConversationTurn) -> str:
 
 
 def normalise_text(text: str) -> str:
-    """NFC, casefolded, whitespace collapsed, trailing punctuation dropped: "the same words"."""
-    return " ".join(unicodedata.normalize("NFC", text).casefold().split()).rstrip(" .!;")
+    """A fact id's normal form (NFC, casefolded, whitespace collapsed) without trailing
+    punctuation: "the same words"."""
+    return normalise_content(text).rstrip(" .!;")
 
 
 # --------------------------------------------------------------------------- the LLM

@@ -35,8 +35,8 @@ from ..history.committer import commit_changes
 from ..history.git import busy_state, head_sha, uncommitted_paths
 from ..home import remove_stale_temp_files
 from .apply import SyncReport
-from .scan import DiskScan, list_tree
 from .events import Batch, Event, coalesce
+from .scan import DiskScan, list_tree
 from .watcher import TreeWatcher
 
 if TYPE_CHECKING:
@@ -293,7 +293,7 @@ class Daemon:
             log.info("indexed %s in %.0f ms", plan.summary(), (time.monotonic() - started) * 1000)
         for path, error in sorted(report.errors.items()):
             log.warning("skipped %s: %s", path, error)
-        self._add_pending([*plan.new, *plan.changed, *plan.deleted, *(p for pair in plan.moved for p in pair)])
+        self._add_pending(plan.changed_paths)
         return report
 
     def _add_pending(self, paths: Iterable[str]) -> None:

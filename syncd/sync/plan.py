@@ -23,6 +23,11 @@ class SyncPlan:
     unchanged: int = 0
 
     @property
+    def changed_paths(self) -> list[str]:
+        """Every path whose index entry this plan changes: new, changed, deleted, both ends of a move."""
+        return [*self.new, *self.changed, *self.deleted, *(p for pair in self.moved for p in pair)]
+
+    @property
     def empty(self) -> bool:
         return not (self.new or self.changed or self.moved or self.deleted or self.touched)
 

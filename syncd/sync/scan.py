@@ -13,7 +13,6 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..errors import HomeError
 from ..home import Home, blob_sha, read_at_most
 from ..index.records import FileRecord
 from ..layout import is_indexable
@@ -109,8 +108,7 @@ def scan_disk(
     file name that is not valid UTF-8 is recorded as an error under its escaped name.
     """
     root = home.root
-    if not root.is_dir() or not os.access(root, os.R_OK | os.X_OK):
-        raise HomeError(f"cannot read the home {root}; refusing to touch the index")
+    home.require_readable()
     scan = DiskScan(files={})
     if only is None:
         candidates = list_tree(root, "", scan)
