@@ -94,7 +94,7 @@ def test_a_damaged_daily_log_does_not_stop_the_users_memory(engine, home):
     write(home, LOG, DAMAGED)
     engine.sync()
     manager = _manager(engine)
-    store = manager.store("ana")
+    store = manager.store(user_id="ana")
     assert [f.content for f in store.iter_facts()][-2:] == ["Allergic to pe\ufffdanuts.", "Works as a nurse in Lyon."]
     assert asyncio.run(manager.refresh_core_memory_facts("ana")).strip() == "- Likes tea; a nurse."
     assert asyncio.run(manager.retrieve_relevant_memories("nurse", user_id="ana"))
@@ -103,7 +103,7 @@ def test_a_damaged_daily_log_does_not_stop_the_users_memory(engine, home):
 def test_a_rewrite_of_a_damaged_log_is_refused_and_writes_nothing(engine, home):
     write(home, LOG, DAMAGED)
     engine.sync()
-    store = _manager(engine).store("ana")
+    store = _manager(engine).store(user_id="ana")
     fact = next(f for f in store.iter_facts() if f.content == "Works as a nurse in Lyon.")
     with pytest.raises(ParseError) as info:
         store.delete_fact(fact.id)

@@ -102,7 +102,7 @@ def test_a_linked_global_block_is_refused_and_everyone_keeps_their_core_memory(e
 def test_a_linked_daily_log_is_not_read_into_memory(engine, home, outside):
     write(home, "memory/users/ana/2026-11-21.md", "# 2026-11-21\n\n- [preference] Ana likes tea.\n")
     os.symlink(outside / "2026-11-22.md", home / "memory/users/ana/2026-11-22.md")
-    store = MemoryManager(engine, settings=Settings(llm_model="gpt-4o-mini")).store("ana")
+    store = MemoryManager(engine, settings=Settings(llm_model="gpt-4o-mini")).store(user_id="ana")
     contents = [f.content for f in store.iter_facts()]
     assert contents == ["Ana likes tea."]
 
