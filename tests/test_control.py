@@ -22,7 +22,7 @@ from syncd.config import Settings
 from syncd.control.client import ask_daemon
 from syncd.control.protocol import PROTOCOL_VERSION, RemoteError, encode, socket_path
 from syncd.control.server import ControlServer
-from syncd.sync.daemon import Daemon
+from syncd.daemon import Daemon
 
 from .daemon_helpers import daily_log, running_daemon, wait_for, warm_embed_cache
 from .helpers import write

@@ -16,6 +16,7 @@ import pytest
 from syncd.errors import GitBusyError, SyncdError
 from syncd.history.intents import Intent
 from syncd.home import blob_sha
+from syncd.memory import MemoryManager
 
 from .daemon_helpers import (
     daily_log,
@@ -78,7 +79,7 @@ def _refused(run, caplog) -> None:
     with pytest.raises(GitBusyError, match="retry"):
         run.reader.write_file(LOG, before + NEW_FACT.encode(), intent=_turn(1))
     with pytest.raises(SyncdError, match="retry"):
-        asyncio.run(run.reader.memory.add_memory("Has a cat called Miso.", "ana"))
+        asyncio.run(MemoryManager(run.reader).add_memory("Has a cat called Miso.", "ana"))
     assert (run.home / LOG).read_bytes() == before
     assert not list((run.home / ".syncd/intents").glob("*.json"))
 

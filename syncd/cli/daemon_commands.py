@@ -22,7 +22,7 @@ def watch_command(reconcile_interval: float | None, home: Path | None) -> None:
     (SIGINT/SIGTERM finish the batch in hand, commit, and exit 0). While it runs, `syncd search`
     asks it over the home's socket instead of loading the index and the model itself."""
     from ..engine import open_engine
-    from ..sync.daemon import Daemon
+    from ..daemon import Daemon
 
     settings = load_settings()
     if reconcile_interval is not None:

@@ -1,4 +1,5 @@
-"""``syncd watch``: keep the index and the git history in step with the tree, for as long as it runs.
+"""The process that holds a home (`syncd watch`): watches the tree, keeps the index and the git
+history in step with it, and answers other processes over the local socket, for as long as it runs.
 
 One thread does all the work (index and git writes are never concurrent); the observer's thread
 only appends events under a condition variable. The work thread sleeps on that condition with a
@@ -27,20 +28,20 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..changes import held_paths
-from ..config import Settings
-from ..control.server import ControlServer
-from ..errors import GitBusyError, HistoryError
-from ..history.committer import commit_changes
-from ..history.git import busy_state, head_sha, uncommitted_paths
-from ..home import remove_stale_temp_files
-from .apply import SyncReport
-from .events import Batch, Event, coalesce
-from .scan import DiskScan, list_tree
-from .watcher import TreeWatcher
+from .changes import held_paths
+from .config import Settings
+from .control.server import ControlServer
+from .errors import GitBusyError, HistoryError
+from .history.committer import commit_changes
+from .history.git import busy_state, head_sha, uncommitted_paths
+from .home import remove_stale_temp_files
+from .sync.apply import SyncReport
+from .sync.events import Batch, Event, coalesce
+from .sync.scan import DiskScan, list_tree
+from .sync.watcher import TreeWatcher
 
 if TYPE_CHECKING:
-    from ..engine import Engine  # the engine drives sync; sync never imports it back
+    from .engine import Engine  # only for annotations: the CLI hands the daemon its engine
 
 __all__ = ["Daemon"]
 
