@@ -10,9 +10,9 @@ here instead, in the row numbering of the in-memory vector matrix.
 Text analysis is close to LanceDB's default one: Unicode compatibility forms unified (NFKD),
 lower-cased, Latin-style accents folded ("café" is "cafe"), words are runs of letters, digits and
 combining marks (so Devanagari or Thai words stay whole, unlike a split on "not alphanumeric"),
-Lucene's English stop words dropped, Snowball (Porter 2) English stems, words over 40 characters
-dropped. BM25 with k1 = 1.2, b = 0.75 and the Lucene idf, ln(1 + (N - df + 0.5) / (df + 0.5)),
-over the rows alive right now.
+NLTK's English stop words dropped (a fuller list than Lucene's: see _STOP_WORDS), Snowball
+(Porter 2) English stems, words over 40 characters dropped. BM25 with k1 = 1.2, b = 0.75 and the
+Lucene idf, ln(1 + (N - df + 0.5) / (df + 0.5)), over the rows alive right now.
 
 Rows are added in segments (one per batch of additions) and removed by the matrix's alive mask, so
 an edit never rebuilds the postings of the whole index; when the matrix compacts, the postings are
@@ -47,10 +47,23 @@ _ASCII_WORD = re.compile(r"[a-z0-9]+")
 # The combining diacritics that accent folding drops (after NFKD has split them from their letter);
 # marks of other scripts (vowel signs, viramas) are part of their words and stay.
 _DIACRITICS = regex.compile(r"[\u0300-\u036f\u1ab0-\u1aff\u1dc0-\u1dff\u20d0-\u20ff\ufe20-\ufe2f]+")
-# Lucene's (and tantivy's) English stop words.
+# NLTK's English stop words (nltk_data corpora/stopwords/english, 179 words: the Snowball
+# project's English list plus the pieces its contractions leave when split at the apostrophe). The
+# 26 entries holding an apostrophe ("don't", "you're") are left out: the word pattern splits them,
+# and each piece ("don", "t", "re") is in the list itself. Lucene's 33-word list kept the question
+# words ("what", "when", "did", "does", "how"), so a natural-language question's BM25 was mostly
+# about them; questions are how agents search.
 _STOP_WORDS = frozenset(
-    "a an and are as at be but by for if in into is it no not of on or such that the their then "
-    "there these they this to was will with".split()
+    """
+    i me my myself we our ours ourselves you your yours yourself yourselves he him his himself she
+    her hers herself it its itself they them their theirs themselves what which who whom this that
+    these those am is are was were be been being have has had having do does did doing a an the and
+    but if or because as until while of at by for with about against between into through during
+    before after above below to from up down in out on off over under again further then once here
+    there when where why how all any both each few more most other some such no nor not only own
+    same so than too very s t can will just don should now d ll m o re ve y ain aren couldn didn
+    doesn hadn hasn haven isn ma mightn mustn needn shan shouldn wasn weren won wouldn
+    """.split()
 )
 _stemmer = SnowballStemmer("english")
 # Stems are cached: a corpus has far fewer distinct words than words.
