@@ -85,14 +85,31 @@ def test_bm25_matches_the_formula() -> None:
     assert math.isclose(hits[1], bm25(2, 3), rel_tol=1e-5)
 
 
-def test_only_allowed_rows_are_returned_but_scores_do_not_depend_on_the_scope() -> None:
+def test_scores_come_from_the_rows_in_scope_alone() -> None:
+    """N, df and the average length are the allowed rows': scoped, a query scores exactly as it
+    would in an index holding nothing but those rows."""
+    texts = ["green tea", "green tea too", "green", "coffee", "green green tea", "tea"]
     index = TextIndex()
-    index.add(["green tea", "green tea too", "green", "coffee"])
-    everyone = dict(index.search("green tea", _all(4), _all(4), 10))
-    allowed = np.array([False, True, False, True])
-    scoped = dict(index.search("green tea", _all(4), allowed, 10))
-    assert set(scoped) == {1}
-    assert scoped[1] == everyone[1]
+    index.add(texts)
+    allowed = np.array([False, True, False, True, True, False])
+    scoped = index.search("green tea", _all(6), allowed, 10)
+    alone = TextIndex()
+    alone.add([t for t, ok in zip(texts, allowed) if ok])
+    in_scope = [1, 3, 4]
+    assert [(in_scope[row], score) for row, score in alone.search("green tea", _all(3), _all(3), 10)] == scoped
+    everyone = dict(index.search("green tea", _all(6), _all(6), 10))
+    assert everyone[1] != dict(scoped)[1]
+
+
+def test_score_rows_gives_the_scores_search_gives() -> None:
+    index = TextIndex()
+    index.add(["green tea", "green"])
+    index.add(["coffee", "tea tea green", "green tea"])
+    allowed = np.array([True, True, False, True, True])
+    found = dict(index.search("green tea", _all(5), allowed, 10))
+    scores = index.score_rows("green tea", _all(5), allowed, np.array([4, 2, 0, 3, 1]))
+    assert scores.tolist() == [found[4], 0.0, found[0], found[3], found[1]]
+    assert index.score_rows("unicorn", _all(5), allowed, np.array([0, 1])).tolist() == [0.0, 0.0]
 
 
 def test_no_match_stop_words_only_and_empty_index() -> None:

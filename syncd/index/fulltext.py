@@ -12,7 +12,10 @@ lower-cased, Latin-style accents folded ("café" is "cafe"), words are runs of l
 combining marks (so Devanagari or Thai words stay whole, unlike a split on "not alphanumeric"),
 NLTK's English stop words dropped (a fuller list than Lucene's: see _STOP_WORDS), Snowball
 (Porter 2) English stems, words over 40 characters dropped. BM25 with k1 = 1.2, b = 0.75 and the
-Lucene idf, ln(1 + (N - df + 0.5) / (df + 0.5)), over the rows alive right now.
+Lucene idf, ln(1 + (N - df + 0.5) / (df + 0.5)). N, df and the average length are counted over
+the rows the query may see (alive and in its scope), not over the whole index: a user's scores
+then depend only on their own memory and the shared rows, which is both the better estimate of
+how rare a word is for them and a privacy property (no word of bo's moves ana's ranking).
 
 Rows are added in segments (one per batch of additions) and removed by the matrix's alive mask, so
 an edit never rebuilds the postings of the whole index; when the matrix compacts, the postings are
@@ -170,45 +173,74 @@ class TextIndex:
             self._segments.append(_postings(*merged[:2], len(vocabulary), merged[2]))
 
     def search(self, query: str, alive: np.ndarray, allowed: np.ndarray, k: int) -> list[tuple[int, float]]:
-        """Top ``k`` (row, BM25) among rows where ``allowed`` is true, best first; rows that match
+        """Top ``k`` (row, BM25) among rows both alive and ``allowed``, best first; rows that match
         no query term are never returned. Corpus statistics (row count, document frequencies,
-        average length) come from the ``alive`` rows, so a row scores the same whoever asks."""
-        self._flush()
-        n = len(self._lengths)
-        if k <= 0 or n == 0:
+        average length) come from those same rows, the ones the query may see: its scores depend
+        on nothing outside its scope, so no word in another user's memory moves them."""
+        if k <= 0:
             return []
-        # Terms in sorted order, not vocabulary order, so the float sums (and so the scores) do
-        # not depend on the order rows were added in: incremental equals rebuilt, bit for bit.
-        terms = sorted({t for t in analyze(query) if t in self._vocabulary})
+        terms, visible = self._visible_terms(query, alive, allowed)
         if not terms:
             return []
-        alive, allowed = alive[:n], allowed[:n]
-        live_docs = int(np.count_nonzero(alive))
-        if not live_docs:
-            return []
-        avgdl = float(self._lengths[alive].mean()) or 1.0
-        scores = np.zeros(n, dtype=np.float32)
-        for term in terms:
-            hits = [segment.postings(self._vocabulary[term]) for segment in self._segments]
-            rows = np.concatenate([r for r, _ in hits])
-            if not len(rows):
-                continue
-            freqs = np.concatenate([f for _, f in hits])
-            keep = alive[rows]
-            df = int(np.count_nonzero(keep))
-            if not df:
-                continue
-            keep &= allowed[rows]
-            rows, freqs = rows[keep], freqs[keep]
-            idf = np.float32(np.log1p((live_docs - df + 0.5) / (df + 0.5)))
-            # Length normalisation for the posting rows only, not for every row of the index.
-            norm = _K1 * (1.0 - _B + _B * self._lengths[rows] / avgdl)
-            scores[rows] += idf * freqs * (_K1 + 1.0) / (freqs + norm)
+        scores = np.zeros(len(self._lengths), dtype=np.float32)
+        for rows, weights in terms:
+            scores[rows] += weights
         matched = np.flatnonzero(scores)
         if not len(matched):
             return []
         top = _best(matched, scores[matched], k)
         return [(int(row), float(scores[row])) for row in top]
+
+    def score_rows(self, query: str, alive: np.ndarray, allowed: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        """BM25 of the given rows, with the statistics :meth:`search` uses for the same masks (0
+        for a row that is not visible or matches nothing): the scores of rows found some other
+        way, such as the neighbours of a hit."""
+        rows = np.asarray(rows, dtype=np.int64)
+        out = np.zeros(len(rows), dtype=np.float32)
+        terms, _ = self._visible_terms(query, alive, allowed)
+        for posting_rows, weights in terms:
+            # Posting rows of one term are ascending within a segment but not across segments.
+            order = np.argsort(posting_rows, kind="stable")
+            sorted_rows = posting_rows[order]
+            at = np.searchsorted(sorted_rows, rows)
+            found = at < len(sorted_rows)
+            found[found] = sorted_rows[at[found]] == rows[found]
+            out[found] += weights[order][at[found]]
+        return out
+
+    def _visible_terms(
+        self, query: str, alive: np.ndarray, allowed: np.ndarray
+    ) -> tuple[list[tuple[np.ndarray, np.ndarray]], np.ndarray]:
+        """For each query term that a visible row holds: (visible rows holding it, their BM25
+        weight for it); and the visible mask."""
+        self._flush()
+        n = len(self._lengths)
+        # Terms in sorted order, not vocabulary order, so the float sums (and so the scores) do
+        # not depend on the order rows were added in: incremental equals rebuilt, bit for bit.
+        terms = sorted({t for t in analyze(query) if t in self._vocabulary}) if n else []
+        visible = alive[:n] & allowed[:n]
+        if not terms:
+            return [], visible
+        docs = int(np.count_nonzero(visible))
+        if not docs:
+            return [], visible
+        avgdl = float(self._lengths[visible].mean()) or 1.0
+        out = []
+        for term in terms:
+            hits = [segment.postings(self._vocabulary[term]) for segment in self._segments]
+            rows = np.concatenate([r for r, _ in hits])
+            if not len(rows):
+                continue
+            keep = visible[rows]
+            df = int(np.count_nonzero(keep))
+            if not df:
+                continue
+            rows, freqs = rows[keep], np.concatenate([f for _, f in hits])[keep]
+            idf = np.float32(np.log1p((docs - df + 0.5) / (df + 0.5)))
+            # Length normalisation for the posting rows only, not for every row of the index.
+            norm = _K1 * (1.0 - _B + _B * self._lengths[rows] / avgdl)
+            out.append((rows, idf * freqs * (_K1 + 1.0) / (freqs + norm)))
+        return out, visible
 
 
 def _best(rows: np.ndarray, scores: np.ndarray, k: int) -> np.ndarray:

@@ -222,15 +222,37 @@ class RowCache:
         return np.asarray(raw).reshape(-1) * self._scales
 
     def cosine(self, query: np.ndarray, keys: Iterable[tuple[str, str]]) -> dict[tuple[str, str], float]:
-        """Exact semantic score for candidates that only full-text search found."""
+        """Exact semantic score of each (path, id) key still alive."""
+        rows = self._rows(keys)
+        return dict(zip(rows, self._exact_cosines(query, np.fromiter(rows.values(), np.int64, len(rows)))))
+
+    def scores(
+        self, query: np.ndarray, query_text: str, scope: ScopeMask, keys: Iterable[tuple[str, str]]
+    ) -> dict[tuple[str, str], tuple[float, float]]:
+        """(cosine, BM25) of each key in scope, computed row by row: a row's scores depend on its
+        own vector and text and on the statistics of the scope, never on which other rows happen
+        to be held (a matrix product's rounding does, by the last bit, with the matrix's size)."""
+        mask = self._mask(scope)
+        rows = {key: row for key, row in self._rows(keys).items() if mask[row]}
+        numbers = np.fromiter(rows.values(), np.int64, len(rows))
+        cosines = self._exact_cosines(query, numbers)
+        bm25 = self._text_index.score_rows(query_text, self._alive, mask, numbers)
+        return {key: (c, float(b)) for key, c, b in zip(rows, cosines, bm25)}
+
+    def _exact_cosines(self, query: np.ndarray, rows: np.ndarray) -> list[float]:
+        # Each row's products summed on their own, in float64: the same value whatever else the
+        # matrix holds, where a BLAS product may block (and so round) differently by its size.
+        products = self._vectors[rows].astype(np.float64) * np.asarray(query, dtype=np.float64)
+        return products.sum(axis=1).tolist()
+
+    def _rows(self, keys: Iterable[tuple[str, str]]) -> dict[tuple[str, str], int]:
+        """Row numbers of the (path, id) keys that are alive, in the keys' order."""
         self._flush()
-        wanted = set(keys)
-        out: dict[tuple[str, str], float] = {}
-        for path in {p for p, _ in wanted}:
-            for row in self._rows_of_path.get(path, ()):
-                key = (path, self._ids[row])
-                if key in wanted and self._alive[row]:
-                    out[key] = float(self._vectors[row] @ query)
+        out: dict[tuple[str, str], int] = {}
+        for key in keys:
+            row = self._row(key)
+            if row is not None:
+                out[key] = row
         return out
 
     def _row(self, key: tuple[str, str]) -> int | None:

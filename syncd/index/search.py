@@ -117,14 +117,15 @@ def hybrid_search(
         query_vector = query_vector()
     # One consistent view of the rows for the whole query (a reader reloads at most once).
     with index.reading() as rows:
-        semantic = {(p, i): s for p, i, s in rows.search(query_vector, scope, pool)}
-        fulltext = {(p, i): s for p, i, s in rows.text_search(query_text, scope, pool)}
-        missing = [key for key in fulltext if key not in semantic]
-        if missing:
-            semantic.update(rows.cosine(query_vector, missing))
-        keys = list(dict.fromkeys([*semantic, *fulltext]))
-        payloads = rows.payloads(keys)
-    best_bm25 = max(fulltext.values(), default=0.0) or 1.0
+        found = [(p, i) for p, i, _ in rows.search(query_vector, scope, pool)]
+        text_hits = rows.text_search(query_text, scope, pool)
+        found += [(p, i) for p, i, _ in text_hits]
+        # Every candidate's parts are computed the same way, row by row, whichever search found it.
+        exact = rows.scores(query_vector, query_text, scope, dict.fromkeys(found))
+        payloads = rows.payloads(exact)
+    best_bm25 = max((s for *_, s in text_hits), default=0.0) or 1.0
+    semantic = {key: cosine for key, (cosine, _) in exact.items()}
+    fulltext = {key: bm25 for key, (_, bm25) in exact.items()}
 
     hits = []
     for key, row in payloads.items():
