@@ -15,7 +15,8 @@ evidence counts as 1), averaged over questions; evidence ids the data misspells 
 as missed, as they do for any retriever measured on this file. Never part of the test suite.
 
 ``--workdir`` keeps the built home (and its embedding cache): a second run reindexes it from the
-markdown without re-embedding, which is how the ablation steps were measured.
+markdown without re-embedding, which is how the ablation steps were measured. ``--set`` changes a
+setting for the run (``--set search_weight_context=0`` ranks without conversation context).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import syncd  # noqa: E402
+from syncd.config import Settings  # noqa: E402
 from syncd.formats import Fact, append_section, new_daily_log, parse_daily_log, render_daily_log  # noqa: E402
 
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
@@ -125,8 +127,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data", required=True, type=Path, help="a LoCoMo-format JSON file")
     parser.add_argument("--workdir", type=Path, default=None, help="keep the built home here and reuse it")
+    parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
+                        help="a Settings field for the run, e.g. --set search_weight_context=0")
     args = parser.parse_args()
     samples = json.loads(args.data.read_text(encoding="utf-8"))
+    settings = Settings(**dict(item.split("=", 1) for item in args.set))
 
     with tempfile.TemporaryDirectory() as tmp:
         root = (args.workdir or Path(tmp)) / "home"
@@ -134,7 +139,7 @@ def main() -> None:
         if not reuse:
             root = syncd.init(root).home
         dia_of = write_home(root, samples)
-        with syncd.open(root) as engine:
+        with syncd.open(root, settings=settings) as engine:
             start = time.perf_counter()
             report = engine.reindex() if reuse else engine.sync()
             built = time.perf_counter() - start

@@ -30,6 +30,18 @@ class Settings(BaseSettings):
         50_000, ge=256, description="Build an ANN vector index once a table has this many rows."
     )
 
+    # Search: the weights of a hit's score parts (see syncd.index.search; the seed's four, and
+    # context, the share of relevance a fact's conversation neighbours pass on to it).
+    search_weight_semantic: float = Field(0.7, ge=0)
+    search_weight_fulltext: float = Field(0.3, ge=0)
+    search_weight_context: float = Field(0.5, ge=0)
+    search_weight_importance: float = Field(0.2, ge=0)
+    search_weight_recency: float = Field(0.1, ge=0)
+    # Recall (MemoryManager search, retrieve_relevant_memories, the agent tools) leaves out a row
+    # holding no word of the query whose cosine is below this: calibrated with
+    # benchmarks/bench_recall.py --calibrate (best cosine of nonsense queries vs of answers).
+    recall_min_cosine: float = Field(0.3, ge=-1, le=1)
+
     # Watcher
     debounce_ms: int = Field(40, ge=0, le=60_000, description="Quiet time before a batch is handled.")
     burst_threshold: int = Field(500, ge=1, description="Events in one batch that mean: reconcile all.")

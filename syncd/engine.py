@@ -15,13 +15,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .config import Settings
-from .errors import HomeError, IndexError_
+from .errors import HomeError, IndexError_, QueryError
 from .history.git import uncommitted_paths
 from .history.intents import Intent, record_intent
 from .home import Home, HomeLock, atomic_write, blob_sha, find_home
 from .index.embed import Embedder, load_embedder
 from .index.embed_cache import CachedEmbedder, EmbeddingCache
-from .index.search import Hit, hybrid_search
+from .index.search import Hit, Weights, hybrid_search
 from .index.store import Index
 from .sync.apply import Progress, SyncReport, sync
 from .sync.plan import plan_sync
@@ -185,8 +185,21 @@ class Engine:
         kind: str | None = None,
         now: dt.datetime | None = None,
     ) -> list[Hit]:
+        """Best ``limit`` hits for ``query`` within the user's (and chat's) scope, ranked with the
+        settings' weights. Raises QueryError for an empty query: "nothing" matches nothing, and
+        an agent that sent one has a bug worth seeing."""
+        if not isinstance(query, str) or not query.strip():
+            raise QueryError(query, "the search query is empty: say what to look for")
         return hybrid_search(
-            self.index, lambda: self.embedder.embed_query(query), query, user_id, chat_id, limit, kind, now=now
+            self.index,
+            lambda: self.embedder.embed_query(query),
+            query,
+            user_id,
+            chat_id,
+            limit,
+            kind,
+            weights=Weights.from_settings(self.settings),
+            now=now,
         )
 
     def status(self) -> Status:

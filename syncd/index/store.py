@@ -38,7 +38,8 @@ __all__ = ["Index", "SCHEMA_VERSION", "sql_literal"]
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 1
+# 2: daily-log facts carry their section heading and a context window in their search text.
+SCHEMA_VERSION = 2
 _FILES = "files"
 _ENTRIES = "entries"
 # Delete/add in slices so one SQL filter never grows without bound on a huge batch.

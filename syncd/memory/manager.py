@@ -21,12 +21,12 @@ from typing import Any
 
 from ..config import Settings
 from ..engine import Engine, open_engine
-from ..errors import BlockLimitError, ExtractionError, LockedError, NotFoundError
+from ..errors import BlockLimitError, ExtractionError, LockedError, NotFoundError, QueryError
 from ..formats import Fact, decode_markdown, encode_markdown
 from ..history.intents import Intent
 from ..home import Home
 from ..index.rowcache import ScopeMask
-from ..index.search import Hit, hybrid_search
+from ..index.search import Hit, Weights, hybrid_search
 from ..layout import validate_id, validate_label
 from .blocks import CoreBlock, format_blocks, read_block, render_block, resolve_blocks
 from .extraction import (
@@ -241,10 +241,21 @@ class MemoryManager:
 
     # -- recall ----------------------------------------------------------------------------------
 
-    def _search(self, query: str, limit: int, chat: str | None, user: str, use_hybrid: bool, kind: str | None) -> list[Hit]:
+    def _search(
+        self, query: str, limit: int, chat: str | None, user: str, use_hybrid: bool, kind: str | None, include_wiki: bool
+    ) -> list[Hit]:
         text = query if use_hybrid else ""
         return hybrid_search(
-            self.engine.index, lambda: self.engine.embedder.embed_query(query), text, user, chat, limit, kind
+            self.engine.index,
+            lambda: self.engine.embedder.embed_query(query),
+            text,
+            user,
+            chat,
+            limit,
+            kind,
+            weights=Weights.from_settings(self.settings),
+            min_cosine=self.settings.recall_min_cosine,
+            memory_only=not include_wiki,
         )
 
     async def search_memories(
@@ -255,20 +266,28 @@ class MemoryManager:
         user_id: str | None = None,
         use_hybrid: bool = True,
         kind: str | None = None,
+        include_wiki: bool = False,
     ) -> list[Hit]:
-        """Best hits in the user's scope (their memory, this chat's, and global pages). Without
-        ``use_hybrid`` only the semantic score (plus importance and recency) ranks them."""
+        """Best hits in the user's memory (facts, MEMORY.md, blocks: theirs, this chat's and the
+        global ones; the wiki too with ``include_wiki``). Without ``use_hybrid`` only the semantic
+        score (plus importance and recency) ranks them. Rows that share no word with the query
+        and are not close in meaning (cosine below ``Settings.recall_min_cosine``) are no match,
+        so an unrelated query finds nothing. An empty query raises QueryError."""
         self._enter()
         user, chat = self._user(user_id), self._chat(chat_id)
-        if not query or not query.strip():
-            return []
-        return await asyncio.to_thread(self._search, query, limit, chat, user, use_hybrid, kind)
+        if not isinstance(query, str) or not query.strip():
+            raise QueryError(query, "the search query is empty: say what to look for")
+        return await asyncio.to_thread(self._search, query, limit, chat, user, use_hybrid, kind, include_wiki)
 
     async def retrieve_relevant_memories(
         self, query: str, chat_id: str | None = None, user_id: str | None = None, limit: int = 5
     ) -> str:
         """One line per relevant memory, wrapped in markers, ready to put into a prompt ("" if
-        nothing is relevant)."""
+        nothing is relevant, and for an empty message, to which nothing is)."""
+        if not isinstance(query, str) or not query.strip():
+            self._user(user_id)  # bad ids are refused all the same
+            self._chat(chat_id)
+            return ""
         hits = await self.search_memories(query, limit * 2, chat_id, user_id)
         lines = []
         # Core blocks are already in the prompt (format_core_memory_for_context): not again here.
