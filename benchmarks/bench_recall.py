@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
+import random
 import sys
 import tempfile
 import time
@@ -123,10 +124,77 @@ def evaluate(engine, samples: list[dict], dia_of: dict[str, str]) -> tuple[dict,
     return recalls, latencies
 
 
+FLOORS = (0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4)
+
+
+def _kept(hits, floor: float) -> list:
+    """The hits a relevance floor keeps: a word of the query, or a cosine of at least ``floor``
+    (the rule hybrid_search applies with min_cosine)."""
+    return [h for h in hits if h.parts["fulltext"] > 0 or h.parts["semantic"] >= floor]
+
+
+def nonsense_queries(samples: list[dict], seed: int = 5) -> list[tuple[str, str]]:
+    """(user, query) pairs that should find nothing: made-up words, and every dev question with
+    the letters of each word shuffled (same length and letters, no meaning)."""
+    rng = random.Random(seed)
+    consonants, vowels = "bcdfghjklmnpqrstvwxz", "aeiou"
+
+    def word() -> str:
+        return "".join(rng.choice(consonants) + rng.choice(vowels) for _ in range(rng.randint(2, 4)))
+
+    out = []
+    for sample in samples:
+        user = user_of(sample["sample_id"])
+        for qa in sample["qa"]:
+            out.append((user, " ".join(word() for _ in range(rng.randint(2, 6))) + "?"))
+            shuffled = []
+            for token in qa["question"].split():
+                letters = list(token)
+                rng.shuffle(letters)
+                shuffled.append("".join(letters))
+            out.append((user, " ".join(shuffled)))
+    return out
+
+
+def calibrate(engine, samples: list[dict], dia_of: dict[str, str]) -> None:
+    """How a relevance floor would trade answers kept against nonsense answered."""
+    answerable = []
+    for sample in samples:
+        user = user_of(sample["sample_id"])
+        for qa in sample["qa"]:
+            hits = engine.search(qa["question"], user_id=user, limit=10)
+            answerable.append((hits, set(qa.get("evidence") or ())))
+    nonsense = [engine.search(query, user_id=user, limit=10) for user, query in nonsense_queries(samples)]
+
+    def pct(xs: list[float], p: float) -> float:
+        return sorted(xs)[min(len(xs) - 1, int(len(xs) * p))]
+
+    best = [max((h.parts["semantic"] for h in hits), default=0.0) for hits, _ in answerable]
+    best_nonsense = [max((h.parts["semantic"] for h in hits), default=0.0) for hits in nonsense]
+    print("best-hit cosine   " + "  ".join(f"p{int(p * 100):02d}" for p in (.01, .05, .5, .95, .99)))
+    for name, xs in (("questions", best), ("nonsense", best_nonsense)):
+        print(f"{name:<17} " + "  ".join(f"{pct(xs, p):.2f}" for p in (.01, .05, .5, .95, .99)))
+    # A made-up or shuffled word can still be a real one ("eon", a number): those queries match
+    # by words, which no floor should undo. The floor is about the rest.
+    wordless = [hits for hits in nonsense if not any(h.parts["fulltext"] > 0 for h in hits)]
+    print(f"nonsense queries sharing no word with any row: {len(wordless)}/{len(nonsense)}")
+    print(f"{'floor':>5}  {'R@10 dev':>8}  {'questions left with no hit':>26}  {'word-less nonsense with a hit':>29}")
+    for floor in FLOORS:
+        recall = [
+            len(evidence & {dia_of.get(h.id) for h in _kept(hits, floor)}) / len(evidence) if evidence else 1.0
+            for hits, evidence in answerable
+        ]
+        empty = sum(not _kept(hits, floor) for hits, _ in answerable)
+        answered = sum(bool(_kept(hits, floor)) for hits in wordless)
+        print(f"{floor:>5.2f}  {sum(recall) / len(recall):>8.3f}  {empty:>26}  "
+              f"{answered:>18}/{len(wordless)} ({answered / max(len(wordless), 1):.1%})")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data", required=True, type=Path, help="a LoCoMo-format JSON file")
     parser.add_argument("--workdir", type=Path, default=None, help="keep the built home here and reuse it")
+    parser.add_argument("--calibrate", action="store_true", help="print the relevance floor's trade-off")
     parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
                         help="a Settings field for the run, e.g. --set search_weight_context=0")
     args = parser.parse_args()
@@ -147,6 +215,9 @@ def main() -> None:
             print(f"{len(samples)} conversations, {counts['facts']} facts, {counts['chunks']} chunks; "
                   f"{'re' if reuse else ''}indexed in {built:.1f} s ({report.plan.summary()})")
             engine.search("warm up", user_id=user_of(samples[0]["sample_id"]), limit=1)
+            if args.calibrate:
+                calibrate(engine, samples, dia_of)
+                return
             recalls, latencies = evaluate(engine, samples, dia_of)
 
     def pct(xs: list[float], p: float) -> float:
