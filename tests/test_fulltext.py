@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from syncd.index.fulltext import TextIndex, analyze
+from syncd.index.fulltext import TextIndex, analyze, best_rows
 
 from .strategies import HOSTILE_TEXT
 
@@ -101,15 +101,16 @@ def test_scores_come_from_the_rows_in_scope_alone() -> None:
     assert everyone[1] != dict(scoped)[1]
 
 
-def test_score_rows_gives_the_scores_search_gives() -> None:
+def test_scores_give_every_row_the_score_search_gives_it() -> None:
     index = TextIndex()
     index.add(["green tea", "green"])
     index.add(["coffee", "tea tea green", "green tea"])
     allowed = np.array([True, True, False, True, True])
     found = dict(index.search("green tea", _all(5), allowed, 10))
-    scores = index.score_rows("green tea", _all(5), allowed, np.array([4, 2, 0, 3, 1]))
-    assert scores.tolist() == [found[4], 0.0, found[0], found[3], found[1]]
-    assert index.score_rows("unicorn", _all(5), allowed, np.array([0, 1])).tolist() == [0.0, 0.0]
+    scores = index.scores("green tea", _all(5), allowed)
+    assert scores.tolist() == [found[0], found[1], 0.0, found[3], found[4]]
+    assert best_rows(scores, 2).tolist() == [r for r, _ in index.search("green tea", _all(5), allowed, 2)]
+    assert not index.scores("unicorn", _all(5), allowed).any()
 
 
 def test_no_match_stop_words_only_and_empty_index() -> None:

@@ -33,7 +33,7 @@ import numpy as np
 import regex
 from py_rust_stemmers import SnowballStemmer
 
-__all__ = ["TextIndex", "analyze"]
+__all__ = ["TextIndex", "analyze", "best_rows"]
 
 _K1 = 1.2
 _B = 0.75
@@ -177,55 +177,26 @@ class TextIndex:
         no query term are never returned. Corpus statistics (row count, document frequencies,
         average length) come from those same rows, the ones the query may see: its scores depend
         on nothing outside its scope, so no word in another user's memory moves them."""
-        if k <= 0:
-            return []
-        terms, visible = self._visible_terms(query, alive, allowed)
-        if not terms:
-            return []
-        scores = np.zeros(len(self._lengths), dtype=np.float32)
-        for rows, weights in terms:
-            scores[rows] += weights
-        matched = np.flatnonzero(scores)
-        if not len(matched):
-            return []
-        top = _best(matched, scores[matched], k)
-        return [(int(row), float(scores[row])) for row in top]
+        scores = self.scores(query, alive, allowed)
+        return [(int(row), float(scores[row])) for row in best_rows(scores, k)]
 
-    def score_rows(self, query: str, alive: np.ndarray, allowed: np.ndarray, rows: np.ndarray) -> np.ndarray:
-        """BM25 of the given rows, with the statistics :meth:`search` uses for the same masks (0
-        for a row that is not visible or matches nothing): the scores of rows found some other
-        way, such as the neighbours of a hit."""
-        rows = np.asarray(rows, dtype=np.int64)
-        out = np.zeros(len(rows), dtype=np.float32)
-        terms, _ = self._visible_terms(query, alive, allowed)
-        for posting_rows, weights in terms:
-            # Posting rows of one term are ascending within a segment but not across segments.
-            order = np.argsort(posting_rows, kind="stable")
-            sorted_rows = posting_rows[order]
-            at = np.searchsorted(sorted_rows, rows)
-            found = at < len(sorted_rows)
-            found[found] = sorted_rows[at[found]] == rows[found]
-            out[found] += weights[order][at[found]]
-        return out
-
-    def _visible_terms(
-        self, query: str, alive: np.ndarray, allowed: np.ndarray
-    ) -> tuple[list[tuple[np.ndarray, np.ndarray]], np.ndarray]:
-        """For each query term that a visible row holds: (visible rows holding it, their BM25
-        weight for it); and the visible mask."""
+    def scores(self, query: str, alive: np.ndarray, allowed: np.ndarray) -> np.ndarray:
+        """BM25 of every row as :meth:`search` ranks them (0 for a row that matches no query term
+        or is not visible): one pass over the postings that also scores rows found some other
+        way, such as a hit's neighbours."""
         self._flush()
         n = len(self._lengths)
+        scores = np.zeros(n, dtype=np.float32)
         # Terms in sorted order, not vocabulary order, so the float sums (and so the scores) do
         # not depend on the order rows were added in: incremental equals rebuilt, bit for bit.
         terms = sorted({t for t in analyze(query) if t in self._vocabulary}) if n else []
-        visible = alive[:n] & allowed[:n]
         if not terms:
-            return [], visible
+            return scores
+        visible = alive[:n] & allowed[:n]
         docs = int(np.count_nonzero(visible))
         if not docs:
-            return [], visible
+            return scores
         avgdl = float(self._lengths[visible].mean()) or 1.0
-        out = []
         for term in terms:
             hits = [segment.postings(self._vocabulary[term]) for segment in self._segments]
             rows = np.concatenate([r for r, _ in hits])
@@ -239,8 +210,16 @@ class TextIndex:
             idf = np.float32(np.log1p((docs - df + 0.5) / (df + 0.5)))
             # Length normalisation for the posting rows only, not for every row of the index.
             norm = _K1 * (1.0 - _B + _B * self._lengths[rows] / avgdl)
-            out.append((rows, idf * freqs * (_K1 + 1.0) / (freqs + norm)))
-        return out, visible
+            scores[rows] += idf * freqs * (_K1 + 1.0) / (freqs + norm)  # each row once per term
+        return scores
+
+
+def best_rows(scores: np.ndarray, k: int) -> np.ndarray:
+    """The ``k`` best rows of a :meth:`TextIndex.scores` array that match at all, best first."""
+    matched = np.flatnonzero(scores)
+    if k <= 0 or not len(matched):
+        return matched[:0]
+    return _best(matched, scores[matched], k)
 
 
 def _best(rows: np.ndarray, scores: np.ndarray, k: int) -> np.ndarray:

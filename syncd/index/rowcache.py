@@ -267,13 +267,11 @@ class RowCache:
         """Rows of :meth:`search`'s hits, best first."""
         return np.fromiter((self._row_of_key[(p, i)] for p, i, _ in self.search(query, scope, k)), np.int64)
 
-    def text_rows(self, query: str, scope: ScopeMask, k: int) -> tuple[np.ndarray, np.ndarray]:
-        """Rows and BM25 of :meth:`text_search`'s hits, best first."""
+    def text_scores(self, query: str, scope: ScopeMask) -> np.ndarray:
+        """BM25 of every row for ``query`` within ``scope`` (0: no match, or out of scope), with
+        the scope's own statistics; :func:`syncd.index.fulltext.best_rows` picks its top."""
         self._flush()
-        if not len(self._paths) or k <= 0:
-            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
-        hits = self._text_index.search(query, self._alive, self._mask(scope), k)
-        return np.array([r for r, _ in hits], dtype=np.int64), np.array([s for _, s in hits], dtype=np.float32)
+        return self._text_index.scores(query, self._alive, self._mask(scope))
 
     def around(self, rows: np.ndarray, scope: ScopeMask, reach: int) -> tuple[np.ndarray, np.ndarray]:
         """The facts at most ``reach`` places before and after each row in its conversation:
@@ -294,18 +292,13 @@ class RowCache:
         near = np.where((near >= 0) & mask[np.maximum(near, 0)], near, -1)
         return near, np.array(distances, dtype=np.int64)
 
-    def row_scores(
-        self, query: np.ndarray, query_text: str, scope: ScopeMask, rows: np.ndarray
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """(cosine, BM25) of each row, computed row by row: a row's scores depend on its own
-        vector and text and on the statistics of the scope, never on which other rows happen to
-        be held (a matrix product rounds differently, by the last bit, with the matrix's size).
-        Cosines are summed in float64, each row's products on their own."""
+    def row_cosines(self, query: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        """Exact cosine of each row, computed row by row in float64: a row's score depends on its
+        own vector alone, never on which other rows happen to be held (a matrix product rounds
+        differently, by the last bit, with the matrix's size)."""
         self._flush()
-        rows = np.asarray(rows, dtype=np.int64)
-        products = self._vectors[rows].astype(np.float64) * np.asarray(query, dtype=np.float64)
-        bm25 = self._text_index.score_rows(query_text, self._alive, self._mask(scope), rows)
-        return products.sum(axis=1), bm25
+        products = self._vectors[np.asarray(rows, dtype=np.int64)].astype(np.float64)
+        return (products * np.asarray(query, dtype=np.float64)).sum(axis=1)
 
     def row_created(self, rows: np.ndarray) -> np.ndarray:
         """When each row was created, in POSIX seconds (NaN when unknown)."""

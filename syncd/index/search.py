@@ -26,6 +26,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from ..layout import validate_id
+from .fulltext import best_rows
 from .rowcache import ScopeMask
 from .store import Index
 
@@ -135,8 +136,8 @@ def hybrid_search(
     # One consistent view of the rows for the whole query (a reader reloads at most once); row
     # numbers are only used inside it.
     with index.reading() as rows:
-        text_found, text_scores = rows.text_rows(query_text, scope, pool)
-        found = np.unique(np.concatenate([rows.search_rows(query_vector, scope, pool), text_found]))
+        bm25_all = rows.text_scores(query_text, scope)
+        found = np.unique(np.concatenate([rows.search_rows(query_vector, scope, pool), best_rows(bm25_all, pool)]))
         reach = _CONTEXT_REACH if weights.context else 0
         # The neighbours of every candidate are candidates too, and theirs are scored for context.
         near, _ = rows.around(found, scope, reach)
@@ -144,10 +145,10 @@ def hybrid_search(
         near, distances = rows.around(ranked, scope, reach)
         scored = np.union1d(ranked, near[near >= 0])
         # Every row's parts are computed the same way, row by row, whichever search found it.
-        cosine, bm25 = rows.row_scores(query_vector, query_text, scope, scored)
+        cosine, bm25 = rows.row_cosines(query_vector, scored), bm25_all[scored]
         created = rows.row_created(ranked)
         payloads = rows.row_payloads(ranked)
-    best_bm25 = float(text_scores.max(initial=0.0)) or 1.0
+    best_bm25 = float(bm25_all.max(initial=0.0)) or 1.0
     at = np.searchsorted(scored, ranked)
     semantic = np.maximum(cosine, 0.0)
     fulltext = bm25.astype(np.float64) / best_bm25
