@@ -2,6 +2,18 @@
 
 Ids are derived from the file's relative path and what the row says, never written back into the
 file, so a rebuild from the same tree yields the same ids.
+
+A daily log's facts are conversations: the facts under one section heading, in file order (two
+sections with the very same heading are one). Full text sees each fact with its context window
+(the facts just before and after it there, and the log's date in words); search lets the best
+neighbour's relevance flow to it (search.py). What a window is follows from how facts are
+written: one ``add_memory`` call writes one section, so a fact remembered on its own has no
+neighbours (facts remembered separately are not one talk, and must not lend each other words);
+one extracted turn or one imported session writes its facts as one section, so they are each
+other's context; by hand, facts under a ``## HH:MM`` heading are that section's conversation and
+facts outside any section are one conversation per file (a person's notes for the day). Windows
+are derived from the file alone, like every row: a file's rows are always rebuilt together, so an
+edit next to a fact redoes its neighbours' windows too and incremental still equals rebuild.
 """
 
 from __future__ import annotations
@@ -44,7 +56,7 @@ _MONTHS = ("January", "February", "March", "April", "May", "June", "July", "Augu
            "October", "November", "December")
 
 
-def section_heading(section) -> str:
+def _section_heading(section) -> str:
     """A section's heading as its facts carry it ("" outside any section): the key that
     makes facts one conversation, and what a person reading a hit sees of where it was said."""
     if section is None:
@@ -75,7 +87,7 @@ def _context_windows(facts, date: str | None) -> list[str]:
     holds only that call's facts, so a fact remembered on its own has only the date."""
     conversations: dict[str, list[int]] = {}
     for n, located in enumerate(facts):
-        conversations.setdefault(section_heading(located.section), []).append(n)
+        conversations.setdefault(_section_heading(located.section), []).append(n)
     when = _date_words(date)
     windows = [when] * len(facts)
     for members in conversations.values():
@@ -114,7 +126,7 @@ def _daily_log_rows(rel: str, text: str, scope) -> list[EntryRow]:
                 importance=fact.importance,
                 created_at=created,
                 provenance=provenance,
-                heading=section_heading(section),
+                heading=_section_heading(section),
                 context=window,
             )
         )

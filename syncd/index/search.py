@@ -11,15 +11,15 @@ score = 0.7 * semantic + 0.3 * full text + 0.5 * context + 0.2 * importance + 0.
   too. Chunks and facts alone in their section have no context;
 - importance is the fact's own (0.5 when it has none); recency halves every 30 days.
 
-The first four weights are the seed's; context (0.5, halving per step away) is new: a neighbour
-one place away passes on half its relevance, so a fact never outranks the turn that matched
-unless its own words or meaning also count. ``Weights`` (and Settings) change any of them.
+The first four weights are the seed's and stay the default; context (0.5, halving per step away)
+is new: a neighbour one place away passes on half its relevance, so a fact outranks the turn
+that matched only if its own words or meaning make up the other half. ``Weights`` (and the
+``search_weight_*`` settings) change any of them; a context weight of 0 turns it off.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import math
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
@@ -111,8 +111,9 @@ def hybrid_search(
 ) -> list[Hit]:
     """Best ``limit`` hits for the query within the user's (and chat's) scope.
 
-    ``memory_only`` searches the files under ``memory/`` alone, not the wiki. With ``min_cosine``, a row that holds no word of the query (in its text or its context
-    window) and whose cosine is below it is no match and is left out, however few hits remain.
+    ``memory_only`` searches the files under ``memory/`` alone, not the wiki. With
+    ``min_cosine``, a row that holds no word of the query (in its text or its context window)
+    and whose cosine is below it is no match and is left out, however few hits remain.
 
     ``query_vector`` may be a callable: it is called only once the scope is validated, so a
     refused query never pays for an embedding.
