@@ -30,6 +30,23 @@ class Settings(BaseSettings):
         50_000, ge=256, description="Build an ANN vector index once a table has this many rows."
     )
 
+    # Search: the weights of a hit's score parts (see syncd.index.search; the seed's four, and
+    # context, the share of relevance a fact's conversation neighbours pass on to it).
+    search_weight_semantic: float = Field(0.7, ge=0)
+    search_weight_fulltext: float = Field(0.3, ge=0)
+    search_weight_context: float = Field(0.5, ge=0)
+    search_weight_importance: float = Field(0.2, ge=0)
+    search_weight_recency: float = Field(0.1, ge=0)
+    # Recall (MemoryManager search, retrieve_relevant_memories, the agent tools) leaves out a row
+    # holding no word of the query whose cosine is below this. Calibrated for the bundled
+    # all-MiniLM-L6-v2 with `benchmarks/bench_recall.py --calibrate` on LoCoMo dev conversations:
+    # the best-hit cosine of nonsense queries (made-up and letter-shuffled words) is 0.21 at the
+    # median, 0.30 at p95 and 0.35 at p99; of real questions 0.38 at p1. At 0.30, 3.9% of
+    # word-less nonsense queries still get a hit and no answer is lost; 0.35 would cut that to
+    # 0.2% but drop true paraphrases near 0.32 ("Which foods must she avoid?" / "Is allergic to
+    # peanuts."). Another embedding model has other cosines: recalibrate with it.
+    recall_min_cosine: float = Field(0.3, ge=-1, le=1)
+
     # Watcher
     debounce_ms: int = Field(40, ge=0, le=60_000, description="Quiet time before a batch is handled.")
     burst_threshold: int = Field(500, ge=1, description="Events in one batch that mean: reconcile all.")

@@ -29,6 +29,7 @@ from .errors import (
     GitBusyError,
     HistoryError,
     IndexError_,
+    QueryError,
     LockedError,
     StorageError,
 )
@@ -46,7 +47,7 @@ from .home import (
 from .index.embed import Embedder, load_embedder
 from .index.embed_cache import CachedEmbedder, EmbeddingCache
 from .index.rowcache import ScopeMask
-from .index.search import Hit, hybrid_search
+from .index.search import Hit, Weights, hybrid_search
 from .index.store import Index
 from .status import Status, build_status
 from .sync.apply import Progress, SyncReport, sync
@@ -353,12 +354,29 @@ class Engine:
         kind: str | None = None,
         now: dt.datetime | None = None,
         text: bool = True,
+        min_cosine: float | None = None,
+        memory_only: bool = False,
     ) -> list[Hit]:
-        """Hybrid search in a scope (``text=False``: by meaning only, no full-text part)."""
+        """Best ``limit`` hits for ``query`` within the user's (and chat's) scope, ranked with the
+        settings' weights (``text=False``: by meaning only, no full-text part). ``min_cosine``
+        drops rows that share no word with the query and are less close in meaning than that;
+        ``memory_only`` leaves the wiki out. Raises QueryError for an empty query: "nothing"
+        matches nothing, and an agent that sent one has a bug worth seeing."""
+        if not isinstance(query, str) or not query.strip():
+            raise QueryError(query, "the search query is empty: say what to look for")
         self._fresh()
         return hybrid_search(
-            self.index, lambda: self.embedder.embed_query(query), query if text else "", user_id, chat_id, limit,
-            kind, now=now,
+            self.index,
+            lambda: self.embedder.embed_query(query),
+            query if text else "",
+            user_id,
+            chat_id,
+            limit,
+            kind,
+            weights=Weights.from_settings(self.settings),
+            now=now,
+            min_cosine=min_cosine,
+            memory_only=memory_only,
         )
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:

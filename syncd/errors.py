@@ -25,6 +25,7 @@ __all__ = [
     "GitBusyError",
     "HistoryError",
     "StorageError",
+    "QueryError",
 ]
 
 
@@ -142,3 +143,12 @@ class StorageError(SyncdError):
         self.path = str(path) if path is not None else None
         self.saved = saved
         super().__init__(message)
+
+
+class QueryError(SyncdError, ValueError):
+    """A search cannot run as asked (an empty query); ``query`` is what was given."""
+
+    def __init__(self, query: object, reason: str):
+        self.query = query
+        self.reason = reason
+        super().__init__(reason)

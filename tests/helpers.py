@@ -53,6 +53,11 @@ def search_view(engine) -> list:
         for text in PROBE_TEXTS:
             view.append(sorted(rows.text_search(text, ScopeMask(), 1_000_000)))
         view.append(sorted((p, i, round(s, 5)) for p, i, s in rows.search(probe, ScopeMask(), 1_000_000)))
+        # Each fact's conversation neighbours (context windows are derived from them too).
+        every = rows.search_rows(probe, ScopeMask(), 1_000_000)
+        near, _ = rows.around(every, ScopeMask(), 2)
+        key = {int(r): (p["path"], p["id"]) for r, p in zip(every, rows.row_payloads(every))}
+        view.append(sorted((key[int(r)], [key.get(int(n)) for n in ns]) for r, ns in zip(every, near)))
     return view
 
 

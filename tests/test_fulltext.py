@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from syncd.index.fulltext import TextIndex, analyze
+from syncd.index.fulltext import TextIndex, analyze, best_rows
 
 from .strategies import HOSTILE_TEXT
 
@@ -24,6 +24,13 @@ def test_analyze_folds_case_accents_stems_and_drops_stop_words() -> None:
     assert analyze("it is not a test of this") == ["test"]
     assert analyze("x" * 41 + " short") == ["short"]
     assert analyze("") == [] and analyze("   \n\t") == []
+
+
+def test_question_words_and_contraction_pieces_are_stop_words() -> None:
+    # Questions are how agents search: only the words that say what is asked about remain.
+    assert analyze("What did Caroline do when she went to the support group?") == ["carolin", "went", "support", "group"]
+    assert analyze("How does he feel about it? Why didn't you've been there") == ["feel"]
+    assert analyze("don't you're it's we'll they'd I'm shouldn't") == []
 
 
 @pytest.mark.parametrize(
@@ -78,14 +85,32 @@ def test_bm25_matches_the_formula() -> None:
     assert math.isclose(hits[1], bm25(2, 3), rel_tol=1e-5)
 
 
-def test_only_allowed_rows_are_returned_but_scores_do_not_depend_on_the_scope() -> None:
+def test_scores_come_from_the_rows_in_scope_alone() -> None:
+    """N, df and the average length are the allowed rows': scoped, a query scores exactly as it
+    would in an index holding nothing but those rows."""
+    texts = ["green tea", "green tea too", "green", "coffee", "green green tea", "tea"]
     index = TextIndex()
-    index.add(["green tea", "green tea too", "green", "coffee"])
-    everyone = dict(index.search("green tea", _all(4), _all(4), 10))
-    allowed = np.array([False, True, False, True])
-    scoped = dict(index.search("green tea", _all(4), allowed, 10))
-    assert set(scoped) == {1}
-    assert scoped[1] == everyone[1]
+    index.add(texts)
+    allowed = np.array([False, True, False, True, True, False])
+    scoped = index.search("green tea", _all(6), allowed, 10)
+    alone = TextIndex()
+    alone.add([t for t, ok in zip(texts, allowed) if ok])
+    in_scope = [1, 3, 4]
+    assert [(in_scope[row], score) for row, score in alone.search("green tea", _all(3), _all(3), 10)] == scoped
+    everyone = dict(index.search("green tea", _all(6), _all(6), 10))
+    assert everyone[1] != dict(scoped)[1]
+
+
+def test_scores_give_every_row_the_score_search_gives_it() -> None:
+    index = TextIndex()
+    index.add(["green tea", "green"])
+    index.add(["coffee", "tea tea green", "green tea"])
+    allowed = np.array([True, True, False, True, True])
+    found = dict(index.search("green tea", _all(5), allowed, 10))
+    scores = index.scores("green tea", _all(5), allowed)
+    assert scores.tolist() == [found[0], found[1], 0.0, found[3], found[4]]
+    assert best_rows(scores, 2).tolist() == [r for r, _ in index.search("green tea", _all(5), allowed, 2)]
+    assert not index.scores("unicorn", _all(5), allowed).any()
 
 
 def test_no_match_stop_words_only_and_empty_index() -> None:

@@ -60,6 +60,10 @@ operation = st.one_of(
     st.tuples(st.just("delete"), st.sampled_from(PATHS), st.just("")),
     st.tuples(st.just("binary"), st.sampled_from(PATHS), st.just("")),
     st.tuples(st.just("restore"), st.sampled_from(PATHS), st.sampled_from(FACTS)),
+    # Edits next to other facts: each changes its neighbours' context windows too.
+    st.tuples(st.just("insert"), st.sampled_from(PATHS), st.sampled_from(FACTS)),
+    st.tuples(st.just("remove"), st.sampled_from(PATHS), st.just("")),
+    st.tuples(st.just("section"), st.sampled_from(PATHS), st.sampled_from(FACTS)),
 )
 
 
@@ -72,6 +76,18 @@ def _apply(root, op) -> None:
         lines = path.read_bytes().split(b"\n")
         target = next((i for i, line in enumerate(lines) if line.startswith(b"- [")), len(lines) - 1)
         lines[target] = f"- [goal] {arg}".encode()
+        path.write_bytes(b"\n".join(lines))
+    elif kind in ("insert", "remove", "section") and path.is_file():
+        lines = path.read_bytes().split(b"\n")
+        facts = [i for i, line in enumerate(lines) if line.startswith(b"- [")]
+        at = facts[len(facts) // 2] if facts else len(lines) - 1
+        if kind == "insert":
+            lines.insert(at, f"- [context] {arg}".encode())
+        elif kind == "remove" and facts:
+            del lines[at]
+        elif kind == "section":
+            # A new section heading in the middle of one: a conversation splits in two.
+            lines[at:at] = [b"", b"## 18:00 chat:c1 session:s2", f"- [context] {arg}".encode()]
         path.write_bytes(b"\n".join(lines))
     elif kind == "append" and path.is_file():
         with open(path, "ab") as handle:

@@ -10,14 +10,16 @@ here instead, in the row numbering of the in-memory vector matrix.
 Text analysis is close to LanceDB's default one: Unicode compatibility forms unified (NFKD),
 lower-cased, Latin-style accents folded ("café" is "cafe"), words are runs of letters, digits and
 combining marks (so Devanagari or Thai words stay whole, unlike a split on "not alphanumeric"),
-Lucene's English stop words dropped, Snowball (Porter 2) English stems, words over 40 characters
-dropped. Only the first ``MAX_ANALYZED_CHARS`` (1,000,000) characters of a row are analysed:
-analysis is linear but not cheap (a 19 MB single-line fact of mostly distinct words took 19 s
-and 280 MB), and a word a million characters into one row is past what BM25 can rank anyway (the
-row's length drowns it). The row's whole text is still stored and returned.
-
-BM25 with k1 = 1.2, b = 0.75 and the Lucene idf, ln(1 + (N - df + 0.5) / (df + 0.5)), over the
-rows alive right now.
+NLTK's English stop words dropped (a fuller list than Lucene's: see _STOP_WORDS), Snowball
+(Porter 2) English stems, words over 40 characters dropped. BM25 with k1 = 1.2, b = 0.75 and the
+Lucene idf, ln(1 + (N - df + 0.5) / (df + 0.5)). N, df and the average length are counted over
+the rows the query may see (alive and in its scope), not over the whole index: a user's scores
+then depend only on their own memory and the shared rows, which is both the better estimate of
+how rare a word is for them and a privacy property (no word of bo's moves ana's ranking).
+Only the first ``MAX_ANALYZED_CHARS`` (1,000,000) characters of a row are analysed: analysis is
+linear but not cheap (a 19 MB single-line fact of mostly distinct words took 19 s and 280 MB),
+and a word a million characters into one row is past what BM25 can rank anyway (the row's length
+drowns it). The row's whole text is still stored and returned.
 
 Rows are added in segments (one per batch of additions) and removed by the matrix's alive mask, so
 an edit never rebuilds the postings of the whole index; when the matrix compacts, the postings are
@@ -35,7 +37,7 @@ import numpy as np
 import regex
 from py_rust_stemmers import SnowballStemmer
 
-__all__ = ["MAX_ANALYZED_CHARS", "TextIndex", "analyze"]
+__all__ = ["MAX_ANALYZED_CHARS", "TextIndex", "analyze", "best_rows"]
 
 MAX_ANALYZED_CHARS = 1_000_000
 
@@ -54,10 +56,23 @@ _ASCII_WORD = re.compile(r"[a-z0-9]+")
 # The combining diacritics that accent folding drops (after NFKD has split them from their letter);
 # marks of other scripts (vowel signs, viramas) are part of their words and stay.
 _DIACRITICS = regex.compile(r"[\u0300-\u036f\u1ab0-\u1aff\u1dc0-\u1dff\u20d0-\u20ff\ufe20-\ufe2f]+")
-# Lucene's (and tantivy's) English stop words.
+# NLTK's English stop words (nltk_data corpora/stopwords/english, 179 words: the Snowball
+# project's English list plus the pieces its contractions leave when split at the apostrophe). The
+# 26 entries holding an apostrophe ("don't", "you're") are left out: the word pattern splits them,
+# and each piece ("don", "t", "re") is in the list itself. Lucene's 33-word list kept the question
+# words ("what", "when", "did", "does", "how"), so a natural-language question's BM25 was mostly
+# about them; questions are how agents search.
 _STOP_WORDS = frozenset(
-    "a an and are as at be but by for if in into is it no not of on or such that the their then "
-    "there these they this to was will with".split()
+    """
+    i me my myself we our ours ourselves you your yours yourself yourselves he him his himself she
+    her hers herself it its itself they them their theirs themselves what which who whom this that
+    these those am is are was were be been being have has had having do does did doing a an the and
+    but if or because as until while of at by for with about against between into through during
+    before after above below to from up down in out on off over under again further then once here
+    there when where why how all any both each few more most other some such no nor not only own
+    same so than too very s t can will just don should now d ll m o re ve y ain aren couldn didn
+    doesn hadn hasn haven isn ma mightn mustn needn shan shouldn wasn weren won wouldn
+    """.split()
 )
 _stemmer = SnowballStemmer("english")
 # Stems are cached: a corpus has far fewer distinct words than words.
@@ -166,45 +181,53 @@ class TextIndex:
             self._segments.append(_postings(*merged[:2], len(vocabulary), merged[2]))
 
     def search(self, query: str, alive: np.ndarray, allowed: np.ndarray, k: int) -> list[tuple[int, float]]:
-        """Top ``k`` (row, BM25) among rows where ``allowed`` is true, best first; rows that match
+        """Top ``k`` (row, BM25) among rows both alive and ``allowed``, best first; rows that match
         no query term are never returned. Corpus statistics (row count, document frequencies,
-        average length) come from the ``alive`` rows, so a row scores the same whoever asks."""
+        average length) come from those same rows, the ones the query may see: its scores depend
+        on nothing outside its scope, so no word in another user's memory moves them."""
+        scores = self.scores(query, alive, allowed)
+        return [(int(row), float(scores[row])) for row in best_rows(scores, k)]
+
+    def scores(self, query: str, alive: np.ndarray, allowed: np.ndarray) -> np.ndarray:
+        """BM25 of every row as :meth:`search` ranks them (0 for a row that matches no query term
+        or is not visible): one pass over the postings that also scores rows found some other
+        way, such as a hit's neighbours."""
         self._flush()
         n = len(self._lengths)
-        if k <= 0 or n == 0:
-            return []
+        scores = np.zeros(n, dtype=np.float32)
         # Terms in sorted order, not vocabulary order, so the float sums (and so the scores) do
         # not depend on the order rows were added in: incremental equals rebuilt, bit for bit.
-        terms = sorted({t for t in analyze(query) if t in self._vocabulary})
+        terms = sorted({t for t in analyze(query) if t in self._vocabulary}) if n else []
         if not terms:
-            return []
-        alive, allowed = alive[:n], allowed[:n]
-        live_docs = int(np.count_nonzero(alive))
-        if not live_docs:
-            return []
-        avgdl = float(self._lengths[alive].mean()) or 1.0
-        scores = np.zeros(n, dtype=np.float32)
+            return scores
+        visible = alive[:n] & allowed[:n]
+        docs = int(np.count_nonzero(visible))
+        if not docs:
+            return scores
+        avgdl = float(self._lengths[visible].mean()) or 1.0
         for term in terms:
             hits = [segment.postings(self._vocabulary[term]) for segment in self._segments]
             rows = np.concatenate([r for r, _ in hits])
             if not len(rows):
                 continue
-            freqs = np.concatenate([f for _, f in hits])
-            keep = alive[rows]
+            keep = visible[rows]
             df = int(np.count_nonzero(keep))
             if not df:
                 continue
-            keep &= allowed[rows]
-            rows, freqs = rows[keep], freqs[keep]
-            idf = np.float32(np.log1p((live_docs - df + 0.5) / (df + 0.5)))
+            rows, freqs = rows[keep], np.concatenate([f for _, f in hits])[keep]
+            idf = np.float32(np.log1p((docs - df + 0.5) / (df + 0.5)))
             # Length normalisation for the posting rows only, not for every row of the index.
             norm = _K1 * (1.0 - _B + _B * self._lengths[rows] / avgdl)
-            scores[rows] += idf * freqs * (_K1 + 1.0) / (freqs + norm)
-        matched = np.flatnonzero(scores)
-        if not len(matched):
-            return []
-        top = _best(matched, scores[matched], k)
-        return [(int(row), float(scores[row])) for row in top]
+            scores[rows] += idf * freqs * (_K1 + 1.0) / (freqs + norm)  # each row once per term
+        return scores
+
+
+def best_rows(scores: np.ndarray, k: int) -> np.ndarray:
+    """The ``k`` best rows of a :meth:`TextIndex.scores` array that match at all, best first."""
+    matched = np.flatnonzero(scores)
+    if k <= 0 or not len(matched):
+        return matched[:0]
+    return _best(matched, scores[matched], k)
 
 
 def _best(rows: np.ndarray, scores: np.ndarray, k: int) -> np.ndarray:

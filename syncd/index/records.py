@@ -8,7 +8,8 @@ from dataclasses import dataclass, field
 __all__ = ["SCHEMA_VERSION", "FileRecord", "EntryRow", "FileUpdate", "meta_compatible"]
 
 # The layout of the index's rows; an index of another layout is rebuilt (`syncd reindex`).
-SCHEMA_VERSION = 1
+# 2: daily-log facts carry their section heading and a context window in their search text.
+SCHEMA_VERSION = 2
 
 
 def meta_compatible(meta: Mapping, model_id: str, empty: bool) -> bool:
@@ -54,16 +55,21 @@ class EntryRow:
     heading: str = ""
     provenance: str = ""
     label: str | None = None
+    # Words around the row that full text should also find it by (a daily-log fact's neighbours
+    # in its conversation and the day it was said); derived from the file, so not a column.
+    context: str = ""
 
     @property
     def embed_text(self) -> str:
-        """What the embedder sees: a chunk's heading path gives its text the context it lacks."""
-        return f"{self.heading}\n{self.text}" if self.heading else self.text
+        """What the embedder sees: a chunk's heading path gives its text the context it lacks; a
+        fact is embedded alone (its heading is the section it was said in, not its meaning)."""
+        return f"{self.heading}\n{self.text}" if self.heading and self.kind != "fact" else self.text
 
     @property
     def search_text(self) -> str:
         """What full-text search sees: the text plus the words around it a person would search by."""
-        parts = [self.heading, self.category or "", self.text, " ".join(self.tags), self.label or ""]
+        heading = self.heading if self.kind != "fact" else ""
+        parts = [heading, self.category or "", self.text, " ".join(self.tags), self.label or "", self.context]
         return "\n".join(p for p in parts if p)
 
 

@@ -10,6 +10,8 @@ has written, and patched in place for our own writes. Rows keep one numbering ac
 
 from __future__ import annotations
 
+import datetime as dt
+import math
 import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -32,11 +34,13 @@ _QUANTIZE_BLOCK = 8192
 
 @dataclass(frozen=True)
 class ScopeMask:
-    """Which rows a query may see. ``None`` user means unscoped (every row)."""
+    """Which rows a query may see. ``None`` user means unscoped (every row); ``memory_only``
+    keeps the rows of files under ``memory/`` (facts, MEMORY.md, blocks), not the wiki's."""
 
     user: str | None = None
     chat: str | None = None
     kind: str | None = None
+    memory_only: bool = False
 
 
 class RowCache:
@@ -61,13 +65,22 @@ class RowCache:
         self._alive = np.zeros(0, dtype=bool)
         self._pending: list[tuple[np.ndarray, list[dict], list[str]]] = []
         self._rows_of_path: dict[str, list[int]] = {}
+        # Alive rows by (path, id): hybrid search looks up every candidate and its neighbours.
+        self._row_of_key: dict[tuple[str, str], int] = {}
         self._dead = 0
         # Scope columns as small-int codes (-1 = none) so a scoped mask is a few vector compares.
         self._codes: dict[str | None, int] = {None: -1}
         self._user_codes = np.zeros(0, dtype=np.int32)
         self._chat_codes = np.zeros(0, dtype=np.int32)
         self._fact_rows = np.zeros(0, dtype=bool)
+        self._memory_rows = np.zeros(0, dtype=bool)
         self._scope_cache: dict[ScopeMask, np.ndarray] = {}
+        # A fact's conversation: the facts of its section (same file, same heading) in line order.
+        # The row of the fact before and after it there, -1 at either end and for other rows.
+        self._prev = np.zeros(0, dtype=np.int64)
+        self._next = np.zeros(0, dtype=np.int64)
+        # created_at as POSIX seconds (NaN without one), for recency without parsing per query.
+        self._created = np.zeros(0, dtype=np.float64)
 
     def __len__(self) -> int:
         self._flush()
@@ -80,6 +93,7 @@ class RowCache:
         self._flush()
         for path in paths:
             for row in self._rows_of_path.pop(path, ()):
+                self._row_of_key.pop((path, self._ids[row]), None)
                 if self._alive[row]:
                     self._alive[row] = False
                     self._dead += 1
@@ -125,6 +139,7 @@ class RowCache:
                 self._kinds.append(payload["kind"])
                 self._payloads.append(payload)
                 self._rows_of_path.setdefault(path, []).append(row)
+                self._row_of_key.setdefault((path, payload["id"]), row)
                 row += 1
         self._pending.clear()
         self._recode(start)
@@ -142,8 +157,10 @@ class RowCache:
         self._text_index.keep(self._alive)
         self._alive = np.ones(len(keep), dtype=bool)
         self._rows_of_path = {}
+        self._row_of_key = {}
         for row, path in enumerate(self._paths):
             self._rows_of_path.setdefault(path, []).append(row)
+            self._row_of_key.setdefault((path, self._ids[row]), row)
         self._dead = 0
         self._recode()
 
@@ -159,10 +176,30 @@ class RowCache:
         users = np.fromiter((self._code(u) for u in self._users[start:]), np.int32, n)
         chats = np.fromiter((self._code(c) for c in self._chats[start:]), np.int32, n)
         facts = np.fromiter((k == "fact" for k in self._kinds[start:]), bool, n)
+        memory = np.fromiter((p.startswith("memory/") for p in self._paths[start:]), bool, n)
         self._user_codes = np.concatenate([self._user_codes[:start], users])
         self._chat_codes = np.concatenate([self._chat_codes[:start], chats])
         self._fact_rows = np.concatenate([self._fact_rows[:start], facts])
+        self._memory_rows = np.concatenate([self._memory_rows[:start], memory])
+        created = np.fromiter((_posix(p.get("created_at")) for p in self._payloads[start:]), np.float64, n)
+        self._created = np.concatenate([self._created[:start], created])
+        self._prev = np.concatenate([self._prev[:start], np.full(n, -1, dtype=np.int64)])
+        self._next = np.concatenate([self._next[:start], np.full(n, -1, dtype=np.int64)])
+        # A file's rows always arrive together (an update replaces all of them), so linking the
+        # files of the new rows links every conversation they belong to.
+        for path in dict.fromkeys(self._paths[start:]):
+            self._link(path)
         self._scope_cache = {}
+
+    def _link(self, path: str) -> None:
+        conversations: dict[str, list[int]] = {}
+        for row in self._rows_of_path.get(path, ()):
+            if self._alive[row] and self._kinds[row] == "fact":
+                conversations.setdefault(self._payloads[row].get("heading") or "", []).append(row)
+        for members in conversations.values():
+            members.sort(key=lambda r: self._payloads[r].get("line") or 0)
+            self._prev[members[1:]] = members[:-1]
+            self._next[members[:-1]] = members[1:]
 
     def _mask(self, scope: ScopeMask) -> np.ndarray:
         base = self._scope_cache.get(scope)
@@ -176,6 +213,8 @@ class RowCache:
                     base &= (self._chat_codes == chat) | (self._chat_codes == -1)
             if scope.kind is not None:
                 base &= self._fact_rows if scope.kind == "fact" else ~self._fact_rows
+            if scope.memory_only:
+                base &= self._memory_rows
             if len(self._scope_cache) > 64:
                 self._scope_cache.clear()
             self._scope_cache[scope] = base
@@ -221,23 +260,55 @@ class RowCache:
         raw = simsimd.cdist(codes, self._codes8, metric="dot", out_dtype="float32", threads=_THREADS)
         return np.asarray(raw).reshape(-1) * self._scales
 
-    def cosine(self, query: np.ndarray, keys: Iterable[tuple[str, str]]) -> dict[tuple[str, str], float]:
-        """Exact semantic score for candidates that only full-text search found."""
+    # Row-level access for hybrid search. Row numbers are valid while the caller holds the rows
+    # still (Index.reading()); everything above speaks (path, id) keys, which always are.
+
+    def search_rows(self, query: np.ndarray, scope: ScopeMask, k: int) -> np.ndarray:
+        """Rows of :meth:`search`'s hits, best first."""
+        return np.fromiter((self._row_of_key[(p, i)] for p, i, _ in self.search(query, scope, k)), np.int64)
+
+    def text_scores(self, query: str, scope: ScopeMask) -> np.ndarray:
+        """BM25 of every row for ``query`` within ``scope`` (0: no match, or out of scope), with
+        the scope's own statistics; :func:`syncd.index.fulltext.best_rows` picks its top."""
         self._flush()
-        wanted = set(keys)
-        out: dict[tuple[str, str], float] = {}
-        for path in {p for p, _ in wanted}:
-            for row in self._rows_of_path.get(path, ()):
-                key = (path, self._ids[row])
-                if key in wanted and self._alive[row]:
-                    out[key] = float(self._vectors[row] @ query)
-        return out
+        return self._text_index.scores(query, self._alive, self._mask(scope))
+
+    def around(self, rows: np.ndarray, scope: ScopeMask, reach: int) -> tuple[np.ndarray, np.ndarray]:
+        """The facts at most ``reach`` places before and after each row in its conversation:
+        a (rows, 2 * reach) array of row numbers, -1 where there is none (or it is out of
+        ``scope``), and each column's distance."""
+        self._flush()
+        columns, distances = [], []
+        for step in (self._prev, self._next):
+            at = np.asarray(rows, dtype=np.int64)
+            for distance in range(1, reach + 1):
+                at = np.where(at >= 0, step[np.maximum(at, 0)], -1)
+                columns.append(at)
+                distances.append(distance)
+        if not columns:
+            return np.zeros((len(rows), 0), dtype=np.int64), np.zeros(0, dtype=np.int64)
+        near = np.stack(columns, axis=1)
+        mask = self._mask(scope)
+        near = np.where((near >= 0) & mask[np.maximum(near, 0)], near, -1)
+        return near, np.array(distances, dtype=np.int64)
+
+    def row_cosines(self, query: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        """Exact cosine of each row, computed row by row in float64: a row's score depends on its
+        own vector alone, never on which other rows happen to be held (a matrix product rounds
+        differently, by the last bit, with the matrix's size)."""
+        self._flush()
+        products = self._vectors[np.asarray(rows, dtype=np.int64)].astype(np.float64)
+        return (products * np.asarray(query, dtype=np.float64)).sum(axis=1)
+
+    def row_created(self, rows: np.ndarray) -> np.ndarray:
+        """When each row was created, in POSIX seconds (NaN when unknown)."""
+        return self._created[np.asarray(rows, dtype=np.int64)]
+
+    def row_payloads(self, rows: Iterable[int]) -> list[dict]:
+        return [self._payloads[row] for row in rows]
 
     def _row(self, key: tuple[str, str]) -> int | None:
-        for row in self._rows_of_path.get(key[0], ()):
-            if self._ids[row] == key[1] and self._alive[row]:
-                return row
-        return None
+        return self._row_of_key.get(key)
 
     def payloads(self, keys: Iterable[tuple[str, str]]) -> dict[tuple[str, str], dict]:
         """The stored rows for (path, id) keys that are still alive."""
@@ -256,6 +327,19 @@ class RowCache:
             return []
         hits = self._text_index.search(query, self._alive, self._mask(scope), k)
         return [(self._paths[row], self._ids[row], score) for row, score in hits]
+
+
+def _posix(created_at: str | None) -> float:
+    """An ISO date or date-time as POSIX seconds (UTC when it has no offset); NaN if it is none."""
+    if not created_at:
+        return math.nan
+    try:
+        when = dt.datetime.fromisoformat(created_at.replace("Z", "+00:00"))
+    except ValueError:
+        return math.nan
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=dt.timezone.utc)
+    return when.timestamp()
 
 
 def _quantize(vectors: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -2,10 +2,23 @@
 
 Ids are derived from the file's relative path and what the row says, never written back into the
 file, so a rebuild from the same tree yields the same ids.
+
+A daily log's facts are conversations: the facts under one section heading, in file order (two
+sections with the very same heading are one). Full text sees each fact with its context window
+(the facts just before and after it there, and the log's date in words); search lets the best
+neighbour's relevance flow to it (search.py). What a window is follows from how facts are
+written: one ``add_memory`` call writes one section, so a fact remembered on its own has no
+neighbours (facts remembered separately are not one talk, and must not lend each other words);
+one extracted turn or one imported session writes its facts as one section, so they are each
+other's context; by hand, facts under a ``## HH:MM`` heading are that section's conversation and
+facts outside any section are one conversation per file (a person's notes for the day). Windows
+are derived from the file alone, like every row: a file's rows are always rebuilt together, so an
+edit next to a fact redoes its neighbours' windows too and incremental still equals rebuild.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
 from dataclasses import dataclass
 
@@ -57,11 +70,59 @@ def _section_start(date: str | None, section) -> str | None:
     return f"{date}T{section.time}:00" if section else date
 
 
+_WEEKDAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
+_MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August", "September",
+           "October", "November", "December")
+
+
+def _section_heading(section) -> str:
+    """A section's heading as its facts carry it ("" outside any section): the key that
+    makes facts one conversation, and what a person reading a hit sees of where it was said."""
+    if section is None:
+        return ""
+    parts = [section.time]
+    if section.chat:
+        parts.append(f"chat:{section.chat}")
+    if section.session:
+        parts.append(f"session:{section.session}")
+    if section.note:
+        parts.append(section.note)
+    return " ".join(parts)
+
+
+def _date_words(date: str | None) -> str:
+    """A log's date as people say it ("Monday 8 May 2023"), in English whatever the locale, so
+    a question naming the day or the month finds what was said then."""
+    try:
+        day = dt.date.fromisoformat(date or "")
+    except ValueError:  # no date, or a file name like 2026-02-30.md
+        return ""
+    return f"{_WEEKDAYS[day.weekday()]} {day.day} {_MONTHS[day.month - 1]} {day.year}"
+
+
+def _context_windows(facts, date: str | None) -> list[str]:
+    """Each fact's context window for full text: the facts just before and after it in the same
+    section (its conversation), and the section's date. A section written by one agent call
+    holds only that call's facts, so a fact remembered on its own has only the date."""
+    conversations: dict[str, list[int]] = {}
+    for n, located in enumerate(facts):
+        conversations.setdefault(_section_heading(located.section), []).append(n)
+    when = _date_words(date)
+    windows = [when] * len(facts)
+    for members in conversations.values():
+        for at, n in enumerate(members):
+            around = [facts[m].fact.content for m in members[max(at - 1, 0) : at + 2] if m != n]
+            windows[n] = "\n".join([*around, when] if when else around)
+    return windows
+
+
 def _daily_log_rows(rel: str, text: str, scope) -> list[EntryRow]:
     log = parse_daily_log(text)
     date = scope.date or log.date
     rows: list[EntryRow] = []
-    for located, fact_id in zip(log.facts(), log.fact_ids(rel)):
+    facts = log.facts()
+    windows = _context_windows(facts, date)
+    for located, fact_id, window in zip(facts, log.fact_ids(rel), windows):
         fact, section = located.fact, located.section
         session = fact.source_session or (section.session if section else None)
         created = fact.timestamp or _section_start(date, section)
@@ -84,6 +145,8 @@ def _daily_log_rows(rel: str, text: str, scope) -> list[EntryRow]:
                 importance=fact.importance,
                 created_at=created,
                 provenance=provenance,
+                heading=_section_heading(section),
+                context=window,
             )
         )
     seen: dict[str, int] = {}

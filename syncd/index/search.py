@@ -1,21 +1,32 @@
-"""Hybrid search: vector and full-text candidates, normalised, combined with the seed's weights.
+"""Hybrid search: vector and full-text candidates, normalised, combined with weighted parts.
 
-score = 0.7 * semantic + 0.3 * full text + 0.2 * importance + 0.1 * recency, where semantic is the
-cosine (clamped at 0), full text is BM25 over the best BM25 among the candidates, importance is the
-fact's own (0.5 when it has none) and recency halves every 30 days. Every candidate gets its exact
-semantic score, including those only full-text search found, so the parts are comparable.
+score = 0.7 * semantic + 0.3 * full text + 0.5 * context + 0.2 * importance + 0.1 * recency, where
+
+- semantic is the cosine (clamped at 0); full text is BM25 over the best BM25 in scope (both
+  computed row by row for every candidate, however it was found, so the parts are comparable);
+- context is what the fact's conversation says about the query: the best relevance
+  (0.7 * semantic + 0.3 * full text) among the facts of its section one place away, or half of
+  it two places away. A question is often answered by the turn after the one that matches it
+  ("Where did you go?" / "Lyon, last spring"), so the neighbours of every candidate are ranked
+  too. Chunks and facts alone in their section have no context;
+- importance is the fact's own (0.5 when it has none); recency halves every 30 days.
+
+The first four weights are the seed's and stay the default; context (0.5, halving per step away)
+is new: a neighbour one place away passes on half its relevance, so a fact outranks the turn
+that matched only if its own words or meaning make up the other half. ``Weights`` (and the
+``search_weight_*`` settings) change any of them; a context weight of 0 turns it off.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import math
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
 from ..layout import validate_id
+from .fulltext import best_rows
 from .rowcache import ScopeMask
 from .store import Index
 
@@ -23,14 +34,23 @@ __all__ = ["Hit", "Weights", "hybrid_search"]
 
 _RECENCY_HALF_LIFE_DAYS = 30.0
 _DEFAULT_IMPORTANCE = 0.5
+# Context flows from facts at most this many places away, halving with each step.
+_CONTEXT_REACH = 2
+_CONTEXT_DECAY = 0.5
 
 
 @dataclass(frozen=True)
 class Weights:
     semantic: float = 0.7
     fulltext: float = 0.3
+    context: float = 0.5
     importance: float = 0.2
     recency: float = 0.1
+
+    @classmethod
+    def from_settings(cls, settings) -> Weights:
+        """The weights a ``Settings`` names (``search_weight_<part>``)."""
+        return cls(**{name: getattr(settings, f"search_weight_{name}") for name in cls.__dataclass_fields__})
 
 
 @dataclass(frozen=True)
@@ -69,17 +89,10 @@ class Hit:
         return out
 
 
-def _recency(created_at: str | None, now: dt.datetime) -> float:
-    if not created_at:
-        return 0.0
-    try:
-        when = dt.datetime.fromisoformat(created_at.replace("Z", "+00:00"))
-    except ValueError:
-        return 0.0
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=dt.timezone.utc)
-    age_days = max((now - when).total_seconds() / 86400.0, 0.0)
-    return math.pow(0.5, age_days / _RECENCY_HALF_LIFE_DAYS)
+def _recency(created: np.ndarray, now: dt.datetime) -> np.ndarray:
+    """Halves every 30 days of age (no boost for the future, none without a date)."""
+    age_days = np.maximum((now.timestamp() - created) / 86400.0, 0.0)
+    return np.nan_to_num(np.power(0.5, age_days / _RECENCY_HALF_LIFE_DAYS), nan=0.0)
 
 
 def hybrid_search(
@@ -93,8 +106,14 @@ def hybrid_search(
     weights: Weights = Weights(),
     now: dt.datetime | None = None,
     candidates: int | None = None,
+    min_cosine: float | None = None,
+    memory_only: bool = False,
 ) -> list[Hit]:
     """Best ``limit`` hits for the query within the user's (and chat's) scope.
+
+    ``memory_only`` searches the files under ``memory/`` alone, not the wiki. With
+    ``min_cosine``, a row that holds no word of the query (in its text or its context window)
+    and whose cosine is below it is no match and is left out, however few hits remain.
 
     ``query_vector`` may be a callable: it is called only once the scope is validated, so a
     refused query never pays for an embedding.
@@ -109,44 +128,67 @@ def hybrid_search(
             raise ValueError("a chat-scoped search needs its user_id")
     if kind not in (None, "fact", "chunk"):
         raise ValueError(f"unknown kind {kind!r}: use 'fact', 'chunk' or None for both")
-    scope = ScopeMask(user=user_id, chat=chat_id, kind=kind)
+    scope = ScopeMask(user=user_id, chat=chat_id, kind=kind, memory_only=memory_only)
     pool = candidates or max(limit * 4, 40)
     now = now or dt.datetime.now(dt.timezone.utc)
 
     if callable(query_vector):
         query_vector = query_vector()
-    # One consistent view of the rows for the whole query (a reader reloads at most once).
+    # One consistent view of the rows for the whole query (a reader reloads at most once); row
+    # numbers are only used inside it.
     with index.reading() as rows:
-        semantic = {(p, i): s for p, i, s in rows.search(query_vector, scope, pool)}
-        fulltext = {(p, i): s for p, i, s in rows.text_search(query_text, scope, pool)}
-        missing = [key for key in fulltext if key not in semantic]
-        if missing:
-            semantic.update(rows.cosine(query_vector, missing))
-        keys = list(dict.fromkeys([*semantic, *fulltext]))
-        payloads = rows.payloads(keys)
-    best_bm25 = max(fulltext.values(), default=0.0) or 1.0
+        bm25_all = rows.text_scores(query_text, scope)
+        found = np.unique(np.concatenate([rows.search_rows(query_vector, scope, pool), best_rows(bm25_all, pool)]))
+        reach = _CONTEXT_REACH if weights.context else 0
+        # The neighbours of every candidate are candidates too, and theirs are scored for context.
+        near, _ = rows.around(found, scope, reach)
+        ranked = np.union1d(found, near[near >= 0])
+        near, distances = rows.around(ranked, scope, reach)
+        scored = np.union1d(ranked, near[near >= 0])
+        # Every row's parts are computed the same way, row by row, whichever search found it.
+        cosine, bm25 = rows.row_cosines(query_vector, scored), bm25_all[scored]
+        created = rows.row_created(ranked)
+        payloads = rows.row_payloads(ranked)
+    best_bm25 = float(bm25_all.max(initial=0.0)) or 1.0
+    at = np.searchsorted(scored, ranked)
+    semantic = np.maximum(cosine, 0.0)
+    fulltext = bm25.astype(np.float64) / best_bm25
+    relevance = weights.semantic * semantic + weights.fulltext * fulltext
+    shares = np.where(near >= 0, relevance[np.searchsorted(scored, np.maximum(near, 0))], 0.0)
+    context = (shares * _CONTEXT_DECAY ** (distances - 1)).max(axis=1, initial=0.0)
+    recency = _recency(created, now)
+    keep = np.ones(len(ranked), dtype=bool)
+    if min_cosine is not None:
+        # No word of the query (in the row or its context window) and not close in meaning.
+        keep = (bm25[at] > 0) | (cosine[at] >= min_cosine)
 
+    importance = np.array(
+        [_DEFAULT_IMPORTANCE if row["importance"] is None else float(row["importance"]) for row in payloads]
+    )
+    parts = {
+        "semantic": semantic[at],
+        "fulltext": fulltext[at],
+        "context": context,
+        "importance": importance,
+        "recency": recency,
+    }
+    # Summed part by part in this order, as the parts a hit shows would be: they add up exactly.
+    score = sum(getattr(weights, name) * value for name, value in parts.items())
+    order = np.flatnonzero(keep)
+    if len(order) > limit:
+        # Only rows scoring at least the limit-th best can make the cut (ties included).
+        kth = np.partition(score[order], len(order) - limit)[len(order) - limit]
+        order = order[score[order] >= kth]
+    order = sorted(order, key=lambda i: (-score[i], payloads[i]["path"], payloads[i]["line"], payloads[i]["id"]))
     hits = []
-    for key, row in payloads.items():
-        importance = row["importance"]
-        parts = {
-            "semantic": max(semantic.get(key, 0.0), 0.0),
-            "fulltext": fulltext.get(key, 0.0) / best_bm25,
-            "importance": _DEFAULT_IMPORTANCE if importance is None else float(importance),
-            "recency": _recency(row["created_at"], now),
-        }
-        score = (
-            weights.semantic * parts["semantic"]
-            + weights.fulltext * parts["fulltext"]
-            + weights.importance * parts["importance"]
-            + weights.recency * parts["recency"]
-        )
+    for i in order[:limit]:
+        row = payloads[i]
         hits.append(
             Hit(
                 id=row["id"],
                 content=row["text"],
-                score=score,
-                parts=parts,
+                score=float(score[i]),
+                parts={name: float(value[i]) for name, value in parts.items()},
                 kind=row["kind"],
                 source=row["source"],
                 path=row["path"],
@@ -157,10 +199,9 @@ def hybrid_search(
                 tags=tuple(row["tags"] or ()),
                 created_at=row["created_at"],
                 heading=row["heading"] or "",
-                importance=importance,
+                importance=row["importance"],
                 session_id=row["session"],
                 provenance=row["provenance"] or "",
             )
         )
-    hits.sort(key=lambda h: (-h.score, h.path, h.line, h.id))
-    return hits[:limit]
+    return hits

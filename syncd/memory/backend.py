@@ -49,8 +49,11 @@ class MemoryBackend(Protocol):
         kind: str | None = None,
         now: dt.datetime | None = None,
         text: bool = True,
+        min_cosine: float | None = None,
+        memory_only: bool = False,
     ) -> list[Hit]:
-        """Scoped hybrid search (``text=False``: by meaning only)."""
+        """Scoped hybrid search (``text=False``: by meaning only; ``min_cosine``: the relevance
+        floor for rows sharing no word with the query; ``memory_only``: no wiki pages)."""
 
     def nearest_facts(self, vector: np.ndarray, *, user_id: str, limit: int) -> list[tuple[float, str]]:
         """``(cosine, text)`` of the user's facts nearest to ``vector``, best first."""

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..config import Settings
-from ..errors import BlockLimitError, ExtractionError, NotFoundError
+from ..errors import BlockLimitError, ExtractionError, NotFoundError, QueryError
 from ..formats import Fact, decode_markdown, encode_markdown
 from ..history.intents import Intent
 from ..home import Home
@@ -248,22 +248,39 @@ class MemoryManager:
         user_id: str | None = None,
         use_hybrid: bool = True,
         kind: str | None = None,
+        include_wiki: bool = False,
     ) -> list[Hit]:
-        """Best hits in the user's scope (their memory, this chat's, and global pages). Without
-        ``use_hybrid`` only the semantic score (plus importance and recency) ranks them."""
+        """Best hits in the user's memory (facts, MEMORY.md, blocks: theirs, this chat's and the
+        global ones; the wiki too with ``include_wiki``). Without ``use_hybrid`` only the semantic
+        score (plus importance and recency) ranks them. Rows that share no word with the query
+        and are not close in meaning (cosine below ``Settings.recall_min_cosine``) are no match,
+        so an unrelated query finds nothing. An empty query raises QueryError."""
         self._enter()
         user, chat = self._user(user_id), self._chat(chat_id)
-        if not query or not query.strip():
-            return []
+        if not isinstance(query, str) or not query.strip():
+            raise QueryError(query, "the search query is empty: say what to look for")
         return await asyncio.to_thread(
-            lambda: self.engine.search(query, user_id=user, chat_id=chat, limit=limit, kind=kind, text=use_hybrid)
+            lambda: self.engine.search(
+                query,
+                user_id=user,
+                chat_id=chat,
+                limit=limit,
+                kind=kind,
+                text=use_hybrid,
+                min_cosine=self.settings.recall_min_cosine,
+                memory_only=not include_wiki,
+            )
         )
 
     async def retrieve_relevant_memories(
         self, query: str, chat_id: str | None = None, user_id: str | None = None, limit: int = 5
     ) -> str:
         """One line per relevant memory, wrapped in markers, ready to put into a prompt ("" if
-        nothing is relevant)."""
+        nothing is relevant, and for an empty message, to which nothing is)."""
+        if not isinstance(query, str) or not query.strip():
+            self._user(user_id)  # bad ids are refused all the same
+            self._chat(chat_id)
+            return ""
         hits = await self.search_memories(query, limit * 2, chat_id, user_id)
         lines = []
         # Core blocks are already in the prompt (format_core_memory_for_context): not again here.

@@ -1,0 +1,87 @@
+"""Conversation context: a daily-log section is a conversation, and a fact is found through it."""
+
+from __future__ import annotations
+
+import syncd
+from syncd.index.rows import parse_file
+
+from .helpers import write
+
+LOG = "memory/users/ana/2026-03-14.md"
+
+CONVERSATION = """# 2026-03-14
+
+## 19:05 chat:c1 session:s1
+- [dialog] Ana: Which city did you fly to for your sister's wedding?
+- [dialog] Bo: Porto, and it rained the whole weekend.
+- [dialog] Ana: Oh no! Did you at least get to try the pastries?
+- [dialog] Bo: Every morning, the custard tarts were worth the trip.
+
+## 21:40 chat:c1 session:s2
+- [dialog] Bo: The city council closed the park this weekend.
+- [dialog] Ana: It rained in Berlin all week.
+- [dialog] Bo: I adopted a kitten named Pixel.
+- [dialog] Ana: My neighbour plays the trumpet at night.
+- [dialog] Bo: We watched a film about a lighthouse.
+- [dialog] Bo: My sister started a new job in Madrid.
+- [dialog] Ana: Weddings are so expensive these days.
+"""
+
+
+def _rows(text: str, rel: str = LOG) -> dict:
+    return {row.text: row for row in parse_file(rel, text.encode()) if row.kind == "fact"}
+
+
+def test_a_facts_window_is_its_neighbours_in_its_section_and_the_date() -> None:
+    rows = _rows(CONVERSATION)
+    answer = rows["Bo: Porto, and it rained the whole weekend."]
+    assert answer.heading == "19:05 chat:c1 session:s1"
+    assert answer.embed_text == answer.text  # the vector is the fact's own
+    assert answer.context == (
+        "Ana: Which city did you fly to for your sister's wedding?\n"
+        "Ana: Oh no! Did you at least get to try the pastries?\n"
+        "Saturday 14 March 2026"
+    )
+    assert "wedding" in answer.search_text and "Saturday" in answer.search_text
+    # The last fact of a section has only the one before it: the next section is another talk.
+    last = rows["Bo: Every morning, the custard tarts were worth the trip."]
+    assert last.context == "Ana: Oh no! Did you at least get to try the pastries?\nSaturday 14 March 2026"
+    assert "council" not in last.search_text
+
+
+def test_facts_written_one_call_at_a_time_have_no_neighbours() -> None:
+    # What add_memory writes: one section per call, so each fact is a conversation of its own.
+    text = (
+        "# 2026-03-14\n\n## 09:00 chat:c1 session:s1\n- [preference] Likes green tea.\n\n"
+        "## 09:01 chat:c1 session:s1\n- [context] Is moving to Lyon in May.\n"
+    )
+    rows = _rows(text)
+    assert rows["Likes green tea."].context == "Saturday 14 March 2026"
+    assert rows["Is moving to Lyon in May."].context == "Saturday 14 March 2026"
+
+
+def test_hand_written_facts_outside_any_section_are_one_conversation() -> None:
+    text = "- [note] Bought a road bike.\nSome prose.\n- [note] It is blue.\n"
+    rows = _rows(text, "memory/users/ana/2026-02-30.md")  # not a real date: no date words
+    assert rows["It is blue."].context == "Bought a road bike."
+    assert rows["Bought a road bike."].heading == ""
+
+
+def test_a_terse_answer_is_found_through_the_turn_before_it(tmp_path, embedder) -> None:
+    root = syncd.init(tmp_path / "home").home
+    write(root, LOG, CONVERSATION)
+    with syncd.open(root, embedder=embedder) as engine:
+        engine.sync()
+        hits = engine.search("Which city was the wedding of Bo's sister in?", user_id="ana", kind="fact", limit=2)
+        assert "Bo: Porto, and it rained the whole weekend." in [h.content for h in hits]
+        answer = next(h for h in hits if h.content.startswith("Bo: Porto"))
+        assert answer.parts["context"] > 0
+        assert answer.score == sum(
+            getattr(engine_weights(engine), name) * value for name, value in answer.parts.items()
+        )
+
+
+def engine_weights(engine):
+    from syncd.index.search import Weights
+
+    return Weights.from_settings(engine.settings)
