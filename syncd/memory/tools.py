@@ -100,8 +100,9 @@ class _MemoryTool(abc.ABC):
 class MemorySearchTool(_MemoryTool):
     name = "memory_search"
     description = (
-        "Search your long-term memory of this user (remembered facts, their MEMORY.md, core blocks "
-        "and the wiki) and get one line per relevant memory with its id and source."
+        "Search your long-term memory of this user (remembered facts, their MEMORY.md and core "
+        "blocks) and get one line per relevant memory with its id and source; an unrelated query "
+        "finds nothing. The wiki is searched with the notebook skills, not here."
     )
     inputs: ClassVar[dict[str, dict[str, Any]]] = {
         "query": {"type": "string", "description": "What to look for, in plain words."},
