@@ -166,7 +166,9 @@ def _user_scope(rest: tuple[str, ...]) -> FileScope:
 
 def is_indexable(rel: str) -> bool:
     """Markdown (and transcripts) outside ignored folders, and not an editor's temp file."""
-    parts = PurePosixPath(rel).parts
+    # Split by hand rather than through PurePosixPath: a scan asks this for every file and folder
+    # of the tree, and the path object cost a third of `syncd status` at 10,000 files.
+    parts = [p for p in rel.split("/") if p and p != "."]
     if not parts or any(p in _IGNORED_DIRS for p in parts[:-1]):
         return False
     name = parts[-1]
@@ -174,5 +176,5 @@ def is_indexable(rel: str) -> bool:
         return False
     if name.endswith(".md"):
         return True
-    return parts[:2] == ("sessions", "transcripts") and name.endswith(".jsonl")
+    return parts[:2] == ["sessions", "transcripts"] and name.endswith(".jsonl")
 

@@ -116,13 +116,14 @@ def scan_disk(
         # A folder among them is looked at too, to report it if it is a link.
         candidates = _unlinked(root, (p for p in only if is_indexable(p) or is_indexable(p + "/x.md")), scan)
     kept = 0
+    top = str(root)
     for rel in candidates:
         shown = printable_path(rel)
         if shown != rel:
             _report(scan, shown, _NAME_ERROR)
             continue
         try:
-            st = os.lstat(root / rel)
+            st = os.lstat(os.path.join(top, rel))  # a str join: a Path per file is a tenth of a scan
         except (FileNotFoundError, NotADirectoryError):
             continue
         except OSError as exc:
