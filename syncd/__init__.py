@@ -44,6 +44,7 @@ _LAZY = {
     "Status": ("syncd.engine", "Status"),
     "Hit": ("syncd.index.search", "Hit"),
     "Intent": ("syncd.history.intents", "Intent"),
+    "WikiManager": ("syncd.wiki.manager", "WikiManager"),
 }
 
 
@@ -64,6 +65,7 @@ __all__ = [
     "Hit",
     "Intent",
     "InitReport",
+    "WikiManager",
     "Settings",
     "SyncdError",
     "ConfigError",

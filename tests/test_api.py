@@ -9,20 +9,27 @@ import types
 import pytest
 
 import syncd
+import syncd.audit
 import syncd.memory
 
 
 def test_public_names_are_pinned():
     assert sorted(syncd.__all__) == sorted([
         "__version__", "init", "open", "Engine", "Status", "Hit", "Intent", "InitReport", "Settings",
-        "SyncdError", "ConfigError", "ConflictError", "EmbeddingError", "ExtractionError",
+        "WikiManager", "SyncdError", "ConfigError", "ConflictError", "EmbeddingError", "ExtractionError",
         "BlockLimitError", "HomeError", "InvalidIdError", "LockedError", "NotFoundError", "ParseError",
     ])
     for name in syncd.__all__:
         assert getattr(syncd, name) is not None
 
 
-@pytest.mark.parametrize("module", [syncd, syncd.memory], ids=lambda m: m.__name__)
+def test_audit_names_are_pinned():
+    assert sorted(syncd.audit.__all__) == sorted([
+        "LogEntry", "FactHistory", "FactChange", "CommitEffect", "read_log", "fact_history", "commit_effect", "revert",
+    ])
+
+
+@pytest.mark.parametrize("module", [syncd, syncd.memory, syncd.audit], ids=lambda m: m.__name__)
 def test_all_lists_exactly_the_public_names(module):
     """Nothing public slips in (an import left over) or out (a name promised but gone)."""
     defined = {

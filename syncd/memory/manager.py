@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..config import Settings
-from ..errors import BlockLimitError, ExtractionError, NotFoundError, QueryError
-from ..formats import Fact, decode_markdown, encode_markdown
+from ..errors import BlockLimitError, ConflictError, ExtractionError, NotFoundError, QueryError
+from ..formats import Fact, decode_markdown, encode_markdown, parse_page
 from ..history.intents import Intent
 from ..home import Home
 from ..layout import validate_id, validate_label
@@ -160,6 +160,20 @@ class MemoryManager:
     def _chat(chat_id: str | None) -> str | None:
         return None if chat_id is None else validate_id("chat", chat_id)
 
+    def users(self) -> list[str]:
+        """Users with a memory folder in this home, sorted (folders whose name is not a valid id
+        belong to nobody and are left out, as the index leaves them out)."""
+        folder = self.home.memory_dir / "users"
+        if not folder.is_dir():
+            return []
+        found = []
+        for item in folder.iterdir():
+            try:
+                found.append(validate_id("user", item.name))
+            except ValueError:
+                continue
+        return sorted(name for name in found if (folder / name).is_dir() and not (folder / name).is_symlink())
+
     def store(self, *, user_id: str | None = None) -> MarkdownMemoryStore:
         """The MarkdownMemoryStore of a user, sharing this manager's serialised writer."""
         return MarkdownMemoryStore(self.engine, self._user(user_id), writer=self.writer, clock=self.clock, author=self.author)
@@ -182,11 +196,17 @@ class MemoryManager:
         blocks = await asyncio.to_thread(lambda: self.core_blocks(chat_id=chat_id, user_id=user_id))
         return {label: block.content for label, block in blocks.items()}
 
-    def _write_block(self, label: str, content: str, chat: str | None, user: str | None, intent: Intent) -> CoreBlock:
+    def _write_block(
+        self, label: str, content: str, chat: str | None, user: str | None, intent: Intent, expected: str | None = None
+    ) -> CoreBlock:
         rel = self.home.rel(self.home.block_path(label, user, chat))
 
         def change(current: bytes | None) -> bytes:
             text = None if current is None else decode_markdown(current, rel)
+            if expected is not None:
+                found = "" if text is None else parse_page(text).body.strip()
+                if found != expected.strip():
+                    raise ConflictError(rel, expected, found)
             return encode_markdown(render_block(text, label, content, self.settings))
 
         self.writer.update(rel, change, intent)
@@ -200,11 +220,13 @@ class MemoryManager:
         user_id: str | None = None,
         *,
         scope: str = "auto",
+        expected: str | None = None,
     ) -> CoreBlock:
         """Replace a block's text. ``scope`` "auto" writes the chat's block when ``chat_id`` is
         given, else the user's when ``user_id`` is, else (neither, as in the seed) the global
         block; "chat", "user" and "global" say so explicitly. Raises BlockLimitError (nothing
-        written) when ``content`` is over the block's limit."""
+        written) when ``content`` is over the block's limit. With ``expected`` (the text the
+        caller last saw in that scope's file, "" for none), ConflictError if it changed meanwhile."""
         self._enter()
         validate_label(label)
         if not isinstance(content, str):
@@ -219,7 +241,7 @@ class MemoryManager:
         user = None if scope == "global" else self._user(user_id)
         chat = chat if scope == "chat" else None
         intent = self._intent(f"Update core block {label} ({scope})", user, chat)
-        return await asyncio.to_thread(self._write_block, label, content, chat, user, intent)
+        return await asyncio.to_thread(self._write_block, label, content, chat, user, intent, expected)
 
     async def format_core_memory_for_context(self, chat_id: str | None = None, user_id: str | None = None) -> str:
         """The core blocks as prompt text, with where the memory workspace lives, wrapped in
@@ -462,24 +484,64 @@ class MemoryManager:
 
     # -- forgetting ------------------------------------------------------------------------------
 
-    def _delete(self, memory_id: str, user: str) -> bool:
-        rows = self.engine.find_fact(memory_id)
-        hints = [r["path"] for r in rows if r.get("user") == user]
+    def _hints(self, memory_id: str, user: str) -> list[str]:
+        return [r["path"] for r in self.engine.find_fact(memory_id) if r.get("user") == user]
+
+    def _delete(self, memory_id: str, user: str, expected: Fact | None) -> bool:
         store = self.store(user_id=user)
         intent = self._intent(f"Forget fact {memory_id}", user)
         try:
-            store.delete_fact(memory_id, hint_paths=hints, intent=intent)
+            store.delete_fact(memory_id, hint_paths=self._hints(memory_id, user), intent=intent, expected=expected)
         except NotFoundError:
             return False
         return True
 
-    async def delete_memory(self, memory_id: str, user_id: str | None = None) -> bool:
+    async def delete_memory(self, memory_id: str, user_id: str | None = None, *, expected: Fact | None = None) -> bool:
         """Remove one fact's line from the user's daily log (compare-and-swap, one commit).
-        Works for hand-written facts by their derived id. False when there is no such fact."""
+        Works for hand-written facts by their derived id. False when there is no such fact. With
+        ``expected`` (the fact as the caller last saw it), ConflictError if it changed meanwhile."""
         self._enter()
         user = self._user(user_id)
         validate_id("memory", memory_id)
-        return await asyncio.to_thread(self._delete, memory_id, user)
+        return await asyncio.to_thread(self._delete, memory_id, user, expected)
+
+    def _update(self, memory_id: str, user: str, changes: dict[str, Any], expected: Fact | None) -> Fact:
+        store = self.store(user_id=user)
+        hints = self._hints(memory_id, user)
+        current = store.find_fact(memory_id, hints).fact
+        new = replace(current, **changes)
+        intent = self._intent(f"Edit fact {memory_id}", user)
+        store.replace_fact(memory_id, new, hint_paths=hints, intent=intent, expected=expected or current)
+        return new
+
+    async def update_memory(
+        self,
+        memory_id: str,
+        user_id: str | None = None,
+        *,
+        content: str | None = None,
+        category: str | None = None,
+        importance: float | None = None,
+        tags: Iterable[str] | None = None,
+        expected: Fact | None = None,
+    ) -> Fact:
+        """Change one fact in place (only its line; compare-and-swap, one commit) and return it as
+        written. Arguments left None keep their value. With ``expected`` (the fact as the caller
+        last saw it), ConflictError if someone changed it meanwhile: nothing is written.
+        NotFoundError when the user has no such fact."""
+        self._enter()
+        user = self._user(user_id)
+        validate_id("memory", memory_id)
+        changes: dict[str, Any] = {}
+        if content is not None:
+            changes["content"] = " ".join(content.split())
+        if category is not None:
+            changes["category"] = category
+        if importance is not None:
+            changes["importance"] = importance
+        if tags is not None:
+            changes["tags"] = tuple(tags)
+        return await asyncio.to_thread(self._update, memory_id, user, changes, expected)
 
     # -- stats -----------------------------------------------------------------------------------
 

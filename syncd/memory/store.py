@@ -14,7 +14,7 @@ import secrets
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
 
-from ..errors import NotFoundError
+from ..errors import ConflictError, NotFoundError
 from ..formats import (
     DailyLog,
     Fact,
@@ -26,6 +26,7 @@ from ..formats import (
     new_daily_log,
     parse_daily_log,
     render_daily_log,
+    render_fact_line,
 )
 from ..history.intents import Intent
 from ..home import read_regular
@@ -240,21 +241,64 @@ class MarkdownMemoryStore:
                 return stored
         raise NotFoundError(f"no fact {fact_id!r} in the memory of {self.user_id}")
 
-    def delete_fact(self, fact_id: str, *, hint_paths: Iterable[str] = (), intent: Intent | None = None) -> StoredFact:
+    def delete_fact(
+        self,
+        fact_id: str,
+        *,
+        hint_paths: Iterable[str] = (),
+        intent: Intent | None = None,
+        expected: Fact | None = None,
+    ) -> StoredFact:
         """Remove exactly the line of one fact (compare-and-swap, one commit). NotFoundError if
-        no daily log of this user holds it (any more)."""
+        no daily log of this user holds it (any more). With ``expected`` (the fact as the caller
+        last saw it), ConflictError if someone changed that fact meanwhile: nothing is deleted."""
         stored = self.find_fact(fact_id, hint_paths)
         rel = stored.path
 
         def change(current: bytes | None) -> bytes:
-            if current is None:
-                raise NotFoundError(f"{rel} disappeared before fact {fact_id!r} could be deleted")
-            log = parse_daily_log(decode_markdown(current, rel))
+            log = self._current_log(current, rel, fact_id, expected)
             return encode_markdown(render_daily_log(log.remove_fact(fact_id, rel_path=rel)))
 
         summary = f"Forget fact {fact_id} of {self.user_id}"
         self.writer.update(rel, change, self._intent(summary, intent, stored.chat_id))
         return stored
+
+    def replace_fact(
+        self,
+        fact_id: str,
+        new_fact: Fact,
+        *,
+        hint_paths: Iterable[str] = (),
+        intent: Intent | None = None,
+        expected: Fact | None = None,
+    ) -> StoredFact:
+        """Rewrite exactly the line of one fact (compare-and-swap, one commit); the rest of the
+        file stays byte for byte. The fact keeps its effective id: give ``new_fact`` the old id (a
+        hand-written fact's derived id follows its content). With ``expected`` (the fact as the
+        caller last saw it), ConflictError if someone changed that fact meanwhile: edits elsewhere
+        in the file are kept, a concurrent edit of this fact is never overwritten."""
+        stored = self.find_fact(fact_id, hint_paths)
+        rel = stored.path
+
+        def change(current: bytes | None) -> bytes:
+            log = self._current_log(current, rel, fact_id, expected)
+            return encode_markdown(render_daily_log(log.replace_fact(fact_id, new_fact, rel_path=rel)))
+
+        summary = f"Edit fact {fact_id} of {self.user_id}"
+        self.writer.update(rel, change, self._intent(summary, intent, stored.chat_id))
+        return stored
+
+    @staticmethod
+    def _current_log(current: bytes | None, rel: str, fact_id: str, expected: Fact | None) -> DailyLog:
+        """The log as it is now, checked to still hold the fact as the caller saw it."""
+        if current is None:
+            raise NotFoundError(f"{rel} disappeared before fact {fact_id!r} could be changed")
+        log = parse_daily_log(decode_markdown(current, rel))
+        if expected is not None:
+            found = dict(zip(log.fact_ids(rel), (located.fact for located in log.facts()))).get(fact_id)
+            if found != expected:
+                raise ConflictError(rel, render_fact_line(expected), None if found is None else render_fact_line(found))
+        return log
 
     # -- MEMORY.md -------------------------------------------------------------------------------
 
