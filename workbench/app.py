@@ -1,0 +1,128 @@
+"""``Workbench(home)``: one widget with tabs to search, browse, edit, audit and check a memory home.
+
+It opens the home read-only (no lock: it runs beside ``syncd watch`` and agents) and keeps up with
+it: a cheap change token (a few stats: the index's meta file, git's HEAD and refs) is polled on the
+kernel's own event loop, and when it moves, the tab on screen reloads (the others reload when they
+are next shown). Polling the files rather than asking the daemon works with and without a daemon,
+costs microseconds, and an asyncio task rather than a thread keeps every widget change on the
+kernel's thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import logging
+from pathlib import Path
+from typing import Any
+
+import ipywidgets as w
+
+from .browse_tab import BrowseTab
+from .data import HomeData
+from .edit_tab import EditTab
+from .health_tab import HealthTab
+from .history_tab import HistoryTab
+from .search_tab import SearchTab
+from .ui import STYLE, button, esc, note
+
+__all__ = ["Workbench"]
+
+log = logging.getLogger(__name__)
+
+TITLES = ("Search", "Browse", "Edit", "History", "Health")
+
+
+class Workbench(w.VBox):
+    """The workbench on one home. ``poll`` seconds between change checks (0: only the button)."""
+
+    def __init__(self, home: Path | str, *, poll: float = 2.0, settings: Any = None, embedder: Any = None):
+        self.data = HomeData(home, settings=settings, embedder=embedder)
+        self.search = SearchTab(self.data, on_edit=self.edit_fact)
+        self.browse = BrowseTab(self.data, on_edit=self.edit_fact)
+        self.edit = EditTab(self.data, changed=self.refresh)
+        self.history = HistoryTab(self.data, changed=self.refresh)
+        self.health = HealthTab(self.data, changed=self.refresh)
+        self.tabs = w.Tab(children=[self.search, self.browse, self.edit, self.history, self.health], titles=TITLES)
+        self.tabs.add_class("syncd-tabs")
+        self._fresh = {0}  # tabs whose content is current; the others reload when shown
+        self.tabs.observe(lambda _: self._shown(), "selected_index")
+        self.header = w.HTML()
+        self.header.add_class("syncd-header")
+        self.reload = button("Refresh", "syncd-refresh", icon="refresh", layout=w.Layout(width="100px"))
+        self.reload.on_click(lambda _: self.refresh())
+        self.live = w.Checkbox(value=poll > 0, description="follow changes", indent=False, layout=w.Layout(width="150px"))
+        self.poll_s = poll or 2.0
+        self._token = self.data.change_token()
+        self._task: asyncio.Task | None = None
+        super().__init__([w.HTML(STYLE), w.HBox([self.header, self.reload, self.live]), self.tabs])
+        self.add_class("syncd-workbench")
+        self._say("opened")
+        if poll > 0:
+            self._start_polling()
+
+    # -- refreshing ------------------------------------------------------------------------------
+
+    def _say(self, what: str) -> None:
+        when = dt.datetime.now().strftime("%H:%M:%S")
+        self.header.value = (
+            f"<b>syncd workbench</b> · {esc(self.data.root)} " + note(f"· {what} at {when}")
+        )
+
+    def _tab(self, index: int):
+        return self.tabs.children[index]
+
+    def _shown(self) -> None:
+        index = self.tabs.selected_index
+        if index is not None and index not in self._fresh:
+            self._tab(index).refresh()
+            self._fresh.add(index)
+
+    def refresh(self) -> None:
+        """Reload the tab on screen now, the others when next shown."""
+        self._token = self.data.change_token()
+        index = self.tabs.selected_index or 0
+        self._fresh = {index}
+        self._tab(index).refresh()
+        self._say("refreshed")
+
+    def poll_once(self) -> bool:
+        """Refresh if the home changed since the last look; True when it did."""
+        token = self.data.change_token()
+        if token == self._token:
+            return False
+        self.refresh()
+        self._say("the memory changed; refreshed")
+        return True
+
+    def _start_polling(self) -> None:
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            # Not in a kernel (a script, a test): no loop to run on; the button still works.
+            return
+        self._task = loop.create_task(self._poll())
+
+    async def _poll(self) -> None:
+        while True:
+            await asyncio.sleep(self.poll_s)
+            if self.live.value:
+                try:
+                    self.poll_once()
+                except Exception:  # one bad refresh must not stop the polling
+                    log.exception("workbench refresh failed")
+
+    # -- cross-tab -------------------------------------------------------------------------------
+
+    def edit_fact(self, user: str, fact_id: str) -> None:
+        """Open a fact in the Edit tab (the edit buttons of Search and Browse)."""
+        self.tabs.selected_index = TITLES.index("Edit")
+        self.edit.fact.load_fact(user, fact_id)
+
+    def close(self) -> None:
+        if getattr(self, "_task", None) is not None:
+            self._task.cancel()
+        if getattr(self, "data", None) is not None:
+            self.data.close()
+            self.data = None
+        super().close()

@@ -1,0 +1,298 @@
+"""The workbench's read model: what its tabs show, built from syncd's public API only.
+
+``HomeData`` opens the home read-only (no lock: it works beside ``syncd watch`` and agents) and
+writes through the memory API (``syncd.memory.MemoryManager``, compare-and-swap, committed with the
+workbench as the author). Everything here is plain Python with no widget in sight, so the tabs stay
+thin and the tests can check the answers directly. Lists are returned whole (they are cheap: file
+names, one day's facts); the widgets page them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import concurrent.futures
+import logging
+import os
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+import syncd
+import syncd.audit
+from syncd.formats import parse_page
+from syncd.memory import MemoryManager, StoredFact
+
+__all__ = ["HomeData", "BlockRow", "Provenance", "DayCounts", "AUTHOR"]
+
+log = logging.getLogger(__name__)
+
+AUTHOR = "workbench"
+SCOPES = ("chat", "user", "global")
+_T = TypeVar("_T")
+
+
+@dataclass(frozen=True)
+class BlockRow:
+    """One block label: its text at each scope (None: no file there) and which one is in effect."""
+
+    label: str
+    texts: dict[str, str | None]
+    resolved: str  # "chat", "user", "global" or "default"
+    content: str
+    limit: int
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """Where a line came from: the session and transcript line its metadata names, and the commit
+    that introduced it (None while it is not committed yet)."""
+
+    path: str
+    line: int
+    session: str | None
+    transcript_line: int | None
+    history: syncd.audit.FactHistory | None
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class DayCounts:
+    """Facts per category in one daily log, and the log's size in bytes."""
+
+    user: str
+    date: str
+    categories: dict[str, int]
+    size: int
+
+
+def _stamp(path: Path) -> tuple[int, int] | None:
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return st.st_mtime_ns, st.st_size
+
+
+def parse_provenance(text: str) -> tuple[str | None, int | None]:
+    """``session#line`` (a fact's ``src:``) as (session, line); either may be absent."""
+    if not text:
+        return None, None
+    session, _, line = text.partition("#")
+    return session or None, int(line) if line.isdigit() else None
+
+
+class HomeData:
+    """One home, read for people: users, chats, logs, facts, blocks, pages, history, health."""
+
+    def __init__(self, home: Path | str, *, settings: Any = None, embedder: Any = None, author: str = AUTHOR):
+        self.engine = syncd.open(home, read_only=True, settings=settings, embedder=embedder)
+        self._embedder = embedder
+        self.settings = self.engine.settings
+        self.root: Path = self.engine.home.root
+        self.memory = MemoryManager(self.engine, author=author)
+        self.wiki = syncd.WikiManager.for_home(self.root)
+        # The memory API is async; a kernel's loop is already running in this thread, so its
+        # coroutines run to completion on a worker thread's own loop.
+        self._pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="workbench")
+        self._headings: dict[str, tuple[tuple[int, int] | None, frozenset[str]]] = {}
+        self._counts: dict[str, tuple[tuple[int, int] | None, DayCounts]] = {}
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True)
+        self.engine.close()
+
+    def run(self, coro: Coroutine[Any, Any, _T]) -> _T:
+        return self._pool.submit(asyncio.run, coro).result()
+
+    # -- who and where ---------------------------------------------------------------------------
+
+    def users(self) -> list[str]:
+        return self.memory.users()
+
+    def store(self, user: str):
+        return self.memory.store(user_id=user)
+
+    def dates(self, user: str) -> list[str]:
+        """The user's daily logs, newest first (what a person looks at first)."""
+        return self.store(user).list_daily_logs()[::-1]
+
+    def chats(self, user: str) -> list[str]:
+        """Chats of a user: folders with chat blocks, and chats named in daily-log headings
+        (each log parsed once, then again only when it changes)."""
+        found: set[str] = set()
+        chats_dir = self.root / "memory" / "users" / user / "chats"
+        if chats_dir.is_dir():
+            found.update(p.name for p in chats_dir.iterdir() if p.is_dir())
+        store = self.store(user)
+        for date in store.list_daily_logs():
+            rel = store.daily_log_rel(date)
+            stamp = _stamp(self.root / rel)
+            cached = self._headings.get(rel)
+            if cached is None or cached[0] != stamp:
+                day = store.read_daily_log(date)
+                names = frozenset(s.chat for s in day.log.sections if s.chat) if day else frozenset()
+                cached = self._headings[rel] = (stamp, names)
+            found |= cached[1]
+        return sorted(found)
+
+    # -- facts -----------------------------------------------------------------------------------
+
+    def day_facts(self, user: str, date: str) -> list[StoredFact]:
+        """The facts of one daily log in file order, with their effective ids."""
+        store = self.store(user)
+        day = store.read_daily_log(date)
+        if day is None:
+            return []
+        log_ = day.log
+        return [
+            StoredFact(
+                id=fid,
+                fact=located.fact,
+                path=day.path,
+                line=located.line,
+                date=date,
+                chat_id=located.section.chat if located.section else None,
+                session_id=(located.section.session if located.section else None) or located.fact.source_session,
+            )
+            for located, fid in zip(log_.facts(), log_.fact_ids(day.path))
+        ]
+
+    def find_fact(self, user: str, fact_id: str) -> StoredFact:
+        hints = [r["path"] for r in self.engine.find_fact(fact_id) if r.get("user") == user]
+        return self.store(user).find_fact(fact_id, hints)
+
+    def search(self, query: str, user: str | None, chat: str | None, kind: str | None, limit: int):
+        return self.engine.search(query, user_id=user, chat_id=chat, kind=kind, limit=limit)
+
+    def around(self, rel: str, line: int, radius: int = 4) -> list[tuple[int, str]]:
+        """Numbered lines of a file around ``line`` (what a person opens the file to see)."""
+        try:
+            text = (self.root / rel).read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return []
+        lines = text.splitlines()
+        start, end = max(line - radius, 1), min(line + radius, len(lines))
+        return [(n, lines[n - 1]) for n in range(start, end + 1)]
+
+    def provenance(self, rel: str, line: int, text: str, source: str = "") -> Provenance:
+        session, transcript_line = parse_provenance(source)
+        try:
+            history = syncd.audit.fact_history(self.root, rel, line, text) if line > 0 else None
+        except syncd.SyncdError as exc:
+            return Provenance(rel, line, session, transcript_line, None, str(exc))
+        return Provenance(rel, line, session, transcript_line, history)
+
+    # -- core blocks -----------------------------------------------------------------------------
+
+    def _block_file(self, label: str, scope: str, user: str | None, chat: str | None) -> Path:
+        home = self.engine.home
+        if scope == "global":
+            return home.block_path(label)
+        if scope == "user":
+            return home.block_path(label, user)
+        return home.block_path(label, user, chat)
+
+    def block_text(self, label: str, scope: str, user: str | None, chat: str | None) -> str | None:
+        """The body of the block file at one scope, None when there is no such file."""
+        if (scope in ("user", "chat") and not user) or (scope == "chat" and not chat):
+            return None
+        path = self._block_file(label, scope, user, chat)
+        try:
+            text = path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return None
+        return parse_page(text).body.strip()
+
+    def blocks(self, user: str | None, chat: str | None) -> list[BlockRow]:
+        """Every block label as ``user`` in ``chat`` sees it, with the text at each scope."""
+        resolved = self.memory.core_blocks(user_id=user, chat_id=chat) if user else self.memory.core_blocks()
+        rows = []
+        for label, block in resolved.items():
+            texts = {scope: self.block_text(label, scope, user, chat) for scope in SCOPES}
+            rows.append(BlockRow(label, texts, block.scope, block.content, block.limit))
+        return rows
+
+    def block_limit(self, label: str, scope: str, user: str | None, chat: str | None) -> int:
+        path = self._block_file(label, scope, user, chat)
+        try:
+            meta = parse_page(path.read_text(encoding="utf-8", errors="replace")).frontmatter
+        except OSError:
+            meta = {}
+        value = meta.get("limit") if isinstance(meta, dict) else None
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value
+        return self.settings.block_char_limit
+
+    # -- the wiki --------------------------------------------------------------------------------
+
+    def pages(self) -> list[str]:
+        if not self.wiki.root.is_dir():
+            return []
+        return sorted(self.wiki.graph().pages)
+
+    def page_links(self, page: str):
+        return self.wiki.links(page), self.wiki.backlinks(page)
+
+    def lint(self):
+        return self.wiki.lint() if self.wiki.root.is_dir() else []
+
+    # -- history and health ----------------------------------------------------------------------
+
+    def log(self, path: str | None, limit: int):
+        return syncd.audit.read_log(self.root, path or None, limit)
+
+    def effect(self, sha: str):
+        return syncd.audit.commit_effect(self.root, sha)
+
+    def revert(self, sha: str) -> str:
+        return syncd.audit.revert(self.root, sha, self.settings)
+
+    def status(self):
+        return self.engine.status()
+
+    def reindex(self, progress: Callable[[int, int], None]) -> Any:
+        """Rebuild the index (holding the home for the rebuild). LockedError while a daemon or
+        another writer holds it: the daemon keeps the index in step itself."""
+        with syncd.open(self.root, settings=self.settings, embedder=self._embedder) as writer:
+            return writer.reindex(progress=progress)
+
+    def change_token(self) -> tuple:
+        """Cheap to read (a few stats, no git process): changes whenever the index is written
+        (an indexed change, a reindex) or a commit lands (HEAD or a branch moves)."""
+        git = self.root / ".git"
+        paths = [self.root / ".syncd" / "index" / "meta.json", git / "HEAD", git / "packed-refs"]
+        try:
+            head = (git / "HEAD").read_text(encoding="utf-8").strip()
+        except OSError:
+            head = ""
+        if head.startswith("ref: "):
+            paths.append(git / head[5:])
+        return tuple(_stamp(p) for p in paths) + (head,)
+
+    def day_counts(self) -> list[DayCounts]:
+        """Facts per category of every daily log of every user (each log parsed once, then again
+        only when it changes: at 100,000 facts a first pass takes seconds, a refresh milliseconds)."""
+        out = []
+        seen = set()
+        for user in self.users():
+            store = self.store(user)
+            for date in store.list_daily_logs():
+                rel = store.daily_log_rel(date)
+                seen.add(rel)
+                stamp = _stamp(self.root / rel)
+                cached = self._counts.get(rel)
+                if cached is None or cached[0] != stamp:
+                    day = store.read_daily_log(date)
+                    counts = collections.Counter(f.fact.category for f in day.log.facts()) if day else {}
+                    cached = self._counts[rel] = (stamp, DayCounts(user, date, dict(counts), stamp[1] if stamp else 0))
+                out.append(cached[1])
+        for gone in set(self._counts) - seen:
+            del self._counts[gone]
+        return out
+
+
+def env_home() -> str:
+    """The home a notebook opens by default: ``$SYNCD_HOME``, else ``~/memory``."""
+    return os.environ.get("SYNCD_HOME") or str(Path("~/memory").expanduser())

@@ -1,0 +1,314 @@
+"""Edit: change or delete a fact, add one, edit a core block, all through the memory API.
+
+Every write is a compare-and-swap against what the form loaded: if someone (an agent, an editor)
+changed that fact or block since, nothing is written and both versions are shown. Edits elsewhere
+in the same file are kept. Commits carry the workbench as their author.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import ipywidgets as w
+
+import syncd
+from syncd.memory import CORE_LABELS
+
+from .data import HomeData
+from .ui import button, esc, note
+
+__all__ = ["EditTab"]
+
+NO_CHAT = ""
+
+
+def _tags(text: str) -> list[str]:
+    return [t for t in text.replace(",", " ").split() if t]
+
+
+class FactEditor(w.VBox):
+    """Load a fact by user and id, change it, save or delete it."""
+
+    def __init__(self, data: HomeData, changed: Callable[[], None]):
+        self.data = data
+        self.changed = changed
+        self.loaded = None  # the StoredFact the form shows: the "expected" of every write
+        self.user = w.Dropdown(description="user", options=[], layout=w.Layout(width="220px"))
+        self.fact_id = w.Text(description="fact id", layout=w.Layout(width="300px"))
+        self.fact_id.add_class("syncd-edit-id")
+        self.load = button("Load", "syncd-edit-load")
+        self.content = w.Textarea(description="content", layout=w.Layout(width="640px", height="70px"))
+        self.content.add_class("syncd-edit-content")
+        self.category = w.Text(description="category", layout=w.Layout(width="260px"))
+        self.importance = w.FloatSlider(description="importance", min=0, max=1, step=0.05, value=0.5)
+        self.has_importance = w.Checkbox(description="set importance (unticked: keep as is)", value=True, indent=False)
+        self.tags = w.Text(description="tags", placeholder="space separated", layout=w.Layout(width="400px"))
+        self.save = button("Save", "syncd-edit-save", button_style="primary", icon="save", disabled=True)
+        self.delete = button("Delete…", "syncd-edit-delete", button_style="danger", icon="trash", disabled=True)
+        self.confirm = button("Yes, delete it", "syncd-edit-confirm", button_style="danger",
+                              layout=w.Layout(display="none"))
+        self.status = w.HTML()
+        self.status.add_class("syncd-edit-status")
+        self.load.on_click(lambda _: self.load_fact(self.user.value, self.fact_id.value.strip()))
+        self.save.on_click(lambda _: self.write())
+        self.delete.on_click(lambda _: self._ask_delete())
+        self.confirm.on_click(lambda _: self.remove())
+        super().__init__([
+            w.HTML("<b>Edit a fact</b>"),
+            w.HBox([self.user, self.fact_id, self.load]),
+            self.content,
+            w.HBox([self.category, self.tags]),
+            w.HBox([self.importance, self.has_importance]),
+            w.HBox([self.save, self.delete, self.confirm]),
+            self.status,
+        ])
+
+    def refresh(self) -> None:
+        current = self.user.value
+        self.user.options = self.data.users()
+        if current in self.user.options:
+            self.user.value = current
+
+    def load_fact(self, user: str | None, fact_id: str) -> None:
+        """Load a fact into the form (what the Edit buttons of Search and Browse call)."""
+        self.confirm.layout.display = "none"
+        if not user or not fact_id:
+            self.status.value = note("Pick a user and give a fact id (Browse and Search have edit buttons).", "warn")
+            return
+        if user not in self.user.options:
+            self.refresh()
+        self.user.value = user
+        self.fact_id.value = fact_id
+        try:
+            stored = self.data.find_fact(user, fact_id)
+        except syncd.SyncdError as exc:
+            self.loaded = None
+            self.save.disabled = self.delete.disabled = True
+            self.status.value = note(str(exc), "err")
+            return
+        self._fill(stored)
+        self.status.value = note(f"Loaded from {stored.path}:{stored.line}.")
+
+    def _fill(self, stored) -> None:
+        self.loaded = stored
+        f = stored.fact
+        self.content.value = f.content
+        self.category.value = f.category
+        self.has_importance.value = f.importance is not None
+        self.importance.value = 0.5 if f.importance is None else f.importance
+        self.tags.value = " ".join(f.tags)
+        self.save.disabled = self.delete.disabled = False
+
+    def _conflict(self, exc: syncd.ConflictError) -> None:
+        """Show theirs next to ours; reload only when the person asks (their typing is kept)."""
+        theirs = exc.found if exc.found is not None else "(the fact is gone)"
+        self.status.value = (
+            note("Someone changed this fact since you loaded it; nothing was written.", "err")
+            + f'<div class="syncd-box syncd-conflict"><b>now in {esc(exc.path)}:</b><br><code>{esc(theirs)}</code>'
+            + f"<br><b>you loaded:</b><br><code>{esc(exc.expected)}</code><br>"
+            + note("Load again to start from their version.") + "</div>"
+        )
+
+    def write(self) -> None:
+        if self.loaded is None:
+            return
+        stored = self.loaded
+        importance = self.importance.value if self.has_importance.value else None
+        try:
+            fact = self.data.run(self.data.memory.update_memory(
+                stored.id, self.user.value, content=self.content.value, category=self.category.value.strip(),
+                importance=importance, tags=_tags(self.tags.value), expected=stored.fact,
+            ))
+        except syncd.ConflictError as exc:
+            self._conflict(exc)
+            return
+        except (syncd.SyncdError, ValueError) as exc:
+            self.status.value = note(str(exc), "err")
+            return
+        new_id = fact.id or self._derived_id(stored, fact)
+        self.status.value = note(f"Saved and committed as {self.data.memory.author}.", "ok")
+        self.open_quietly(self.user.value, new_id)
+        self.changed()
+
+    def _derived_id(self, stored, fact) -> str:
+        """A hand-written fact's id follows its content: find it again on the same line."""
+        for other in self.data.day_facts(self.user.value, stored.date):
+            if other.line == stored.line and other.fact.content == fact.content:
+                return other.id
+        return stored.id
+
+    def open_quietly(self, user: str, fact_id: str) -> None:
+        status = self.status.value
+        self.load_fact(user, fact_id)
+        self.status.value = status
+
+    def _ask_delete(self) -> None:
+        self.confirm.layout.display = None
+        self.status.value = note("Delete this fact? Its line is removed and the change committed.", "warn")
+
+    def remove(self) -> None:
+        self.confirm.layout.display = "none"
+        if self.loaded is None:
+            return
+        stored = self.loaded
+        try:
+            done = self.data.run(self.data.memory.delete_memory(stored.id, self.user.value, expected=stored.fact))
+        except syncd.ConflictError as exc:
+            self._conflict(exc)
+            return
+        except syncd.SyncdError as exc:
+            self.status.value = note(str(exc), "err")
+            return
+        self.loaded = None
+        self.save.disabled = self.delete.disabled = True
+        self.status.value = note("Deleted and committed." if done else "The fact was already gone.", "ok")
+        self.changed()
+
+
+class FactAdder(w.VBox):
+    """Add one fact to today's log of a user (a new section, one commit)."""
+
+    def __init__(self, data: HomeData, changed: Callable[[], None]):
+        self.data = data
+        self.changed = changed
+        self.user = w.Combobox(description="user", placeholder="a user id", layout=w.Layout(width="220px"))
+        self.user.add_class("syncd-add-user")
+        self.chat = w.Text(description="chat", placeholder="optional", layout=w.Layout(width="200px"))
+        self.content = w.Textarea(description="content", layout=w.Layout(width="640px", height="50px"))
+        self.content.add_class("syncd-add-content")
+        self.category = w.Text(description="category", value="context", layout=w.Layout(width="260px"))
+        self.importance = w.FloatSlider(description="importance", min=0, max=1, step=0.05, value=0.5)
+        self.tags = w.Text(description="tags", placeholder="space separated", layout=w.Layout(width="400px"))
+        self.add = button("Add fact", "syncd-add-save", button_style="success", icon="plus")
+        self.status = w.HTML()
+        self.status.add_class("syncd-add-status")
+        self.add.on_click(lambda _: self.write())
+        super().__init__([
+            w.HTML("<b>Add a fact</b>"),
+            w.HBox([self.user, self.chat]),
+            self.content,
+            w.HBox([self.category, self.tags]),
+            self.importance,
+            self.add,
+            self.status,
+        ])
+
+    def refresh(self) -> None:
+        self.user.options = self.data.users()
+
+    def write(self) -> None:
+        content = " ".join(self.content.value.split())
+        if not self.user.value.strip() or not content:
+            self.status.value = note("A user and some content, please.", "warn")
+            return
+        try:
+            fact = self.data.run(self.data.memory.add_memory(
+                content, self.user.value.strip(), self.chat.value.strip() or None,
+                category=self.category.value.strip(), importance=self.importance.value,
+                tags=_tags(self.tags.value), dedup=False,
+            ))
+        except (syncd.SyncdError, ValueError) as exc:
+            self.status.value = note(str(exc), "err")
+            return
+        self.status.value = note(f"Added {fact.id} to today's log of {self.user.value.strip()}.", "ok")
+        self.content.value = ""
+        self.changed()
+
+
+class BlockEditor(w.VBox):
+    """Edit one core block at one scope; its size limit is shown as you type."""
+
+    def __init__(self, data: HomeData, changed: Callable[[], None]):
+        self.data = data
+        self.changed = changed
+        self.loaded_text: str | None = None
+        self.scope = w.Dropdown(description="scope", options=["global", "user", "chat"], layout=w.Layout(width="180px"))
+        self.user = w.Combobox(description="user", layout=w.Layout(width="200px"))
+        self.chat = w.Text(description="chat", layout=w.Layout(width="200px"))
+        self.label = w.Combobox(description="label", options=list(CORE_LABELS), value="persona",
+                                layout=w.Layout(width="200px"))
+        self.load = button("Load", "syncd-block-load")
+        self.text = w.Textarea(layout=w.Layout(width="640px", height="110px"), continuous_update=True)
+        self.text.add_class("syncd-block-text")
+        self.count = w.HTML()
+        self.count.add_class("syncd-block-count")
+        self.save = button("Save block", "syncd-block-save", button_style="primary", icon="save", disabled=True)
+        self.status = w.HTML()
+        self.status.add_class("syncd-block-status")
+        self.limit = data.settings.block_char_limit
+        self.load.on_click(lambda _: self.load_block())
+        self.save.on_click(lambda _: self.write())
+        self.text.observe(lambda _: self._count(), "value")
+        super().__init__([
+            w.HTML("<b>Edit a core block</b>"),
+            w.HBox([self.scope, self.user, self.chat, self.label, self.load]),
+            self.text,
+            self.count,
+            self.save,
+            self.status,
+        ])
+
+    def refresh(self) -> None:
+        self.user.options = self.data.users()
+
+    def _where(self) -> tuple[str, str | None, str | None]:
+        scope = self.scope.value
+        user = self.user.value.strip() or None if scope != "global" else None
+        chat = self.chat.value.strip() or None if scope == "chat" else None
+        return scope, user, chat
+
+    def load_block(self) -> None:
+        scope, user, chat = self._where()
+        label = self.label.value.strip()
+        if (scope != "global" and not user) or (scope == "chat" and not chat) or not label:
+            self.status.value = note("Name the label, and the user (and chat) of that scope.", "warn")
+            return
+        try:
+            self.loaded_text = self.data.block_text(label, scope, user, chat) or ""
+            self.limit = self.data.block_limit(label, scope, user, chat)
+        except (syncd.SyncdError, ValueError) as exc:
+            self.status.value = note(str(exc), "err")
+            return
+        self.text.value = self.loaded_text
+        self._count()
+        self.status.value = note(f"Loaded the {scope} block {label}" + ("" if self.loaded_text else " (empty: new)"))
+
+    def _count(self) -> None:
+        n = len(self.text.value.strip())
+        over = n > self.limit
+        self.count.value = note(f"{n} / {self.limit} characters" + (" — over the limit" if over else ""),
+                                "err" if over else "muted")
+        self.save.disabled = over or self.loaded_text is None
+
+    def write(self) -> None:
+        scope, user, chat = self._where()
+        label = self.label.value.strip()
+        try:
+            self.data.run(self.data.memory.update_memory_block(
+                label, self.text.value, chat, user, scope=scope, expected=self.loaded_text,
+            ))
+        except syncd.ConflictError as exc:
+            self.status.value = (
+                note("Someone changed this block since you loaded it; nothing was written.", "err")
+                + f'<div class="syncd-box syncd-conflict"><b>now:</b><pre>{esc(exc.found)}</pre>'
+                + note("Load again to start from their version (copy your text first).") + "</div>"
+            )
+            return
+        except (syncd.SyncdError, ValueError) as exc:
+            self.status.value = note(str(exc), "err")
+            return
+        self.loaded_text = self.text.value.strip()
+        self.status.value = note(f"Saved the {scope} block {label} and committed it.", "ok")
+        self.changed()
+
+
+class EditTab(w.VBox):
+    def __init__(self, data: HomeData, changed: Callable[[], None] = lambda: None):
+        self.fact = FactEditor(data, changed)
+        self.adder = FactAdder(data, changed)
+        self.block = BlockEditor(data, changed)
+        super().__init__([self.fact, w.HTML("<hr>"), self.adder, w.HTML("<hr>"), self.block])
+
+    def refresh(self) -> None:
+        for part in (self.fact, self.adder, self.block):
+            part.refresh()

@@ -1,0 +1,147 @@
+"""History: commits with their trailers, filtered by user or path; a commit's effect as facts
+added and removed; revert with a confirmation, after which the index follows."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import ipywidgets as w
+
+import syncd
+
+from .data import HomeData
+from .ui import PagedList, button, esc, note, table
+
+__all__ = ["HistoryTab"]
+
+ALL_USERS = "(all users)"
+COMMITS_PER_PAGE = 15
+# git log is asked for this many commits at a time; "more" asks for the next batch.
+BATCH = 200
+
+
+def _label(entry) -> str:
+    return f"{entry.sha[:8]}  {entry.date[:16].replace('T', ' ')}  {entry.author}: {entry.subject}"
+
+
+class HistoryTab(w.VBox):
+    def __init__(self, data: HomeData, changed: Callable[[], None] = lambda: None):
+        self.data = data
+        self.changed = changed
+        self.limit = BATCH
+        self.entries: list = []
+        self.user = w.Dropdown(description="user", options=[ALL_USERS], layout=w.Layout(width="220px"))
+        self.path = w.Text(description="path", placeholder="a file or folder", layout=w.Layout(width="320px"))
+        self.path.add_class("syncd-history-path")
+        self.reload = button("Show", "syncd-history-show", icon="refresh")
+        self.more = button("Older…", "syncd-history-more", layout=w.Layout(display="none"))
+        self.commits = PagedList(_label, on_pick=lambda _: self.show(), size=COMMITS_PER_PAGE, rows=COMMITS_PER_PAGE,
+                                 css="syncd-commits", filter_placeholder="filter by text", width="560px")
+        self.detail = w.HTML(layout=w.Layout(width="100%"))
+        self.detail.add_class("syncd-commit-detail")
+        self.revert = button("Revert this commit…", "syncd-revert", button_style="warning", icon="undo", disabled=True)
+        self.confirm = button("Yes, revert it", "syncd-revert-confirm", button_style="danger",
+                              layout=w.Layout(display="none"))
+        self.cancel = button("Cancel", "syncd-revert-cancel", layout=w.Layout(display="none"))
+        self.status = w.HTML()
+        self.status.add_class("syncd-history-status")
+        self.reload.on_click(lambda _: self.refresh())
+        self.user.observe(lambda _: self.refresh(), "value")
+        self.path.on_submit(lambda _: self.refresh())
+        self.more.on_click(lambda _: self._older())
+        self.revert.on_click(lambda _: self._ask())
+        self.cancel.on_click(lambda _: self._hide_confirm())
+        self.confirm.on_click(lambda _: self.do_revert())
+        super().__init__([
+            w.HBox([self.user, self.path, self.reload]),
+            w.HBox([w.VBox([self.commits, self.more]), self.detail]),
+            w.HBox([self.revert, self.confirm, self.cancel]),
+            self.status,
+        ])
+
+    def _filter(self) -> str | None:
+        path = self.path.value.strip()
+        if path:
+            return path
+        if self.user.value not in (None, ALL_USERS):
+            return f"memory/users/{self.user.value}"
+        return None
+
+    def refresh(self) -> None:
+        users = [ALL_USERS, *self.data.users()]
+        if list(self.user.options) != users:
+            current = self.user.value
+            self.user.options = users
+            self.user.value = current if current in users else ALL_USERS
+        try:
+            self.entries = self.data.log(self._filter(), self.limit)
+        except syncd.SyncdError as exc:
+            self.entries = []
+            self.status.value = note(str(exc), "err")
+        self.more.layout.display = None if len(self.entries) >= self.limit else "none"
+        self.commits.set_items(self.entries)
+        if self.commits.value is None and self.entries:
+            self.commits.pick(self.entries[0])
+        elif self.commits.value is None:
+            self.detail.value = note("no commits" + (f" touching {self._filter()}" if self._filter() else ""))
+            self.revert.disabled = True
+
+    def _older(self) -> None:
+        self.limit += BATCH
+        self.refresh()
+
+    def show(self) -> None:
+        entry = self.commits.value
+        self._hide_confirm()
+        if entry is None:
+            return
+        effect = self.data.effect(entry.sha)
+        trailers = table(["trailer", "value"], [(esc(k), esc(v)) for k, v in entry.trailers.items()]) if entry.trailers else ""
+        files = "<br>".join(esc(f) for f in entry.files[:20])
+        if len(entry.files) > 20:
+            files += "<br>" + note(f"… and {len(entry.files) - 20} more files")
+        changes = [("+", c, "syncd-add") for c in effect.added] + [("−", c, "syncd-del") for c in effect.removed]
+        facts = "".join(
+            f'<div class="{css}">{sign} <span class="syncd-cat">{esc(c.fact.category)}</span> {esc(c.fact.content)} '
+            f'<span class="syncd-muted">{esc(c.path)}</span></div>'
+            for sign, c, css in changes
+        )
+        shown = len(effect.added) + len(effect.removed)
+        more = effect.added_total + effect.removed_total - shown
+        self.detail.value = (
+            f'<div class="syncd-box"><b>{esc(entry.subject)}</b><br>'
+            + note(f"{entry.sha}  {entry.date}  {entry.author} <{entry.email}>")
+            + trailers
+            + f"<br><b>Facts</b> +{effect.added_total} −{effect.removed_total}" + facts
+            + (note(f"… and {more} more") if more > 0 else "")
+            + f"<br><b>Files</b><br>{files}</div>"
+        )
+        self.revert.disabled = False
+
+    def _ask(self) -> None:
+        entry = self.commits.value
+        if entry is None:
+            return
+        self.confirm.layout.display = None
+        self.cancel.layout.display = None
+        self.status.value = note(f"Revert {entry.sha[:10]} “{entry.subject}”? A new commit undoes it; "
+                                 "the index follows.", "warn")
+
+    def _hide_confirm(self) -> None:
+        self.confirm.layout.display = "none"
+        self.cancel.layout.display = "none"
+
+    def do_revert(self) -> None:
+        entry = self.commits.value
+        self._hide_confirm()
+        if entry is None:
+            return
+        try:
+            sha = self.data.revert(entry.sha)
+        except syncd.SyncdError as exc:
+            self.status.value = note(str(exc), "err")
+            return
+        self.status.value = note(f"Reverted {entry.sha[:10]} as {sha[:10]}; the index follows.", "ok")
+        self.commits.set_items([], keep=False)
+        self.refresh()
+        self.changed()
