@@ -135,6 +135,11 @@ def _short(text: str, width: int = 160) -> str:
     return flat if len(flat) <= width else flat[: width - 1] + "…"
 
 
+def _link(edge) -> str:
+    """A link as it is written in the page."""
+    return ("!" if edge.link.embed else "") + f"[[{edge.link.raw}]]"
+
+
 class VaultView(w.VBox):
     """Vault pages (filtered, paged); a picked page shows its links, each resolved, and backlinks."""
 
@@ -157,11 +162,11 @@ class VaultView(w.VBox):
             return
         links, backlinks = self.data.page_links(page)
         link_rows = [
-            (esc(e.link.raw), esc(e.resolution.target) if e.resolution.target else note("unresolved", "err"),
+            (esc(_link(e)), esc(e.resolution.target) if e.resolution.target else note("unresolved", "err"),
              str(e.link.line))
             for e in links[:100]
         ]
-        back_rows = [(esc(e.source), esc(e.link.raw), str(e.link.line)) for e in backlinks[:100]]
+        back_rows = [(esc(e.source), esc(_link(e)), str(e.link.line)) for e in backlinks[:100]]
         more = note(f" (first 100 of {len(links)})") if len(links) > 100 else ""
         self.view.value = (
             f"<b>{esc(page)}</b><br><b>Links</b> {len(links)}{more}"

@@ -31,7 +31,8 @@ class HistoryTab(w.VBox):
         self.limit = BATCH
         self.entries: list = []
         self.user = w.Dropdown(description="user", options=[ALL_USERS], layout=w.Layout(width="220px"))
-        self.path = w.Text(description="path", placeholder="a file or folder", layout=w.Layout(width="320px"))
+        self.path = w.Text(description="path", placeholder="a file or folder", continuous_update=False,
+                           layout=w.Layout(width="320px"))
         self.path.add_class("syncd-history-path")
         self.reload = button("Show", "syncd-history-show", icon="refresh")
         self.more = button("Older…", "syncd-history-more", layout=w.Layout(display="none"))
@@ -47,7 +48,7 @@ class HistoryTab(w.VBox):
         self.status.add_class("syncd-history-status")
         self.reload.on_click(lambda _: self.refresh())
         self.user.observe(lambda _: self.refresh(), "value")
-        self.path.on_submit(lambda _: self.refresh())
+        self.path.observe(lambda _: self.refresh(), "value")
         self.more.on_click(lambda _: self._older())
         self.revert.on_click(lambda _: self._ask())
         self.cancel.on_click(lambda _: self._hide_confirm())

@@ -58,7 +58,9 @@ class SearchTab(w.VBox):
         self.selected = None
         s = data.settings
         self.weights = {name: getattr(s, f"search_weight_{name}") for name in PARTS}
-        self.query = w.Text(placeholder="what are you looking for?", layout=w.Layout(width="340px"))
+        # Enter (or leaving the box) searches; no search per keystroke.
+        self.query = w.Text(placeholder="what are you looking for?", continuous_update=False,
+                            layout=w.Layout(width="340px"))
         self.query.add_class("syncd-query")
         self.user = w.Dropdown(description="user", options=[ALL_USERS], layout=w.Layout(width="200px"))
         self.user.style.description_width = "34px"
@@ -79,7 +81,7 @@ class SearchTab(w.VBox):
         self.edit = button("Edit this fact", "syncd-hit-edit", icon="pencil", layout=w.Layout(display="none"))
         self.edit.on_click(lambda _: self._edit())
         self.go.on_click(lambda _: self.search())
-        self.query.on_submit(lambda _: self.search())
+        self.query.observe(lambda _: self.search() if self.query.value.strip() else None, "value")
         self.user.observe(lambda _: self._fill_chats(), "value")
         super().__init__([
             w.HBox([self.query, self.go]),
