@@ -12,6 +12,7 @@ import syncd
 
 from .helpers import write
 
+ANA_LOG_REL = "memory/users/ana/2026-11-22.md"
 ANA_DAY = (
     "# 2026-11-22\n\n"
     "## 19:42 chat:phone session:s-117\n"

@@ -40,7 +40,8 @@ class HistoryTab(w.VBox):
                                  css="syncd-commits", filter_placeholder="filter by text", width="560px")
         self.detail = w.HTML(layout=w.Layout(width="100%"))
         self.detail.add_class("syncd-commit-detail")
-        self.revert = button("Revert this commit…", "syncd-revert", button_style="warning", icon="undo", disabled=True)
+        self.revert = button("Revert this commit…", "syncd-revert", button_style="warning", icon="undo", disabled=True,
+                             layout=w.Layout(width="auto"))
         self.confirm = button("Yes, revert it", "syncd-revert-confirm", button_style="danger",
                               layout=w.Layout(display="none"))
         self.cancel = button("Cancel", "syncd-revert-cancel", layout=w.Layout(display="none"))
@@ -55,7 +56,7 @@ class HistoryTab(w.VBox):
         self.confirm.on_click(lambda _: self.do_revert())
         super().__init__([
             w.HBox([self.user, self.path, self.reload]),
-            w.HBox([w.VBox([self.commits, self.more]), self.detail]),
+            w.HBox([w.VBox([self.commits, self.more], layout=w.Layout(min_width="570px")), self.detail]),
             w.HBox([self.revert, self.confirm, self.cancel]),
             self.status,
         ])

@@ -86,6 +86,7 @@ class Pager(w.HBox):
         self.page = min(max(page, 0), self.pages - 1)
         start = self.page * self.size
         stop = min(start + self.size, self.total)
+        self.layout.visibility = "visible" if self.total > self.size else "hidden"
         self.prev.disabled = self.page == 0
         self.next.disabled = self.page >= self.pages - 1
         shown = f"{start + 1}-{stop} of {self.total}" if self.total else "none"
