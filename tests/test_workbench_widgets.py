@@ -48,7 +48,7 @@ def test_search_shows_scored_hits_and_where_they_came_from(wb, home):
     s.rows.children[0].children[0].click()
     detail = s.detail.value
     introduced = git(home, "log", "--format=%h", "-1", "--", ANA_LOG).strip()
-    assert f"<b>    4  - [preference] Likes green tea" in detail  # the file around the line, line marked
+    assert "<b>    4  - [preference] Likes green tea" in detail  # the file around the line, line marked
     assert "s-117" in detail and "transcript line 12" in detail
     assert introduced[:7] in detail
     assert s.edit.layout.display is None  # a fact: it can be edited from here

@@ -8,7 +8,7 @@ from collections.abc import Callable
 import ipywidgets as w
 
 from .data import SCOPES, HomeData
-from .ui import Pager, PagedList, button, esc, note, table
+from .ui import PagedList, Pager, button, esc, note, table
 
 __all__ = ["BrowseTab"]
 
