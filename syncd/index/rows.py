@@ -25,9 +25,9 @@ from dataclasses import dataclass
 from ..errors import ParseError
 from ..formats import decode_markdown_lossy, parse_daily_log, parse_page
 from ..layout import classify_path
-from .records import EntryRow
+from .records import HEADING_SEPARATOR, EntryRow
 
-__all__ = ["ParsedFile", "parse_file", "parse_file_checked", "chunk_id"]
+__all__ = ["ParsedFile", "parse_file", "parse_file_checked", "chunk_id", "page_title"]
 
 
 def chunk_id(rel: str, key: str, occurrence: int) -> str:
@@ -171,14 +171,25 @@ def _daily_log_rows(rel: str, text: str, scope) -> list[EntryRow]:
     return rows
 
 
+def page_title(rel: str, title: str | None) -> str:
+    """The title a person knows a vault page by: its frontmatter ``title`` or first H1 (the
+    parsed ``title``), else its file name without ``.md``, as Obsidian shows it."""
+    if title:
+        return title
+    name = rel.rpartition("/")[2]
+    return name[:-3] if name.lower().endswith(".md") else name
+
+
 def _page_rows(rel: str, text: str, scope) -> list[EntryRow]:
     page = parse_page(text)
+    # Only the wiki's pages are known by a title; MEMORY.md and blocks are known by their path.
+    title = page_title(rel, page.title) if scope.kind == "vault_page" else None
     rows: list[EntryRow] = []
     seen: dict[tuple[str, ...], int] = {}
     for chunk in page.chunks:
         n = seen.get(chunk.heading_path, 0)
         seen[chunk.heading_path] = n + 1
-        heading = " > ".join(chunk.heading_path)
+        heading = HEADING_SEPARATOR.join(chunk.heading_path)
         rows.append(
             EntryRow(
                 id=chunk_id(rel, heading, n),
@@ -192,6 +203,7 @@ def _page_rows(rel: str, text: str, scope) -> list[EntryRow]:
                 tags=tuple(page.tags),
                 heading=heading,
                 label=scope.label,
+                title=title,
             )
         )
     return rows
