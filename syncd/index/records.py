@@ -106,3 +106,5 @@ class FileUpdate:
     record: FileRecord | None
     rows: list[EntryRow] | None = None
     vectors: object = field(default=None, repr=False)
+    # A wiki page's parse (``ParsedFile.page``), for the link graph kept beside the index.
+    page: object = field(default=None, repr=False)

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 from ..errors import ParseError
 from ..formats import decode_markdown_lossy, parse_daily_log, parse_page
+from ..formats.pages import Page
 from ..layout import classify_path
 from .records import HEADING_SEPARATOR, EntryRow
 
@@ -41,6 +42,9 @@ class ParsedFile:
 
     rows: list[EntryRow]
     warning: str | None = None
+    # A wiki page's parse, for its node in the link graph (parsed once for both); None for
+    # other files and for a page whose bytes were not all UTF-8 (the graph says so itself).
+    page: Page | None = None
 
 
 def parse_file_checked(rel: str, data: bytes) -> ParsedFile:
@@ -55,7 +59,8 @@ def parse_file_checked(rel: str, data: bytes) -> ParsedFile:
     text, warning = decode_markdown_lossy(data, rel)
     if scope.kind == "daily_log":
         return ParsedFile(_daily_log_rows(rel, text, scope), warning)
-    return ParsedFile(_page_rows(rel, text, scope), warning)
+    page = parse_page(text)
+    return ParsedFile(_page_rows(rel, page, scope), warning, page if scope.kind == "vault_page" and not warning else None)
 
 
 def parse_file(rel: str, data: bytes) -> list[EntryRow]:
@@ -180,8 +185,7 @@ def page_title(rel: str, title: str | None) -> str:
     return name[:-3] if name.lower().endswith(".md") else name
 
 
-def _page_rows(rel: str, text: str, scope) -> list[EntryRow]:
-    page = parse_page(text)
+def _page_rows(rel: str, page: Page, scope) -> list[EntryRow]:
     # Only the wiki's pages are known by a title; MEMORY.md and blocks are known by their path.
     title = page_title(rel, page.title) if scope.kind == "vault_page" else None
     rows: list[EntryRow] = []
