@@ -30,6 +30,7 @@ __all__ = [
     "VaultGraph",
     "page_node",
     "node_of_page",
+    "shown",
 ]
 
 _TAG_OK_RE = re.compile(r"#?[\w/-]+")
@@ -38,7 +39,10 @@ _URL_RE = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
 
 class LinkRef(NamedTuple):
     """One link as Obsidian reads it. A NamedTuple rather than a dataclass because a large
-    vault holds tens of thousands and they are rebuilt from the cache on every lint."""
+    vault holds tens of thousands and they are rebuilt from the cache on every lint.
+
+    ``raw`` is the text between ``[[`` and ``]]`` for a wikilink, the whole ``[text](dest)`` for
+    a markdown link (``markdown``), whose ``alias`` is its text."""
 
     path: str
     subpath: str
@@ -46,6 +50,14 @@ class LinkRef(NamedTuple):
     embed: bool
     line: int
     raw: str
+    markdown: bool = False
+
+
+def shown(link: LinkRef) -> str:
+    """The link as its page writes it (for messages)."""
+    if link.markdown:
+        return link.raw
+    return ("!" if link.embed else "") + f"[[{link.raw}]]"
 
 
 class Problem(NamedTuple):
@@ -176,6 +188,9 @@ def node_of_page(path: str, sha: str, page: Page) -> PageNode:
     for link in page.links:
         linkpath, subpath = parse_linktext(link.raw)
         links.append(LinkRef(linkpath, subpath, link.alias, link.embed, link.line, link.raw))
+    if page.markdown_links:
+        links.extend(LinkRef(m.path, m.subpath, m.text, m.embed, m.line, m.raw, True) for m in page.markdown_links)
+        links.sort(key=lambda link: link.line)  # stable: on one line, wikilinks first
     ptype = page.frontmatter.get("type")
     return PageNode(
         path=path,

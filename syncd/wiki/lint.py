@@ -50,10 +50,11 @@ import datetime as dt
 import posixpath
 import re
 from collections.abc import Mapping
+from urllib.parse import quote
 from dataclasses import dataclass, field
 
 from ..formats.text import closes_fence, fence_opener, frontmatter_line_count
-from .graph import _URL_RE, Edge, VaultGraph
+from .graph import _URL_RE, Edge, LinkRef, VaultGraph, shown
 from .resolve import parse_linktext
 
 __all__ = ["source_ref", "local_source_paths", "Finding", "GitFacts", "LogRewrite", "SEVERITIES", "CODES", "lint", "INDEX", "LOG", "SCHEMA"]
@@ -133,7 +134,15 @@ def _finding(code: str, path: str, line: int, message: str) -> Finding:
 
 
 def _shown(edge: Edge) -> str:
-    return ("!" if edge.link.embed else "") + f"[[{edge.link.raw}]]"
+    return shown(edge.link)
+
+
+def _written(link: LinkRef, target: str, text: str | None) -> str:
+    """How to write a link to ``target`` in the link's own style (markdown links keep theirs)."""
+    if link.markdown:
+        prefix = "!" if link.embed else ""
+        return f"{prefix}[{text or posixpath.basename(_link_name(target))}]({quote(target)}{quote(link.subpath, safe='#^')})"
+    return f"[[{_link_name(target)}{link.subpath}{'|' + text if text else ''}]]"
 
 
 def _alias_owners(graph: VaultGraph) -> dict[str, list[str]]:
@@ -154,16 +163,16 @@ def _check_edges(graph: VaultGraph, out: list[Finding]) -> None:
     stems: dict[str, str] | None = None
     for edge in graph.edges:
         link, res, src = edge.link, edge.resolution, edge.source
-        if res.target is None and f"[[{link.raw}]]" in graph.pages[src].sources:
+        if res.target is None and not link.markdown and f"[[{link.raw}]]" in graph.pages[src].sources:
             continue  # reported once, as a missing source
         if res.target is None:
             alias_of = owners.get(link.path.lower()) if "/" not in link.path else None
             if alias_of:
-                page = _link_name(posixpath.basename(sorted(alias_of)[0]))
-                sub = link.subpath
+                owner = sorted(alias_of)[0]
+                fix = _written(link, owner if link.markdown else posixpath.basename(owner), link.alias or link.path)
                 out.append(_finding("link-to-alias", src, link.line,
-                    f"{_shown(edge)}: '{link.path}' is an alias of {sorted(alias_of)[0]}, and Obsidian does "
-                    f"not resolve aliases in links; write [[{page}{sub}|{link.alias or link.path}]]"))  # fmt: skip
+                    f"{_shown(edge)}: '{link.path}' is an alias of {owner}, and Obsidian does "
+                    f"not resolve aliases in links; write {fix}"))  # fmt: skip
                 continue
             hint = ""
             if "^" in link.path and not link.subpath:
@@ -205,8 +214,7 @@ def _check_edges(graph: VaultGraph, out: list[Finding]) -> None:
                    else "Obsidian picks the one nearest the linking page, then the shortest path")  # fmt: skip
             out.append(_finding("ambiguous-link", src, link.line,
                 f"{_shown(edge)} opens {res.target} but also matches {others}; {why}. "
-                f"Write [[{_link_name(res.target)}{link.subpath}{'|' + link.alias if link.alias else ''}]] "
-                "to say which"))  # fmt: skip
+                f"Write {_written(link, res.target, link.alias)} to say which"))  # fmt: skip
 
 
 def _check_names(graph: VaultGraph, out: list[Finding]) -> None:

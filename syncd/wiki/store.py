@@ -46,7 +46,7 @@ log = logging.getLogger(__name__)
 RACY_NS = 2_000_000_000
 # Below this many pages to parse, starting worker processes costs more than it saves.
 PARALLEL_MIN = 400
-_SCHEMA_VERSION = 2
+_SCHEMA_VERSION = 3
 _FILES_KEY = "files"
 STORE_FILE = "graph.sqlite"
 VAULT_PREFIX = "vault/"
