@@ -75,6 +75,7 @@ __all__ = [
     "BlockId",
     "Page",
     "parse_page",
+    "parse_page_outline",
     "render_page",
     "page_from_body",
 ]
@@ -421,7 +422,19 @@ def _line_markdown_links(masked: str, content: str, lineno: int, out: list[Markd
             _line_markdown_links(masked, content, lineno, out, m.start(2), m.end(2))
 
 
-def _analyse(page: Page) -> None:
+def parse_page_outline(text: str) -> Page:
+    """A page with everything but its ``chunks`` (left empty): for readers of its links,
+    headings and metadata alone (the wiki's link graph), which would not use them. Never
+    raises for any str."""
+    if not isinstance(text, str):
+        raise ValueError(f"page text must be a str, not {type(text).__name__}")
+    page = object.__new__(Page)
+    object.__setattr__(page, "text", text)
+    _analyse(page, with_chunks=False)
+    return page
+
+
+def _analyse(page: Page, with_chunks: bool = True) -> None:
     text = page.text
     lines = split_lines(text)
     contents = [c for c, _ in lines]
@@ -467,7 +480,8 @@ def _analyse(page: Page) -> None:
                 current.append((lineno, content))
                 continue
         elif lead == "#" and (atx := atx_heading(content)) is not None:
-            _flush(path, current, chunks)
+            if with_chunks:
+                _flush(path, current, chunks)
             current = []
             level = atx[0]
             heading = atx[1].strip()
@@ -500,7 +514,8 @@ def _analyse(page: Page) -> None:
                 block_ids.append(BlockId(b.group(1), lineno))
             if lead == "[" and (f := _FOOTNOTE_RE.match(masked)) is not None:
                 footnotes.append(f.group(1))
-    _flush(path, current, chunks)
+    if with_chunks:
+        _flush(path, current, chunks)
 
     set_ = object.__setattr__
     set_(page, "frontmatter_raw", fm_raw)

@@ -19,7 +19,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from ..formats.pages import Page, parse_page
+from ..formats.pages import Page, parse_page_outline
 from .resolve import Resolution, Resolver, parse_linktext, subpath_exists
 
 __all__ = [
@@ -97,9 +97,9 @@ class PageNode:
     def from_json(cls, path: str, sha: str, data: str) -> PageNode:
         t, links, heads, blocks, notes, aliases, tags, sources, sline, ptype, probs = json.loads(data)
         return cls(
-            path, sha, t, tuple(LinkRef._make(x) for x in links), tuple(map(tuple, heads)),
+            path, sha, t, tuple(map(LinkRef._make, links)), tuple(map(tuple, heads)),
             tuple(blocks), tuple(notes), tuple(aliases), tuple(tags), tuple(sources), sline,
-            ptype, tuple(Problem._make(x) for x in probs),
+            ptype, tuple(map(Problem._make, probs)),
         )  # fmt: skip
 
 
@@ -172,7 +172,7 @@ def _shape_problems(fm: Mapping[Any, Any], fm_lines: list[str]) -> tuple[list[Pr
 
 def page_node(path: str, sha: str, text: str) -> PageNode:
     """Parse one page's text into its node. Pure; never raises for any text."""
-    return node_of_page(path, sha, parse_page(text))
+    return node_of_page(path, sha, parse_page_outline(text))
 
 
 def node_of_page(path: str, sha: str, page: Page) -> PageNode:

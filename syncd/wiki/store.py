@@ -168,7 +168,8 @@ class GraphCache:
                 "UPDATE pages SET resolved = ? WHERE path = ? AND sha = ?",
                 [(data, path, graph.pages[path].sha) for path, data in graph.fresh.items()],
             )
-            self._set_fact(_FILES_KEY, list(graph.files))
+            if graph.files != loaded_files:
+                self._set_fact(_FILES_KEY, list(graph.files))
         return True
 
     def _stored_files(self) -> tuple[str, ...] | None:
