@@ -140,3 +140,23 @@ def test_links_json_shows_markdown_links_as_written(tmp_path, capsys):
     assert main(["links", "Bob Smith", "--vault", str(tmp_path), "--json"]) == 0
     [link] = json.loads(capsys.readouterr().out)["links"]
     assert (link["link"], link["target"]) == ("[back](../Home.md)", "Home.md")
+
+
+def test_a_github_style_anchor_gets_the_fix_obsidian_understands(tmp_path):
+    """Docs written for GitHub link to ``#release-types``; Obsidian matches heading text, so the
+    message says what to write, and writing it clears the finding."""
+    page = "# Release types\n\n[r](#release-types) [[B#part-two|x]] [s](B.md#part-two) [n](B.md#nothing-like)\n"
+    write(tmp_path, {"A.md": page, "B.md": "## Part two\n"})
+    wiki = WikiManager(tmp_path, use_cache=False)
+    fixes = {}
+    for finding in wiki.lint():
+        assert finding.code == "broken-heading"
+        if "GitHub-style" in finding.message:
+            broken, fix = finding.message.split(": ", 1)[0], finding.message.rsplit("write ", 1)[1]
+            fixes[broken] = fix
+    assert fixes == {"[r](#release-types)": "[r](#Release%20types)", "[[B#part-two|x]]": "[[B#Part two|x]]",
+                     "[s](B.md#part-two)": "[s](B.md#Part%20two)"}  # fmt: skip
+    for broken, fix in fixes.items():
+        page = page.replace(broken, fix)
+    write(tmp_path, {"A.md": page})
+    assert [(f.code, f.message.split(":")[0]) for f in wiki.lint()] == [("broken-heading", "[n](B.md#nothing-like)")]

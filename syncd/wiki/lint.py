@@ -204,10 +204,16 @@ def _check_edges(graph: VaultGraph, out: list[Finding]) -> None:
                     f"{_shown(edge)}: {res.target} has no block '{parts[0]}' (block ids there: {ids}); "
                     f"end the paragraph with ' {parts[0]}' or fix the id"))  # fmt: skip
             else:
-                heads = ", ".join(h for _, h in (node.headings if node else ())[:6]) or "none"
+                headings = node.headings if node else ()
+                heads = ", ".join(h for _, h in headings[:6]) or "none"
+                slugged = _slug_match(parts, headings)
+                fix = "fix the heading text or the link"
+                if slugged:
+                    fix = (f"'#{parts[0]}' is a GitHub-style anchor, but Obsidian matches the heading's text: "
+                           f"write {_with_subpath(link, '#' + slugged)}")  # fmt: skip
                 out.append(_finding("broken-heading", src, link.line,
                     f"{_shown(edge)}: {res.target} has no heading '{'#'.join(parts)}' (headings there: {heads}); "
-                    "fix the heading text or the link"))  # fmt: skip
+                    f"{fix}"))  # fmt: skip
         if res.ambiguous and link.path:
             others = ", ".join(res.candidates[1:4])
             why = ("Obsidian's pick among equally short paths depends on load order" if res.tied
@@ -215,6 +221,29 @@ def _check_edges(graph: VaultGraph, out: list[Finding]) -> None:
             out.append(_finding("ambiguous-link", src, link.line,
                 f"{_shown(edge)} opens {res.target} but also matches {others}; {why}. "
                 f"Write {_written(link, res.target, link.alias)} to say which"))  # fmt: skip
+
+
+def _with_subpath(link: LinkRef, subpath: str) -> str:
+    """The link as written, pointing at ``subpath`` instead."""
+    if link.markdown:
+        dest = quote(link.path) + quote(subpath, safe="#^")
+        return f"{'!' if link.embed else ''}[{link.alias or ''}]({dest})"
+    return f"{'!' if link.embed else ''}[[{link.path}{subpath}{'|' + link.alias if link.alias else ''}]]"
+
+
+def _github_slug(text: str) -> str:
+    return re.sub(r"[^\w\- ]", "", text.strip().lower()).replace(" ", "-")
+
+
+def _slug_match(parts: list[str], headings) -> str | None:
+    """The heading a one-part ``#some-heading`` anchor means, when it is the GitHub slug of one
+    (docs written for GitHub link that way; Obsidian does not understand it)."""
+    if len(parts) != 1:
+        return None
+    for _, text in headings:
+        if _github_slug(text) == parts[0].lower():
+            return text
+    return None
 
 
 def _check_names(graph: VaultGraph, out: list[Finding]) -> None:
