@@ -179,3 +179,17 @@ def test_reindex_rebuilds_the_store_and_lint_needs_no_parse(home, engine, monkey
     assert [(e.resolution.target, e.subpath_ok) for e in links] == [("Coffee.md", True)]
     # Pages the sync wrote within the racy window are re-hashed, never parsed again.
     assert parsed == []
+
+
+def test_a_store_written_by_other_code_is_not_believed(tmp_path):
+    """Nodes and findings are derived by the parser and resolver: a syncd whose code differs
+    (an upgrade that reads more link styles) starts the store afresh."""
+    vault = tmp_path / "v"
+    vault.mkdir()
+    (vault / "A.md").write_text("[x](B.md)\n")
+    with GraphCache(tmp_path / "g.sqlite") as cache:
+        snapshot(vault, cache)
+        cache.set_fact("code", "another syncd")
+    with GraphCache(tmp_path / "g.sqlite") as cache:
+        assert cache.rows() == {}
+        assert [e.resolution.target for e in build_graph(vault, cache).edges] == [None]

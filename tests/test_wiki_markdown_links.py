@@ -160,3 +160,15 @@ def test_a_github_style_anchor_gets_the_fix_obsidian_understands(tmp_path):
         page = page.replace(broken, fix)
     write(tmp_path, {"A.md": page})
     assert [(f.code, f.message.split(":")[0]) for f in wiki.lint()] == [("broken-heading", "[n](B.md#nothing-like)")]
+
+
+def test_github_anchors_of_repeated_headings_links_and_emphasis():
+    from syncd.wiki.lint import _github_slugs
+
+    heads = [(2, "Windows"), (2, "Windows"), (2, "[Issues](./x.md)"), (2, "8. Build _(optional)_"),
+             (2, "`snake_case` for fields"), (2, "Unix/macOS")]  # fmt: skip
+    assert _github_slugs(heads) == {
+        "windows": "Windows", "windows-1": "Windows", "issues": "[Issues](./x.md)",
+        "8-build-optional": "8. Build _(optional)_", "snake_case-for-fields": "`snake_case` for fields",
+        "unixmacos": "Unix/macOS",
+    }  # fmt: skip

@@ -231,19 +231,30 @@ def _with_subpath(link: LinkRef, subpath: str) -> str:
     return f"{'!' if link.embed else ''}[[{link.path}{subpath}{'|' + link.alias if link.alias else ''}]]"
 
 
-def _github_slug(text: str) -> str:
-    return re.sub(r"[^\w\- ]", "", text.strip().lower()).replace(" ", "-")
+_MD_LINK_TEXT_RE = re.compile(r"!?\[([^\]]*)\]\([^)]*\)")
+_EMPHASIS_RE = re.compile(r"(?<!\w)_([^_]+)_(?!\w)")
+
+
+def _github_slugs(headings) -> dict[str, str]:
+    """GitHub's anchor for each heading: the rendered text lower-cased, punctuation dropped,
+    spaces to ``-``; a repeated one gets ``-1``, ``-2``... (the first wins a clash)."""
+    slugs: dict[str, str] = {}
+    seen: dict[str, int] = {}
+    for _, text in headings:
+        shown = _EMPHASIS_RE.sub(r"\1", _MD_LINK_TEXT_RE.sub(r"\1", text))
+        base = re.sub(r"[^\w\- ]", "", shown.strip().lower()).replace(" ", "-")
+        n = seen.get(base, 0)
+        seen[base] = n + 1
+        slugs.setdefault(base if n == 0 else f"{base}-{n}", text)
+    return slugs
 
 
 def _slug_match(parts: list[str], headings) -> str | None:
-    """The heading a one-part ``#some-heading`` anchor means, when it is the GitHub slug of one
-    (docs written for GitHub link that way; Obsidian does not understand it)."""
+    """The heading a one-part ``#some-heading`` anchor means, when it is the GitHub anchor of
+    one (docs written for GitHub link that way; Obsidian does not understand it)."""
     if len(parts) != 1:
         return None
-    for _, text in headings:
-        if _github_slug(text) == parts[0].lower():
-            return text
-    return None
+    return _github_slugs(headings).get(parts[0].lower())
 
 
 def _check_names(graph: VaultGraph, out: list[Finding]) -> None:

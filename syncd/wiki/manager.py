@@ -21,13 +21,15 @@ from ..initialize import _vault_seed
 from .graph import Edge, VaultGraph
 from .lint import LOG, Finding, GitFacts, lint, local_source_paths, source_ref
 from .provenance import git_facts, git_location, head_commit
-from .store import STORE_FILE, GraphCache, Snapshot, snapshot
+from .store import CODE_DIGEST, STORE_FILE, GraphCache, Snapshot, sources_digest, snapshot
 
 __all__ = ["WikiManager"]
 
 log = logging.getLogger(__name__)
 
 _LINT_KEY = "lint"
+# Stored findings hold only for the code that found them (a newer syncd may check more).
+_LINT_CODE = sources_digest("wiki.lint", "wiki.provenance") + CODE_DIGEST[:12]
 
 
 def _home_of(vault: Path) -> Path | None:
@@ -120,7 +122,7 @@ class WikiManager:
             snap = snapshot(self.root, cache)
             location = git_location(self.root)
             head = head_commit(location[0]) if location else None
-            key = f"{snap.key()}:{head}"
+            key = f"{snap.key()}:{head}:{_LINT_CODE}"
             hit = cache.fact(_LINT_KEY) if cache is not None else None
             if hit is not None and hit["key"] == key and all(
                 (location[0] / p).is_file() == there for p, there in hit["outside"].items()

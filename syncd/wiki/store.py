@@ -39,7 +39,7 @@ from ..formats.text import decode_markdown
 from ..home import blob_sha
 from .graph import PageNode, Problem, VaultGraph, node_of_page, page_node
 
-__all__ = ["RACY_NS", "GraphCache", "Snapshot", "snapshot", "build_graph", "scan_vault", "SyncedPages", "store_path"]
+__all__ = ["CODE_DIGEST", "RACY_NS", "sources_digest", "GraphCache", "Snapshot", "snapshot", "build_graph", "scan_vault", "SyncedPages", "store_path"]
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +58,26 @@ _UPSERT = (
     "checked_ns = excluded.checked_ns, data = excluded.data, sha = excluded.sha, "
     "resolved = CASE WHEN pages.sha = excluded.sha THEN pages.resolved ELSE NULL END"
 )
+
+
+def sources_digest(*modules: str) -> str:
+    """A digest of the source of ``modules`` (dotted names under ``syncd``): what is stored was
+    derived by that code, and a syncd whose parser or resolver differs must not believe it."""
+    package = Path(__file__).resolve().parent.parent
+    h = hashlib.sha1()
+    for name in modules:
+        try:
+            h.update((package / (name.replace(".", "/") + ".py")).read_bytes())
+        except OSError:  # no source (a frozen build): the version alone
+            from .. import __version__
+
+            h.update(__version__.encode())
+    return h.hexdigest()
+
+
+# The code that decides what a node holds and where a link leads.
+CODE_DIGEST = sources_digest("formats.text", "formats.pages", "wiki.resolve", "wiki.graph")
+_CODE_KEY = "code"
 
 
 def store_path(home: Path) -> Path:
@@ -111,6 +131,11 @@ class GraphCache:
                 "CREATE TABLE facts (key TEXT PRIMARY KEY, value TEXT);"
                 f"PRAGMA user_version = {_SCHEMA_VERSION}; COMMIT;"
             )
+        if self.fact(_CODE_KEY) != CODE_DIGEST:
+            with self._transaction():
+                self._db.execute("DELETE FROM pages")
+                self._db.execute("DELETE FROM facts")
+                self._set_fact(_CODE_KEY, CODE_DIGEST)
 
     def close(self) -> None:
         self._db.close()
@@ -152,7 +177,7 @@ class GraphCache:
     def clear(self) -> None:
         with self._transaction():
             self._db.execute("DELETE FROM pages")
-            self._db.execute("DELETE FROM facts")
+            self._db.execute("DELETE FROM facts WHERE key != ?", (_CODE_KEY,))
 
     def keep_resolutions(self, graph: VaultGraph, loaded_files: tuple[str, ...] | None) -> bool:
         """Store what ``graph`` resolved anew, and its file list as the one every stored
