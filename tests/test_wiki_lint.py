@@ -15,9 +15,9 @@ from hypothesis import strategies as st
 import syncd
 from syncd.errors import NotFoundError
 from syncd.wiki import report
-from syncd.wiki.store import GraphCache, build_graph
 from syncd.wiki.lint import CODES
 from syncd.wiki.manager import WikiManager
+from syncd.wiki.store import GraphCache, build_graph
 
 
 def write(root: Path, files: dict[str, str | bytes]) -> None:

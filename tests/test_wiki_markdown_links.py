@@ -68,7 +68,8 @@ def test_a_destination_written_url_encoded_decodes_to_the_path_and_subpath(folde
 
 
 _VAULT = st.lists(
-    st.tuples(st.sampled_from(["", "a", "a/b", "Ü ber", "c d"]), st.sampled_from(["Note", "note", "Two words", "Ünï", "x.y"])),
+    st.tuples(st.sampled_from(["", "a", "a/b", "Ü ber", "c d"]),
+              st.sampled_from(["Note", "note", "Two words", "Ünï", "x.y"])),
     min_size=1, max_size=8, unique_by=lambda t: (t[0] + "/" + t[1]).lower(),
 ).map(lambda pairs: [posixpath.join(f, n + ".md") for f, n in pairs])  # fmt: skip
 

@@ -5,7 +5,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-__all__ = ["SCHEMA_VERSION", "FileRecord", "EntryRow", "FileUpdate", "meta_compatible", "page_breadcrumb", "HEADING_SEPARATOR"]
+__all__ = [
+    "HEADING_SEPARATOR",
+    "SCHEMA_VERSION",
+    "EntryRow",
+    "FileRecord",
+    "FileUpdate",
+    "meta_compatible",
+    "page_breadcrumb",
+]
 
 HEADING_SEPARATOR = " > "
 

@@ -60,7 +60,8 @@ def parse_file_checked(rel: str, data: bytes) -> ParsedFile:
     if scope.kind == "daily_log":
         return ParsedFile(_daily_log_rows(rel, text, scope), warning)
     page = parse_page(text)
-    return ParsedFile(_page_rows(rel, page, scope), warning, page if scope.kind == "vault_page" and not warning else None)
+    graph_page = page if scope.kind == "vault_page" and not warning else None
+    return ParsedFile(_page_rows(rel, page, scope), warning, graph_page)
 
 
 def parse_file(rel: str, data: bytes) -> list[EntryRow]:

@@ -50,8 +50,8 @@ import datetime as dt
 import posixpath
 import re
 from collections.abc import Mapping
-from urllib.parse import quote
 from dataclasses import dataclass, field
+from urllib.parse import quote
 
 from ..formats.text import closes_fence, fence_opener, frontmatter_line_count
 from .graph import _URL_RE, Edge, LinkRef, VaultGraph, shown
@@ -141,7 +141,8 @@ def _written(link: LinkRef, target: str, text: str | None) -> str:
     """How to write a link to ``target`` in the link's own style (markdown links keep theirs)."""
     if link.markdown:
         prefix = "!" if link.embed else ""
-        return f"{prefix}[{text or posixpath.basename(_link_name(target))}]({quote(target)}{quote(link.subpath, safe='#^')})"
+        shown_text = text or posixpath.basename(_link_name(target))
+        return f"{prefix}[{shown_text}]({quote(target)}{quote(link.subpath, safe='#^')})"
     return f"[[{_link_name(target)}{link.subpath}{'|' + text if text else ''}]]"
 
 
@@ -168,7 +169,7 @@ def _check_edges(graph: VaultGraph, out: list[Finding]) -> None:
         if res.target is None:
             alias_of = owners.get(link.path.lower()) if "/" not in link.path else None
             if alias_of:
-                owner = sorted(alias_of)[0]
+                owner = min(alias_of)
                 fix = _written(link, owner if link.markdown else posixpath.basename(owner), link.alias or link.path)
                 out.append(_finding("link-to-alias", src, link.line,
                     f"{_shown(edge)}: '{link.path}' is an alias of {owner}, and Obsidian does "

@@ -21,7 +21,7 @@ from ..initialize import _vault_seed
 from .graph import Edge, VaultGraph
 from .lint import LOG, Finding, GitFacts, lint, local_source_paths, source_ref
 from .provenance import git_facts, git_location, head_commit
-from .store import CODE_DIGEST, STORE_FILE, GraphCache, Snapshot, sources_digest, snapshot
+from .store import CODE_DIGEST, STORE_FILE, GraphCache, Snapshot, snapshot, sources_digest
 
 __all__ = ["WikiManager"]
 

@@ -39,7 +39,18 @@ from ..formats.text import decode_markdown
 from ..home import blob_sha
 from .graph import PageNode, Problem, VaultGraph, node_of_page, page_node
 
-__all__ = ["CODE_DIGEST", "RACY_NS", "sources_digest", "GraphCache", "Snapshot", "snapshot", "build_graph", "scan_vault", "SyncedPages", "store_path"]
+__all__ = [
+    "CODE_DIGEST",
+    "RACY_NS",
+    "GraphCache",
+    "Snapshot",
+    "SyncedPages",
+    "build_graph",
+    "scan_vault",
+    "snapshot",
+    "sources_digest",
+    "store_path",
+]
 
 log = logging.getLogger(__name__)
 
@@ -171,8 +182,10 @@ class GraphCache:
     def touch(self, stats: Sequence[tuple[str, int, int, int, str]]) -> None:
         """New stat for pages whose content is the same: ``(path, size, mtime_ns, checked_ns, sha)``."""
         with self._transaction():
-            self._db.executemany("UPDATE pages SET size = ?, mtime_ns = ?, checked_ns = ? WHERE path = ? AND sha = ?",
-                                 [(size, mtime, checked, path, sha) for path, size, mtime, checked, sha in stats])  # fmt: skip
+            self._db.executemany(
+                "UPDATE pages SET size = ?, mtime_ns = ?, checked_ns = ? WHERE path = ? AND sha = ?",
+                [(size, mtime, checked, path, sha) for path, size, mtime, checked, sha in stats],
+            )
 
     def clear(self) -> None:
         with self._transaction():
@@ -313,7 +326,9 @@ def snapshot(root: Path, cache: GraphCache | None = None) -> Snapshot:
     return Snapshot(tuple(sorted(stats)), pages, known, known_files)
 
 
-def _parse_batch(batch: list[tuple[str, str, bytes]], keep: bool = False) -> list[tuple[str, str, str, PageNode | None]]:
+def _parse_batch(
+    batch: list[tuple[str, str, bytes]], keep: bool = False
+) -> list[tuple[str, str, str, PageNode | None]]:
     out = []
     for rel, sha, data in batch:
         node = _node_from_bytes(rel, sha, data)
