@@ -51,6 +51,7 @@ from .index.search import Hit, Weights, hybrid_search
 from .index.store import Index
 from .status import Status, build_status
 from .sync.apply import Progress, SyncReport, sync
+from .wiki.store import SyncedPages
 
 __all__ = ["Engine", "open_engine", "Status"]
 
@@ -82,6 +83,8 @@ class Engine:
             self.embedder = CachedEmbedder(inner, self._cache)
             # Without the lifetime lock, others write this index too: re-check it on every read.
             self.index = Index(home.state_dir / "index", inner.dim, inner.model_id, shared=read_only)
+            # The wiki's link graph follows every batch the index applies (syncd/wiki/store.py).
+            self._graph = SyncedPages(home.root)
         except BaseException:
             self.close()
             raise
@@ -128,7 +131,7 @@ class Engine:
         if not self.index.compatible():
             log.warning("the index was built with another model; rebuilding it")
             return self._reindex(progress)
-        report = sync(self.home, self.index, self.embedder, self.settings.max_file_bytes, paths, progress)
+        report = sync(self.home, self.index, self.embedder, self.settings.max_file_bytes, paths, progress, self._graph)
         self.index.write_meta()
         return report
 
@@ -140,8 +143,9 @@ class Engine:
 
     def _reindex(self, progress: Progress | None) -> SyncReport:
         self.home.require_readable()
+        self._graph.reset()
         with self.index.rebuilding() as aside:
-            report = sync(self.home, aside, self.embedder, self.settings.max_file_bytes, None, progress)
+            report = sync(self.home, aside, self.embedder, self.settings.max_file_bytes, None, progress, self._graph)
         self.index.write_meta()
         return report
 

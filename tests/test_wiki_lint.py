@@ -15,9 +15,9 @@ from hypothesis import strategies as st
 import syncd
 from syncd.errors import NotFoundError
 from syncd.wiki import report
-from syncd.wiki.graph import GraphCache, build_graph
 from syncd.wiki.lint import CODES
 from syncd.wiki.manager import WikiManager
+from syncd.wiki.store import GraphCache, build_graph
 
 
 def write(root: Path, files: dict[str, str | bytes]) -> None:
@@ -198,16 +198,17 @@ def test_deleting_the_derived_store_gives_the_same_findings(home):
 
 def test_parallel_parse_equals_one_core(tmp_path):
     from syncd.wiki import graph as graph_module
+    from syncd.wiki import store as store_module
 
-    pages = {f"f{i % 7}/P{i}.md": f"# P{i}\n[[P{i + 1}#P{i + 1}]] ^b{i}\n" for i in range(graph_module.PARALLEL_MIN + 5)}
+    pages = {f"f{i % 7}/P{i}.md": f"# P{i}\n[[P{i + 1}#P{i + 1}]] ^b{i}\n" for i in range(store_module.PARALLEL_MIN + 5)}
     write(tmp_path, pages)
     parallel = build_graph(tmp_path)
     items = [(rel, "sha", text.encode()) for rel, text in pages.items()]
-    one_core = {rel: graph_module.PageNode.from_json(rel, "sha", data) for rel, _, data in graph_module._parse_batch(items)}
+    one_core = {rel: graph_module.PageNode.from_json(rel, "sha", data) for rel, _, data, _ in store_module._parse_batch(items)}
     assert {rel: node.to_json() for rel, node in parallel.pages.items()} == {
         rel: node.to_json() for rel, node in one_core.items()}  # fmt: skip
     assert [e for e in parallel.edges if not e.subpath_ok or e.resolution.target is None] == [
-        e for e in parallel.edges if e.link.path == f"P{graph_module.PARALLEL_MIN + 5}"]  # fmt: skip
+        e for e in parallel.edges if e.link.path == f"P{store_module.PARALLEL_MIN + 5}"]  # fmt: skip
 
 
 _PIECES = st.sampled_from(["[[A]]", "[[B#H]]", "[[a/C^x]]", "![[p.png]]", "# H\n", "text ^x\n", "\n",

@@ -140,7 +140,9 @@ def search_command(query: str, user: str | None, chat: str | None, limit: int, k
         label = f"[{hit['category']}] " if hit["category"] else ""
         parts = " ".join(f"{k}={v:.2f}" for k, v in hit["parts"].items())
         click.echo(f"{rank:2}. {hit['score']:.3f}  {label}{hit['snippet']}")
-        click.echo(f"      {hit['path']}:{hit['line']}  ({parts})")
+        # A wiki hit says which page and section it came from (a daemon of an older syncd may not).
+        where = f"  {hit['breadcrumb']}" if hit.get("title") and hit.get("breadcrumb") else ""
+        click.echo(f"      {hit['path']}:{hit['line']}{where}  ({parts})")
 
 
 @click.command("status")

@@ -22,6 +22,14 @@ equality is text equality) and derives everything else from it on construction:
   backlinks). ``target`` is ``''`` for a link into the same page; absent parts are None.
   ``raw`` keeps the text between the brackets (``\\|`` read as ``|``) so a resolver can read it
   exactly as Obsidian does (:mod:`syncd.wiki.resolve`).
+* ``markdown_links``: ``[text](destination)`` links and ``![alt](destination)`` embeds to
+  files of the vault (CommonMark inline links: the destination has no spaces unless written in
+  ``<...>``, an optional title may follow), with the same exclusions as wikilinks; an image
+  inside a link's text (``[![alt](a.png)](b.md)``) counts too. Destinations with a scheme
+  (``https:``, ``mailto:``, ``obsidian:``, ...) point outside the vault and are not kept; the
+  others are split at the first ``#`` and each part URL-decoded (``Note%20name.md``). Reference
+  links (``[text][ref]``) and HTML ``<a href>`` are not read (Obsidian does not draw them in
+  its graph either).
 * ``headings``: every ATX heading outside code, comments and math, with its level and line, the
   targets of ``[[page#Heading]]``. ``block_ids``: ``^id`` (letters, digits, ``-``) ending a line
   after a space or alone on its line, the targets of ``[[page#^id]]``. ``footnotes``: ids of
@@ -44,6 +52,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import unquote
 
 import yaml
 
@@ -60,10 +69,13 @@ __all__ = [
     "MAX_CHUNK_CHARS",
     "Chunk",
     "WikiLink",
+    "MarkdownLink",
+    "markdown_destination",
     "Heading",
     "BlockId",
     "Page",
     "parse_page",
+    "parse_page_outline",
     "render_page",
     "page_from_body",
 ]
@@ -77,6 +89,15 @@ MAX_CHUNK_CHARS = 2000
 _FAST_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _FAST_YAML_MAX_CHARS = 4096
 _WIKILINK_RE = re.compile(r"(!?)\[\[([^\[\]\n]+?)\]\]")
+# ``[text](destination "title")``: text with one level of nested brackets (an image inside a
+# link), a destination in <...> or without spaces (balanced parentheses allowed), an optional title.
+_MDLINK_RE = re.compile(
+    r"(!?)\[((?:[^\[\]\n\\]|\\.|\[(?:[^\[\]\n\\]|\\.)*\])*)\]"
+    r"\([ \t]*(<[^<>\n]*>|(?:[^\s()\\]|\\.|\((?:[^\s()\\]|\\.)*\))*)"
+    r"(?:[ \t]+(?:\"[^\"\n]*\"|'[^'\n]*'|\([^()\n]*\)))?[ \t]*\)"
+)
+_SCHEME_RE = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:")
+_ESCAPED_RE = re.compile(r"\\([!-/:-@\[-`{-~])")
 _TAG_RE = re.compile(r"(?<!\S)#([\w/-]+)")
 _FM_TAG_SPLIT_RE = re.compile(r"[,\s]+")
 _BLOCK_ID_RE = re.compile(r"(?:^|\s)\^([A-Za-z0-9-]+)[ \t]*$")
@@ -105,6 +126,20 @@ class WikiLink:
     heading: str | None
     block: str | None
     alias: str | None
+    embed: bool
+    line: int
+    raw: str = field(default="", compare=False, repr=False)
+
+
+@dataclass(frozen=True)
+class MarkdownLink:
+    """One ``[text](destination)`` link or ``![alt](destination)`` embed to a vault file:
+    ``path`` and ``subpath`` (``'#...'`` or ``''``) URL-decoded, ``path`` ``''`` for a link
+    into the same page; ``raw`` the link as written; ``line`` 1-based in the whole file."""
+
+    path: str
+    subpath: str
+    text: str
     embed: bool
     line: int
     raw: str = field(default="", compare=False, repr=False)
@@ -140,6 +175,7 @@ class Page:
     title: str | None = field(init=False, compare=False, repr=False)
     chunks: tuple[Chunk, ...] = field(init=False, compare=False, repr=False)
     links: tuple[WikiLink, ...] = field(init=False, compare=False, repr=False)
+    markdown_links: tuple[MarkdownLink, ...] = field(init=False, compare=False, repr=False)
     tags: tuple[str, ...] = field(init=False, compare=False, repr=False)
     headings: tuple[Heading, ...] = field(init=False, compare=False, repr=False)
     block_ids: tuple[BlockId, ...] = field(init=False, compare=False, repr=False)
@@ -360,13 +396,52 @@ def _line_links(line: str, lineno: int, out: list[WikiLink]) -> None:
             out.append(link)
 
 
-def _analyse(page: Page) -> None:
+def markdown_destination(destination: str) -> tuple[str, str] | None:
+    """``(path, subpath)`` of a markdown link's destination as written between the
+    parentheses, URL-decoded; None for a destination outside the vault (a scheme) or none."""
+    if destination.startswith("<") and destination.endswith(">"):
+        destination = destination[1:-1]
+    destination = _ESCAPED_RE.sub(r"\1", destination.strip())
+    if not destination or _SCHEME_RE.match(destination):
+        return None
+    path, hash_, fragment = destination.partition("#")
+    path, subpath = unquote(path), ("#" + unquote(fragment) if hash_ else "")
+    if not path and not subpath.strip("#"):
+        return None
+    return path, subpath
+
+
+def _line_markdown_links(masked: str, content: str, lineno: int, out: list[MarkdownLink], start: int = 0,
+                         end: int | None = None) -> None:  # fmt: skip
+    for m in _MDLINK_RE.finditer(masked, start, len(masked) if end is None else end):
+        found = markdown_destination(m.group(3))
+        if found is not None:
+            out.append(MarkdownLink(found[0], found[1], m.group(2), m.group(1) == "!", lineno,
+                                    content[m.start() : m.end()]))  # fmt: skip
+        if "](" in m.group(2):
+            _line_markdown_links(masked, content, lineno, out, m.start(2), m.end(2))
+
+
+def parse_page_outline(text: str) -> Page:
+    """A page with everything but its ``chunks`` (left empty): for readers of its links,
+    headings and metadata alone (the wiki's link graph), which would not use them. Never
+    raises for any str."""
+    if not isinstance(text, str):
+        raise ValueError(f"page text must be a str, not {type(text).__name__}")
+    page = object.__new__(Page)
+    object.__setattr__(page, "text", text)
+    _analyse(page, with_chunks=False)
+    return page
+
+
+def _analyse(page: Page, with_chunks: bool = True) -> None:
     text = page.text
     lines = split_lines(text)
     contents = [c for c, _ in lines]
     fm_count = frontmatter_line_count(contents)
     fm_raw = "".join([c + e for c, e in lines[:fm_count]])
     links: list[WikiLink] = []
+    md_links: list[MarkdownLink] = []
     if fm_count:
         frontmatter, error = _load_frontmatter("\n".join(contents[1 : fm_count - 1]))
         for i in range(1, fm_count - 1):
@@ -405,7 +480,8 @@ def _analyse(page: Page) -> None:
                 current.append((lineno, content))
                 continue
         elif lead == "#" and (atx := atx_heading(content)) is not None:
-            _flush(path, current, chunks)
+            if with_chunks:
+                _flush(path, current, chunks)
             current = []
             level = atx[0]
             heading = atx[1].strip()
@@ -424,7 +500,10 @@ def _analyse(page: Page) -> None:
             masked, hidden = _mask_hidden(content, hidden)
         if "[[" in masked:
             _line_links(masked, lineno, links)
-            masked = _WIKILINK_RE.sub(_MASK, masked)
+            # Same length: positions in ``masked`` stay those of ``content``.
+            masked = _WIKILINK_RE.sub(lambda m: _MASK * len(m.group(0)), masked)
+        if "](" in masked:
+            _line_markdown_links(masked, content, lineno, md_links)
         if "#" in masked:
             for m in _TAG_RE.finditer(masked):
                 tag = m.group(1)
@@ -435,7 +514,8 @@ def _analyse(page: Page) -> None:
                 block_ids.append(BlockId(b.group(1), lineno))
             if lead == "[" and (f := _FOOTNOTE_RE.match(masked)) is not None:
                 footnotes.append(f.group(1))
-    _flush(path, current, chunks)
+    if with_chunks:
+        _flush(path, current, chunks)
 
     set_ = object.__setattr__
     set_(page, "frontmatter_raw", fm_raw)
@@ -446,6 +526,7 @@ def _analyse(page: Page) -> None:
     set_(page, "title", title if title is not None else first_h1)
     set_(page, "chunks", tuple(chunks))
     set_(page, "links", tuple(links))
+    set_(page, "markdown_links", tuple(md_links))
     set_(page, "tags", tuple(dict.fromkeys(tags)))
     set_(page, "headings", tuple(headings))
     set_(page, "block_ids", tuple(block_ids))

@@ -5,11 +5,22 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-__all__ = ["SCHEMA_VERSION", "FileRecord", "EntryRow", "FileUpdate", "meta_compatible"]
+__all__ = [
+    "HEADING_SEPARATOR",
+    "SCHEMA_VERSION",
+    "EntryRow",
+    "FileRecord",
+    "FileUpdate",
+    "meta_compatible",
+    "page_breadcrumb",
+]
+
+HEADING_SEPARATOR = " > "
 
 # The layout of the index's rows; an index of another layout is rebuilt (`syncd reindex`).
 # 2: daily-log facts carry their section heading and a context window in their search text.
-SCHEMA_VERSION = 2
+# 3: vault chunks carry their page's title (a new column), in their embedded and searched text too.
+SCHEMA_VERSION = 3
 
 
 def meta_compatible(meta: Mapping, model_id: str, empty: bool) -> bool:
@@ -18,6 +29,18 @@ def meta_compatible(meta: Mapping, model_id: str, empty: bool) -> bool:
     if not meta:
         return empty
     return meta.get("model_id") == model_id and meta.get("schema") == SCHEMA_VERSION
+
+
+def page_breadcrumb(title: str | None, heading: str) -> str:
+    """A chunk's place as a person reads it: the page's title, then its heading path
+    (``Page > Section > Subsection``). A page whose first heading is its title (its H1) does not
+    say it twice; without a title this is the heading path alone."""
+    if not title:
+        return heading
+    first = heading.split(HEADING_SEPARATOR, 1)[0]
+    if first.strip().casefold() == title.strip().casefold():
+        return heading
+    return f"{title}{HEADING_SEPARATOR}{heading}" if heading else title
 
 
 @dataclass(frozen=True)
@@ -55,20 +78,29 @@ class EntryRow:
     heading: str = ""
     provenance: str = ""
     label: str | None = None
+    # The page a vault chunk belongs to: its frontmatter title, else its first H1, else its file
+    # name; None for rows of other files.
+    title: str | None = None
     # Words around the row that full text should also find it by (a daily-log fact's neighbours
     # in its conversation and the day it was said); derived from the file, so not a column.
     context: str = ""
 
     @property
+    def breadcrumb(self) -> str:
+        """Where a chunk sits: ``Page > Section > Subsection`` (see :func:`page_breadcrumb`)."""
+        return page_breadcrumb(self.title, self.heading)
+
+    @property
     def embed_text(self) -> str:
-        """What the embedder sees: a chunk's heading path gives its text the context it lacks; a
-        fact is embedded alone (its heading is the section it was said in, not its meaning)."""
-        return f"{self.heading}\n{self.text}" if self.heading and self.kind != "fact" else self.text
+        """What the embedder sees: a chunk's page and heading path give its text the context it
+        lacks; a fact is embedded alone (its heading is the section it was said in, not its meaning)."""
+        where = self.breadcrumb if self.kind != "fact" else ""
+        return f"{where}\n{self.text}" if where else self.text
 
     @property
     def search_text(self) -> str:
         """What full-text search sees: the text plus the words around it a person would search by."""
-        heading = self.heading if self.kind != "fact" else ""
+        heading = self.breadcrumb if self.kind != "fact" else ""
         parts = [heading, self.category or "", self.text, " ".join(self.tags), self.label or "", self.context]
         return "\n".join(p for p in parts if p)
 
@@ -82,3 +114,5 @@ class FileUpdate:
     record: FileRecord | None
     rows: list[EntryRow] | None = None
     vectors: object = field(default=None, repr=False)
+    # A wiki page's parse (``ParsedFile.page``), for the link graph kept beside the index.
+    page: object = field(default=None, repr=False)

@@ -24,10 +24,11 @@ from dataclasses import dataclass
 
 from ..errors import ParseError
 from ..formats import decode_markdown_lossy, parse_daily_log, parse_page
+from ..formats.pages import Page
 from ..layout import classify_path
-from .records import EntryRow
+from .records import HEADING_SEPARATOR, EntryRow
 
-__all__ = ["ParsedFile", "parse_file", "parse_file_checked", "chunk_id"]
+__all__ = ["ParsedFile", "parse_file", "parse_file_checked", "chunk_id", "page_title"]
 
 
 def chunk_id(rel: str, key: str, occurrence: int) -> str:
@@ -41,6 +42,9 @@ class ParsedFile:
 
     rows: list[EntryRow]
     warning: str | None = None
+    # A wiki page's parse, for its node in the link graph (parsed once for both); None for
+    # other files and for a page whose bytes were not all UTF-8 (the graph says so itself).
+    page: Page | None = None
 
 
 def parse_file_checked(rel: str, data: bytes) -> ParsedFile:
@@ -55,7 +59,9 @@ def parse_file_checked(rel: str, data: bytes) -> ParsedFile:
     text, warning = decode_markdown_lossy(data, rel)
     if scope.kind == "daily_log":
         return ParsedFile(_daily_log_rows(rel, text, scope), warning)
-    return ParsedFile(_page_rows(rel, text, scope), warning)
+    page = parse_page(text)
+    graph_page = page if scope.kind == "vault_page" and not warning else None
+    return ParsedFile(_page_rows(rel, page, scope), warning, graph_page)
 
 
 def parse_file(rel: str, data: bytes) -> list[EntryRow]:
@@ -171,14 +177,24 @@ def _daily_log_rows(rel: str, text: str, scope) -> list[EntryRow]:
     return rows
 
 
-def _page_rows(rel: str, text: str, scope) -> list[EntryRow]:
-    page = parse_page(text)
+def page_title(rel: str, title: str | None) -> str:
+    """The title a person knows a vault page by: its frontmatter ``title`` or first H1 (the
+    parsed ``title``), else its file name without ``.md``, as Obsidian shows it."""
+    if title:
+        return title
+    name = rel.rpartition("/")[2]
+    return name[:-3] if name.lower().endswith(".md") else name
+
+
+def _page_rows(rel: str, page: Page, scope) -> list[EntryRow]:
+    # Only the wiki's pages are known by a title; MEMORY.md and blocks are known by their path.
+    title = page_title(rel, page.title) if scope.kind == "vault_page" else None
     rows: list[EntryRow] = []
     seen: dict[tuple[str, ...], int] = {}
     for chunk in page.chunks:
         n = seen.get(chunk.heading_path, 0)
         seen[chunk.heading_path] = n + 1
-        heading = " > ".join(chunk.heading_path)
+        heading = HEADING_SEPARATOR.join(chunk.heading_path)
         rows.append(
             EntryRow(
                 id=chunk_id(rel, heading, n),
@@ -192,6 +208,7 @@ def _page_rows(rel: str, text: str, scope) -> list[EntryRow]:
                 tags=tuple(page.tags),
                 heading=heading,
                 label=scope.label,
+                title=title,
             )
         )
     return rows

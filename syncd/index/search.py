@@ -27,6 +27,7 @@ import numpy as np
 
 from ..layout import validate_id
 from .fulltext import best_rows
+from .records import page_breadcrumb
 from .rowcache import ScopeMask
 from .store import Index
 
@@ -75,6 +76,12 @@ class Hit:
     session_id: str | None = None
     provenance: str = ""
     extra: dict = field(default_factory=dict)
+    # A wiki hit's page (frontmatter title, first H1 or file name); None outside the vault.
+    title: str | None = None
+    # Where the hit sits: ``Page > Section > Subsection`` for a wiki page, the heading path for
+    # other chunks, the section heading for a fact. A field, not a property, so the dict a hit
+    # travels as (the control socket, ``--json``) says it and still makes the same Hit again.
+    breadcrumb: str = ""
 
     def snippet(self, width: int = 100) -> str:
         """The first line worth showing: a chunk's heading line is already in ``heading``."""
@@ -202,6 +209,8 @@ def hybrid_search(
                 importance=row["importance"],
                 session_id=row["session"],
                 provenance=row["provenance"] or "",
+                title=row.get("title"),
+                breadcrumb=page_breadcrumb(row.get("title"), row["heading"] or ""),
             )
         )
     return hits

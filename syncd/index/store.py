@@ -87,6 +87,7 @@ def entry_schema(dim: int) -> pa.Schema:
             ("heading", pa.string()),
             ("provenance", pa.string()),
             ("label", pa.string()),
+            ("title", pa.string()),
             ("vector", pa.list_(pa.float32(), dim)),
         ]
     )

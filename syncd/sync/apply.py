@@ -26,6 +26,8 @@ __all__ = ["Progress", "SyncReport", "apply_plan", "sync"]
 
 
 Progress = Callable[[int, int], None]
+# Told of each batch once the index holds it (the wiki's link graph follows the same updates).
+Applied = Callable[[list[FileUpdate]], None]
 
 
 # Files parsed and embedded per write: bounds memory on a big rebuild and gives progress steps.
@@ -50,6 +52,7 @@ def apply_plan(
     known: Mapping[str, FileRecord],
     max_file_bytes: int,
     progress: Progress | None = None,
+    on_applied: Applied | None = None,
 ) -> SyncReport:
     report = SyncReport(plan=plan)
     updates: list[FileUpdate] = [FileUpdate(p, None) for p in plan.deleted]
@@ -62,6 +65,8 @@ def apply_plan(
     total = len(to_parse)
     if updates and not to_parse:
         index.apply(updates)
+        if on_applied:
+            on_applied(updates)
     done = 0
     for start in range(0, max(total, 1), _APPLY_BATCH_FILES):
         batch = to_parse[start : start + _APPLY_BATCH_FILES]
@@ -83,6 +88,8 @@ def apply_plan(
                 else:
                     report.chunks += 1
         index.apply(updates + parsed)
+        if on_applied:
+            on_applied(updates + parsed)
         updates = []
         done += len(batch)
         if progress:
@@ -100,21 +107,21 @@ def _parse_one(home: Home, scan: DiskScan, path: str, max_file_bytes: int, repor
     if data is not None and blob_sha(data) != f.sha:
         # Changed again since the scan: index what we actually read, and record its real sha.
         f = DiskFile(path, len(data), f.mtime_ns, sha=blob_sha(data))
-    rows = []
+    rows, page = [], None
     if error is None and data is not None:
         try:
             parsed = parse_file_checked(path, data)
         except ParseError as exc:
             error = str(exc)
         else:
-            rows, error = parsed.rows, parsed.warning
+            rows, error, page = parsed.rows, parsed.warning, parsed.page
     if error:
         # Every caller gets it in the report and shows it once (the CLI prints it, the daemon
         # logs it); a warning here as well would say everything twice.
         report.errors[path] = error
         log.info("%s: %s", path, error)
     record = FileRecord(path, kind, f.sha or "", f.size, scan.recorded_mtime(f.mtime_ns), error)
-    return FileUpdate(path, record, rows)
+    return FileUpdate(path, record, rows, page=page)
 
 
 def sync(
@@ -124,6 +131,7 @@ def sync(
     max_file_bytes: int,
     only: Iterable[str] | None = None,
     progress: Progress | None = None,
+    on_applied: Applied | None = None,
 ) -> SyncReport:
     """Bring the index in line with the tree (or with just the ``only`` paths, and any whose
     index write failed earlier in this process: a failed write heals on the next pass)."""
@@ -140,5 +148,5 @@ def sync(
     if plan.empty:
         return SyncReport(plan=plan)
     log.info("sync: %s", plan.summary())
-    return apply_plan(home, index, embedder, plan, scan, known, max_file_bytes, progress)
+    return apply_plan(home, index, embedder, plan, scan, known, max_file_bytes, progress, on_applied)
 

@@ -1,37 +1,25 @@
 """The link graph of a vault: its files, and for every markdown page its links, embeds,
 headings, block ids, aliases, tags and provenance, with each link resolved as Obsidian would.
+Pure: :mod:`syncd.wiki.store` reads the files and keeps what is derived from them.
 
-Built from the files (``build_graph``). The markdown is the only truth: what is parsed is kept
-in a small derived store (``GraphCache``, SQLite under the home's ``.syncd/``) keyed by path
-and git blob sha, so a second build parses only pages that changed. Deleting the store gives
-the same graph, only slower. A page whose size and mtime are unchanged is trusted without
-reading it unless its mtime is within ``RACY_NS`` of when it was last checked (git's "racily
-clean" rule: an edit in the same clock tick could keep both).
-
-Hidden files and folders (a name starting with ``.``: ``.obsidian``, ``.git``, ``.syncd``,
-``.trash``) are not part of the vault, as in Obsidian.
+Resolution is incremental. A graph may be given the resolutions of an earlier state
+(``known``, computed when the vault held ``known_files``); a page's are reused unless one of
+the file names its links look up was added or removed since, or a page of such a name changed
+(its headings and block ids are what ``#subpaths`` are checked against). Which file a link opens
+depends only on the files of that name (``Resolver`` groups them by lower-cased file name), so
+every other link keeps its answer: a new page named like a link elsewhere re-resolves exactly
+the links that say that name.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
-import logging
-import multiprocessing
-import os
 import re
-import sqlite3
-import time
 from collections.abc import Iterable, Mapping
-from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass, field, replace
-from pathlib import Path
+from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from ..errors import ParseError
-from ..formats.pages import parse_page
-from ..formats.text import decode_markdown
-from ..home import blob_sha
+from ..formats.pages import Page, parse_page_outline
 from .resolve import Resolution, Resolver, parse_linktext, subpath_exists
 
 __all__ = [
@@ -40,27 +28,21 @@ __all__ = [
     "PageNode",
     "Edge",
     "VaultGraph",
-    "GraphCache",
     "page_node",
-    "Snapshot",
-    "snapshot",
-    "build_graph",
-    "scan_vault",
+    "node_of_page",
+    "shown",
 ]
 
-log = logging.getLogger(__name__)
-
-RACY_NS = 2_000_000_000
-# Below this many pages to parse, starting worker processes costs more than it saves.
-PARALLEL_MIN = 400
-_SCHEMA_VERSION = 1
 _TAG_OK_RE = re.compile(r"#?[\w/-]+")
 _URL_RE = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
 
 
 class LinkRef(NamedTuple):
     """One link as Obsidian reads it. A NamedTuple rather than a dataclass because a large
-    vault holds tens of thousands and they are rebuilt from the cache on every lint."""
+    vault holds tens of thousands and they are rebuilt from the cache on every lint.
+
+    ``raw`` is the text between ``[[`` and ``]]`` for a wikilink, the whole ``[text](dest)`` for
+    a markdown link (``markdown``), whose ``alias`` is its text."""
 
     path: str
     subpath: str
@@ -68,6 +50,14 @@ class LinkRef(NamedTuple):
     embed: bool
     line: int
     raw: str
+    markdown: bool = False
+
+
+def shown(link: LinkRef) -> str:
+    """The link as its page writes it (for messages)."""
+    if link.markdown:
+        return link.raw
+    return ("!" if link.embed else "") + f"[[{link.raw}]]"
 
 
 class Problem(NamedTuple):
@@ -107,9 +97,9 @@ class PageNode:
     def from_json(cls, path: str, sha: str, data: str) -> PageNode:
         t, links, heads, blocks, notes, aliases, tags, sources, sline, ptype, probs = json.loads(data)
         return cls(
-            path, sha, t, tuple(LinkRef._make(x) for x in links), tuple(map(tuple, heads)),
+            path, sha, t, tuple(map(LinkRef._make, links)), tuple(map(tuple, heads)),
             tuple(blocks), tuple(notes), tuple(aliases), tuple(tags), tuple(sources), sline,
-            ptype, tuple(Problem._make(x) for x in probs),
+            ptype, tuple(map(Problem._make, probs)),
         )  # fmt: skip
 
 
@@ -182,7 +172,11 @@ def _shape_problems(fm: Mapping[Any, Any], fm_lines: list[str]) -> tuple[list[Pr
 
 def page_node(path: str, sha: str, text: str) -> PageNode:
     """Parse one page's text into its node. Pure; never raises for any text."""
-    page = parse_page(text)
+    return node_of_page(path, sha, parse_page_outline(text))
+
+
+def node_of_page(path: str, sha: str, page: Page) -> PageNode:
+    """The node of a page already parsed (the sync parses each page once, for its rows and this)."""
     fm_lines = page.frontmatter_raw.split("\n")
     problems: list[Problem] = []
     if page.frontmatter_error:
@@ -194,6 +188,9 @@ def page_node(path: str, sha: str, text: str) -> PageNode:
     for link in page.links:
         linkpath, subpath = parse_linktext(link.raw)
         links.append(LinkRef(linkpath, subpath, link.alias, link.embed, link.line, link.raw))
+    if page.markdown_links:
+        links.extend(LinkRef(m.path, m.subpath, m.text, m.embed, m.line, m.raw, True) for m in page.markdown_links)
+        links.sort(key=lambda link: link.line)  # stable: on one line, wikilinks first
     ptype = page.frontmatter.get("type")
     return PageNode(
         path=path,
@@ -224,13 +221,50 @@ class Edge(NamedTuple):
     subpath_ok: bool
 
 
+def _file_name(path: str) -> str:
+    return path.rpartition("/")[2].lower()
+
+
+def _names_looked_up(source: str, node: PageNode) -> Iterable[str]:
+    """The lower-cased file names whose files decide where ``node``'s links lead (see
+    ``Resolver.resolve``: a name as written when it has a dot, else with ``.md``)."""
+    for link in node.links:
+        if not link.path:
+            yield _file_name(source)
+            continue
+        name = link.path.lower().rpartition("/")[2]
+        yield name
+        yield name + ".md"
+
+
+def _encode(edge: Edge) -> Any:
+    """One resolved link as the store keeps it (compact: most links open one file)."""
+    res = edge.resolution
+    if res.target is None:
+        return None
+    if len(res.candidates) == 1:
+        return [res.target, edge.subpath_ok]
+    return [res.target, edge.subpath_ok, list(res.candidates), res.tied]
+
+
+_UNRESOLVED = Resolution(None, (), False)
+
+
 @dataclass
 class VaultGraph:
-    """Pages (markdown files) and all files of a vault, with every link resolved on demand."""
+    """Pages (markdown files) and all files of a vault, with every link resolved on demand.
+
+    ``known`` maps pages to their links' resolutions (JSON, as ``_encode`` writes them) computed
+    when the vault's files were ``known_files``; they are reused where still valid (see the
+    module's docstring). ``fresh`` holds, after ``edges``, the resolutions computed anew."""
 
     pages: dict[str, PageNode]
     files: tuple[str, ...]
+    known: Mapping[str, str] = field(default_factory=dict)
+    known_files: tuple[str, ...] | None = None
     resolver: Resolver = field(init=False)
+    fresh: dict[str, str] = field(default_factory=dict, init=False, repr=False)
+    _by_page: dict[str, list[Edge]] | None = field(default=None, init=False, repr=False)
     _edges: list[Edge] | None = field(default=None, init=False, repr=False)
     _backlinks: dict[str, list[Edge]] | None = field(default=None, init=False, repr=False)
 
@@ -246,16 +280,71 @@ class VaultGraph:
                 ok = subpath_exists(link.subpath, node.headings, node.block_ids, node.footnotes)
         return Edge(source, link, res, ok)
 
+    def reusable(self) -> set[str]:
+        """The pages whose ``known`` resolutions still hold for the files as they are now."""
+        if self.known_files is None or not self.known:
+            return set()
+        changed = set(self.files).symmetric_difference(self.known_files)
+        touched = {_file_name(f) for f in changed}
+        touched.update(_file_name(p) for p in self.pages if p not in self.known)
+        reuse = set()
+        for path in self.known:
+            node = self.pages.get(path)
+            if node is None:
+                continue
+            if touched and not touched.isdisjoint(_names_looked_up(path, node)):
+                continue
+            reuse.add(path)
+        return reuse
+
+    def _decode(self, source: str, node: PageNode, data: str, interned: dict) -> list[Edge] | None:
+        try:
+            encoded = json.loads(data)
+        except ValueError:
+            return None
+        if not isinstance(encoded, list) or len(encoded) != len(node.links):
+            return None
+        edges = []
+        for link, item in zip(node.links, encoded):
+            if item is None:
+                edges.append(Edge(source, link, _UNRESOLVED, True))
+                continue
+            target, ok = item[0], item[1]
+            key = (target, tuple(item[2]), item[3]) if len(item) > 2 else (target, (target,), False)
+            res = interned.get(key)
+            if res is None:
+                res = interned[key] = Resolution(*key)
+            edges.append(Edge(source, link, res, ok))
+        return edges
+
+    def _resolved(self) -> dict[str, list[Edge]]:
+        if self._by_page is None:
+            reuse = self.reusable()
+            interned: dict = {}
+            by_page: dict[str, list[Edge]] = {}
+            for path in sorted(self.pages):
+                node = self.pages[path]
+                edges = self._decode(path, node, self.known[path], interned) if path in reuse else None
+                if edges is None:
+                    edges = [self.resolve(path, link) for link in node.links]
+                    self.fresh[path] = json.dumps([_encode(e) for e in edges], ensure_ascii=False,
+                                                  separators=(",", ":"))  # fmt: skip
+                by_page[path] = edges
+            self._by_page = by_page
+        return self._by_page
+
     @property
     def edges(self) -> list[Edge]:
         """Every link of every page, resolved; in page path order, then file order."""
         if self._edges is None:
-            self._edges = [self.resolve(p, link) for p in sorted(self.pages) for link in self.pages[p].links]
+            self._edges = [edge for edges in self._resolved().values() for edge in edges]
         return self._edges
 
     def links(self, page: str) -> list[Edge]:
-        node = self.pages.get(page)
-        return [] if node is None else [self.resolve(page, link) for link in node.links]
+        if self._by_page is None:  # one page's links need not wait for the whole vault's
+            node = self.pages.get(page)
+            return [] if node is None else [self.resolve(page, link) for link in node.links]
+        return list(self._by_page.get(page, ()))
 
     def backlinks(self, target: str) -> list[Edge]:
         """Links from other pages (and the page itself) that Obsidian opens ``target`` for."""
@@ -274,172 +363,3 @@ class VaultGraph:
         if name in self.pages or name in self.files:
             return name
         return self.resolver.resolve(parse_linktext(name)[0], "").target
-
-
-# --------------------------------------------------------------------------- files and cache (I/O)
-
-
-def scan_vault(root: Path) -> dict[str, os.stat_result]:
-    """Every file under ``root`` (relative ``/`` paths), hidden files and folders left out."""
-    out: dict[str, os.stat_result] = {}
-    stack = [("", str(root))]
-    while stack:
-        prefix, folder = stack.pop()
-        try:
-            entries = list(os.scandir(folder))
-        except OSError as exc:
-            log.warning("cannot list %s: %s", folder, exc)
-            continue
-        for entry in entries:
-            if entry.name.startswith("."):
-                continue
-            rel = prefix + entry.name
-            try:
-                if entry.is_dir(follow_symlinks=False):
-                    stack.append((rel + "/", entry.path))
-                elif entry.is_file():
-                    out[rel] = entry.stat()
-            except OSError:
-                continue
-    return out
-
-
-class GraphCache:
-    """The derived store: parsed page nodes by (path, blob sha), plus small facts keyed by the
-    git HEAD they were computed at. Disposable; any error reading it means "not cached"."""
-
-    def __init__(self, path: Path):
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self.path = path
-        self._db = sqlite3.connect(str(path))
-        version = self._db.execute("PRAGMA user_version").fetchone()[0]
-        if version != _SCHEMA_VERSION:
-            self._db.executescript(
-                "DROP TABLE IF EXISTS pages; DROP TABLE IF EXISTS facts;"
-                "CREATE TABLE pages (path TEXT PRIMARY KEY, size INTEGER, mtime_ns INTEGER,"
-                " checked_ns INTEGER, sha TEXT, data TEXT);"
-                "CREATE TABLE facts (key TEXT PRIMARY KEY, value TEXT);"
-                f"PRAGMA user_version = {_SCHEMA_VERSION};"
-            )
-            self._db.commit()
-
-    def close(self) -> None:
-        self._db.close()
-
-    def rows(self) -> dict[str, tuple[int, int, int, str, str]]:
-        return {r[0]: r[1:] for r in self._db.execute("SELECT path, size, mtime_ns, checked_ns, sha, data FROM pages")}
-
-    def save(self, upserts: list[tuple[str, int, int, int, str, str]], deletes: list[str]) -> None:
-        if not upserts and not deletes:
-            return
-        with self._db:
-            self._db.executemany("INSERT OR REPLACE INTO pages VALUES (?, ?, ?, ?, ?, ?)", upserts)
-            self._db.executemany("DELETE FROM pages WHERE path = ?", [(d,) for d in deletes])
-
-    def fact(self, key: str) -> Any:
-        row = self._db.execute("SELECT value FROM facts WHERE key = ?", (key,)).fetchone()
-        return None if row is None else json.loads(row[0])
-
-    def set_fact(self, key: str, value: Any) -> None:
-        with self._db:
-            self._db.execute("INSERT OR REPLACE INTO facts VALUES (?, ?)", (key, json.dumps(value)))
-
-
-def _node_from_bytes(rel: str, sha: str, data: bytes) -> PageNode:
-    try:
-        text = decode_markdown(data, rel)
-    except ParseError as exc:  # not UTF-8: the page still exists and can be linked to
-        problem = Problem("invalid-encoding", exc.line or 1, f"{exc}; save the file as UTF-8")
-        return replace(page_node(rel, sha, ""), problems=(problem,))
-    return page_node(rel, sha, text)
-
-
-@dataclass(frozen=True)
-class Snapshot:
-    """The vault's state as the cache saw it: every file, and for each page its blob sha and
-    its node (decoded) or the node's JSON (not decoded yet, so an unchanged vault is cheap)."""
-
-    files: tuple[str, ...]
-    pages: dict[str, tuple[str, PageNode | str]]
-
-    def key(self) -> str:
-        """A digest of everything the graph depends on: file names and page contents."""
-        h = hashlib.sha1()
-        for rel in self.files:
-            h.update(rel.encode("utf-8", "surrogateescape") + b"\0")
-            entry = self.pages.get(rel)
-            if entry is not None:
-                h.update(entry[0].encode())
-        return h.hexdigest()
-
-    def graph(self) -> VaultGraph:
-        pages = {
-            rel: node if isinstance(node, PageNode) else PageNode.from_json(rel, sha, node)
-            for rel, (sha, node) in self.pages.items()
-        }
-        return VaultGraph(pages, self.files)
-
-
-def snapshot(root: Path, cache: GraphCache | None = None) -> Snapshot:
-    """Scan the vault at ``root``; with ``cache``, unchanged pages are neither parsed nor (out
-    of the racy window) read, and the cache is brought up to date. Reads the vault only."""
-    root = Path(root)
-    stats = scan_vault(root)
-    cached = cache.rows() if cache is not None else {}
-    now = time.time_ns()
-    pages: dict[str, tuple[str, PageNode | str]] = {}
-    upserts: list[tuple[str, int, int, int, str, str]] = []
-    to_parse: list[tuple[str, str, bytes]] = []
-    for rel, st in stats.items():
-        if not rel.lower().endswith(".md"):
-            continue
-        row = cached.get(rel)
-        if row is not None:
-            size, mtime_ns, checked_ns, sha, data = row
-            if size == st.st_size and mtime_ns == st.st_mtime_ns and mtime_ns + RACY_NS < checked_ns:
-                pages[rel] = (sha, data)
-                continue
-        try:
-            data = (root / rel).read_bytes()
-        except OSError as exc:
-            log.warning("cannot read %s: %s", rel, exc)
-            continue
-        sha = blob_sha(data)
-        if row is not None and row[3] == sha:
-            pages[rel] = (sha, row[4])
-            upserts.append((rel, st.st_size, st.st_mtime_ns, now, sha, row[4]))
-        else:
-            to_parse.append((rel, sha, data))
-    for rel, sha, node_json in _parse_all(to_parse):
-        st = stats[rel]
-        pages[rel] = (sha, node_json)
-        upserts.append((rel, st.st_size, st.st_mtime_ns, now, sha, node_json))
-    if cache is not None:
-        cache.save(upserts, [p for p in cached if p not in pages])
-    return Snapshot(tuple(sorted(stats)), pages)
-
-
-def _parse_batch(batch: list[tuple[str, str, bytes]]) -> list[tuple[str, str, str]]:
-    return [(rel, sha, _node_from_bytes(rel, sha, data).to_json()) for rel, sha, data in batch]
-
-
-def _parse_all(items: list[tuple[str, str, bytes]]) -> list[tuple[str, str, str]]:
-    """Parse pages, on every core when there are many (a cold build of a large vault): parsing
-    is pure CPU work and the GIL would hold it to one core."""
-    workers = min(os.cpu_count() or 1, 8)
-    if workers < 2 or len(items) < PARALLEL_MIN:
-        return _parse_batch(items)
-    size = -(-len(items) // (workers * 4))
-    batches = [items[i : i + size] for i in range(0, len(items), size)]
-    try:
-        context = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else None)
-        with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
-            return [row for part in pool.map(_parse_batch, batches) for row in part]
-    except (OSError, RuntimeError) as exc:  # no processes allowed here: do it on this one
-        log.debug("parsing on one core: %s", exc)
-        return _parse_batch(items)
-
-
-def build_graph(root: Path, cache: GraphCache | None = None) -> VaultGraph:
-    """The graph of the vault at ``root`` from its files (see ``snapshot``)."""
-    return snapshot(root, cache).graph()

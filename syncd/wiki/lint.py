@@ -51,9 +51,10 @@ import posixpath
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from urllib.parse import quote
 
 from ..formats.text import closes_fence, fence_opener, frontmatter_line_count
-from .graph import _URL_RE, Edge, VaultGraph
+from .graph import _URL_RE, Edge, LinkRef, VaultGraph, shown
 from .resolve import parse_linktext
 
 __all__ = ["source_ref", "local_source_paths", "Finding", "GitFacts", "LogRewrite", "SEVERITIES", "CODES", "lint", "INDEX", "LOG", "SCHEMA"]
@@ -133,7 +134,16 @@ def _finding(code: str, path: str, line: int, message: str) -> Finding:
 
 
 def _shown(edge: Edge) -> str:
-    return ("!" if edge.link.embed else "") + f"[[{edge.link.raw}]]"
+    return shown(edge.link)
+
+
+def _written(link: LinkRef, target: str, text: str | None) -> str:
+    """How to write a link to ``target`` in the link's own style (markdown links keep theirs)."""
+    if link.markdown:
+        prefix = "!" if link.embed else ""
+        shown_text = text or posixpath.basename(_link_name(target))
+        return f"{prefix}[{shown_text}]({quote(target)}{quote(link.subpath, safe='#^')})"
+    return f"[[{_link_name(target)}{link.subpath}{'|' + text if text else ''}]]"
 
 
 def _alias_owners(graph: VaultGraph) -> dict[str, list[str]]:
@@ -154,16 +164,16 @@ def _check_edges(graph: VaultGraph, out: list[Finding]) -> None:
     stems: dict[str, str] | None = None
     for edge in graph.edges:
         link, res, src = edge.link, edge.resolution, edge.source
-        if res.target is None and f"[[{link.raw}]]" in graph.pages[src].sources:
+        if res.target is None and not link.markdown and f"[[{link.raw}]]" in graph.pages[src].sources:
             continue  # reported once, as a missing source
         if res.target is None:
             alias_of = owners.get(link.path.lower()) if "/" not in link.path else None
             if alias_of:
-                page = _link_name(posixpath.basename(sorted(alias_of)[0]))
-                sub = link.subpath
+                owner = min(alias_of)
+                fix = _written(link, owner if link.markdown else posixpath.basename(owner), link.alias or link.path)
                 out.append(_finding("link-to-alias", src, link.line,
-                    f"{_shown(edge)}: '{link.path}' is an alias of {sorted(alias_of)[0]}, and Obsidian does "
-                    f"not resolve aliases in links; write [[{page}{sub}|{link.alias or link.path}]]"))  # fmt: skip
+                    f"{_shown(edge)}: '{link.path}' is an alias of {owner}, and Obsidian does "
+                    f"not resolve aliases in links; write {fix}"))  # fmt: skip
                 continue
             hint = ""
             if "^" in link.path and not link.subpath:
@@ -195,18 +205,57 @@ def _check_edges(graph: VaultGraph, out: list[Finding]) -> None:
                     f"{_shown(edge)}: {res.target} has no block '{parts[0]}' (block ids there: {ids}); "
                     f"end the paragraph with ' {parts[0]}' or fix the id"))  # fmt: skip
             else:
-                heads = ", ".join(h for _, h in (node.headings if node else ())[:6]) or "none"
+                headings = node.headings if node else ()
+                heads = ", ".join(h for _, h in headings[:6]) or "none"
+                slugged = _slug_match(parts, headings)
+                fix = "fix the heading text or the link"
+                if slugged:
+                    fix = (f"'#{parts[0]}' is a GitHub-style anchor, but Obsidian matches the heading's text: "
+                           f"write {_with_subpath(link, '#' + slugged)}")  # fmt: skip
                 out.append(_finding("broken-heading", src, link.line,
                     f"{_shown(edge)}: {res.target} has no heading '{'#'.join(parts)}' (headings there: {heads}); "
-                    "fix the heading text or the link"))  # fmt: skip
+                    f"{fix}"))  # fmt: skip
         if res.ambiguous and link.path:
             others = ", ".join(res.candidates[1:4])
             why = ("Obsidian's pick among equally short paths depends on load order" if res.tied
                    else "Obsidian picks the one nearest the linking page, then the shortest path")  # fmt: skip
             out.append(_finding("ambiguous-link", src, link.line,
                 f"{_shown(edge)} opens {res.target} but also matches {others}; {why}. "
-                f"Write [[{_link_name(res.target)}{link.subpath}{'|' + link.alias if link.alias else ''}]] "
-                "to say which"))  # fmt: skip
+                f"Write {_written(link, res.target, link.alias)} to say which"))  # fmt: skip
+
+
+def _with_subpath(link: LinkRef, subpath: str) -> str:
+    """The link as written, pointing at ``subpath`` instead."""
+    if link.markdown:
+        dest = quote(link.path) + quote(subpath, safe="#^")
+        return f"{'!' if link.embed else ''}[{link.alias or ''}]({dest})"
+    return f"{'!' if link.embed else ''}[[{link.path}{subpath}{'|' + link.alias if link.alias else ''}]]"
+
+
+_MD_LINK_TEXT_RE = re.compile(r"!?\[([^\]]*)\]\([^)]*\)")
+_EMPHASIS_RE = re.compile(r"(?<!\w)_([^_]+)_(?!\w)")
+
+
+def _github_slugs(headings) -> dict[str, str]:
+    """GitHub's anchor for each heading: the rendered text lower-cased, punctuation dropped,
+    spaces to ``-``; a repeated one gets ``-1``, ``-2``... (the first wins a clash)."""
+    slugs: dict[str, str] = {}
+    seen: dict[str, int] = {}
+    for _, text in headings:
+        shown = _EMPHASIS_RE.sub(r"\1", _MD_LINK_TEXT_RE.sub(r"\1", text))
+        base = re.sub(r"[^\w\- ]", "", shown.strip().lower()).replace(" ", "-")
+        n = seen.get(base, 0)
+        seen[base] = n + 1
+        slugs.setdefault(base if n == 0 else f"{base}-{n}", text)
+    return slugs
+
+
+def _slug_match(parts: list[str], headings) -> str | None:
+    """The heading a one-part ``#some-heading`` anchor means, when it is the GitHub anchor of
+    one (docs written for GitHub link that way; Obsidian does not understand it)."""
+    if len(parts) != 1:
+        return None
+    return _github_slugs(headings).get(parts[0].lower())
 
 
 def _check_names(graph: VaultGraph, out: list[Finding]) -> None:

@@ -2,8 +2,9 @@
 
 It bootstraps a vault once, from ``vault_template/`` (the same seed ``syncd init`` uses), and
 after that only reads: ``lint``, ``links`` and ``backlinks`` never write a page. Parsed pages
-are cached in a derived store: under the home's ``.syncd/wiki/`` when the vault is inside a
-home, else under the vault's own hidden ``.syncd/wiki/`` (Obsidian ignores hidden folders).
+and resolved links are kept in a derived store (:mod:`syncd.wiki.store`): under the home's
+``.syncd/wiki/`` when the vault is inside a home (where the sync keeps it up to date as it
+indexes), else under the vault's own hidden ``.syncd/wiki/`` (Obsidian ignores hidden folders).
 Deleting that store changes nothing but speed; if it cannot be opened (a read-only folder), the
 graph is built from the files alone.
 """
@@ -17,16 +18,18 @@ from pathlib import Path
 from ..errors import HomeError, NotFoundError
 from ..home import atomic_write
 from ..initialize import _vault_seed
-from .graph import Edge, GraphCache, VaultGraph, build_graph, snapshot
+from .graph import Edge, VaultGraph
 from .lint import LOG, Finding, GitFacts, lint, local_source_paths, source_ref
 from .provenance import git_facts, git_location, head_commit
+from .store import CODE_DIGEST, STORE_FILE, GraphCache, Snapshot, snapshot, sources_digest
 
 __all__ = ["WikiManager"]
 
 log = logging.getLogger(__name__)
 
-_CACHE_FILE = "graph.sqlite"
 _LINT_KEY = "lint"
+# Stored findings hold only for the code that found them (a newer syncd may check more).
+_LINT_CODE = sources_digest("wiki.lint", "wiki.provenance") + CODE_DIGEST[:12]
 
 
 def _home_of(vault: Path) -> Path | None:
@@ -82,18 +85,31 @@ class WikiManager:
         if not self.use_cache:
             return None
         try:
-            return GraphCache(self.cache_dir / _CACHE_FILE)
+            return GraphCache(self.cache_dir / STORE_FILE)
         except (OSError, sqlite3.Error) as exc:
             log.warning("wiki cache unavailable (%s); reading every page", exc)
             return None
 
     def graph(self) -> VaultGraph:
+        """The vault's link graph, every link resolved (and what was resolved anew kept)."""
         cache = self._cache()
         try:
-            return build_graph(self.root, cache)
+            snap = snapshot(self.root, cache)
+            return self._resolved(snap, cache)
         finally:
             if cache is not None:
                 cache.close()
+
+    @staticmethod
+    def _resolved(snap: Snapshot, cache: GraphCache | None) -> VaultGraph:
+        graph = snap.graph()
+        graph.edges  # noqa: B018 -- resolves every link now, reusing what the store knows
+        if cache is not None:
+            try:
+                cache.keep_resolutions(graph, snap.known_files)
+            except sqlite3.Error as exc:
+                log.warning("could not keep resolved links in %s: %s", cache.path, exc)
+        return graph
 
     def lint(self) -> list[Finding]:
         """Every finding for the vault, sorted (see :mod:`syncd.wiki.lint` for the codes).
@@ -106,13 +122,13 @@ class WikiManager:
             snap = snapshot(self.root, cache)
             location = git_location(self.root)
             head = head_commit(location[0]) if location else None
-            key = f"{snap.key()}:{head}"
+            key = f"{snap.key()}:{head}:{_LINT_CODE}"
             hit = cache.fact(_LINT_KEY) if cache is not None else None
             if hit is not None and hit["key"] == key and all(
                 (location[0] / p).is_file() == there for p, there in hit["outside"].items()
             ):
                 return [Finding(**f) for f in hit["findings"]]
-            graph = snap.graph()
+            graph = self._resolved(snap, cache)
             log_text = self._read(LOG) if LOG in graph.pages else None
             facts = self._git_facts(graph, log_text, cache, location)
             findings = lint(graph, log_text=log_text, git=facts)
@@ -149,7 +165,12 @@ class WikiManager:
 
     def links(self, page: str) -> list[Edge]:
         """The links of ``page`` (a vault path or a name as written in ``[[...]]``), resolved."""
-        graph = self.graph()
+        cache = self._cache()
+        try:
+            graph = snapshot(self.root, cache).graph()  # one page's links: no need to resolve all
+        finally:
+            if cache is not None:
+                cache.close()
         return graph.links(self._page(graph, page))
 
     def backlinks(self, page: str) -> list[Edge]:

@@ -14,8 +14,8 @@ import subprocess
 from collections.abc import Iterable
 from pathlib import Path
 
-from .graph import GraphCache
 from .lint import GitFacts, LogRewrite
+from .store import GraphCache
 
 __all__ = ["git_root", "head_commit", "last_changed", "log_versions", "log_rewrites", "git_location", "git_facts"]
 

@@ -16,7 +16,7 @@ import json
 from collections import Counter
 from collections.abc import Sequence
 
-from .graph import Edge
+from .graph import Edge, shown
 from .lint import SEVERITIES, Finding
 
 __all__ = ["lint_exit_code", "lint_text", "lint_json", "links_text", "links_json", "backlinks_text", "backlinks_json"]
@@ -50,7 +50,7 @@ def _edge_dict(edge: Edge) -> dict[str, object]:
     return {
         "source": edge.source,
         "line": link.line,
-        "link": ("!" if link.embed else "") + f"[[{link.raw}]]",
+        "link": shown(link),
         "embed": link.embed,
         "target": res.target,
         "subpath": link.subpath or None,
