@@ -135,7 +135,8 @@ class Engine:
         if not self.index.compatible():
             log.warning("the index was built with another model; rebuilding it")
             return self._reindex(progress)
-        if self.index.meta().get("transcripts") != self._transcript_mode:
+        meta = self.index.meta()
+        if meta and meta.get("transcripts") != self._transcript_mode:
             # Transcript rows depend on a setting, not only on the files: a changed setting
             # changes every transcript's rows while no file changed.
             log.warning("transcript indexing is now %s; rebuilding the index", self._transcript_mode or "off")
