@@ -44,6 +44,14 @@ _LAZY = {
     "Status": ("syncd.engine", "Status"),
     "Hit": ("syncd.index.search", "Hit"),
     "Intent": ("syncd.history.intents", "Intent"),
+    "TranscriptManager": ("syncd.session", "TranscriptManager"),
+    "StateMirror": ("syncd.session", "StateMirror"),
+    "SessionPolicy": ("syncd.session", "SessionPolicy"),
+    "SessionLifecycle": ("syncd.session", "SessionLifecycle"),
+    "ContextCompressor": ("syncd.session", "ContextCompressor"),
+    "TranscriptIndexer": ("syncd.session", "TranscriptIndexer"),
+    "MarkdownIndexer": ("syncd.session", "MarkdownIndexer"),
+    "SessionRunner": ("syncd.session", "SessionRunner"),
 }
 
 
@@ -76,4 +84,12 @@ __all__ = [
     "LockedError",
     "NotFoundError",
     "ParseError",
+    "TranscriptManager",
+    "StateMirror",
+    "SessionPolicy",
+    "SessionLifecycle",
+    "ContextCompressor",
+    "TranscriptIndexer",
+    "MarkdownIndexer",
+    "SessionRunner",
 ]

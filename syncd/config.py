@@ -74,6 +74,10 @@ class Settings(BaseSettings):
     transcript_indexing_enabled: bool = False
     transcript_chunk_tokens: int = Field(400, ge=16, le=8192)
     transcript_chunk_overlap: int = Field(80, ge=0, le=4096)
+    # The reset policy `syncd sessions` reports against (SessionPolicy.from_settings); 0 disables.
+    session_daily_reset_hour: int = Field(0, ge=0, le=23, description="UTC hour of the daily reset.")
+    session_idle_timeout_minutes: int = Field(0, ge=0)
+    session_max_turns: int = Field(0, ge=0)
 
     # Files larger than this are recorded as errors rather than parsed (a stray export, a dump).
     max_file_bytes: int = Field(20 * 1024 * 1024, ge=1024)

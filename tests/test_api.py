@@ -10,6 +10,7 @@ import pytest
 
 import syncd
 import syncd.memory
+import syncd.session
 
 
 def test_public_names_are_pinned():
@@ -17,12 +18,14 @@ def test_public_names_are_pinned():
         "__version__", "init", "open", "Engine", "Status", "Hit", "Intent", "InitReport", "Settings",
         "SyncdError", "ConfigError", "ConflictError", "EmbeddingError", "ExtractionError",
         "BlockLimitError", "HomeError", "InvalidIdError", "LockedError", "NotFoundError", "ParseError",
+        "TranscriptManager", "StateMirror", "SessionPolicy", "SessionLifecycle", "ContextCompressor",
+        "TranscriptIndexer", "MarkdownIndexer", "SessionRunner",
     ])
     for name in syncd.__all__:
         assert getattr(syncd, name) is not None
 
 
-@pytest.mark.parametrize("module", [syncd, syncd.memory], ids=lambda m: m.__name__)
+@pytest.mark.parametrize("module", [syncd, syncd.memory, syncd.session], ids=lambda m: m.__name__)
 def test_all_lists_exactly_the_public_names(module):
     """Nothing public slips in (an import left over) or out (a name promised but gone)."""
     defined = {

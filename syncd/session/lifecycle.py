@@ -39,6 +39,10 @@ class SessionPolicy:
         if not isinstance(self.max_turns, int) or self.max_turns < 0:
             raise SessionError("max_turns", "a whole number of turns, 0 or more")
 
+    @classmethod
+    def from_settings(cls, settings) -> SessionPolicy:
+        return cls(settings.session_daily_reset_hour, settings.session_idle_timeout_minutes, settings.session_max_turns)
+
 
 def _aware(name: str, value: dt.datetime) -> dt.datetime:
     if not isinstance(value, dt.datetime) or value.tzinfo is None or value.utcoffset() is None:

@@ -12,9 +12,8 @@ import asyncio
 import hashlib
 import json
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..config import Settings
 from ..errors import UnsafePickleError
 from ..formats.agent_state import AgentState, legacy_placeholder, parse_state, render_state, sniff_format
 from ..history.intents import Intent
@@ -22,6 +21,9 @@ from ..home import Home
 from ..layout import validate_id
 from .files import open_backend, read_bytes, utc_now
 from .serializer import deserialize_agent
+
+if TYPE_CHECKING:
+    from ..config import Settings
 
 __all__ = ["StateMirror", "read_state_file"]
 

@@ -17,9 +17,8 @@ import datetime as dt
 import logging
 import threading
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..config import Settings
 from ..errors import ConflictError
 from ..formats.transcripts import (
     Transcript,
@@ -33,6 +32,9 @@ from ..history.intents import Intent
 from ..home import Home
 from ..layout import validate_id
 from .files import open_backend, read_bytes, utc_now
+
+if TYPE_CHECKING:
+    from ..config import Settings
 
 __all__ = ["TranscriptManager", "read_transcript_file", "load_transcript"]
 
