@@ -9,7 +9,6 @@ import pickle
 
 import pytest
 from hypothesis import given, settings
-from hypothesis import strategies as st
 
 import syncd
 from syncd.config import Settings

@@ -14,9 +14,9 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from collections.abc import Callable
 from typing import Any
 
 from ..home import Home, read_regular

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import datetime as dt
 import io
+import math
 import pickle
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -87,7 +88,7 @@ def _plain(value: Any) -> Any:
     if value is None or isinstance(value, (bool, int, str)):
         return value
     if isinstance(value, float):
-        return value if value == value and value not in (float("inf"), float("-inf")) else str(value)
+        return value if math.isfinite(value) else str(value)
     if isinstance(value, dict):
         return {str(k): _plain(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
