@@ -93,3 +93,18 @@ def test_session_files_are_scoped_by_their_path():
     assert bad.user == "ana" and bad.error and bad.session is None
     legacy = classify_path("sessions/transcripts/s1.jsonl")
     assert legacy.user is None and legacy.error
+
+
+def test_every_session_command_and_option_has_help():
+    import click
+
+    from syncd.cli import cli
+
+    group = cli.commands["sessions"]
+    for command in [group, *group.commands.values()]:
+        assert command.help
+        for param in command.params:
+            if isinstance(param, click.Argument):
+                assert param.human_readable_name.upper() in command.help.upper()
+            else:
+                assert param.help, (command.name, param.opts)

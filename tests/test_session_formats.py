@@ -211,3 +211,16 @@ def test_session_keys_are_valid_and_distinct():
     assert get_session_key("slack", "u+1@x.org") == get_session_key("slack", "u+1@x.org")
     with pytest.raises(ValueError):
         get_session_key("slack", "../etc")
+
+
+def test_the_daily_reset_fires_at_the_reset_instant_itself():
+    life = SessionLifecycle(SessionPolicy(daily_reset_hour=4))
+    before = dt.datetime(2026, 3, 29, 3, 59, 59, tzinfo=UTC)
+    at = dt.datetime(2026, 3, 29, 4, 0, tzinfo=UTC).astimezone(zoneinfo.ZoneInfo("Europe/Berlin"))  # DST day
+    assert life.should_reset(before, 1, before, now=at) == (True, "daily_reset")
+    assert life.should_reset(at, 1, at, now=at + dt.timedelta(hours=23, minutes=59)) == (False, "")
+
+
+def test_a_transcript_line_is_readable_text():
+    line = render_entry(make_entry("user", "chá 日本", ts="t"))
+    assert "chá 日本".encode() in line and line.count(b"\n") == 1

@@ -78,7 +78,10 @@ def sessions_group(ctx: click.Context, user: str | None, as_json: bool, home: Pa
 @json_option
 @home_option
 def show_command(session_id: str, last_n: int | None, user: str | None, as_json: bool, home: Path | None) -> None:
-    """The transcript of a session, one entry per line with its line number."""
+    """The transcript of a session, one entry per line with its line number.
+
+    SESSION_ID is the session's id, as `syncd sessions` lists it.
+    """
     from ..layout import validate_id
     from ..session.transcripts import read_transcript_file
 
@@ -101,7 +104,10 @@ def show_command(session_id: str, last_n: int | None, user: str | None, as_json:
 @_user_option
 @home_option
 def state_command(session_id: str, user: str | None, home: Path | None) -> None:
-    """The agent-state snapshot of a session (JSON v2)."""
+    """The agent-state snapshot of a session (JSON v2).
+
+    SESSION_ID is the session's id, as `syncd sessions` lists it.
+    """
     from ..layout import validate_id
     from ..session.state import read_state_file
 
