@@ -45,6 +45,14 @@ _LAZY = {
     "Hit": ("syncd.index.search", "Hit"),
     "Intent": ("syncd.history.intents", "Intent"),
     "WikiManager": ("syncd.wiki.manager", "WikiManager"),
+    "TranscriptManager": ("syncd.session", "TranscriptManager"),
+    "StateMirror": ("syncd.session", "StateMirror"),
+    "SessionPolicy": ("syncd.session", "SessionPolicy"),
+    "SessionLifecycle": ("syncd.session", "SessionLifecycle"),
+    "ContextCompressor": ("syncd.session", "ContextCompressor"),
+    "TranscriptIndexer": ("syncd.session", "TranscriptIndexer"),
+    "MarkdownIndexer": ("syncd.session", "MarkdownIndexer"),
+    "SessionRunner": ("syncd.session", "SessionRunner"),
 }
 
 
@@ -78,4 +86,12 @@ __all__ = [
     "LockedError",
     "NotFoundError",
     "ParseError",
+    "TranscriptManager",
+    "StateMirror",
+    "SessionPolicy",
+    "SessionLifecycle",
+    "ContextCompressor",
+    "TranscriptIndexer",
+    "MarkdownIndexer",
+    "SessionRunner",
 ]

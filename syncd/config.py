@@ -69,5 +69,15 @@ class Settings(BaseSettings):
     dedup_cosine: float = Field(0.85, gt=0, le=1)
     core_refresh_importance: float = Field(0.8, ge=0, le=1)
 
+    # Sessions: transcripts become searchable rows (kind "transcript") only when asked, as in the
+    # seed; they are always kept and committed. Chunks are counted in the embedding model's tokens.
+    transcript_indexing_enabled: bool = False
+    transcript_chunk_tokens: int = Field(400, ge=16, le=8192)
+    transcript_chunk_overlap: int = Field(80, ge=0, le=4096)
+    # The reset policy `syncd sessions` reports against (SessionPolicy.from_settings); 0 disables.
+    session_daily_reset_hour: int = Field(0, ge=0, le=23, description="UTC hour of the daily reset.")
+    session_idle_timeout_minutes: int = Field(0, ge=0)
+    session_max_turns: int = Field(0, ge=0)
+
     # Files larger than this are recorded as errors rather than parsed (a stray export, a dump).
     max_file_bytes: int = Field(20 * 1024 * 1024, ge=1024)

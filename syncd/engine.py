@@ -26,6 +26,8 @@ import numpy as np
 from .changes import ChangeGroup, Hold, current_group
 from .config import Settings
 from .errors import (
+    ConfigError,
+    ConflictError,
     GitBusyError,
     HistoryError,
     IndexError_,
@@ -41,14 +43,18 @@ from .home import (
     HomeLock,
     atomic_write,
     blob_sha,
+    durable_append,
     file_blob_sha,
     find_home,
+    read_regular,
 )
 from .index.embed import Embedder, load_embedder
 from .index.embed_cache import CachedEmbedder, EmbeddingCache
 from .index.rowcache import ScopeMask
+from .index.rows import TranscriptChunking
 from .index.search import Hit, Weights, hybrid_search
 from .index.store import Index
+from .index.tokens import TokenSpanner
 from .status import Status, build_status
 from .sync.apply import Progress, SyncReport, sync
 from .wiki.store import SyncedPages
@@ -85,6 +91,7 @@ class Engine:
             self.index = Index(home.state_dir / "index", inner.dim, inner.model_id, shared=read_only)
             # The wiki's link graph follows every batch the index applies (syncd/wiki/store.py).
             self._graph = SyncedPages(home.root)
+            self._transcripts = _transcript_chunking(settings, inner)
         except BaseException:
             self.close()
             raise
@@ -131,8 +138,15 @@ class Engine:
         if not self.index.compatible():
             log.warning("the index was built with another model; rebuilding it")
             return self._reindex(progress)
-        report = sync(self.home, self.index, self.embedder, self.settings.max_file_bytes, paths, progress, self._graph)
-        self.index.write_meta()
+        meta = self.index.meta()
+        if meta and meta.get("transcripts") != self._transcript_mode:
+            # Transcript rows depend on a setting, not only on the files: a changed setting
+            # changes every transcript's rows while no file changed.
+            log.warning("transcript indexing is now %s; rebuilding the index", self._transcript_mode or "off")
+            return self._reindex(progress)
+        report = sync(self.home, self.index, self.embedder, self.settings.max_file_bytes, paths, progress,
+                      on_applied=self._graph, transcripts=self._transcripts)
+        self.index.write_meta(transcripts=self._transcript_mode)
         return report
 
     def reindex(self, progress: Progress | None = None) -> SyncReport:
@@ -145,9 +159,16 @@ class Engine:
         self.home.require_readable()
         self._graph.reset()
         with self.index.rebuilding() as aside:
-            report = sync(self.home, aside, self.embedder, self.settings.max_file_bytes, None, progress, self._graph)
-        self.index.write_meta()
+            report = sync(self.home, aside, self.embedder, self.settings.max_file_bytes, None, progress,
+                          on_applied=self._graph, transcripts=self._transcripts)
+        self.index.write_meta(transcripts=self._transcript_mode)
         return report
+
+    @property
+    def _transcript_mode(self) -> str | None:
+        """How transcripts are chunked, as the index's meta records it (None: not indexed)."""
+        chunking = self._transcripts
+        return None if chunking is None else f"{chunking.size}/{chunking.overlap}"
 
     # -- writes through markdown -------------------------------------------------------------------
 
@@ -170,19 +191,37 @@ class Engine:
         ``StorageError`` with ``saved=True`` (the next sync catches up); a commit git refuses is
         deferred with a warning and retried, never raised (see ``deferred_commits``)."""
         check_tree_writable(self.home.root)
+        path = self.home.root / rel
+        sha = blob_sha(data)
+        if expected_sha is _ANY:
+            return self._place(path, sha, intent, lambda: atomic_write(path, data))
+        return self._place(path, sha, intent, lambda: atomic_write(path, data, expected_sha=expected_sha))
+
+    def append_file(self, rel: str, data: bytes, expected_size: int, intent: Intent | None = None) -> str:
+        """Append ``data`` to one file of the home (created if absent) with a durable append that
+        never rewrites a byte already there, and join the current group like :meth:`write_file`.
+        ``expected_size`` is the size the caller last read: if the file is not that size any more
+        (someone else appended), ConflictError is raised and nothing is written. Returns the sha
+        of the whole file after the append."""
+        check_tree_writable(self.home.root)
+        path = self.home.root / rel
+        current = read_regular(self.home.root, self.home.rel(path)) or b""
+        if len(current) != expected_size:
+            raise ConflictError(path, f"size {expected_size}", f"size {len(current)}")
+        sha = blob_sha(current + data)
+        return self._place(path, sha, intent, lambda: durable_append(path, data, expected_size=expected_size))
+
+    def _place(self, path: Path, sha: str, intent: Intent | None, put) -> str:
+        """Write through ``put()`` inside a group (or a group of one): claim the path, record the
+        intent for the content ``sha`` it will hold, write, then index or wait for the daemon."""
         with self.changes(intent) as group:
-            path = self.home.root / rel
             rel = self.home.rel(path)
-            sha = blob_sha(data)
             recorded = group.adopt(intent)
             if group.hold is not None:
                 group.hold.add(rel)
             if recorded is not None:
                 record_intent(self.home, rel, sha, recorded)
-            if expected_sha is _ANY:
-                atomic_write(path, data)
-            else:
-                atomic_write(path, data, expected_sha=expected_sha)
+            put()
             group.written[rel] = sha
             if group.mode == "handoff":
                 # The daemon indexes it; waiting here lets the rest of the group read it back.
@@ -408,6 +447,14 @@ class Engine:
             self.index.meta(),
             self.settings.max_file_bytes,
         )
+
+
+def _transcript_chunking(settings: Settings, embedder: Embedder) -> TranscriptChunking | None:
+    if not settings.transcript_indexing_enabled:
+        return None
+    if settings.transcript_chunk_overlap >= settings.transcript_chunk_tokens:
+        raise ConfigError("transcript_chunk_overlap must be smaller than transcript_chunk_tokens")
+    return TranscriptChunking(TokenSpanner(embedder), settings.transcript_chunk_tokens, settings.transcript_chunk_overlap)
 
 
 def open_engine(

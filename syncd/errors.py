@@ -26,6 +26,8 @@ __all__ = [
     "HistoryError",
     "StorageError",
     "QueryError",
+    "UnsafePickleError",
+    "SessionError",
 ]
 
 
@@ -152,3 +154,24 @@ class QueryError(SyncdError, ValueError):
         self.query = query
         self.reason = reason
         super().__init__(reason)
+
+
+class UnsafePickleError(SyncdError):
+    """A legacy pickled agent state was refused: unpickling was not asked for (``allowed`` False),
+    or the pickle names ``module.name``, a class outside the fixed list it may build."""
+
+    def __init__(self, reason: str, module: str | None = None, name: str | None = None):
+        self.reason = reason
+        self.module = module
+        self.name = name
+        super().__init__(reason)
+
+
+class SessionError(SyncdError, ValueError):
+    """A session value cannot be used as given (a naive datetime, a policy out of range); ``field``
+    names which."""
+
+    def __init__(self, field: str, reason: str):
+        self.field = field
+        self.reason = reason
+        super().__init__(f"{field}: {reason}")

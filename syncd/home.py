@@ -424,10 +424,6 @@ class Home:
         return self.root / "vault"
 
     @property
-    def sessions_dir(self) -> Path:
-        return self.root / "sessions"
-
-    @property
     def state_dir(self) -> Path:
         """Derived, disposable state: the index, the lock, caches, logs."""
         return self.root / ".syncd"
@@ -459,11 +455,24 @@ class Home:
             return self.user_dir(user_id) / "core" / name
         return self.memory_dir / "core" / name
 
-    def transcript_path(self, session_id: str) -> Path:
-        return self.sessions_dir / "transcripts" / f"{validate_id('session', session_id)}.jsonl"
+    def sessions_dir_of(self, user_id: str) -> Path:
+        """``memory/users/<user>/sessions/``: the sessions of one user."""
+        return self.user_dir(user_id) / "sessions"
 
-    def session_state_path(self, session_id: str) -> Path:
-        return self.sessions_dir / "state" / f"{validate_id('session', session_id)}.json"
+    def session_dir(self, user_id: str, session_id: str) -> Path:
+        return self.sessions_dir_of(user_id) / validate_id("session", session_id)
+
+    def transcript_path(self, user_id: str, session_id: str) -> Path:
+        """The append-only transcript (JSON lines) of a user's session."""
+        return self.session_dir(user_id, session_id) / "transcript.jsonl"
+
+    def state_path(self, user_id: str, session_id: str) -> Path:
+        """The agent-state snapshot (JSON v2) of a user's session."""
+        return self.session_dir(user_id, session_id) / "state.json"
+
+    def session_meta_path(self, user_id: str, session_id: str) -> Path:
+        """The lifecycle fields (created_at, last_active_at, turn_count, resets) of a session."""
+        return self.session_dir(user_id, session_id) / "session.json"
 
     def rel(self, path: Path) -> str:
         """Home-relative posix path; refuses anything that escapes the home."""

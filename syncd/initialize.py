@@ -22,7 +22,9 @@ __all__ = ["init", "InitReport"]
 log = logging.getLogger(__name__)
 
 _ROOT_GITIGNORE = "# syncd: the index and its state are derived from the markdown; never commit them.\n.syncd/\n"
-_FOLDERS = ("memory/core", "memory/users", "vault", "sessions/transcripts", "sessions/state")
+# Sessions live under their user (memory/users/<user>/sessions/), made on a session's first turn.
+# A home made by an older init keeps its empty top-level sessions/ folders: init never deletes.
+_FOLDERS = ("memory/core", "memory/users", "vault")
 
 
 @dataclass

@@ -13,7 +13,7 @@ from pathlib import PurePosixPath
 
 from .errors import InvalidIdError
 
-__all__ = ["ID_MAX_LEN", "ID_RULE", "validate_id", "validate_label", "FileScope", "KINDS", "classify_path", "is_indexable"]
+__all__ = ["ID_MAX_LEN", "ID_RULE", "validate_id", "validate_label", "FileScope", "KINDS", "SESSION_FILES", "classify_path", "is_indexable"]
 
 
 ID_MAX_LEN = 128
@@ -84,7 +84,7 @@ class FileScope:
     error: str | None = None
 
 
-KINDS = ("daily_log", "memory_md", "block", "vault_page", "transcript", "state", "note")
+KINDS = ("daily_log", "memory_md", "block", "vault_page", "transcript", "state", "session", "note")
 
 
 def _label_of(name: str) -> str | None:
@@ -112,8 +112,8 @@ def classify_path(rel: str) -> FileScope:
     label with a capital, a chat folder with a space) only makes it a plain note of that user (and
     of that chat when the chat id is valid). If ``<user>`` itself is not a valid id, the file is
     nobody's: its scope carries an ``error`` and it is never indexed. Falling back to a global note
-    instead would hand one user's memory to every other user. The same holds under ``sessions/``,
-    whose files belong to the people of those sessions.
+    instead would hand one user's memory to every other user. A session's files live in its
+    user's folder (``memory/users/<user>/sessions/<session>/``) for the same reason.
     """
     parts = PurePosixPath(rel).parts
     if parts[:1] == ("vault",):
@@ -130,17 +130,25 @@ def classify_path(rel: str) -> FileScope:
 
 
 def _session_scope(parts: tuple[str, ...]) -> FileScope:
-    name = parts[-1]
-    if len(parts) == 3 and parts[1] == "transcripts" and name.endswith(".jsonl"):
-        kind, session = "transcript", name[: -len(".jsonl")]
-    elif len(parts) == 3 and parts[1] == "state":
-        kind, session = "state", PurePosixPath(name).stem
-    else:
-        return FileScope("note", error="not a transcript or a session state; files under sessions/ are not indexed")
+    """Top-level ``sessions/``: where an older ``init`` put transcripts, before they moved under
+    their user. Nothing there names an owner, so nothing there is anyone's: never indexed."""
+    return FileScope(
+        "note", error="files under sessions/ belong to nobody; sessions live in memory/users/<user>/sessions/"
+    )
+
+
+# A session's files, ``memory/users/<user>/sessions/<session>/<name>``: the one transcript kind
+# that is indexed as text, and two JSON files that are tracked and committed but hold no text rows.
+SESSION_FILES = {"transcript.jsonl": "transcript", "state.json": "state", "session.json": "session"}
+
+
+def _session_file_scope(user: str, session: str, name: str) -> FileScope:
+    kind = SESSION_FILES[name]
     try:
-        return FileScope(kind, session=validate_id("session", session))
+        return FileScope(kind, user=user, session=validate_id("session", session))
     except InvalidIdError as exc:
-        return FileScope(kind, error=f"{exc}; not indexed (rename the file to a valid id)")
+        # Still that user's (scope is structural), but not a session anyone can address.
+        return FileScope(kind, user=user, error=f"{exc}; not indexed (rename the folder to a valid id)")
 
 
 def _user_scope(rest: tuple[str, ...]) -> FileScope:
@@ -152,6 +160,8 @@ def _user_scope(rest: tuple[str, ...]) -> FileScope:
     except InvalidIdError as exc:
         return FileScope("note", error=f"{exc}; not indexed (rename the folder to a valid id)")
     rest = rest[1:]
+    if len(rest) == 3 and rest[0] == "sessions" and rest[2] in SESSION_FILES:
+        return _session_file_scope(user, rest[1], rest[2])
     if rest == ("MEMORY.md",):
         return FileScope("memory_md", user=user)
     if len(rest) == 1 and (m := _DAILY_RE.match(rest[0])):
@@ -165,7 +175,8 @@ def _user_scope(rest: tuple[str, ...]) -> FileScope:
 
 
 def is_indexable(rel: str) -> bool:
-    """Markdown (and transcripts) outside ignored folders, and not an editor's temp file."""
+    """Markdown (and a session's three files) outside ignored folders, and not an editor's temp
+    file: what the index tracks and the committer commits."""
     # Split by hand rather than through PurePosixPath: a scan asks this for every file and folder
     # of the tree, and the path object cost a third of `syncd status` at 10,000 files.
     parts = [p for p in rel.split("/") if p and p != "."]
@@ -176,5 +187,5 @@ def is_indexable(rel: str) -> bool:
         return False
     if name.endswith(".md"):
         return True
-    return parts[:2] == ["sessions", "transcripts"] and name.endswith(".jsonl")
+    return len(parts) == 6 and name in SESSION_FILES and parts[:2] == ["memory", "users"] and parts[3] == "sessions"
 

@@ -11,6 +11,7 @@ import pytest
 import syncd
 import syncd.audit
 import syncd.memory
+import syncd.session
 
 
 def test_public_names_are_pinned():
@@ -18,6 +19,8 @@ def test_public_names_are_pinned():
         "__version__", "init", "open", "Engine", "Status", "Hit", "Intent", "InitReport", "Settings",
         "WikiManager", "SyncdError", "ConfigError", "ConflictError", "EmbeddingError", "ExtractionError",
         "BlockLimitError", "HomeError", "InvalidIdError", "LockedError", "NotFoundError", "ParseError",
+        "TranscriptManager", "StateMirror", "SessionPolicy", "SessionLifecycle", "ContextCompressor",
+        "TranscriptIndexer", "MarkdownIndexer", "SessionRunner",
     ])
     for name in syncd.__all__:
         assert getattr(syncd, name) is not None
@@ -29,7 +32,7 @@ def test_audit_names_are_pinned():
     ])
 
 
-@pytest.mark.parametrize("module", [syncd, syncd.memory, syncd.audit], ids=lambda m: m.__name__)
+@pytest.mark.parametrize("module", [syncd, syncd.memory, syncd.audit, syncd.session], ids=lambda m: m.__name__)
 def test_all_lists_exactly_the_public_names(module):
     """Nothing public slips in (an import left over) or out (a name promised but gone)."""
     defined = {

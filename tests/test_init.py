@@ -22,8 +22,10 @@ def _snapshot(root: Path) -> dict[str, bytes]:
 def test_init_creates_the_layout_and_a_first_commit(tmp_path):
     report = syncd.init(tmp_path / "home")
     root = report.home
-    for folder in ["memory/core", "memory/users", "vault", "sessions/transcripts", "sessions/state"]:
+    for folder in ["memory/core", "memory/users", "vault"]:
         assert (root / folder).is_dir()
+    # Sessions live under their user (memory/users/<user>/sessions/), made on a first turn.
+    assert not (root / "sessions").exists()
     for page in ["schema.md", "index.md", "log.md"]:
         assert (root / "vault" / page).read_text().startswith("---")
     assert ".syncd/" in (root / ".gitignore").read_text()

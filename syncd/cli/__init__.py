@@ -25,7 +25,7 @@ import click
 
 from .. import __version__
 from ..errors import SyncdError
-from . import daemon_commands, history_commands, home_commands, index_commands, wiki_commands
+from . import daemon_commands, history_commands, home_commands, index_commands, session_commands, wiki_commands
 
 __all__ = ["main", "cli"]
 
@@ -63,7 +63,7 @@ def cli(verbose: int) -> None:
     logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
 
 
-for _group in (home_commands, index_commands, history_commands, daemon_commands, wiki_commands):
+for _group in (home_commands, index_commands, history_commands, daemon_commands, wiki_commands, session_commands):
     for _command in _group.COMMANDS:
         cli.add_command(_command)
 

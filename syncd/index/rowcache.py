@@ -35,7 +35,8 @@ _QUANTIZE_BLOCK = 8192
 @dataclass(frozen=True)
 class ScopeMask:
     """Which rows a query may see. ``None`` user means unscoped (every row); ``memory_only``
-    keeps the rows of files under ``memory/`` (facts, MEMORY.md, blocks), not the wiki's."""
+    keeps the rows of files under ``memory/`` (facts, MEMORY.md, blocks), not the wiki's.
+    ``kind`` "fact", "chunk" or "transcript"; None is facts and chunks (never transcripts)."""
 
     user: str | None = None
     chat: str | None = None
@@ -74,6 +75,7 @@ class RowCache:
         self._chat_codes = np.zeros(0, dtype=np.int32)
         self._fact_rows = np.zeros(0, dtype=bool)
         self._memory_rows = np.zeros(0, dtype=bool)
+        self._transcript_rows = np.zeros(0, dtype=bool)
         self._scope_cache: dict[ScopeMask, np.ndarray] = {}
         # A fact's conversation: the facts of its section (same file, same heading) in line order.
         # The row of the fact before and after it there, -1 at either end and for other rows.
@@ -177,10 +179,12 @@ class RowCache:
         chats = np.fromiter((self._code(c) for c in self._chats[start:]), np.int32, n)
         facts = np.fromiter((k == "fact" for k in self._kinds[start:]), bool, n)
         memory = np.fromiter((p.startswith("memory/") for p in self._paths[start:]), bool, n)
+        transcripts = np.fromiter((k == "transcript" for k in self._kinds[start:]), bool, n)
         self._user_codes = np.concatenate([self._user_codes[:start], users])
         self._chat_codes = np.concatenate([self._chat_codes[:start], chats])
         self._fact_rows = np.concatenate([self._fact_rows[:start], facts])
         self._memory_rows = np.concatenate([self._memory_rows[:start], memory])
+        self._transcript_rows = np.concatenate([self._transcript_rows[:start], transcripts])
         created = np.fromiter((_posix(p.get("created_at")) for p in self._payloads[start:]), np.float64, n)
         self._created = np.concatenate([self._created[:start], created])
         self._prev = np.concatenate([self._prev[:start], np.full(n, -1, dtype=np.int64)])
@@ -211,8 +215,14 @@ class RowCache:
                 if scope.chat is not None:
                     chat = self._codes.get(scope.chat, -2)
                     base &= (self._chat_codes == chat) | (self._chat_codes == -1)
-            if scope.kind is not None:
-                base &= self._fact_rows if scope.kind == "fact" else ~self._fact_rows
+            # Transcripts are raw conversation, searched only when asked for by kind: beside the
+            # facts drawn from them they would crowd recall with what was merely said.
+            if scope.kind == "transcript":
+                base &= self._transcript_rows
+            else:
+                base &= ~self._transcript_rows
+                if scope.kind is not None:
+                    base &= self._fact_rows if scope.kind == "fact" else ~self._fact_rows
             if scope.memory_only:
                 base &= self._memory_rows
             if len(self._scope_cache) > 64:

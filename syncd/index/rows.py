@@ -25,10 +25,11 @@ from dataclasses import dataclass
 from ..errors import ParseError
 from ..formats import decode_markdown_lossy, parse_daily_log, parse_page
 from ..formats.pages import Page
+from ..formats.transcripts import TokenSpans, chunk_transcript, parse_transcript
 from ..layout import classify_path
 from .records import HEADING_SEPARATOR, EntryRow
 
-__all__ = ["ParsedFile", "parse_file", "parse_file_checked", "chunk_id", "page_title"]
+__all__ = ["ParsedFile", "TranscriptChunking", "parse_file", "parse_file_checked", "chunk_id", "page_title"]
 
 
 def chunk_id(rel: str, key: str, occurrence: int) -> str:
@@ -47,15 +48,28 @@ class ParsedFile:
     page: Page | None = None
 
 
-def parse_file_checked(rel: str, data: bytes) -> ParsedFile:
+@dataclass(frozen=True)
+class TranscriptChunking:
+    """How transcripts become rows when transcript indexing is on: windows of ``size`` tokens
+    overlapping by ``overlap``, counted by ``spans`` (the embedding model's tokenizer)."""
+
+    spans: TokenSpans
+    size: int = 400
+    overlap: int = 80
+
+
+def parse_file_checked(rel: str, data: bytes, transcripts: TranscriptChunking | None = None) -> ParsedFile:
     """Rows for the file at home-relative path ``rel``, decoding invalid UTF-8 as U+FFFD (and
     saying which lines) so one bad byte never hides the rest of a file. Raises ParseError only
-    for a file that must not be indexed at all: one whose owner's id in the path is not valid."""
+    for a file that must not be indexed at all: one whose owner's id in the path is not valid.
+    Transcripts have rows only with ``transcripts`` (transcript indexing is opt-in)."""
     scope = classify_path(rel)
     if scope.error:
         raise ParseError(scope.error, rel)
-    if scope.kind in ("transcript", "state"):
-        return ParsedFile([])  # tracked for freshness; their own indexer comes with the session layer
+    if scope.kind == "transcript":
+        return _transcript_rows(rel, data, scope, transcripts)
+    if scope.kind in ("state", "session"):
+        return ParsedFile([])  # tracked for freshness and committed; not text to search
     text, warning = decode_markdown_lossy(data, rel)
     if scope.kind == "daily_log":
         return ParsedFile(_daily_log_rows(rel, text, scope), warning)
@@ -64,9 +78,34 @@ def parse_file_checked(rel: str, data: bytes) -> ParsedFile:
     return ParsedFile(_page_rows(rel, page, scope), warning, graph_page)
 
 
-def parse_file(rel: str, data: bytes) -> list[EntryRow]:
+def parse_file(rel: str, data: bytes, transcripts: TranscriptChunking | None = None) -> list[EntryRow]:
     """Just the rows of :func:`parse_file_checked`."""
-    return parse_file_checked(rel, data).rows
+    return parse_file_checked(rel, data, transcripts).rows
+
+
+def _transcript_rows(rel: str, data: bytes, scope, chunking: TranscriptChunking | None) -> ParsedFile:
+    """A transcript's chunks, scoped to the user whose folder holds it. A chunk's id is keyed by
+    its first token's position, which an append never moves."""
+    transcript = parse_transcript(data)
+    bad = [s for s in transcript.skipped if s.reason != "blank line"]
+    warning = "; ".join(f"line {s.line}: {s.reason}" for s in bad[:5]) or None
+    if chunking is None:
+        return ParsedFile([], warning)
+    rows = [
+        EntryRow(
+            id=chunk_id(rel, f"t{chunk.start}", 0),
+            kind="transcript",
+            source=scope.kind,
+            path=rel,
+            line=chunk.line,
+            text=chunk.text,
+            user=scope.user,
+            session=scope.session,
+            created_at=chunk.ts or None,
+        )
+        for chunk in chunk_transcript(transcript.entries, chunking.spans, chunking.size, chunking.overlap)
+    ]
+    return ParsedFile(rows, warning)
 
 
 def _section_start(date: str | None, section) -> str | None:

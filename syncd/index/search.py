@@ -133,8 +133,8 @@ def hybrid_search(
         validate_id("chat", chat_id)
         if user_id is None:
             raise ValueError("a chat-scoped search needs its user_id")
-    if kind not in (None, "fact", "chunk"):
-        raise ValueError(f"unknown kind {kind!r}: use 'fact', 'chunk' or None for both")
+    if kind not in (None, "fact", "chunk", "transcript"):
+        raise ValueError(f"unknown kind {kind!r}: use 'fact', 'chunk', 'transcript' or None for facts and chunks")
     scope = ScopeMask(user=user_id, chat=chat_id, kind=kind, memory_only=memory_only)
     pool = candidates or max(limit * 4, 40)
     now = now or dt.datetime.now(dt.timezone.utc)

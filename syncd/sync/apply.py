@@ -14,7 +14,7 @@ from ..errors import ParseError
 from ..home import Home, blob_sha
 from ..index.embed import Embedder
 from ..index.records import FileRecord, FileUpdate
-from ..index.rows import parse_file_checked
+from ..index.rows import TranscriptChunking, parse_file_checked
 from ..index.store import Index
 from ..layout import classify_path
 from .plan import SyncPlan, plan_sync
@@ -53,6 +53,7 @@ def apply_plan(
     max_file_bytes: int,
     progress: Progress | None = None,
     on_applied: Applied | None = None,
+    transcripts: TranscriptChunking | None = None,
 ) -> SyncReport:
     report = SyncReport(plan=plan)
     updates: list[FileUpdate] = [FileUpdate(p, None) for p in plan.deleted]
@@ -72,7 +73,7 @@ def apply_plan(
         batch = to_parse[start : start + _APPLY_BATCH_FILES]
         if not batch and not updates:
             break
-        parsed = [_parse_one(home, scan, path, max_file_bytes, report) for path in batch]
+        parsed = [_parse_one(home, scan, path, max_file_bytes, report, transcripts) for path in batch]
         texts = [row.embed_text for u in parsed if u.rows for row in u.rows]
         before = getattr(embedder, "embedded_texts", 0)
         vectors = embedder.embed(texts) if texts else np.zeros((0, index.dim), dtype=np.float32)
@@ -97,7 +98,14 @@ def apply_plan(
     return report
 
 
-def _parse_one(home: Home, scan: DiskScan, path: str, max_file_bytes: int, report: SyncReport) -> FileUpdate:
+def _parse_one(
+    home: Home,
+    scan: DiskScan,
+    path: str,
+    max_file_bytes: int,
+    report: SyncReport,
+    transcripts: TranscriptChunking | None = None,
+) -> FileUpdate:
     f = scan.files[path]
     kind = classify_path(path).kind
     data = scan.contents.pop(path, None)
@@ -110,7 +118,7 @@ def _parse_one(home: Home, scan: DiskScan, path: str, max_file_bytes: int, repor
     rows, page = [], None
     if error is None and data is not None:
         try:
-            parsed = parse_file_checked(path, data)
+            parsed = parse_file_checked(path, data, transcripts)
         except ParseError as exc:
             error = str(exc)
         else:
@@ -132,9 +140,11 @@ def sync(
     only: Iterable[str] | None = None,
     progress: Progress | None = None,
     on_applied: Applied | None = None,
+    transcripts: TranscriptChunking | None = None,
 ) -> SyncReport:
     """Bring the index in line with the tree (or with just the ``only`` paths, and any whose
-    index write failed earlier in this process: a failed write heals on the next pass)."""
+    index write failed earlier in this process: a failed write heals on the next pass).
+    ``transcripts``: how to chunk transcripts (None: they are tracked, not searchable)."""
     known = index.files()
     if only is not None:
         only = set(only) | index.unwritten_paths
@@ -148,5 +158,6 @@ def sync(
     if plan.empty:
         return SyncReport(plan=plan)
     log.info("sync: %s", plan.summary())
-    return apply_plan(home, index, embedder, plan, scan, known, max_file_bytes, progress, on_applied)
+    return apply_plan(home, index, embedder, plan, scan, known, max_file_bytes, progress,
+                      on_applied=on_applied, transcripts=transcripts)
 

@@ -1,0 +1,179 @@
+"""A session's three files, read without an engine (safe from any thread, any process).
+
+``memory/users/<user>/sessions/<session>/``: ``transcript.jsonl`` (append-only), ``state.json``
+(JSON v2 agent state) and ``session.json`` (lifecycle fields). Reading never takes a lock and
+never follows a symbolic link; a file that is absent reads as None.
+
+Also the one way the session layer opens an engine for its writes: given a home rather than an
+engine, it opens one read-only, so it holds no lock between calls (each change borrows the home
+lock, or is handed to the daemon), exactly as ``MemoryManager(home)`` does.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from ..home import Home, read_regular
+from ..layout import validate_id
+
+__all__ = ["Clock", "SessionInfo", "new_session_info", "write_session_info", "read_bytes", "read_session_info", "render_session_info", "list_sessions", "open_backend", "utc_now"]
+
+
+Clock = Callable[[], dt.datetime]
+
+
+def utc_now() -> dt.datetime:
+    return dt.datetime.now(dt.timezone.utc)
+
+
+def read_bytes(home: Home, path: Path) -> bytes | None:
+    return read_regular(home.root, home.rel(path))
+
+
+@dataclass(frozen=True)
+class SessionInfo:
+    """The lifecycle fields of one session, as ``session.json`` holds them (ISO timestamps).
+    ``flushed`` are digests of step runs already flushed to memory, so a flush never repeats."""
+
+    user: str
+    session: str
+    created_at: str
+    last_active_at: str
+    turn_count: int = 0
+    resets: int = 0
+    last_reset_at: str | None = None
+    last_reset_reason: str | None = None
+    chat: str | None = None
+    flushed: tuple[str, ...] = ()
+    flush_failures: int = 0
+    compressions: int = 0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["flushed"] = list(self.flushed)
+        return data
+
+    @property
+    def created(self) -> dt.datetime:
+        return dt.datetime.fromisoformat(self.created_at)
+
+    @property
+    def last_active(self) -> dt.datetime:
+        return dt.datetime.fromisoformat(self.last_active_at)
+
+
+def render_session_info(info: SessionInfo) -> bytes:
+    return json.dumps(info.to_dict(), ensure_ascii=False, indent=2, sort_keys=True).encode() + b"\n"
+
+
+def _parse_session_info(data: bytes, user: str, session: str) -> SessionInfo | None:
+    try:
+        obj = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError):
+        return None
+    if not isinstance(obj, dict):
+        return None
+    known = {f.name for f in fields(SessionInfo)}
+    values = {k: v for k, v in obj.items() if k in known}
+    values.update(user=user, session=session)  # the path says whose it is, never the file
+    values["flushed"] = tuple(str(d) for d in values.get("flushed") or ())
+    try:
+        info = SessionInfo(**values)
+        info.created, info.last_active  # noqa: B018 - both must be timestamps
+    except (TypeError, ValueError):
+        return None
+    return info
+
+
+def read_session_info(home: Home, user_id: str, session_id: str) -> SessionInfo | None:
+    """The lifecycle fields of a session, or None when it has none (yet) or they are unreadable."""
+    data = read_bytes(home, home.session_meta_path(user_id, session_id))
+    return None if data is None else _parse_session_info(data, user_id, session_id)
+
+
+def _valid(kind: str, name: str) -> bool:
+    try:
+        validate_id(kind, name)
+    except ValueError:
+        return False
+    return True
+
+
+def list_sessions(home: Home, user_id: str | None = None) -> list[SessionInfo]:
+    """The sessions of one user (or of every user), most recently active first. A session with a
+    transcript but no (readable) ``session.json`` is listed with what its transcript says."""
+    users_dir = home.memory_dir / "users"
+    if user_id is not None:
+        users = [validate_id("user", user_id)]
+    else:
+        try:
+            users = sorted(e.name for e in os.scandir(users_dir) if e.is_dir(follow_symlinks=False))
+        except OSError:
+            users = []
+    found: list[SessionInfo] = []
+    for user in users:
+        if not _valid("user", user):
+            continue
+        try:
+            names = sorted(e.name for e in os.scandir(home.sessions_dir_of(user)) if e.is_dir(follow_symlinks=False))
+        except OSError:
+            continue
+        for name in names:
+            if not _valid("session", name):
+                continue
+            info = read_session_info(home, user, name)
+            if info is None:
+                info = _from_transcript(home, user, name)
+            if info is not None:
+                found.append(info)
+    return sorted(found, key=lambda i: (i.last_active, i.user, i.session), reverse=True)
+
+
+def _from_transcript(home: Home, user: str, session: str) -> SessionInfo | None:
+    from ..formats.transcripts import parse_transcript
+
+    data = read_bytes(home, home.transcript_path(user, session))
+    if data is None:
+        return None
+    entries = parse_transcript(data).entries
+    stamps = [e.ts for e in entries if _is_time(e.ts)]
+    if not stamps:
+        return None
+    turns = sum(1 for e in entries if e.role == "user")
+    return SessionInfo(user, session, stamps[0], stamps[-1], turn_count=turns)
+
+
+def _is_time(value: str) -> bool:
+    try:
+        return dt.datetime.fromisoformat(value).tzinfo is not None
+    except ValueError:
+        return False
+
+
+def open_backend(home_or_engine: Any, settings: Any = None, embedder: Any = None) -> tuple[Any, bool]:
+    """``(engine, owned)``: the engine given, or a read-only one opened on the home given."""
+    if home_or_engine is None or isinstance(home_or_engine, (Home, Path, str)):
+        from ..engine import open_engine
+
+        root = home_or_engine.root if isinstance(home_or_engine, Home) else home_or_engine
+        return open_engine(root, read_only=True, settings=settings, embedder=embedder), True
+    return home_or_engine, False
+
+
+def write_session_info(engine: Any, info: SessionInfo, intent: Any = None) -> None:
+    """Write ``session.json`` through the engine (joins the change group open in this context)."""
+    home: Home = engine.home
+    rel = home.rel(home.session_meta_path(info.user, info.session))
+    engine.write_file(rel, render_session_info(info), intent=intent)
+
+
+def new_session_info(user_id: str, session_id: str, now: dt.datetime, chat_id: str | None = None) -> SessionInfo:
+    stamp = now.isoformat(timespec="milliseconds")
+    return SessionInfo(user_id, session_id, stamp, stamp, chat=chat_id)

@@ -1,0 +1,156 @@
+"""The session runner (the seed's chat processor): one call per message, one commit per turn.
+
+``await runner.process_turn(session_id, user_message, response, ...)`` does, inside one change
+group: the lifecycle check (a reset is a transcript record, fresh lifecycle fields and an empty
+state), the transcript lines of the turn, fact extraction with the turn's first transcript line
+as provenance (so ``syncd blame <fact>`` shows the line), the context compression check, the
+agent-state snapshot and the lifecycle fields. The group is indexed and committed once, so one
+``git revert`` undoes the whole turn and the index follows.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from ..errors import ExtractionError
+from ..formats.agent_state import AgentState
+from ..formats.transcripts import TranscriptEntry, make_entry
+from ..history.intents import Intent
+from ..layout import validate_id
+from ..memory.extraction import ConversationTurn
+from ..memory.prompts import PROMPT_VERSION
+from .compressor import ContextCompressor
+from .files import Clock, SessionInfo, new_session_info, read_session_info, utc_now, write_session_info
+from .lifecycle import SessionLifecycle, SessionPolicy
+from .serializer import plain_steps, serialize_agent
+from .state import StateMirror
+from .transcripts import TranscriptManager
+
+__all__ = ["SessionRunner", "TurnResult"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class TurnResult:
+    """What one turn did: its transcript lines, the facts it added, whether the session was
+    reset first (and why), whether the context was compressed, and the session's fields after."""
+
+    entries: tuple[TranscriptEntry, ...]
+    facts: tuple[Any, ...] = ()
+    reset: str | None = None
+    compressed: bool = False
+    extraction_error: str | None = None
+    session: SessionInfo | None = None
+    timings: dict[str, float] = field(default_factory=dict)
+
+
+class SessionRunner:
+    """Runs the turns of one home's sessions through a MemoryManager (which may share an engine)."""
+
+    def __init__(
+        self,
+        memory: Any,
+        *,
+        policy: SessionPolicy | None = None,
+        compressor: ContextCompressor | None = None,
+        clock: Clock = utc_now,
+        extract: bool = True,
+    ):
+        self.memory = memory
+        self.engine = memory.engine
+        self.home = memory.home
+        self.lifecycle = SessionLifecycle(policy, clock)
+        self.compressor = compressor
+        self.extract = extract
+        self.transcripts = TranscriptManager(self.engine, memory.default_user_id, author=memory.author)
+        self.states = StateMirror(self.engine, memory.default_user_id, author=memory.author)
+
+    async def process_turn(
+        self,
+        session_id: str,
+        user_message: str,
+        response: str,
+        *,
+        user_id: str | None = None,
+        chat_id: str | None = None,
+        steps: Sequence[Any] = (),
+        agent: Any = None,
+        state: Any = None,
+    ) -> TurnResult:
+        """Record one turn (see the module doc). ``steps`` are the agent's steps of this turn
+        (plain dicts or smolagents steps), kept in the transcript as the answer's actions;
+        ``agent`` (compressed when over budget, and snapshotted) or ``state`` (JSON v2 bytes, a
+        dict or an AgentState) becomes ``state.json``. An extraction failure (no LLM, a bad
+        reply) does not fail the turn: it is in ``extraction_error`` and the log."""
+        user = validate_id("user", self.memory.default_user_id if user_id is None else user_id)
+        chat = None if chat_id is None else validate_id("chat", chat_id)
+        session = validate_id("session", session_id)
+        now = self.lifecycle.now()
+        actions = plain_steps(steps)
+        info = await asyncio.to_thread(read_session_info, self.home, user, session)
+        reset = None
+        entries: list[TranscriptEntry] = []
+        if info is None:
+            info = new_session_info(user, session, now, chat)
+        else:
+            due, reason = self.lifecycle.should_reset(info.last_active, info.turn_count, info.created, now)
+            if due:
+                reset = reason
+                entries.append(make_entry("system", f"session reset ({reason})", None,
+                                          {"event": "reset", "reason": reason}, now))
+                stamp = now.isoformat(timespec="milliseconds")
+                info = replace(info, created_at=stamp, turn_count=0, resets=info.resets + 1,
+                               last_reset_at=stamp, last_reset_reason=reason)
+        # The commit names the line the turn's facts come from; known before the group opens,
+        # since every write of the group records the group's one intent.
+        expected_line = await asyncio.to_thread(self.transcripts.next_line, session, user_id=user) + len(entries)
+        intent = Intent(
+            author=self.memory.author,
+            summary=f"Turn {info.turn_count + 1} of session {session}",
+            user=user, chat=chat, session=session, turn=f"{session}#{expected_line}", transcript_line=expected_line,
+            model=self.memory.settings.llm_model if self.extract else None,
+            prompt_version=PROMPT_VERSION if self.extract else None,
+        )
+        async with self.engine.changes(intent):
+            entries.append(make_entry("user", user_message, None, {"chat": chat} if chat else None, now))
+            entries.append(make_entry("assistant", response, actions or None, None, now))
+            written = await asyncio.to_thread(self.transcripts.append_entries, session, entries, user_id=user)
+            line = written[-2].line  # the person's message: where the turn's facts come from
+            facts, error = await self._extract(user_message, actions, response, user, chat, session, line)
+            compressed = False
+            if agent is not None and self.compressor is not None:
+                compressed = await self.compressor.compress_context(agent, session_id=session, user_id=user,
+                                                                    chat_id=chat)
+            snapshot = serialize_agent(agent) if agent is not None else state
+            if reset is not None and snapshot is None:
+                snapshot = AgentState(serialized_at=now.isoformat(timespec="seconds"))
+            if snapshot is not None:
+                await asyncio.to_thread(self.states.write_state, session, snapshot, user_id=user)
+            # Re-read: the compressor may have recorded a flush in session.json meanwhile.
+            latest = await asyncio.to_thread(read_session_info, self.home, user, session)
+            if latest is not None:
+                info = replace(info, flushed=latest.flushed)
+            info = replace(info, turn_count=info.turn_count + 1, last_active_at=now.isoformat(timespec="milliseconds"),
+                           chat=chat or info.chat)
+            await asyncio.to_thread(write_session_info, self.engine, info)
+        return TurnResult(tuple(written), tuple(facts), reset, compressed, error, info)
+
+    async def _extract(self, message: str, actions: list, response: str, user: str, chat: str | None,
+                       session: str, line: int) -> tuple[list, str | None]:
+        if not self.extract:
+            return [], None
+        turn = ConversationTurn(user_message=message, steps=actions, response=response, session_id=session,
+                                transcript_line=line, turn_id=f"{session}#{line}")
+        try:
+            facts = await self.memory.process_conversation_turn_for_memories(
+                turn, chat, user, session_id=session, transcript_line=line
+            )
+        except ExtractionError as exc:
+            log.warning("turn %s#%d recorded, but no facts extracted: %s", session, line, exc)
+            return [], str(exc)
+        return facts, None

@@ -1,0 +1,110 @@
+"""``syncd sessions``, ``sessions show``, ``sessions state``: real subprocesses on a real home,
+without loading the model or the index; bad input is one line, never a traceback."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from syncd.session import StateMirror, TranscriptManager
+
+from .test_cli_light import heavy, imported_modules
+
+
+def syncd_cli(home, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "syncd", *args, "--home", str(home)], capture_output=True,
+                          text=True, env={**os.environ, **(env or {})}, timeout=120)
+
+
+@pytest.fixture
+def with_sessions(engine, home):
+    transcripts = TranscriptManager(engine, "ana")
+    asyncio.run(transcripts.append_turn("s1", "user", "Hello there"))
+    asyncio.run(transcripts.append_turn("s1", "assistant", "Hi Ana", actions=[{"type": "final_answer", "answer": "hi"}]))
+    asyncio.run(TranscriptManager(engine, "bob").append_turn("s9", "user", "Bob's secret"))
+    asyncio.run(StateMirror(engine, "ana").mirror_state("s1", {"version": 2, "steps": [{"type": "task", "task": "greet"}],
+                                                                "tools": [], "serialized_at": "t"}))
+    return home
+
+
+def test_sessions_lists_shows_and_states(with_sessions):
+    home = with_sessions
+    listed = syncd_cli(home, "sessions", "--json", env={"SYNCD_SESSION_MAX_TURNS": "2"})
+    assert listed.returncode == 0, listed.stderr
+    rows = {(r["user"], r["session"]): r for r in json.loads(listed.stdout)}
+    assert set(rows) == {("ana", "s1"), ("bob", "s9")}
+    assert rows[("ana", "s1")]["turn_count"] == 1 and rows[("ana", "s1")]["reset_due"] is False
+    only = json.loads(syncd_cli(home, "sessions", "--user", "bob", "--json").stdout)
+    assert [r["session"] for r in only] == ["s9"]
+    text = syncd_cli(home, "sessions").stdout
+    assert "ana" in text and "s1" in text and "RESET DUE" in text
+
+    shown = syncd_cli(home, "sessions", "show", "s1", "--json")
+    assert [e["content"] for e in json.loads(shown.stdout)] == ["Hello there", "Hi Ana"]
+    last = syncd_cli(home, "sessions", "show", "s1", "--last", "1")
+    assert "Hi Ana" in last.stdout and "Hello there" not in last.stdout and last.stdout.lstrip().startswith("2")
+    state = syncd_cli(home, "sessions", "state", "s1", "--user", "ana")
+    assert json.loads(state.stdout)["steps"] == [{"type": "task", "task": "greet"}]
+
+
+@pytest.mark.parametrize("args", [["sessions", "show", "../x"], ["sessions", "show", "nope"],
+                                  ["sessions", "state", "s9", "--user", "ana"], ["sessions", "--user", "a b"]])
+def test_bad_input_is_one_line(with_sessions, args):
+    out = syncd_cli(with_sessions, *args)
+    assert out.returncode != 0 and "Traceback" not in out.stderr
+    assert out.stderr.startswith("syncd: error:") and len(out.stderr.strip().splitlines()) == 1
+
+
+def test_sessions_loads_no_model_or_index(with_sessions):
+    result, names = imported_modules(["sessions", "--home", str(with_sessions)], with_sessions.parent)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert heavy(names) == []
+
+
+def test_a_home_made_by_the_older_init_is_adopted_quietly(home, engine):
+    """An older init made empty sessions/transcripts and sessions/state with keep files: init
+    leaves them alone and status and lint say nothing about them."""
+    for folder in ("sessions/transcripts", "sessions/state"):
+        (home / folder).mkdir(parents=True)
+        (home / folder / ".gitkeep").write_bytes(b"")
+    import syncd
+
+    assert not syncd.init(home).changed
+    assert (home / "sessions/transcripts/.gitkeep").exists()
+    engine.sync()
+    status = engine.status()
+    assert status.healthy, status.to_dict()
+    lint = subprocess.run([sys.executable, "-m", "syncd", "lint", "--json", "--home", str(home)], capture_output=True, text=True)
+    assert "sessions/" not in lint.stdout
+
+
+def test_session_files_are_scoped_by_their_path():
+    from syncd.layout import classify_path
+
+    scope = classify_path("memory/users/ana/sessions/s1/transcript.jsonl")
+    assert (scope.kind, scope.user, scope.session, scope.error) == ("transcript", "ana", "s1", None)
+    assert classify_path("memory/users/ana/sessions/s1/state.json").kind == "state"
+    bad = classify_path("memory/users/ana/sessions/bad id/transcript.jsonl")
+    assert bad.user == "ana" and bad.error and bad.session is None
+    legacy = classify_path("sessions/transcripts/s1.jsonl")
+    assert legacy.user is None and legacy.error
+
+
+def test_every_session_command_and_option_has_help():
+    import click
+
+    from syncd.cli import cli
+
+    group = cli.commands["sessions"]
+    for command in [group, *group.commands.values()]:
+        assert command.help
+        for param in command.params:
+            if isinstance(param, click.Argument):
+                assert param.human_readable_name.upper() in command.help.upper()
+            else:
+                assert param.help, (command.name, param.opts)

@@ -1,0 +1,106 @@
+"""The context compressor: the pre-compaction flush runs first and its facts land in memory, git
+and search; a failing flush compresses nothing; the same steps are never flushed twice."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+
+import git
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+from syncd.config import Settings
+from syncd.memory import MemoryManager
+from syncd.session import ContextCompressor, read_session_info, read_transcript_file
+
+run = asyncio.run
+SUMMARY = "- Looked up three tea shops; the best is Chá Lisboa."
+FACT = "Prefers the tea shop Chá Lisboa."
+
+
+def reply(*facts: str) -> str:
+    return json.dumps({"facts": [{"content": c, "category": "preference", "importance": 0.6} for c in facts]})
+
+
+def manager(engine, extract: str) -> MemoryManager:
+    return MemoryManager(
+        engine,
+        settings=Settings(llm_model="gpt-4o-mini", core_refresh_importance=0.99),
+        default_user_id="ana",
+        job_llm_options={"extract": {"mock_response": extract}, "compress": {"mock_response": SUMMARY}},
+    )
+
+
+def long_steps(n: int = 8) -> list[dict]:
+    steps = [{"type": "task", "task": "Find Ana a tea shop"}]
+    for i in range(n):
+        steps.append({"type": "action", "step_number": i, "model_output": "searching " + "tea " * 60,
+                      "tool_calls": [{"id": f"c{i}", "name": "search", "arguments": {"q": "tea shop"}}],
+                      "observations": f"shop {i}: " + "leaves " * 60, "error": None})
+    return steps
+
+
+class Agent:
+    def __init__(self, steps):
+        self.steps = steps
+
+
+def test_the_flush_runs_before_compression_and_its_facts_land_everywhere(engine, home):
+    memory = manager(engine, reply(FACT))
+    compressor = ContextCompressor(memory, session_id="s-9", max_context_tokens=300, keep_last_steps=2)
+    agent = Agent(long_steps())
+    before = len(list(git.Repo(home).iter_commits()))
+    assert run(compressor.compress_context(agent)) is True
+    # The first task and the last two steps stay; the rest became one summary step.
+    assert agent.steps[0]["task"] == "Find Ana a tea shop" and len(agent.steps) == 4
+    assert agent.steps[1]["summary"] is True and SUMMARY in agent.steps[1]["task"]
+    # The flush's facts: in the markdown, in git (one commit), in search; with the flush's line.
+    hits = engine.search("tea shop Chá Lisboa", user_id="ana", kind="fact")
+    assert hits and hits[0].content == FACT
+    commits = list(git.Repo(home).iter_commits())
+    assert len(commits) == before + 1 and "flush" in commits[0].summary.lower()
+    records = read_transcript_file(engine.home, "ana", "s-9")
+    (flush,) = [r for r in records if r["meta"].get("event") == "flush"]
+    day = (home / hits[0].path).read_text()
+    assert f"src:s-9#{flush['line']}" in day
+    assert compressor.stats["flushes"] == 1 and compressor.stats["compressions"] == 1
+
+
+def test_a_failing_flush_leaves_the_context_uncompressed_and_says_so(engine, home):
+    memory = manager(engine, "this is not JSON")
+    compressor = ContextCompressor(memory, session_id="s-8", max_context_tokens=300, keep_last_steps=2)
+    steps = long_steps()
+    agent = Agent(list(steps))
+    assert run(compressor.compress_context(agent)) is False
+    assert agent.steps == steps
+    assert compressor.stats["flush_failures"] == 1 and compressor.stats["compressions"] == 0
+    events = [r["meta"].get("event") for r in read_transcript_file(engine.home, "ana", "s-8")]
+    assert events == ["flush", "flush_failed"]
+    assert not engine.search("tea shop", user_id="ana", kind="fact")
+
+
+def test_the_same_steps_are_never_flushed_twice(engine, home):
+    memory = manager(engine, reply(FACT))
+    steps = long_steps()
+    first = ContextCompressor(memory, session_id="s-7", max_context_tokens=300, keep_last_steps=2)
+    assert run(first.compress_context(Agent(list(steps))))
+    # Another process, another compressor object: the flush done is remembered in session.json.
+    memory.job_llm_options["extract"]["mock_response"] = reply("Something new from a repeat flush.")
+    again = ContextCompressor(memory, session_id="s-7", max_context_tokens=300, keep_last_steps=2)
+    assert run(again.compress_context(Agent(list(steps))))
+    assert again.stats["flushes"] == 0 and again.stats["flush_skipped_repeat"] == 1
+    assert not engine.search("Something new from a repeat flush", user_id="ana", kind="fact", min_cosine=0.9)
+    info = read_session_info(engine.home, "ana", "s-7")
+    assert len(info.flushed) == 1
+    events = [r["meta"].get("event") for r in read_transcript_file(engine.home, "ana", "s-7")]
+    assert events == ["flush"]
+
+
+def test_a_context_within_budget_is_left_alone(engine):
+    memory = manager(engine, reply(FACT))
+    compressor = ContextCompressor(memory, session_id="s-6", max_context_tokens=100_000)
+    agent = Agent(long_steps())
+    assert run(compressor.compress_context(agent)) is False and len(agent.steps) == 9
+    assert compressor.stats["flushes"] == 0

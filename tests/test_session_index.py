@@ -1,0 +1,111 @@
+"""Transcripts on disk and in the index: durable appends through the engine, the state mirror,
+transcript rows (opt-in) that never cross users, and incremental indexing equal to a rebuild."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import pickle
+
+import pytest
+from hypothesis import given, settings
+
+import syncd
+from syncd.config import Settings
+from syncd.session import MarkdownIndexer, StateMirror, TranscriptIndexer, TranscriptManager, list_sessions
+
+from .helpers import assert_same_index, snapshot
+from .strategies import safe_ids, unicode_text
+
+run = asyncio.run
+ON = Settings(transcript_indexing_enabled=True)
+
+
+@pytest.fixture
+def indexed(home, embedder):
+    with syncd.open(home, settings=ON, embedder=embedder) as engine:
+        yield engine
+
+
+def test_appends_are_durable_numbered_and_resume_after_a_torn_line(engine, home):
+    transcripts = TranscriptManager(engine, "ana")
+    first = run(transcripts.append_turn("s1", "user", "I like green tea"))
+    second = run(transcripts.append_turn("s1", "assistant", "Noted", actions=[{"tool": "x"}], metadata={"k": 1}))
+    assert (first.line, second.line) == (1, 2)
+    path = home / "memory/users/ana/sessions/s1/transcript.jsonl"
+    before = path.read_bytes()
+    with open(path, "ab") as handle:  # a crash mid-append
+        handle.write(b'{"ts": "2026", "role": "us')
+    third = run(transcripts.append_turn("s1", "user", "still here"))
+    assert third.line == 4 and path.read_bytes().startswith(before)
+    read = run(transcripts.read_transcript("s1"))
+    assert [(r["line"], r["content"]) for r in read] == [(1, "I like green tea"), (2, "Noted"), (4, "still here")]
+    assert run(transcripts.read_transcript("s1", last_n=1))[0]["content"] == "still here"
+    assert run(transcripts.transcript_exists("s1")) and not run(transcripts.transcript_exists("s2"))
+    assert not run(transcripts.transcript_exists("s1", user_id="bob"))
+    assert [i.session for i in list_sessions(engine.home, "ana")] == ["s1"]
+
+
+def test_the_state_mirror_writes_json_v2_and_a_placeholder_for_a_pickle(engine, home):
+    mirror = StateMirror(engine, "ana")
+    steps = [{"type": "task", "task": "tea"}, {"type": "final_answer", "answer": "sencha"}]
+    run(mirror.mirror_state("s1", {"version": 2, "steps": steps, "tools": [], "serialized_at": "now"}))
+    assert run(mirror.read_state("s1"))["steps"] == steps
+    run(mirror.mirror_state("s1", pickle.dumps({"steps": steps})))
+    state = run(mirror.read_state("s1"))
+    assert state["steps"] == [] and state["legacy"]["format"] == "pickle"
+    run(mirror.mirror_state("s1", pickle.dumps({"steps": steps}), allow_pickle=True))
+    assert run(mirror.read_state("s1"))["steps"] == steps
+    assert engine.index.files()["memory/users/ana/sessions/s1/state.json"].error is None
+
+
+def test_transcript_rows_are_off_by_default_and_searchable_when_on(engine, home, embedder):
+    run(TranscriptManager(engine, "ana").append_turn("s1", "user", "my cat is called Pistachio"))
+    path = "memory/users/ana/sessions/s1/transcript.jsonl"
+    assert path in engine.index.files()
+    assert not [r for r in engine.index.all_rows().to_pylist() if r["path"] == path]
+    engine.close()
+    with syncd.open(home, settings=ON, embedder=embedder) as on:
+        on.sync()  # the setting changed: transcripts get their rows
+        (hit,) = TranscriptIndexer(on).search_transcripts("what is the cat called", "ana", limit=1)
+        assert "Pistachio" in hit.content and hit.kind == "transcript" and hit.line == 1
+        # Memory recall does not wade through raw transcripts.
+        assert all(h.kind != "transcript" for h in on.search("cat Pistachio", user_id="ana"))
+        stats = MarkdownIndexer(on).reindex_from_markdown()
+        assert stats["transcripts"] == 1 and stats["files_processed"] >= 1
+
+
+_MARK = itertools.count()
+
+
+@settings(max_examples=12)
+@given(owner=safe_ids, other=safe_ids, words=unicode_text(max_size=30))
+def test_transcript_search_never_crosses_users(indexed, owner, other, words):
+    if owner == other:
+        return
+    marker = f"qzx{next(_MARK)}marker"
+    transcripts = TranscriptManager(indexed, owner)
+    run(transcripts.append_turn("s1", "user", f"{marker} {words}"))
+    rows = [r for r in indexed.index.all_rows().to_pylist() if r["kind"] == "transcript" and marker in r["text"]]
+    assert rows and all(r["user"] == owner for r in rows)
+    indexer = TranscriptIndexer(indexed)
+    assert any(marker in h.content for h in indexer.search_transcripts(marker, owner, limit=50))
+    assert not any(marker in h.content for h in indexer.search_transcripts(marker, other, limit=50))
+    assert not any(marker in h.content for h in indexed.search(marker, user_id=other, kind="transcript", limit=50))
+
+
+def test_incremental_transcript_indexing_equals_a_rebuild_and_reembeds_only_the_tail(indexed):
+    indexed.sync()
+    transcripts = TranscriptManager(indexed, "ana")
+    words = "the quick brown fox visits the tea house and talks about the weather in Lisbon"
+    embedded = []
+    for n in range(14):  # well past several 400-token windows
+        before = indexed.embedder.embedded_texts
+        run(transcripts.append_turn("s1", "user" if n % 2 == 0 else "assistant", f"turn {n}: " + words * 8))
+        embedded.append(indexed.embedder.embedded_texts - before)
+    rows = [r for r in indexed.index.all_rows().to_pylist() if r["kind"] == "transcript"]
+    assert len(rows) >= 4
+    assert max(embedded) <= 2  # an append re-embeds the last chunk or two, never the earlier ones
+    incremental = snapshot(indexed)
+    indexed.reindex()
+    assert_same_index(incremental, snapshot(indexed))

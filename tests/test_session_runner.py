@@ -1,0 +1,101 @@
+"""The session runner: one turn is one commit (transcript lines, facts, state, lifecycle fields),
+``git revert`` of it removes them all and the index follows; facts point at their transcript line."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import json
+import os
+import subprocess
+import sys
+
+import git
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+from syncd.config import Settings
+from syncd.memory import MemoryManager
+from syncd.session import SessionPolicy, SessionRunner, list_sessions, read_state_file, read_transcript_file
+
+run = asyncio.run
+UTC = dt.timezone.utc
+
+
+def reply(*facts: tuple[str, float]) -> str:
+    return json.dumps({"facts": [{"content": c, "category": "personal", "importance": i} for c, i in facts]})
+
+
+def manager_for(engine, extract_reply: str) -> MemoryManager:
+    return MemoryManager(
+        engine,
+        settings=Settings(llm_model="gpt-4o-mini", core_refresh_importance=0.99),
+        job_llm_options={"extract": {"mock_response": extract_reply}},
+    )
+
+
+class Clock:
+    def __init__(self, start: dt.datetime):
+        self.now = start
+
+    def __call__(self) -> dt.datetime:
+        return self.now
+
+
+def test_one_turn_is_one_commit_and_its_revert_removes_it_all(engine, home):
+    manager = manager_for(engine, reply(("Keeps bees on the roof.", 0.7)))
+    runner = SessionRunner(manager)
+    repo = git.Repo(home)
+    before = repo.head.commit
+    steps = [{"type": "action", "step_number": 1, "tool_calls": [{"id": "c1", "name": "search", "arguments": {"q": "bees"}}],
+              "observations": "3 hives", "model_output": None, "error": None}]
+    result = run(runner.process_turn("s-1", "I keep bees on my roof.", "Lovely!", user_id="ana", steps=steps,
+                                     state={"version": 2, "steps": steps, "tools": ["search"], "serialized_at": "x"}))
+    head = repo.head.commit
+    assert list(head.parents) == [before]  # exactly one new commit
+    base = "memory/users/ana/sessions/s-1/"
+    changed = set(head.stats.files)
+    assert {base + "transcript.jsonl", base + "state.json", base + "session.json"} <= changed
+    day = [p for p in changed if p.endswith(".md")]
+    assert len(day) == 1 and day[0].startswith("memory/users/ana/20")
+    assert "Syncd-Session: s-1" in head.message
+
+    # The fact points at the exact transcript line of the person's message.
+    (fact,) = result.facts
+    line = result.entries[0].line
+    assert (fact.source_session, fact.source_line) == ("s-1", line)
+    entries = read_transcript_file(engine.home, "ana", "s-1")
+    assert entries[line - 1]["content"] == "I keep bees on my roof." and entries[line - 1]["line"] == line
+    assert entries[-1]["actions"] == steps
+    blame = subprocess.run([sys.executable, "-m", "syncd", "blame", fact.id, "--home", str(home)],
+                           capture_output=True, text=True)
+    assert blame.returncode == 0, blame.stderr
+    assert head.hexsha[:7] in blame.stdout and f"Syncd-Transcript-Line: {line}" in blame.stdout
+    assert engine.search("bees on the roof", user_id="ana", kind="fact")[0].content == "Keeps bees on the roof."
+
+    # Revert the turn: every file of it goes, and the index follows.
+    repo.git.revert("--no-edit", head.hexsha)
+    engine.sync()
+    assert not (home / base / "transcript.jsonl").exists() and not (home / base / "state.json").exists()
+    assert not any(p.startswith(base) for p in engine.index.files())
+    assert not any(h.content == "Keeps bees on the roof." for h in engine.search("bees roof", user_id="ana"))
+
+
+def test_lifecycle_fields_live_in_the_home_and_a_reset_is_recorded(engine, home):
+    clock = Clock(dt.datetime(2026, 3, 1, 10, 0, tzinfo=UTC))
+    manager = manager_for(engine, reply())
+    runner = SessionRunner(manager, policy=SessionPolicy(daily_reset_hour=4), clock=clock)
+    run(runner.process_turn("s-2", "hello", "hi", user_id="ana"))
+    clock.now += dt.timedelta(hours=2)
+    second = run(runner.process_turn("s-2", "again", "yes", user_id="ana"))
+    assert second.reset is None and second.session.turn_count == 2
+    clock.now += dt.timedelta(days=1)  # past 04:00 UTC
+    third = run(runner.process_turn("s-2", "next day", "morning", user_id="ana"))
+    assert third.reset == "daily_reset" and third.session.turn_count == 1 and third.session.resets == 1
+    meta = json.loads((home / "memory/users/ana/sessions/s-2/session.json").read_text())
+    assert meta["resets"] == 1 and meta["last_reset_reason"] == "daily_reset"
+    events = [e["meta"].get("event") for e in read_transcript_file(engine.home, "ana", "s-2")]
+    assert events.count("reset") == 1
+    assert read_state_file(engine.home, "ana", "s-2")["steps"] == []  # a reset starts with empty state
+    listed = list_sessions(engine.home, "ana")
+    assert [(i.session, i.turn_count, i.resets) for i in listed] == [("s-2", 1, 1)]
