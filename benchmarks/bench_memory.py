@@ -26,6 +26,7 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 import git
 
 import syncd
+from syncd import engine as engine_module
 from syncd.config import Settings
 from syncd.memory import MemoryManager
 from syncd.memory.extraction import complete
@@ -92,7 +93,9 @@ class StageTimer:
         self.spent: dict[str, float] = {}
         self.lock = threading.Lock()
         engine = manager.engine
-        for name, owner, attr in (("dedup", manager, "_new_facts"), ("index", engine, "sync"), ("git commit", engine, "commit")):
+        # The write path calls the engine's inner steps, not its public sync/commit.
+        for name, owner, attr in (("dedup", manager, "_new_facts"), ("index", engine, "_sync"), ("git commit", engine, "_commit"),
+                                  ("write check", engine_module, "check_tree_writable")):
             setattr(owner, attr, self.wrap(name, getattr(owner, attr)))
 
     def wrap(self, name, fn):

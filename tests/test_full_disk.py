@@ -1,8 +1,11 @@
-"""A full disk, for real: a size-limited tmpfs filled to the last byte.
+"""A full disk: every write either saves or says it did not (``StorageError.saved``), nothing
+half-written stays behind, and the index heals on the next pass once there is room again.
 
-Every write either saves or says it did not (``StorageError.saved``), nothing half-written stays
-behind, and the index heals on the next pass once there is room again. Mounting needs root (CI
-runs as root); where the mount is refused the tests say why instead of passing.
+Each test runs twice. Once on a real size-limited tmpfs filled to the last byte (mounting needs
+root; where the mount is refused that run says why and skips). Once on an injected full disk that
+runs on every machine: ``ENOSPC`` raised at the one place each writer's bytes reach the disk --
+``syncd.home.write_some`` for the markdown, LanceDB's table writes (with the error LanceDB itself
+raises on a full disk) and the embedding cache's SQLite statements ("database or disk is full").
 """
 
 from __future__ import annotations
@@ -10,14 +13,17 @@ from __future__ import annotations
 import errno
 import logging
 import os
+import sqlite3
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 import pytest
+from lancedb.table import LanceTable
 
 import syncd
+from syncd import home as home_module
 from syncd.errors import StorageError
 from syncd.home import atomic_write, blob_sha, durable_append
 from syncd.index.embed_cache import CachedEmbedder, EmbeddingCache
@@ -77,9 +83,92 @@ def _mount(where: Path, size: str) -> Iterator[SmallDisk]:
         subprocess.run(["umount", "-l", str(where)], check=False)
 
 
-@pytest.fixture
-def disk(tmp_path: Path) -> Iterator[SmallDisk]:
-    yield from _mount(tmp_path / "disk", "1m")
+# What LanceDB 13 raised on the real tmpfs when a table write ran out of room (captured there).
+_LANCE_FULL = ("lance error: LanceError(IO): No space left on device (os error 28), /root/.cargo/registry/src/"
+               "index.crates.io-1949cf8c6b5b557f/lance-file-13.0.0/src/writer/structural.rs:258:9")
+_LANCE_WRITES = ("add", "delete", "update", "merge_insert", "optimize", "create_index", "drop_index")
+
+
+class _FullConnection:
+    """An SQLite connection whose writes fail as SQLite's do on a full disk; reads go through."""
+
+    def __init__(self, conn: sqlite3.Connection, disk: InjectedDisk):
+        self._conn, self._disk = conn, disk
+
+    def _check(self, sql: str) -> None:
+        if self._disk.full and sql.lstrip().upper().startswith(("INSERT", "UPDATE", "DELETE", "REPLACE")):
+            raise sqlite3.OperationalError("database or disk is full")
+
+    def execute(self, sql: str, *args):
+        self._check(sql)
+        return self._conn.execute(sql, *args)
+
+    def executemany(self, sql: str, *args):
+        self._check(sql)
+        return self._conn.executemany(sql, *args)
+
+    def __getattr__(self, name: str):
+        return getattr(self._conn, name)
+
+
+class InjectedDisk:
+    """A disk under ``root`` that fills up without a mount: ``fill()`` leaves ``slack`` bytes (a
+    partly used last page, as on tmpfs) for the markdown writes, then ``ENOSPC``; LanceDB's and the
+    embedding cache's writes under ``root`` fail at once; ``free()`` gives the room back."""
+
+    def __init__(self, root: Path, monkeypatch: pytest.MonkeyPatch, slack: int = 100):
+        self.root = root
+        self.full = False
+        self._room = 0
+        self._slack = slack
+        real_write = home_module.write_some
+
+        def write_some(fd: int, data) -> int:
+            if not self.full or not self._under(os.readlink(f"/proc/self/fd/{fd}")):
+                return real_write(fd, data)
+            if self._room == 0:
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+            taken = real_write(fd, data[: self._room])
+            self._room -= taken
+            return taken
+
+        monkeypatch.setattr(home_module, "write_some", write_some)
+        for name in _LANCE_WRITES:
+            monkeypatch.setattr(LanceTable, name, self._refusing(getattr(LanceTable, name)))
+        real_connection = EmbeddingCache._connection
+        monkeypatch.setattr(EmbeddingCache, "_connection", lambda cache: self._connection(cache, real_connection))
+
+    def _under(self, path: str | Path) -> bool:
+        return Path(path).is_relative_to(self.root)
+
+    def _refusing(self, method):
+        disk = self
+
+        def refusing(table, *args, **kwargs):
+            if disk.full and disk._under(table._dataset_path):
+                raise RuntimeError(_LANCE_FULL)
+            return method(table, *args, **kwargs)
+
+        return refusing
+
+    def _connection(self, cache: EmbeddingCache, real):
+        conn = real(cache)
+        return _FullConnection(conn, self) if self._under(cache.path) else conn
+
+    def fill(self) -> None:
+        self.full, self._room = True, self._slack
+
+    def free(self) -> None:
+        self.full = False
+
+
+@pytest.fixture(params=["tmpfs", "injected"])
+def disk(request, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[SmallDisk | InjectedDisk]:
+    if request.param == "tmpfs":
+        yield from _mount(tmp_path / "disk", "1m")
+    else:
+        (tmp_path / "disk").mkdir()
+        yield InjectedDisk(tmp_path / "disk", monkeypatch)
 
 
 def _leftovers(folder: Path) -> list[str]:
@@ -90,7 +179,7 @@ def _leftovers(folder: Path) -> list[str]:
 # The two writes of markdown
 
 
-def test_atomic_write_on_a_full_disk_writes_nothing_and_says_so(disk: SmallDisk) -> None:
+def test_atomic_write_on_a_full_disk_writes_nothing_and_says_so(disk: SmallDisk | InjectedDisk) -> None:
     old = disk.root / "old.md"
     old.write_bytes(b"- [fact] Likes tea.\n")
     disk.fill()
@@ -105,7 +194,7 @@ def test_atomic_write_on_a_full_disk_writes_nothing_and_says_so(disk: SmallDisk)
     assert _leftovers(disk.root) == []
 
 
-def test_an_append_that_fills_the_disk_part_way_leaves_no_half_line(disk: SmallDisk) -> None:
+def test_an_append_that_fills_the_disk_part_way_leaves_no_half_line(disk: SmallDisk | InjectedDisk) -> None:
     log = disk.root / "log.md"
     log.write_bytes(b"# 2026-03-01\n")
     disk.fill()  # the file's own last page still has room: the append is taken in part
@@ -119,12 +208,15 @@ def test_an_append_that_fills_the_disk_part_way_leaves_no_half_line(disk: SmallD
 # The index and the embedding cache under a full .syncd/
 
 
-@pytest.fixture
-def full_index_home(tmp_path: Path, embedder) -> Iterator[tuple[Path, SmallDisk]]:
-    """A home on the ordinary disk whose ``.syncd/`` (index, cache, lock) is a small tmpfs: the
-    markdown can be saved while the index cannot."""
+@pytest.fixture(params=["tmpfs", "injected"])
+def full_index_home(request, tmp_path: Path, embedder, monkeypatch) -> Iterator[tuple[Path, SmallDisk | InjectedDisk]]:
+    """A home on the ordinary disk whose ``.syncd/`` (index, cache, lock) is a small disk that
+    fills up: the markdown can be saved while the index cannot."""
     home = syncd.init(tmp_path / "home").home
     state = home / ".syncd"
+    if request.param == "injected":
+        yield home, InjectedDisk(state, monkeypatch)
+        return
     keep = {p.name: p.read_bytes() for p in state.iterdir() if p.is_file()}
     for small in _mount(state, "8m"):
         for name, data in keep.items():
@@ -172,7 +264,7 @@ def test_a_full_sync_on_a_full_index_disk_raises_a_storage_error_and_heals(full_
 
 
 def test_a_full_embedding_cache_warns_once_naming_the_disk_and_never_fails(
-    disk: SmallDisk, embedder, caplog: pytest.LogCaptureFixture
+    disk: SmallDisk | InjectedDisk, embedder, caplog: pytest.LogCaptureFixture
 ) -> None:
     cached = CachedEmbedder(embedder, EmbeddingCache(disk.root / "cache.sqlite"))
     disk.fill()

@@ -18,9 +18,12 @@ The user's git work always wins:
   ``git mv``, ``git add``) is committed like any other;
 - unmerged paths are never staged: staging one would mark its conflict resolved.
 
-Commits are made with plumbing on a private index (``read-tree HEAD`` + our paths, ``write-tree``,
-``commit-tree``, ``update-ref`` against the HEAD we started from) and paths travel on stdin, never
-as pathspecs: git matches pathspecs against every index entry (quadratic at 10k paths) and a
+Commits are made with plumbing: our paths are staged in the real index, its tree is written, and
+when that tree differs from HEAD in our paths only (the user has nothing else staged) it is the
+commit's tree; otherwise the tree is built aside in a private index (``read-tree HEAD`` + our
+paths). Then ``commit-tree`` and ``update-ref`` against the HEAD we started from. About eight git
+processes a commit, and the unmerged-paths check is answered again only when the index file
+changed. Paths travel on stdin, never as pathspecs: git matches pathspecs against every index entry (quadratic at 10k paths) and a
 command line has a size limit (60k paths overflow it), while ``update-index --stdin`` is linear and
 literal (a file named ``[draft].md`` is that file, not a pattern).
 """
@@ -30,6 +33,7 @@ from __future__ import annotations
 import logging
 import os
 import subprocess
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping
@@ -212,9 +216,52 @@ def _operation_marker(root: Path) -> str | None:
     return None
 
 
+def _index_identity(folder: Path) -> tuple | None:
+    """What tells one version of the git index file from another without reading it: git never
+    rewrites it in place (it writes ``index.lock`` and renames it over), so a new version has a new
+    inode or times, and its last 20 bytes are git's checksum of its whole content. None when it
+    cannot be told (no such file is an identity too: nothing is staged, nothing unmerged)."""
+    path = folder / "index"
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return ("absent",)
+    except OSError:
+        return None
+    try:
+        st = os.fstat(fd)
+        trailer = os.pread(fd, 20, max(st.st_size - 20, 0))
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns, trailer)
+
+
+# The last answer of ``git ls-files -u`` per index file, with that file's identity when asked: the
+# same identity is the same content, so the answer holds without running git again. A change group
+# asks once (not once per write), and the commit's own guard then costs nothing.
+_UNMERGED_SEEN: dict[Path, tuple[tuple, list[str]]] = {}
+_UNMERGED_LOCK = threading.Lock()
+
+
 def _unmerged(root: Path) -> list[str]:
+    folder = git_dir(root)
+    key = Path(os.path.abspath(folder)) if folder is not None else None
+    # Taken before git reads the file: if it changes meanwhile, the next identity differs and git
+    # is asked again; never an answer about one version filed under another's identity.
+    identity = _index_identity(folder) if folder is not None else None
+    if identity is not None:
+        with _UNMERGED_LOCK:
+            seen = _UNMERGED_SEEN.get(key)
+        if seen is not None and seen[0] == identity:
+            return list(seen[1])
     out = run_git(root, "ls-files", "-u", "-z")
-    return sorted({entry.partition("\t")[2] for entry in out.decode("utf-8", "replace").split("\0") if "\t" in entry})
+    found = sorted({entry.partition("\t")[2] for entry in out.decode("utf-8", "replace").split("\0") if "\t" in entry})
+    if identity is not None:
+        with _UNMERGED_LOCK:
+            _UNMERGED_SEEN[key] = (identity, found)
+    return list(found)
 
 
 def operation_in_progress(root: Path) -> str | None:
@@ -293,9 +340,35 @@ def blob_at_head(root: Path, rel: str) -> str | None:
     return out.decode().strip() or None
 
 
-def head_sha(root: Path) -> str | None:
-    if git_dir(root) is None:
+_HEX = frozenset("0123456789abcdef")
+
+
+def _head_from_files(folder: Path) -> str | None:
+    """HEAD's commit read from ``HEAD`` and its loose ref, as git itself stores them, or None when
+    that is not the plain case (a packed or missing ref, a linked worktree's shared refs, reftable):
+    the caller then asks git. Saves a process on every commit; update-ref, which commits, still
+    checks the old value itself."""
+    if (folder / "commondir").exists():
         return None
+    try:
+        head = (folder / "HEAD").read_text(encoding="utf-8").strip()
+        if head.startswith("ref: refs/"):
+            ref = head[len("ref: "):]
+            if ".." in ref:
+                return None
+            head = (folder / ref).read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError):
+        return None
+    return head if len(head) in (40, 64) and set(head) <= _HEX else None
+
+
+def head_sha(root: Path) -> str | None:
+    folder = git_dir(root)
+    if folder is None:
+        return None
+    sha = _head_from_files(folder)
+    if sha is not None:
+        return sha
     out = run_git(root, "rev-parse", "-q", "--verify", "HEAD^{commit}", ok=(0, 1)).decode().strip()
     return out or None
 
@@ -495,6 +568,44 @@ def _diff_trees(root: Path, old: str, new: str) -> list[DiffEntry]:
     return entries
 
 
+def _tree_of_real_index(root: Path, parent: str | None, ours: set[str]) -> tuple[str | None, list[DiffEntry]]:
+    """The tree of the real index and its diff from ``parent``, when that diff touches only
+    ``ours``: the common case (the user has nothing else staged), one ``write-tree`` instead of a
+    private index built from HEAD. Otherwise (something of the user's is staged, or git cannot
+    write a tree from it now) ``(None, [])``: the caller builds the tree aside. The check is on the
+    tree actually written, so a ``git add`` of the user's landing meanwhile is seen, never committed."""
+    try:
+        tree = run_git(root, "write-tree").decode().strip()
+    except HistoryError as exc:  # an unmerged entry of the user's appeared meanwhile, say
+        log.debug("no tree from the index (%s); building it aside", exc.detail)
+        return None, []
+    changes = _diff_trees(root, parent or _EMPTY_TREE, tree)
+    if all(entry.path in ours for entry in changes):
+        return tree, changes
+    return None, []
+
+
+def _tree_of_private_index(root: Path, folder: Path, parent: str | None, present: list[str], removed: list[str]) -> str:
+    """The tree of ``parent`` with exactly our paths as the real index now holds them, built in a
+    private index: what the user staged besides stays out of it."""
+    private = Path(os.path.abspath(folder)) / f"syncd-index-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    env = {"GIT_INDEX_FILE": str(private)}
+    try:
+        if parent:
+            run_git(root, "read-tree", parent, env=env)
+        else:
+            run_git(root, "read-tree", "--empty", env=env)
+        # The private index takes the entries just staged, not a second read of the files: the
+        # commit holds exactly what the real index now holds, and big files are hashed once.
+        entries = _index_entries(root, present)
+        if entries:
+            run_git(root, "update-index", "-z", "--index-info", input=b"".join(entries.values()), env=env)
+        _stage(root, (), [*removed, *(p for p in present if p not in entries)], env)
+        return run_git(root, "write-tree", env=env).decode().strip()
+    finally:
+        private.unlink(missing_ok=True)
+
+
 def _guard(root: Path) -> None:
     state = busy_state(root)
     if state is not None:
@@ -533,23 +644,11 @@ def commit_exact(
     # once committed, git status shows these paths clean (and a user's `git commit` cannot commit
     # their old versions over ours).
     _stage(root, present, removed)
-    private = Path(os.path.abspath(folder)) / f"syncd-index-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-    env = {"GIT_INDEX_FILE": str(private)}
-    try:
-        if parent:
-            run_git(root, "read-tree", parent, env=env)
-        else:
-            run_git(root, "read-tree", "--empty", env=env)
-        # The private index takes the entries just staged, not a second read of the files: the
-        # commit holds exactly what the real index now holds, and big files are hashed once.
-        entries = _index_entries(root, present)
-        if entries:
-            run_git(root, "update-index", "-z", "--index-info", input=b"".join(entries.values()), env=env)
-        _stage(root, (), [*removed, *(p for p in present if p not in entries)], env)
-        tree = run_git(root, "write-tree", env=env).decode().strip()
-    finally:
-        private.unlink(missing_ok=True)
-    changes = _diff_trees(root, parent or _EMPTY_TREE, tree)
+    ours = set(present) | set(removed)
+    tree, changes = _tree_of_real_index(root, parent, ours)
+    if tree is None:
+        tree = _tree_of_private_index(root, folder, parent, present, removed)
+        changes = _diff_trees(root, parent or _EMPTY_TREE, tree)
     if not changes:
         return None, []
     text = message(changes) if callable(message) else message

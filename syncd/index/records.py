@@ -108,7 +108,9 @@ class EntryRow:
 @dataclass
 class FileUpdate:
     """The new state of one path. ``record`` None means the file is gone; ``rows`` None means its
-    rows stay as they are (only its stat changed, e.g. a ``touch``)."""
+    rows stay as they are (only its stat changed, e.g. a ``touch``). ``unchanged``: ids among
+    ``rows`` that the index already holds exactly so (kept, not rewritten); ``vectors`` are those
+    of ``changed_rows`` only."""
 
     path: str
     record: FileRecord | None
@@ -116,3 +118,10 @@ class FileUpdate:
     vectors: object = field(default=None, repr=False)
     # A wiki page's parse (``ParsedFile.page``), for the link graph kept beside the index.
     page: object = field(default=None, repr=False)
+    unchanged: frozenset[str] = frozenset()
+
+    @property
+    def changed_rows(self) -> list[EntryRow]:
+        if not self.unchanged:
+            return self.rows or []
+        return [row for row in self.rows or () if row.id not in self.unchanged]

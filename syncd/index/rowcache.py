@@ -47,7 +47,7 @@ class ScopeMask:
 class RowCache:
     """Rows grouped by file path so that an upsert of a file replaces exactly its rows."""
 
-    _ROW_LISTS = ("_paths", "_ids", "_users", "_chats", "_kinds", "_payloads")
+    _ROW_LISTS = ("_paths", "_ids", "_users", "_chats", "_kinds", "_payloads", "_text_hashes")
 
     def __init__(self, dim: int):
         self.dim = dim
@@ -62,6 +62,10 @@ class RowCache:
         self._chats: list[str | None] = []
         self._kinds: list[str] = []
         self._payloads: list[dict] = []
+        # hash() of each row's full-text string: with the payload, what tells an unchanged row
+        # from a changed one (see unchanged()) without keeping every text twice. In memory only,
+        # so the per-process salt of str hashes does not matter.
+        self._text_hashes: list[int] = []
         self._text_index = TextIndex()
         self._alive = np.zeros(0, dtype=bool)
         self._pending: list[tuple[np.ndarray, list[dict], list[str]]] = []
@@ -100,6 +104,49 @@ class RowCache:
                     self._alive[row] = False
                     self._dead += 1
 
+    def ids_of(self, path: str) -> set[str]:
+        """Ids of the rows held for ``path``."""
+        self._flush()
+        return {self._ids[row] for row in self._rows_of_path.get(path, ())}
+
+    def unchanged(self, path: str, rows: Sequence[tuple[str, dict, str]]) -> set[str]:
+        """Of ``(id, payload, search text)`` rows for ``path``, the ids held exactly so already:
+        same payload, same full-text string, hence the same vector (what is embedded is made of
+        payload fields). Nothing when either side repeats an id: then the file is replaced whole."""
+        self._flush()
+        held = self._rows_of_path.get(path)
+        if not held or len({self._ids[row] for row in held}) != len(held) or len({r[0] for r in rows}) != len(rows):
+            return set()
+        same = set()
+        for row_id, payload, text in rows:
+            row = self._row_of_key.get((path, row_id))
+            if row is not None and self._text_hashes[row] == hash(text) and self._payloads[row] == payload:
+                same.add(row_id)
+        return same
+
+    def remove_rows(self, path: str, ids: Iterable[str]) -> None:
+        """Drop the rows of ``path`` with these ids; its other rows stay as and where they are."""
+        self._flush()
+        ids = set(ids)
+        if not ids:
+            return
+        kept, headings = [], set()
+        for row in self._rows_of_path.get(path, ()):
+            if self._ids[row] in ids:
+                self._row_of_key.pop((path, self._ids[row]), None)
+                headings.add(self._payloads[row].get("heading") or "")
+                self._alive[row] = False
+                self._dead += 1
+            else:
+                kept.append(row)
+        if kept:
+            self._rows_of_path[path] = kept
+        else:
+            self._rows_of_path.pop(path, None)
+        # The conversations that lost a fact close ranks (new rows relink theirs when they land).
+        self._link(path, headings)
+        self._scope_cache = {}
+
     def add(self, vectors: np.ndarray, rows: Sequence[dict], texts: Sequence[str]) -> None:
         """Add rows (dicts with at least path, id, user, chat, kind; kept whole as the payload
         that hits are built from) with their vectors and the text full-text search sees."""
@@ -132,6 +179,7 @@ class RowCache:
         row = start
         for _, rows, texts in self._pending:
             self._text_index.add(texts)
+            self._text_hashes.extend(hash(text) for text in texts)
             for payload in rows:
                 path = payload["path"]
                 self._paths.append(path)
@@ -189,21 +237,28 @@ class RowCache:
         self._created = np.concatenate([self._created[:start], created])
         self._prev = np.concatenate([self._prev[:start], np.full(n, -1, dtype=np.int64)])
         self._next = np.concatenate([self._next[:start], np.full(n, -1, dtype=np.int64)])
-        # A file's rows always arrive together (an update replaces all of them), so linking the
-        # files of the new rows links every conversation they belong to.
-        for path in dict.fromkeys(self._paths[start:]):
-            self._link(path)
+        # Relink the conversations the new rows join, with the rows of their file already held
+        # (a file whose rows changed only in part keeps its other rows where they are).
+        touched: dict[str, set[str]] = {}
+        for row in range(start, len(self._paths)):
+            touched.setdefault(self._paths[row], set()).add(self._payloads[row].get("heading") or "")
+        for path, headings in touched.items():
+            self._link(path, headings)
         self._scope_cache = {}
 
-    def _link(self, path: str) -> None:
+    def _link(self, path: str, headings: set[str]) -> None:
+        """Chain the facts of ``path``'s conversations under ``headings`` in line order; the
+        others of the file are left as they are (their members did not change)."""
         conversations: dict[str, list[int]] = {}
         for row in self._rows_of_path.get(path, ()):
             if self._alive[row] and self._kinds[row] == "fact":
-                conversations.setdefault(self._payloads[row].get("heading") or "", []).append(row)
+                heading = self._payloads[row].get("heading") or ""
+                if heading in headings:
+                    conversations.setdefault(heading, []).append(row)
         for members in conversations.values():
             members.sort(key=lambda r: self._payloads[r].get("line") or 0)
-            self._prev[members[1:]] = members[:-1]
-            self._next[members[:-1]] = members[1:]
+            self._prev[members] = [-1, *members[:-1]]
+            self._next[members] = [*members[1:], -1]
 
     def _mask(self, scope: ScopeMask) -> np.ndarray:
         base = self._scope_cache.get(scope)

@@ -40,7 +40,7 @@ from .files_mirror import FilesMirror
 from .records import SCHEMA_VERSION, EntryRow, FileRecord, FileUpdate, meta_compatible
 from .rowcache import RowCache
 
-__all__ = ["Index", "SCHEMA_VERSION", "sql_literal"]
+__all__ = ["Index", "SCHEMA_VERSION", "StaleRows", "sql_literal"]
 
 log = logging.getLogger(__name__)
 
@@ -96,6 +96,15 @@ def entry_schema(dim: int) -> pa.Schema:
 _ENTRY_FIELDS = [f for f in entry_schema(1).names if f not in ("vector", "search_text")]
 
 
+class StaleRows(Exception):
+    """An update's ``unchanged`` rows were answered before the index last changed: the caller
+    redoes those files whole (embeds every row). Internal to a sync; never reaches a user."""
+
+    def __init__(self, paths: Sequence[str]):
+        super().__init__(f"rows changed since they were compared: {', '.join(paths[:3])}")
+        self.paths = list(paths)
+
+
 def sql_literal(value: str) -> str:
     """A SQL string literal for ``value``. Only used for paths read from our own tree walk and for
     already validated ids, but escaped anyway so a quote in a file name cannot change a filter."""
@@ -125,6 +134,10 @@ class Index:
         self._matrix_version: int | None = None
         self._writes = 0
         self._unwritten: set[str] = set()
+        # Bumped whenever the in-memory rows change; unchanged_rows() answers for one generation
+        # and apply() only trusts an answer of the current one (see StaleRows).
+        self._generation = 0
+        self._diffed: dict[str, int] = {}
         folder.mkdir(parents=True, exist_ok=True)
         # Readers re-check the latest version on every read so they see the daemon's writes.
         self._db = lancedb.connect(
@@ -182,6 +195,7 @@ class Index:
                 self._mirror.invalidate()
             # Our in-memory copy would sit beside the new one for the whole rebuild: free it (a
             # query meanwhile reloads it from the table, which still holds every row).
+            self._generation += 1
             self._matrix.clear()
             self._matrix_version = None
         try:
@@ -199,6 +213,7 @@ class Index:
         with self._lock:
             for mine, theirs in ((self._entries, aside._entries), (self._files, aside._files)):
                 mine.add(theirs.search().limit(None).to_batches(), mode="overwrite")
+            self._generation += 1
             self._matrix.clear()
             self._matrix_version = None
             self._has_id_index = False
@@ -234,8 +249,21 @@ class Index:
 
     # -- writing ---------------------------------------------------------------------------------
 
+    def unchanged_rows(self, path: str, rows: Sequence[EntryRow]) -> frozenset[str]:
+        """Ids of ``rows`` (a file's new rows) that the index already holds for ``path`` exactly
+        so: same fields, same full-text string, so the same vector. An edit of one line in a log
+        of 100,000 facts then embeds and writes the few rows it changed, not the file. The answer
+        holds until the index next changes; apply() checks that (StaleRows)."""
+        with self._lock:
+            self._ensure_matrix()
+            same = self._matrix.unchanged(path, [(r.id, _payload(r), r.search_text) for r in rows])
+            self._diffed[path] = self._generation
+            return frozenset(same)
+
     def apply(self, updates: Sequence[FileUpdate]) -> None:
-        """Replace the rows of each updated path, then record the files' new state."""
+        """Replace the rows of each updated path (only those not in its ``unchanged``), then
+        record the files' new state. Raises StaleRows, before writing anything, when an update's
+        ``unchanged`` was answered for rows that have changed since."""
         if self.read_only:
             raise IndexError_("this index was opened read-only")
         if not updates:
@@ -243,11 +271,17 @@ class Index:
         paths = {u.path for u in updates}
         with self._lock:
             self._ensure_matrix()
+            stale = [u.path for u in updates if u.unchanged and self._diffed.get(u.path) != self._generation]
+            for u in updates:
+                self._diffed.pop(u.path, None)
+            if stale:
+                raise StaleRows(stale)
             try:
                 self._write(updates)
             except BaseException as exc:
                 # The table and the in-memory copy may now disagree: reload it on the next query.
                 self._matrix_version = None
+                self._generation += 1
                 self._unwritten |= paths
                 if isinstance(exc, Exception) and not isinstance(exc, SyncdError):
                     raise self._write_error(exc, len(paths)) from exc
@@ -286,13 +320,22 @@ class Index:
 
     def _write(self, updates: Sequence[FileUpdate]) -> None:
         before = self._mirror.stamp() if self._mirror is not None else None
-        replaced = [u.path for u in updates if u.rows is not None or u.record is None]
+        self._generation += 1
+        replaced = [u.path for u in updates if (u.rows is not None and not u.unchanged) or u.record is None]
         for start in range(0, len(replaced), _PATHS_PER_FILTER):
             self._entries.delete(_in_filter("path", replaced[start : start + _PATHS_PER_FILTER]))
         self._matrix.remove_paths(replaced)
-        new_rows = [row for u in updates if u.rows for row in u.rows]
+        for u in updates:
+            if u.rows is not None and u.unchanged:
+                # Only the rows that changed: deleted by id within the file, the rest untouched.
+                gone = sorted(self._matrix.ids_of(u.path) - u.unchanged)
+                for start in range(0, len(gone), _PATHS_PER_FILTER):
+                    ids = _in_filter("id", gone[start : start + _PATHS_PER_FILTER])
+                    self._entries.delete(f"path = {sql_literal(u.path)} AND {ids}")
+                self._matrix.remove_rows(u.path, gone)
+        new_rows = [row for u in updates if u.rows for row in u.changed_rows]
         if new_rows:
-            vectors = np.concatenate([np.asarray(u.vectors, dtype=np.float32) for u in updates if u.rows])
+            vectors = np.concatenate([np.asarray(u.vectors, dtype=np.float32) for u in updates if u.changed_rows])
             self._entries.add(self._entries_table(new_rows, vectors))
             self._matrix.add(vectors, [_payload(r) for r in new_rows], [r.search_text for r in new_rows])
         paths = [u.path for u in updates]
@@ -370,6 +413,7 @@ class Index:
         if self._matrix_version == version:
             return
         table = self._entries.to_arrow().select([*_ENTRY_FIELDS, "search_text", "vector"])
+        self._generation += 1
         self._matrix.clear()
         if table.num_rows:
             vectors = table["vector"].combine_chunks().values.to_numpy().reshape(-1, self.dim)

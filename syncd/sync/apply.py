@@ -15,7 +15,7 @@ from ..home import Home, blob_sha
 from ..index.embed import Embedder
 from ..index.records import FileRecord, FileUpdate
 from ..index.rows import TranscriptChunking, parse_file_checked
-from ..index.store import Index
+from ..index.store import Index, StaleRows
 from ..layout import classify_path
 from .plan import SyncPlan, plan_sync
 from .scan import DiskFile, DiskScan, printable_path, read_limited, scan_disk
@@ -63,6 +63,7 @@ def apply_plan(
         # Same bytes, so the same rows and the same parse error (if any): only the stat is new.
         updates.append(FileUpdate(path, replace(known[path], size=f.size, mtime_ns=scan.recorded_mtime(f.mtime_ns))))
     to_parse = [*plan.new, *plan.changed, *(new for _, new in plan.moved)]
+    changed = set(plan.changed)
     total = len(to_parse)
     if updates and not to_parse:
         index.apply(updates)
@@ -74,21 +75,25 @@ def apply_plan(
         if not batch and not updates:
             break
         parsed = [_parse_one(home, scan, path, max_file_bytes, report, transcripts) for path in batch]
-        texts = [row.embed_text for u in parsed if u.rows for row in u.rows]
-        before = getattr(embedder, "embedded_texts", 0)
-        vectors = embedder.embed(texts) if texts else np.zeros((0, index.dim), dtype=np.float32)
-        report.embedded_texts += getattr(embedder, "embedded_texts", 0) - before
-        offset = 0
         for update in parsed:
-            n = len(update.rows or ())
-            update.vectors = vectors[offset : offset + n]
-            offset += n
+            if update.rows and update.path in changed:
+                # Rows the edit did not touch stay in the index as they are: neither embedded
+                # nor rewritten (a one-line edit of a big log costs its few rows, not the file).
+                update.unchanged = index.unchanged_rows(update.path, update.rows)
             for row in update.rows or ():
                 if row.kind == "fact":
                     report.facts += 1
                 else:
                     report.chunks += 1
-        index.apply(updates + parsed)
+        _embed(embedder, index.dim, parsed, report)
+        try:
+            index.apply(updates + parsed)
+        except StaleRows:
+            # The index changed between the comparison and the write: redo these files whole.
+            for update in parsed:
+                update.unchanged = frozenset()
+            _embed(embedder, index.dim, parsed, report)
+            index.apply(updates + parsed)
         if on_applied:
             on_applied(updates + parsed)
         updates = []
@@ -96,6 +101,19 @@ def apply_plan(
         if progress:
             progress(done, total)
     return report
+
+
+def _embed(embedder: Embedder, dim: int, parsed: list[FileUpdate], report: SyncReport) -> None:
+    """Vectors for each update's changed rows (all its rows unless some are unchanged)."""
+    texts = [row.embed_text for u in parsed for row in u.changed_rows]
+    before = getattr(embedder, "embedded_texts", 0)
+    vectors = embedder.embed(texts) if texts else np.zeros((0, dim), dtype=np.float32)
+    report.embedded_texts += getattr(embedder, "embedded_texts", 0) - before
+    offset = 0
+    for update in parsed:
+        n = len(update.changed_rows)
+        update.vectors = vectors[offset : offset + n]
+        offset += n
 
 
 def _parse_one(

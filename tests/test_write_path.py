@@ -1,0 +1,161 @@
+"""The write path's cost in git processes, and the shortcuts it takes keep every guarantee: the
+unmerged-paths check answered once per index version, HEAD read from its files, the commit's tree
+written from the real index only when the user has nothing else staged. Real git repositories."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+from collections import Counter
+
+import pytest
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # no network here: skip the fetch
+
+import syncd
+from syncd.config import Settings
+from syncd.errors import GitBusyError
+from syncd.history import git as history_git
+from syncd.history.committer import commit_changes
+from syncd.history.git import check_tree_writable, head_sha
+from syncd.history.intents import Intent
+from syncd.home import Home
+from syncd.memory import MemoryManager
+
+from .daemon_helpers import daily_log, git, isolate_git_identity
+from .helpers import write
+
+LOG = "memory/users/ana/2026-11-22.md"
+
+
+@pytest.fixture(autouse=True)
+def global_gitconfig(tmp_path, monkeypatch):
+    return isolate_git_identity(tmp_path, monkeypatch)
+
+
+@pytest.fixture
+def git_calls(monkeypatch):
+    """Every git process this process starts, by subcommand."""
+    seen: Counter[str] = Counter()
+    real = subprocess.Popen.__init__
+
+    def counting(self, args, *rest, **kwargs):
+        if isinstance(args, list | tuple) and args and args[0] == "git":
+            seen[args[1]] += 1
+        return real(self, args, *rest, **kwargs)
+
+    monkeypatch.setattr(subprocess.Popen, "__init__", counting)
+    return seen
+
+
+def test_an_add_memory_costs_eight_git_processes(engine, home, git_calls):
+    manager = MemoryManager(engine, settings=Settings(llm_model="gpt-4o-mini"))
+    asyncio.run(manager.add_memory("Warms up the first write.", "ana"))
+    git_calls.clear()
+    fact = asyncio.run(manager.add_memory("Keeps bees on the roof of the library.", "ana"))
+    calls = Counter(git_calls)
+    assert fact is not None and fact.id in git(home, "show", "HEAD")
+    # One unmerged check, status, stage, write-tree, diff-tree, the blobs for the message,
+    # commit-tree, update-ref: no read-tree of a private index, no second check, no rev-parse.
+    assert sum(calls.values()) <= 8, calls
+    assert calls["ls-files"] == 1 and "read-tree" not in calls and "rev-parse" not in calls
+
+
+def test_a_group_of_writes_checks_for_unmerged_paths_once(engine, home, git_calls):
+    with engine.changes(Intent(author="agent", summary="Three notes")):
+        for name in ("A", "B", "C"):
+            engine.write_file(f"vault/{name}.md", f"# {name}\n".encode())
+    assert git_calls["ls-files"] == 1 and "read-tree" not in git_calls, git_calls
+    assert git(home, "log", "-1", "--format=%s") == "Three notes\n"
+    assert git(home, "show", "--name-only", "--format=", "HEAD").split() == ["vault/A.md", "vault/B.md", "vault/C.md"]
+
+
+def test_the_unmerged_answer_follows_the_index_file(home):
+    write(home, LOG, daily_log(["Likes tea."]))
+    commit_changes(Home(home), syncd.Settings())
+    check_tree_writable(home)  # answered and remembered for this version of the index
+    write(home, LOG, daily_log(["Likes green tea."]))
+    git(home, "stash", "-q")
+    write(home, LOG, daily_log(["Likes black tea."]))
+    commit_changes(Home(home), syncd.Settings())
+    check_tree_writable(home)
+    subprocess.run(["git", "stash", "pop"], cwd=home, capture_output=True, check=False)
+    assert git(home, "ls-files", "-u").strip()
+    with pytest.raises(GitBusyError, match="unmerged"):
+        check_tree_writable(home)
+
+
+def _index_file(home, tmp_path, name: str, entries: list[tuple[int, str]]) -> bytes:
+    """An index holding ``(stage, path)`` entries, all of one blob, built by git itself."""
+    write(home, "memory/users/ana/tea.txt", "- [context] Likes tea.\n")
+    blob = git(home, "hash-object", "-w", "memory/users/ana/tea.txt").strip()
+    path = tmp_path / name
+    info = "".join(f"100644 {blob} {stage}\t{rel}\n" for stage, rel in entries)
+    subprocess.run(
+        ["git", "update-index", "--index-info"],
+        cwd=home,
+        input=info.encode(),
+        check=True,
+        env={**os.environ, "GIT_INDEX_FILE": str(path)},
+    )
+    return path.read_bytes()
+
+
+def test_an_index_rewritten_in_place_with_its_old_size_and_times_is_seen(home, tmp_path):
+    """Even an index rewritten in place with its old size and modification time (git never does
+    that, another tool might) is told apart from the version whose answer we remember."""
+    names = ["memory/users/ana/2026-11-22.md", "memory/users/ana/2026-11-23.md", "memory/users/ana/2026-11-24.md"]
+    clean = _index_file(home, tmp_path, "clean", [(0, rel) for rel in names])
+    conflicted = _index_file(home, tmp_path, "conflicted", [(stage, names[0]) for stage in (1, 2, 3)])
+    assert len(clean) == len(conflicted) and clean != conflicted
+    index = home / ".git/index"
+    index.write_bytes(clean)
+    st = os.stat(index)
+    check_tree_writable(home)  # answered and remembered for this version of the index
+    with open(index, "r+b") as handle:  # the same inode and size, the conflicted content
+        handle.write(conflicted)
+    os.utime(index, ns=(st.st_atime_ns, st.st_mtime_ns))
+    after = os.stat(index)
+    assert (after.st_ino, after.st_size, after.st_mtime_ns) == (st.st_ino, st.st_size, st.st_mtime_ns)
+    with pytest.raises(GitBusyError, match="unmerged"):
+        check_tree_writable(home)
+
+
+def test_a_git_add_of_the_users_while_we_commit_is_not_committed(home, monkeypatch):
+    """The tree written from the real index is checked after it is written: a file the user stages
+    between our staging and our write-tree makes us build the tree aside, without it."""
+    write(home, LOG, daily_log(["Likes tea."]))
+    write(home, "vault/Theirs.md", "# Theirs\n")
+    real = history_git.run_git
+
+    def racing(root, *args, **kwargs):
+        if args[:1] == ("write-tree",) and not kwargs.get("env"):
+            subprocess.run(["git", "add", "vault/Theirs.md"], cwd=root, check=True)
+        return real(root, *args, **kwargs)
+
+    monkeypatch.setattr(history_git, "run_git", racing)
+    commit_changes(Home(home), syncd.Settings(), [LOG])
+    assert git(home, "show", "--name-only", "--format=", "HEAD").split() == [LOG]
+    assert git(home, "status", "--porcelain").splitlines() == ["A  vault/Theirs.md"]
+
+
+@pytest.mark.parametrize("state", ["loose", "packed", "detached", "worktree"])
+def test_head_read_from_the_files_is_the_head_git_reads(home, tmp_path, state):
+    write(home, "vault/A.md", "# A\n")
+    commit_changes(Home(home), syncd.Settings())
+    root = home
+    if state == "packed":
+        git(home, "pack-refs", "--all")
+        assert not (home / ".git/refs/heads/main").exists()
+    elif state == "detached":
+        git(home, "checkout", "-q", "--detach")
+    elif state == "worktree":
+        root = tmp_path / "linked"
+        git(home, "worktree", "add", "-q", "-b", "side", str(root))
+    assert head_sha(root) == git(root, "rev-parse", "HEAD").strip()
+    if state != "detached":
+        write(root, "vault/B.md", "# B\n")
+        before = head_sha(root)
+        commit_changes(Home(root), syncd.Settings())
+        assert git(root, "rev-parse", "HEAD^").strip() == before
