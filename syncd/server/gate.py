@@ -90,26 +90,32 @@ class Gate:
             await _send_error(send, 413, "PayloadTooLarge", f"request bodies are limited to {self.max_body_bytes} bytes")
             return
         received = 0
-        started = False
+        started = answered = False
 
         async def counted_receive() -> dict:
-            nonlocal received
+            # A body without a length (chunked) is counted as it comes: past the cap, the 413 is
+            # sent at once, and whatever the app makes of the cut-off body is dropped.
+            nonlocal received, answered
             message = await receive()
             if message["type"] == "http.request":
                 received += len(message.get("body", b""))
                 if received > self.max_body_bytes:
+                    if not started and not answered:
+                        answered = True
+                        await _send_error(send, 413, "PayloadTooLarge", too_large)
                     raise _TooLarge()
             return message
 
         async def tracked_send(message: dict) -> None:
             nonlocal started
+            if answered:
+                return
             if message["type"] == "http.response.start":
                 started = True
             await send(message)
 
+        too_large = f"request bodies are limited to {self.max_body_bytes} bytes"
         try:
             await self.app(scope, counted_receive, tracked_send)
         except _TooLarge:
-            if not started:
-                await _send_error(send, 413, "PayloadTooLarge",
-                                  f"request bodies are limited to {self.max_body_bytes} bytes")  # fmt: skip
+            pass
