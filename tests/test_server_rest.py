@@ -213,3 +213,20 @@ def test_request_bodies_are_limited(server, admin):
 
     response = admin.post("/memory/archival", content=chunks(), headers={"content-type": "application/json"})
     assert response.status_code == 413
+
+
+def test_many_concurrent_writers_all_finish_and_commit(server, admin):
+    """More writers at once than the event loop has worker threads: each waits its turn without
+    starving the one holding it (a thread-pool deadlock hung every write before)."""
+    import concurrent.futures
+
+    def add(n: int):
+        with server.client(server.admin) as client:
+            return client.post("/memory/archival", json={"content": f"Parallel fact {n} about kites.",
+                                                          "user_id": "par", "dedup": False}, timeout=180)
+
+    with concurrent.futures.ThreadPoolExecutor(40) as pool:
+        answers = list(pool.map(add, range(40)))
+    ids = [_ok(a)["fact"]["id"] for a in answers]
+    committed = git(server.home, "show", f"HEAD:memory/users/par/{dt.date.today()}.md")
+    assert all(fid in committed for fid in ids)

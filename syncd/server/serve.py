@@ -14,12 +14,14 @@ that started it with ``--port 0`` or do not know the port.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import os
 import signal
 import threading
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from pathlib import Path
 
@@ -31,7 +33,7 @@ from .gate import Gate
 from .mcp_server import LocalBackend, build_mcp, control_methods
 from .rest import OPEN_PATHS, create_app
 from .routes_session import session_routers
-from .service import MemoryService
+from .service import WORKER_THREADS, MemoryService
 from .tokens import TokenStore
 
 __all__ = ["LOOPBACK", "MAX_BODY_BYTES", "SERVER_FILE", "ServerHandle", "build_server_app", "serve"]
@@ -61,6 +63,10 @@ def build_server_app(service: MemoryService, tokens: TokenStore, *, host: str = 
 
     @asynccontextmanager
     async def lifespan(app):
+        # Enough worker threads for the writers waiting their turn and the reads beside them.
+        asyncio.get_running_loop().set_default_executor(
+            ThreadPoolExecutor(WORKER_THREADS, thread_name_prefix="syncd-worker")
+        )
         async with sessions.run():
             yield
 

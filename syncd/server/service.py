@@ -11,6 +11,7 @@ the live index of the engine this process holds (the daemon's); writes go throug
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -32,6 +33,14 @@ log = logging.getLogger(__name__)
 
 # Who a process of the home's own account is (stdio MCP, the control socket: same uid only).
 LOCAL_ADMIN = Principal(None, "local")
+
+# Writes waiting for their turn at once. The engine runs one change group at a time, and a
+# group waiting for its turn blocks a worker thread of the event loop (asyncio.to_thread): with
+# every worker blocked so, the group holding the turn could not get a thread to finish, and all
+# writes would wait forever. Past this many, a write waits on the loop, holding no thread.
+WRITERS_IN_FLIGHT = 4
+# The event loop's worker threads (asyncio.to_thread): the waiting writers plus reads beside them.
+WORKER_THREADS = 32
 
 
 class AccessError(SyncdError):
@@ -97,6 +106,14 @@ class MemoryService:
         self.home = engine.home
         self.settings = engine.settings
         self.manager = manager or MemoryManager(engine, author="syncd-server")
+        self._writers: asyncio.Semaphore | None = None
+
+    @contextlib.asynccontextmanager
+    async def _writing(self):
+        if self._writers is None:
+            self._writers = asyncio.Semaphore(WRITERS_IN_FLIGHT)
+        async with self._writers:
+            yield
 
     # -- scoping ---------------------------------------------------------------------------------
 
@@ -124,7 +141,12 @@ class MemoryService:
 
     async def add(self, p: Principal, q: s.AddInput) -> s.AddResult:
         user = self.user_for(p, q.user_id)
-        fact = await self.manager.add_memory(
+        async with self._writing():
+            fact = await self._add(q, user)
+        return s.AddResult(fact=None if fact is None else _fact(fact), duplicate=fact is None)
+
+    async def _add(self, q: s.AddInput, user: str):
+        return await self.manager.add_memory(
             q.content,
             user,
             q.chat_id,
@@ -134,19 +156,20 @@ class MemoryService:
             session_id=q.session_id,
             dedup=q.dedup,
         )
-        return s.AddResult(fact=None if fact is None else _fact(fact), duplicate=fact is None)
 
     async def process_turn(self, p: Principal, q: s.TurnInput) -> s.TurnResult:
         user = self.user_for(p, q.user_id)
         turn = {"user_message": q.user_message, "steps": q.steps, "response": q.response, "turn_id": q.turn_id}
-        facts = await self.manager.process_conversation_turn_for_memories(
-            turn, q.chat_id, user, session_id=q.session_id, transcript_line=q.transcript_line
-        )
+        async with self._writing():
+            facts = await self.manager.process_conversation_turn_for_memories(
+                turn, q.chat_id, user, session_id=q.session_id, transcript_line=q.transcript_line
+            )
         return s.TurnResult(facts=[_fact(f) for f in facts])
 
     async def delete(self, p: Principal, q: s.DeleteInput) -> s.DeleteResult:
         user = self.user_for(p, q.user_id)
-        deleted = await self.manager.delete_memory(q.memory_id, user)
+        async with self._writing():
+            deleted = await self.manager.delete_memory(q.memory_id, user)
         return s.DeleteResult(deleted=deleted, memory_id=q.memory_id)
 
     async def core(self, p: Principal, q: s.CoreInput) -> s.CoreMemory:
@@ -156,7 +179,8 @@ class MemoryService:
 
     async def update_block(self, p: Principal, q: s.BlockUpdateInput) -> s.BlockOut:
         user = self.user_for(p, q.user_id)
-        return _block(await update_block(self.manager, q, user))
+        async with self._writing():
+            return _block(await update_block(self.manager, q, user))
 
     def _daily(self, store, found) -> s.DailyLog:
         from ..memory.store import _stored
@@ -264,7 +288,8 @@ class MemoryService:
                 self.engine.sync()
             return sha
 
-        return s.RevertResult(reverted=q.commit, commit=await asyncio.to_thread(run))
+        async with self._writing():
+            return s.RevertResult(reverted=q.commit, commit=await asyncio.to_thread(run))
 
     async def reindex(self, p: Principal) -> s.ReindexResult:
         self.require_admin(p, "reindex")
@@ -273,7 +298,8 @@ class MemoryService:
             with self.engine.exclusive():
                 return self.engine.reindex()
 
-        report = await asyncio.to_thread(run)
+        async with self._writing():
+            report = await asyncio.to_thread(run)
         return s.ReindexResult(summary=report.plan.summary(), errors=dict(report.errors))
 
     # -- the vault -------------------------------------------------------------------------------
