@@ -97,11 +97,13 @@ def main() -> None:
         code = proc.wait(120)
         total = sum(len(v) for v in latencies.values())
         print(f"{args.clients} clients, {wall:.0f} s, home of {args.facts} facts; load {load_before:.2f} before")
-        print(f"throughput: {total / wall:.1f} requests/s ({len(latencies['search']) / wall:.1f} searches/s, "
-              f"{len(latencies['add']) / wall:.1f} adds/s); errors: {len(errors)}")
+        print(
+            f"throughput: {total / wall:.1f} requests/s ({len(latencies['search']) / wall:.1f} searches/s, "
+            f"{len(latencies['add']) / wall:.1f} adds/s); errors: {len(errors)}"
+        )
         for op, xs in latencies.items():
             if xs:
-                print(f"  {op:6s} n={len(xs):5d}  p50 {pct(xs, .5):7.1f} ms  p95 {pct(xs, .95):7.1f} ms")
+                print(f"  {op:6s} n={len(xs):5d}  p50 {pct(xs, 0.5):7.1f} ms  p95 {pct(xs, 0.95):7.1f} ms")
         for e in errors[:5]:
             print("  error:", e)
         print(f"server exit code after SIGTERM: {code}")

@@ -54,7 +54,31 @@ def start_server(root: Path) -> tuple[subprocess.Popen, str, str]:
 
 def sentences(n: int, seed: int) -> list[str]:
     rng = random.Random(seed)
-    return [f"Bench writer {seed} notes that item {i} is a {rng.choice(SUBJECTS)} {rng.choice(DETAILS)}." for i in range(n)]
+    return [
+        f"Bench writer {seed} notes that item {i} is a {rng.choice(SUBJECTS)} {rng.choice(DETAILS)}." for i in range(n)
+    ]
+
+
+def add_in_process(engine, per_thread: int) -> float:
+    """Acknowledged adds/s of MemoryManager(engine) with 8 writer threads (the same write path
+    the server takes, without HTTP): the in-process figure next to the REST one."""
+    from syncd.memory import MemoryManager
+
+    manager = MemoryManager(engine)
+    done = [0]
+
+    def writer(k: int) -> None:
+        for text in sentences(per_thread, 100 + k):
+            if asyncio.run(manager.add_memory(text, f"p{k}")) is not None:
+                done[0] += 1
+
+    threads = [threading.Thread(target=writer, args=(k,)) for k in range(8)]
+    t = time.perf_counter()
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    return done[0] / (time.perf_counter() - t)
 
 
 def main() -> None:
@@ -77,13 +101,16 @@ def main() -> None:
             engine.sync()
             engine.commit()
             facts = engine.index.counts()["facts"]
-            print(f"home: {root}, {facts} facts (indexed in {time.perf_counter() - start:.0f} s), cpus {os.cpu_count()}")
+            print(
+                f"home: {root}, {facts} facts (indexed in {time.perf_counter() - start:.0f} s), cpus {os.cpu_count()}"
+            )
             engine.search(queries[0], user_id="u3", limit=10)
             local = []
             for q in queries:
                 t = time.perf_counter()
                 engine.search(q, user_id="u3", limit=10)
                 local.append(time.perf_counter() - t)
+            local_adds = add_in_process(engine, max(args.adds // 8, 1))
         proc, url, token = start_server(root)
         try:
             headers = {"Authorization": f"Bearer {token}"}
@@ -96,13 +123,16 @@ def main() -> None:
                     remote.append(time.perf_counter() - t)
                     r.raise_for_status()
             print(f"search, user-scoped, limit 10, {len(queries)} queries, sequential:")
-            print(f"  in-process Engine.search   p50 {pct(local, .5):6.1f} ms  p95 {pct(local, .95):6.1f} ms")
-            print(f"  REST GET /memory/archival  p50 {pct(remote, .5):6.1f} ms  p95 {pct(remote, .95):6.1f} ms  "
-                  f"(+{pct(remote, .5) - pct(local, .5):.1f} ms at p50, +{pct(remote, .95) - pct(local, .95):.1f} ms at p95)")
+            print(f"  in-process Engine.search   p50 {pct(local, 0.5):6.1f} ms  p95 {pct(local, 0.95):6.1f} ms")
+            print(
+                f"  REST GET /memory/archival  p50 {pct(remote, 0.5):6.1f} ms  p95 {pct(remote, 0.95):6.1f} ms  "
+                f"(+{pct(remote, 0.5) - pct(local, 0.5):.1f} ms at p50, +{pct(remote, 0.95) - pct(local, 0.95):.1f} ms at p95)"
+            )
 
             per_client = max(args.adds // 8, 1)
             acked: list[tuple[str, str]] = []
             errors: list[str] = []
+            duplicates: list[str] = []
             lock = threading.Lock()
 
             def writer(k: int) -> None:
@@ -110,10 +140,12 @@ def main() -> None:
                     for text in sentences(per_client, k):
                         r = c.post("/memory/archival", json={"content": text, "user_id": f"w{k}"})
                         with lock:
-                            if r.status_code == 200 and r.json()["fact"]:
+                            if r.status_code != 200:
+                                errors.append(f"{r.status_code} {r.text[:100]}")
+                            elif r.json()["fact"]:
                                 acked.append((f"w{k}", r.json()["fact"]["id"]))
                             else:
-                                errors.append(f"{r.status_code} {r.text[:100]}")
+                                duplicates.append(text)
 
             threads = [threading.Thread(target=writer, args=(k,)) for k in range(8)]
             t = time.perf_counter()
@@ -127,8 +159,11 @@ def main() -> None:
             tree = run(["git", "-C", str(root), "grep", "-h", "-o", "m-[0-9a-f]\\{16\\}", "HEAD", "--", "memory/users"],
                        capture_output=True, text=True, check=False).stdout  # fmt: skip
             committed = sum(fid in tree for _, fid in acked)
-            print(f"add over REST, 8 clients, {len(acked) + len(errors)} adds: {len(acked) / elapsed:.1f} acknowledged adds/s "
-                  f"({elapsed:.1f} s); in git HEAD: {committed}/{len(acked)}; errors: {len(errors)}")
+            print(
+                f"add over REST, 8 clients, {len(acked) + len(errors)} adds: {len(acked) / elapsed:.1f} acknowledged adds/s "
+                f"({elapsed:.1f} s); in git HEAD: {committed}/{len(acked)}; already remembered: {len(duplicates)}; "
+                f"errors: {len(errors)} {errors[:3]}"
+            )
 
             async def mcp_round_trips() -> list[float]:
                 import httpx2
@@ -151,14 +186,18 @@ def main() -> None:
                 return times, status
 
             mcp_search, mcp_core = asyncio.run(mcp_round_trips())
-            print(f"MCP over streamable HTTP, tool-call round trip: memory_search p50 {pct(mcp_search, .5):.1f} ms "
-                  f"p95 {pct(mcp_search, .95):.1f} ms; core_memory_get p50 {pct(mcp_core, .5):.1f} ms")
+            print(
+                f"MCP over streamable HTTP, tool-call round trip: memory_search p50 {pct(mcp_search, 0.5):.1f} ms "
+                f"p95 {pct(mcp_search, 0.95):.1f} ms; core_memory_get p50 {pct(mcp_core, 0.5):.1f} ms"
+            )
         finally:
             proc.terminate()
             code = proc.wait(120)
             print(f"server stopped with exit code {code}")
-    print(f"load: {os.getloadavg()[0]:.2f} (1-min average) at the end; median of in-process search "
-          f"{statistics.median(local) * 1000:.1f} ms")
+    print(
+        f"load: {os.getloadavg()[0]:.2f} (1-min average) at the end; median of in-process search "
+        f"{statistics.median(local) * 1000:.1f} ms"
+    )
 
 
 if __name__ == "__main__":

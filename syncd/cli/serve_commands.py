@@ -25,12 +25,26 @@ def _daemon_logging(state_dir: Path) -> logging.Handler:
 
 
 @click.command("serve")
-@click.option("--host", default="127.0.0.1", show_default=True,
-              help="Address to listen on; keep the loopback default unless you put TLS in front.")
-@click.option("--port", type=click.IntRange(0, 65535), default=8765, show_default=True,
-              help="Port (0: any free port; .syncd/server.json says which).")
-@click.option("--cors-origin", "cors_origins", multiple=True, metavar="ORIGIN",
-              help="Allow browser pages from ORIGIN to call the API (repeatable; none by default).")
+@click.option(
+    "--host",
+    default="127.0.0.1",
+    show_default=True,
+    help="Address to listen on; keep the loopback default unless you put TLS in front.",
+)
+@click.option(
+    "--port",
+    type=click.IntRange(0, 65535),
+    default=8765,
+    show_default=True,
+    help="Port (0: any free port; .syncd/server.json says which).",
+)
+@click.option(
+    "--cors-origin",
+    "cors_origins",
+    multiple=True,
+    metavar="ORIGIN",
+    help="Allow browser pages from ORIGIN to call the API (repeatable; none by default).",
+)
 @home_option
 def serve_command(host: str, port: int, cors_origins: tuple[str, ...], home: Path | None) -> None:
     """Run the daemon plus the REST API and MCP (streamable HTTP at /mcp) in one process that
@@ -44,16 +58,27 @@ def serve_command(host: str, port: int, cors_origins: tuple[str, ...], home: Pat
     settings = load_settings()
     handler = _daemon_logging(Home(root).state_dir)
     try:
-        serve(root, settings, host, port, cors_origins=cors_origins,
-              on_ready=lambda url: click.echo(f"syncd serving {Home(root).root} on {url} (MCP: {url}/mcp)", err=True))
+        serve(
+            root,
+            settings,
+            host,
+            port,
+            cors_origins=cors_origins,
+            on_ready=lambda url: click.echo(f"syncd serving {Home(root).root} on {url} (MCP: {url}/mcp)", err=True),
+        )
     finally:
         logging.getLogger("syncd").removeHandler(handler)
         handler.close()
 
 
 @click.command("mcp")
-@click.option("--user", "user", default=None, metavar="ID",
-              help="Act for this user only (default: any user, named per call; else 'default').")
+@click.option(
+    "--user",
+    "user",
+    default=None,
+    metavar="ID",
+    help="Act for this user only (default: any user, named per call; else 'default').",
+)
 @home_option
 def mcp_command(user: str | None, home: Path | None) -> None:
     """Speak MCP over stdio (for desktop agents). Talks to the running `syncd serve` or

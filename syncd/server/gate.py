@@ -87,7 +87,9 @@ class Gate:
             scope[PRINCIPAL_KEY] = principal
         length = _content_length(scope)
         if length is not None and (length < 0 or length > self.max_body_bytes):
-            await _send_error(send, 413, "PayloadTooLarge", f"request bodies are limited to {self.max_body_bytes} bytes")
+            await _send_error(
+                send, 413, "PayloadTooLarge", f"request bodies are limited to {self.max_body_bytes} bytes"
+            )
             return
         received = 0
         started = answered = False

@@ -122,7 +122,9 @@ def _tool_function(op: Operation, backend: Backend, default: Principal, context_
         # The field's type, constraints and validators; its default goes on the parameter.
         annotation = Annotated[(field.annotation, *field.metadata, Field(description=field.description))]
         default_value = inspect.Parameter.empty if field.is_required() else field.get_default(call_default_factory=True)
-        params.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default_value, annotation=annotation))
+        params.append(
+            inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default_value, annotation=annotation)
+        )
         annotations[name] = annotation
     params.append(inspect.Parameter("ctx", inspect.Parameter.KEYWORD_ONLY, annotation=context_type))
     annotations["ctx"] = context_type

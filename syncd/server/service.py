@@ -14,7 +14,7 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from pydantic import BaseModel
@@ -242,8 +242,7 @@ class MemoryService:
             elif not (path == own or path.startswith(own + "/") or _readable(path, user)):
                 raise AccessError(f"{path} is not in the memory of {user!r}")
             entries = await asyncio.to_thread(read_log, self.home.root, path, q.limit)
-            entries = [e.__class__(**{**e.__dict__, "files": tuple(f for f in e.files if _readable(f, user))})
-                       for e in entries]  # fmt: skip
+            entries = [replace(e, files=tuple(f for f in e.files if _readable(f, user))) for e in entries]
         else:
             entries = await asyncio.to_thread(read_log, self.home.root, path, q.limit)
         return s.LogOut(entries=[_log_entry(e) for e in entries])
@@ -307,9 +306,7 @@ class MemoryService:
     async def vault_search(self, p: Principal, q: s.VaultSearchInput) -> s.SearchResult:
         user = None if p.admin and q.user_id is None else self.user_for(p, q.user_id)
         # The vault is shared; a user's scope holds it plus their own rows, which are dropped here.
-        hits = await asyncio.to_thread(
-            self.engine.search, q.query, user_id=user, limit=q.limit * 4 + 20, kind="chunk"
-        )
+        hits = await asyncio.to_thread(self.engine.search, q.query, user_id=user, limit=q.limit * 4 + 20, kind="chunk")
         pages = [h for h in hits if h.source == "vault_page"][: q.limit]
         return s.SearchResult(hits=[_hit(h) for h in pages])
 
