@@ -159,6 +159,7 @@ def main() -> None:
             tree = run(["git", "-C", str(root), "grep", "-h", "-o", "m-[0-9a-f]\\{16\\}", "HEAD", "--", "memory/users"],
                        capture_output=True, text=True, check=False).stdout  # fmt: skip
             committed = sum(fid in tree for _, fid in acked)
+            print(f"add in-process (MemoryManager(engine)), 8 threads: {local_adds:.1f} acknowledged adds/s")
             print(
                 f"add over REST, 8 clients, {len(acked) + len(errors)} adds: {len(acked) / elapsed:.1f} acknowledged adds/s "
                 f"({elapsed:.1f} s); in git HEAD: {committed}/{len(acked)}; already remembered: {len(duplicates)}; "
