@@ -52,10 +52,17 @@ def start_server(root: Path) -> tuple[subprocess.Popen, str, str]:
     return proc, url, (root / ".syncd/admin.token").read_text().strip()
 
 
+_RUN = os.urandom(3).hex()  # a rerun on a kept home must not find its facts already remembered
+_WORDS = ["amber", "basalt", "cedar", "delta", "ember", "fjord", "garnet", "harbor", "indigo", "juniper"]
+
+
 def sentences(n: int, seed: int) -> list[str]:
-    rng = random.Random(seed)
+    """Distinct facts: far enough apart in meaning that deduplication keeps every one."""
+    rng = random.Random(f"{_RUN}-{seed}")
     return [
-        f"Bench writer {seed} notes that item {i} is a {rng.choice(SUBJECTS)} {rng.choice(DETAILS)}." for i in range(n)
+        f"Writer {seed} ({_RUN}) filed {rng.choice(_WORDS)} {rng.choice(_WORDS)} crate {i}: "
+        f"{rng.choice(VERBS)} {rng.choice(SUBJECTS)} {rng.choice(DETAILS)}."
+        for i in range(n)
     ]
 
 

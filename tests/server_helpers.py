@@ -49,8 +49,9 @@ def served_in_thread(home: Path, embedder, **settings) -> Iterator[Served]:
 
     def run() -> None:
         try:
-            serve(home, config, "127.0.0.1", 0, embedder=embedder, handle=handle, manager_options=options,
-                  graceful_s=10)
+            serve(
+                home, config, "127.0.0.1", 0, embedder=embedder, handle=handle, manager_options=options, graceful_s=10
+            )
         except BaseException as exc:  # noqa: BLE001 - reported by the fixture
             errors.append(exc)
             handle.ready.set()
@@ -70,8 +71,13 @@ def served_in_thread(home: Path, embedder, **settings) -> Iterator[Served]:
 def start_serve_process(home: Path, *extra: str) -> subprocess.Popen:
     """`syncd serve --port 0` in its own process; its stderr goes to a file next to the home."""
     err = open(home.parent / f"serve-{time.monotonic_ns()}.err", "w+")  # noqa: SIM115 - the child owns it
-    return subprocess.Popen([sys.executable, "-m", "syncd", "serve", "--home", str(home), "--port", "0", *extra],
-                            stdout=subprocess.DEVNULL, stderr=err, text=True, env=os.environ.copy())
+    return subprocess.Popen(
+        [sys.executable, "-m", "syncd", "serve", "--home", str(home), "--port", "0", *extra],
+        stdout=subprocess.DEVNULL,
+        stderr=err,
+        text=True,
+        env=os.environ.copy(),
+    )
 
 
 def server_url(home: Path, proc: subprocess.Popen, timeout: float = 120) -> str:

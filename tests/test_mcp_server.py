@@ -43,8 +43,14 @@ def _http(server, token):
 def _stdio(home, *extra):
     # The child gets only a minimal environment: say which syncd (this tree) and where git's config is.
     env = {k: os.environ[k] for k in ("PYTHONPATH", "GIT_CONFIG_GLOBAL", "GIT_CONFIG_NOSYSTEM") if k in os.environ}
-    return Client(StdioServerParameters(command=sys.executable, args=["-m", "syncd", "mcp", "--home", str(home), *extra],
-                                        env=env, cwd=str(Path(syncd.__file__).parent.parent)))
+    return Client(
+        StdioServerParameters(
+            command=sys.executable,
+            args=["-m", "syncd", "mcp", "--home", str(home), *extra],
+            env=env,
+            cwd=str(Path(syncd.__file__).parent.parent),
+        )
+    )
 
 
 async def _call(client, name, **arguments):

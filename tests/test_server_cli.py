@@ -12,7 +12,9 @@ from syncd.server.tokens import TokenStore
 
 
 def syncd_cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "syncd", *args], capture_output=True, text=True, timeout=120, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "syncd", *args], capture_output=True, text=True, timeout=120, check=False
+    )
 
 
 def test_token_commands(home):
@@ -29,7 +31,9 @@ def test_token_commands(home):
     listed = syncd_cli("token", "list", "--json", "--home", str(home))
     assert [t["user"] for t in json.loads(listed.stdout)] == ["ana"]
     bad = syncd_cli("token", "add", "--user", "../ana", "--home", str(home))
-    assert bad.returncode == 1 and bad.stderr.startswith("syncd: error: invalid user id") and "Traceback" not in bad.stderr
+    assert (
+        bad.returncode == 1 and bad.stderr.startswith("syncd: error: invalid user id") and "Traceback" not in bad.stderr
+    )
     revoked = syncd_cli("token", "revoke", record["id"], "--home", str(home))
     assert revoked.returncode == 0 and "ana" in revoked.stdout
     assert store.check(record["token"]) is None

@@ -51,8 +51,17 @@ def _error(response, status):
 
 def test_every_memory_endpoint_with_the_admin_token(server, admin):
     home = server.home
-    added = _ok(admin.post("/memory/archival", json={"content": "Likes green tea in the morning.", "user_id": "ana",
-                                                     "category": "preference", "tags": ["drinks"]}))
+    added = _ok(
+        admin.post(
+            "/memory/archival",
+            json={
+                "content": "Likes green tea in the morning.",
+                "user_id": "ana",
+                "category": "preference",
+                "tags": ["drinks"],
+            },
+        )
+    )
     fact = added["fact"]
     assert not added["duplicate"] and fact["id"].startswith("m-")
     today = dt.date.today().isoformat()
@@ -75,12 +84,28 @@ def test_every_memory_endpoint_with_the_admin_token(server, admin):
 
     block = _ok(admin.put("/memory/core", json={"label": "user", "content": "Name: Ana.", "user_id": "ana"}))
     assert block["scope"] == "user" and block["path"] == "memory/users/ana/core/user.md"
-    _ok(admin.put("/memory/core", json={"label": "user", "content": "Lives in Oslo.", "operation": "append",
-                                        "user_id": "ana"}))
-    _ok(admin.put("/memory/core", json={"label": "user", "content": "Bergen", "operation": "search_replace",
-                                        "old_content": "Oslo", "user_id": "ana"}))
-    _ok(admin.put("/memory/core", json={"label": "context", "content": "Planning a trip.", "chat_id": "c1",
-                                        "user_id": "ana"}))
+    _ok(
+        admin.put(
+            "/memory/core", json={"label": "user", "content": "Lives in Oslo.", "operation": "append", "user_id": "ana"}
+        )
+    )
+    _ok(
+        admin.put(
+            "/memory/core",
+            json={
+                "label": "user",
+                "content": "Bergen",
+                "operation": "search_replace",
+                "old_content": "Oslo",
+                "user_id": "ana",
+            },
+        )
+    )
+    _ok(
+        admin.put(
+            "/memory/core", json={"label": "context", "content": "Planning a trip.", "chat_id": "c1", "user_id": "ana"}
+        )
+    )
     assert (home / "memory/users/ana/core/user.md").read_text() == "Name: Ana.\nLives in Bergen.\n"
     core = _ok(admin.get("/memory/core", params={"user_id": "ana", "chat_id": "c1"}))
     assert core["blocks"]["user"]["content"] == "Name: Ana.\nLives in Bergen."
@@ -90,9 +115,19 @@ def test_every_memory_endpoint_with_the_admin_token(server, admin):
                                  422)["message"]  # fmt: skip
     _error(admin.put("/memory/core", json={"label": "user", "content": "z" * 6000, "user_id": "ana"}), 422)
 
-    turn = _ok(admin.post("/memory/turns", json={"user_message": "I run every day, training for Lyon.",
-                                                 "response": "Great!", "user_id": "ana", "chat_id": "c1",
-                                                 "session_id": "s1", "transcript_line": 3}))
+    turn = _ok(
+        admin.post(
+            "/memory/turns",
+            json={
+                "user_message": "I run every day, training for Lyon.",
+                "response": "Great!",
+                "user_id": "ana",
+                "chat_id": "c1",
+                "session_id": "s1",
+                "transcript_line": 3,
+            },
+        )
+    )
     assert [f["content"] for f in turn["facts"]] == ["Is training for the Lyon marathon."]
 
     (home / "memory/users/ana/MEMORY.md").write_text("# Ana\n\nPrefers short answers.\n")
@@ -142,7 +177,9 @@ def test_tokens_scope_every_request_to_their_user(server, admin):
     assert server.client().get("/health").json()["status"] == "ok"
 
     _, bob_token = server.tokens.add("bob")
-    ana_fact = _ok(admin.post("/memory/archival", json={"content": "Her locker code is 4711.", "user_id": "ana"}))["fact"]
+    ana_fact = _ok(admin.post("/memory/archival", json={"content": "Her locker code is 4711.", "user_id": "ana"}))[
+        "fact"
+    ]
     with server.client(bob_token) as bob:
         mine = _ok(bob.post("/memory/archival", json={"content": "Collects vinyl records."}))["fact"]
         assert mine["id"] in (server.home / f"memory/users/bob/{dt.date.today()}.md").read_text()
@@ -162,8 +199,10 @@ def test_tokens_scope_every_request_to_their_user(server, admin):
             ("post", "/revert", {"json": {"commit": "abcdef12"}}),
         ]:
             _error(getattr(bob, method)(path, **kwargs), 403)
-        assert not any(h["id"] == ana_fact["id"]
-                       for h in _ok(bob.get("/memory/archival", params={"query": "locker code 4711"}))["hits"])
+        assert not any(
+            h["id"] == ana_fact["id"]
+            for h in _ok(bob.get("/memory/archival", params={"query": "locker code 4711"}))["hits"]
+        )
         # Another user's fact id is simply not there for bob.
         _error(bob.delete(f"/memory/archival/{ana_fact['id']}"), 404)
         _error(bob.get(f"/blame/{ana_fact['id']}"), 404)
@@ -222,8 +261,11 @@ def test_many_concurrent_writers_all_finish_and_commit(server, admin):
 
     def add(n: int):
         with server.client(server.admin) as client:
-            return client.post("/memory/archival", json={"content": f"Parallel fact {n} about kites.",
-                                                          "user_id": "par", "dedup": False}, timeout=180)
+            return client.post(
+                "/memory/archival",
+                json={"content": f"Parallel fact {n} about kites.", "user_id": "par", "dedup": False},
+                timeout=180,
+            )
 
     with concurrent.futures.ThreadPoolExecutor(40) as pool:
         answers = list(pool.map(add, range(40)))

@@ -25,16 +25,25 @@ def test_sigterm_answers_in_flight_requests_commits_and_exits_0(tmp_path, monkey
     try:
         url = server_url(home, proc)
         token = (home / ".syncd/admin.token").read_text().strip()
-        second = subprocess.run([sys.executable, "-m", "syncd", "serve", "--home", str(home), "--port", "0"],
-                                capture_output=True, text=True, timeout=120, check=False)
+        second = subprocess.run(
+            [sys.executable, "-m", "syncd", "serve", "--home", str(home), "--port", "0"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
         assert second.returncode == 1 and "only one writer" in second.stderr and str(proc.pid) in second.stderr
         answers: list[httpx.Response] = []
         client = httpx.Client(base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=60)
         client.post("/memory/archival", json={"content": "Warm-up fact.", "user_id": "ana"})
 
         def add(n: int) -> None:
-            answers.append(client.post("/memory/archival", json={"content": f"Fact number {n} about kites.",
-                                                                 "user_id": "ana", "dedup": False}))
+            answers.append(
+                client.post(
+                    "/memory/archival",
+                    json={"content": f"Fact number {n} about kites.", "user_id": "ana", "dedup": False},
+                )
+            )
 
         writers = [threading.Thread(target=add, args=(n,)) for n in range(6)]
         for w in writers:
