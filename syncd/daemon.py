@@ -24,7 +24,7 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -61,10 +61,13 @@ _RETRY_MIN_S, _RETRY_MAX_S = 0.5, 30.0
 class Daemon:
     """Follows one home with a writable :class:`Engine` (which holds the home's lock)."""
 
-    def __init__(self, engine: Engine, settings: Settings | None = None, serve: bool = True):
+    def __init__(self, engine: Engine, settings: Settings | None = None, serve: bool = True,
+                 control_methods: Mapping[str, Callable[..., object]] | None = None):
         self.engine = engine
-        # Answer other processes' searches over HOME/.syncd/daemon.sock (syncd.control).
+        # Answer other processes' searches over HOME/.syncd/daemon.sock (syncd.control), and the
+        # methods the host adds (`syncd serve` and `watch`: the servers' operations, for `syncd mcp`).
         self.serve = serve
+        self.control_methods = dict(control_methods or {})
         self.settings = settings or engine.settings
         engine.declare_daemon()
         self.root: Path = engine.home.root
@@ -119,7 +122,7 @@ class Daemon:
                 signal.signal(sig, lambda *_: self.stop())
         # Watch first, then reconcile: whatever changes during the reconcile is queued, not lost.
         self._watcher.start()
-        server = ControlServer(self.engine, self._generation).start() if self.serve else None
+        server = ControlServer(self.engine, self._generation, self.control_methods).start() if self.serve else None
         try:
             log.info("watching %s (pid %d)", self.root, os.getpid())
             self._guarded(self._preload)
@@ -137,9 +140,11 @@ class Daemon:
             log.info("stopped watching %s", self.root)
 
     def _guarded(self, step, *args) -> None:
-        """The daemon's one broad catch: a failed step is logged and the daemon goes on."""
+        """The daemon's one broad catch: a failed step is logged and the daemon goes on. A step
+        never interleaves with a change group written through this engine from another thread."""
         try:
-            step(*args)
+            with self.engine.exclusive():
+                step(*args)
         except Exception:
             # A reconcile soon redoes whatever the failed step dropped; backing off keeps a
             # lasting failure (an unreadable home) from spinning and flooding the log.

@@ -119,6 +119,13 @@ class Engine:
         self._require_writer()
         self._lock.relabel(DAEMON_ROLE)
 
+    def exclusive(self) -> threading.Lock:
+        """This engine's write turn, as a context manager: a change group holds it from start to
+        end, and a daemon takes it around each of its steps (a batch, a reconcile, a commit), so
+        that nothing of its own interleaves with a group of the same engine written from another
+        thread (``syncd serve`` writes through the daemon's engine)."""
+        return self._turn
+
     def _require_writer(self) -> None:
         if self.read_only:
             raise IndexError_("this engine was opened read-only; open it with read_only=False to write")

@@ -12,7 +12,7 @@ import pytest
 import syncd
 from syncd.cli import cli
 
-HEAVY = ("lancedb", "onnxruntime", "fastembed")
+HEAVY = ("lancedb", "onnxruntime", "fastembed", "fastapi", "uvicorn", "mcp", "starlette")
 
 
 def imported_modules(args: list[str], cwd) -> tuple[subprocess.CompletedProcess, set[str]]:
@@ -38,11 +38,11 @@ def synced_home(home, engine):
 
 @pytest.mark.parametrize(
     "argv",
-    [["--help"], ["--version"], ["search", "--help"], ["status"], ["status", "--json"], ["log"], ["log", "--json"],
+    [["--help"], ["--version"], ["search", "--help"], ["serve", "--help"], ["token", "list"], ["status"], ["status", "--json"], ["log"], ["log", "--json"],
      ["lint"], ["links", "index"], ["backlinks", "index"]],
 )
 def test_commands_without_model_or_index_import_neither(synced_home, argv):
-    result, names = imported_modules([*argv, "--home", str(synced_home)] if argv[0] in ("status", "log", "lint", "links", "backlinks")
+    result, names = imported_modules([*argv, "--home", str(synced_home)] if argv[0] in ("status", "log", "lint", "links", "backlinks", "token")
                                      else argv,
                                      synced_home.parent)
     assert result.returncode == 0, result.stderr[-2000:]
@@ -78,7 +78,8 @@ def test_version_is_the_package_version(tmp_path):
 
 def test_every_command_and_option_has_help():
     assert set(cli.commands) == {"init", "demo", "sync", "reindex", "search", "status", "watch", "log", "blame",
-                                 "revert", "lint", "links", "backlinks", "sessions"}
+                                 "revert", "lint", "links", "backlinks", "sessions", "serve", "mcp",
+                                 "token"}
     for param in cli.params:
         assert getattr(param, "help", None), f"syncd {param.name} has no help"
     for name, command in cli.commands.items():

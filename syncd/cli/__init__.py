@@ -4,6 +4,7 @@
   index_commands    sync, reindex, search, status
   history_commands  log, blame, revert
   daemon_commands   watch
+  serve_commands    serve, mcp, token
 
 Every command takes ``--home`` (default: ``$SYNCD_HOME``, then the nearest enclosing home). Bad
 input never shows a traceback: a SyncdError, a usage error or an OS error is one line on stderr
@@ -25,7 +26,15 @@ import click
 
 from .. import __version__
 from ..errors import SyncdError
-from . import daemon_commands, history_commands, home_commands, index_commands, session_commands, wiki_commands
+from . import (
+    daemon_commands,
+    history_commands,
+    home_commands,
+    index_commands,
+    serve_commands,
+    session_commands,
+    wiki_commands,
+)
 
 __all__ = ["main", "cli"]
 
@@ -63,7 +72,8 @@ def cli(verbose: int) -> None:
     logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
 
 
-for _group in (home_commands, index_commands, history_commands, daemon_commands, wiki_commands, session_commands):
+_GROUPS = (home_commands, index_commands, history_commands, daemon_commands, serve_commands, wiki_commands, session_commands)
+for _group in _GROUPS:
     for _command in _group.COMMANDS:
         cli.add_command(_command)
 

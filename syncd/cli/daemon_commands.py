@@ -36,7 +36,12 @@ def watch_command(reconcile_interval: float | None, home: Path | None) -> None:
         file_log.setFormatter(logging.Formatter("%(asctime)s %(process)d %(levelname)s %(name)s: %(message)s"))
         package_logger.addHandler(file_log)
         try:
-            Daemon(engine, settings).run(install_signals=True)
+            # `syncd mcp` asks a running watch to do its calls (the servers' operations).
+            from ..server.mcp_server import control_methods
+            from ..server.service import MemoryService
+
+            methods = control_methods(lambda: MemoryService(engine))
+            Daemon(engine, settings, control_methods=methods).run(install_signals=True)
         finally:
             package_logger.removeHandler(file_log)
             file_log.close()

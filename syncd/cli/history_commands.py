@@ -52,20 +52,6 @@ def log_command(path: str | None, limit: int, as_json: bool, home: Path | None) 
             click.echo(f"      ... and {len(entry.files) - 10} more files")
 
 
-def _current_line(root: Path, row: dict) -> int:
-    """The indexed line, or where the fact's text sits now if the file moved lines around since."""
-    try:
-        lines = (root / row["path"]).read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError):
-        return row["line"]
-    if 0 < row["line"] <= len(lines) and row["text"] in lines[row["line"] - 1]:
-        return row["line"]
-    for number, line in enumerate(lines, 1):
-        if row["text"] in line:
-            return number
-    return row["line"]
-
-
 @click.command("blame")
 @click.argument("fact_id")
 @json_option
@@ -76,14 +62,14 @@ def blame_command(fact_id: str, as_json: bool, home: Path | None) -> None:
     FACT_ID is the fact's id, as `syncd search --json` shows it.
     """
     from ..engine import open_engine
-    from ..history.blame import fact_history
+    from ..history.blame import current_line, fact_history
 
     with open_engine(resolve_home(home), read_only=True, settings=load_settings()) as engine:
         rows = engine.index.find_fact(fact_id)
         root = engine.home.root
     if not rows:
         raise NotFoundError(f"no fact {fact_id!r} in the index (try `syncd search` to find its id)")
-    histories = [fact_history(root, r["path"], _current_line(root, r), r["text"]) for r in rows]
+    histories = [fact_history(root, r["path"], current_line(root, r), r["text"]) for r in rows]
     if as_json:
         print_json([h.to_dict() for h in histories])
         return

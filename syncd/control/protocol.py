@@ -7,11 +7,16 @@ One request per connection, each one line of UTF-8 JSON ending in ``\\n``:
               {"v": 1, "ok": false, "error": {"type": "InvalidIdError", "message": "..."}}
 
 Methods (version 1):
-    ping    {}  -> {"pid", "home", "version", "protocol"}
+    ping    {}  -> {"pid", "home", "version", "protocol", "methods"}
     search  {"query", "user_id", "chat_id", "limit", "kind"}
             -> {"hits": [hit, ...], "stale": n}  where a hit is ``Hit.to_dict()`` plus its
                ``snippet``, and ``stale`` counts the files the index does not reflect yet
     status  {}  -> ``Status.to_dict()``
+    call    {"name", "arguments"} -> the result of one of the servers' operations (the MCP
+            tools, ``syncd.server.service.OPERATIONS``), as JSON; served by ``syncd serve`` and
+            ``syncd watch``, for ``syncd mcp``. The socket is its owner's alone (0600, peer uid
+            checked), so a call acts as the home's admin. Errors keep their type
+            (``InvalidIdError``, ``NotFoundError``, ``ValidationError``...).
 
 A server answers a request of another version with an error of type ``ProtocolError``; new
 methods and new fields may be added within a version, never removed or changed.
@@ -25,14 +30,14 @@ from pathlib import Path
 from ..errors import SyncdError
 
 __all__ = [
+    "MAX_MESSAGE_BYTES",
     "PROTOCOL_VERSION",
     "SOCKET_NAME",
-    "MAX_MESSAGE_BYTES",
     "RemoteError",
-    "socket_path",
-    "encode",
     "decode",
+    "encode",
     "hit_to_wire",
+    "socket_path",
 ]
 
 PROTOCOL_VERSION = 1

@@ -13,7 +13,7 @@ import logging
 import os
 import socketserver
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from .. import __version__
@@ -64,11 +64,14 @@ class _UnixServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
 
 
 class ControlServer:
-    """Answers ping, search and status for one engine (the daemon's) until :meth:`stop`."""
+    """Answers ping, search and status for one engine (the daemon's) until :meth:`stop`, plus
+    the ``methods`` its host adds (``call``: the servers' operations, see syncd.server)."""
 
-    def __init__(self, engine, generation: Callable[[], object] | None = None):
+    def __init__(self, engine, generation: Callable[[], object] | None = None,
+                 methods: Mapping[str, Callable[..., object]] | None = None):
         """``generation`` (the daemon's): a value that changes whenever a change is noticed or a
-        batch applied; while it stays the same, so does what is stale, and searches reuse it."""
+        batch applied; while it stays the same, so does what is stale, and searches reuse it.
+        ``methods``: more methods by name, called with the request's params as keywords."""
         self.engine = engine
         self._generation = generation
         self._stale: tuple[object, int] | None = None
@@ -77,7 +80,7 @@ class ControlServer:
         self._server: _UnixServer | None = None
         self._thread: threading.Thread | None = None
         self._inode: int | None = None
-        self._methods = {"ping": self._ping, "search": self._search, "status": self._status}
+        self._methods = {**(methods or {}), "ping": self._ping, "search": self._search, "status": self._status}
 
     def start(self) -> ControlServer:
         try:
@@ -131,13 +134,13 @@ class ControlServer:
         except (SyncdError, ValueError, TypeError) as exc:
             # Bad input from the client (a malformed line, an invalid id, a wrong parameter).
             return _error(type(exc).__name__, str(exc))
-        except Exception as exc:  # noqa: BLE001 - the daemon must outlive any one request
+        except Exception as exc:
             log.exception("control request failed")
             return _error("InternalError", f"the daemon failed to answer: {exc}")
 
     def _ping(self) -> dict:
         return {"pid": os.getpid(), "home": str(self.engine.home.root), "version": __version__,
-                "protocol": PROTOCOL_VERSION}
+                "protocol": PROTOCOL_VERSION, "methods": sorted(self._methods)}
 
     def _search(self, query: str, user_id: str | None = None, chat_id: str | None = None, limit: int = 10,
                 kind: str | None = None) -> dict:

@@ -10,7 +10,7 @@ from ..errors import HistoryError, NotFoundError
 from .git import head_sha, repo_or_raise, run_git
 from .log import LOG_FORMAT, RECORD_SEP, LogEntry, parse_record
 
-__all__ = ["FactHistory", "fact_history"]
+__all__ = ["FactHistory", "fact_history", "current_line"]
 
 
 @dataclass(frozen=True)
@@ -61,3 +61,18 @@ def fact_history(root: Path, path: str, line: int, text: str) -> FactHistory:
     if not entries:
         return FactHistory(path, line, text, None, (), False)
     return FactHistory(path, line, text, entries[-1], tuple(entries[:-1]), False)
+
+
+def current_line(root: Path, row: dict) -> int:
+    """Where an indexed fact (``row``: path, line, text) sits in its file now: its indexed line,
+    or the first line holding its text if the file moved lines around since it was indexed."""
+    try:
+        lines = (root / row["path"]).read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError):
+        return row["line"]
+    if 0 < row["line"] <= len(lines) and row["text"] in lines[row["line"] - 1]:
+        return row["line"]
+    for number, line in enumerate(lines, 1):
+        if row["text"] in line:
+            return number
+    return row["line"]

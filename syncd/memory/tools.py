@@ -17,11 +17,15 @@ import logging
 from collections.abc import Callable, Coroutine
 from typing import Any, ClassVar, TypeVar
 
+from pydantic import ValidationError
+
 from ..errors import SyncdError
 from ..layout import validate_id
+from ..schemas import BlockUpdateInput, Input, SearchInput, describe_invalid, tool_inputs
+from .blocks import CoreBlock
 from .manager import EPHEMERAL_LOOP, MemoryManager
 
-__all__ = ["MemorySearchTool", "MemoryBlockUpdateTool", "run_sync"]
+__all__ = ["MemoryBlockUpdateTool", "MemorySearchTool", "format_hits", "run_sync", "update_block"]
 
 log = logging.getLogger(__name__)
 
@@ -79,6 +83,14 @@ class _MemoryTool(abc.ABC):
     def __call__(self, *args: Any, **kwargs: Any) -> str:
         return self.forward(*args, **kwargs)
 
+    def _validated(self, model: type[Input], **arguments: Any) -> Input:
+        """The agent's arguments checked by the tool's shared input model (the same the REST API
+        and the MCP tools use), with this tool's conversation filled in."""
+        try:
+            return model.model_validate({**arguments, "user_id": self.user_id, "chat_id": self.chat_id})
+        except ValidationError as exc:
+            raise ValueError(describe_invalid(exc)) from None
+
     def _answer(self, make: Callable[[], Coroutine[Any, Any, str]]) -> str:
         """Run the tool's coroutine; whatever goes wrong becomes the answer, never an exception.
         This is the seam between syncd and the agent framework, so it is the one broad catch."""
@@ -88,13 +100,54 @@ class _MemoryTool(abc.ABC):
             return f"Error: {exc}"
         except TimeoutError:
             return f"Error: the memory did not answer within {self.timeout_s:.0f} s; try again."
-        except Exception as exc:  # noqa: BLE001 - see the docstring
+        except Exception as exc:
             log.exception("memory tool %s failed", self.name)
             return f"Error: {self.name} failed ({type(exc).__name__}: {exc}); the details are in the log."
 
     @abc.abstractmethod
     def forward(self, *args: Any, **kwargs: Any) -> str:
         """Run the tool and return its answer for the agent."""
+
+
+async def update_block(manager: MemoryManager, request: BlockUpdateInput, user_id: str) -> CoreBlock:
+    """Replace, append to or search-replace one core block of ``user_id`` (their chat's block
+    when ``request.chat_id`` is given and the label is chat-scoped or the chat is named for it).
+    Raises ValueError (nothing written) when search_replace finds its passage not exactly once.
+    Shared by the agent tool, the REST API and the MCP tools."""
+    label, chat = request.label, request.chat_id
+    if label not in CHAT_SCOPED_LABELS:
+        chat = None
+    if request.operation == "replace":
+        new = request.content
+    else:
+        blocks = await asyncio.to_thread(lambda: manager.core_blocks(chat_id=chat, user_id=user_id))
+        block = blocks.get(label)
+        current = block.content if block is not None and block.scope != "default" else ""
+        if request.operation == "append":
+            new = f"{current}\n{request.content}" if current else request.content
+        else:
+            if not request.old_content:
+                raise ValueError("search_replace needs old_content, the exact passage to replace.")
+            count = current.count(request.old_content)
+            if count != 1:
+                where = "not found" if count == 0 else f"found {count} times; give a longer passage"
+                raise ValueError(f"old_content {where} in block {label!r}.")
+            new = current.replace(request.old_content, request.content, 1)
+    # An agent edits its user's blocks (or its chat's); the global ones are a person's to edit.
+    scope = "chat" if chat is not None else "user"
+    return await manager.update_memory_block(label, new, chat, user_id, scope=scope)
+
+
+def format_hits(hits) -> str:
+    """Search hits as the lines an agent reads: one per memory, with its id and source."""
+    if not hits:
+        return "No memories found."
+    lines = []
+    for hit in hits:
+        category = f"[{hit.category}] " if hit.category else ""
+        text = " ".join(hit.content.split())
+        lines.append(f"- {category}{text} (id {hit.id}, {hit.path}:{hit.line}, score {hit.score:.2f})")
+    return "\n".join(lines)
 
 
 class MemorySearchTool(_MemoryTool):
@@ -104,24 +157,15 @@ class MemorySearchTool(_MemoryTool):
         "blocks) and get one line per relevant memory with its id and source; an unrelated query "
         "finds nothing. The wiki is searched with the notebook skills, not here."
     )
-    inputs: ClassVar[dict[str, dict[str, Any]]] = {
-        "query": {"type": "string", "description": "What to look for, in plain words."},
-        "limit": {"type": "integer", "description": "How many memories to return (default 5).", "nullable": True},
-    }
+    inputs: ClassVar[dict[str, dict[str, Any]]] = tool_inputs(SearchInput, skip=("user_id", "chat_id", "include_wiki"))
 
     def forward(self, query: str, limit: int | None = 5) -> str:
         return self._answer(lambda: self._search(query, limit))
 
     async def _search(self, query: str, limit: int | None) -> str:
-        hits = await self.memory_manager.search_memories(str(query), int(limit or 5), self.chat_id, self.user_id)
-        if not hits:
-            return "No memories found."
-        lines = []
-        for hit in hits:
-            category = f"[{hit.category}] " if hit.category else ""
-            text = " ".join(hit.content.split())
-            lines.append(f"- {category}{text} (id {hit.id}, {hit.path}:{hit.line}, score {hit.score:.2f})")
-        return "\n".join(lines)
+        request = self._validated(SearchInput, query=query, limit=5 if limit is None else limit)
+        hits = await self.memory_manager.search_memories(request.query, request.limit, request.chat_id, request.user_id)
+        return format_hits(hits)
 
 
 class MemoryBlockUpdateTool(_MemoryTool):
@@ -131,38 +175,14 @@ class MemoryBlockUpdateTool(_MemoryTool):
         "(who the user is), facts (key facts) or context (this conversation). Operations: replace "
         "the whole text, append a line, or search_replace one passage (old_content) by content."
     )
-    inputs: ClassVar[dict[str, dict[str, Any]]] = {
-        "label": {"type": "string", "description": "Block label: persona, user, facts or context."},
-        "content": {"type": "string", "description": "New text (replace), text to add (append), or the replacement (search_replace)."},
-        "operation": {"type": "string", "description": "replace, append or search_replace (default replace).", "nullable": True},
-        "old_content": {"type": "string", "description": "For search_replace: the exact passage to replace.", "nullable": True},
-    }
+    inputs: ClassVar[dict[str, dict[str, Any]]] = tool_inputs(BlockUpdateInput)
 
-    async def _update(self, label: str, content: str, operation: str, old_content: str | None) -> str:
-        manager = self.memory_manager
-        chat = self.chat_id if label in CHAT_SCOPED_LABELS else None
-        if operation == "replace":
-            new = content
-        else:
-            blocks = await asyncio.to_thread(lambda: manager.core_blocks(chat_id=chat, user_id=self.user_id))
-            block = blocks.get(label)
-            current = block.content if block is not None and block.scope != "default" else ""
-            if operation == "append":
-                new = f"{current}\n{content}" if current else content
-            elif operation == "search_replace":
-                if not old_content:
-                    return "Error: search_replace needs old_content, the exact passage to replace."
-                count = current.count(old_content)
-                if count != 1:
-                    where = "not found" if count == 0 else f"found {count} times; give a longer passage"
-                    return f"Error: old_content {where} in block {label!r}."
-                new = current.replace(old_content, content, 1)
-            else:
-                return f"Error: unknown operation {operation!r}; use replace, append or search_replace."
-        # An agent edits its user's blocks (or its chat's); the global ones are a person's to edit.
-        scope = "chat" if chat is not None else "user"
-        block = await manager.update_memory_block(label, new, chat, self.user_id, scope=scope)
-        return f"Updated block {label!r} ({block.scope} scope, {len(block.content)}/{block.limit} characters)."
+    async def _update(self, **arguments: Any) -> str:
+        request = self._validated(BlockUpdateInput, **arguments)
+        user = self.memory_manager._user(request.user_id)
+        block = await update_block(self.memory_manager, request, user)
+        return f"Updated block {request.label!r} ({block.scope} scope, {len(block.content)}/{block.limit} characters)."
 
     def forward(self, label: str, content: str, operation: str | None = "replace", old_content: str | None = None) -> str:
-        return self._answer(lambda: self._update(label, content, operation or "replace", old_content))
+        arguments = {"label": label, "content": content, "operation": operation or "replace", "old_content": old_content}
+        return self._answer(lambda: self._update(**arguments))

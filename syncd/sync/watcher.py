@@ -105,7 +105,13 @@ class TreeWatcher:
                 logging.getLogger(name).removeHandler(self._overflow_hook)
             self._overflow_hook = None
         if self._observer is not None:
-            self._observer.stop()
+            try:
+                self._observer.stop()
+            except KeyError:
+                # watchdog loses track of a watched folder that was renamed away (an index rebuilt
+                # aside under .syncd/ and swapped in) and fails to unwatch it; the watches end
+                # with the observer's inotify instance anyway.
+                pass
             self._observer.join(timeout=5)
             self._observer = None
 

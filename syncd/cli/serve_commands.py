@@ -1,0 +1,182 @@
+"""``syncd serve`` (daemon + REST + MCP over HTTP), ``syncd mcp`` (MCP over stdio) and
+``syncd token add|list|revoke`` (the servers' bearer tokens)."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import click
+
+from .common import home_option, json_option, load_settings, print_json, resolve_home
+
+__all__ = ["COMMANDS"]
+
+
+def _daemon_logging(state_dir: Path) -> logging.Handler:
+    """The daemon's log file, and INFO from syncd (as `syncd watch` does)."""
+    package_logger = logging.getLogger("syncd")
+    if package_logger.getEffectiveLevel() > logging.INFO:
+        package_logger.setLevel(logging.INFO)
+    handler = logging.FileHandler(state_dir / "daemon.log", encoding="utf-8")
+    handler.setFormatter(logging.Formatter("%(asctime)s %(process)d %(levelname)s %(name)s: %(message)s"))
+    package_logger.addHandler(handler)
+    return handler
+
+
+@click.command("serve")
+@click.option(
+    "--host",
+    default="127.0.0.1",
+    show_default=True,
+    help="Address to listen on; keep the loopback default unless you put TLS in front.",
+)
+@click.option(
+    "--port",
+    type=click.IntRange(0, 65535),
+    default=8765,
+    show_default=True,
+    help="Port (0: any free port; .syncd/server.json says which).",
+)
+@click.option(
+    "--cors-origin",
+    "cors_origins",
+    multiple=True,
+    metavar="ORIGIN",
+    help="Allow browser pages from ORIGIN to call the API (repeatable; none by default).",
+)
+@home_option
+def serve_command(host: str, port: int, cors_origins: tuple[str, ...], home: Path | None) -> None:
+    """Run the daemon plus the REST API and MCP (streamable HTTP at /mcp) in one process that
+    holds the home. Every request needs a bearer token: the first serve writes the admin token
+    to .syncd/admin.token (mode 0600); `syncd token add --user U` issues a user's token.
+    SIGTERM/SIGINT answer the requests in flight, commit, release the lock and exit 0."""
+    from ..home import Home
+    from ..server.serve import serve
+
+    root = resolve_home(home)
+    settings = load_settings()
+    handler = _daemon_logging(Home(root).state_dir)
+    try:
+        serve(
+            root,
+            settings,
+            host,
+            port,
+            cors_origins=cors_origins,
+            on_ready=lambda url: click.echo(f"syncd serving {Home(root).root} on {url} (MCP: {url}/mcp)", err=True),
+        )
+    finally:
+        logging.getLogger("syncd").removeHandler(handler)
+        handler.close()
+
+
+@click.command("mcp")
+@click.option(
+    "--user",
+    "user",
+    default=None,
+    metavar="ID",
+    help="Act for this user only (default: any user, named per call; else 'default').",
+)
+@home_option
+def mcp_command(user: str | None, home: Path | None) -> None:
+    """Speak MCP over stdio (for desktop agents). Talks to the running `syncd serve` or
+    `syncd watch` of the home over its local socket; with none running, holds the home itself
+    (and serves the socket to others) until stdin closes."""
+    import anyio
+
+    from ..control.client import ask_daemon
+    from ..layout import validate_id
+    from ..server.mcp_server import SocketBackend, build_mcp
+    from ..server.service import LOCAL_ADMIN
+    from ..server.tokens import Principal
+
+    root = Path(resolve_home(home)).resolve()
+    principal = LOCAL_ADMIN if user is None else Principal(validate_id("user", user), "stdio")
+    ping = ask_daemon(root, "ping", timeout=5.0)
+    if ping is not None and "call" in ping.get("methods", ()):
+        anyio.run(build_mcp(SocketBackend(root), principal).run_stdio_async)
+        return
+    _mcp_holding_the_home(root, principal)
+
+
+def _mcp_holding_the_home(root: Path, principal) -> None:
+    import threading
+
+    import anyio
+
+    from ..daemon import Daemon
+    from ..engine import open_engine
+    from ..server.mcp_server import LocalBackend, build_mcp, control_methods
+    from ..server.service import MemoryService
+
+    settings = load_settings()
+    with open_engine(root, settings=settings) as engine:
+        service = MemoryService(engine)
+        daemon = Daemon(engine, settings, control_methods=control_methods(lambda: service))
+        worker = threading.Thread(target=daemon.run, name="syncd-daemon", daemon=True)
+        worker.start()
+        try:
+            anyio.run(build_mcp(LocalBackend(service), principal).run_stdio_async)
+        finally:
+            daemon.stop()
+            worker.join()
+
+
+@click.group("token")
+def token_group() -> None:
+    """The bearer tokens of `syncd serve`: the admin token (.syncd/admin.token) and tokens
+    bound to one user, which can never read or change another user's memory."""
+
+
+@token_group.command("add")
+@click.option("--user", "user", required=True, metavar="ID", help="The user the token acts for.")
+@json_option
+@home_option
+def token_add(user: str, as_json: bool, home: Path | None) -> None:
+    """Issue a token for one user. It is shown once; only its hash is kept."""
+    from ..home import Home
+    from ..server.tokens import TokenStore
+
+    info, token = TokenStore(Home(resolve_home(home)).state_dir).add(user)
+    if as_json:
+        print_json({"id": info.id, "user": info.user, "created": info.created, "token": token})
+        return
+    click.echo(token)
+    click.echo(f"token {info.id} for user {info.user}: shown only now, keep it safe", err=True)
+
+
+@token_group.command("list")
+@json_option
+@home_option
+def token_list(as_json: bool, home: Path | None) -> None:
+    """The user tokens (ids and users; the tokens themselves are not kept)."""
+    from ..home import Home
+    from ..server.tokens import TokenStore
+
+    store = TokenStore(Home(resolve_home(home)).state_dir)
+    tokens = store.list()
+    if as_json:
+        print_json([{"id": t.id, "user": t.user, "created": t.created} for t in tokens])
+        return
+    click.echo(f"admin token: {store.admin_path}" + ("" if store.admin_token() else " (made by the first serve)"))
+    for t in tokens:
+        click.echo(f"{t.id}  {t.user}  {t.created}")
+
+
+@token_group.command("revoke")
+@click.argument("which")
+@home_option
+def token_revoke(which: str, home: Path | None) -> None:
+    """Revoke a token. WHICH is a token id (see `syncd token list`) or a user, whose tokens are
+    all revoked. A running server refuses them from its next request."""
+    from ..home import Home
+    from ..server.tokens import TokenStore
+
+    gone = TokenStore(Home(resolve_home(home)).state_dir).revoke(which)
+    for t in gone:
+        click.echo(f"revoked {t.id} ({t.user})")
+
+
+COMMANDS = [serve_command, mcp_command, token_group]

@@ -1,0 +1,176 @@
+"""``syncd serve``: the daemon, the REST API and MCP over streamable HTTP in one process, which
+holds the home's lock. Reads are served from the daemon's live index; writes go through
+``MemoryManager(engine)`` on the same engine, whose change groups the daemon's own steps never
+interleave with (``Engine.exclusive``).
+
+Threads: uvicorn's event loop on the main thread, the daemon's work thread beside it (plus the
+watcher's and the control socket's). On SIGTERM or SIGINT: the server stops accepting, answers
+the requests in flight (up to ``graceful_s``), then the daemon finishes the batch in hand and
+commits, the engine releases the lock, and the process exits 0.
+
+While it runs, ``.syncd/server.json`` says where (``{"pid", "url", "mcp"}``), for local clients
+that started it with ``--port 0`` or do not know the port.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import signal
+import threading
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+from ..config import Settings
+from ..daemon import Daemon
+from ..engine import open_engine
+from ..memory import MemoryManager
+from .gate import Gate
+from .mcp_server import LocalBackend, build_mcp, control_methods
+from .rest import OPEN_PATHS, create_app
+from .routes_session import session_routers
+from .service import WORKER_THREADS, MemoryService
+from .tokens import TokenStore
+
+__all__ = ["LOOPBACK", "MAX_BODY_BYTES", "SERVER_FILE", "ServerHandle", "build_server_app", "serve"]
+
+log = logging.getLogger(__name__)
+
+SERVER_FILE = "server.json"
+# A fact, a block or a turn is far below this; anything near it is not a request of ours.
+MAX_BODY_BYTES = 1 << 20
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+
+
+def build_server_app(service: MemoryService, tokens: TokenStore, *, host: str = "127.0.0.1",
+                     max_body_bytes: int = MAX_BODY_BYTES, cors_origins: Sequence[str] = ()):  # fmt: skip
+    """The whole HTTP app: REST and ``/mcp`` behind the token gate."""
+    from mcp.server.streamable_http_manager import StreamableHTTPASGIApp
+    from mcp.server.transport_security import TransportSecuritySettings
+    from starlette.routing import Route
+
+    mcp = build_mcp(LocalBackend(service))
+    # Stateless and JSON: every MCP call is one POST answered in full, so no stream outlives a
+    # request (a graceful shutdown never waits on an idle session) and the gate sees each call.
+    security = None if host in LOOPBACK else TransportSecuritySettings(enable_dns_rebinding_protection=False)
+    mcp.streamable_http_app(streamable_http_path="/mcp", stateless_http=True, json_response=True,
+                            max_request_body_size=max_body_bytes, transport_security=security, host=host)  # fmt: skip
+    sessions = mcp.session_manager
+
+    @asynccontextmanager
+    async def lifespan(app):
+        # Enough worker threads for the writers waiting their turn and the reads beside them.
+        asyncio.get_running_loop().set_default_executor(
+            ThreadPoolExecutor(WORKER_THREADS, thread_name_prefix="syncd-worker")
+        )
+        async with sessions.run():
+            yield
+
+    app = create_app(service, routers=session_routers(service), lifespan=lifespan, cors_origins=cors_origins)
+    app.router.routes.append(Route("/mcp", endpoint=StreamableHTTPASGIApp(sessions), include_in_schema=False))
+    return Gate(app, tokens, max_body_bytes, OPEN_PATHS)
+
+
+class ServerHandle:
+    """For a host running :func:`serve` on another thread: ``ready`` is set (and ``url`` known)
+    once it listens; :meth:`stop` shuts it down as SIGTERM would."""
+
+    def __init__(self) -> None:
+        self.ready = threading.Event()
+        self.url: str | None = None
+        self._stop: Callable[[], None] | None = None
+        self._stopped = False
+
+    def stop(self) -> None:
+        self._stopped = True
+        if self._stop is not None:
+            self._stop()
+
+
+def _uvicorn_server(config, on_started: Callable[[str], None]):
+    import uvicorn
+
+    class Server(uvicorn.Server):
+        def capture_signals(self):
+            """Signals are ours (see serve): uvicorn re-raises the one it caught once it is done,
+            which would end the process by that signal before the daemon has committed."""
+            from contextlib import nullcontext
+
+            return nullcontext()
+
+        async def startup(self, sockets=None) -> None:
+            await super().startup(sockets)
+            if self.started and self.servers:
+                bound = self.servers[0].sockets[0].getsockname()
+                shown = f"[{bound[0]}]" if ":" in bound[0] else bound[0]
+                on_started(f"http://{shown}:{bound[1]}")
+
+    return Server(config)
+
+
+def serve(
+    home: Path,
+    settings: Settings,
+    host: str = "127.0.0.1",
+    port: int = 8765,
+    *,
+    cors_origins: Sequence[str] = (),
+    graceful_s: float = 30.0,
+    embedder=None,
+    on_ready: Callable[[str], None] | None = None,
+    handle: ServerHandle | None = None,
+    manager_options: dict | None = None,
+) -> None:
+    """Hold ``home`` and serve it until SIGTERM or SIGINT (handled when called on the main
+    thread) or ``handle.stop()``. ``manager_options`` go to the MemoryManager (``llm_options``,
+    ``job_llm_options``...)."""
+    import uvicorn
+
+    # The lock comes first: a second server (or a `syncd watch`) fails here, naming the holder.
+    with open_engine(home, settings=settings, embedder=embedder) as engine:
+        tokens = TokenStore(engine.home.state_dir)
+        tokens.admin_token(create=True)
+        service = MemoryService(engine, MemoryManager(engine, author="syncd-server", **(manager_options or {})))
+        daemon = Daemon(engine, settings, control_methods=control_methods(lambda: service))
+        app = build_server_app(service, tokens, host=host, cors_origins=cors_origins)
+        config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on",
+                                timeout_graceful_shutdown=graceful_s, access_log=False)  # fmt: skip
+        info_path = engine.home.state_dir / SERVER_FILE
+
+        def started(url: str) -> None:
+            info_path.write_text(json.dumps({"pid": os.getpid(), "url": url, "mcp": f"{url}/mcp"}) + "\n")
+            log.info("serving %s on %s (REST, MCP at /mcp)", engine.home.root, url)
+            if on_ready is not None:
+                on_ready(url)
+            if handle is not None:
+                handle.url = url
+                handle.ready.set()
+
+        server = _uvicorn_server(config, started)
+
+        def stop(*_: object) -> None:
+            server.should_exit = True
+
+        if handle is not None:
+            handle._stop = stop
+            if handle._stopped:
+                stop()
+
+        previous = {}
+        if threading.current_thread() is threading.main_thread():
+            previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGINT)}
+        worker = threading.Thread(target=daemon.run, name="syncd-daemon", daemon=True)
+        worker.start()
+        try:
+            server.run()
+        finally:
+            info_path.unlink(missing_ok=True)
+            # The requests are answered; now the batch in hand, the last commit, the lock.
+            daemon.stop()
+            worker.join()
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)

@@ -1,0 +1,392 @@
+"""What the servers do, once: each operation takes who asks (a :class:`Principal`) and a shared
+input model (``syncd.schemas``) and returns a shared output model. The REST routes, the MCP tools
+and the control socket's ``call`` method are thin over it, so scoping is decided in one place.
+
+Scoping: a user token acts for its own user, and a request naming another user is refused
+(:class:`AccessError`, 403) whatever else it carries; the admin names the user. Reads come from
+the live index of the engine this process holds (the daemon's); writes go through
+``MemoryManager(engine)``: markdown first, one change group, one commit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, replace
+from typing import Any
+
+from pydantic import BaseModel
+
+from .. import schemas as s
+from ..errors import NotFoundError, SyncdError
+from ..home import read_regular
+from ..layout import classify_path
+from ..memory import MemoryManager
+from ..memory.tools import update_block
+from .tokens import Principal
+
+__all__ = ["LOCAL_ADMIN", "OPERATIONS", "AccessError", "MemoryService", "Operation"]
+
+log = logging.getLogger(__name__)
+
+# Who a process of the home's own account is (stdio MCP, the control socket: same uid only).
+LOCAL_ADMIN = Principal(None, "local")
+
+# Writes waiting for their turn at once. The engine runs one change group at a time, and a
+# group waiting for its turn blocks a worker thread of the event loop (asyncio.to_thread): with
+# every worker blocked so, the group holding the turn could not get a thread to finish, and all
+# writes would wait forever. Past this many, a write waits on the loop, holding no thread.
+WRITERS_IN_FLIGHT = 4
+# The event loop's worker threads (asyncio.to_thread): the waiting writers plus reads beside them.
+WORKER_THREADS = 32
+
+
+class AccessError(SyncdError):
+    """The token may not do this (another user's memory, an admin-only operation)."""
+
+
+def _readable(rel: str, user: str) -> bool:
+    """Whether a file of the home may be named to ``user``: theirs, or shared (global blocks, the
+    vault, notes outside any user's folder); never another user's, a folder with an invalid
+    user id (nobody's), or a session file (the session layer decides those)."""
+    scope = classify_path(rel)
+    if scope.user is not None:
+        return scope.user == user
+    return not rel.startswith(("memory/users/", "sessions/")) and scope.kind not in ("transcript", "state")
+
+
+def _hit(hit) -> s.MemoryHit:
+    return s.MemoryHit(
+        id=hit.id,
+        content=hit.content,
+        snippet=hit.snippet(),
+        score=float(hit.score),
+        parts={k: float(v) for k, v in hit.parts.items()},
+        kind=hit.kind,
+        source=hit.source,
+        path=hit.path,
+        line=int(hit.line),
+        user_id=hit.user_id,
+        chat_id=hit.chat_id,
+        category=hit.category,
+        tags=list(hit.tags),
+        created_at=hit.created_at,
+        heading=hit.heading,
+        importance=None if hit.importance is None else float(hit.importance),
+        session_id=hit.session_id,
+    )
+
+
+def _fact(fact) -> s.FactOut:
+    return s.FactOut(
+        id=fact.id,
+        content=fact.content,
+        category=fact.category,
+        tags=list(fact.tags),
+        importance=fact.importance,
+        timestamp=fact.timestamp,
+    )
+
+
+def _block(block) -> s.BlockOut:
+    return s.BlockOut(label=block.label, content=block.content, scope=block.scope, path=block.path, limit=block.limit)
+
+
+def _log_entry(entry) -> s.LogEntryOut:
+    return s.LogEntryOut(**{**entry.to_dict(), "files": list(entry.files)})
+
+
+class MemoryService:
+    """The operations of the servers over one open engine (the one holding the home)."""
+
+    def __init__(self, engine, manager: MemoryManager | None = None):
+        self.engine = engine
+        self.home = engine.home
+        self.settings = engine.settings
+        self.manager = manager or MemoryManager(engine, author="syncd-server")
+        self._writers: asyncio.Semaphore | None = None
+
+    @contextlib.asynccontextmanager
+    async def _writing(self):
+        if self._writers is None:
+            self._writers = asyncio.Semaphore(WRITERS_IN_FLIGHT)
+        async with self._writers:
+            yield
+
+    # -- scoping ---------------------------------------------------------------------------------
+
+    def user_for(self, principal: Principal, requested: str | None) -> str:
+        """The user a request acts for."""
+        if principal.user is not None:
+            if requested is not None and requested != principal.user:
+                raise AccessError(f"this token belongs to user {principal.user!r}; it cannot act for {requested!r}")
+            return principal.user
+        if requested is None:
+            return self.manager.default_user_id
+        return requested
+
+    @staticmethod
+    def require_admin(principal: Principal, what: str) -> None:
+        if not principal.admin:
+            raise AccessError(f"{what} needs the admin token: it touches every user's memory")
+
+    # -- memory ----------------------------------------------------------------------------------
+
+    async def search(self, p: Principal, q: s.SearchInput) -> s.SearchResult:
+        user = self.user_for(p, q.user_id)
+        hits = await self.manager.search_memories(q.query, q.limit, q.chat_id, user, include_wiki=q.include_wiki)
+        return s.SearchResult(hits=[_hit(h) for h in hits])
+
+    async def add(self, p: Principal, q: s.AddInput) -> s.AddResult:
+        user = self.user_for(p, q.user_id)
+        async with self._writing():
+            fact = await self._add(q, user)
+        return s.AddResult(fact=None if fact is None else _fact(fact), duplicate=fact is None)
+
+    async def _add(self, q: s.AddInput, user: str):
+        return await self.manager.add_memory(
+            q.content,
+            user,
+            q.chat_id,
+            category=q.category,
+            importance=q.importance,
+            tags=q.tags,
+            session_id=q.session_id,
+            dedup=q.dedup,
+        )
+
+    async def process_turn(self, p: Principal, q: s.TurnInput) -> s.TurnResult:
+        user = self.user_for(p, q.user_id)
+        turn = {"user_message": q.user_message, "steps": q.steps, "response": q.response, "turn_id": q.turn_id}
+        async with self._writing():
+            facts = await self.manager.process_conversation_turn_for_memories(
+                turn, q.chat_id, user, session_id=q.session_id, transcript_line=q.transcript_line
+            )
+        return s.TurnResult(facts=[_fact(f) for f in facts])
+
+    async def delete(self, p: Principal, q: s.DeleteInput) -> s.DeleteResult:
+        user = self.user_for(p, q.user_id)
+        async with self._writing():
+            deleted = await self.manager.delete_memory(q.memory_id, user)
+        return s.DeleteResult(deleted=deleted, memory_id=q.memory_id)
+
+    async def core(self, p: Principal, q: s.CoreInput) -> s.CoreMemory:
+        user = self.user_for(p, q.user_id)
+        blocks = await asyncio.to_thread(self.manager.core_blocks, chat_id=q.chat_id, user_id=user)
+        return s.CoreMemory(user_id=user, chat_id=q.chat_id, blocks={k: _block(b) for k, b in blocks.items()})
+
+    async def update_block(self, p: Principal, q: s.BlockUpdateInput) -> s.BlockOut:
+        user = self.user_for(p, q.user_id)
+        async with self._writing():
+            return _block(await update_block(self.manager, q, user))
+
+    def _daily(self, store, found) -> s.DailyLog:
+        from ..memory.store import _stored
+
+        facts = [s.StoredFactOut(**f.to_dict()) for f in _stored(found.log, found.path, found.date)]
+        return s.DailyLog(date=found.date, path=found.path, text=found.text, facts=facts)
+
+    async def recent_logs(self, p: Principal, q: s.RecentLogsInput) -> s.DailyLogs:
+        user = self.user_for(p, q.user_id)
+        store = self.manager.store(user_id=user)
+        found = await asyncio.to_thread(store.get_recent_logs, q.days)
+        return s.DailyLogs(user_id=user, logs=[self._daily(store, f) for f in found])
+
+    async def daily_log(self, p: Principal, q: s.DailyLogInput) -> s.DailyLog:
+        user = self.user_for(p, q.user_id)
+        store = self.manager.store(user_id=user)
+        found = await asyncio.to_thread(store.read_daily_log, q.date)
+        if found is None:
+            raise NotFoundError(f"no daily log of {q.date} for user {user!r}")
+        return self._daily(store, found)
+
+    async def memory_file(self, p: Principal, q: s.StatusInput) -> s.MemoryFile:
+        user = self.user_for(p, q.user_id)
+        store = self.manager.store(user_id=user)
+        content = await asyncio.to_thread(store.read_memory_file)
+        return s.MemoryFile(user_id=user, path=store.memory_file_rel, content=content)
+
+    async def stats(self, p: Principal, q: s.StatusInput) -> s.Stats:
+        user = self.user_for(p, q.user_id)
+        raw = await self.manager.get_memory_stats(user)
+        return s.Stats(**{k: v for k, v in raw.items() if k in s.Stats.model_fields})
+
+    # -- the home --------------------------------------------------------------------------------
+
+    async def status(self, p: Principal, q: s.StatusInput) -> s.StatusOut:
+        status = (await asyncio.to_thread(self.engine.status)).to_dict()
+        if not p.admin or q.user_id is not None:
+            # A user sees what concerns them: their files and the shared ones, never who else has memory here.
+            user = self.user_for(p, q.user_id)
+            status["stale"] = {
+                k: [x for x in v if all(_readable(part, user) for part in x.split(" -> "))]
+                for k, v in status["stale"].items()
+            }
+            status["errors"] = {k: v for k, v in status["errors"].items() if _readable(k, user)}
+            status["uncommitted"] = [x for x in status["uncommitted"] if _readable(x, user)]
+        return s.StatusOut(**{k: v for k, v in status.items() if k in s.StatusOut.model_fields})
+
+    async def log(self, p: Principal, q: s.LogInput) -> s.LogOut:
+        from ..history.log import read_log
+
+        path = q.path.strip("/") if q.path else None
+        if path is not None and (".." in path.split("/") or "\x00" in path or path.startswith(".")):
+            raise ValueError("path is a home-relative file or folder, without '..'")
+        if not p.admin or q.user_id is not None:
+            user = self.user_for(p, q.user_id)
+            own = self.home.rel(self.home.user_dir(user))
+            if path is None:
+                path = own
+            elif not (path == own or path.startswith(own + "/") or _readable(path, user)):
+                raise AccessError(f"{path} is not in the memory of {user!r}")
+            entries = await asyncio.to_thread(read_log, self.home.root, path, q.limit)
+            entries = [replace(e, files=tuple(f for f in e.files if _readable(f, user))) for e in entries]
+        else:
+            entries = await asyncio.to_thread(read_log, self.home.root, path, q.limit)
+        return s.LogOut(entries=[_log_entry(e) for e in entries])
+
+    async def blame(self, p: Principal, q: s.BlameInput) -> s.BlameOut:
+        from ..history.blame import current_line, fact_history
+
+        rows = await asyncio.to_thread(self.engine.find_fact, q.fact_id)
+        if not p.admin or q.user_id is not None:
+            user = self.user_for(p, q.user_id)
+            rows = [r for r in rows if _readable(r["path"], user)]
+        if not rows:
+            raise NotFoundError(f"no fact {q.fact_id!r} in this memory")
+
+        def histories() -> list:
+            out = []
+            for row in rows:
+                h = fact_history(self.home.root, row["path"], current_line(self.home.root, row), row["text"])
+                out.append(
+                    s.FactHistoryOut(
+                        path=h.path,
+                        line=h.line,
+                        text=h.text,
+                        uncommitted=h.uncommitted,
+                        introduced=_log_entry(h.introduced) if h.introduced else None,
+                        edits=[_log_entry(e) for e in h.edits],
+                    )
+                )
+            return out
+
+        return s.BlameOut(fact_id=q.fact_id, histories=await asyncio.to_thread(histories))
+
+    async def revert(self, p: Principal, q: s.RevertInput) -> s.RevertResult:
+        from ..history.revert import revert_commit
+
+        self.require_admin(p, "revert")
+
+        def run() -> str:
+            # The daemon's own steps wait meanwhile; it sees the reverted files as an edit anyway.
+            with self.engine.exclusive():
+                sha = revert_commit(self.home.root, q.commit, self.settings.human_name, self.settings.human_email)
+                self.engine.sync()
+            return sha
+
+        async with self._writing():
+            return s.RevertResult(reverted=q.commit, commit=await asyncio.to_thread(run))
+
+    async def reindex(self, p: Principal) -> s.ReindexResult:
+        self.require_admin(p, "reindex")
+
+        def run():
+            with self.engine.exclusive():
+                return self.engine.reindex()
+
+        async with self._writing():
+            report = await asyncio.to_thread(run)
+        return s.ReindexResult(summary=report.plan.summary(), errors=dict(report.errors))
+
+    # -- the vault -------------------------------------------------------------------------------
+
+    async def vault_search(self, p: Principal, q: s.VaultSearchInput) -> s.SearchResult:
+        user = None if p.admin and q.user_id is None else self.user_for(p, q.user_id)
+        # The vault is shared; a user's scope holds it plus their own rows, which are dropped here.
+        hits = await asyncio.to_thread(self.engine.search, q.query, user_id=user, limit=q.limit * 4 + 20, kind="chunk")
+        pages = [h for h in hits if h.source == "vault_page"][: q.limit]
+        return s.SearchResult(hits=[_hit(h) for h in pages])
+
+    async def page(self, p: Principal, q: s.PageInput) -> s.PageOut:
+        rel = f"vault/{q.path}"
+        try:
+            data = await asyncio.to_thread(read_regular, self.home.root, rel)
+        except OSError as exc:
+            raise NotFoundError(f"{rel} cannot be read: {exc.strerror or exc}") from None
+        if data is None:
+            raise NotFoundError(f"no page {q.path!r} in the vault")
+        return s.PageOut(path=rel, content=data.decode("utf-8", errors="replace"))
+
+    async def lint(self, p: Principal, q: s.LintInput) -> s.LintResult:
+        from ..wiki.manager import WikiManager
+
+        wiki = WikiManager.for_home(self.home.root)
+        findings = await asyncio.to_thread(wiki.lint)
+        return s.LintResult(findings=[s.Finding(**f.to_dict()) for f in findings])
+
+
+@dataclass(frozen=True)
+class Operation:
+    """One operation as the MCP tools and the control socket name it."""
+
+    name: str
+    input: type[BaseModel]
+    run: Callable[[MemoryService, Principal, Any], Awaitable[BaseModel]]
+    description: str
+    fixed: tuple[tuple[str, Any], ...] = ()  # input fields the tool sets itself (not shown)
+    read_only: bool = True
+
+
+def _op(name, model, method, description, fixed=(), read_only=True) -> Operation:
+    return Operation(name, model, lambda svc, p, q: getattr(svc, method)(p, q), description, tuple(fixed), read_only)
+
+
+OPERATIONS: dict[str, Operation] = {
+    op.name: op
+    for op in (
+        _op("memory_search", s.SearchInput, "search",
+            "Search long-term memory (facts, MEMORY.md, core blocks; the wiki too with include_wiki) "
+            "and get the relevant memories with their ids and sources; an unrelated query finds nothing."),
+        _op("memory_add", s.AddInput, "add",
+            "Remember one fact (one line in today's log, one commit). Returns it with its id, or "
+            "duplicate=true when an equivalent fact is already remembered.", read_only=False),
+        _op("memory_delete", s.DeleteInput, "delete",
+            "Forget one fact by its id (its line leaves the daily log, one commit).", read_only=False),
+        _op("core_memory_get", s.CoreInput, "core",
+            "The core memory blocks (persona, user, facts, context, ...) with the scope each comes from."),
+        _op("core_memory_replace", s.BlockUpdateInput, "update_block",
+            "Replace the whole text of one core memory block.", fixed=[("operation", "replace")], read_only=False),
+        _op("core_memory_append", s.BlockUpdateInput, "update_block",
+            "Append a line to one core memory block.", fixed=[("operation", "append")], read_only=False),
+        _op("core_memory_search_replace", s.BlockUpdateInput, "update_block",
+            "Replace one exact passage (old_content) of a core memory block with content.",
+            fixed=[("operation", "search_replace")], read_only=False),
+        _op("daily_logs_recent", s.RecentLogsInput, "recent_logs",
+            "The daily fact logs of the last few days, today included, with their facts."),
+        _op("memory_blame", s.BlameInput, "blame",
+            "Where a fact came from: the commit (agent, session, turn) that introduced it, and later edits."),
+        _op("memory_status", s.StatusInput, "status",
+            "What the index reflects: counts, and every file that is stale, in error or not committed yet."),
+        _op("vault_search", s.VaultSearchInput, "vault_search",
+            "Search the wiki vault's pages (heading-sized chunks, with their heading path)."),
+        _op("vault_page_read", s.PageInput, "page", "Read one page of the wiki vault (a path such as index.md)."),
+        _op("vault_lint", s.LintInput, "lint",
+            "Check the wiki vault: broken links, orphans, missing sources, log problems."),
+    )
+}  # fmt: skip
+
+
+async def call(service: MemoryService, principal: Principal, name: str, arguments: dict) -> dict:
+    """Run the operation ``name`` with raw ``arguments`` (validated by its input model); the
+    result as plain JSON. The control socket's ``call`` method."""
+    op = OPERATIONS.get(name)
+    if op is None:
+        raise NotFoundError(f"no operation {name!r}")
+    if not isinstance(arguments, dict):
+        raise TypeError("arguments must be an object")
+    request = op.input.model_validate({**arguments, **dict(op.fixed)})
+    result = await op.run(service, principal, request)
+    return result.model_dump(mode="json")

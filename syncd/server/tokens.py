@@ -1,0 +1,196 @@
+"""Bearer tokens of a home's servers, kept under ``.syncd/`` with mode 0600.
+
+  .syncd/admin.token   the admin token, in clear: local clients (the CLI, ``syncd mcp``, the
+                       workbench) of the account that owns the home read it; the first
+                       ``syncd serve`` creates it
+  .syncd/tokens.json   user tokens: ``{"tokens": [{"id", "user", "sha256", "created"}]}``, a
+                       token bound to one user, shown once when issued and kept only as a hash
+
+A presented token is compared in constant time (``hmac.compare_digest``) against every hash
+and the admin token. The server re-reads the files when they change, so ``syncd token add`` and
+``revoke`` take effect on a running server at its next request.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import fcntl
+import hashlib
+import hmac
+import json
+import os
+import secrets
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import ConfigError, NotFoundError
+from ..layout import validate_id
+
+__all__ = ["ADMIN_FILE", "USERS_FILE", "Principal", "TokenInfo", "TokenStore"]
+
+ADMIN_FILE = "admin.token"
+USERS_FILE = "tokens.json"
+_PREFIX_ADMIN = "sda_"
+_PREFIX_USER = "sdu_"
+
+
+@dataclass(frozen=True)
+class Principal:
+    """Who a request acts for: ``user`` None is the admin (names the user per request)."""
+
+    user: str | None
+    token_id: str
+
+    @property
+    def admin(self) -> bool:
+        return self.user is None
+
+
+@dataclass(frozen=True)
+class TokenInfo:
+    id: str
+    user: str
+    created: str
+
+
+def _hash(token: str) -> str:
+    return hashlib.sha256(token.encode("utf-8")).hexdigest()
+
+
+def _write_private(path: Path, data: bytes) -> None:
+    """Atomically replace ``path`` with ``data``, readable by its owner only (never for an instant
+    by anyone else: the temporary file is created 0600)."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            tmp.unlink()
+        raise
+
+
+class TokenStore:
+    """The tokens of one home (``state_dir`` is its ``.syncd/``)."""
+
+    def __init__(self, state_dir: Path):
+        self.dir = Path(state_dir)
+        self.admin_path = self.dir / ADMIN_FILE
+        self.users_path = self.dir / USERS_FILE
+        self._mutex = threading.Lock()
+        self._seen: tuple[object, object] | None = None
+        self._admin_hash: str | None = None
+        self._users: list[dict] = []
+
+    # -- files -----------------------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def _locked(self):
+        """Serialise changes across processes (two `syncd token add` at once)."""
+        self.dir.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.dir / "tokens.lock", os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)
+
+    def _read_users(self) -> list[dict]:
+        try:
+            data = json.loads(self.users_path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return []
+        except (OSError, ValueError) as exc:
+            raise ConfigError(f"cannot read {self.users_path}: {exc}") from None
+        tokens = data.get("tokens") if isinstance(data, dict) else None
+        if not isinstance(tokens, list):
+            raise ConfigError(f"{self.users_path} is not a syncd token file")
+        return [t for t in tokens if isinstance(t, dict) and {"id", "user", "sha256"} <= t.keys()]
+
+    def _write_users(self, tokens: list[dict]) -> None:
+        _write_private(self.users_path, (json.dumps({"tokens": tokens}, indent=2) + "\n").encode())
+
+    def admin_token(self, create: bool = False) -> str | None:
+        """The admin token (made now, when ``create`` and there is none yet)."""
+        try:
+            token = self.admin_path.read_text(encoding="utf-8").strip()
+            if token:
+                return token
+        except FileNotFoundError:
+            pass
+        if not create:
+            return None
+        with self._locked():
+            if self.admin_path.exists() and self.admin_path.read_text(encoding="utf-8").strip():
+                return self.admin_path.read_text(encoding="utf-8").strip()
+            token = _PREFIX_ADMIN + secrets.token_urlsafe(32)
+            _write_private(self.admin_path, (token + "\n").encode())
+            return token
+
+    def add(self, user: str) -> tuple[TokenInfo, str]:
+        """Issue a token bound to ``user``; returns its record and the token (shown only now)."""
+        validate_id("user", user)
+        token_id = secrets.token_hex(4)
+        token = f"{_PREFIX_USER}{token_id}_{secrets.token_urlsafe(32)}"
+        created = dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+        with self._locked():
+            tokens = self._read_users()
+            tokens.append({"id": token_id, "user": user, "sha256": _hash(token), "created": created})
+            self._write_users(tokens)
+        return TokenInfo(token_id, user, created), token
+
+    def list(self) -> list[TokenInfo]:
+        return [TokenInfo(t["id"], t["user"], t.get("created", "")) for t in self._read_users()]
+
+    def revoke(self, which: str) -> list[TokenInfo]:
+        """Revoke the token with this id, or every token of the user of that name."""
+        with self._locked():
+            tokens = self._read_users()
+            gone = [t for t in tokens if t["id"] == which or t["user"] == which]
+            if not gone:
+                raise NotFoundError(f"no token with id or user {which!r} (see `syncd token list`)")
+            self._write_users([t for t in tokens if t not in gone])
+        return [TokenInfo(t["id"], t["user"], t.get("created", "")) for t in gone]
+
+    # -- checking --------------------------------------------------------------------------------
+
+    def _signature(self) -> tuple[object, object]:
+        def stat(path: Path) -> object:
+            try:
+                st = path.stat()
+            except FileNotFoundError:
+                return None
+            return (st.st_ino, st.st_mtime_ns, st.st_size)
+
+        return stat(self.admin_path), stat(self.users_path)
+
+    def _refresh(self) -> None:
+        signature = self._signature()
+        if signature == self._seen:
+            return
+        admin = self.admin_token()
+        self._admin_hash = _hash(admin) if admin else None
+        self._users = self._read_users()
+        self._seen = signature
+
+    def check(self, token: str) -> Principal | None:
+        """Who ``token`` stands for, or None when it is no token of this home."""
+        presented = _hash(token)
+        with self._mutex:
+            self._refresh()
+            admin_hash, users = self._admin_hash, self._users
+        match: Principal | None = None
+        # Every comparison is made, in constant time each: how long this takes says nothing
+        # about which token (if any) is closest.
+        if admin_hash is not None and hmac.compare_digest(presented, admin_hash):
+            match = Principal(None, "admin")
+        for record in users:
+            if hmac.compare_digest(presented, str(record["sha256"])) and match is None:
+                match = Principal(str(record["user"]), str(record["id"]))
+        return match

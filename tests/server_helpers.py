@@ -1,0 +1,87 @@
+"""Helpers for the server tests: `syncd serve` on a thread of this process (sharing the test
+model) or as its own process, on 127.0.0.1 with a free port, and httpx clients with a token."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+
+from syncd.config import Settings
+from syncd.server.serve import ServerHandle, serve
+from syncd.server.tokens import TokenStore
+
+from .daemon_helpers import wait_for, warm_embed_cache
+
+FAKE_FACTS = {"facts": [{"content": "Is training for the Lyon marathon.", "category": "goal", "importance": 0.6}]}
+
+
+@dataclass
+class Served:
+    home: Path
+    url: str
+    admin: str
+    tokens: TokenStore
+
+    def client(self, token: str | None = None, **kwargs) -> httpx.Client:
+        headers = {} if token is None else {"Authorization": f"Bearer {token}"}
+        return httpx.Client(base_url=self.url, headers=headers, timeout=60, **kwargs)
+
+
+@contextmanager
+def served_in_thread(home: Path, embedder, **settings) -> Iterator[Served]:
+    """A real server (uvicorn, daemon, LanceDB, git) on a thread; the LLM answers with
+    FAKE_FACTS through litellm's own mock_response."""
+    warm_embed_cache(home, embedder)
+    handle = ServerHandle()
+    options = {"job_llm_options": {"extract": {"mock_response": json.dumps(FAKE_FACTS)}}}
+    config = Settings(llm_model="gpt-4o-mini", **settings)
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            serve(
+                home, config, "127.0.0.1", 0, embedder=embedder, handle=handle, manager_options=options, graceful_s=10
+            )
+        except BaseException as exc:  # noqa: BLE001 - reported by the fixture
+            errors.append(exc)
+            handle.ready.set()
+
+    thread = threading.Thread(target=run, name="syncd-serve", daemon=True)
+    thread.start()
+    assert handle.ready.wait(120), "the server did not start"
+    assert not errors, errors
+    try:
+        yield Served(home, handle.url, TokenStore(home / ".syncd").admin_token(), TokenStore(home / ".syncd"))
+    finally:
+        handle.stop()
+        thread.join(60)
+        assert not thread.is_alive(), "the server did not stop"
+
+
+def start_serve_process(home: Path, *extra: str) -> subprocess.Popen:
+    """`syncd serve --port 0` in its own process; its stderr goes to a file next to the home."""
+    err = open(home.parent / f"serve-{time.monotonic_ns()}.err", "w+")  # noqa: SIM115 - the child owns it
+    return subprocess.Popen(
+        [sys.executable, "-m", "syncd", "serve", "--home", str(home), "--port", "0", *extra],
+        stdout=subprocess.DEVNULL,
+        stderr=err,
+        text=True,
+        env=os.environ.copy(),
+    )
+
+
+def server_url(home: Path, proc: subprocess.Popen, timeout: float = 120) -> str:
+    info = home / ".syncd" / "server.json"
+    wait_for(lambda: info.exists() or proc.poll() is not None, timeout, "the server to listen")
+    assert proc.poll() is None, f"syncd serve exited with {proc.returncode}"
+    return json.loads(info.read_text())["url"]

@@ -1,0 +1,141 @@
+"""MCP through the SDK's own client: over streamable HTTP at /mcp of a real `syncd serve`, and
+over stdio (`syncd mcp`), both beside a running server (through the local socket) and alone
+(holding the home itself). Every tool, and a user token's scope."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import sys
+from pathlib import Path
+
+import anyio
+import httpx2
+import pytest
+from mcp import Client, StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
+
+import syncd
+from syncd.server.service import OPERATIONS
+
+from .daemon_helpers import git, isolate_git_identity
+from .server_helpers import served_in_thread
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory, embedder):
+    mp = pytest.MonkeyPatch()
+    isolate_git_identity(tmp_path_factory.mktemp("git"), mp)
+    home = syncd.init(tmp_path_factory.mktemp("mcp") / "home").home
+    try:
+        with served_in_thread(home, embedder) as served:
+            yield served
+    finally:
+        mp.undo()
+
+
+def _http(server, token):
+    client = httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=60)
+    return Client(streamable_http_client(f"{server.url}/mcp", http_client=client))
+
+
+def _stdio(home, *extra):
+    # The child gets only a minimal environment: say which syncd (this tree) and where git's config is.
+    env = {k: os.environ[k] for k in ("PYTHONPATH", "GIT_CONFIG_GLOBAL", "GIT_CONFIG_NOSYSTEM") if k in os.environ}
+    return Client(
+        StdioServerParameters(
+            command=sys.executable,
+            args=["-m", "syncd", "mcp", "--home", str(home), *extra],
+            env=env,
+            cwd=str(Path(syncd.__file__).parent.parent),
+        )
+    )
+
+
+async def _call(client, name, **arguments):
+    result = await client.call_tool(name, arguments)
+    text = result.content[0].text
+    if result.is_error:
+        return {"error": text}
+    return json.loads(text)
+
+
+async def _every_tool(client, home, user):
+    """Call every tool once, checking what each did to the home."""
+    names = {t.name for t in (await client.list_tools()).tools}
+    assert names == set(OPERATIONS)
+    added = await _call(client, "memory_add", content=f"{user} keeps bees on the roof.", category="hobby", user_id=user)
+    fact = added["fact"]["id"]
+    today = dt.date.today().isoformat()
+    assert fact in git(home, "show", f"HEAD:memory/users/{user}/{today}.md")
+    hits = await _call(client, "memory_search", query="beekeeping on a roof", user_id=user)
+    assert hits["hits"][0]["id"] == fact
+    await _call(client, "core_memory_replace", label="user", content="Keeps bees.", user_id=user)
+    await _call(client, "core_memory_append", label="user", content="Lives in Porto.", user_id=user)
+    await _call(client, "core_memory_search_replace", label="user", old_content="Porto", content="Braga", user_id=user)
+    core = await _call(client, "core_memory_get", user_id=user)
+    assert core["blocks"]["user"]["content"] == "Keeps bees.\nLives in Braga."
+    logs = await _call(client, "daily_logs_recent", days=1, user_id=user)
+    assert [f["id"] for f in logs["logs"][0]["facts"]] == [fact]
+    blame = await _call(client, "memory_blame", fact_id=fact, user_id=user)
+    assert blame["histories"][0]["introduced"]["trailers"]["Syncd-User"] == user
+    status = await _call(client, "memory_status")
+    assert status["compatible"]
+    assert (await _call(client, "vault_page_read", path="index.md"))["content"].startswith("---")
+    assert "hits" in await _call(client, "vault_search", query="index of the vault")
+    assert "findings" in await _call(client, "vault_lint")
+    assert (await _call(client, "memory_delete", memory_id=fact, user_id=user))["deleted"] is True
+    assert fact not in (home / f"memory/users/{user}/{today}.md").read_text()
+    bad = await _call(client, "memory_search", query="x", user_id="../etc")
+    assert "invalid user id" in bad["error"]
+    bad = await _call(client, "vault_page_read", path="../../etc/passwd.md")
+    assert "error" in bad and "root:" not in bad["error"]
+
+
+def test_every_tool_over_streamable_http_and_a_user_tokens_scope(server):
+    _, carol_token = server.tokens.add("carol")
+
+    async def main():
+        async with _http(server, server.admin) as admin:
+            await _every_tool(admin, server.home, "dan")
+            secret = await _call(admin, "memory_add", content="Dan's safe code is 1234.", user_id="dan")
+        async with _http(server, carol_token) as carol:
+            denied = await _call(carol, "memory_search", query="safe code", user_id="dan")
+            assert "AccessError" in denied["error"]
+            own = await _call(carol, "memory_search", query="safe code")
+            assert all(h["id"] != secret["fact"]["id"] for h in own["hits"])
+            gone = await _call(carol, "memory_delete", memory_id=secret["fact"]["id"])
+            assert gone["deleted"] is False
+            mine = await _call(carol, "memory_add", content="Carol sings in a choir.")
+            assert mine["fact"]["id"] in (server.home / f"memory/users/carol/{dt.date.today()}.md").read_text()
+
+    anyio.run(main)
+
+
+def test_stdio_beside_a_running_server_goes_through_its_socket(server):
+    async def main():
+        async with _stdio(server.home) as client:
+            await _every_tool(client, server.home, "erin")
+        async with _stdio(server.home, "--user", "fay") as client:
+            assert "AccessError" in (await _call(client, "memory_search", query="bees", user_id="erin"))["error"]
+            added = await _call(client, "memory_add", content="Fay restores old clocks.")
+            assert added["fact"]["id"] in (server.home / f"memory/users/fay/{dt.date.today()}.md").read_text()
+
+    anyio.run(main)
+    # The server's daemon made the commits: the stdio process never held the home.
+    assert "Fay restores old clocks" in git(server.home, "log", "-1", "--format=%s")
+
+
+def test_stdio_alone_holds_the_home_itself(tmp_path, monkeypatch):
+    isolate_git_identity(tmp_path, monkeypatch)
+    home = syncd.init(tmp_path / "home").home
+
+    async def main():
+        async with _stdio(home) as client:
+            await _every_tool(client, home, "gus")
+
+    anyio.run(main)
+    assert not (home / ".syncd/daemon.sock").exists()
+    with syncd.open(home) as engine:  # the lock was released at exit
+        assert engine.status().fresh

@@ -1,0 +1,68 @@
+"""`syncd serve` as its own process: SIGTERM answers the request in flight, commits, releases the
+lock and exits 0; a second server on the same home is refused, naming the first."""
+
+from __future__ import annotations
+
+import datetime as dt
+import signal
+import subprocess
+import sys
+import threading
+
+import httpx
+
+import syncd
+
+from .daemon_helpers import git, isolate_git_identity, warm_embed_cache
+from .server_helpers import server_url, start_serve_process
+
+
+def test_sigterm_answers_in_flight_requests_commits_and_exits_0(tmp_path, monkeypatch, embedder):
+    isolate_git_identity(tmp_path, monkeypatch)
+    home = syncd.init(tmp_path / "home").home
+    warm_embed_cache(home, embedder)
+    proc = start_serve_process(home)
+    try:
+        url = server_url(home, proc)
+        token = (home / ".syncd/admin.token").read_text().strip()
+        second = subprocess.run(
+            [sys.executable, "-m", "syncd", "serve", "--home", str(home), "--port", "0"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert second.returncode == 1 and "only one writer" in second.stderr and str(proc.pid) in second.stderr
+        answers: list[httpx.Response] = []
+        client = httpx.Client(base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=60)
+        client.post("/memory/archival", json={"content": "Warm-up fact.", "user_id": "ana"})
+
+        def add(n: int) -> None:
+            answers.append(
+                client.post(
+                    "/memory/archival",
+                    json={"content": f"Fact number {n} about kites.", "user_id": "ana", "dedup": False},
+                )
+            )
+
+        writers = [threading.Thread(target=add, args=(n,)) for n in range(6)]
+        for w in writers:
+            w.start()
+        # Once the server is busy with them, ask it to stop: each request is still answered.
+        while not (home / f"memory/users/ana/{dt.date.today()}.md").read_text().count("kites"):
+            pass
+        proc.send_signal(signal.SIGTERM)
+        for w in writers:
+            w.join(60)
+        assert proc.wait(60) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    acknowledged = [r.json()["fact"]["id"] for r in answers if r.status_code == 200]
+    assert acknowledged, [r.text for r in answers]
+    committed = git(home, "show", f"HEAD:memory/users/ana/{dt.date.today()}.md")
+    assert all(fid in committed for fid in acknowledged)
+    assert git(home, "status", "--porcelain", "memory") == ""
+    assert not (home / ".syncd/server.json").exists() and not (home / ".syncd/daemon.sock").exists()
+    with syncd.open(home, embedder=embedder) as engine:  # the lock is free again
+        assert engine.status().fresh
