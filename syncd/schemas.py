@@ -56,9 +56,17 @@ __all__ = [
     "SearchInput",
     "SearchResult",
     "SessionId",
+    "SessionOut",
+    "SessionStateInput",
+    "SessionStateOut",
+    "SessionsInput",
+    "SessionsOut",
     "Stats",
     "StatusInput",
     "StatusOut",
+    "TranscriptEntryOut",
+    "TranscriptInput",
+    "TranscriptOut",
     "TurnInput",
     "TurnResult",
     "UserId",
@@ -185,6 +193,19 @@ class BlameInput(_ForUser):
 
 class StatusInput(_ForUser):
     pass
+
+
+class SessionsInput(_ForUser):
+    pass
+
+
+class TranscriptInput(_ForUser):
+    session_id: SessionId
+    last_n: int | None = Field(None, ge=0, le=100_000, description="Only the last N entries.")
+
+
+class SessionStateInput(_ForUser):
+    session_id: SessionId
 
 
 class LogInput(_ForUser):
@@ -379,6 +400,44 @@ class RevertResult(BaseModel):
 class ReindexResult(BaseModel):
     summary: str
     errors: dict[str, str]
+
+
+class SessionOut(BaseModel):
+    user_id: str
+    session_id: str
+    created_at: str
+    last_active_at: str
+    turn_count: int
+    resets: int
+    chat_id: str | None = None
+
+
+class SessionsOut(BaseModel):
+    user_id: str
+    sessions: list[SessionOut]
+
+
+class TranscriptEntryOut(BaseModel):
+    line: int = Field(description="The entry's line in transcript.jsonl (what a fact's src:session#line names).")
+    ts: str
+    role: str
+    content: str
+    actions: Any = None
+    meta: Any = None
+
+
+class TranscriptOut(BaseModel):
+    user_id: str
+    session_id: str
+    path: str
+    entries: list[TranscriptEntryOut]
+
+
+class SessionStateOut(BaseModel):
+    user_id: str
+    session_id: str
+    path: str
+    state: dict[str, Any] | None = Field(description="The JSON v2 agent state, or null when there is none.")
 
 
 class PageOut(BaseModel):

@@ -40,7 +40,7 @@ from .gate import PRINCIPAL_KEY
 from .service import AccessError, MemoryService
 from .tokens import Principal
 
-__all__ = ["OPEN_PATHS", "create_app", "status_of"]
+__all__ = ["OPEN_PATHS", "UserParam", "Who", "bearer", "create_app", "status_of"]
 
 log = logging.getLogger(__name__)
 
@@ -87,13 +87,13 @@ def _principal(request: Request) -> Principal:
 
 
 # Shows the bearer scheme in the OpenAPI description; the gate does the checking.
-_bearer = HTTPBearer(auto_error=False, description="The admin token (.syncd/admin.token) or a user's token.")
+bearer = HTTPBearer(auto_error=False, description="The admin token (.syncd/admin.token) or a user's token.")
 Who = Annotated[Principal, Depends(_principal)]
 UserParam = Annotated[s.UserId | None, Query(description="Whose memory (admin tokens only).")]
 
 
 def _memory_routes(svc: MemoryService) -> APIRouter:
-    r = APIRouter(prefix="/memory", tags=["memory"], dependencies=[Depends(_bearer)])
+    r = APIRouter(prefix="/memory", tags=["memory"], dependencies=[Depends(bearer)])
 
     @r.get("/archival", response_model=s.SearchResult, summary="Search the memory")
     async def search(q: Annotated[s.SearchInput, Query()], who: Who):
@@ -146,7 +146,7 @@ def _memory_routes(svc: MemoryService) -> APIRouter:
 
 
 def _home_routes(svc: MemoryService) -> APIRouter:
-    r = APIRouter(tags=["home"], dependencies=[Depends(_bearer)])
+    r = APIRouter(tags=["home"], dependencies=[Depends(bearer)])
 
     @r.get("/status", response_model=s.StatusOut, summary="What the index reflects")
     async def status(q: Annotated[s.StatusInput, Query()], who: Who):
@@ -168,7 +168,7 @@ def _home_routes(svc: MemoryService) -> APIRouter:
 
 
 def _vault_routes(svc: MemoryService) -> APIRouter:
-    r = APIRouter(prefix="/vault", tags=["vault"], dependencies=[Depends(_bearer)])
+    r = APIRouter(prefix="/vault", tags=["vault"], dependencies=[Depends(bearer)])
 
     @r.get("/search", response_model=s.SearchResult, summary="Search the wiki vault")
     async def search(q: Annotated[s.VaultSearchInput, Query()], who: Who):

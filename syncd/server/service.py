@@ -25,6 +25,9 @@ from ..home import read_regular
 from ..layout import classify_path
 from ..memory import MemoryManager
 from ..memory.tools import update_block
+from ..session.files import list_sessions
+from ..session.state import read_state_file
+from ..session.transcripts import read_transcript_file
 from .tokens import Principal
 
 __all__ = ["LOCAL_ADMIN", "OPERATIONS", "AccessError", "MemoryService", "Operation"]
@@ -96,6 +99,13 @@ def _block(block) -> s.BlockOut:
 
 def _log_entry(entry) -> s.LogEntryOut:
     return s.LogEntryOut(**{**entry.to_dict(), "files": list(entry.files)})
+
+
+def _session(info) -> s.SessionOut:
+    return s.SessionOut(
+        user_id=info.user, session_id=info.session, created_at=info.created_at, last_active_at=info.last_active_at,
+        turn_count=info.turn_count, resets=info.resets, chat_id=info.chat,
+    )
 
 
 class MemoryService:
@@ -207,6 +217,32 @@ class MemoryService:
         store = self.manager.store(user_id=user)
         content = await asyncio.to_thread(store.read_memory_file)
         return s.MemoryFile(user_id=user, path=store.memory_file_rel, content=content)
+
+    # -- sessions (read from their files: transcripts are append-only, so no lock is needed) -----
+
+    async def sessions(self, p: Principal, q: s.SessionsInput) -> s.SessionsOut:
+        user = self.user_for(p, q.user_id)
+        found = await asyncio.to_thread(list_sessions, self.home, user)
+        return s.SessionsOut(user_id=user, sessions=[_session(info) for info in found])
+
+    def _session_rel(self, user: str, session: str, path) -> str:
+        if not self.home.session_dir(user, session).is_dir():
+            raise NotFoundError(f"no session {session!r} for user {user!r}")
+        return self.home.rel(path)
+
+    async def transcript(self, p: Principal, q: s.TranscriptInput) -> s.TranscriptOut:
+        user = self.user_for(p, q.user_id)
+        rel = self._session_rel(user, q.session_id, self.home.transcript_path(user, q.session_id))
+        entries = await asyncio.to_thread(read_transcript_file, self.home, user, q.session_id, q.last_n)
+        return s.TranscriptOut(
+            user_id=user, session_id=q.session_id, path=rel, entries=[s.TranscriptEntryOut(**e) for e in entries]
+        )
+
+    async def session_state(self, p: Principal, q: s.SessionStateInput) -> s.SessionStateOut:
+        user = self.user_for(p, q.user_id)
+        rel = self._session_rel(user, q.session_id, self.home.state_path(user, q.session_id))
+        state = await asyncio.to_thread(read_state_file, self.home, user, q.session_id)
+        return s.SessionStateOut(user_id=user, session_id=q.session_id, path=rel, state=state)
 
     async def stats(self, p: Principal, q: s.StatusInput) -> s.Stats:
         user = self.user_for(p, q.user_id)
@@ -370,6 +406,10 @@ OPERATIONS: dict[str, Operation] = {
             "Where a fact came from: the commit (agent, session, turn) that introduced it, and later edits."),
         _op("memory_status", s.StatusInput, "status",
             "What the index reflects: counts, and every file that is stale, in error or not committed yet."),
+        _op("session_list", s.SessionsInput, "sessions",
+            "The user's conversation sessions: when each began and was last active, turns, resets."),
+        _op("session_transcript", s.TranscriptInput, "transcript",
+            "A session's transcript (the last N entries with last_n), each entry with its line number."),
         _op("vault_search", s.VaultSearchInput, "vault_search",
             "Search the wiki vault's pages (heading-sized chunks, with their heading path)."),
         _op("vault_page_read", s.PageInput, "page", "Read one page of the wiki vault (a path such as index.md)."),
