@@ -51,6 +51,7 @@ class Settings(BaseSettings):
     debounce_ms: int = Field(40, ge=0, le=60_000, description="Quiet time before a batch is handled.")
     burst_threshold: int = Field(500, ge=1, description="Events in one batch that mean: reconcile all.")
     reconcile_interval_s: float = Field(300.0, ge=1.0, description="Periodic full reconcile.")
+    watcher_check_s: float = Field(10.0, gt=0, description="How often the daemon checks its watcher is alive.")
     commit_quiet_ms: int = Field(300, ge=0, description="Quiet time after indexing before a commit.")
 
     # Other processes: how long a write waits for the home lock held by another non-daemon process,

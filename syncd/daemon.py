@@ -82,7 +82,9 @@ class Daemon:
         self._warned: str | None = None  # the git state last warned about, to warn once per state
         self._failures = 0
         self._next_reconcile = time.monotonic() + self.settings.reconcile_interval_s
+        self._next_watch_check = time.monotonic() + self.settings.watcher_check_s
         self._watcher = TreeWatcher(self.root, self.push)
+        self.watcher_restarts = 0
         self.batches = 0
         self._noticed = 0  # events pushed so far: with `batches`, what the socket's stale count keys on
         self.reconciles = 0
@@ -164,7 +166,7 @@ class Daemon:
                 now = time.monotonic()
                 if self._stopping:
                     return None
-                deadlines = [self._next_reconcile]
+                deadlines = [self._next_reconcile, self._next_watch_check]
                 if self._events:
                     ready_at = self._batch_ready_at()
                     if now >= ready_at:
@@ -190,10 +192,23 @@ class Daemon:
         now = time.monotonic()
         if events:
             self.handle_batch(events)
+        if now >= self._next_watch_check:
+            self._check_watcher()
         if now >= self._next_reconcile:
             self.reconcile()
         if self._commit_due is not None and time.monotonic() >= self._commit_due:
             self.commit_pending()
+
+    def _check_watcher(self) -> None:
+        """Restart a watcher whose thread died and reconcile what it may have missed, rather
+        than go on believing a silent home is unchanged."""
+        self._next_watch_check = time.monotonic() + self.settings.watcher_check_s
+        if self._watcher.healthy():
+            return
+        self.watcher_restarts += 1
+        log.warning("the file watcher of %s stopped; restarting it and reconciling the home", self.root)
+        self._watcher.restart()
+        self.reconcile()
 
     def _generation(self) -> tuple[int, int]:
         with self._cond:

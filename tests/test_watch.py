@@ -291,3 +291,20 @@ def test_deleting_then_restoring_the_same_bytes_commits_nothing(home, embedder, 
         run.stop()
         assert subjects(home) == before and run.engine.embedder.embedded_texts == embedded
         assert run.reader.status().fresh
+
+
+def test_a_watcher_whose_thread_died_is_restarted_and_nothing_it_missed_stays_stale(home, embedder):
+    """watchdog ends its emitter thread on an exception (a watched folder renamed away mid-event);
+    the daemon must notice rather than take silence for an unchanged home."""
+    with running_daemon(home, embedder, watcher_check_s=0.3, reconcile_interval_s=3600) as run:
+        run.settle()
+        observer = run.daemon._watcher._observer
+        for emitter in list(observer.emitters):
+            emitter.stop()
+            emitter.join(5)
+        write(home, LOG, daily_log(FACTS[:1]))  # made while nothing watches
+        wait_for(lambda: run.daemon.watcher_restarts >= 1, 30, "the dead watcher to be noticed")
+        run.settle()
+        write(home, "vault/after.md", "# After\n\nWritten once the watcher was back.\n")
+        wait_for(lambda: run.reader.status().fresh and run.reader.search("written once the watcher was back"),
+                 30, "the restarted watcher to follow an edit")

@@ -99,6 +99,20 @@ class TreeWatcher:
         for name in ("watchdog.observers.inotify_c", "watchdog.observers.inotify"):
             logging.getLogger(name).addHandler(self._overflow_hook)
 
+    def healthy(self) -> bool:
+        """False when the observer or one of its emitter threads has died. watchdog lets an
+        exception end the thread (its inotify emitter raises KeyError when a watched folder is
+        renamed away mid-event, as an index rebuilt aside under .syncd/ is), and then no event
+        comes again: only asking tells a dead watcher from a quiet home."""
+        observer = self._observer
+        if observer is None:
+            return True  # not watching by choice (start() failed and said so): nothing died
+        return observer.is_alive() and all(emitter.is_alive() for emitter in observer.emitters)
+
+    def restart(self) -> None:
+        self.stop()
+        self.start()
+
     def stop(self) -> None:
         if self._overflow_hook is not None:
             for name in ("watchdog.observers.inotify_c", "watchdog.observers.inotify"):
