@@ -64,6 +64,12 @@ def main() -> None:
     home = args.home or work / "home"
     if not (home / ".syncd").is_dir():
         build(home, args.facts)
+    else:
+        with syncd.open(home) as engine:  # a reused home is brought up to date (an interrupted build too)
+            t = time.monotonic()
+            engine.sync()
+            engine.commit()
+            print(f"synced the reused home in {time.monotonic() - t:.0f} s")
     with syncd.open(home, read_only=True) as engine:
         engine.search("warm up", limit=1)
         t = time.monotonic()
