@@ -22,7 +22,7 @@ from typing import Any
 from ..home import Home, read_regular
 from ..layout import validate_id
 
-__all__ = ["Clock", "SessionInfo", "new_session_info", "write_session_info", "read_bytes", "read_session_info", "render_session_info", "list_sessions", "open_backend", "utc_now"]
+__all__ = ["Clock", "SessionInfo", "new_session_info", "write_session_info", "read_bytes", "read_session_info", "render_session_info", "list_sessions", "open_backend", "utc_now", "UserSessions"]
 
 
 Clock = Callable[[], dt.datetime]
@@ -165,6 +165,38 @@ def open_backend(home_or_engine: Any, settings: Any = None, embedder: Any = None
         root = home_or_engine.root if isinstance(home_or_engine, Home) else home_or_engine
         return open_engine(root, read_only=True, settings=settings, embedder=embedder), True
     return home_or_engine, False
+
+
+class UserSessions:
+    """What TranscriptManager and StateMirror share: an engine (shared, or opened read-only on a
+    home and closed with this object), the user acted for by default, and the commit author."""
+
+    def __init__(
+        self,
+        home_or_engine: Any = None,
+        user_id: str = "default",
+        *,
+        settings: Any = None,
+        embedder: Any = None,
+        author: str = "syncd-agent",
+    ):
+        self.engine, self._owns_engine = open_backend(home_or_engine, settings, embedder)
+        self.home: Home = self.engine.home
+        self.user_id = validate_id("user", user_id)
+        self.author = author
+
+    def close(self) -> None:
+        if self._owns_engine:
+            self.engine.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _user(self, user_id: str | None) -> str:
+        return self.user_id if user_id is None else validate_id("user", user_id)
 
 
 def write_session_info(engine: Any, info: SessionInfo, intent: Any = None) -> None:

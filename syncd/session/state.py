@@ -12,18 +12,15 @@ import asyncio
 import hashlib
 import json
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..errors import UnsafePickleError
 from ..formats.agent_state import AgentState, legacy_placeholder, parse_state, render_state, sniff_format
 from ..history.intents import Intent
 from ..home import Home
 from ..layout import validate_id
-from .files import open_backend, read_bytes, utc_now
+from .files import UserSessions, read_bytes, utc_now
 from .serializer import deserialize_agent
-
-if TYPE_CHECKING:
-    from ..config import Settings
 
 __all__ = ["StateMirror", "read_state_file"]
 
@@ -43,35 +40,8 @@ def read_state_file(home: Home, user_id: str, session_id: str) -> dict[str, Any]
         return None
 
 
-class StateMirror:
+class StateMirror(UserSessions):
     """Mirror agent state into ``memory/users/<user>/sessions/<session>/state.json``."""
-
-    def __init__(
-        self,
-        home_or_engine: Any = None,
-        user_id: str = "default",
-        *,
-        settings: Settings | None = None,
-        embedder: Any = None,
-        author: str = "syncd-agent",
-    ):
-        self.engine, self._owns_engine = open_backend(home_or_engine, settings, embedder)
-        self.home: Home = self.engine.home
-        self.user_id = validate_id("user", user_id)
-        self.author = author
-
-    def close(self) -> None:
-        if self._owns_engine:
-            self.engine.close()
-
-    def __enter__(self) -> StateMirror:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def _user(self, user_id: str | None) -> str:
-        return self.user_id if user_id is None else validate_id("user", user_id)
 
     def to_state(self, state: Any, *, allow_pickle: bool = False) -> AgentState:
         """What ``state`` (JSON v2 bytes, a pickle, an AgentState, or a dict of one) becomes."""

@@ -17,7 +17,7 @@ import datetime as dt
 import logging
 import threading
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..errors import ConflictError
 from ..formats.transcripts import (
@@ -31,10 +31,7 @@ from ..formats.transcripts import (
 from ..history.intents import Intent
 from ..home import Home
 from ..layout import validate_id
-from .files import open_backend, read_bytes, utc_now
-
-if TYPE_CHECKING:
-    from ..config import Settings
+from .files import UserSessions, read_bytes, utc_now
 
 __all__ = ["TranscriptManager", "read_transcript_file", "load_transcript"]
 
@@ -68,41 +65,17 @@ def read_transcript_file(
     return [{**e.to_dict(), "line": e.line} for e in entries]
 
 
-class TranscriptManager:
+class TranscriptManager(UserSessions):
     """The transcripts of one user's sessions (``user_id``; each method may name another).
 
     ``TranscriptManager(engine)`` shares an open engine; ``TranscriptManager(home)`` opens one
     read-only and holds no lock between calls, like ``MemoryManager(home)``.
     """
 
-    def __init__(
-        self,
-        home_or_engine: Any = None,
-        user_id: str = "default",
-        *,
-        settings: Settings | None = None,
-        embedder: Any = None,
-        author: str = "syncd-agent",
-    ):
-        self.engine, self._owns_engine = open_backend(home_or_engine, settings, embedder)
-        self.home: Home = self.engine.home
-        self.user_id = validate_id("user", user_id)
-        self.author = author
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
         self._locks: dict[tuple[str, str], threading.Lock] = {}
         self._locks_guard = threading.Lock()
-
-    def close(self) -> None:
-        if self._owns_engine:
-            self.engine.close()
-
-    def __enter__(self) -> TranscriptManager:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def _user(self, user_id: str | None) -> str:
-        return self.user_id if user_id is None else validate_id("user", user_id)
 
     def _lock(self, user: str, session: str) -> threading.Lock:
         with self._locks_guard:
