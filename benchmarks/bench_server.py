@@ -66,6 +66,17 @@ def sentences(n: int, seed: int) -> list[str]:
     ]
 
 
+def run_writers(writer, clients: int = 8) -> float:
+    """Run ``writer(k)`` on ``clients`` threads at once; the seconds until the last one ends."""
+    threads = [threading.Thread(target=writer, args=(k,)) for k in range(clients)]
+    t = time.perf_counter()
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    return time.perf_counter() - t
+
+
 def add_in_process(engine, per_thread: int) -> float:
     """Acknowledged adds/s of MemoryManager(engine) with 8 writer threads (the same write path
     the server takes, without HTTP): the in-process figure next to the REST one."""
@@ -79,13 +90,7 @@ def add_in_process(engine, per_thread: int) -> float:
             if asyncio.run(manager.add_memory(text, f"p{k}")) is not None:
                 done[0] += 1
 
-    threads = [threading.Thread(target=writer, args=(k,)) for k in range(8)]
-    t = time.perf_counter()
-    for th in threads:
-        th.start()
-    for th in threads:
-        th.join()
-    return done[0] / (time.perf_counter() - t)
+    return done[0] / run_writers(writer)
 
 
 def main() -> None:
@@ -154,13 +159,7 @@ def main() -> None:
                             else:
                                 duplicates.append(text)
 
-            threads = [threading.Thread(target=writer, args=(k,)) for k in range(8)]
-            t = time.perf_counter()
-            for th in threads:
-                th.start()
-            for th in threads:
-                th.join()
-            elapsed = time.perf_counter() - t
+            elapsed = run_writers(writer)
             from subprocess import run
 
             tree = run(["git", "-C", str(root), "grep", "-h", "-o", "m-[0-9a-f]\\{16\\}", "HEAD", "--", "memory/users"],

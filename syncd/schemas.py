@@ -306,13 +306,9 @@ class CoreMemory(BaseModel):
     blocks: dict[str, BlockOut]
 
 
-class StoredFactOut(BaseModel):
-    id: str
-    content: str
-    category: str
-    tags: list[str]
-    importance: float | None
-    timestamp: str | None
+class StoredFactOut(FactOut):
+    """A fact as its daily log holds it: where it is, and the turn it came from."""
+
     path: str
     line: int
     date: str
