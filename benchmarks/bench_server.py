@@ -90,7 +90,8 @@ def add_in_process(engine, per_thread: int) -> float:
             if asyncio.run(manager.add_memory(text, f"p{k}")) is not None:
                 done[0] += 1
 
-    return done[0] / run_writers(writer)
+    elapsed = run_writers(writer)  # first: done[0] is read once the writers are through
+    return done[0] / elapsed
 
 
 def main() -> None:
