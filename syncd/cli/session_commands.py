@@ -5,6 +5,8 @@ They read the session files only (never the index or the model), so they answer 
 
 from __future__ import annotations
 
+import datetime as dt
+
 from pathlib import Path
 
 import click
@@ -68,7 +70,9 @@ def sessions_group(ctx: click.Context, user: str | None, as_json: bool, home: Pa
     click.echo(f"{'USER':<16} {'SESSION':<28} {'TURNS':>5}  {'LAST ACTIVE':<25} RESET DUE")
     for r in rows:
         due = r["reset_reason"] if r["reset_due"] else "no"
-        click.echo(f"{r['user']:<16} {r['session']:<28} {r['turn_count']:>5}  {r['last_active_at']:<25} {due}")
+        # To the second, with its UTC offset: the stored milliseconds would push the columns apart.
+        active = dt.datetime.fromisoformat(r["last_active_at"]).isoformat(sep=" ", timespec="seconds")
+        click.echo(f"{r['user']:<16} {r['session']:<28} {r['turn_count']:>5}  {active:<25} {due}")
 
 
 @sessions_group.command("show")
