@@ -21,6 +21,8 @@ import json
 import logging
 import os
 import secrets
+import threading
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -29,7 +31,7 @@ from .home import Home
 if TYPE_CHECKING:
     from .history.intents import Intent
 
-__all__ = ["ChangeGroup", "Hold", "held_paths", "current_group"]
+__all__ = ["ChangeGroup", "CommitQueue", "Hold", "held_paths", "current_group"]
 
 log = logging.getLogger(__name__)
 
@@ -180,3 +182,72 @@ def held_paths(home: Home) -> set[str]:
                 with contextlib.suppress(ValueError):
                     held.add(json.loads(line))
     return held
+
+
+class CommitQueue:
+    """Change groups waiting for their files to be indexed and committed, done together (group
+    commit).
+
+    A group that has written its files queues their paths and waits; the first waiter that finds
+    no pass running takes everything queued so far and runs one pass on it (``commit(paths)``:
+    one index apply, then one commit per intent, made as one chain), while the next groups go on
+    writing. So writers that arrive together share one pass instead of paying for a commit each,
+    and each group still returns only once its own commit is made.
+
+    A path queued or being committed is not written again until its pass ends (``wait_for_path``):
+    two turns' versions of one file must not fold into one commit."""
+
+    def __init__(self, commit: Callable[[set[str]], object]):
+        self._commit = commit
+        self._cond = threading.Condition()
+        self._queued: set[str] = set()
+        self._committing: set[str] = set()
+        self._issued = 0  # tickets handed out
+        self._done = 0  # every ticket up to this one has had its pass
+        self._leading = False
+        self._failures: dict[tuple[int, int], list] = {}  # (first, last ticket) -> [error, readers left]
+
+    def add(self, paths: Iterable[str]) -> int:
+        """Queue ``paths``; the ticket to :meth:`wait` on. Every ticket must be waited on."""
+        with self._cond:
+            self._queued |= set(paths)
+            self._issued += 1
+            return self._issued
+
+    def wait(self, ticket: int) -> None:
+        """Return once the pass that holds ``ticket``'s paths has ended, leading it if nobody is.
+        If that pass failed, its error is raised here, in every group it held."""
+        with self._cond:
+            while self._done < ticket:
+                if self._leading:
+                    self._cond.wait()
+                    continue
+                self._leading = True
+                batch, first, last = self._queued, self._done + 1, self._issued
+                self._queued, self._committing = set(), batch
+                self._cond.release()
+                failure: BaseException | None = None
+                try:
+                    self._commit(batch)
+                except BaseException as exc:  # noqa: BLE001 - handed to every group of the pass
+                    failure = exc
+                finally:
+                    self._cond.acquire()
+                    self._committing = set()
+                    self._done = last
+                    self._leading = False
+                    if failure is not None:
+                        self._failures[(first, last)] = [failure, last - first + 1]
+                    self._cond.notify_all()
+            for (first, last), entry in list(self._failures.items()):
+                if first <= ticket <= last:
+                    entry[1] -= 1  # each ticket is waited for once: the last reader drops it
+                    if not entry[1]:
+                        del self._failures[(first, last)]
+                    raise entry[0]
+
+    def wait_for_path(self, rel: str) -> None:
+        """Block while ``rel`` is queued or being committed by another group."""
+        with self._cond:
+            while rel in self._queued or rel in self._committing:
+                self._cond.wait()

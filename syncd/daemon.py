@@ -344,7 +344,9 @@ class Daemon:
         held = held_paths(self.engine.home) & self._pending
         try:
             ready = sorted(self._pending - held)
-            shas = commit_changes(self.engine.home, self.settings, ready) if ready else []
+            # The engine's own change groups commit beside us (syncd serve): one at a time.
+            with self.engine.committing():
+                shas = commit_changes(self.engine.home, self.settings, ready) if ready else []
         except GitBusyError as exc:
             # A lock taken between our look and the commit is the ordinary, transient case; a
             # detached HEAD is not.

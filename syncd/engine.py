@@ -18,12 +18,12 @@ import datetime as dt
 import logging
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 import numpy as np
 
-from .changes import ChangeGroup, Hold, current_group
+from .changes import ChangeGroup, CommitQueue, Hold, current_group
 from .config import Settings
 from .errors import (
     ConfigError,
@@ -55,6 +55,7 @@ from .index.rows import TranscriptChunking
 from .index.search import Hit, Weights, hybrid_search
 from .index.store import Index
 from .index.tokens import TokenSpanner
+from .layout import classify_path
 from .status import Status, build_status
 from .sync.apply import Progress, SyncReport, sync
 from .wiki.store import SyncedPages
@@ -79,7 +80,15 @@ class Engine:
         # One change group at a time per engine: two interleaved groups would commit each
         # other's writes under one message.
         self._turn = threading.Lock()
+        # Commits are made one at a time (two at once would race for HEAD); the groups of this
+        # engine queue theirs, so writers arriving together share one commit pass.
+        self._committing = threading.Lock()
+        self._commits = CommitQueue(self._index_and_commit)
+        # Written, not indexed yet (the set has its own lock: writers add to it while a pass
+        # indexes); the index itself is written by one thread at a time.
         self._unindexed: set[str] = set()
+        self._unindexed_lock = threading.Lock()
+        self._indexing = threading.RLock()
         self._deferred: set[str] = set()
         if not read_only:
             self._lock = home.lock().acquire("syncd engine")
@@ -126,6 +135,10 @@ class Engine:
         thread (``syncd serve`` writes through the daemon's engine)."""
         return self._turn
 
+    def committing(self) -> threading.Lock:
+        """The lock every commit of this engine's home takes (the daemon's too): one at a time."""
+        return self._committing
+
     def _require_writer(self) -> None:
         if self.read_only:
             raise IndexError_("this engine was opened read-only; open it with read_only=False to write")
@@ -141,6 +154,10 @@ class Engine:
         return report
 
     def _sync(self, paths: list[str] | None, progress: Progress | None = None) -> SyncReport:
+        with self._indexing:
+            return self._sync_now(paths, progress)
+
+    def _sync_now(self, paths: list[str] | None, progress: Progress | None) -> SyncReport:
         self.home.require_readable()
         if not self.index.compatible():
             log.warning("the index was built with another model; rebuilding it")
@@ -163,6 +180,10 @@ class Engine:
         return self._reindex(progress)
 
     def _reindex(self, progress: Progress | None) -> SyncReport:
+        with self._indexing:
+            return self._reindex_now(progress)
+
+    def _reindex_now(self, progress: Progress | None) -> SyncReport:
         self.home.require_readable()
         self._graph.reset()
         with self.index.rebuilding() as aside:
@@ -226,6 +247,9 @@ class Engine:
             recorded = group.adopt(intent)
             if group.hold is not None:
                 group.hold.add(rel)
+            if group.mode == "own":
+                # Another group's version of this file waits for its commit: let it have it.
+                self._commits.wait_for_path(rel)
             if recorded is not None:
                 record_intent(self.home, rel, sha, recorded)
             put()
@@ -236,7 +260,8 @@ class Engine:
                     log.warning("%s was written but not indexed within %.0f s; is the daemon running?",
                                 rel, self.settings.lock_wait_s)
             else:
-                self._unindexed.add(rel)
+                with self._unindexed_lock:
+                    self._unindexed.add(rel)
         return sha
 
     def _begin_group(self, group: ChangeGroup) -> None:
@@ -281,25 +306,41 @@ class Engine:
             time.sleep(_POLL_S)
 
     def _end_group(self, group: ChangeGroup) -> None:
+        ticket = None
         try:
             if group.mode == "handoff":
                 group.hold.release()
                 self._wait_committed(group.written)
+            elif group.mode == "own":
+                if group.written or self._deferred:
+                    # Indexed and committed by the queue's next pass, once this group has let go
+                    # of the writer's turn: the next group writes while this one's pass runs.
+                    ticket = self._commits.add(group.written)
             else:
-                try:
-                    self._flush_index()
-                except Exception as exc:
-                    raise StorageError(
-                        f"{len(self._unindexed)} file(s) were saved but not indexed: {exc}"
-                        + ("" if isinstance(exc, StorageError) else "; the next sync indexes them"),
-                        None,
-                        saved=True,
-                    ) from exc
-                finally:
-                    if group.written or self._deferred:
-                        self._commit_quietly(group.written)
+                # A borrowed home lock: indexed and committed before it is given back.
+                self._index_and_commit(set(group.written))
         finally:
-            self._release_group(group)
+            try:
+                self._release_group(group)
+            finally:
+                if ticket is not None:  # a queued ticket is always waited for: its pass must run
+                    self._commits.wait(ticket)
+
+    def _index_and_commit(self, paths: set[str]) -> None:
+        """Index ``paths`` (those not indexed yet), then commit them: a pass of the commit queue.
+        A failure to index is StorageError with ``saved=True``; the commit is made all the same."""
+        try:
+            self._flush_index(only=paths.__contains__)
+        except Exception as exc:
+            raise StorageError(
+                f"{len(paths)} file(s) were saved but not indexed: {exc}"
+                + ("" if isinstance(exc, StorageError) else "; the next sync indexes them"),
+                None,
+                saved=True,
+            ) from exc
+        finally:
+            if paths or self._deferred:
+                self._commit_quietly(paths)
 
     def _release_group(self, group: ChangeGroup) -> None:
         """Let go of what ``_begin_group`` took (alone: a group cancelled before it began)."""
@@ -309,12 +350,17 @@ class Engine:
             group.lock.release()
         self._turn.release()
 
-    def _flush_index(self) -> None:
-        """Index what this engine wrote but has not indexed yet (read-your-writes in a group)."""
-        if self._unindexed:
-            paths = sorted(self._unindexed)
-            self._sync(paths)
-            self._unindexed.difference_update(paths)
+    def _flush_index(self, only: Callable[[str], bool] | None = None) -> None:
+        """Index what this engine wrote but has not indexed yet (read-your-writes in a group);
+        with ``only``, just the paths it accepts. A path being indexed here is not written again
+        meanwhile: a queued one waits for its pass, an unqueued one is the calling group's own."""
+        with self._indexing:
+            with self._unindexed_lock:
+                paths = sorted(p for p in self._unindexed if only is None or only(p))
+            if paths:
+                self._sync(paths)
+                with self._unindexed_lock:
+                    self._unindexed.difference_update(paths)
 
     def _indexed_sha(self, rel: str) -> str | None:
         record = self.index.files().get(rel)
@@ -353,11 +399,12 @@ class Engine:
     def _commit(self, paths: set[str] | None) -> list[str]:
         from .history.committer import commit_changes
 
-        wanted = None if paths is None else sorted(paths | self._deferred)
-        # commit_changes refuses by itself (GitBusyError) while the user's git work is under way.
-        shas = commit_changes(self.home, self.settings, wanted)
-        self._deferred.clear()
-        return shas
+        with self._committing:
+            wanted = None if paths is None else sorted(paths | self._deferred)
+            # commit_changes refuses by itself (GitBusyError) while the user's git work is under way.
+            shas = commit_changes(self.home, self.settings, wanted)
+            self._deferred.clear()
+            return shas
 
     def _commit_quietly(self, paths: Iterable[str]) -> list[str]:
         """Commit after a saved write: a refusal defers the commit and warns, never raises."""
@@ -365,7 +412,8 @@ class Engine:
         try:
             return self._commit(paths)
         except (GitBusyError, HistoryError) as exc:
-            self._deferred |= paths
+            with self._committing:
+                self._deferred |= paths
             log.warning("saved and indexed, not committed yet (%d file(s); retried with the next "
                         "commit): %s", len(self._deferred), exc)
             return []
@@ -387,10 +435,12 @@ class Engine:
 
     # -- reading ---------------------------------------------------------------------------------
 
-    def _fresh(self) -> None:
-        """Inside a group, reads see the group's writes so far."""
+    def _fresh(self, user_id: str | None = None) -> None:
+        """Inside a group, reads see the writes made so far: the group's own and those of groups
+        queued for their pass. A read for one user leaves other users' files to their pass (it
+        cannot see them anyway), so concurrent writers of different users still share passes."""
         if self._unindexed and current_group(self) is not None:
-            self._flush_index()
+            self._flush_index(None if user_id is None else lambda rel: classify_path(rel).user in (None, user_id))
 
     def search(
         self,
@@ -412,7 +462,7 @@ class Engine:
         matches nothing, and an agent that sent one has a bug worth seeing."""
         if not isinstance(query, str) or not query.strip():
             raise QueryError(query, "the search query is empty: say what to look for")
-        self._fresh()
+        self._fresh(user_id)
         return hybrid_search(
             self.index,
             lambda: self.embedder.embed_query(query),
@@ -433,7 +483,7 @@ class Engine:
 
     def nearest_facts(self, vector: np.ndarray, *, user_id: str, limit: int) -> list[tuple[float, str]]:
         """``(cosine, text)`` of the facts in the user's memory nearest to ``vector``, best first."""
-        self._fresh()
+        self._fresh(user_id)
         with self.index.reading() as rows:
             near = rows.search(vector, ScopeMask(user=user_id, kind="fact"), limit)
             payloads = rows.payloads([(path, fid) for path, fid, _ in near])

@@ -16,7 +16,7 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # no network here
 import syncd
 from syncd.config import Settings
 from syncd.errors import GitBusyError
-from syncd.history import git as history_git
+from syncd.history import chain as history_chain
 from syncd.history.committer import commit_changes
 from syncd.history.git import check_tree_writable, head_sha
 from syncd.history.intents import Intent
@@ -42,7 +42,11 @@ def git_calls(monkeypatch):
 
     def counting(self, args, *rest, **kwargs):
         if isinstance(args, list | tuple) and args and args[0] == "git":
-            seen[args[1]] += 1
+            words = list(args[1:])
+            while words[:1] == ["-c"]:  # `git -c key=value <command>`
+                words = words[2:]
+            # ls-files answers two questions: unmerged paths (-u) and what the index stages (-s).
+            seen[" ".join(words[:2]) if words[0] == "ls-files" else words[0]] += 1
         return real(self, args, *rest, **kwargs)
 
     monkeypatch.setattr(subprocess.Popen, "__init__", counting)
@@ -56,17 +60,17 @@ def test_an_add_memory_costs_eight_git_processes(engine, home, git_calls):
     fact = asyncio.run(manager.add_memory("Keeps bees on the roof of the library.", "ana"))
     calls = Counter(git_calls)
     assert fact is not None and fact.id in git(home, "show", "HEAD")
-    # One unmerged check, status, stage, write-tree, diff-tree, the blobs for the message,
-    # commit-tree, update-ref: no read-tree of a private index, no second check, no rev-parse.
-    assert sum(calls.values()) <= 8, calls
-    assert calls["ls-files"] == 1 and "read-tree" not in calls and "rev-parse" not in calls
+    # One unmerged check, status, stage, the staged entries, HEAD's entries, the blobs for the
+    # message, fast-import, update-ref: no tree written from an index, no second check, no rev-parse.
+    assert calls == Counter({"ls-files -u": 1, "status": 1, "update-index": 1, "ls-files -s": 1, "ls-tree": 1,
+                             "cat-file": 1, "fast-import": 1, "update-ref": 1}), calls
 
 
 def test_a_group_of_writes_checks_for_unmerged_paths_once(engine, home, git_calls):
     with engine.changes(Intent(author="agent", summary="Three notes")):
         for name in ("A", "B", "C"):
             engine.write_file(f"vault/{name}.md", f"# {name}\n".encode())
-    assert git_calls["ls-files"] == 1 and "read-tree" not in git_calls, git_calls
+    assert git_calls["ls-files -u"] == 1 and "read-tree" not in git_calls, git_calls
     assert git(home, "log", "-1", "--format=%s") == "Three notes\n"
     assert git(home, "show", "--name-only", "--format=", "HEAD").split() == ["vault/A.md", "vault/B.md", "vault/C.md"]
 
@@ -123,18 +127,18 @@ def test_an_index_rewritten_in_place_with_its_old_size_and_times_is_seen(home, t
 
 
 def test_a_git_add_of_the_users_while_we_commit_is_not_committed(home, monkeypatch):
-    """The tree written from the real index is checked after it is written: a file the user stages
-    between our staging and our write-tree makes us build the tree aside, without it."""
+    """A commit's tree is HEAD's tree plus our paths only: a file the user stages between our
+    staging and the commit itself stays staged and out of the commit."""
     write(home, LOG, daily_log(["Likes tea."]))
     write(home, "vault/Theirs.md", "# Theirs\n")
-    real = history_git.run_git
+    real = history_chain.run_git
 
     def racing(root, *args, **kwargs):
-        if args[:1] == ("write-tree",) and not kwargs.get("env"):
+        if args[:1] == ("ls-tree",):
             subprocess.run(["git", "add", "vault/Theirs.md"], cwd=root, check=True)
         return real(root, *args, **kwargs)
 
-    monkeypatch.setattr(history_git, "run_git", racing)
+    monkeypatch.setattr(history_chain, "run_git", racing)
     commit_changes(Home(home), syncd.Settings(), [LOG])
     assert git(home, "show", "--name-only", "--format=", "HEAD").split() == [LOG]
     assert git(home, "status", "--porcelain").splitlines() == ["A  vault/Theirs.md"]

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from .chain import PlannedCommit, commit_chain
 from .git import (
     DiffEntry,
     changed_paths,
-    commit_exact,
     open_or_init_repo,
     read_blobs,
     user_identity,
@@ -33,30 +33,43 @@ def _turn_key(intent: Intent | None) -> object:
     return ("turn", intent.author, intent.email, intent.session, intent.turn)
 
 
-def _message(root, settings, intent: Intent | None):
-    """The commit message as a function of what the commit really changes."""
+def _describe(root, settings, intents: list[Intent | None]):
+    """Each commit's message as a function of what it really changes; the blobs the messages
+    quote are read once for the whole chain."""
 
-    def build(entries: list[DiffEntry]) -> str:
-        blobs: dict = {}
-        if len(entries) <= DETAILED_FILES:
-            wanted = [sha for e in entries if counts_facts(e.path) for sha in (e.old_sha, e.new_sha) if sha]
-            blobs = read_blobs(root, wanted, settings.max_file_bytes)
-        subject, body, trailers = describe_change(file_changes(entries, blobs))
-        if intent is None:
-            return format_message(subject, body, {"Syncd-Source": "editor", **trailers})
-        if intent.summary:
-            body = f"{subject}\n{body}".strip()
-            subject = intent.summary
-        return format_message(subject, body, {"Syncd-Source": "api", **intent.trailers(), **trailers})
+    def build(changes: list[list[DiffEntry]]) -> list[str]:
+        wanted = [
+            sha
+            for entries in changes
+            if len(entries) <= DETAILED_FILES
+            for e in entries
+            if counts_facts(e.path)
+            for sha in (e.old_sha, e.new_sha)
+            if sha
+        ]
+        blobs = read_blobs(root, wanted, settings.max_file_bytes) if wanted else {}
+        return [_message(intent, entries, blobs) for intent, entries in zip(intents, changes)]
 
     return build
+
+
+def _message(intent: Intent | None, entries: list[DiffEntry], blobs: dict) -> str:
+    if not entries:
+        return ""
+    subject, body, trailers = describe_change(file_changes(entries, blobs if len(entries) <= DETAILED_FILES else {}))
+    if intent is None:
+        return format_message(subject, body, {"Syncd-Source": "editor", **trailers})
+    if intent.summary:
+        body = f"{subject}\n{body}".strip()
+        subject = intent.summary
+    return format_message(subject, body, {"Syncd-Source": "api", **intent.trailers(), **trailers})
 
 
 def commit_changes(home, settings, paths: Iterable[str] | None = None) -> list[str]:
     """Commit what git shows as changed under ``paths`` (default: everywhere): one commit per
     agent turn (its intent gives author and trailers), the rest as the person editing (their
-    ``git config user.name``/``user.email``, else the settings' human identity). Returns the new
-    shas, oldest first.
+    ``git config user.name``/``user.email``, else the settings' human identity), all in one chain
+    (see chain.py). Returns the new shas, oldest first.
 
     Raises GitBusyError while the user's git work is under way or HEAD is detached (nothing is
     committed; the changes stay on disk and indexed, and a later call commits them), HistoryError
@@ -76,7 +89,7 @@ def commit_changes(home, settings, paths: Iterable[str] | None = None) -> list[s
         groups.setdefault(key, []).append(rel)
         first.setdefault(key, intent)
     human: tuple[str, str] | None = None
-    shas = []
+    planned = []
     for key, group in groups.items():
         intent = first[key]
         if intent is None:
@@ -87,16 +100,9 @@ def commit_changes(home, settings, paths: Iterable[str] | None = None) -> list[s
         else:
             name = intent.author
             email = intent.email or f"{intent.author}@{settings.agent_email_domain}"
-        sha, _ = commit_exact(
-            root,
-            [p for p in group if p not in removed],
-            [p for p in group if p in removed],
-            _message(root, settings, intent),
-            name,
-            email,
-        )
-        # Committed, or already matching HEAD: either way the intent has been honoured.
-        drop_intents(home, {p: intents[p][0] for p in group if p in intents})
-        if sha:
-            shas.append(sha)
-    return shas
+        planned.append(PlannedCommit(tuple(p for p in group if p not in removed),
+                                     tuple(p for p in group if p in removed), name, email))  # fmt: skip
+    made = commit_chain(root, planned, _describe(root, settings, [first[key] for key in groups]))
+    # Committed, or already matching HEAD: either way each intent has been honoured.
+    drop_intents(home, {p: intents[p][0] for group in groups.values() for p in group if p in intents})
+    return [sha for sha, _ in made if sha]

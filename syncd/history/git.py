@@ -18,12 +18,13 @@ The user's git work always wins:
   ``git mv``, ``git add``) is committed like any other;
 - unmerged paths are never staged: staging one would mark its conflict resolved.
 
-Commits are made with plumbing: our paths are staged in the real index, its tree is written, and
-when that tree differs from HEAD in our paths only (the user has nothing else staged) it is the
-commit's tree; otherwise the tree is built aside in a private index (``read-tree HEAD`` + our
-paths). Then ``commit-tree`` and ``update-ref`` against the HEAD we started from. About eight git
-processes a commit, and the unmerged-paths check is answered again only when the index file
-changed. Paths travel on stdin, never as pathspecs: git matches pathspecs against every index entry (quadratic at 10k paths) and a
+Commits are made with plumbing. ``commit_exact`` (one commit, used by revert and the tools):
+our paths are staged in the real index, its tree is written, and when that tree differs from HEAD
+in our paths only (the user has nothing else staged) it is the commit's tree; otherwise the tree
+is built aside in a private index (``read-tree HEAD`` + our paths); then ``commit-tree`` and
+``update-ref`` against the HEAD we started from. The committer commits queued turns as a chain
+instead (chain.py: one ``fast-import`` for all of them). The unmerged-paths check is answered
+again only when the index file changed. Paths travel on stdin, never as pathspecs: git matches pathspecs against every index entry (quadratic at 10k paths) and a
 command line has a size limit (60k paths overflow it), while ``update-index --stdin`` is linear and
 literal (a file named ``[draft].md`` is that file, not a pattern).
 """

@@ -350,6 +350,13 @@ class MemoryManager:
             kept_vectors.append(vector)
         return kept
 
+    async def _embed_ahead(self, facts: Sequence[Fact]) -> None:
+        """Embed ``facts`` before their change group begins: deduplication inside the group (which
+        holds the writer's turn) then reads the vectors from the embedding cache, so the costliest
+        step of a write runs beside other writers instead of in turn with them."""
+        if facts:
+            await asyncio.to_thread(self.engine.embed, [f.content for f in facts])
+
     def _remember(
         self,
         facts: Sequence[Fact],
@@ -386,6 +393,8 @@ class MemoryManager:
         session = None if session_id is None else validate_id("session", session_id)
         fact = Fact(content=" ".join(content.split()), category=category, tags=tuple(tags), importance=importance, source_session=session)
         intent = self._intent(f"Remember: {fact.content[:60]}", user, chat, session=session)
+        if dedup:
+            await self._embed_ahead([fact])
         async with self.engine.changes(intent):
             written = await asyncio.to_thread(self._remember, [fact], user, chat, session, lambda _: intent, dedup)
             if not written:
@@ -438,6 +447,7 @@ class MemoryManager:
 
         # The group's intent is the first write's (the section of new facts), so the commit says
         # how many facts the turn added; the refresh it triggers joins the same commit.
+        await self._embed_ahead(stamped)
         async with self.engine.changes():
             written = await asyncio.to_thread(self._remember, stamped, user, chat, session, intent_for, True)
             if written:
