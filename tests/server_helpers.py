@@ -38,9 +38,10 @@ class Served:
 
 
 @contextmanager
-def served_in_thread(home: Path, embedder, **settings) -> Iterator[Served]:
-    """A real server (uvicorn, daemon, LanceDB, git) on a thread; the LLM answers with
-    FAKE_FACTS through litellm's own mock_response."""
+def served_in_thread(home: Path, embedder, *, host: str = "127.0.0.1", cors_origins: tuple[str, ...] = (),
+                     **settings) -> Iterator[Served]:
+    """A real server (uvicorn, daemon, LanceDB, git) on a thread, on ``host`` with a free port;
+    the LLM answers with FAKE_FACTS through litellm's own mock_response."""
     warm_embed_cache(home, embedder)
     handle = ServerHandle()
     options = {"job_llm_options": {"extract": {"mock_response": json.dumps(FAKE_FACTS)}}}
@@ -49,9 +50,8 @@ def served_in_thread(home: Path, embedder, **settings) -> Iterator[Served]:
 
     def run() -> None:
         try:
-            serve(
-                home, config, "127.0.0.1", 0, embedder=embedder, handle=handle, manager_options=options, graceful_s=10
-            )
+            serve(home, config, host, 0, embedder=embedder, handle=handle, manager_options=options, graceful_s=10,
+                  cors_origins=cors_origins)  # fmt: skip
         except BaseException as exc:  # noqa: BLE001 - reported by the fixture
             errors.append(exc)
             handle.ready.set()

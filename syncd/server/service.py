@@ -40,8 +40,10 @@ LOCAL_ADMIN = Principal(None, "local")
 # Writes waiting for their turn at once. The engine runs one change group at a time, and a
 # group waiting for its turn blocks a worker thread of the event loop (asyncio.to_thread): with
 # every worker blocked so, the group holding the turn could not get a thread to finish, and all
-# writes would wait forever. Past this many, a write waits on the loop, holding no thread.
-WRITERS_IN_FLIGHT = 4
+# writes would wait forever. Past this many, a write waits on the loop, holding no thread. Each
+# write holds one thread at most, so this stays well below WORKER_THREADS; as many as there are
+# concurrent clients, so that their writes can share the engine's commit passes.
+WRITERS_IN_FLIGHT = 16
 # The event loop's worker threads (asyncio.to_thread): the waiting writers plus reads beside them.
 WORKER_THREADS = 32
 
