@@ -246,6 +246,11 @@ class CommitQueue:
                         del self._failures[(first, last)]
                     raise entry[0]
 
+    def paths(self) -> set[str]:
+        """Paths queued or being committed: their groups' passes commit them."""
+        with self._cond:
+            return self._queued | self._committing
+
     def wait_for_path(self, rel: str) -> None:
         """Block while ``rel`` is queued or being committed by another group."""
         with self._cond:

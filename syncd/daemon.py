@@ -339,9 +339,9 @@ class Daemon:
         if state is not None:
             self._defer(state.reason, quiet=state.transient)
             return []
-        # Paths of another process's change group still under way: committed when it ends, so
-        # its turn stays one commit.
-        held = held_paths(self.engine.home) & self._pending
+        # Paths of a change group still under way (another process's) or waiting for its commit
+        # pass (this engine's, under syncd serve): committed by it, so its turn stays one commit.
+        held = (held_paths(self.engine.home) | self.engine.queued_for_commit()) & self._pending
         try:
             ready = sorted(self._pending - held)
             # The engine's own change groups commit beside us (syncd serve): one at a time.

@@ -139,6 +139,12 @@ class Engine:
         """The lock every commit of this engine's home takes (the daemon's too): one at a time."""
         return self._committing
 
+    def queued_for_commit(self) -> set[str]:
+        """Paths of this engine's change groups that wait for (or are in) their commit pass: a
+        committer beside it leaves them alone, or it could split a turn across two commits.
+        Complete when read under :meth:`exclusive` (a group queues its paths before letting go)."""
+        return self._commits.paths()
+
     def _require_writer(self) -> None:
         if self.read_only:
             raise IndexError_("this engine was opened read-only; open it with read_only=False to write")

@@ -5,12 +5,14 @@ waits for it, so two turns' versions never fold into one commit. Real threads, g
 from __future__ import annotations
 
 import threading
+import time
 
 import git
 
 from syncd.changes import CommitQueue
 from syncd.history.intents import Intent
 
+from .daemon_helpers import running_daemon
 from .helpers import run_concurrently
 
 
@@ -86,3 +88,22 @@ def test_concurrent_groups_keep_one_commit_each_with_exactly_their_files(engine,
     assert not repo.is_dirty(untracked_files=True, path="vault")
     hits = engine.search("Written by turn", limit=20)
     assert {h.path for h in hits} >= {f"vault/note{k}.md" for k in range(6)}
+
+
+def test_turns_through_the_daemons_own_engine_stay_one_commit_each(home, embedder):
+    """Under `syncd serve` the daemon commits beside the engine's commit passes (same engine): it
+    leaves the paths queued for a pass to that pass, so no turn is split across two commits."""
+    with running_daemon(home, embedder, commit_quiet_ms=0) as run:
+
+        def turn(k: int) -> None:
+            with run.engine.changes(Intent(author=f"agent{k}", summary=f"Turn {k}")):
+                run.engine.write_file(f"vault/a{k}.md", f"# A{k}\n".encode())
+                time.sleep(0.1)  # the watcher sees the first file while the turn goes on
+                run.engine.write_file(f"vault/b{k}.md", f"# B{k}\n".encode())
+
+        run_concurrently(turn, 6)
+        run.settle()
+        made = {c.summary: c for c in git.Repo(home).iter_commits() if c.summary.startswith("Turn ")}
+        assert sorted(made) == [f"Turn {k}" for k in range(6)]
+        for k in range(6):
+            assert set(made[f"Turn {k}"].stats.files) == {f"vault/a{k}.md", f"vault/b{k}.md"}
