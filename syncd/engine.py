@@ -14,6 +14,7 @@ and retried with this engine's next commit (or by the daemon, or the next ``sync
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import logging
 import threading
@@ -34,8 +35,9 @@ from .errors import (
     QueryError,
     LockedError,
     StorageError,
+    SyncdError,
 )
-from .history.git import blob_at_head, check_tree_writable
+from .history.git import blob_at_head, check_tree_writable, operation_in_progress
 from .history.intents import Intent, record_intent
 from .home import (
     DAEMON_ROLE,
@@ -347,6 +349,11 @@ class Engine:
         finally:
             if paths or self._deferred:
                 self._commit_quietly(paths)
+                # The commit rewrote git's index file: asking now whether it holds unmerged paths
+                # (remembered per index version) spares the next writer that git process, which
+                # it would otherwise run while holding the writer's turn.
+                with contextlib.suppress(SyncdError):
+                    operation_in_progress(self.home.root)
 
     def _release_group(self, group: ChangeGroup) -> None:
         """Let go of what ``_begin_group`` took (alone: a group cancelled before it began)."""

@@ -70,9 +70,15 @@ def test_a_group_of_writes_checks_for_unmerged_paths_once(engine, home, git_call
     with engine.changes(Intent(author="agent", summary="Three notes")):
         for name in ("A", "B", "C"):
             engine.write_file(f"vault/{name}.md", f"# {name}\n".encode())
-    assert git_calls["ls-files -u"] == 1 and "read-tree" not in git_calls, git_calls
+        assert git_calls["ls-files -u"] == 1, git_calls
+    # After the commit, once more: the index file it rewrote, asked about off the writer's turn.
+    assert git_calls["ls-files -u"] == 2 and "read-tree" not in git_calls, git_calls
     assert git(home, "log", "-1", "--format=%s") == "Three notes\n"
     assert git(home, "show", "--name-only", "--format=", "HEAD").split() == ["vault/A.md", "vault/B.md", "vault/C.md"]
+    git_calls.clear()
+    engine.write_file("vault/D.md", b"# D\n")
+    # The next write's own check was answered already: its one ls-files -u is after its commit.
+    assert git_calls["ls-files -u"] == 1, git_calls
 
 
 def test_the_unmerged_answer_follows_the_index_file(home):
