@@ -367,9 +367,16 @@ class Engine:
         """Index what this engine wrote but has not indexed yet (read-your-writes in a group);
         with ``only``, just the paths it accepts. A path being indexed here is not written again
         meanwhile: a queued one waits for its pass, an unqueued one is the calling group's own."""
-        with self._indexing:
+        def wanted() -> list[str]:
             with self._unindexed_lock:
-                paths = sorted(p for p in self._unindexed if only is None or only(p))
+                return sorted(p for p in self._unindexed if only is None or only(p))
+
+        # Looked at before waiting for the index: a read for one user must not wait for a pass
+        # that is indexing other users' files.
+        if not wanted():
+            return
+        with self._indexing:
+            paths = wanted()  # a pass may have indexed some meanwhile
             if paths:
                 self._sync(paths)
                 with self._unindexed_lock:
