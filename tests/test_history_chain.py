@@ -72,14 +72,36 @@ def test_a_turn_whose_paths_already_match_head_makes_no_commit(tmp_path):
     assert git(root, "rev-parse", "HEAD^").strip() == before
 
 
-def test_the_first_commit_of_an_empty_repository(tmp_path):
+def test_the_first_commits_of_an_empty_repository(tmp_path):
     root = tmp_path / "r"
     root.mkdir()
     git(root, "init", "-q", "-b", "main")
     (root / "a.md").write_text("A\n")
-    [(sha, changes)] = commit_chain(root, [PlannedCommit(("a.md",), (), "a", "a@x")], _plain(["first"]))
-    assert sha == head_sha(root) and [c.status for c in changes] == ["A"]
-    assert git(root, "rev-list", "--count", "HEAD").strip() == "1"
+    (root / "b.md").write_text("B\n")
+    made = commit_chain(root, [PlannedCommit(("a.md",), (), "a", "a@x"), PlannedCommit(("b.md",), (), "b", "b@x")],
+                        _plain(["first", "second"]))  # fmt: skip
+    assert made[1][0] == head_sha(root) and [[c.status for c in changes] for _, changes in made] == [["A"], ["A"]]
+    assert git(root, "rev-list", "--count", "HEAD").strip() == "2"
+
+
+def test_a_git_add_of_the_users_while_a_chain_commits_is_not_committed(tmp_path, monkeypatch):
+    """A chain's trees are HEAD's tree plus each turn's paths only: a file the user stages between
+    our staging and the import stays staged and out of every commit."""
+    root = _repo(tmp_path / "r")
+    for name in ("a.md", "b.md", "theirs.md"):
+        (root / name).write_text(f"{name}\n")
+    real = history_chain.run_git
+
+    def racing(where, *args, **kwargs):
+        if args[:1] == ("ls-tree",):
+            git(where, "add", "theirs.md")
+        return real(where, *args, **kwargs)
+
+    monkeypatch.setattr(history_chain, "run_git", racing)
+    made = commit_chain(root, [PlannedCommit(("a.md",), (), "a", "a@x"), PlannedCommit(("b.md",), (), "b", "b@x")],
+                        _plain(["one", "two"]))  # fmt: skip
+    assert [git(root, "show", "--name-only", "--format=", sha).split() for sha, _ in made] == [["a.md"], ["b.md"]]
+    assert git(root, "status", "--porcelain").splitlines() == ["A  theirs.md"]
 
 
 def test_head_moving_before_the_ref_update_loses_nothing(tmp_path, monkeypatch):
@@ -99,13 +121,16 @@ def test_head_moving_before_the_ref_update_loses_nothing(tmp_path, monkeypatch):
         return real(where, *args, **kwargs)
 
     monkeypatch.setattr(history_chain, "run_git", racing)
+    (root / "b.md").write_text("B\n")
+    turns = [PlannedCommit(("a.md",), (), "a", "a@x"), PlannedCommit(("b.md",), (), "b", "b@x")]
     with pytest.raises(GitBusyError, match="HEAD moved"):
-        commit_chain(root, [PlannedCommit(("a.md",), (), "a", "a@x")], _plain(["ours"]))
+        commit_chain(root, turns, _plain(["ours", "ours too"]))
     monkeypatch.setattr(history_chain, "run_git", real)
     assert git(root, "log", "-1", "--format=%s").strip() == "theirs"
     assert not git(root, "for-each-ref", "refs/syncd").strip()
-    [(sha, _)] = commit_chain(root, [PlannedCommit(("a.md",), (), "a", "a@x")], _plain(["ours"]))
-    assert sha == head_sha(root) and git(root, "log", "-2", "--format=%s").split() == ["ours", "theirs"]
+    made = commit_chain(root, turns, _plain(["ours", "ours too"]))
+    assert made[1][0] == head_sha(root)
+    assert git(root, "log", "-3", "--format=%s").splitlines() == ["ours too", "ours", "theirs"]
     assert not git(root, "status", "--porcelain").strip()
 
 
