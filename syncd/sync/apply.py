@@ -65,11 +65,8 @@ def apply_plan(
     to_parse = [*plan.new, *plan.changed, *(new for _, new in plan.moved)]
     changed = set(plan.changed)
     total = len(to_parse)
-    if updates and not to_parse:
-        index.apply(updates)
-        if on_applied:
-            on_applied(updates)
     done = 0
+    # Deletes, moves away and touches go with the first batch (alone when nothing is parsed).
     for start in range(0, max(total, 1), _APPLY_BATCH_FILES):
         batch = to_parse[start : start + _APPLY_BATCH_FILES]
         if not batch and not updates:
