@@ -383,7 +383,7 @@ class Engine:
                     self._unindexed.difference_update(paths)
 
     def _indexed_sha(self, rel: str) -> str | None:
-        record = self.index.files().get(rel)
+        record = self.index.files([rel]).get(rel)
         return record.sha if record else None
 
     def _wait_for_file(self, rel: str, sha: str, reached) -> bool:

@@ -6,9 +6,11 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
+import lancedb
 import numpy as np
 
 import syncd
+from syncd.index.records import FileRecord
 from syncd.index.rowcache import ScopeMask
 
 PROBE_TEXTS = ["tea", "green tea morning", "marathon spring nurse Lyon", "notes cat peanuts"]
@@ -24,8 +26,19 @@ def write(root: Path, rel: str, text: str | bytes) -> Path:
     return path
 
 
+def table_files(index) -> dict[str, FileRecord]:
+    """The files table as LanceDB holds it, read through a connection of its own (not the copy
+    the index keeps in memory and answers ``files()`` from)."""
+    table = lancedb.connect(str(index.folder / "lance")).open_table("files")
+    rows = table.to_arrow().to_pylist()
+    assert len({row["path"] for row in rows}) == len(rows), "a path recorded twice"
+    return {row["path"]: FileRecord(**row) for row in rows}
+
+
 def snapshot(engine) -> tuple[list, list, np.ndarray]:
-    """(files, entries without vectors, vectors), all sorted, for exact comparison."""
+    """(files, entries without vectors, vectors), all sorted, for exact comparison. The files
+    the index answers from memory are checked against its table on the way."""
+    assert engine.index.files() == table_files(engine.index)
     files = sorted((r.path, r.kind, r.sha, r.size, r.error) for r in engine.index.files().values())
     table = engine.index.all_rows(with_vectors=True).to_pylist()
     table.sort(key=lambda r: (r["path"], r["kind"], r["id"], r["line"]))

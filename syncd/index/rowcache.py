@@ -104,6 +104,11 @@ class RowCache:
                     self._alive[row] = False
                     self._dead += 1
 
+    def holds(self, path: str) -> bool:
+        """Whether any row is held for ``path``."""
+        self._flush()
+        return path in self._rows_of_path
+
     def ids_of(self, path: str) -> set[str]:
         """Ids of the rows held for ``path``."""
         self._flush()

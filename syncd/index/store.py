@@ -11,7 +11,7 @@ process redoes them too, rather than only a full sync.
 
 Queries run on an in-memory copy of the entries (rowcache.py: exact vectors, BM25 postings, the
 rows themselves), loaded from the table and patched by our own writes; LanceDB is the durable
-store every process shares.
+store every process shares. The files table is kept in memory the same way (``files()``).
 
 Filters are built from validated ids and from paths escaped as SQL literals; nothing a query or a
 user typed is ever pasted into a filter.
@@ -24,7 +24,7 @@ import logging
 import re
 import shutil
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import timedelta
 from pathlib import Path
@@ -132,6 +132,10 @@ class Index:
         self._lock = threading.RLock()
         self._matrix = RowCache(dim)
         self._matrix_version: int | None = None
+        # The files table by path, kept like the rows: loaded on first use, patched by our
+        # writes, and in a shared index re-read whenever the table has a newer version.
+        self._records: dict[str, FileRecord] | None = None
+        self._records_version: int | None = None
         self._writes = 0
         self._unwritten: set[str] = set()
         # Bumped whenever the in-memory rows change; unchanged_rows() answers for one generation
@@ -173,8 +177,11 @@ class Index:
             return {}
 
     def write_meta(self, **fields: object) -> None:
-        meta = self.meta() | {"schema": SCHEMA_VERSION, "model_id": self.model_id, "dim": self.dim}
+        current = self.meta()
+        meta = current | {"schema": SCHEMA_VERSION, "model_id": self.model_id, "dim": self.dim}
         meta.update(fields)
+        if meta == current:
+            return  # every sync ends here: an unchanged meta is not worth two fsyncs
         atomic_write(self._meta_path, json.dumps(meta, indent=2, sort_keys=True).encode())
 
     def compatible(self) -> bool:
@@ -198,6 +205,7 @@ class Index:
             self._generation += 1
             self._matrix.clear()
             self._matrix_version = None
+            self._records = None
         try:
             aside = Index(aside_dir, self.dim, self.model_id)
             yield aside
@@ -216,6 +224,7 @@ class Index:
             self._generation += 1
             self._matrix.clear()
             self._matrix_version = None
+            self._records = None
             self._has_id_index = False
             self.optimize()
             if self._mirror is not None:
@@ -223,9 +232,28 @@ class Index:
 
     # -- reading ---------------------------------------------------------------------------------
 
-    def files(self) -> dict[str, FileRecord]:
-        table = self._files.to_arrow().to_pylist()
-        return {row["path"]: FileRecord(**row) for row in table}
+    def files(self, paths: Iterable[str] | None = None) -> dict[str, FileRecord]:
+        """What the index knows of each file, or of just ``paths`` (those it has a record of):
+        a path-limited sync then copies a few records, not one per file of the home."""
+        with self._lock:
+            records = self._ensure_records()
+            if paths is None:
+                return dict(records)
+            return {path: records[path] for path in paths if path in records}
+
+    def _ensure_records(self) -> dict[str, FileRecord]:
+        """The files table by path. A writable index trusts its copy as ``_ensure_matrix`` does
+        its rows; a shared one asks for the table's version (well under a millisecond, where
+        reading the table costs several) and reads the table again only when it has moved on."""
+        if self._records is not None and not self.shared:
+            return self._records
+        version = self._files.version
+        if self._records is None or self._records_version != version:
+            # Read after the version: a write in between leaves a newer table under an older
+            # number, read again next time; never an older table under a newer number.
+            self._records = {row["path"]: FileRecord(**row) for row in self._files.to_arrow().to_pylist()}
+            self._records_version = version
+        return self._records
 
     def counts(self) -> dict[str, int]:
         return {
@@ -279,8 +307,9 @@ class Index:
             try:
                 self._write(updates)
             except BaseException as exc:
-                # The table and the in-memory copy may now disagree: reload it on the next query.
+                # The tables and the in-memory copies may now disagree: reload them on next use.
                 self._matrix_version = None
+                self._records = None
                 self._generation += 1
                 self._unwritten |= paths
                 if isinstance(exc, Exception) and not isinstance(exc, SyncdError):
@@ -338,18 +367,32 @@ class Index:
             vectors = np.concatenate([np.asarray(u.vectors, dtype=np.float32) for u in updates if u.changed_rows])
             self._entries.add(self._entries_table(new_rows, vectors))
             self._matrix.add(vectors, [_payload(r) for r in new_rows], [r.search_text for r in new_rows])
-        paths = [u.path for u in updates]
-        for start in range(0, len(paths), _PATHS_PER_FILTER):
-            self._files.delete(_in_filter("path", paths[start : start + _PATHS_PER_FILTER]))
-        records = [u.record for u in updates if u.record is not None]
-        if records:
-            self._files.add(pa.Table.from_pylist([r.__dict__ for r in records], schema=FILE_SCHEMA))
+        self._write_records(updates)
         self._matrix_version = self._entries.version
         if self._mirror is not None and not self._mirror.update(before, _mirror_changes(updates)):
             self._rebuild_mirror()
 
+    def _write_records(self, updates: Sequence[FileUpdate]) -> None:
+        """Record the files' new state, after their rows, in the table and in our copy of it."""
+        paths = [u.path for u in updates]
+        for start in range(0, len(paths), _PATHS_PER_FILTER):
+            self._files.delete(_in_filter("path", paths[start : start + _PATHS_PER_FILTER]))
+        records = [u.record for u in updates if u.record is not None]
+        version = None
+        if records:
+            version = self._files.add(pa.Table.from_pylist([r.__dict__ for r in records], schema=FILE_SCHEMA)).version
+        known = self._ensure_records()
+        for u in updates:
+            if u.record is None:
+                known.pop(u.path, None)
+            else:
+                known[u.path] = u.record
+        if version is not None:
+            self._records_version = version
+
     def _rebuild_mirror(self) -> None:
         """Copy the files table, with each file's fact and chunk counts, into the mirror."""
+        self._records = None  # read from the table itself, not from what we believe it holds
         per_kind = self._entries.to_arrow().select(["path", "kind"]).group_by(["path", "kind"]).aggregate(
             [("kind", "count")]
         )
@@ -382,6 +425,8 @@ class Index:
                 # Compaction moves rows between files but changes none: the loaded copy stays
                 # valid. An index never loaded stays unloaded, to load on its first query.
                 self._matrix_version = self._entries.version
+            if self._records is not None:
+                self._records_version = self._files.version  # the same records, a new version
             self._writes = 0
             if self._mirror is not None:
                 self._mirror.restamp(before)

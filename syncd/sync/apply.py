@@ -160,15 +160,17 @@ def sync(
     """Bring the index in line with the tree (or with just the ``only`` paths, and any whose
     index write failed earlier in this process: a failed write heals on the next pass).
     ``transcripts``: how to chunk transcripts (None: they are tracked, not searchable)."""
-    known = index.files()
-    if only is not None:
+    if only is None:
+        known = index.files()
+    else:
         only = set(only) | index.unwritten_paths
+        known = index.files(only)
     scan = scan_disk(home, known, max_file_bytes, only=only)
     if only is not None:
         # The scan may have found more than it was asked about (a linked folder above a path), and
         # records a name that is not UTF-8 under its escaped form.
         only = {printable_path(p) for p in only} | scan.files.keys()
-        known = {p: r for p, r in known.items() if p in only}
+        known = index.files(only)
     plan = plan_sync(scan.files, known, scan.unreadable_dirs)
     if plan.empty:
         return SyncReport(plan=plan)
