@@ -1,9 +1,10 @@
-"""The index's files table answered from memory.
+"""The index's files table answered from memory, and the LanceDB commits a write leaves out.
 
 ``Index.files()`` comes from a copy the index keeps (as it keeps the rows): it must equal the
 table after every kind of write, after writes that fail before or after reaching LanceDB, after a
-compaction, a rebuild and a reopen, and in a reader beside the writer. Real LanceDB, real files,
-the real model.
+compaction, a rebuild and a reopen, and in a reader beside the writer. A write commits only what
+it changes: no delete for a file the index never held, one commit for a file's new record.
+Real LanceDB, real files, the real model.
 """
 
 from __future__ import annotations
@@ -27,8 +28,39 @@ def log_text(*facts: str) -> str:
     return "# 2026-11-22\n\n## 09:30 chat:c1\n" + "".join(f"- [preference] {f}\n" for f in facts)
 
 
+def commits(index) -> tuple[int, int]:
+    """How many commits each table has had: (entries, files)."""
+    return index._entries.version, index._files.version
+
+
 def assert_files_are_the_table(index) -> None:
     assert index.files() == table_files(index)
+
+
+def test_each_write_commits_only_what_it_changes(engine, home):
+    write(home, PAGE, "# Tea\n\nGreen tea in the morning.\n")
+    engine.sync()
+    steps = []
+
+    def step(change) -> None:
+        before = commits(engine.index)
+        change()
+        engine.sync([LOG])  # as a write does: a full sync would also record the racy stats of others
+        after = commits(engine.index)
+        steps.append((after[0] - before[0], after[1] - before[1]))
+        assert_files_are_the_table(engine.index)
+
+    # A new file: its rows and its record are appended; there is nothing to delete first.
+    step(lambda: write(home, LOG, log_text("Likes green tea.")))
+    # A fact appended to the section: the neighbour whose context changed is replaced (a delete
+    # and an add), and the record is updated in place, not deleted and added.
+    step(lambda: write(home, LOG, log_text("Likes green tea.", "Runs on Sundays.")))
+    # Only the stat changed: no rows, one commit for the record.
+    step(lambda: os.utime(home / LOG, ns=(10**18, 10**18)))
+    # Gone: its rows and its record are deleted.
+    step(lambda: (home / LOG).unlink())
+    assert steps == [(1, 1), (2, 1), (0, 1), (1, 1)]
+    assert_matches_rebuild(engine)
 
 
 def test_files_asked_by_path_are_those_the_index_knows(engine, home):
@@ -44,33 +76,36 @@ def test_files_asked_by_path_are_those_the_index_knows(engine, home):
 
 
 @pytest.mark.parametrize("reached_lancedb", [False, True])
-def test_a_record_write_that_fails_leaves_files_equal_to_the_table(engine, home, monkeypatch, reached_lancedb):
+@pytest.mark.parametrize("operation", ["add", "update"])
+def test_a_record_write_that_fails_leaves_files_equal_to_the_table(engine, home, monkeypatch, operation, reached_lancedb):
     write(home, LOG, log_text("Likes green tea."))
     engine.sync()
-    real_add = LanceTable.add
+    # A new file's record is appended, a known file's record updated: make that write fail.
+    rel = LOG if operation == "update" else "memory/users/ana/2026-11-23.md"
+    real = getattr(LanceTable, operation)
 
     def failing(table, *args, **kwargs):
         if table.name != "files":
-            return real_add(table, *args, **kwargs)
+            return real(table, *args, **kwargs)
         if reached_lancedb:
-            real_add(table, *args, **kwargs)  # committed; the index never hears of it
-        raise OSError("injected: the write of the file's record failed")
+            real(table, *args, **kwargs)  # committed; the index never hears of it
+        raise OSError(f"injected: the {operation} of the file's record failed")
 
-    monkeypatch.setattr(LanceTable, "add", failing)
-    write(home, LOG, log_text("Likes green tea.", "Keeps bees on the roof."))
+    monkeypatch.setattr(LanceTable, operation, failing)
+    write(home, rel, log_text("Likes green tea.", "Keeps bees on the roof."))
     with pytest.raises(IndexError_):
-        engine.sync([LOG])
+        engine.sync([rel])
     monkeypatch.undo()
     assert_files_are_the_table(engine.index)
-    record = engine.index.files().get(LOG)
-    written = record is not None and record.sha == blob_sha((home / LOG).read_bytes())
+    record = engine.index.files().get(rel)
+    written = record is not None and record.sha == blob_sha((home / rel).read_bytes())
     assert written is reached_lancedb
     stale = engine.status().stale
-    assert (LOG in stale["changed"] + stale["new"]) is not reached_lancedb
+    assert (rel in stale["changed"] + stale["new"]) is not reached_lancedb
     # Either way the next pass leaves nothing stale, and the rows are the rebuild's.
     engine.sync()
     assert engine.status().fresh
-    assert engine.search("bees on the roof", user_id="ana")[0].content == "Keeps bees on the roof."
+    assert any(hit.path == rel for hit in engine.search("bees on the roof", user_id="ana"))
     assert_matches_rebuild(engine)
 
 

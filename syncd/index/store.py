@@ -11,7 +11,9 @@ process redoes them too, rather than only a full sync.
 
 Queries run on an in-memory copy of the entries (rowcache.py: exact vectors, BM25 postings, the
 rows themselves), loaded from the table and patched by our own writes; LanceDB is the durable
-store every process shares. The files table is kept in memory the same way (``files()``).
+store every process shares. The files table is kept in memory the same way (``files()``), and a
+write knows from both copies which LanceDB operations it can skip: each one, even a delete that
+matches nothing, is a LanceDB commit of several milliseconds.
 
 Filters are built from validated ids and from paths escaped as SQL literals; nothing a query or a
 user typed is ever pasted into a filter.
@@ -350,45 +352,77 @@ class Index:
     def _write(self, updates: Sequence[FileUpdate]) -> None:
         before = self._mirror.stamp() if self._mirror is not None else None
         self._generation += 1
+        entries_version = self._write_entries(updates)
+        if entries_version is not None:
+            self._matrix_version = entries_version
+        self._write_records(updates)
+        if self._mirror is not None and not self._mirror.update(before, _mirror_changes(updates)):
+            self._rebuild_mirror()
+
+    def _write_entries(self, updates: Sequence[FileUpdate]) -> int | None:
+        """Replace the rows of ``updates`` in the table and in memory; the table's new version,
+        None when nothing had to change there. A path without rows (a new file) needs no delete."""
+        version = None
         replaced = [u.path for u in updates if (u.rows is not None and not u.unchanged) or u.record is None]
-        for start in range(0, len(replaced), _PATHS_PER_FILTER):
-            self._entries.delete(_in_filter("path", replaced[start : start + _PATHS_PER_FILTER]))
-        self._matrix.remove_paths(replaced)
+        held = [path for path in replaced if self._matrix.holds(path)]
+        for start in range(0, len(held), _PATHS_PER_FILTER):
+            version = self._entries.delete(_in_filter("path", held[start : start + _PATHS_PER_FILTER])).version
+        self._matrix.remove_paths(held)
         for u in updates:
             if u.rows is not None and u.unchanged:
                 # Only the rows that changed: deleted by id within the file, the rest untouched.
                 gone = sorted(self._matrix.ids_of(u.path) - u.unchanged)
                 for start in range(0, len(gone), _PATHS_PER_FILTER):
                     ids = _in_filter("id", gone[start : start + _PATHS_PER_FILTER])
-                    self._entries.delete(f"path = {sql_literal(u.path)} AND {ids}")
+                    version = self._entries.delete(f"path = {sql_literal(u.path)} AND {ids}").version
                 self._matrix.remove_rows(u.path, gone)
         new_rows = [row for u in updates if u.rows for row in u.changed_rows]
         if new_rows:
             vectors = np.concatenate([np.asarray(u.vectors, dtype=np.float32) for u in updates if u.changed_rows])
-            self._entries.add(self._entries_table(new_rows, vectors))
+            version = self._entries.add(self._entries_table(new_rows, vectors)).version
             self._matrix.add(vectors, [_payload(r) for r in new_rows], [r.search_text for r in new_rows])
-        self._write_records(updates)
-        self._matrix_version = self._entries.version
-        if self._mirror is not None and not self._mirror.update(before, _mirror_changes(updates)):
-            self._rebuild_mirror()
+        return version
 
     def _write_records(self, updates: Sequence[FileUpdate]) -> None:
-        """Record the files' new state, after their rows, in the table and in our copy of it."""
-        paths = [u.path for u in updates]
-        for start in range(0, len(paths), _PATHS_PER_FILTER):
-            self._files.delete(_in_filter("path", paths[start : start + _PATHS_PER_FILTER]))
-        records = [u.record for u in updates if u.record is not None]
+        """Record the files' new state, after their rows. A new file's record is appended; the
+        common write, one known file changed, updates its record in place: one LanceDB commit
+        where a delete and an append took two (an upsert, merge_insert, costs more than both)."""
+        known = self._ensure_records()
+        latest = {u.path: u.record for u in updates}
+        held = [path for path in latest if path in known]
+        records = [record for record in latest.values() if record is not None]
         version = None
+        if len(held) == 1 and latest[held[0]] is not None:
+            version = self._update_record(latest[held[0]])
+            if version is not None:
+                records = [record for record in records if record.path != held[0]]
+                held = []
+        for start in range(0, len(held), _PATHS_PER_FILTER):
+            version = self._files.delete(_in_filter("path", held[start : start + _PATHS_PER_FILTER])).version
         if records:
             version = self._files.add(pa.Table.from_pylist([r.__dict__ for r in records], schema=FILE_SCHEMA)).version
-        known = self._ensure_records()
-        for u in updates:
-            if u.record is None:
-                known.pop(u.path, None)
+        for path, record in latest.items():
+            if record is None:
+                known.pop(path, None)
             else:
-                known[u.path] = u.record
+                known[path] = record
         if version is not None:
             self._records_version = version
+
+    def _update_record(self, record: FileRecord) -> int | None:
+        """Update the one row of ``record.path`` in place; the table's new version, or None when
+        it has no such row (or a value no SQL literal can carry): then it is deleted and added."""
+        if any("\x00" in value for value in (record.kind, record.sha, record.error or "")):
+            return None
+        values = {
+            "kind": sql_literal(record.kind),
+            "sha": sql_literal(record.sha),
+            "size": str(int(record.size)),
+            "mtime_ns": str(int(record.mtime_ns)),
+            "error": "NULL" if record.error is None else sql_literal(record.error),
+        }
+        result = self._files.update(where=f"path = {sql_literal(record.path)}", values_sql=values)
+        return result.version if result.rows_updated else None
 
     def _rebuild_mirror(self) -> None:
         """Copy the files table, with each file's fact and chunk counts, into the mirror."""
