@@ -263,6 +263,9 @@ class Daemon:
             paths = None
         if paths is None:
             return self.reconcile(burst=batch.full and not any(e.kind == "overflow" for e in events))
+        # Our own engine's writes (syncd serve) are indexed and committed by its commit passes;
+        # syncing them again here would only hold the writers' turn for nothing.
+        paths = {p for p in paths if not self.engine.written_as_is(p)}
         if not paths:
             return None
         return self._sync(sorted(paths))

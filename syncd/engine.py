@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -91,6 +92,9 @@ class Engine:
         self._unindexed: set[str] = set()
         self._unindexed_lock = threading.Lock()
         self._indexing = threading.RLock()
+        # What each file looked like (inode, size, mtime) right after this engine wrote it: a
+        # watcher's event for a file still so is our own write, which our pass indexes.
+        self._written_stat: dict[str, tuple[int, int, int]] = {}
         self._deferred: set[str] = set()
         if not read_only:
             self._lock = home.lock().acquire("syncd engine")
@@ -140,6 +144,18 @@ class Engine:
     def committing(self) -> threading.Lock:
         """The lock every commit of this engine's home takes (the daemon's too): one at a time."""
         return self._committing
+
+    def written_as_is(self, rel: str) -> bool:
+        """Whether ``rel`` is still exactly as this engine last wrote it (same inode, size and
+        modification time): a watcher need not index it again, this engine's own pass does."""
+        seen = self._written_stat.get(rel)
+        if seen is None:
+            return False
+        try:
+            st = os.lstat(self.home.root / rel)
+        except OSError:
+            return False
+        return (st.st_ino, st.st_size, st.st_mtime_ns) == seen
 
     def queued_for_commit(self) -> set[str]:
         """Paths of this engine's change groups that wait for (or are in) their commit pass: a
@@ -262,6 +278,9 @@ class Engine:
                 record_intent(self.home, rel, sha, recorded)
             put()
             group.written[rel] = sha
+            with contextlib.suppress(OSError):
+                st = os.lstat(path)
+                self._written_stat[rel] = (st.st_ino, st.st_size, st.st_mtime_ns)
             if group.mode == "handoff":
                 # The daemon indexes it; waiting here lets the rest of the group read it back.
                 if not self._wait_for_file(rel, sha, lambda: self._indexed_sha(rel)):

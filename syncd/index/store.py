@@ -26,7 +26,7 @@ import logging
 import re
 import shutil
 import threading
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import timedelta
 from pathlib import Path
@@ -131,7 +131,11 @@ class Index:
         # the home lock for one change): every read re-checks the table's version.
         self.shared = shared or read_only
         self._meta_path = folder / "meta.json"
+        # _lock guards the in-memory copies (rows, records) and is all a reader takes; _writing
+        # makes writers take turns. A write does its LanceDB commits holding _writing only and
+        # takes _lock just to patch the copies: a query never waits for the disk.
         self._lock = threading.RLock()
+        self._writing = threading.RLock()
         self._matrix = RowCache(dim)
         self._matrix_version: int | None = None
         # The files table by path, kept like the rows: loaded on first use, patched by our
@@ -299,25 +303,29 @@ class Index:
         if not updates:
             return
         paths = {u.path for u in updates}
-        with self._lock:
-            self._ensure_matrix()
-            stale = [u.path for u in updates if u.unchanged and self._diffed.get(u.path) != self._generation]
-            for u in updates:
-                self._diffed.pop(u.path, None)
-            if stale:
-                raise StaleRows(stale)
+        with self._writing:
+            with self._lock:
+                self._ensure_matrix()
+                self._ensure_records()
+                stale = [u.path for u in updates if u.unchanged and self._diffed.get(u.path) != self._generation]
+                for u in updates:
+                    self._diffed.pop(u.path, None)
+                if stale:
+                    raise StaleRows(stale)
             try:
                 self._write(updates)
             except BaseException as exc:
-                # The tables and the in-memory copies may now disagree: reload them on next use.
-                self._matrix_version = None
-                self._records = None
-                self._generation += 1
-                self._unwritten |= paths
+                with self._lock:
+                    # The tables and the in-memory copies may now disagree: reload them on next use.
+                    self._matrix_version = None
+                    self._records = None
+                    self._generation += 1
+                    self._unwritten |= paths
                 if isinstance(exc, Exception) and not isinstance(exc, SyncdError):
                     raise self._write_error(exc, len(paths)) from exc
                 raise
-            self._unwritten -= paths
+            with self._lock:
+                self._unwritten -= paths
             self._writes += 1
             if self._writes >= _WRITES_BEFORE_OPTIMIZE:
                 try:
@@ -350,46 +358,61 @@ class Index:
         return _RUST_LOCATION.sub("", str(exc)).strip() or type(exc).__name__
 
     def _write(self, updates: Sequence[FileUpdate]) -> None:
-        before = self._mirror.stamp() if self._mirror is not None else None
-        self._generation += 1
-        entries_version = self._write_entries(updates)
-        if entries_version is not None:
-            self._matrix_version = entries_version
-        self._write_records(updates)
-        if self._mirror is not None and not self._mirror.update(before, _mirror_changes(updates)):
-            self._rebuild_mirror()
+        """Write ``updates`` to the tables, then patch the in-memory copies (under ``_lock``)."""
+        with self._lock:
+            before = self._mirror.stamp() if self._mirror is not None else None
+        patch_rows = self._write_entries(updates)
+        patch_records = self._write_records(updates)
+        with self._lock:
+            self._generation += 1
+            patch_rows()
+            patch_records()
+            if self._mirror is not None and not self._mirror.update(before, _mirror_changes(updates)):
+                self._rebuild_mirror()
 
-    def _write_entries(self, updates: Sequence[FileUpdate]) -> int | None:
-        """Replace the rows of ``updates`` in the table and in memory; the table's new version,
-        None when nothing had to change there. A path without rows (a new file) needs no delete."""
+    def _write_entries(self, updates: Sequence[FileUpdate]) -> Callable[[], None]:
+        """Replace the rows of ``updates`` in the table; returns what then patches the rows in
+        memory the same way (and records the table's version). A path without rows (a new file)
+        needs no delete."""
         version = None
         replaced = [u.path for u in updates if (u.rows is not None and not u.unchanged) or u.record is None]
-        held = [path for path in replaced if self._matrix.holds(path)]
+        with self._lock:
+            held = [path for path in replaced if self._matrix.holds(path)]
+            gone = {u.path: sorted(self._matrix.ids_of(u.path) - u.unchanged)
+                    for u in updates if u.rows is not None and u.unchanged}  # fmt: skip
         for start in range(0, len(held), _PATHS_PER_FILTER):
             version = self._entries.delete(_in_filter("path", held[start : start + _PATHS_PER_FILTER])).version
-        self._matrix.remove_paths(held)
-        for u in updates:
-            if u.rows is not None and u.unchanged:
-                # Only the rows that changed: deleted by id within the file, the rest untouched.
-                gone = sorted(self._matrix.ids_of(u.path) - u.unchanged)
-                for start in range(0, len(gone), _PATHS_PER_FILTER):
-                    ids = _in_filter("id", gone[start : start + _PATHS_PER_FILTER])
-                    version = self._entries.delete(f"path = {sql_literal(u.path)} AND {ids}").version
-                self._matrix.remove_rows(u.path, gone)
+        for path, ids in gone.items():
+            # Only the rows that changed: deleted by id within the file, the rest untouched.
+            for start in range(0, len(ids), _PATHS_PER_FILTER):
+                chunk = _in_filter("id", ids[start : start + _PATHS_PER_FILTER])
+                version = self._entries.delete(f"path = {sql_literal(path)} AND {chunk}").version
         new_rows = [row for u in updates if u.rows for row in u.changed_rows]
+        vectors = None
         if new_rows:
             vectors = np.concatenate([np.asarray(u.vectors, dtype=np.float32) for u in updates if u.changed_rows])
             version = self._entries.add(self._entries_table(new_rows, vectors)).version
-            self._matrix.add(vectors, [_payload(r) for r in new_rows], [r.search_text for r in new_rows])
-        return version
 
-    def _write_records(self, updates: Sequence[FileUpdate]) -> None:
-        """Record the files' new state, after their rows. A new file's record is appended; the
-        common write, one known file changed, updates its record in place: one LanceDB commit
-        where a delete and an append took two (an upsert, merge_insert, costs more than both)."""
-        known = self._ensure_records()
-        latest = {u.path: u.record for u in updates}
-        held = [path for path in latest if path in known]
+        def patch() -> None:
+            self._matrix.remove_paths(held)
+            for path, ids in gone.items():
+                self._matrix.remove_rows(path, ids)
+            if new_rows:
+                self._matrix.add(vectors, [_payload(r) for r in new_rows], [r.search_text for r in new_rows])
+            if version is not None:
+                self._matrix_version = version
+
+        return patch
+
+    def _write_records(self, updates: Sequence[FileUpdate]) -> Callable[[], None]:
+        """Record the files' new state in the table, after their rows; returns what then patches
+        the copy in memory. A new file's record is appended; the common write, one known file
+        changed, updates its record in place: one LanceDB commit where a delete and an append
+        took two (an upsert, merge_insert, costs more than both)."""
+        with self._lock:
+            known = self._ensure_records()
+            latest = {u.path: u.record for u in updates}
+            held = [path for path in latest if path in known]
         records = [record for record in latest.values() if record is not None]
         version = None
         if len(held) == 1 and latest[held[0]] is not None:
@@ -401,13 +424,17 @@ class Index:
             version = self._files.delete(_in_filter("path", held[start : start + _PATHS_PER_FILTER])).version
         if records:
             version = self._files.add(pa.Table.from_pylist([r.__dict__ for r in records], schema=FILE_SCHEMA)).version
-        for path, record in latest.items():
-            if record is None:
-                known.pop(path, None)
-            else:
-                known[path] = record
-        if version is not None:
-            self._records_version = version
+
+        def patch() -> None:
+            for path, record in latest.items():
+                if record is None:
+                    known.pop(path, None)
+                else:
+                    known[path] = record
+            if version is not None:
+                self._records_version = version
+
+        return patch
 
     def _update_record(self, record: FileRecord) -> int | None:
         """Update the one row of ``record.path`` in place; the table's new version, or None when
@@ -450,7 +477,7 @@ class Index:
 
     def optimize(self) -> None:
         """Compact small writes, fold new rows into the id index, drop old versions."""
-        with self._lock:
+        with self._writing, self._lock:
             before = self._mirror.stamp() if self._mirror is not None else None
             self.ensure_id_index()
             for table in (self._files, self._entries):
