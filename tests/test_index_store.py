@@ -77,7 +77,9 @@ def test_files_asked_by_path_are_those_the_index_knows(engine, home):
 
 @pytest.mark.parametrize("reached_lancedb", [False, True])
 @pytest.mark.parametrize("operation", ["add", "update"])
-def test_a_record_write_that_fails_leaves_files_equal_to_the_table(engine, home, monkeypatch, operation, reached_lancedb):
+def test_a_record_write_that_fails_leaves_files_equal_to_the_table(
+    engine, home, monkeypatch, operation, reached_lancedb
+):
     write(home, LOG, log_text("Likes green tea."))
     engine.sync()
     # A new file's record is appended, a known file's record updated: make that write fail.
