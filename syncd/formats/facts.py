@@ -485,10 +485,26 @@ class _Scan:
     spans: tuple[TextSpan, ...]
     date: str | None
     closer: str | None  # the line that closes a fence or comment left open at the end, if any
+    title_line: int | None = None  # 1-based line of the first H1 (dated or not), if any
+    frontmatter: int = 0  # lines of YAML frontmatter at the top
 
 
-def _scan(pairs: list[tuple[str, str]]) -> _Scan:
+@dataclass(frozen=True)
+class _Resume:
+    """Where a scan of the lines after a section heading starts: the heading is line ``line``
+    (1-based) and ``facts`` facts precede it. Nothing is open just after a heading (no fence,
+    comment or text span), so this and the title already seen are all the state there is."""
+
+    line: int
+    facts: int
+    section: Section
+    title_line: int | None
+    date: str | None
+
+
+def _scan(pairs: list[tuple[str, str]], resume: _Resume | None = None) -> _Scan:
     """Classify every line in one pass; the single source of truth for what is a fact.
+    With ``resume``, ``pairs`` are the lines after a section heading (see reparse.py).
 
     Objects are built with ``object.__new__`` and direct ``__dict__`` stores: the dataclass
     ``__init__`` of a frozen class costs more than parsing the line it describes.
@@ -497,9 +513,9 @@ def _scan(pairs: list[tuple[str, str]]) -> _Scan:
     facts: list = []
     sections: list = []
     spans: list = []
-    date = None
-    title_seen = False
-    section = None
+    # Line numbers are 1-based and count the lines before ``pairs``; fact indexes count the facts.
+    first_line, first_fact = (resume.line + 1, resume.facts) if resume else (1, 0)
+    date, title_line, section = (resume.date, resume.title_line, resume.section) if resume else (None, None, None)
     fence: tuple[str, int] | None = None
     in_comment = False
     span_from = -1  # index of the first line of the open text span, -1 when none is open
@@ -508,9 +524,9 @@ def _scan(pairs: list[tuple[str, str]]) -> _Scan:
 
     def close_span(end: int) -> None:
         text = "\n".join([c for c, _ in pairs[span_from:end]])
-        spans.append(_build(TextSpan, (text, span_from + 1, span_section)))
+        spans.append(_build(TextSpan, (text, span_from + first_line, span_section)))
 
-    fm = frontmatter_line_count([c for c, _ in pairs]) if pairs and "---" in pairs[0][0] else 0
+    fm = frontmatter_line_count([c for c, _ in pairs]) if not resume and pairs and "---" in pairs[0][0] else 0
     add = elements.append
     for content, ending in pairs[:fm]:
         add(_build(TextLine, (content, ending)))
@@ -544,9 +560,9 @@ def _scan(pairs: list[tuple[str, str]]) -> _Scan:
                 located = new(LocatedFact)
                 d = located.__dict__
                 d["fact"] = fact
-                d["line"] = index + 1
+                d["line"] = index + first_line
                 d["section"] = section
-                d["index"] = len(facts)
+                d["index"] = len(facts) + first_fact
                 facts.append(located)
                 continue
         elif first in _BLOCK_LEADS:
@@ -557,19 +573,19 @@ def _scan(pairs: list[tuple[str, str]]) -> _Scan:
                 atx = None
                 engine = _ENGINE_SECTION_LINE_RE.match(probe)
                 if engine is not None and ".." not in probe:
-                    section = _build(Section, (*engine.groups(), "", index + 1))
+                    section = _build(Section, (*engine.groups(), "", index + first_line))
                     sections.append(section)
                     structural = True
                 else:
                     atx = atx_heading(probe)
                 if atx is not None and atx[0] == 1:
                     section = None
-                    if not title_seen:
-                        title_seen = True
+                    if title_line is None:
+                        title_line = index + first_line
                         date = _title_date(atx[1])
                         structural = date is not None
                 elif atx is not None and atx[0] == 2:
-                    section = _parse_section(atx[1], index + 1)
+                    section = _parse_section(atx[1], index + first_line)
                     if section is not None:
                         sections.append(section)
                         structural = True
@@ -598,7 +614,7 @@ def _scan(pairs: list[tuple[str, str]]) -> _Scan:
     if span_from >= 0:
         close_span(len(pairs))
     closer = fence[0] * fence[1] if fence is not None else ("-->" if in_comment else None)
-    return _Scan(tuple(elements), tuple(facts), tuple(sections), tuple(spans), date, closer)
+    return _Scan(tuple(elements), tuple(facts), tuple(sections), tuple(spans), date, closer, title_line, fm)
 
 
 # --------------------------------------------------------------------------- the daily log
