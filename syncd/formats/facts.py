@@ -55,7 +55,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from ..errors import InvalidIdError, NotFoundError
-from .fact_ids import derive_fact_id, derive_id, normalise_content
+from .fact_ids import FactIdMemo, derive_fact_id, derive_id, normalise_content
 from .text import (
     BOM,
     atx_heading,
@@ -676,20 +676,31 @@ class DailyLog:
         """
         return self._info.spans
 
-    def fact_ids(self, rel_path: str) -> tuple[str, ...]:
-        """The effective id of each fact (aligned with :meth:`facts`); see the module docstring."""
+    def fact_ids(self, rel_path: str, memo: FactIdMemo | None = None) -> tuple[str, ...]:
+        """The effective id of each fact (aligned with :meth:`facts`); see the module docstring.
+        With ``memo`` (of this ``rel_path``) what an earlier read derived is looked up, not
+        derived again; the memo then holds what this read used."""
         ids = []
         claimed: set[str] = set()
         seen: dict[str, int] = {}
+        known = memo if memo is not None and memo.rel_path == rel_path else FactIdMemo(rel_path)
+        norms: dict[str, str] = {}
+        derived: dict[tuple[str, int], str] = {}
         for located in self._info.facts:
             fact = located.fact
             if fact.id is not None and fact.id not in claimed:
                 claimed.add(fact.id)
                 ids.append(fact.id)
             else:
-                norm = normalise_content(fact.content)
+                content = fact.content
+                norm = norms.get(content) or known.norms.get(content) or normalise_content(content)
+                norms[content] = norm
                 seen[norm] = n = seen.get(norm, -1) + 1
-                ids.append(derive_id(rel_path, norm, n))
+                key = (norm, n)
+                derived[key] = fact_id = known.ids.get(key) or derive_id(rel_path, norm, n)
+                ids.append(fact_id)
+        if memo is not None:
+            memo.rel_path, memo.norms, memo.ids = rel_path, norms, derived
         return tuple(ids)
 
     def _find(self, key: int | str, rel_path: str | None) -> LocatedFact:
