@@ -638,7 +638,10 @@ class DailyLog:
         for e in elements:
             if not isinstance(e, (FactLine, TextLine)):
                 raise ValueError(f"daily log elements are FactLine or TextLine, not {e!r}")
-        scan = _scan(split_lines("".join([e.text + e.ending for e in elements])))
+        self._read_back(elements, _scan(split_lines(_render(elements))))
+
+    def _read_back(self, elements: tuple[Element, ...], scan: _Scan) -> None:
+        """Become ``elements`` if ``scan`` (the parse of their rendering) reads them back."""
         if scan.elements != elements:
             pairs = zip(elements, scan.elements, strict=False)
             i = next((i for i, (a, b) in enumerate(pairs) if a != b), len(scan.elements))
@@ -648,6 +651,15 @@ class DailyLog:
             )
         object.__setattr__(self, "elements", elements)
         object.__setattr__(self, "_info", scan)
+
+    def _edited(self, elements: tuple[Element, ...]) -> DailyLog:
+        """A log of ``elements``, an edit of this one, checked as the constructor checks but read
+        again only around what changed (reparse.py): a one-fact edit of a big log costs the fact."""
+        from .reparse import reparse_daily_log
+
+        log = _object_new(DailyLog)
+        log._read_back(elements, reparse_daily_log(_render(elements), _render(self.elements), self)._info)
+        return log
 
     @property
     def date(self) -> str | None:
@@ -730,14 +742,14 @@ class DailyLog:
             return self
         # A byte order mark on the first line belongs to the file, not to the fact: keep it.
         raw = BOM + render_fact_line(new_fact) if old.text.startswith(BOM) else None
-        return DailyLog(
+        return self._edited(
             (*self.elements[:i], FactLine(new_fact, old.ending, raw), *self.elements[i + 1 :])
         )
 
     def remove_fact(self, key: int | str, *, rel_path: str | None = None) -> DailyLog:
         """A log without one fact's line (same ``key`` rules as :meth:`replace_fact`)."""
         i = self._find(key, rel_path).line - 1
-        return DailyLog(self.elements[:i] + self.elements[i + 1 :])
+        return self._edited(self.elements[:i] + self.elements[i + 1 :])
 
 
 def parse_daily_log(text: str) -> DailyLog:
@@ -751,7 +763,11 @@ def parse_daily_log(text: str) -> DailyLog:
 
 def render_daily_log(log: DailyLog) -> str:
     """The file text; byte-identical to the parsed input for every line not replaced."""
-    return "".join([e.text + e.ending for e in log.elements])
+    return _render(log.elements)
+
+
+def _render(elements: Iterable[Element]) -> str:
+    return "".join([e.text + e.ending for e in elements])
 
 
 # --------------------------------------------------------------------------- writing helpers
@@ -794,14 +810,17 @@ def append_section(
     facts = list(facts)
     if not all(isinstance(fact, Fact) for fact in facts):
         raise ValueError(f"append_section needs Facts, not {facts!r}")
+    from .reparse import reparse_daily_log
+
     nl = log.newline
-    text = render_daily_log(log)
+    text = rendered = render_daily_log(log)
     if text and not text.endswith("\n"):
         # A final lone '\r' is half of a CRLF: complete it rather than leave a stray CR.
         text += "\n" if text.endswith("\r") else nl
     # Re-read after completing the last line: terminating it can change what it is (a lone
     # trailing '\r' hid a fact or a closing fence), and the parser is the only judge of that.
-    base = parse_daily_log(text)
+    # Both reads start from the last ones: appending to a big log reads its last section only.
+    base = reparse_daily_log(text, rendered, log)
     lines = []
     if base._info.closer is not None:
         lines.append(base._info.closer)
@@ -809,7 +828,7 @@ def append_section(
         lines.append("")
     lines.append(heading)
     lines.extend(render_fact_line(fact) for fact in facts)
-    out = parse_daily_log(text + "".join(line + nl for line in lines))
+    out = reparse_daily_log(text + "".join(line + nl for line in lines), text, base)
     if [f.fact for f in out.facts()[len(base.facts()) :]] != facts:
         raise ValueError("the new section would not read back as the given facts")
     return out
