@@ -235,9 +235,9 @@ def _daily_log_rows(rel: str, text: str, scope) -> list[EntryRow]:
         row = before[1] if before is not None and before[0] is span else _chunk_row(rel, scope, date, span, n)
         rows.append(row)
         chunk_rows[(span.text, n)] = (span, row)
-    if len(text) >= _REMEMBER_FROM_CHARS:
-        with _last_reads_lock:
-            _last_reads.pop(rel, None)
+    with _last_reads_lock:
+        _last_reads.pop(rel, None)
+        if len(text) >= _REMEMBER_FROM_CHARS:
             _last_reads[rel] = _LastRead(text, log, date, ids, fact_rows, chunk_rows)
             while len(_last_reads) > _REMEMBERED_LOGS:
                 del _last_reads[next(iter(_last_reads))]
