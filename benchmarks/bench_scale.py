@@ -9,9 +9,10 @@ no-op second sync, and the raw embedding time of the same texts through the bare
 in that process, so "sync time / embedding time" says how much the rest costs. It does so at N/10
 and N and prints the per-file ratio: 1.0 is linear.
 
-``log`` builds one daily log of N facts, indexes it, then edits one line and times the index
-catching up with the edit until a search finds the new text (the index side; the commit is the
-history's own benchmark).
+``log`` builds one daily log of N facts, indexes it, then times the index catching up with an
+edit until a search finds the new text (the index side; the commit is the history's own
+benchmark): a line edited in place, a line inserted (the lines after it move), a section
+appended (what remembering a fact does).
 
 Run on the offline default model. Timings on shared CPUs are noisy; the ratios are measured in
 the same process so both sides of each see the same machine.
@@ -140,17 +141,29 @@ def child_log(home: Path, models: Path, rel: str) -> dict:
         report = engine.sync()
         index_s = time.perf_counter() - started
         path = home / rel
-        text = path.read_text(encoding="utf-8")
-        marker = "(fact 5000)." if "(fact 5000)." in text else "(fact 1)."
-        edited = text.replace(marker, "and now plays the theremin on Tuesdays.", 1)
-        started = time.perf_counter()
-        path.write_text(edited, encoding="utf-8")
-        engine.sync([rel])
-        hits = engine.search("theremin on Tuesdays", user_id="ana", limit=1)
-        edit_s = time.perf_counter() - started
-        found = bool(hits) and "theremin" in hits[0].content
-    return {"facts": report.facts, "index_s": index_s, "edit_searchable_s": edit_s, "found": found,
-            "peak_rss_mb": _peak_rss_mb(), "peak_maps": sampler.peak}
+
+        def searchable(change, query: str, word: str) -> tuple[float, bool]:
+            """Seconds from writing ``change(text)`` until a search for ``query`` finds ``word``."""
+            text = path.read_text(encoding="utf-8")
+            started = time.perf_counter()
+            path.write_text(change(text), encoding="utf-8")
+            engine.sync([rel])
+            hits = engine.search(query, user_id="ana", limit=1)
+            return time.perf_counter() - started, bool(hits) and word in hits[0].content
+
+        # In place: the line count stays. Inserted (at 70%): every line after it moves down one,
+        # and its row's line number with it. Appended: what remembering a fact does.
+        edited = "(fact 5000)." if report.facts > 5000 else "(fact 1)."
+        inserted = f"(fact {report.facts * 7 // 10 + 1})."
+        edit = searchable(lambda t: t.replace(edited, "and now plays the theremin on Tuesdays.", 1),
+                          "theremin on Tuesdays", "theremin")
+        insert = searchable(lambda t: t.replace(inserted, inserted + "\n- [context] Ana once sailed to Tromsø in "
+                                                "winter.", 1), "sailed to Tromsø", "Tromsø")
+        append = searchable(lambda t: t + "\n## 23:59 chat:c1 session:appended\n- [context] Ana bought a red kayak.\n",
+                            "red kayak", "kayak")
+    return {"facts": report.facts, "index_s": index_s, "edit_searchable_s": edit[0], "found": edit[1],
+            "insert_searchable_s": insert[0], "insert_found": insert[1], "append_searchable_s": append[0],
+            "append_found": append[1], "peak_rss_mb": _peak_rss_mb(), "peak_maps": sampler.peak}
 
 
 def _run_child(*args: str) -> dict:
@@ -193,13 +206,18 @@ def bench_log(n: int, work: Path) -> None:
         rel = write_log(home, size)
         r = results[size] = _run_child("_log", str(home), str(work / "models"), rel)
         print(f"{size:>7} facts in one log: indexed in {r['index_s']:.1f}s "
-              f"({1000 * r['index_s'] / size:.2f} ms/fact); a one-line edit searchable in "
-              f"{r['edit_searchable_s']:.2f}s (found={r['found']}); peak RSS {r['peak_rss_mb']:.0f} MB; "
+              f"({1000 * r['index_s'] / size:.2f} ms/fact); searchable after a one-line edit in "
+              f"{r['edit_searchable_s']:.2f}s (found={r['found']}), an inserted line "
+              f"{r['insert_searchable_s']:.2f}s (found={r['insert_found']}), an appended section "
+              f"{r['append_searchable_s']:.2f}s (found={r['append_found']}); peak RSS {r['peak_rss_mb']:.0f} MB; "
               f"most memory mappings {r['peak_maps']}", flush=True)
     ns, nb = sorted(results)
+    big, small = results[nb], results[ns]
     print(f"{nb} vs {ns} facts: per-fact indexing ratio "
-          f"{results[nb]['index_s'] / nb / (results[ns]['index_s'] / ns):.2f} (1.0 = linear), one-line edit "
-          f"{results[nb]['edit_searchable_s'] / results[ns]['edit_searchable_s']:.2f}x for 10x the log")
+          f"{big['index_s'] / nb / (small['index_s'] / ns):.2f} (1.0 = linear); for 10x the log a one-line "
+          f"edit {big['edit_searchable_s'] / small['edit_searchable_s']:.2f}x, an inserted line "
+          f"{big['insert_searchable_s'] / small['insert_searchable_s']:.2f}x, an appended section "
+          f"{big['append_searchable_s'] / small['append_searchable_s']:.2f}x")
 
 
 def main() -> None:

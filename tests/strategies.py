@@ -31,6 +31,7 @@ __all__ = [
     "section_headings",
     "daily_log_texts",
     "daily_log_models",
+    "daily_log_edits",
     "page_texts",
     "page_models",
     "odd_segments",
@@ -359,6 +360,66 @@ def daily_log_models(draw: st.DrawFn) -> tuple:
             FactLine(e.fact, ending) if isinstance(e, FactLine) else TextLine(e.text, ending)
         )
     return tuple(out)
+
+
+# Lines that change what the lines after them are: structure a log is re-read around (reparse.py).
+_STATEFUL_LINES = [
+    "## 09:30 chat:c1 session:s1", "## 10:00", "## 23:59 chat:c2 note", "## notes", "## 25:00 bad time",
+    "# 2026-11-22", "# Tuesday", "```", "~~~", "````", "  ```python", "<!--", "<!-- one line -->", "-->",
+    "---", "\ufeff## 11:00", "### deeper", "",
+]
+
+
+@st.composite
+def _log_lines(draw: st.DrawFn, max_blocks: int) -> list[str]:
+    """Lines of a daily log heavy in sections and in what opens or closes a block: blocks of a
+    few lines, most under a section heading."""
+    line = st.one_of(
+        st.sampled_from(_STATEFUL_LINES),
+        raw_fact_lines().map(lambda pair: pair[0]),
+        engine_shaped_lines(),
+        lookalike_lines(),
+        prose_lines(),
+    )
+    lines: list[str] = []
+    for _ in range(draw(st.integers(0, max_blocks))):
+        if draw(st.integers(0, 3)):
+            lines.append(draw(section_headings()))
+        lines += draw(st.lists(line, max_size=4))
+    return lines
+
+
+@st.composite
+def daily_log_edits(draw: st.DrawFn) -> tuple[str, str]:
+    """A daily log and an edited version of it: some lines replaced by others (none, or more),
+    then maybe a few characters typed or deleted anywhere (a line split or joined, a lone CR)."""
+    lines = draw(_log_lines(12))
+    endings = [draw(_endings) for _ in lines]
+    if lines and draw(st.booleans()):
+        endings[-1] = ""
+    old = "".join(line + end for line, end in zip(lines, endings, strict=True))
+    start = draw(st.integers(0, len(lines)))
+    stop = draw(st.integers(start, min(len(lines), start + 4)))
+    if draw(st.booleans()):  # lines rewritten in place, the line count kept
+        new_lines = [draw(_log_lines(1).filter(len).map(lambda ls: ls[-1])) for _ in range(stop - start)]
+    else:
+        new_lines = draw(_log_lines(2))
+    new_endings = [draw(_endings) for _ in new_lines]
+    if stop == len(lines) and new_lines and draw(st.booleans()):
+        new_endings[-1] = ""
+    new = (
+        "".join(line + end for line, end in zip(lines[:start], endings[:start], strict=True))
+        + "".join(line + end for line, end in zip(new_lines, new_endings, strict=True))
+        + "".join(line + end for line, end in zip(lines[stop:], endings[stop:], strict=True))
+    )
+    if draw(st.booleans()):
+        at = draw(st.integers(0, len(new)))
+        cut = draw(st.integers(0, 3))
+        typed = draw(st.sampled_from(["", "\n", "\r", "\r\n", "`", "```", "<!--", "-->", "# ", "## 12:00\n", "x"]))
+        new = new[:at] + typed + new[at + cut:]
+    if new == old:
+        reject()
+    return old, new
 
 
 # ---------------------------------------------------------------------------------------- pages

@@ -10,8 +10,20 @@ from __future__ import annotations
 
 import hashlib
 import unicodedata
+from dataclasses import dataclass, field
 
-__all__ = ["derive_fact_id", "derive_id", "normalise_content"]
+__all__ = ["FactIdMemo", "derive_fact_id", "derive_id", "normalise_content"]
+
+
+@dataclass
+class FactIdMemo:
+    """What deriving one file's fact ids computed (normalised contents, ids by normalised content
+    and occurrence), kept by a caller that reads the file again after an edit: the next read
+    derives only the ids of what changed. Holds what the last read used, nothing older."""
+
+    rel_path: str
+    norms: dict[str, str] = field(default_factory=dict)
+    ids: dict[tuple[str, int], str] = field(default_factory=dict)
 
 
 def normalise_content(content: str) -> str:

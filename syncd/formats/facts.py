@@ -55,7 +55,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from ..errors import InvalidIdError, NotFoundError
-from .fact_ids import derive_fact_id, derive_id, normalise_content
+from .fact_ids import FactIdMemo, derive_fact_id, derive_id, normalise_content
 from .text import (
     BOM,
     atx_heading,
@@ -485,10 +485,26 @@ class _Scan:
     spans: tuple[TextSpan, ...]
     date: str | None
     closer: str | None  # the line that closes a fence or comment left open at the end, if any
+    title_line: int | None = None  # 1-based line of the first H1 (dated or not), if any
+    frontmatter: int = 0  # lines of YAML frontmatter at the top
 
 
-def _scan(pairs: list[tuple[str, str]]) -> _Scan:
+@dataclass(frozen=True)
+class _Resume:
+    """Where a scan of the lines after a section heading starts: the heading is line ``line``
+    (1-based) and ``facts`` facts precede it. Nothing is open just after a heading (no fence,
+    comment or text span), so this and the title already seen are all the state there is."""
+
+    line: int
+    facts: int
+    section: Section
+    title_line: int | None
+    date: str | None
+
+
+def _scan(pairs: list[tuple[str, str]], resume: _Resume | None = None) -> _Scan:
     """Classify every line in one pass; the single source of truth for what is a fact.
+    With ``resume``, ``pairs`` are the lines after a section heading (see reparse.py).
 
     Objects are built with ``object.__new__`` and direct ``__dict__`` stores: the dataclass
     ``__init__`` of a frozen class costs more than parsing the line it describes.
@@ -497,9 +513,9 @@ def _scan(pairs: list[tuple[str, str]]) -> _Scan:
     facts: list = []
     sections: list = []
     spans: list = []
-    date = None
-    title_seen = False
-    section = None
+    # Line numbers are 1-based and count the lines before ``pairs``; fact indexes count the facts.
+    first_line, first_fact = (resume.line + 1, resume.facts) if resume else (1, 0)
+    date, title_line, section = (resume.date, resume.title_line, resume.section) if resume else (None, None, None)
     fence: tuple[str, int] | None = None
     in_comment = False
     span_from = -1  # index of the first line of the open text span, -1 when none is open
@@ -508,9 +524,9 @@ def _scan(pairs: list[tuple[str, str]]) -> _Scan:
 
     def close_span(end: int) -> None:
         text = "\n".join([c for c, _ in pairs[span_from:end]])
-        spans.append(_build(TextSpan, (text, span_from + 1, span_section)))
+        spans.append(_build(TextSpan, (text, span_from + first_line, span_section)))
 
-    fm = frontmatter_line_count([c for c, _ in pairs]) if pairs and "---" in pairs[0][0] else 0
+    fm = frontmatter_line_count([c for c, _ in pairs]) if not resume and pairs and "---" in pairs[0][0] else 0
     add = elements.append
     for content, ending in pairs[:fm]:
         add(_build(TextLine, (content, ending)))
@@ -544,9 +560,9 @@ def _scan(pairs: list[tuple[str, str]]) -> _Scan:
                 located = new(LocatedFact)
                 d = located.__dict__
                 d["fact"] = fact
-                d["line"] = index + 1
+                d["line"] = index + first_line
                 d["section"] = section
-                d["index"] = len(facts)
+                d["index"] = len(facts) + first_fact
                 facts.append(located)
                 continue
         elif first in _BLOCK_LEADS:
@@ -557,19 +573,19 @@ def _scan(pairs: list[tuple[str, str]]) -> _Scan:
                 atx = None
                 engine = _ENGINE_SECTION_LINE_RE.match(probe)
                 if engine is not None and ".." not in probe:
-                    section = _build(Section, (*engine.groups(), "", index + 1))
+                    section = _build(Section, (*engine.groups(), "", index + first_line))
                     sections.append(section)
                     structural = True
                 else:
                     atx = atx_heading(probe)
                 if atx is not None and atx[0] == 1:
                     section = None
-                    if not title_seen:
-                        title_seen = True
+                    if title_line is None:
+                        title_line = index + first_line
                         date = _title_date(atx[1])
                         structural = date is not None
                 elif atx is not None and atx[0] == 2:
-                    section = _parse_section(atx[1], index + 1)
+                    section = _parse_section(atx[1], index + first_line)
                     if section is not None:
                         sections.append(section)
                         structural = True
@@ -598,7 +614,7 @@ def _scan(pairs: list[tuple[str, str]]) -> _Scan:
     if span_from >= 0:
         close_span(len(pairs))
     closer = fence[0] * fence[1] if fence is not None else ("-->" if in_comment else None)
-    return _Scan(tuple(elements), tuple(facts), tuple(sections), tuple(spans), date, closer)
+    return _Scan(tuple(elements), tuple(facts), tuple(sections), tuple(spans), date, closer, title_line, fm)
 
 
 # --------------------------------------------------------------------------- the daily log
@@ -622,7 +638,10 @@ class DailyLog:
         for e in elements:
             if not isinstance(e, (FactLine, TextLine)):
                 raise ValueError(f"daily log elements are FactLine or TextLine, not {e!r}")
-        scan = _scan(split_lines("".join([e.text + e.ending for e in elements])))
+        self._read_back(elements, _scan(split_lines(_render(elements))))
+
+    def _read_back(self, elements: tuple[Element, ...], scan: _Scan) -> None:
+        """Become ``elements`` if ``scan`` (the parse of their rendering) reads them back."""
         if scan.elements != elements:
             pairs = zip(elements, scan.elements, strict=False)
             i = next((i for i, (a, b) in enumerate(pairs) if a != b), len(scan.elements))
@@ -632,6 +651,15 @@ class DailyLog:
             )
         object.__setattr__(self, "elements", elements)
         object.__setattr__(self, "_info", scan)
+
+    def _edited(self, elements: tuple[Element, ...]) -> DailyLog:
+        """A log of ``elements``, an edit of this one, checked as the constructor checks but read
+        again only around what changed (reparse.py): a one-fact edit of a big log costs the fact."""
+        from .reparse import reparse_daily_log
+
+        log = _object_new(DailyLog)
+        log._read_back(elements, reparse_daily_log(_render(elements), _render(self.elements), self)._info)
+        return log
 
     @property
     def date(self) -> str | None:
@@ -660,20 +688,31 @@ class DailyLog:
         """
         return self._info.spans
 
-    def fact_ids(self, rel_path: str) -> tuple[str, ...]:
-        """The effective id of each fact (aligned with :meth:`facts`); see the module docstring."""
+    def fact_ids(self, rel_path: str, memo: FactIdMemo | None = None) -> tuple[str, ...]:
+        """The effective id of each fact (aligned with :meth:`facts`); see the module docstring.
+        With ``memo`` (of this ``rel_path``) what an earlier read derived is looked up, not
+        derived again; the memo then holds what this read used."""
         ids = []
         claimed: set[str] = set()
         seen: dict[str, int] = {}
+        known = memo if memo is not None and memo.rel_path == rel_path else FactIdMemo(rel_path)
+        norms: dict[str, str] = {}
+        derived: dict[tuple[str, int], str] = {}
         for located in self._info.facts:
             fact = located.fact
             if fact.id is not None and fact.id not in claimed:
                 claimed.add(fact.id)
                 ids.append(fact.id)
             else:
-                norm = normalise_content(fact.content)
+                content = fact.content
+                norm = norms.get(content) or known.norms.get(content) or normalise_content(content)
+                norms[content] = norm
                 seen[norm] = n = seen.get(norm, -1) + 1
-                ids.append(derive_id(rel_path, norm, n))
+                key = (norm, n)
+                derived[key] = fact_id = known.ids.get(key) or derive_id(rel_path, norm, n)
+                ids.append(fact_id)
+        if memo is not None:
+            memo.rel_path, memo.norms, memo.ids = rel_path, norms, derived
         return tuple(ids)
 
     def _find(self, key: int | str, rel_path: str | None) -> LocatedFact:
@@ -703,14 +742,14 @@ class DailyLog:
             return self
         # A byte order mark on the first line belongs to the file, not to the fact: keep it.
         raw = BOM + render_fact_line(new_fact) if old.text.startswith(BOM) else None
-        return DailyLog(
+        return self._edited(
             (*self.elements[:i], FactLine(new_fact, old.ending, raw), *self.elements[i + 1 :])
         )
 
     def remove_fact(self, key: int | str, *, rel_path: str | None = None) -> DailyLog:
         """A log without one fact's line (same ``key`` rules as :meth:`replace_fact`)."""
         i = self._find(key, rel_path).line - 1
-        return DailyLog(self.elements[:i] + self.elements[i + 1 :])
+        return self._edited(self.elements[:i] + self.elements[i + 1 :])
 
 
 def parse_daily_log(text: str) -> DailyLog:
@@ -724,7 +763,11 @@ def parse_daily_log(text: str) -> DailyLog:
 
 def render_daily_log(log: DailyLog) -> str:
     """The file text; byte-identical to the parsed input for every line not replaced."""
-    return "".join([e.text + e.ending for e in log.elements])
+    return _render(log.elements)
+
+
+def _render(elements: Iterable[Element]) -> str:
+    return "".join([e.text + e.ending for e in elements])
 
 
 # --------------------------------------------------------------------------- writing helpers
@@ -767,14 +810,17 @@ def append_section(
     facts = list(facts)
     if not all(isinstance(fact, Fact) for fact in facts):
         raise ValueError(f"append_section needs Facts, not {facts!r}")
+    from .reparse import reparse_daily_log
+
     nl = log.newline
-    text = render_daily_log(log)
+    text = rendered = render_daily_log(log)
     if text and not text.endswith("\n"):
         # A final lone '\r' is half of a CRLF: complete it rather than leave a stray CR.
         text += "\n" if text.endswith("\r") else nl
     # Re-read after completing the last line: terminating it can change what it is (a lone
     # trailing '\r' hid a fact or a closing fence), and the parser is the only judge of that.
-    base = parse_daily_log(text)
+    # Both reads start from the last ones: appending to a big log reads its last section only.
+    base = reparse_daily_log(text, rendered, log)
     lines = []
     if base._info.closer is not None:
         lines.append(base._info.closer)
@@ -782,7 +828,7 @@ def append_section(
         lines.append("")
     lines.append(heading)
     lines.extend(render_fact_line(fact) for fact in facts)
-    out = parse_daily_log(text + "".join(line + nl for line in lines))
+    out = reparse_daily_log(text + "".join(line + nl for line in lines), text, base)
     if [f.fact for f in out.facts()[len(base.facts()) :]] != facts:
         raise ValueError("the new section would not read back as the given facts")
     return out

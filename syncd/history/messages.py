@@ -14,6 +14,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from ..formats.text import shared_ends
 from ..layout import classify_path
 
 __all__ = ["DETAILED_FILES", "counts_facts", "describe_change", "format_message"]
@@ -52,41 +53,12 @@ def _fact_contents(lines: Iterable[str]) -> Counter[str]:
     return found
 
 
-def _common_run(old: bytes, new: bytes, limit: int, from_end: bool) -> int:
-    """Length of the longest common prefix (or suffix) of two texts, at most ``limit``. Compared in
-    blocks of 64 KiB, then 4 KiB, 256, 16, 1 bytes, each a C memcmp: linear, and a few dozen steps
-    for texts that part once."""
-    done, step = 0, 1 << 16
-    while step:
-        while done + step <= limit:
-            if from_end:
-                same = old[len(old) - done - step:len(old) - done] == new[len(new) - done - step:len(new) - done]
-            else:
-                same = old[done:done + step] == new[done:done + step]
-            if not same:
-                break
-            done += step
-        step >>= 4
-    return done
-
-
-def _shared_ends(old: bytes, new: bytes) -> tuple[int, int]:
-    """Lengths of a common head and tail of two texts, each made of whole lines and not
-    overlapping: what lies between is all an edit changed (a few lines of a big log)."""
-    head = _common_run(old, new, min(len(old), len(new)), from_end=False)
-    head = old.rfind(b"\n", 0, head) + 1
-    tail = _common_run(old, new, min(len(old), len(new)) - head, from_end=True)
-    # The tail starts after a newline inside the shared run, so it starts a line in both texts.
-    start = old.find(b"\n", len(old) - tail)
-    return head, 0 if start == -1 else len(old) - start - 1
-
-
 def fact_delta(old: bytes | None, new: bytes | None) -> tuple[int, int]:
     """(added, removed) facts between two versions of a daily log, by content: a fact whose
     category or tags changed is neither. Lines are read one by one, out of context (a fact-looking
     line inside a code fence counts): this is a summary, the diff is the truth."""
     old, new = old or b"", new or b""
-    head, tail = _shared_ends(old, new)
+    head, tail = shared_ends(old, new)
     old_lines = Counter(old[head:len(old) - tail].decode("utf-8", "replace").splitlines())
     new_lines = Counter(new[head:len(new) - tail].decode("utf-8", "replace").splitlines())
     before = _fact_contents((old_lines - new_lines).elements())
