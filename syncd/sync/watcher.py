@@ -46,6 +46,31 @@ def _walk_iteratively_in_watchdog() -> None:
         inotify.os = _OsWithIterativeWalk("os")
 
 
+def _keep_watchdog_alive_on_vanished_folders() -> None:
+    """watchdog's inotify thread raises KeyError, and dies, when a watched folder vanishes while
+    its removal is under way (an index rebuilt aside under .syncd/ and renamed away): it pops the
+    folder from a dict that no longer holds it. Forgetting a watch that is already forgotten is
+    what it means to do, so it is given a version that does just that and the thread lives on.
+    ``TreeWatcher.healthy`` still catches any other way the thread may die."""
+    try:
+        from watchdog.observers.inotify import InotifyWatchGroup  # type: ignore[attr-defined]
+    except ImportError:  # another watchdog layout or platform: healthy()/restart() cover it
+        return
+    if getattr(InotifyWatchGroup._remove_watch_internally, "_syncd", False):
+        return
+
+    def remove_watch_internally(self, wd) -> None:
+        path = self._active_callbacks_by_watch.pop(wd, None)
+        if path is None:
+            return
+        other = self._active_callbacks_by_path.pop(path, None)
+        if other is not None and other != wd:
+            self._active_callbacks_by_path[path] = other  # the path belongs to a newer watch
+
+    remove_watch_internally._syncd = True
+    InotifyWatchGroup._remove_watch_internally = remove_watch_internally
+
+
 @dataclass
 class TreeWatcher:
     """The thin watchdog loop: a recursive observer on the home that hands each relevant event
@@ -76,6 +101,7 @@ class TreeWatcher:
                 sink([converted])
 
         _walk_iteratively_in_watchdog()
+        _keep_watchdog_alive_on_vanished_folders()
         observer = Observer()
         # Only changes reach us: reads (Obsidian opening a note, git status hashing the tree)
         # would otherwise wake the daemon and keep postponing a burst's quiet period.
