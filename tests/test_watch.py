@@ -308,3 +308,29 @@ def test_a_watcher_whose_thread_died_is_restarted_and_nothing_it_missed_stays_st
         write(home, "vault/after.md", "# After\n\nWritten once the watcher was back.\n")
         wait_for(lambda: run.reader.status().fresh and run.reader.search("written once the watcher was back"),
                  30, "the restarted watcher to follow an edit")
+
+
+def test_a_watch_forgotten_twice_does_not_end_watchdogs_thread(tmp_path):
+    """watchdog's inotify thread died with a KeyError when it removed the watch of a folder it had
+    already forgotten (the index rebuilt aside under .syncd/ and removed: seen in the REST fuzz
+    test), and no event came again. Once a TreeWatcher has started, forgetting a watch twice, or a
+    path that a newer watch took over, is quiet and keeps the newer watch."""
+    from types import SimpleNamespace
+
+    from watchdog.observers.inotify import InotifyWatchGroup
+
+    from syncd.sync.watcher import TreeWatcher
+
+    watcher = TreeWatcher(tmp_path, lambda events: None)
+    watcher.start()
+    try:
+        group = SimpleNamespace(_active_callbacks_by_watch={1: b"/gone", 2: b"/moved"},
+                                _active_callbacks_by_path={b"/moved": 3})  # fmt: skip
+        remove = InotifyWatchGroup._remove_watch_internally
+        remove(group, 1)  # its path was already forgotten
+        remove(group, 1)  # and so was the watch itself
+        remove(group, 2)  # the path belongs to a newer watch now
+        assert group._active_callbacks_by_watch == {} and group._active_callbacks_by_path == {b"/moved": 3}
+        assert watcher.healthy()
+    finally:
+        watcher.stop()
