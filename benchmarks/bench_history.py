@@ -15,6 +15,7 @@ import argparse
 import json
 import os
 import resource
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -71,11 +72,14 @@ def _case(kind: str, size: int) -> dict:
             handle.write(b"- [preference] One more.\n")
         paths = [LOG]
     rss_before = _rss_mb(resource.RUSAGE_SELF)
-    start = time.perf_counter()
-    shas = commit_changes(Home(home), settings, paths)
-    seconds = time.perf_counter() - start
-    subject = subprocess.run(["git", "log", "-1", "--format=%s"], cwd=home, capture_output=True, text=True,
-                             check=True).stdout.strip()
+    try:
+        start = time.perf_counter()
+        shas = commit_changes(Home(home), settings, paths)
+        seconds = time.perf_counter() - start
+        subject = subprocess.run(["git", "log", "-1", "--format=%s"], cwd=home, capture_output=True, text=True,
+                                 check=True).stdout.strip()
+    finally:
+        shutil.rmtree(home.parent, ignore_errors=True)  # a 100k-file or 200 MB home each: never left behind
     return {"kind": kind, "size": size, "seconds": seconds, "commits": len(shas), "subject": subject,
             "rss_before_mb": rss_before, "rss_mb": _rss_mb(resource.RUSAGE_SELF)}
 
