@@ -114,6 +114,9 @@ class Engine:
     # -- lifecycle -------------------------------------------------------------------------------
 
     def close(self) -> None:
+        index = getattr(self, "index", None)  # absent when opening failed before it
+        if index is not None and self._lock is not None:
+            index.close()
         if self._deferred and self._lock is not None:
             self._commit_quietly(())
         if self._deferred:
@@ -173,15 +176,17 @@ class Engine:
         """Index what changed on disk (everything, or only ``paths``); retry deferred commits."""
         self._require_writer()
         report = self._sync(paths, progress)
+        self.index.persist()  # index writes the engine's own passes left pending, too
         if self._deferred:
             self._commit_quietly(())
         return report
 
-    def _sync(self, paths: list[str] | None, progress: Progress | None = None) -> SyncReport:
+    def _sync(self, paths: list[str] | None, progress: Progress | None = None, defer: bool = False) -> SyncReport:
+        """``defer``: leave the index's table writes to its background writer (Index.apply)."""
         with self._indexing:
-            return self._sync_now(paths, progress)
+            return self._sync_now(paths, progress, defer)
 
-    def _sync_now(self, paths: list[str] | None, progress: Progress | None) -> SyncReport:
+    def _sync_now(self, paths: list[str] | None, progress: Progress | None, defer: bool = False) -> SyncReport:
         self.home.require_readable()
         if not self.index.compatible():
             log.warning("the index was built with another model; rebuilding it")
@@ -193,7 +198,7 @@ class Engine:
             log.warning("transcript indexing is now %s; rebuilding the index", self._transcript_mode or "off")
             return self._reindex(progress)
         report = sync(self.home, self.index, self.embedder, self.settings.max_file_bytes, paths, progress,
-                      on_applied=self._graph, transcripts=self._transcripts)
+                      on_applied=self._graph, transcripts=self._transcripts, defer=defer)
         self.index.write_meta(transcripts=self._transcript_mode)
         return report
 
@@ -397,7 +402,9 @@ class Engine:
         with self._indexing:
             paths = wanted()  # a pass may have indexed some meanwhile
             if paths:
-                self._sync(paths)
+                # Searchable once in memory; the tables are written behind (Index.apply), so a
+                # stream of writes pays LanceDB's per-write cost once per batch, not per pass.
+                self._sync(paths, defer=True)
                 with self._unindexed_lock:
                     self._unindexed.difference_update(paths)
 

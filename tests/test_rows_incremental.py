@@ -18,9 +18,8 @@ REL = "memory/users/ana/2026-11-22.md"
 
 
 @pytest.fixture(autouse=True)
-def remember_every_log(monkeypatch):
-    """Small logs are remembered too, so the examples here take the incremental path."""
-    monkeypatch.setattr(rows, "_REMEMBER_FROM_CHARS", 0)
+def nothing_remembered():
+    """Each test starts from no remembered read (every log read is remembered, small ones too)."""
     rows._last_reads.clear()
     yield
     rows._last_reads.clear()

@@ -13,12 +13,14 @@ added or removed). Where no such heading exists it scans to the end; the result 
 
 from __future__ import annotations
 
+import threading
 from bisect import bisect_right
+from collections import OrderedDict
 
 from .facts import DailyLog, LocatedFact, Section, TextSpan, _object_new, _Resume, _Scan, _scan, parse_daily_log
 from .text import shared_ends, split_lines
 
-__all__ = ["reparse_daily_log"]
+__all__ = ["LogMemo", "reparse_daily_log"]
 
 
 def _line(item: LocatedFact | Section | TextSpan) -> int:
@@ -140,3 +142,45 @@ def _join(info: _Scan, resume: _Resume, at: int, scan: _Scan, c: int, shift: int
         info.spans[: bisect_right(info.spans, resume.line, key=_line)] + scan.spans + spans,
         date, info.closer, title_line, info.frontmatter,
     )
+
+
+class LogMemo:
+    """The last parse of recently read daily logs, by key, so reading one again after an edit
+    costs the edit (:func:`reparse_daily_log`) and reading it unchanged costs a comparison.
+
+    Bounded both ways: at most ``logs`` logs and ``chars`` characters of their text (a parse
+    takes several times its text in memory), the least recently read going first; the newest
+    read is kept whatever its size, as it is the one being written to. Thread-safe.
+    """
+
+    def __init__(self, logs: int, chars: int):
+        self._logs, self._chars = logs, chars
+        self._memo: OrderedDict[object, tuple[str, DailyLog]] = OrderedDict()
+        self._held = 0
+        self._lock = threading.Lock()
+
+    def parse(self, key: object, text: str) -> DailyLog:
+        """``parse_daily_log(text)``, from the last version of ``key`` read, when there is one."""
+        with self._lock:
+            last = self._memo.get(key)
+        log = reparse_daily_log(text, last[0], last[1]) if last else parse_daily_log(text)
+        self.remember(key, text, log)
+        return log
+
+    def remember(self, key: object, text: str, log: DailyLog) -> None:
+        """``log`` is the parse of ``text``, the latest version of ``key``."""
+        with self._lock:
+            old = self._memo.pop(key, None)
+            if old is not None:
+                self._held -= len(old[0])
+            self._memo[key] = (text, log)
+            self._held += len(text)
+            while len(self._memo) > 1 and (len(self._memo) > self._logs or self._held > self._chars):
+                _, (dropped, _) = self._memo.popitem(last=False)
+                self._held -= len(dropped)
+
+    def forget(self, key: object) -> None:
+        with self._lock:
+            old = self._memo.pop(key, None)
+            if old is not None:
+                self._held -= len(old[0])

@@ -56,6 +56,8 @@ class RowCache:
         # the memory traffic for the first pass over every row (see search()).
         self._codes8 = np.zeros((0, dim), dtype=np.int8)
         self._scales = np.zeros(0, dtype=np.float32)
+        # The buffers the three arrays above are views of, with unused room at the end.
+        self._room: dict[str, np.ndarray] = {}
         self._paths: list[str] = []
         self._ids: list[str] = []
         self._users: list[str | None] = []
@@ -172,11 +174,12 @@ class RowCache:
         added_vectors = blocks[0] if len(blocks) == 1 else np.concatenate(blocks, axis=0)
         codes, scales = _quantize(added_vectors)
         # Loading a big index arrives as one block: keep it as it is rather than copy 150 MB
-        # twice (arrays here are only ever replaced, never written into).
+        # twice. Later additions go into room kept past the end (see _appended), so a daemon's
+        # small writes do not copy the whole matrix each.
         if len(self._vectors):
-            self._vectors = np.concatenate([self._vectors, added_vectors], axis=0)
-            self._codes8 = np.concatenate([self._codes8, codes], axis=0)
-            self._scales = np.concatenate([self._scales, scales])
+            self._vectors = self._appended("_vectors", added_vectors)
+            self._codes8 = self._appended("_codes8", codes)
+            self._scales = self._appended("_scales", scales)
         else:
             self._vectors, self._codes8, self._scales = added_vectors, codes, scales
         added = sum(len(meta) for _, meta, _ in self._pending)
@@ -200,6 +203,25 @@ class RowCache:
         self._recode(start)
         if self._dead > 1024 and self._dead > len(self._paths) // 4:
             self._compact()
+
+    def _appended(self, name: str, rows: np.ndarray) -> np.ndarray:
+        """The array ``name`` followed by ``rows``, as the head of a buffer with room to spare.
+
+        While the array is a view of its buffer (``_room``) and the buffer has room, ``rows`` go
+        into the unused tail and no row is copied. The rows the array shows, and any older view a
+        reader may still hold, are never written. Otherwise (first growth after a load, after a
+        compaction, or no room left) a buffer an eighth larger (at least 4,096 rows) is filled:
+        at 100,000 x 384 float32 a write of a few rows then costs microseconds rather than the
+        ~60 ms of copying 150 MB, and the full copy comes once per ~12,500 rows added.
+        """
+        array, buffer = getattr(self, name), self._room.get(name)
+        start, end = len(array), len(array) + len(rows)
+        if buffer is None or array.base is not buffer or len(buffer) < end:
+            buffer = np.empty((end + max(end // 8, 4096), *array.shape[1:]), dtype=array.dtype)
+            buffer[:start] = array
+            self._room[name] = buffer
+        buffer[start:end] = rows
+        return buffer[:end]
 
     def _compact(self) -> None:
         keep = np.flatnonzero(self._alive)

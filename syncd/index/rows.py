@@ -21,6 +21,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import threading
+from collections import OrderedDict
 from dataclasses import dataclass
 
 from ..errors import ParseError
@@ -193,12 +194,13 @@ class _LastRead:
     chunks: dict[tuple[str, int], tuple[TextSpan, EntryRow]]
 
 
-# Daily logs below this size parse in a few milliseconds: not worth remembering.
-_REMEMBER_FROM_CHARS = 64 * 1024
-# The big logs remembered: the one being written to. Each costs about its parse and rows in
-# memory (some 1.7 KB a fact: 175 MB for a log of 100,000 facts).
-_REMEMBERED_LOGS = 1
-_last_reads: dict[str, _LastRead] = {}
+# The logs remembered: the ones being written to (a daemon serving many users appends to many
+# logs in turn). Each costs about its parse and rows in memory, some 1.7 KB a fact (175 MB for a
+# log of 100,000 facts), so besides the newest read, whatever its size, at most this many logs
+# and this much of their text (about 40 MB with their rows) are kept, the least recent going first.
+_REMEMBERED_LOGS = 64
+_REMEMBERED_CHARS = 4_000_000
+_last_reads: OrderedDict[str, _LastRead] = OrderedDict()
 _last_reads_lock = threading.Lock()
 
 
@@ -237,10 +239,11 @@ def _daily_log_rows(rel: str, text: str, scope) -> list[EntryRow]:
         chunk_rows[(span.text, n)] = (span, row)
     with _last_reads_lock:
         _last_reads.pop(rel, None)
-        if len(text) >= _REMEMBER_FROM_CHARS:
-            _last_reads[rel] = _LastRead(text, log, date, ids, fact_rows, chunk_rows)
-            while len(_last_reads) > _REMEMBERED_LOGS:
-                del _last_reads[next(iter(_last_reads))]
+        _last_reads[rel] = _LastRead(text, log, date, ids, fact_rows, chunk_rows)
+        held = sum(len(last.text) for last in _last_reads.values())
+        while len(_last_reads) > 1 and (len(_last_reads) > _REMEMBERED_LOGS or held > _REMEMBERED_CHARS):
+            _, dropped = _last_reads.popitem(last=False)
+            held -= len(dropped.text)
     return rows
 
 

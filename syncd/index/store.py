@@ -39,6 +39,7 @@ from lancedb.index import BTree
 from ..errors import IndexError_, StorageError, SyncdError
 from ..home import atomic_write, disk_failure
 from .files_mirror import FilesMirror
+from .pending import PendingWrites, replaces_whole, row_delete_filters
 from .records import SCHEMA_VERSION, EntryRow, FileRecord, FileUpdate, meta_compatible
 from .rowcache import RowCache
 
@@ -148,6 +149,13 @@ class Index:
         # and apply() only trusts an answer of the current one (see StaleRows).
         self._generation = 0
         self._diffed: dict[str, int] = {}
+        # Writes applied in memory, not yet to the tables (pending.py), and the background
+        # writer that writes them; _behind guards the writer's state.
+        self._pending = PendingWrites()
+        self._behind = threading.Condition(threading.Lock())
+        self._writer: threading.Thread | None = None
+        self._due = False
+        self._closed = False
         folder.mkdir(parents=True, exist_ok=True)
         # Readers re-check the latest version on every read so they see the daemon's writes.
         self._db = lancedb.connect(
@@ -203,6 +211,7 @@ class Index:
         The embedding cache lives elsewhere and survives either way."""
         aside_dir = self.folder / "rebuild"
         shutil.rmtree(aside_dir, ignore_errors=True)
+        self.persist()  # the tables stay whole if the rebuild fails
         with self._lock:
             if self._mirror is not None:
                 self._mirror.invalidate()
@@ -224,7 +233,7 @@ class Index:
         LanceDB commit. Entries go first: a crash between the two leaves new rows under the old
         file records, and any file whose sha moved on since looks stale and is redone by the next
         sync; the other order would leave old rows under new records, which no sync would notice."""
-        with self._lock:
+        with self._writing, self._lock:  # in the order persist() takes them
             for mine, theirs in ((self._entries, aside._entries), (self._files, aside._files)):
                 mine.add(theirs.search().limit(None).to_batches(), mode="overwrite")
             self._generation += 1
@@ -262,6 +271,7 @@ class Index:
         return self._records
 
     def counts(self) -> dict[str, int]:
+        self.persist()  # these read the tables: pending writes first
         return {
             "files": self._files.count_rows(),
             "facts": self._entries.count_rows("kind = 'fact'"),
@@ -269,10 +279,12 @@ class Index:
         }
 
     def all_rows(self, with_vectors: bool = False) -> pa.Table:
+        self.persist()
         table = self._entries.to_arrow()
         return table if with_vectors else table.drop_columns(["vector"])
 
     def find_fact(self, fact_id: str) -> list[dict]:
+        self.persist()
         return (
             self._entries.search()
             .where(f"kind = 'fact' AND id = {sql_literal(fact_id)}")
@@ -294,38 +306,90 @@ class Index:
             self._diffed[path] = self._generation
             return frozenset(same)
 
-    def apply(self, updates: Sequence[FileUpdate]) -> None:
+    def apply(self, updates: Sequence[FileUpdate], defer: bool = False) -> None:
         """Replace the rows of each updated path (only those not in its ``unchanged``), then
-        record the files' new state. Raises StaleRows, before writing anything, when an update's
-        ``unchanged`` was answered for rows that have changed since."""
+        record the files' new state. Raises StaleRows, before changing anything, when an
+        update's ``unchanged`` was answered for rows that have changed since.
+
+        The rows and records in memory, which queries and ``files()`` answer from, change at once.
+        The tables are written before this returns, or with ``defer`` behind it (pending.py): by a
+        background writer, folded with the writes that follow, and by anything that needs the
+        tables current (``persist()``). A failed deferred write is logged and its paths are
+        remembered as unwritten, as a failed direct write's are; a direct write raises it."""
         if self.read_only:
             raise IndexError_("this index was opened read-only")
         if not updates:
             return
-        paths = {u.path for u in updates}
+        with self._lock:
+            self._ensure_matrix()
+            records = self._ensure_records()
+            stale = [u.path for u in updates if u.unchanged and self._diffed.get(u.path) != self._generation]
+            for u in updates:
+                self._diffed.pop(u.path, None)
+            if stale:
+                raise StaleRows(stale)
+            self._generation += 1
+            for u in updates:
+                self._apply_in_memory(u, records)
+        if defer:
+            self._persist_soon()
+        else:
+            self.persist()
+
+    def _apply_in_memory(self, update: FileUpdate, records: dict[str, FileRecord]) -> None:
+        """Patch the rows and records in memory with ``update`` and leave its table writes
+        pending (under ``_lock``)."""
+        path = update.path
+        held = self._matrix.holds(path)
+        whole = replaces_whole(update)
+        gone = sorted(self._matrix.ids_of(path) - update.unchanged) if held and not whole and update.rows is not None else []
+        self._pending.add(update, held, gone, path in records)
+        if whole and held:
+            self._matrix.remove_paths([path])
+        elif gone:
+            self._matrix.remove_rows(path, gone)
+        changed = update.changed_rows if update.rows else []
+        if changed:
+            self._matrix.add(update.vectors, [_payload(r) for r in changed], [r.search_text for r in changed])
+        if update.record is None:
+            records.pop(path, None)
+        else:
+            records[path] = update.record
+
+    def persist(self) -> None:
+        """Write every pending change to the tables (see apply); raises what writing raised."""
+        if self.read_only:
+            return
         with self._writing:
             with self._lock:
-                self._ensure_matrix()
-                self._ensure_records()
-                stale = [u.path for u in updates if u.unchanged and self._diffed.get(u.path) != self._generation]
-                for u in updates:
-                    self._diffed.pop(u.path, None)
-                if stale:
-                    raise StaleRows(stale)
+                batch, self._pending = self._pending, PendingWrites()
+            if not batch:
+                return
+            before = self._mirror.stamp() if self._mirror is not None else None
             try:
-                self._write(updates)
+                entries_version = self._write_entries(batch)
+                records_version = self._write_records(batch)
             except BaseException as exc:
                 with self._lock:
-                    # The tables and the in-memory copies may now disagree: reload them on next use.
+                    # Memory ran ahead of tables that now hold something else: reload both on
+                    # next use, and redo every path written since (later writes folded on top).
+                    lost = set(batch.paths) | set(self._pending.paths)
+                    self._pending = PendingWrites()
                     self._matrix_version = None
                     self._records = None
                     self._generation += 1
-                    self._unwritten |= paths
+                    self._unwritten |= lost
                 if isinstance(exc, Exception) and not isinstance(exc, SyncdError):
-                    raise self._write_error(exc, len(paths)) from exc
+                    raise self._write_error(exc, len(lost)) from exc
                 raise
             with self._lock:
-                self._unwritten -= paths
+                if entries_version is not None and self._matrix_version is not None:
+                    self._matrix_version = entries_version
+                if records_version is not None and self._records is not None:
+                    self._records_version = records_version
+                self._unwritten -= set(batch.paths)
+                if self._mirror is not None and not self._mirror.update(before, batch.mirror):
+                    self._rebuild_mirror()
             self._writes += 1
             if self._writes >= _WRITES_BEFORE_OPTIMIZE:
                 try:
@@ -333,6 +397,40 @@ class Index:
                 except Exception as exc:  # housekeeping: the rows are written, compact later
                     self._writes = 0
                     log.warning("could not compact the index at %s: %s", self.folder, self._describe(exc))
+
+    def _persist_soon(self) -> None:
+        """Have the background writer write what is pending (started on first use)."""
+        with self._behind:
+            if self._closed:
+                raise IndexError_("this index is closed")
+            if self._writer is None:
+                self._writer = threading.Thread(target=self._write_behind, name="syncd-index-writer", daemon=True)
+                self._writer.start()
+            self._due = True
+            self._behind.notify()
+
+    def _write_behind(self) -> None:
+        while True:
+            with self._behind:
+                while not self._due and not self._closed:
+                    self._behind.wait()
+                if not self._due:
+                    return
+                self._due = False
+            try:
+                self.persist()
+            except Exception as exc:  # remembered as unwritten: the next sync redoes those files
+                log.warning("could not write the index at %s: %s", self.folder, exc)
+
+    def close(self) -> None:
+        """Write what is pending and stop the background writer."""
+        with self._behind:
+            self._closed = True
+            self._behind.notify()
+            writer = self._writer
+        if writer is not None:
+            writer.join()
+        self.persist()
 
     @property
     def unwritten_paths(self) -> frozenset[str]:
@@ -357,62 +455,26 @@ class Index:
         """LanceDB's message without the Rust source locations it appends."""
         return _RUST_LOCATION.sub("", str(exc)).strip() or type(exc).__name__
 
-    def _write(self, updates: Sequence[FileUpdate]) -> None:
-        """Write ``updates`` to the tables, then patch the in-memory copies (under ``_lock``)."""
-        with self._lock:
-            before = self._mirror.stamp() if self._mirror is not None else None
-        patch_rows = self._write_entries(updates)
-        patch_records = self._write_records(updates)
-        with self._lock:
-            self._generation += 1
-            patch_rows()
-            patch_records()
-            if self._mirror is not None and not self._mirror.update(before, _mirror_changes(updates)):
-                self._rebuild_mirror()
-
-    def _write_entries(self, updates: Sequence[FileUpdate]) -> Callable[[], None]:
-        """Replace the rows of ``updates`` in the table; returns what then patches the rows in
-        memory the same way (and records the table's version). A path without rows (a new file)
-        needs no delete."""
+    def _write_entries(self, batch: PendingWrites) -> int | None:
+        """Delete and add the pending rows: deletes of whole files by path, changed rows of the
+        others by (path, id) in one filter, then one add. The table's new version, if any."""
         version = None
-        replaced = [u.path for u in updates if (u.rows is not None and not u.unchanged) or u.record is None]
-        with self._lock:
-            held = [path for path in replaced if self._matrix.holds(path)]
-            gone = {u.path: sorted(self._matrix.ids_of(u.path) - u.unchanged)
-                    for u in updates if u.rows is not None and u.unchanged}  # fmt: skip
-        for start in range(0, len(held), _PATHS_PER_FILTER):
-            version = self._entries.delete(_in_filter("path", held[start : start + _PATHS_PER_FILTER])).version
-        for path, ids in gone.items():
-            # Only the rows that changed: deleted by id within the file, the rest untouched.
-            for start in range(0, len(ids), _PATHS_PER_FILTER):
-                chunk = _in_filter("id", ids[start : start + _PATHS_PER_FILTER])
-                version = self._entries.delete(f"path = {sql_literal(path)} AND {chunk}").version
-        new_rows = [row for u in updates if u.rows for row in u.changed_rows]
-        vectors = None
-        if new_rows:
-            vectors = np.concatenate([np.asarray(u.vectors, dtype=np.float32) for u in updates if u.changed_rows])
-            version = self._entries.add(self._entries_table(new_rows, vectors)).version
+        whole = batch.whole_deletes()
+        for start in range(0, len(whole), _PATHS_PER_FILTER):
+            version = self._entries.delete(_in_filter("path", whole[start : start + _PATHS_PER_FILTER])).version
+        for where in row_delete_filters(batch.row_deletes(), _PATHS_PER_FILTER, sql_literal):
+            version = self._entries.delete(where).version
+        rows, vectors = batch.new_rows()
+        if rows:
+            version = self._entries.add(self._entries_table(rows, vectors)).version
+        return version
 
-        def patch() -> None:
-            self._matrix.remove_paths(held)
-            for path, ids in gone.items():
-                self._matrix.remove_rows(path, ids)
-            if new_rows:
-                self._matrix.add(vectors, [_payload(r) for r in new_rows], [r.search_text for r in new_rows])
-            if version is not None:
-                self._matrix_version = version
-
-        return patch
-
-    def _write_records(self, updates: Sequence[FileUpdate]) -> Callable[[], None]:
-        """Record the files' new state in the table, after their rows; returns what then patches
-        the copy in memory. A new file's record is appended; the common write, one known file
-        changed, updates its record in place: one LanceDB commit where a delete and an append
-        took two (an upsert, merge_insert, costs more than both)."""
-        with self._lock:
-            known = self._ensure_records()
-            latest = {u.path: u.record for u in updates}
-            held = [path for path in latest if path in known]
+    def _write_records(self, batch: PendingWrites) -> int | None:
+        """Write the files' latest records, after their rows. A new file's record is appended;
+        the common write, one known file changed, updates its record in place: one LanceDB
+        commit where a delete and an append took two (an upsert, merge_insert, costs more)."""
+        latest = {path: w.record for path, w in batch.paths.items()}
+        held = [path for path, w in batch.paths.items() if w.record_in_table]
         records = [record for record in latest.values() if record is not None]
         version = None
         if len(held) == 1 and latest[held[0]] is not None:
@@ -424,17 +486,7 @@ class Index:
             version = self._files.delete(_in_filter("path", held[start : start + _PATHS_PER_FILTER])).version
         if records:
             version = self._files.add(pa.Table.from_pylist([r.__dict__ for r in records], schema=FILE_SCHEMA)).version
-
-        def patch() -> None:
-            for path, record in latest.items():
-                if record is None:
-                    known.pop(path, None)
-                else:
-                    known[path] = record
-            if version is not None:
-                self._records_version = version
-
-        return patch
+        return version
 
     def _update_record(self, record: FileRecord) -> int | None:
         """Update the one row of ``record.path`` in place; the table's new version, or None when
@@ -452,15 +504,16 @@ class Index:
         return result.version if result.rows_updated else None
 
     def _rebuild_mirror(self) -> None:
-        """Copy the files table, with each file's fact and chunk counts, into the mirror."""
-        self._records = None  # read from the table itself, not from what we believe it holds
+        """Copy the files table, with each file's fact and chunk counts, into the mirror: read
+        from the table itself, not from memory, which may run ahead of it (pending writes)."""
+        records = [FileRecord(**row) for row in self._files.to_arrow().to_pylist()]
         per_kind = self._entries.to_arrow().select(["path", "kind"]).group_by(["path", "kind"]).aggregate(
             [("kind", "count")]
         )
         counts: dict[str, list[int]] = {}
         for path, kind, n in zip(*(per_kind[c].to_pylist() for c in ("path", "kind", "kind_count"))):
             counts.setdefault(path, [0, 0])[0 if kind == "fact" else 1] += n
-        self._mirror.replace(self.files().values(), {p: (f, c) for p, (f, c) in counts.items()})
+        self._mirror.replace(records, {p: (f, c) for p, (f, c) in counts.items()})
 
     def _entries_table(self, rows: Sequence[EntryRow], vectors: np.ndarray) -> pa.Table:
         columns: dict[str, list] = {name: [] for name in _ENTRY_FIELDS}
@@ -476,18 +529,20 @@ class Index:
         return pa.Table.from_pydict(columns, schema=entry_schema(self.dim))
 
     def optimize(self) -> None:
-        """Compact small writes, fold new rows into the id index, drop old versions."""
-        with self._writing, self._lock:
+        """Compact small writes, fold new rows into the id index, drop old versions. Holds only
+        the writers' turn while LanceDB works: queries and in-memory writes go on meanwhile."""
+        with self._writing:
             before = self._mirror.stamp() if self._mirror is not None else None
             self.ensure_id_index()
             for table in (self._files, self._entries):
                 table.optimize(cleanup_older_than=timedelta(minutes=5))
-            if self._matrix_version is not None:
-                # Compaction moves rows between files but changes none: the loaded copy stays
-                # valid. An index never loaded stays unloaded, to load on its first query.
-                self._matrix_version = self._entries.version
-            if self._records is not None:
-                self._records_version = self._files.version  # the same records, a new version
+            with self._lock:
+                if self._matrix_version is not None:
+                    # Compaction moves rows between files but changes none: the loaded copy
+                    # stays valid. An index never loaded stays unloaded, to load on first query.
+                    self._matrix_version = self._entries.version
+                if self._records is not None:
+                    self._records_version = self._files.version  # the same records, a new version
             self._writes = 0
             if self._mirror is not None:
                 self._mirror.restamp(before)
@@ -533,16 +588,6 @@ class Index:
         with self._lock:
             self._ensure_matrix()
             yield self._matrix
-
-
-def _mirror_changes(updates: Sequence[FileUpdate]):
-    """Each update as the files mirror takes it: path, record, (facts, chunks) when rows changed."""
-    for u in updates:
-        counts = None
-        if u.rows is not None:
-            facts = sum(1 for row in u.rows if row.kind == "fact")
-            counts = (facts, len(u.rows) - facts)
-        yield u.path, u.record, counts
 
 
 def _payload(row: EntryRow) -> dict:

@@ -28,6 +28,7 @@ from ..formats import (
     render_daily_log,
     render_fact_line,
 )
+from ..formats.reparse import LogMemo
 from ..history.intents import Intent
 from ..home import read_regular
 from ..layout import validate_id
@@ -41,6 +42,10 @@ logger = logging.getLogger(__name__)
 _DATE_NAME_RE = re.compile(r"\d{4}-\d{2}-\d{2}\.md\Z")
 
 Clock = Callable[[], dt.datetime]
+
+# The logs this process last wrote, by (home, path): an agent appends to today's log again and
+# again, and each append then re-reads only what changed since (most often nothing), not the log.
+_RECENT_LOGS = LogMemo(logs=64, chars=4_000_000)
 
 
 def local_now() -> dt.datetime:
@@ -179,8 +184,8 @@ class MarkdownMemoryStore:
             return []
 
         def change(current: bytes | None) -> bytes:
-            log = parse_daily_log(decode_markdown(current, rel)) if current is not None else new_daily_log(day)
-            return encode_markdown(render_daily_log(append_section(log, now.time(), chat_id, session_id, written)))
+            log = self._read_log(rel, current) if current is not None else new_daily_log(day)
+            return self._render_log(rel, append_section(log, now.time(), chat_id, session_id, written))
 
         summary = f"Remember {len(written)} fact{'s' if len(written) != 1 else ''} for {self.user_id}"
         self.writer.update(rel, change, self._intent(summary, intent, chat_id))
@@ -257,7 +262,7 @@ class MarkdownMemoryStore:
 
         def change(current: bytes | None) -> bytes:
             log = self._current_log(current, rel, fact_id, expected)
-            return encode_markdown(render_daily_log(log.remove_fact(fact_id, rel_path=rel)))
+            return self._render_log(rel, log.remove_fact(fact_id, rel_path=rel))
 
         summary = f"Forget fact {fact_id} of {self.user_id}"
         self.writer.update(rel, change, self._intent(summary, intent, stored.chat_id))
@@ -282,18 +287,27 @@ class MarkdownMemoryStore:
 
         def change(current: bytes | None) -> bytes:
             log = self._current_log(current, rel, fact_id, expected)
-            return encode_markdown(render_daily_log(log.replace_fact(fact_id, new_fact, rel_path=rel)))
+            return self._render_log(rel, log.replace_fact(fact_id, new_fact, rel_path=rel))
 
         summary = f"Edit fact {fact_id} of {self.user_id}"
         self.writer.update(rel, change, self._intent(summary, intent, stored.chat_id))
         return stored
 
-    @staticmethod
-    def _current_log(current: bytes | None, rel: str, fact_id: str, expected: Fact | None) -> DailyLog:
+    def _read_log(self, rel: str, data: bytes) -> DailyLog:
+        """``parse_daily_log`` of the log's bytes, from this process's last read of it."""
+        return _RECENT_LOGS.parse((self.home.root, rel), decode_markdown(data, rel))
+
+    def _render_log(self, rel: str, log: DailyLog) -> bytes:
+        """The bytes of ``log``, remembered as the latest version of ``rel``."""
+        text = render_daily_log(log)
+        _RECENT_LOGS.remember((self.home.root, rel), text, log)
+        return encode_markdown(text)
+
+    def _current_log(self, current: bytes | None, rel: str, fact_id: str, expected: Fact | None) -> DailyLog:
         """The log as it is now, checked to still hold the fact as the caller saw it."""
         if current is None:
             raise NotFoundError(f"{rel} disappeared before fact {fact_id!r} could be changed")
-        log = parse_daily_log(decode_markdown(current, rel))
+        log = self._read_log(rel, current)
         if expected is not None:
             found = dict(zip(log.fact_ids(rel), (located.fact for located in log.facts()))).get(fact_id)
             if found != expected:

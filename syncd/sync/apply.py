@@ -54,6 +54,7 @@ def apply_plan(
     progress: Progress | None = None,
     on_applied: Applied | None = None,
     transcripts: TranscriptChunking | None = None,
+    defer: bool = False,
 ) -> SyncReport:
     report = SyncReport(plan=plan)
     updates: list[FileUpdate] = [FileUpdate(p, None) for p in plan.deleted]
@@ -84,13 +85,13 @@ def apply_plan(
                     report.chunks += 1
         _embed(embedder, index.dim, parsed, report)
         try:
-            index.apply(updates + parsed)
+            index.apply(updates + parsed, defer=defer)
         except StaleRows:
             # The index changed between the comparison and the write: redo these files whole.
             for update in parsed:
                 update.unchanged = frozenset()
             _embed(embedder, index.dim, parsed, report)
-            index.apply(updates + parsed)
+            index.apply(updates + parsed, defer=defer)
         if on_applied:
             on_applied(updates + parsed)
         updates = []
@@ -156,9 +157,11 @@ def sync(
     progress: Progress | None = None,
     on_applied: Applied | None = None,
     transcripts: TranscriptChunking | None = None,
+    defer: bool = False,
 ) -> SyncReport:
     """Bring the index in line with the tree (or with just the ``only`` paths, and any whose
-    index write failed earlier in this process: a failed write heals on the next pass).
+    index write failed earlier in this process: a failed write heals on the next pass). With
+    ``defer``, the index writes its tables behind (Index.apply).
     ``transcripts``: how to chunk transcripts (None: they are tracked, not searchable)."""
     if only is None:
         known = index.files()
@@ -176,5 +179,5 @@ def sync(
         return SyncReport(plan=plan)
     log.info("sync: %s", plan.summary())
     return apply_plan(home, index, embedder, plan, scan, known, max_file_bytes, progress,
-                      on_applied=on_applied, transcripts=transcripts)
+                      on_applied=on_applied, transcripts=transcripts, defer=defer)
 
