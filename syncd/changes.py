@@ -186,25 +186,40 @@ def held_paths(home: Home) -> set[str]:
 
 class CommitQueue:
     """Change groups waiting for their files to be indexed and committed, done together (group
-    commit).
+    commit), in two stages that overlap.
 
-    A group that has written its files queues their paths and waits; the first waiter that finds
-    no pass running takes everything queued so far and runs one pass on it (``commit(paths)``:
-    one index apply, then one commit per intent, made as one chain), while the next groups go on
-    writing. So writers that arrive together share one pass instead of paying for a commit each,
-    and each group still returns only once its own commit is made.
+    A group that has written its files queues their paths and waits. A waiter that finds the
+    index stage free takes everything queued so far and indexes it (``index(paths)``: one
+    apply); a waiter that finds the commit stage free takes every batch indexed so far and
+    commits them together (``commit(paths)``: one commit per intent, made as one chain, so
+    the git processes of a chain are paid once for all of them). So the next batch is indexed
+    while the last one commits, batches indexed meanwhile share the next commit, and each group
+    still returns only once its own commit is made. Batches are committed in the order they
+    were indexed; a batch whose indexing failed is committed all the same, then the failure is
+    raised in each of its groups, as a failed commit's is in each group it held. What indexing
+    returned is handed to ``settle`` once the batch is committed: what it raises is that batch's
+    failure (the index's own tables are written behind, beside the commit: see Index.apply).
 
-    A path queued or being committed is not written again until its pass ends (``wait_for_path``):
-    two turns' versions of one file must not fold into one commit."""
+    A path queued, being indexed or waiting for its commit is not written again until its
+    commit is made (``wait_for_path``): two turns' versions of one file must not fold into one
+    commit."""
 
-    def __init__(self, commit: Callable[[set[str]], object]):
-        self._commit = commit
+    def __init__(
+        self,
+        index: Callable[[set[str]], object],
+        commit: Callable[[set[str]], object],
+        settle: Callable[[object], object] = lambda receipt: None,
+    ):
+        self._index, self._commit, self._settle = index, commit, settle
         self._cond = threading.Condition()
         self._queued: set[str] = set()
-        self._committing: set[str] = set()
+        # Batches taken from the queue and not committed yet, in order: [paths, first ticket,
+        # last ticket, the indexing failure or None, whether indexing is over, what it returned].
+        self._batches: list[list] = []
+        self._indexing = False
+        self._committing = False
         self._issued = 0  # tickets handed out
-        self._done = 0  # every ticket up to this one has had its pass
-        self._leading = False
+        self._done = 0  # every ticket up to this one has been committed
         self._failures: dict[tuple[int, int], list] = {}  # (first, last ticket) -> [error, readers left]
 
     def add(self, paths: Iterable[str]) -> int:
@@ -215,30 +230,17 @@ class CommitQueue:
             return self._issued
 
     def wait(self, ticket: int) -> None:
-        """Return once the pass that holds ``ticket``'s paths has ended, leading it if nobody is.
-        If that pass failed, its error is raised here, in every group it held."""
+        """Return once ``ticket``'s paths are committed, doing a stage's work whenever one is
+        free and has work. If their indexing or their commit failed, that error is raised here,
+        in every group of the batch."""
         with self._cond:
             while self._done < ticket:
-                if self._leading:
+                if not self._indexing and self._issued > (self._batches[-1][2] if self._batches else self._done):
+                    self._index_next()
+                elif not self._committing and self._batches and self._batches[0][4]:
+                    self._commit_indexed()
+                else:
                     self._cond.wait()
-                    continue
-                self._leading = True
-                batch, first, last = self._queued, self._done + 1, self._issued
-                self._queued, self._committing = set(), batch
-                self._cond.release()
-                failure: BaseException | None = None
-                try:
-                    self._commit(batch)
-                except BaseException as exc:  # noqa: BLE001 - handed to every group of the pass
-                    failure = exc
-                finally:
-                    self._cond.acquire()
-                    self._committing = set()
-                    self._done = last
-                    self._leading = False
-                    if failure is not None:
-                        self._failures[(first, last)] = [failure, last - first + 1]
-                    self._cond.notify_all()
             for (first, last), entry in list(self._failures.items()):
                 if first <= ticket <= last:
                     entry[1] -= 1  # each ticket is waited for once: the last reader drops it
@@ -246,13 +248,59 @@ class CommitQueue:
                         del self._failures[(first, last)]
                     raise entry[0]
 
+    def _index_next(self) -> None:
+        """Index everything queued (called and returning with ``_cond`` held)."""
+        first = self._batches[-1][2] + 1 if self._batches else self._done + 1
+        batch = [self._queued, first, self._issued, None, False, None]
+        self._queued = set()
+        self._batches.append(batch)
+        self._indexing = True
+        self._cond.release()
+        try:
+            batch[5] = self._index(batch[0])
+        except BaseException as exc:  # noqa: BLE001 - raised in the batch's groups once committed
+            batch[3] = exc
+        finally:
+            self._cond.acquire()
+            batch[4] = True
+            self._indexing = False
+            self._cond.notify_all()
+
+    def _commit_indexed(self) -> None:
+        """Commit every batch indexed so far, oldest first, as one (called with ``_cond`` held)."""
+        ready = []
+        while len(ready) < len(self._batches) and self._batches[len(ready)][4]:
+            ready.append(self._batches[len(ready)])
+        self._committing = True
+        self._cond.release()
+        failures: list[BaseException | None] = [batch[3] for batch in ready]
+        try:
+            self._commit(set().union(*(batch[0] for batch in ready)))
+            for n, batch in enumerate(ready):
+                if failures[n] is None:
+                    try:
+                        self._settle(batch[5])
+                    except BaseException as exc:  # noqa: BLE001 - raised in this batch's groups
+                        failures[n] = exc
+        except BaseException as exc:  # noqa: BLE001 - handed to every group of these batches
+            failures = [exc] * len(ready)
+        finally:
+            self._cond.acquire()
+            del self._batches[: len(ready)]
+            self._committing = False
+            for (_, first, last, *_), error in zip(ready, failures):
+                if error is not None:
+                    self._failures[(first, last)] = [error, last - first + 1]
+            self._done = ready[-1][2]
+            self._cond.notify_all()
+
     def paths(self) -> set[str]:
-        """Paths queued or being committed: their groups' passes commit them."""
+        """Paths queued or on their way to a commit: their groups' batches commit them."""
         with self._cond:
-            return self._queued | self._committing
+            return self._queued.union(*(batch[0] for batch in self._batches))
 
     def wait_for_path(self, rel: str) -> None:
-        """Block while ``rel`` is queued or being committed by another group."""
+        """Block while ``rel`` is queued or on its way to a commit for another group."""
         with self._cond:
-            while rel in self._queued or rel in self._committing:
+            while rel in self._queued or any(rel in batch[0] for batch in self._batches):
                 self._cond.wait()

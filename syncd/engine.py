@@ -86,7 +86,7 @@ class Engine:
         # Commits are made one at a time (two at once would race for HEAD); the groups of this
         # engine queue theirs, so writers arriving together share one commit pass.
         self._committing = threading.Lock()
-        self._commits = CommitQueue(self._index_and_commit)
+        self._commits = CommitQueue(self._index_pass, self._commit_pass, self._settle_pass)
         # Written, not indexed yet (the set has its own lock: writers add to it while a pass
         # indexes); the index itself is written by one thread at a time.
         self._unindexed: set[str] = set()
@@ -345,8 +345,8 @@ class Engine:
                 self._wait_committed(group.written)
             elif group.mode == "own":
                 if group.written or self._deferred:
-                    # Indexed and committed by the queue's next pass, once this group has let go
-                    # of the writer's turn: the next group writes while this one's pass runs.
+                    # Indexed and committed by the queue (group commit), once this group has let
+                    # go of the writer's turn: the next group writes while this one's is done.
                     ticket = self._commits.add(group.written)
             else:
                 # A borrowed home lock: indexed and committed before it is given back.
@@ -359,25 +359,40 @@ class Engine:
                     self._commits.wait(ticket)
 
     def _index_and_commit(self, paths: set[str]) -> None:
-        """Index ``paths`` (those not indexed yet), then commit them: a pass of the commit queue.
-        A failure to index is StorageError with ``saved=True``; the commit is made all the same."""
+        """Index ``paths`` (those not indexed yet), then commit them. A failure to index is
+        StorageError with ``saved=True``; the commit is made all the same."""
+        try:
+            applied = self._index_pass(paths)
+        finally:
+            self._commit_pass(paths)
+        self._settle_pass(applied)
+
+    def _index_pass(self, paths: set[str]) -> int:
+        """The commit queue's index stage: index ``paths`` (those not indexed yet), searchable at
+        once; the index writes its tables behind. Returns what ``_settle_pass`` waits for."""
         try:
             self._flush_index(only=paths.__contains__)
         except Exception as exc:
-            raise StorageError(
-                f"{len(paths)} file(s) were saved but not indexed: {exc}"
-                + ("" if isinstance(exc, StorageError) else "; the next sync indexes them"),
-                None,
-                saved=True,
-            ) from exc
-        finally:
-            if paths or self._deferred:
-                self._commit_quietly(paths)
-                # The commit rewrote git's index file: asking now whether it holds unmerged paths
-                # (remembered per index version) spares the next writer that git process, which
-                # it would otherwise run while holding the writer's turn.
-                with contextlib.suppress(SyncdError):
-                    operation_in_progress(self.home.root)
+            raise _not_indexed(paths, exc) from exc
+        return self.index.applied
+
+    def _settle_pass(self, applied: int) -> None:
+        """After the commit: wait until the index tables hold the batch (written beside the
+        commit), raising the failure to write them as the batch's own."""
+        try:
+            self.index.wait_written(applied)
+        except SyncdError as exc:
+            raise _not_indexed(None, exc) from exc
+
+    def _commit_pass(self, paths: set[str]) -> None:
+        """The commit queue's commit stage: commit ``paths`` and any deferred commit."""
+        if paths or self._deferred:
+            self._commit_quietly(paths)
+            # The commit rewrote git's index file: asking now whether it holds unmerged paths
+            # (remembered per index version) spares the next writer that git process, which
+            # it would otherwise run while holding the writer's turn.
+            with contextlib.suppress(SyncdError):
+                operation_in_progress(self.home.root)
 
     def _release_group(self, group: ChangeGroup) -> None:
         """Let go of what ``_begin_group`` took (alone: a group cancelled before it began)."""
@@ -550,6 +565,16 @@ class Engine:
             self.index.meta(),
             self.settings.max_file_bytes,
         )
+
+
+def _not_indexed(paths: set[str] | None, exc: Exception) -> StorageError:
+    """A write saved (and committed) whose index write failed: StorageError with ``saved``."""
+    files = f"{len(paths)} file(s) were" if paths is not None else "files were"
+    return StorageError(
+        f"{files} saved but not indexed: {exc}" + ("" if isinstance(exc, StorageError) else "; the next sync indexes them"),
+        None,
+        saved=True,
+    )
 
 
 def _transcript_chunking(settings: Settings, embedder: Embedder) -> TranscriptChunking | None:

@@ -37,7 +37,9 @@ def table_files(index) -> dict[str, FileRecord]:
 
 def snapshot(engine) -> tuple[list, list, np.ndarray]:
     """(files, entries without vectors, vectors), all sorted, for exact comparison. The files
-    the index answers from memory are checked against its table on the way."""
+    the index answers from memory are checked against its table on the way, once the writes it
+    left pending are written (Index.apply)."""
+    engine.index.persist()
     assert engine.index.files() == table_files(engine.index)
     files = sorted((r.path, r.kind, r.sha, r.size, r.error) for r in engine.index.files().values())
     table = engine.index.all_rows(with_vectors=True).to_pylist()

@@ -1,6 +1,7 @@
-"""Group commit: change groups that end together share one commit pass, and each keeps its own
-commit with exactly its files; a group that writes a file another group's commit still waits for
-waits for it, so two turns' versions never fold into one commit. Real threads, git and LanceDB."""
+"""Group commit: change groups that end together share one index apply and one commit chain, the
+next batch is indexed while the last one commits, and each group keeps its own commit with exactly
+its files; a group that writes a file another group's commit still waits for waits for it, so two
+turns' versions never fold into one commit. Real threads, git and LanceDB."""
 
 from __future__ import annotations
 
@@ -16,53 +17,120 @@ from .daemon_helpers import running_daemon
 from .helpers import run_concurrently
 
 
-def test_groups_queued_while_a_pass_runs_share_the_next_pass():
-    started, release = threading.Event(), threading.Event()
-    passes: list[set[str]] = []
+class Stages:
+    """The two stages of a CommitQueue, recording what each was given; the first commit blocks
+    until ``release`` is set, and indexing raises for the paths in ``failing``."""
 
-    def commit(paths: set[str]) -> None:
-        passes.append(set(paths))
-        if len(passes) == 1:
-            started.set()
-            release.wait(30)
+    def __init__(self, failing: frozenset[str] = frozenset()):
+        self.events: list[tuple[str, set[str]]] = []
+        self.committing, self.release = threading.Event(), threading.Event()
+        self.failing = failing
+        self.queue = CommitQueue(self.index, self.commit)
 
-    queue = CommitQueue(commit)
-    first = threading.Thread(target=lambda: queue.wait(queue.add({"a.md"})))
-    first.start()
-    assert started.wait(30)
-    tickets = [queue.add({"b.md"}), queue.add({"c.md"})]
-    late = [threading.Thread(target=queue.wait, args=(t,)) for t in tickets]
-    for t in late:
-        t.start()
-    release.set()
+    def index(self, paths: set[str]) -> None:
+        self.events.append(("index", set(paths)))
+        if paths & self.failing:
+            raise OSError(f"cannot index {sorted(paths)}")
+
+    def commit(self, paths: set[str]) -> None:
+        self.events.append(("commit", set(paths)))
+        if not self.committing.is_set():
+            self.committing.set()
+            self.release.wait(30)
+
+    def start(self, paths: set[str]) -> tuple[threading.Thread, list]:
+        """A group that queues ``paths`` and waits for its commit; what it raised, if anything."""
+        return self.wait_on(self.queue.add(paths))
+
+    def wait_on(self, ticket: int) -> tuple[threading.Thread, list]:
+        raised: list = []
+
+        def wait() -> None:
+            try:
+                self.queue.wait(ticket)
+            except OSError as exc:
+                raised.append(exc)
+
+        thread = threading.Thread(target=wait)
+        thread.start()
+        return thread, raised
+
+    def until(self, event: tuple[str, set[str]]) -> None:
+        deadline = time.monotonic() + 30
+        while event not in self.events:
+            assert time.monotonic() < deadline, self.events
+            time.sleep(0.005)
+
+
+def test_groups_queued_while_a_batch_commits_are_indexed_meanwhile_and_share_the_next_commit():
+    stages = Stages()
+    first, _ = stages.start({"a.md"})
+    assert stages.committing.wait(30)
+    tickets = [stages.queue.add({"b.md"}), stages.queue.add({"c.md"})]
+    late = [stages.wait_on(ticket)[0] for ticket in tickets]
+    # Indexed while the first batch is still committing: the stages overlap.
+    stages.until(("index", {"b.md", "c.md"}))
+    assert stages.events[-2:] == [("commit", {"a.md"}), ("index", {"b.md", "c.md"})]
+    stages.release.set()
     for t in (first, *late):
         t.join(30)
         assert not t.is_alive()
-    assert passes == [{"a.md"}, {"b.md", "c.md"}]
+    assert stages.events == [("index", {"a.md"}), ("commit", {"a.md"}), ("index", {"b.md", "c.md"}),
+                             ("commit", {"b.md", "c.md"})]  # fmt: skip
 
 
-def test_a_path_being_committed_is_not_written_again_until_its_pass_ends():
-    started, release = threading.Event(), threading.Event()
-    order: list[str] = []
-
-    def commit(paths: set[str]) -> None:
-        started.set()
-        release.wait(30)
-        order.append("committed")
-
-    queue = CommitQueue(commit)
-    committer = threading.Thread(target=lambda: queue.wait(queue.add({"log.md"})))
-    committer.start()
-    assert started.wait(30)
-    writer = threading.Thread(target=lambda: (queue.wait_for_path("log.md"), order.append("written")))
-    writer.start()
-    queue.wait_for_path("other.md")  # another path is free at once
-    writer.join(0.2)
-    assert writer.is_alive() and order == []
-    release.set()
-    for t in (committer, writer):
+def test_batches_indexed_one_by_one_during_a_commit_are_committed_together_in_order():
+    stages = Stages()
+    first, _ = stages.start({"a.md"})
+    assert stages.committing.wait(30)
+    second, _ = stages.start({"b.md"})
+    stages.until(("index", {"b.md"}))
+    third, _ = stages.start({"c.md"})
+    stages.until(("index", {"c.md"}))
+    stages.release.set()
+    for t in (first, second, third):
         t.join(30)
-    assert order == ["committed", "written"]
+        assert not t.is_alive()
+    assert [e for e in stages.events if e[0] == "commit"] == [("commit", {"a.md"}), ("commit", {"b.md", "c.md"})]
+
+
+def test_a_batch_that_failed_to_index_is_committed_and_its_groups_alone_get_the_error():
+    stages = Stages(failing=frozenset({"b.md"}))
+    first, first_raised = stages.start({"a.md"})
+    assert stages.committing.wait(30)
+    second, second_raised = stages.start({"b.md"})
+    stages.until(("index", {"b.md"}))
+    stages.release.set()
+    for t in (first, second):
+        t.join(30)
+    assert ("commit", {"b.md"}) in stages.events  # saved files are committed all the same
+    assert first_raised == [] and [str(e) for e in second_raised] == ["cannot index ['b.md']"]
+    # The failure is handed out once per group and forgotten: later batches are unaffected.
+    third, third_raised = stages.start({"c.md"})
+    third.join(30)
+    assert third_raised == [] and stages.events[-1] == ("commit", {"c.md"})
+
+
+def test_a_path_on_its_way_to_a_commit_is_not_written_again_until_committed():
+    stages = Stages()
+    order: list[str] = []
+    committer, _ = stages.start({"log.md"})
+    assert stages.committing.wait(30)
+    indexed, _ = stages.start({"next.md"})
+    stages.until(("index", {"next.md"}))
+    writers = [threading.Thread(target=lambda rel=rel: (stages.queue.wait_for_path(rel), order.append(rel)))
+               for rel in ("log.md", "next.md")]  # being committed; indexed, waiting for its commit
+    for w in writers:
+        w.start()
+    stages.queue.wait_for_path("other.md")  # another path is free at once
+    for w in writers:
+        w.join(0.2)
+        assert w.is_alive()
+    assert order == []
+    stages.release.set()
+    for t in (committer, indexed, *writers):
+        t.join(30)
+    assert sorted(order) == ["log.md", "next.md"]
 
 
 def test_concurrent_groups_keep_one_commit_each_with_exactly_their_files(engine, home):

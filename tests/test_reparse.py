@@ -6,7 +6,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from syncd.formats import DailyLog, FactLine, append_section, parse_daily_log, render_daily_log
-from syncd.formats.reparse import reparse_daily_log
+from syncd.formats.reparse import LogMemo, reparse_daily_log
 
 from .strategies import daily_log_edits, facts
 
@@ -77,3 +77,16 @@ def test_a_fence_opened_by_the_edit_swallows_what_follows():
     new = reparse_daily_log(new_text, old_text, parse_daily_log(old_text))
     assert new._info == parse_daily_log(new_text)._info
     assert len(new.facts()) == 4 * 3 + 2 and new._info.closer == "```"
+
+
+@given(st.lists(daily_log_edits(), min_size=1, max_size=4), st.integers(1, 3))
+@settings(max_examples=150)
+def test_law_a_memo_of_last_reads_parses_as_a_full_parse(cases, logs):
+    """LogMemo: reads of a few keys in turn, each an edit of something else, with a budget small
+    enough to drop logs on the way: always what a full parse gives, never over its bounds."""
+    memo = LogMemo(logs=logs, chars=400)
+    texts = [text for case in cases for text in case]
+    for n, text in enumerate(texts):
+        _same_parse(memo.parse(n % 2, text), parse_daily_log(text))
+        assert len(memo._memo) <= max(logs, 1)
+        assert len(memo._memo) == 1 or memo._held <= 400

@@ -112,3 +112,30 @@ def test_removed_rows_vanish_and_compaction_equals_a_fresh_load() -> None:
 def test_search_texts_must_match_rows() -> None:
     with pytest.raises(ValueError, match="search texts"):
         RowCache(DIM).add(np.zeros((2, DIM), dtype=np.float32), _rows(2), ["only one"])
+
+
+def test_rows_added_in_small_writes_equal_one_load_and_earlier_views_never_change() -> None:
+    """Small writes go into room kept past the end of the arrays (no copy of the whole matrix):
+    the result equals one load of the same rows, and a view a reader took before a write still
+    shows exactly what it showed."""
+    rng = np.random.default_rng(7)
+    vectors = _clustered(rng, 9_000)
+    rows = _rows(9_000)
+    grown = _matrix(vectors[:5_000], rows[:5_000])
+    grown.search(vectors[0], ScopeMask(), 5)
+    views = []
+    for start in range(5_000, 9_000, 37):  # some writes fit the room, some make new room
+        end = min(start + 37, 9_000)
+        views.append((grown._vectors, grown._vectors.copy(), grown._codes8.copy()))
+        grown.add(vectors[start:end], rows[start:end], _texts(rows[start:end]))
+        grown.search(vectors[start], ScopeMask(), 5)
+    for view, vectors_then, codes_then in views[::10]:
+        assert np.array_equal(view, vectors_then)
+    loaded = _matrix(vectors, rows)
+    assert np.array_equal(grown._vectors, loaded._vectors)
+    assert np.array_equal(grown._codes8, loaded._codes8)
+    assert np.array_equal(grown._scales, loaded._scales)
+    for q in range(20):
+        query = vectors[q * 400]
+        for scope in (ScopeMask(), ScopeMask(user="u3")):
+            assert grown.search(query, scope, 10) == loaded.search(query, scope, 10)

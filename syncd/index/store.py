@@ -156,6 +156,11 @@ class Index:
         self._writer: threading.Thread | None = None
         self._due = False
         self._closed = False
+        # Applies so far, and how many of them are written (or failed to be): wait_written().
+        self._applied = 0
+        self._written = 0
+        self._write_failures: list[tuple[int, int, SyncdError]] = []  # (after, up to, error), recent
+        self._written_cond = threading.Condition(threading.Lock())
         folder.mkdir(parents=True, exist_ok=True)
         # Readers re-check the latest version on every read so they see the daemon's writes.
         self._db = lancedb.connect(
@@ -331,6 +336,7 @@ class Index:
             self._generation += 1
             for u in updates:
                 self._apply_in_memory(u, records)
+            self._applied += 1
         if defer:
             self._persist_soon()
         else:
@@ -363,7 +369,9 @@ class Index:
         with self._writing:
             with self._lock:
                 batch, self._pending = self._pending, PendingWrites()
+                upto = self._applied
             if not batch:
+                self._mark_written(upto)
                 return
             before = self._mirror.stamp() if self._mirror is not None else None
             try:
@@ -379,9 +387,15 @@ class Index:
                     self._records = None
                     self._generation += 1
                     self._unwritten |= lost
+                    upto = self._applied
+                error = exc
                 if isinstance(exc, Exception) and not isinstance(exc, SyncdError):
-                    raise self._write_error(exc, len(lost)) from exc
-                raise
+                    error = self._write_error(exc, len(lost))
+                self._mark_written(upto, error if isinstance(error, SyncdError) else IndexError_(f"the index write was interrupted ({type(exc).__name__})"))
+                if error is exc:
+                    raise
+                raise error from exc
+            self._mark_written(upto)
             with self._lock:
                 if entries_version is not None and self._matrix_version is not None:
                     self._matrix_version = entries_version
@@ -397,6 +411,29 @@ class Index:
                 except Exception as exc:  # housekeeping: the rows are written, compact later
                     self._writes = 0
                     log.warning("could not compact the index at %s: %s", self.folder, self._describe(exc))
+
+    @property
+    def applied(self) -> int:
+        """How many applies this index has taken: what ``wait_written`` waits for."""
+        with self._lock:
+            return self._applied
+
+    def wait_written(self, applied: int) -> None:
+        """Return once the first ``applied`` applies are in the tables; raise the error of the
+        write that failed for the last of them, if one did (its paths are unwritten)."""
+        with self._written_cond:
+            while self._written < applied:
+                self._written_cond.wait()
+            for after, upto, error in self._write_failures:
+                if after < applied <= upto:
+                    raise error
+
+    def _mark_written(self, upto: int, error: SyncdError | None = None) -> None:
+        with self._written_cond:
+            if error is not None:
+                self._write_failures = [*self._write_failures[-7:], (self._written, upto, error)]
+            self._written = max(self._written, upto)
+            self._written_cond.notify_all()
 
     def _persist_soon(self) -> None:
         """Have the background writer write what is pending (started on first use)."""
