@@ -126,12 +126,13 @@ def test_rows_added_in_small_writes_equal_one_load_and_earlier_views_never_chang
     views = []
     for start in range(5_000, 9_000, 37):  # some writes fit the room, some make new room
         end = min(start + 37, 9_000)
-        views.append((grown._vectors, grown._vectors.copy(), grown._codes8.copy()))
+        views.append((grown._vectors, grown._vectors.copy(), grown._codes8, grown._codes8.copy()))
         grown.add(vectors[start:end], rows[start:end], _texts(rows[start:end]))
         grown.search(vectors[start], ScopeMask(), 5)
-    for view, vectors_then, codes_then in views[::10]:
-        assert np.array_equal(view, vectors_then)
+    for view, vectors_then, codes, codes_then in views[::10]:
+        assert np.array_equal(view, vectors_then) and np.array_equal(codes, codes_then)
     loaded = _matrix(vectors, rows)
+    assert len(loaded) == len(grown) == 9_000  # both flushed
     assert np.array_equal(grown._vectors, loaded._vectors)
     assert np.array_equal(grown._codes8, loaded._codes8)
     assert np.array_equal(grown._scales, loaded._scales)

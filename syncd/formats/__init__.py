@@ -15,14 +15,13 @@ from .facts import (
     Section,
     TextLine,
     TextSpan,
-    append_section,
     derive_fact_id,
-    new_daily_log,
     parse_daily_log,
     parse_fact_line,
     render_daily_log,
     render_fact_line,
 )
+from .log_writing import append_section, new_daily_log
 from .pages import (
     MAX_CHUNK_CHARS,
     Chunk,
