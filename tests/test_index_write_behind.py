@@ -49,7 +49,7 @@ operation = st.tuples(
 
 
 @given(st.lists(operation, min_size=1, max_size=8))
-@settings(max_examples=20)
+@settings(max_examples=15)
 def test_law_writes_behind_equal_a_rebuild_wherever_the_batches_fall(tmp_path_factory, embedder, ops):
     root = syncd.init(tmp_path_factory.mktemp("home") / "h").home
     with syncd.open(root, embedder=embedder) as engine:
