@@ -188,3 +188,25 @@ def test_records_with_quotes_errors_and_several_files_at_once_equal_the_table(en
     assert_files_are_the_table(engine.index)
     assert "vault/notes/n3.md" not in engine.index.files() and "vault/n2-moved.md" in engine.index.files()
     assert_matches_rebuild(engine)
+
+
+def test_rows_handed_in_again_as_the_same_objects_are_kept_only_while_memory_holds_them(engine, home):
+    """The rows module hands back the very row objects of what an edit did not touch, and the
+    index takes those as unchanged without comparing them. A file deleted and written back with
+    the same bytes (so the same row objects again) gets its rows again, and an edit after memory
+    was reloaded from the table (where no applied row object is remembered) ends as a rebuild."""
+    text = log_text("Likes green tea.", "Runs on Sundays.")
+    write(home, LOG, text)
+    engine.sync()
+    (home / LOG).unlink()
+    engine.sync([LOG])
+    assert engine.search("green tea", user_id="ana", limit=3, kind="fact") == []
+    write(home, LOG, text)
+    engine.sync([LOG])
+    assert [h.content for h in engine.search("green tea", user_id="ana", limit=1, kind="fact")] == ["Likes green tea."]
+    write(home, LOG, text + "- [preference] Reads at night.\n")
+    engine.index._matrix_version = None  # as after a failed write: memory reloads from the table
+    engine.sync([LOG])
+    assert {h.content for h in engine.search("green tea sundays night", user_id="ana", limit=5, kind="fact")} == {
+        "Likes green tea.", "Runs on Sundays.", "Reads at night."}
+    assert_matches_rebuild(engine)

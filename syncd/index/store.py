@@ -26,6 +26,7 @@ import logging
 import re
 import shutil
 import threading
+from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import timedelta
@@ -53,6 +54,12 @@ _ENTRIES = "entries"
 _PATHS_PER_FILTER = 500
 # Compact after this many small writes: each write is a new LanceDB version and fragment.
 _WRITES_BEFORE_OPTIMIZE = 40
+# Versions a compaction leaves for readers still on them. Compacting rewrites the whole table
+# (LanceDB compacts every fragment under a million rows), so each kept version can cost the
+# table's size on disk: long enough for any read in progress, and no longer.
+_KEEP_OLD_VERSIONS = timedelta(minutes=1)
+# Paths whose last applied rows are remembered (_applied_rows): those being written to.
+_REMEMBERED_PATHS = 64
 # LanceDB's full-text index, which indexes made before full text moved into memory still carry.
 _OLD_FULLTEXT_INDEX = "search_text_idx"
 # LanceDB ends its messages with where in its Rust source they were raised: no use to a reader.
@@ -149,6 +156,10 @@ class Index:
         # and apply() only trusts an answer of the current one (see StaleRows).
         self._generation = 0
         self._diffed: dict[str, int] = {}
+        # The row objects of the latest apply of recently written paths, while the rows in memory
+        # are still those: a row handed in again as the very same object is unchanged without
+        # being compared (the rows module reuses the objects of what an edit did not touch).
+        self._applied_rows: OrderedDict[str, dict[str, EntryRow]] = OrderedDict()
         # Writes applied in memory, not yet to the tables (pending.py), and the background
         # writer that writes them; _behind guards the writer's state.
         self._pending = PendingWrites()
@@ -224,6 +235,7 @@ class Index:
             # query meanwhile reloads it from the table, which still holds every row).
             self._generation += 1
             self._matrix.clear()
+            self._applied_rows.clear()
             self._matrix_version = None
             self._records = None
         try:
@@ -243,6 +255,7 @@ class Index:
                 mine.add(theirs.search().limit(None).to_batches(), mode="overwrite")
             self._generation += 1
             self._matrix.clear()
+            self._applied_rows.clear()
             self._matrix_version = None
             self._records = None
             self._has_id_index = False
@@ -307,9 +320,13 @@ class Index:
         holds until the index next changes; apply() checks that (StaleRows)."""
         with self._lock:
             self._ensure_matrix()
-            same = self._matrix.unchanged(path, [(r.id, _payload(r), r.search_text) for r in rows])
             self._diffed[path] = self._generation
-            return frozenset(same)
+            if len({r.id for r in rows}) != len(rows):
+                return frozenset()  # the file is replaced whole (see RowCache.unchanged)
+            applied = self._applied_rows.get(path, {})
+            rest = [r for r in rows if applied.get(r.id) is not r]
+            same = self._matrix.unchanged(path, [(r.id, _payload(r), r.search_text) for r in rest]) if rest else set()
+            return frozenset(same).union(r.id for r in rows if applied.get(r.id) is r)
 
     def apply(self, updates: Sequence[FileUpdate], defer: bool = False) -> None:
         """Replace the rows of each updated path (only those not in its ``unchanged``), then
@@ -361,6 +378,17 @@ class Index:
             records.pop(path, None)
         else:
             records[path] = update.record
+        if update.rows is not None or whole:
+            self._remember_applied(path, update.rows or [])
+
+    def _remember_applied(self, path: str, rows: Sequence[EntryRow]) -> None:
+        """Note ``rows`` as what memory now holds for ``path``."""
+        self._applied_rows.pop(path, None)
+        by_id = {row.id: row for row in rows}
+        if len(by_id) == len(rows):
+            self._applied_rows[path] = by_id
+            while len(self._applied_rows) > _REMEMBERED_PATHS:
+                self._applied_rows.popitem(last=False)
 
     def persist(self) -> None:
         """Write every pending change to the tables (see apply); raises what writing raised."""
@@ -572,7 +600,7 @@ class Index:
             before = self._mirror.stamp() if self._mirror is not None else None
             self.ensure_id_index()
             for table in (self._files, self._entries):
-                table.optimize(cleanup_older_than=timedelta(minutes=5))
+                table.optimize(cleanup_older_than=_KEEP_OLD_VERSIONS)
             with self._lock:
                 if self._matrix_version is not None:
                     # Compaction moves rows between files but changes none: the loaded copy
@@ -613,6 +641,7 @@ class Index:
         table = self._entries.to_arrow().select([*_ENTRY_FIELDS, "search_text", "vector"])
         self._generation += 1
         self._matrix.clear()
+        self._applied_rows.clear()
         if table.num_rows:
             vectors = table["vector"].combine_chunks().values.to_numpy().reshape(-1, self.dim)
             texts = [text or "" for text in table["search_text"].to_pylist()]
