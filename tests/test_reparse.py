@@ -22,7 +22,7 @@ def _same_parse(got, want, raw: bool = True) -> None:
 
 
 @given(daily_log_edits())
-@settings(max_examples=1500)
+@settings(max_examples=600)
 def test_law_reparse_equals_a_full_parse(case):
     old, new = case
     _same_parse(reparse_daily_log(new, old, parse_daily_log(old)), parse_daily_log(new))
@@ -80,7 +80,7 @@ def test_a_fence_opened_by_the_edit_swallows_what_follows():
 
 
 @given(st.lists(daily_log_edits(), min_size=1, max_size=4), st.integers(1, 3))
-@settings(max_examples=150)
+@settings(max_examples=60)
 def test_law_a_memo_of_last_reads_parses_as_a_full_parse(cases, logs):
     """LogMemo: reads of a few keys in turn, each an edit of something else, with a budget small
     enough to drop logs on the way: always what a full parse gives, never over its bounds."""
