@@ -23,6 +23,7 @@ import os
 import secrets
 import threading
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -184,6 +185,18 @@ def held_paths(home: Home) -> set[str]:
     return held
 
 
+@dataclass(eq=False)
+class _Batch:
+    """Groups' paths taken from the queue together: tickets ``first``..``last``."""
+
+    paths: set[str]
+    first: int
+    last: int
+    indexed: bool = False
+    failure: BaseException | None = None  # of its indexing
+    receipt: object = None  # what indexing returned, for ``settle``
+
+
 class CommitQueue:
     """Change groups waiting for their files to be indexed and committed, done together (group
     commit), in two stages that overlap.
@@ -213,9 +226,7 @@ class CommitQueue:
         self._index, self._commit, self._settle = index, commit, settle
         self._cond = threading.Condition()
         self._queued: set[str] = set()
-        # Batches taken from the queue and not committed yet, in order: [paths, first ticket,
-        # last ticket, the indexing failure or None, whether indexing is over, what it returned].
-        self._batches: list[list] = []
+        self._batches: list[_Batch] = []  # taken from the queue, not committed yet, in order
         self._indexing = False
         self._committing = False
         self._issued = 0  # tickets handed out
@@ -235,9 +246,9 @@ class CommitQueue:
         in every group of the batch."""
         with self._cond:
             while self._done < ticket:
-                if not self._indexing and self._issued > (self._batches[-1][2] if self._batches else self._done):
+                if not self._indexing and self._issued > self._last_taken():
                     self._index_next()
-                elif not self._committing and self._batches and self._batches[0][4]:
+                elif not self._committing and self._batches and self._batches[0].indexed:
                     self._commit_indexed()
                 else:
                     self._cond.wait()
@@ -248,38 +259,41 @@ class CommitQueue:
                         del self._failures[(first, last)]
                     raise entry[0]
 
+    def _last_taken(self) -> int:
+        """The last ticket taken from the queue."""
+        return self._batches[-1].last if self._batches else self._done
+
     def _index_next(self) -> None:
         """Index everything queued (called and returning with ``_cond`` held)."""
-        first = self._batches[-1][2] + 1 if self._batches else self._done + 1
-        batch = [self._queued, first, self._issued, None, False, None]
+        batch = _Batch(self._queued, self._last_taken() + 1, self._issued)
         self._queued = set()
         self._batches.append(batch)
         self._indexing = True
         self._cond.release()
         try:
-            batch[5] = self._index(batch[0])
+            batch.receipt = self._index(batch.paths)
         except BaseException as exc:  # noqa: BLE001 - raised in the batch's groups once committed
-            batch[3] = exc
+            batch.failure = exc
         finally:
             self._cond.acquire()
-            batch[4] = True
+            batch.indexed = True
             self._indexing = False
             self._cond.notify_all()
 
     def _commit_indexed(self) -> None:
         """Commit every batch indexed so far, oldest first, as one (called with ``_cond`` held)."""
-        ready = []
-        while len(ready) < len(self._batches) and self._batches[len(ready)][4]:
+        ready: list[_Batch] = []
+        while len(ready) < len(self._batches) and self._batches[len(ready)].indexed:
             ready.append(self._batches[len(ready)])
         self._committing = True
         self._cond.release()
-        failures: list[BaseException | None] = [batch[3] for batch in ready]
+        failures = [batch.failure for batch in ready]
         try:
-            self._commit(set().union(*(batch[0] for batch in ready)))
+            self._commit(set().union(*(batch.paths for batch in ready)))
             for n, batch in enumerate(ready):
                 if failures[n] is None:
                     try:
-                        self._settle(batch[5])
+                        self._settle(batch.receipt)
                     except BaseException as exc:  # noqa: BLE001 - raised in this batch's groups
                         failures[n] = exc
         except BaseException as exc:  # noqa: BLE001 - handed to every group of these batches
@@ -288,19 +302,19 @@ class CommitQueue:
             self._cond.acquire()
             del self._batches[: len(ready)]
             self._committing = False
-            for (_, first, last, *_), error in zip(ready, failures):
+            for batch, error in zip(ready, failures, strict=True):
                 if error is not None:
-                    self._failures[(first, last)] = [error, last - first + 1]
-            self._done = ready[-1][2]
+                    self._failures[(batch.first, batch.last)] = [error, batch.last - batch.first + 1]
+            self._done = ready[-1].last
             self._cond.notify_all()
 
     def paths(self) -> set[str]:
         """Paths queued or on their way to a commit: their groups' batches commit them."""
         with self._cond:
-            return self._queued.union(*(batch[0] for batch in self._batches))
+            return self._queued.union(*(batch.paths for batch in self._batches))
 
     def wait_for_path(self, rel: str) -> None:
         """Block while ``rel`` is queued or on its way to a commit for another group."""
         with self._cond:
-            while rel in self._queued or any(rel in batch[0] for batch in self._batches):
+            while rel in self._queued or any(rel in batch.paths for batch in self._batches):
                 self._cond.wait()

@@ -336,8 +336,8 @@ class Index:
         The rows and records in memory, which queries and ``files()`` answer from, change at once.
         The tables are written before this returns, or with ``defer`` behind it (pending.py): by a
         background writer, folded with the writes that follow, and by anything that needs the
-        tables current (``persist()``). A failed deferred write is logged and its paths are
-        remembered as unwritten, as a failed direct write's are; a direct write raises it."""
+        tables current (``persist()``). A failed write marks its paths unwritten (the next sync
+        redoes them); a direct write raises it, a deferred one raises it in ``wait_written``."""
         if self.read_only:
             raise IndexError_("this index was opened read-only")
         if not updates:
@@ -351,35 +351,47 @@ class Index:
             if stale:
                 raise StaleRows(stale)
             self._generation += 1
-            for u in updates:
-                self._apply_in_memory(u, records)
+            self._apply_in_memory(updates, records)
             self._applied += 1
         if defer:
             self._persist_soon()
         else:
             self.persist()
 
-    def _apply_in_memory(self, update: FileUpdate, records: dict[str, FileRecord]) -> None:
-        """Patch the rows and records in memory with ``update`` and leave its table writes
-        pending (under ``_lock``)."""
-        path = update.path
-        held = self._matrix.holds(path)
-        whole = replaces_whole(update)
-        gone = sorted(self._matrix.ids_of(path) - update.unchanged) if held and not whole and update.rows is not None else []
-        self._pending.add(update, held, gone, path in records)
-        if whole and held:
-            self._matrix.remove_paths([path])
-        elif gone:
-            self._matrix.remove_rows(path, gone)
-        changed = update.changed_rows if update.rows else []
-        if changed:
-            self._matrix.add(update.vectors, [_payload(r) for r in changed], [r.search_text for r in changed])
-        if update.record is None:
-            records.pop(path, None)
-        else:
-            records[path] = update.record
-        if update.rows is not None or whole:
-            self._remember_applied(path, update.rows or [])
+    def _apply_in_memory(self, updates: Sequence[FileUpdate], records: dict[str, FileRecord]) -> None:
+        """Patch the rows and records in memory with ``updates`` and leave their table writes
+        pending (under ``_lock``). New rows go in with one add: rows added are merged into the
+        matrix on its next read, which a sync batch of 256 files should pay once, not per file."""
+        adds: list[tuple[FileUpdate, list[EntryRow]]] = []
+        for update in updates:
+            path = update.path
+            if any(u.path == path for u, _ in adds):  # the same path twice: its first rows first
+                self._add_rows(adds)
+                adds = []
+            held = self._matrix.holds(path)
+            whole = replaces_whole(update)
+            gone = sorted(self._matrix.ids_of(path) - update.unchanged) if held and not whole and update.rows is not None else []
+            self._pending.add(update, held, gone, path in records)
+            if whole and held:
+                self._matrix.remove_paths([path])
+            elif gone:
+                self._matrix.remove_rows(path, gone)
+            changed = update.changed_rows if update.rows else []
+            if changed:
+                adds.append((update, changed))
+            if update.record is None:
+                records.pop(path, None)
+            else:
+                records[path] = update.record
+            if update.rows is not None or whole:
+                self._remember_applied(path, update.rows or [])
+        self._add_rows(adds)
+
+    def _add_rows(self, adds: list[tuple[FileUpdate, list[EntryRow]]]) -> None:
+        if adds:
+            vectors = np.concatenate([np.asarray(u.vectors, dtype=np.float32).reshape(len(rows), -1) for u, rows in adds])
+            rows = [row for _, changed in adds for row in changed]
+            self._matrix.add(vectors, [_payload(r) for r in rows], [r.search_text for r in rows])
 
     def _remember_applied(self, path: str, rows: Sequence[EntryRow]) -> None:
         """Note ``rows`` as what memory now holds for ``path``."""
@@ -416,11 +428,14 @@ class Index:
                     self._generation += 1
                     self._unwritten |= lost
                     upto = self._applied
-                error = exc
-                if isinstance(exc, Exception) and not isinstance(exc, SyncdError):
+                if isinstance(exc, SyncdError):
+                    error = exc
+                elif isinstance(exc, Exception):
                     error = self._write_error(exc, len(lost))
-                self._mark_written(upto, error if isinstance(error, SyncdError) else IndexError_(f"the index write was interrupted ({type(exc).__name__})"))
-                if error is exc:
+                else:  # interrupted: waiters still learn that these writes did not happen
+                    error = IndexError_(f"the index write was interrupted ({type(exc).__name__})")
+                self._mark_written(upto, error)
+                if error is exc or not isinstance(exc, Exception):
                     raise
                 raise error from exc
             self._mark_written(upto)
