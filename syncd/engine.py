@@ -362,27 +362,28 @@ class Engine:
         """Index ``paths`` (those not indexed yet), then commit them. A failure to index is
         StorageError with ``saved=True``; the commit is made all the same."""
         try:
-            applied = self._index_pass(paths)
+            receipt = self._index_pass(paths)
         finally:
             self._commit_pass(paths)
-        self._settle_pass(applied)
+        self._settle_pass(receipt)
 
-    def _index_pass(self, paths: set[str]) -> int:
+    def _index_pass(self, paths: set[str]) -> tuple[set[str], int]:
         """The commit queue's index stage: index ``paths`` (those not indexed yet), searchable at
         once; the index writes its tables behind. Returns what ``_settle_pass`` waits for."""
         try:
             self._flush_index(only=paths.__contains__)
         except Exception as exc:
             raise _not_indexed(paths, exc) from exc
-        return self.index.applied
+        return paths, self.index.applied
 
-    def _settle_pass(self, applied: int) -> None:
+    def _settle_pass(self, receipt: tuple[set[str], int]) -> None:
         """After the commit: wait until the index tables hold the batch (written beside the
         commit), raising the failure to write them as the batch's own."""
+        paths, applied = receipt
         try:
             self.index.wait_written(applied)
         except SyncdError as exc:
-            raise _not_indexed(None, exc) from exc
+            raise _not_indexed(paths, exc) from exc
 
     def _commit_pass(self, paths: set[str]) -> None:
         """The commit queue's commit stage: commit ``paths`` and any deferred commit."""
@@ -567,11 +568,10 @@ class Engine:
         )
 
 
-def _not_indexed(paths: set[str] | None, exc: Exception) -> StorageError:
+def _not_indexed(paths: set[str], exc: Exception) -> StorageError:
     """A write saved (and committed) whose index write failed: StorageError with ``saved``."""
-    files = f"{len(paths)} file(s) were" if paths is not None else "files were"
     return StorageError(
-        f"{files} saved but not indexed: {exc}" + ("" if isinstance(exc, StorageError) else "; the next sync indexes them"),
+        f"{len(paths)} file(s) were saved but not indexed: {exc}" + ("" if isinstance(exc, StorageError) else "; the next sync indexes them"),
         None,
         saved=True,
     )

@@ -500,7 +500,7 @@ class Index:
             try:
                 self.persist()
             except Exception as exc:  # remembered as unwritten: the next sync redoes those files
-                log.warning("could not write the index at %s: %s", self.folder, exc)
+                log.warning("%s", exc)  # the message names the index and what happens next
 
     def close(self) -> None:
         """Write what is pending and stop the background writer."""
