@@ -7,8 +7,10 @@ import os
 import shutil
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from syncd.sync.events import Batch, Event, coalesce, to_event
+from syncd.sync.events import Batch, Event, coalesce, is_noise, is_unwatched_folder, to_event
 
 from .daemon_helpers import daily_log, git, running_daemon, subjects, wait_for
 from .helpers import assert_matches_rebuild, write
@@ -72,6 +74,23 @@ def test_ignored_files_and_git_internals_do_nothing_but_refs_say_history_moved()
                       Event("created", ".obsidian", is_dir=True), Event("modified", "vault/x.md.swp")], 10)
     assert batch.empty
     assert coalesce([Event("modified", ".git/refs/heads/main")], 10).git_moved
+
+
+_PARTS = st.sampled_from([".git", ".syncd", "refs", "heads", "objects", "ab", "memory", "vault", "x.md", "index"])
+
+
+@given(st.lists(_PARTS, min_size=1, max_size=6))
+def test_nothing_under_an_unwatched_folder_is_ever_wanted(parts):
+    """Folders are left unwatched only when every event inside them would be dropped as noise,
+    so not watching them loses nothing: a path with an unwatched folder above it is noise."""
+    path = "/".join(parts)
+    if any(is_unwatched_folder("/".join(parts[:n])) for n in range(1, len(parts) + 1)):
+        assert is_noise(path)
+
+
+def test_git_refs_and_the_tree_stay_watched_the_object_store_and_index_do_not():
+    assert not any(map(is_unwatched_folder, ["", "memory", "vault/.git", ".git", ".git/refs", ".git/refs/heads"]))
+    assert all(map(is_unwatched_folder, [".git/objects", ".git/objects/ab", ".git/logs", ".syncd", ".syncd/index"]))
 
 
 def test_events_are_made_relative_to_the_home():
@@ -308,6 +327,29 @@ def test_a_watcher_whose_thread_died_is_restarted_and_nothing_it_missed_stays_st
         write(home, "vault/after.md", "# After\n\nWritten once the watcher was back.\n")
         wait_for(lambda: run.reader.status().fresh and run.reader.search("written once the watcher was back"),
                  30, "the restarted watcher to follow an edit")
+
+
+def test_the_watch_leaves_out_gits_object_store_and_the_index_files(tmp_path):
+    """Real watchdog on a real tree: folders made before and after the watch starts get watches
+    unless they hold only noise (git objects, LanceDB files), which cost every write events."""
+    from syncd.sync.watcher import TreeWatcher
+
+    for folder in (".git/objects/ab", ".git/refs/heads", ".syncd/index/lance", "memory/users/ana"):
+        (tmp_path / folder).mkdir(parents=True)
+    seen: list[Event] = []
+    watcher = TreeWatcher(tmp_path, seen.extend)
+    watcher.start()
+    try:
+        for folder in (".git/objects/cd", ".syncd/index/lance/data", "vault/new"):
+            (tmp_path / folder).mkdir(parents=True)
+        (tmp_path / "vault/new/page.md").write_text("# Page\n")
+        wait_for(lambda: any(e.path == "vault/new/page.md" for e in seen), 10, "the page in a new folder")
+        (group,) = [g for e in watcher._observer.emitters for g in [e._inotify]]
+        watched = {os.fsdecode(p)[len(str(tmp_path)):].lstrip("/") for p in group._active_callbacks_by_path}
+        assert {"", ".git", ".git/refs", ".git/refs/heads", "memory/users/ana", "vault/new"} <= watched
+        assert not [w for w in watched if w.startswith((".syncd", ".git/objects"))], watched
+    finally:
+        watcher.stop()
 
 
 def test_a_watch_forgotten_twice_does_not_end_watchdogs_thread(tmp_path):

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .events import CHANGING_KINDS, Event, is_noise, to_event
+from .events import CHANGING_KINDS, Event, is_noise, is_unwatched_folder, to_event
 from .walk import walk
 
 __all__ = ["TreeWatcher"]
@@ -71,6 +71,31 @@ def _keep_watchdog_alive_on_vanished_folders() -> None:
     InotifyWatchGroup._remove_watch_internally = remove_watch_internally
 
 
+def _leave_noisy_folders_unwatched() -> None:
+    """watchdog's recursive watch puts an inotify watch on every folder below the home, and
+    Python then decodes, wraps and queues every event in them before our handler drops it. Under
+    a stream of writes most of those come from git's object store and the LanceDB index (several
+    per file they write), so watchdog is given an ``_add_callback`` that declines the folders
+    ``is_unwatched_folder`` names, below the root of the watch that asks."""
+    try:
+        from watchdog.observers.inotify import InotifyWatchGroup  # type: ignore[attr-defined]
+    except ImportError:  # another platform's observer: it watches everything, as before
+        return
+    add_callback = InotifyWatchGroup._add_callback
+    if getattr(add_callback, "_syncd", False):
+        return
+
+    def add_callback_unless_noisy(self, path: bytes) -> None:
+        top = self.path.rstrip(b"/") + b"/"
+        if self.is_recursive and path.startswith(top):
+            if is_unwatched_folder(os.fsdecode(path[len(top) :]).replace(os.sep, "/")):
+                return
+        add_callback(self, path)
+
+    add_callback_unless_noisy._syncd = True
+    InotifyWatchGroup._add_callback = add_callback_unless_noisy
+
+
 @dataclass
 class TreeWatcher:
     """The thin watchdog loop: a recursive observer on the home that hands each relevant event
@@ -102,6 +127,7 @@ class TreeWatcher:
 
         _walk_iteratively_in_watchdog()
         _keep_watchdog_alive_on_vanished_folders()
+        _leave_noisy_folders_unwatched()
         observer = Observer()
         # Only changes reach us: reads (Obsidian opening a note, git status hashing the tree)
         # would otherwise wake the daemon and keep postponing a burst's quiet period.
