@@ -210,3 +210,15 @@ def test_rows_handed_in_again_as_the_same_objects_are_kept_only_while_memory_hol
     assert {h.content for h in engine.search("green tea sundays night", user_id="ana", limit=5, kind="fact")} == {
         "Likes green tea.", "Runs on Sundays.", "Reads at night."}
     assert_matches_rebuild(engine)
+
+
+def test_a_bigger_table_lets_more_writes_pile_up_before_compacting():
+    """Compacting rewrites the whole table, so its cadence grows with the rows (as the square
+    root: the cheapest cycle per write), never below the small table's 40 writes."""
+    from syncd.index.store import writes_before_optimize
+
+    assert writes_before_optimize(0) == writes_before_optimize(5_000) == 40
+    assert writes_before_optimize(100_000) == 141
+    sizes = [0, 10_000, 100_000, 1_000_000, 10_000_000]
+    cadence = [writes_before_optimize(n) for n in sizes]
+    assert cadence == sorted(cadence) and cadence[-1] < 2_000
