@@ -437,8 +437,8 @@ def _posix(created_at: str | None) -> float:
 def _products(matrix: np.ndarray, query: np.ndarray) -> np.ndarray:
     """``matrix @ query`` in float32, on the calling thread. numpy's ``@`` hands any product
     over ~9,000 elements to OpenBLAS's thread pool, whose threads then spin for a tenth of a
-    second waiting for more: with a search in every add, that spinning took 15 of the server's
-    52 ms of CPU per add on 2 cores. simsimd is as fast here on one thread (0.16 ms at 5,000 x
+    second waiting for more: with a search in every add, that spinning took 16-19 of the
+    server's 51-59 ms of CPU per add on 2 cores. simsimd is as fast here on one thread (0.16 ms at 5,000 x
     384) and its threads, when asked for, are OpenMP's, which give up the CPU far sooner."""
     if not len(matrix):
         return np.zeros(0, dtype=np.float32)

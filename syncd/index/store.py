@@ -462,14 +462,16 @@ class Index:
                 if self._mirror is not None and not self._mirror.update(before, batch.mirror):
                     self._rebuild_mirror()
             self._writes += 1
-            with self._lock:  # len() merges pending rows: the matrix is only touched under the lock
-                rows = len(self._matrix)
-            if self._writes >= writes_before_optimize(rows):
+            if self._writes >= _WRITES_BEFORE_OPTIMIZE and self._writes >= writes_before_optimize(self._held_rows()):
                 try:
                     self.optimize()
                 except Exception as exc:  # housekeeping: the rows are written, compact later
                     self._writes = 0
                     log.warning("could not compact the index at %s: %s", self.folder, self._describe(exc))
+
+    def _held_rows(self) -> int:
+        with self._lock:  # len() merges pending rows: the matrix is only touched under the lock
+            return len(self._matrix)
 
     @property
     def applied(self) -> int:
