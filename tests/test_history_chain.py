@@ -1,6 +1,6 @@
-"""Commits made as a chain (one fast-import for several turns): each turn is its own commit with
-exactly its paths, the same commits one-by-one committing would make, whatever the names; a HEAD
-that moves meanwhile loses nothing. Real git repositories."""
+"""Commits made as a chain (trees and commits written by syncd, one update-ref for several
+turns): each turn is its own commit with exactly its paths, the same commits one-by-one committing
+would make, whatever the names; a HEAD that moves meanwhile loses nothing. Real git repositories."""
 
 from __future__ import annotations
 
@@ -86,14 +86,14 @@ def test_the_first_commits_of_an_empty_repository(tmp_path):
 
 def test_a_git_add_of_the_users_while_a_chain_commits_is_not_committed(tmp_path, monkeypatch):
     """A chain's trees are HEAD's tree plus each turn's paths only: a file the user stages between
-    our staging and the import stays staged and out of every commit."""
+    our staging and the writing of the trees stays staged and out of every commit."""
     root = _repo(tmp_path / "r")
     for name in ("a.md", "b.md", "theirs.md"):
         (root / name).write_text(f"{name}\n")
     real = history_chain.run_git
 
     def racing(where, *args, **kwargs):
-        if args[:1] == ("ls-tree",):
+        if args[:1] == ("ls-files",):
             git(where, "add", "theirs.md")
         return real(where, *args, **kwargs)
 
@@ -105,7 +105,7 @@ def test_a_git_add_of_the_users_while_a_chain_commits_is_not_committed(tmp_path,
 
 
 def test_head_moving_before_the_ref_update_loses_nothing(tmp_path, monkeypatch):
-    """A commit of the user's between our fast-import and our update-ref: ours is refused as a
+    """A commit of the user's between writing our commits and our update-ref: ours is refused as a
     whole (GitBusyError), our paths stay staged, and the next pass commits them on top."""
     root = _repo(tmp_path / "r")
     (root / "a.md").write_text("A\n")
