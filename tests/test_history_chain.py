@@ -34,7 +34,7 @@ def _repo(root: Path) -> Path:
 
 
 def _plain(messages: list[str]):
-    return lambda changes: [m if entries else "" for m, entries in zip(messages, changes)]
+    return lambda changes, _read: [m if entries else "" for m, entries in zip(messages, changes)]
 
 
 def _files(root: Path, sha: str) -> dict[str, str]:

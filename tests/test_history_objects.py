@@ -106,10 +106,10 @@ def _chain_twice(root: Path) -> list[str | None]:
     (root / "notes" / "a.md").write_text("A\n")
     (root / "b.md").write_text("B\n")
     made = commit_chain(root, [PlannedCommit(("notes/a.md",), (), "a", "a@x"), PlannedCommit(("b.md",), (), "b", "b@x")],
-                        lambda changes: [f"turn {n}\n" for n in range(len(changes))])  # fmt: skip
+                        lambda changes, _read: [f"turn {n}\n" for n in range(len(changes))])  # fmt: skip
     (root / "notes" / "a.md").unlink()
     (root / "notes" / "c.md").write_text("C\n")
-    made += commit_chain(root, [PlannedCommit(("notes/c.md",), ("notes/a.md",), "c", "c@x")], lambda changes: ["turn 2\n"])
+    made += commit_chain(root, [PlannedCommit(("notes/c.md",), ("notes/a.md",), "c", "c@x")], lambda changes, _read: ["turn 2\n"])
     return [sha for sha, _ in made]
 
 
@@ -136,3 +136,19 @@ def test_a_linked_worktree_writes_into_the_shared_object_store(tmp_path):
     _chain_twice(linked)
     assert git(main, "log", "-1", "--format=%s", "side").strip() == "turn 2"
     subprocess.run(["git", "fsck", "--strict", "--no-dangling"], cwd=main, check=True, capture_output=True)
+
+
+def test_reading_blobs_skips_big_and_missing_ones_and_stays_in_step(tmp_path):
+    """A blob above the limit streams by unread and a missing one is None; what follows each is
+    still read right (one reader serves the whole pass: trees, then the blobs messages quote)."""
+    root = tmp_path / "r"
+    root.mkdir()
+    git(root, "init", "-q", "-b", "main")
+    small, big, other = _blob(root, "small\n"), _blob(root, "x" * 3_000_000), _blob(root, "other\n")
+    missing = "0" * 39 + "1"
+    with ObjectStore(root) as store:
+        got = store.read_blobs([small, big, missing, other, small], limit=1000)
+        assert got == {small: b"small\n", big: None, missing: None, other: b"other\n"}
+        tree = store.write_tree(None, {"a.md": ("100644", other)})
+        assert store.read_blobs([big], limit=4_000_000)[big] == b"x" * 3_000_000
+        assert store.blobs(tree, ["a.md", "nothing.md"]) == {"a.md": ("100644", other)}

@@ -38,7 +38,7 @@ from .git import (
     head_sha,
     run_git,
 )
-from .objects import ObjectStore
+from .objects import BlobReader, ObjectStore
 
 __all__ = ["PlannedCommit", "commit_chain"]
 
@@ -98,12 +98,12 @@ def _person(name: str, email: str, when: str) -> bytes:
 def commit_chain(
     root: Path,
     planned: Sequence[PlannedCommit],
-    describe: Callable[[list[list[DiffEntry]]], list[str]],
+    describe: Callable[[list[list[DiffEntry]], BlobReader], list[str]],
 ) -> list[tuple[str | None, list[DiffEntry]]]:
     """Commit each of ``planned`` in order on the current branch, each as exactly its paths;
     everything else the user staged stays staged and uncommitted. ``describe`` gets what each
-    commit really changes (an empty list for one whose paths already match) and returns their
-    messages. Returns ``(sha or None, changes)`` per planned commit (None: nothing to commit).
+    commit really changes (an empty list for one whose paths already match) and a reader of blobs
+    (``read(shas, limit)``, see ObjectStore.read_blobs), and returns their messages. Returns ``(sha or None, changes)`` per planned commit (None: nothing to commit).
     Afterwards git status shows those paths clean.
 
     Raises GitBusyError when the user's git work is under way or HEAD is detached (nothing is
@@ -137,7 +137,7 @@ def commit_chain(
                     after.pop(rel, None)
             changes.append(_diff((*commit.present, *commit.removed), state, after))
             state = after
-        messages = describe(changes)
+        messages = describe(changes, store.read_blobs)
         stamp = time.time()
         when = f"{int(stamp)} {time.strftime('%z', time.localtime(stamp))}"
         shas: list[str | None] = []

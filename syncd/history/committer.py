@@ -11,7 +11,6 @@ from .git import (
     DiffEntry,
     changed_paths,
     open_or_init_repo,
-    read_blobs,
     user_identity,
 )
 from .intents import Intent, drop_intents, find_intents
@@ -22,6 +21,7 @@ from .messages import (
     file_changes,
     format_message,
 )
+from .objects import BlobReader
 
 __all__ = ["commit_changes"]
 
@@ -33,11 +33,11 @@ def _turn_key(intent: Intent | None) -> object:
     return ("turn", intent.author, intent.email, intent.session, intent.turn)
 
 
-def _describe(root, settings, intents: list[Intent | None]):
+def _describe(settings, intents: list[Intent | None]):
     """Each commit's message as a function of what it really changes; the blobs the messages
     quote are read once for the whole chain."""
 
-    def build(changes: list[list[DiffEntry]]) -> list[str]:
+    def build(changes: list[list[DiffEntry]], read_blobs: BlobReader) -> list[str]:
         wanted = [
             sha
             for entries in changes
@@ -47,7 +47,7 @@ def _describe(root, settings, intents: list[Intent | None]):
             for sha in (e.old_sha, e.new_sha)
             if sha
         ]
-        blobs = read_blobs(root, wanted, settings.max_file_bytes) if wanted else {}
+        blobs = read_blobs(wanted, settings.max_file_bytes) if wanted else {}
         return [_message(intent, entries, blobs) for intent, entries in zip(intents, changes)]
 
     return build
@@ -102,7 +102,7 @@ def commit_changes(home, settings, paths: Iterable[str] | None = None) -> list[s
             email = intent.email or f"{intent.author}@{settings.agent_email_domain}"
         planned.append(PlannedCommit(tuple(p for p in group if p not in removed),
                                      tuple(p for p in group if p in removed), name, email))  # fmt: skip
-    made = commit_chain(root, planned, _describe(root, settings, [first[key] for key in groups]))
+    made = commit_chain(root, planned, _describe(settings, [first[key] for key in groups]))
     # Committed, or already matching HEAD: either way each intent has been honoured.
     drop_intents(home, {p: intents[p][0] for group in groups.values() for p in group if p in intents})
     return [sha for sha, _ in made if sha]

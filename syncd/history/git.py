@@ -63,7 +63,6 @@ __all__ = [
     "identity_env",
     "open_or_init_repo",
     "operation_in_progress",
-    "read_blobs",
     "repo_or_raise",
     "run_git",
     "uncommitted_paths",
@@ -685,40 +684,3 @@ def commit_paths(
         (present if os.path.lexists(root / rel) else removed).append(rel)
     full = format_message(message, trailers=trailers) if trailers else message
     return commit_exact(root, present, removed, full, author_name, author_email)[0]
-
-
-def read_blobs(root: Path, shas: Iterable[str], limit: int) -> dict[str, bytes | None]:
-    """The bytes of blobs (one ``git cat-file --batch`` for all); None for one above ``limit``
-    bytes, which is skipped as it streams by rather than held in memory."""
-    wanted = list(dict.fromkeys(shas))
-    if not wanted:
-        return {}
-    out: dict[str, bytes | None] = {}
-    try:
-        proc = subprocess.Popen(["git", "cat-file", "--batch"], cwd=root, stdin=subprocess.PIPE,
-                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
-    except OSError as exc:
-        raise HistoryError("cat-file", exc.strerror or str(exc)) from None
-    assert proc.stdin is not None and proc.stdout is not None
-    with proc:
-        # Small requests (41 bytes a blob, at most a few hundred): they fit the pipe, no deadlock.
-        proc.stdin.write("".join(f"{sha}\n" for sha in wanted).encode())
-        proc.stdin.close()
-        for sha in wanted:
-            header = proc.stdout.readline().split()
-            if len(header) < 3:  # "<sha> missing"
-                out[sha] = None
-                continue
-            size = int(header[2])
-            if size > limit:
-                remaining = size + 1
-                while remaining:
-                    chunk = proc.stdout.read(min(remaining, 1 << 20))
-                    if not chunk:
-                        break
-                    remaining -= len(chunk)
-                out[sha] = None
-                continue
-            out[sha] = proc.stdout.read(size)
-            proc.stdout.read(1)
-    return out

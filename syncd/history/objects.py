@@ -23,17 +23,20 @@ import tempfile
 import threading
 import zlib
 from collections import OrderedDict
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
 from ..errors import HistoryError
 
-__all__ = ["ObjectStore", "tree_bytes"]
+__all__ = ["BlobReader", "ObjectStore", "tree_bytes"]
 
 # name -> (mode, binary object id), as a tree object lists its entries.
 Tree = dict[bytes, tuple[bytes, bytes]]
 # path -> (mode, hex id) of a blob, or None to remove the path.
 Entry = tuple[str, str]
+
+# read(shas, limit) -> {sha: bytes, or None when missing or above limit}: ObjectStore.read_blobs.
+BlobReader = Callable[[Iterable[str], int], dict[str, "bytes | None"]]
 
 TREE_MODE = b"40000"
 _GITLINK_MODE = b"160000"
@@ -127,9 +130,20 @@ class ObjectStore:
 
     def __init__(self, root: Path):
         self.root = Path(root)
-        self.objects, self.algorithm = _layout(self.root)
-        self.id_length = _ALGORITHMS[self.algorithm]
         self._reader: subprocess.Popen | None = None
+        self._layout: tuple[Path, str] | None = None
+
+    @property
+    def objects(self) -> Path:
+        if self._layout is None:
+            self._layout = _layout(self.root)
+        return self._layout[0]
+
+    @property
+    def algorithm(self) -> str:
+        if self._layout is None:
+            self._layout = _layout(self.root)
+        return self._layout[1]
 
     def __enter__(self) -> ObjectStore:
         return self
@@ -150,35 +164,68 @@ class ObjectStore:
 
     # -- reading ---------------------------------------------------------------------------------
 
-    def _read(self, oid: bytes, kind: bytes) -> bytes:
+    def _ask(self, name: str) -> tuple[bytes, int] | None:
+        """Ask the reader for an object: its kind and size (its bytes follow), None if missing."""
         if self._reader is None:
             try:
                 self._reader = subprocess.Popen(["git", "cat-file", "--batch"], cwd=self.root, stdin=subprocess.PIPE,
                                                 stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)  # fmt: skip
             except OSError as exc:
                 raise HistoryError("cat-file", exc.strerror or str(exc)) from None
-        reader = self._reader
-        assert reader.stdin is not None and reader.stdout is not None
+        assert self._reader.stdin is not None and self._reader.stdout is not None
         try:
-            reader.stdin.write(oid.hex().encode() + b"\n")
-            reader.stdin.flush()
-            header = reader.stdout.readline().split()
-            if len(header) != 3 or header[1] != kind:
-                raise HistoryError("cat-file", f"{oid.hex()} is not a {kind.decode()} in this repository")
-            size = int(header[2])
-            data = reader.stdout.read(size + 1)[:size]
+            self._reader.stdin.write(name.encode() + b"\n")
+            self._reader.stdin.flush()
+            header = self._reader.stdout.readline().split()
+            return (header[1], int(header[2])) if len(header) == 3 else None
         except (OSError, ValueError) as exc:
             self.close()
-            raise HistoryError("cat-file", f"reading {oid.hex()}: {exc}") from None
-        if len(data) != size:
+            raise HistoryError("cat-file", f"reading {name}: {exc}") from None
+
+    def _take(self, name: str, size: int, keep: bool = True) -> bytes:
+        """The ``size`` bytes of the object just asked for (and its newline); read in pieces and
+        dropped unless ``keep``, so an object too big to hold is never held."""
+        assert self._reader is not None and self._reader.stdout is not None
+        parts, remaining = [], size + 1
+        try:
+            while remaining:
+                chunk = self._reader.stdout.read(min(remaining, 1 << 20))
+                if not chunk:
+                    raise OSError("the reader stopped early")
+                remaining -= len(chunk)
+                if keep:
+                    parts.append(chunk)
+        except OSError as exc:
             self.close()
-            raise HistoryError("cat-file", f"{oid.hex()} ended early")
-        return data
+            raise HistoryError("cat-file", f"reading {name}: {exc}") from None
+        return b"".join(parts)[:size]
+
+    def _read(self, oid: bytes, kind: bytes) -> bytes:
+        name = oid.hex()
+        found = self._ask(name)
+        if found is None or found[0] != kind:
+            if found is not None:
+                self._take(name, found[1], keep=False)
+            raise HistoryError("cat-file", f"{name} is not a {kind.decode()} in this repository")
+        return self._take(name, found[1])
+
+    def read_blobs(self, shas: Iterable[str], limit: int) -> dict[str, bytes | None]:
+        """The bytes of blobs; None for a missing one, or one above ``limit`` bytes (skipped as
+        it streams by rather than held in memory)."""
+        out: dict[str, bytes | None] = {}
+        for sha in dict.fromkeys(shas):
+            found = self._ask(sha)
+            out[sha] = None
+            if found is not None:
+                small = found[0] == b"blob" and found[1] <= limit
+                data = self._take(sha, found[1], keep=small)
+                out[sha] = data if small else None
+        return out
 
     def tree(self, oid: bytes) -> Tree:
         known = _TREES.get(oid)
         if known is None:
-            known = _parse_tree(self._read(oid, b"tree"), self.id_length)
+            known = _parse_tree(self._read(oid, b"tree"), len(oid))
             _TREES.put(oid, known)
         return known  # type: ignore[return-value]  # shared: never changed in place
 
