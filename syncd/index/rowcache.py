@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import datetime as dt
 import math
-import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -28,7 +27,6 @@ _EXACT_UP_TO = 8192
 # Past it, int8 scores pick a shortlist of this many times k, which float32 then ranks exactly.
 _SHORTLIST_FACTOR = 4
 _MIN_SHORTLIST = 200
-_THREADS = max(1, min(os.cpu_count() or 1, 8))
 _QUANTIZE_BLOCK = 8192
 
 
@@ -316,8 +314,8 @@ class RowCache:
         """Top ``k`` (path, id, cosine) in scope, best first. Vectors are L2-normalised.
 
         A small index is searched exactly. A large one is first scored in int8 (the product over
-        every row is memory-bound, and int8 reads a quarter of the bytes: 1.2 ms instead of 5.5 ms
-        at 100,000 x 384 on 2 cores, in cache), then a shortlist of 4k rows (at least 200) is
+        every row is memory-bound, and int8 reads a quarter of the bytes: 2.2 ms instead of 6.0 ms
+        at 100,000 x 384, benchmarks/bench_products.py), then a shortlist of 4k rows (at least 200) is
         ranked by exact float32 cosines. Quantisation moves a score by a few thousandths, so an
         exact top-k row misses the shortlist only if 4k rows score within that of it: the search
         benchmark measures recall@10 against exact search (1.000 at 100,000 facts) and a test
@@ -347,9 +345,12 @@ class RowCache:
 
     def _int8_scores(self, query: np.ndarray) -> np.ndarray:
         """Approximate cosines of every row (in proportion to them: the query's own scale is
-        left out, which changes no ranking)."""
+        left out, which changes no ranking). On the calling thread: on 2 cores, ``threads=2``
+        made the product no faster (2.2 ms at 100,000 x 384 either way) and OpenMP's idle
+        threads then spun for ~8 ms, 10.5 ms of CPU a search instead of 2.3 (measured side by
+        side by benchmarks/bench_products.py); every add runs such a search to deduplicate."""
         codes, _ = _quantize(query.reshape(1, -1))
-        raw = simsimd.cdist(codes, self._codes8, metric="dot", out_dtype="float32", threads=_THREADS)
+        raw = simsimd.cdist(codes, self._codes8, metric="dot", out_dtype="float32", threads=1)
         return np.asarray(raw).reshape(-1) * self._scales
 
     # Row-level access for hybrid search. Row numbers are valid while the caller holds the rows
