@@ -222,3 +222,30 @@ def test_a_bigger_table_lets_more_writes_pile_up_before_compacting():
     sizes = [0, 10_000, 100_000, 1_000_000, 10_000_000]
     cadence = [writes_before_optimize(n) for n in sizes]
     assert cadence == sorted(cadence) and cadence[-1] < 2_000
+
+
+def test_each_table_is_compacted_on_its_own_count_of_writes(engine, home, monkeypatch):
+    """Writes that only change files' records (a touch) count for the files table alone: it is
+    compacted after its own 40 writes, the entries table (not written meanwhile) is left be."""
+    for i in range(2):
+        write(home, f"vault/notes/n{i}.md", f"# Note {i}\n\nAbout kites {i}.\n")
+        engine.sync()
+    compacted: list[tuple[int, str]] = []
+    real = LanceTable.optimize
+
+    def spy(self, *args, **kwargs):
+        compacted.append((len(touches), self.name))
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(LanceTable, "optimize", spy)
+    path = home / "vault/notes/n0.md"
+    stamp = path.stat().st_mtime_ns
+    touches: list[int] = []
+    for n in range(1, 81):
+        touches.append(n)
+        os.utime(path, ns=(stamp + n * 10**9, stamp + n * 10**9))
+        engine.sync()
+    # Two writes of the files table before the touches (the notes' records), then one a touch.
+    assert compacted == [(38, "files"), (78, "files")]
+    assert_files_are_the_table(engine.index)
+    assert engine.status().fresh

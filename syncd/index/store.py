@@ -129,7 +129,8 @@ def _in_filter(column: str, values: Sequence[str]) -> str:
 
 
 def writes_before_optimize(rows: int) -> int:
-    """How many small writes to let pile up before compacting a table of ``rows`` rows.
+    """How many small writes to let pile up before compacting a table of ``rows`` rows (each
+    table counts its own: the files table, at a twentieth of the rows, is compacted far more often).
 
     Compacting rewrites the whole table (LanceDB takes every fragment under a million rows):
     ~1.5 s of CPU at 100,000 rows, in proportion to the rows. Each write left uncompacted is a
@@ -164,7 +165,8 @@ class Index:
         # writes, and in a shared index re-read whenever the table has a newer version.
         self._records: dict[str, FileRecord] | None = None
         self._records_version: int | None = None
-        self._writes = 0
+        # Writes to each table since it was last compacted (see writes_before_optimize).
+        self._writes = {"entries": 0, "files": 0}
         self._unwritten: set[str] = set()
         # Bumped whenever the in-memory rows change; unchanged_rows() answers for one generation
         # and apply() only trusts an answer of the current one (see StaleRows).
@@ -461,17 +463,22 @@ class Index:
                 self._unwritten -= set(batch.paths)
                 if self._mirror is not None and not self._mirror.update(before, batch.mirror):
                     self._rebuild_mirror()
-            self._writes += 1
-            if self._writes >= _WRITES_BEFORE_OPTIMIZE and self._writes >= writes_before_optimize(self._held_rows()):
+            for name, version in (("entries", entries_version), ("files", records_version)):
+                self._writes[name] += version is not None
+            due = [name for name, writes in self._writes.items()
+                   if writes >= _WRITES_BEFORE_OPTIMIZE and writes >= writes_before_optimize(self._held_rows(name))]  # fmt: skip
+            if due:
                 try:
-                    self.optimize()
+                    self._compact(due)
                 except Exception as exc:  # housekeeping: the rows are written, compact later
-                    self._writes = 0
+                    self._writes.update(dict.fromkeys(due, 0))
                     log.warning("could not compact the index at %s: %s", self.folder, self._describe(exc))
 
-    def _held_rows(self) -> int:
+    def _held_rows(self, table: str) -> int:
         with self._lock:  # len() merges pending rows: the matrix is only touched under the lock
-            return len(self._matrix)
+            if table == "entries":
+                return len(self._matrix)
+            return len(self._records) if self._records is not None else 0
 
     @property
     def applied(self) -> int:
@@ -629,19 +636,27 @@ class Index:
     def optimize(self) -> None:
         """Compact small writes, fold new rows into the id index, drop old versions. Holds only
         the writers' turn while LanceDB works: queries and in-memory writes go on meanwhile."""
+        self._compact(["files", "entries"])
+
+    def _compact(self, names: Sequence[str]) -> None:
+        """Optimize the tables named (``entries``, ``files``), each on its own cadence: the files
+        table is a twentieth of the entries table, so compacting it is cheap, and its fragments
+        cost every later write as much (files delete + add at 5,000 records: 6.4 ms with no
+        extra fragment, 17 ms with 70, 51 ms with 140; compacting it, 150 ms)."""
         with self._writing:
             before = self._mirror.stamp() if self._mirror is not None else None
-            self.ensure_id_index()
-            for table in (self._files, self._entries):
-                table.optimize(cleanup_older_than=_KEEP_OLD_VERSIONS)
+            if "entries" in names:
+                self.ensure_id_index()
+            for name in names:
+                (self._entries if name == "entries" else self._files).optimize(cleanup_older_than=_KEEP_OLD_VERSIONS)
             with self._lock:
-                if self._matrix_version is not None:
-                    # Compaction moves rows between files but changes none: the loaded copy
-                    # stays valid. An index never loaded stays unloaded, to load on first query.
+                # Compaction moves rows between files but changes none: the loaded copy stays
+                # valid (a new version of the same rows). One never loaded stays unloaded.
+                if "entries" in names and self._matrix_version is not None:
                     self._matrix_version = self._entries.version
-                if self._records is not None:
-                    self._records_version = self._files.version  # the same records, a new version
-            self._writes = 0
+                if "files" in names and self._records is not None:
+                    self._records_version = self._files.version
+            self._writes.update(dict.fromkeys(names, 0))
             if self._mirror is not None:
                 self._mirror.restamp(before)
 
