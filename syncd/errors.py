@@ -156,6 +156,13 @@ class QueryError(SyncdError, ValueError):
         super().__init__(reason)
 
 
+class InvalidInputError(SyncdError, ValueError):
+    """A value a caller gave (a client, an agent's tool call) that passed its schema but cannot be
+    used: a path that climbs out of the home, a search_replace whose passage is not in the block,
+    a scope that does not exist. The caller's to fix (422 over REST), never a server fault; a
+    ValueError, so code that catches those still does."""
+
+
 class UnsafePickleError(SyncdError):
     """A legacy pickled agent state was refused: unpickling was not asked for (``allowed`` False),
     or the pickle names ``module.name``, a class outside the fixed list it may build."""

@@ -272,3 +272,22 @@ def test_many_concurrent_writers_all_finish_and_commit(server, admin):
     ids = [_ok(a)["fact"]["id"] for a in answers]
     committed = git(server.home, "show", f"HEAD:memory/users/par/{dt.date.today()}.md")
     assert all(fid in committed for fid in ids)
+
+
+def test_only_the_callers_errors_are_4xx_a_bare_value_error_is_ours():
+    """A ValueError or TypeError that no one turned into a syncd error is a bug of the server's:
+    500 and a log line, so the fuzz test's "no 5xx" can catch it. A caller's bad value is 422."""
+    from pydantic import BaseModel
+
+    from syncd.errors import InvalidInputError, QueryError
+    from syncd.server.rest import status_of
+
+    class Shape(BaseModel):
+        n: int
+
+    assert status_of(ValueError("a bug")) is None and status_of(TypeError("a bug")) is None
+    assert status_of(InvalidInputError("path climbs out of the home")) == 422
+    with pytest.raises(ValueError) as invalid:
+        Shape.model_validate({"n": "many"})
+    assert status_of(invalid.value) == 422
+    assert status_of(QueryError("", "the search query is empty")) == 400

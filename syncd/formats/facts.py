@@ -54,7 +54,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from ..errors import NotFoundError
+from ..errors import InvalidInputError, NotFoundError
 from .fact_ids import FactIdMemo, derive_fact_id, derive_id, normalise_content
 from .text import (
     BOM,
@@ -157,7 +157,7 @@ def _normalise_and_check(f: Fact) -> None:
 
     def check(ok: object, message: str) -> None:
         if not ok:
-            raise ValueError(message)
+            raise InvalidInputError(message)
 
     def is_(value: object, kind: type) -> bool:
         return isinstance(value, kind) and not isinstance(value, bool)

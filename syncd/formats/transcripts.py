@@ -20,6 +20,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..errors import InvalidInputError
+
 __all__ = [
     "TranscriptEntry",
     "SkippedLine",
@@ -83,14 +85,14 @@ def make_entry(
     """A new entry, checked: a non-empty role, str content, a timezone-aware (or ISO) timestamp,
     and actions/meta that are plain JSON data (so they round-trip exactly)."""
     if not isinstance(role, str) or not role.strip() or len(role) > _MAX_ROLE_CHARS:
-        raise ValueError(f"a transcript role is a non-empty string of at most {_MAX_ROLE_CHARS} characters")
+        raise InvalidInputError(f"a transcript role is a non-empty string of at most {_MAX_ROLE_CHARS} characters")
     if not isinstance(content, str):
         raise TypeError(f"transcript content must be a str, not {type(content).__name__}")
     if ts is None:
         ts = dt.datetime.now(dt.timezone.utc)
     if isinstance(ts, dt.datetime):
         if ts.tzinfo is None:
-            raise ValueError("transcript timestamps must be timezone-aware")
+            raise InvalidInputError("transcript timestamps must be timezone-aware")
         ts = ts.isoformat(timespec="milliseconds")
     entry = TranscriptEntry(
         ts=ts, role=role, content=content, actions=None if actions is None else list(actions), meta=dict(meta or {})

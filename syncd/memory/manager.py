@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..config import Settings
-from ..errors import BlockLimitError, ConflictError, ExtractionError, NotFoundError, QueryError
+from ..errors import BlockLimitError, ConflictError, ExtractionError, InvalidInputError, NotFoundError, QueryError
 from ..formats import Fact, decode_markdown, encode_markdown, parse_page
 from ..history.intents import Intent
 from ..home import Home
@@ -235,9 +235,9 @@ class MemoryManager:
         if scope == "auto":
             scope = "chat" if chat is not None else "user" if user_id is not None else "global"
         if scope not in ("chat", "user", "global"):
-            raise ValueError(f"scope must be auto, chat, user or global, not {scope!r}")
+            raise InvalidInputError(f"scope must be auto, chat, user or global, not {scope!r}")
         if scope == "chat" and chat is None:
-            raise ValueError("a chat-scoped block needs its chat_id")
+            raise InvalidInputError("a chat-scoped block needs its chat_id")
         user = None if scope == "global" else self._user(user_id)
         chat = chat if scope == "chat" else None
         intent = self._intent(f"Update core block {label} ({scope})", user, chat)

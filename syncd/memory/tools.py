@@ -19,7 +19,7 @@ from typing import Any, ClassVar, TypeVar
 
 from pydantic import ValidationError
 
-from ..errors import SyncdError
+from ..errors import InvalidInputError, SyncdError
 from ..layout import validate_id
 from ..schemas import BlockUpdateInput, Input, SearchInput, describe_invalid, tool_inputs
 from .blocks import CoreBlock
@@ -127,11 +127,11 @@ async def update_block(manager: MemoryManager, request: BlockUpdateInput, user_i
             new = f"{current}\n{request.content}" if current else request.content
         else:
             if not request.old_content:
-                raise ValueError("search_replace needs old_content, the exact passage to replace.")
+                raise InvalidInputError("search_replace needs old_content, the exact passage to replace.")
             count = current.count(request.old_content)
             if count != 1:
                 where = "not found" if count == 0 else f"found {count} times; give a longer passage"
-                raise ValueError(f"old_content {where} in block {label!r}.")
+                raise InvalidInputError(f"old_content {where} in block {label!r}.")
             new = current.replace(request.old_content, request.content, 1)
     # An agent edits its user's blocks (or its chat's); the global ones are a person's to edit.
     scope = "chat" if chat is not None else "user"

@@ -29,6 +29,7 @@ from ..errors import (
     ExtractionError,
     GitBusyError,
     HomeError,
+    InvalidInputError,
     LockedError,
     NotFoundError,
     ParseError,
@@ -54,6 +55,7 @@ _STATUS: Sequence[tuple[type[BaseException], int]] = (
     (AccessError, 403),
     (NotFoundError, 404),
     (BlockLimitError, 422),
+    (InvalidInputError, 422),
     (ConflictError, 409),
     (GitBusyError, 409),
     (LockedError, 409),
@@ -64,8 +66,6 @@ _STATUS: Sequence[tuple[type[BaseException], int]] = (
     (HomeError, 400),
     (SyncdError, 400),
     (ValidationError, 422),
-    (ValueError, 422),
-    (TypeError, 422),
 )
 
 
@@ -225,7 +225,7 @@ def create_app(
 
     async def refused(request: Request, exc: Exception):
         status = status_of(exc)
-        if status is None:  # a TypeError or ValueError of our own making, not the request's
+        if status is None:
             return await failed(request, exc)
         message = s.describe_invalid(exc) if isinstance(exc, ValidationError) else str(exc)
         return _error(status, type(exc).__name__, message)

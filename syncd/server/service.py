@@ -20,7 +20,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from .. import schemas as s
-from ..errors import NotFoundError, SyncdError
+from ..errors import InvalidInputError, NotFoundError, SyncdError
 from ..home import read_regular
 from ..layout import classify_path
 from ..memory import MemoryManager
@@ -271,7 +271,7 @@ class MemoryService:
 
         path = q.path.strip("/") if q.path else None
         if path is not None and (".." in path.split("/") or "\x00" in path or path.startswith(".")):
-            raise ValueError("path is a home-relative file or folder, without '..'")
+            raise InvalidInputError("path is a home-relative file or folder, without '..'")
         if not p.admin or q.user_id is not None:
             user = self.user_for(p, q.user_id)
             own = self.home.rel(self.home.user_dir(user))
@@ -428,7 +428,7 @@ async def call(service: MemoryService, principal: Principal, name: str, argument
     if op is None:
         raise NotFoundError(f"no operation {name!r}")
     if not isinstance(arguments, dict):
-        raise TypeError("arguments must be an object")
+        raise InvalidInputError("arguments must be an object")
     request = op.input.model_validate({**arguments, **dict(op.fixed)})
     result = await op.run(service, principal, request)
     return result.model_dump(mode="json")
