@@ -16,9 +16,10 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # no network here
 import syncd
 from syncd.config import Settings
 from syncd.errors import GitBusyError
+from syncd.history import chain as history_chain
 from syncd.history import git as history_git
 from syncd.history.committer import commit_changes
-from syncd.history.git import check_tree_writable, head_sha
+from syncd.history.git import check_tree_writable, commit_exact, head_sha
 from syncd.history.intents import Intent
 from syncd.home import Home
 from syncd.memory import MemoryManager
@@ -53,17 +54,18 @@ def git_calls(monkeypatch):
     return seen
 
 
-def test_an_add_memory_costs_eight_git_processes(engine, home, git_calls):
+def test_an_add_memory_costs_six_git_processes(engine, home, git_calls):
     manager = MemoryManager(engine, settings=Settings(llm_model="gpt-4o-mini"))
     asyncio.run(manager.add_memory("Warms up the first write.", "ana"))
     git_calls.clear()
     fact = asyncio.run(manager.add_memory("Keeps bees on the roof of the library.", "ana"))
     calls = Counter(git_calls)
     assert fact is not None and fact.id in git(home, "show", "HEAD")
-    # One unmerged check, status, stage, write-tree, diff-tree, the blobs for the message,
-    # commit-tree, update-ref: no read-tree of a private index, no second check, no rev-parse.
-    assert calls == Counter({"ls-files -u": 1, "status": 1, "update-index": 1, "write-tree": 1, "diff-tree": 1,
-                             "cat-file": 1, "commit-tree": 1, "update-ref": 1}), calls
+    # One unmerged check, status, stage, the staged blobs, one reader (HEAD's trees and the blobs
+    # for the message), update-ref: the tree and commit are written by syncd (objects.py), and
+    # there is no read-tree of a private index, no second check, no rev-parse.
+    assert calls == Counter({"ls-files -u": 1, "status": 1, "update-index": 1, "ls-files -s": 1,
+                             "cat-file": 1, "update-ref": 1}), calls
 
 
 def test_a_group_of_writes_checks_for_unmerged_paths_once(engine, home, git_calls):
@@ -133,8 +135,27 @@ def test_an_index_rewritten_in_place_with_its_old_size_and_times_is_seen(home, t
 
 
 def test_a_git_add_of_the_users_while_we_commit_is_not_committed(home, monkeypatch):
-    """The tree written from the real index is checked after it is written: a file the user stages
-    between our staging and our write-tree makes us build the tree aside, without it."""
+    """A commit's tree is HEAD's tree with our paths only: a file the user stages between our
+    staging and our reading of the index stays staged and out of the commit."""
+    write(home, LOG, daily_log(["Likes tea."]))
+    write(home, "vault/Theirs.md", "# Theirs\n")
+    real = history_chain.run_git
+
+    def racing(root, *args, **kwargs):
+        if args[:2] == ("ls-files", "-s"):
+            subprocess.run(["git", "add", "vault/Theirs.md"], cwd=root, check=True)
+        return real(root, *args, **kwargs)
+
+    monkeypatch.setattr(history_chain, "run_git", racing)
+    commit_changes(Home(home), syncd.Settings(), [LOG])
+    assert git(home, "show", "--name-only", "--format=", "HEAD").split() == [LOG]
+    assert git(home, "status", "--porcelain").splitlines() == ["A  vault/Theirs.md"]
+
+
+def test_a_git_add_of_the_users_during_one_exact_commit_is_not_committed(home, monkeypatch):
+    """commit_exact (revert, the tools) checks the tree written from the real index after writing
+    it: a file the user stages between our staging and our write-tree makes it build the tree
+    aside, without that file."""
     write(home, LOG, daily_log(["Likes tea."]))
     write(home, "vault/Theirs.md", "# Theirs\n")
     real = history_git.run_git
@@ -145,7 +166,7 @@ def test_a_git_add_of_the_users_while_we_commit_is_not_committed(home, monkeypat
         return real(root, *args, **kwargs)
 
     monkeypatch.setattr(history_git, "run_git", racing)
-    commit_changes(Home(home), syncd.Settings(), [LOG])
+    commit_exact(home, [LOG], [], "one exact commit\n", "a", "a@x")
     assert git(home, "show", "--name-only", "--format=", "HEAD").split() == [LOG]
     assert git(home, "status", "--porcelain").splitlines() == ["A  vault/Theirs.md"]
 
