@@ -152,3 +152,26 @@ def test_reading_blobs_skips_big_and_missing_ones_and_stays_in_step(tmp_path):
         tree = store.write_tree(None, {"a.md": ("100644", other)})
         assert store.read_blobs([big], limit=4_000_000)[big] == b"x" * 3_000_000
         assert store.blobs(tree, ["a.md", "nothing.md"]) == {"a.md": ("100644", other)}
+
+
+def test_a_repository_made_anew_with_the_other_hash_is_never_written_wrongly(tmp_path):
+    """The object format is asked of git once per process; a repository deleted and made again
+    at the same path with SHA-256 is noticed by its ids: that pass writes nothing and fails, the
+    next one commits right."""
+    import shutil
+
+    from syncd.errors import HistoryError
+
+    root = tmp_path / "r"
+    root.mkdir()
+    git(root, "init", "-q", "-b", "main")
+    (root / "a.md").write_text("A\n")
+    commit_chain(root, [PlannedCommit(("a.md",), (), "a", "a@x")], lambda changes, _read: ["one\n"])
+    shutil.rmtree(root / ".git")
+    subprocess.run(["git", "init", "-q", "-b", "main", "--object-format=sha256"], cwd=root, check=True)
+    turn = [PlannedCommit(("a.md",), (), "a", "a@x")]
+    with pytest.raises(HistoryError, match="not a sha1 id"):
+        commit_chain(root, turn, lambda changes, _read: ["two\n"])
+    sha = commit_chain(root, turn, lambda changes, _read: ["two\n"])[0][0]
+    assert sha == head_sha(root) and len(sha) == 64
+    subprocess.run(["git", "fsck", "--strict", "--no-dangling"], cwd=root, check=True, capture_output=True)

@@ -103,8 +103,9 @@ def commit_chain(
     """Commit each of ``planned`` in order on the current branch, each as exactly its paths;
     everything else the user staged stays staged and uncommitted. ``describe`` gets what each
     commit really changes (an empty list for one whose paths already match) and a reader of blobs
-    (``read(shas, limit)``, see ObjectStore.read_blobs), and returns their messages. Returns ``(sha or None, changes)`` per planned commit (None: nothing to commit).
-    Afterwards git status shows those paths clean.
+    (``read(shas, limit)``, see ObjectStore.read_blobs), and returns their messages. Returns
+    ``(sha or None, changes)`` per planned commit (None: nothing to commit). Afterwards git
+    status shows those paths clean.
 
     Raises GitBusyError when the user's git work is under way or HEAD is detached (nothing is
     done), or when HEAD moved while we committed (our paths are then staged, and the next attempt

@@ -23,10 +23,11 @@ our paths are staged in the real index, its tree is written, and when that tree 
 in our paths only (the user has nothing else staged) it is the commit's tree; otherwise the tree
 is built aside in a private index (``read-tree HEAD`` + our paths); then ``commit-tree`` and
 ``update-ref`` against the HEAD we started from. The committer commits queued turns as a chain
-instead (chain.py: trees and commits written by syncd itself, objects.py, one ``update-ref``). The unmerged-paths check is answered
-again only when the index file changed. Paths travel on stdin, never as pathspecs: git matches pathspecs against every index entry (quadratic at 10k paths) and a
-command line has a size limit (60k paths overflow it), while ``update-index --stdin`` is linear and
-literal (a file named ``[draft].md`` is that file, not a pattern).
+instead (chain.py: trees and commits written by syncd itself, objects.py, one ``update-ref``).
+The unmerged-paths check is answered again only when the index file changed. Paths travel on
+stdin, never as pathspecs: git matches pathspecs against every index entry (quadratic at 10k
+paths) and a command line has a size limit (60k paths overflow it), while ``update-index
+--stdin`` is linear and literal (a file named ``[draft].md`` is that file, not a pattern).
 """
 
 from __future__ import annotations

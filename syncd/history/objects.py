@@ -27,6 +27,7 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
 from ..errors import HistoryError
+from .git import run_git
 
 __all__ = ["BlobReader", "ObjectStore", "tree_bytes"]
 
@@ -41,7 +42,7 @@ BlobReader = Callable[[Iterable[str], int], dict[str, "bytes | None"]]
 TREE_MODE = b"40000"
 _GITLINK_MODE = b"160000"
 _CACHED_TREES = 4096
-_ALGORITHMS = {"sha1": 20, "sha256": 32}
+_ALGORITHMS = {"sha1": 20, "sha256": 32}  # name -> id length in bytes
 
 
 class _Recent:
@@ -111,8 +112,6 @@ def _layout(root: Path) -> tuple[Path, str]:
         known = _LAYOUTS.get(key)
     if known is not None:
         return known
-    from .git import run_git
-
     out = run_git(root, "rev-parse", "--show-object-format", "--git-path", "objects").decode("utf-8", "surrogateescape")
     lines = out.splitlines()
     if len(lines) != 2 or lines[0] not in _ALGORITHMS:
@@ -259,6 +258,17 @@ class ObjectStore:
 
     # -- writing ---------------------------------------------------------------------------------
 
+    def _id(self, name: str) -> bytes:
+        """A hex id as bytes, checked against the repository's hash: ids of the other length mean
+        the repository was made anew under us (the object format is remembered per process), so
+        nothing is written and the next pass asks git again."""
+        oid = bytes.fromhex(name)
+        if len(oid) != _ALGORITHMS[self.algorithm]:
+            with _LAYOUTS_LOCK:
+                _LAYOUTS.pop(os.path.abspath(self.root), None)
+            raise HistoryError("commit", f"{name} is not a {self.algorithm} id; the repository changed, retrying")
+        return oid
+
     def write(self, kind: bytes, content: bytes) -> bytes:
         """Store an object (unless it is there already, loose); its binary id."""
         raw = b"%s %d\0%s" % (kind, len(content), content)
@@ -300,7 +310,7 @@ class ObjectStore:
                 if entries.get(parts[0], (TREE_MODE,))[0] != TREE_MODE:  # a file's removal leaves a folder be
                     del entries[parts[0]]
             else:
-                entries[parts[0]] = (entry[0].encode(), bytes.fromhex(entry[1]))
+                entries[parts[0]] = (entry[0].encode(), self._id(entry[1]))
         # Files first, then folders: a file removed where a folder now begins makes way for it.
         for name, inside in below.items():
             current = entries.get(name)
@@ -321,7 +331,7 @@ class ObjectStore:
         """Store a commit; its hex id."""
         lines = [b"tree " + tree.hex().encode()]
         if parent:
-            lines.append(b"parent " + parent.encode())
+            lines.append(b"parent " + self._id(parent).hex().encode())
         lines += [b"author " + author, b"committer " + committer]
         oid = self.write(b"commit", b"\n".join(lines) + b"\n\n" + message)
         _COMMIT_TREES.put(oid, tree)
