@@ -28,12 +28,10 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .changes import held_paths
 from .config import Settings
 from .control.server import ControlServer
 from .errors import GitBusyError, HistoryError
-from .history.committer import commit_changes
-from .history.git import busy_state, head_sha, uncommitted_paths
+from .history.git import busy_state, git_fingerprint, head_sha, uncommitted_paths
 from .home import remove_stale_temp_files
 from .sync.apply import SyncReport
 from .sync.events import Batch, Event, coalesce
@@ -64,7 +62,7 @@ class Daemon:
     def __init__(self, engine: Engine, settings: Settings | None = None, serve: bool = True,
                  control_methods: Mapping[str, Callable[..., object]] | None = None):
         self.engine = engine
-        # Answer other processes' searches over HOME/.syncd/daemon.sock (syncd.control), and the
+        # Answer other processes' searches over the home's socket (syncd.control), and the
         # methods the host adds (`syncd serve` and `watch`: the servers' operations, for `syncd mcp`).
         self.serve = serve
         self.control_methods = dict(control_methods or {})
@@ -80,6 +78,9 @@ class Daemon:
         self._commit_due: float | None = None
         self._retry_s = _RETRY_MIN_S
         self._warned: str | None = None  # the git state last warned about, to warn once per state
+        # git's fingerprint as last seen, and since when: see _git_settled.
+        self._git_seen: tuple | None = None
+        self._git_seen_since = 0.0
         self._failures = 0
         self._next_reconcile = time.monotonic() + self.settings.reconcile_interval_s
         self._next_watch_check = time.monotonic() + self.settings.watcher_check_s
@@ -203,12 +204,28 @@ class Daemon:
         """Restart a watcher whose thread died and reconcile what it may have missed, rather
         than go on believing a silent home is unchanged."""
         self._next_watch_check = time.monotonic() + self.settings.watcher_check_s
+        self._check_state()
         if self._watcher.healthy():
             return
         self.watcher_restarts += 1
         log.warning("the file watcher of %s stopped; restarting it and reconciling the home", self.root)
         self._watcher.restart()
         self.reconcile()
+
+    def _check_state(self) -> None:
+        """``.syncd/`` is derived and may be deleted at any moment, even now: make it again (with
+        its .gitignore), reopen an embedding cache whose file went with it, and rebuild an index
+        that is gone from disk or was made anew there (aside, then swapped in, as `syncd reindex`
+        does). Until then the engine's status says the index is missing, never fresh."""
+        self.engine.home.ensure_state_dir()
+        cache = getattr(self.engine.embedder, "cache", None)
+        if cache is not None:
+            cache.reopen_if_gone()
+        if self.engine.index.on_disk():
+            return
+        log.warning("the index of %s is no longer on disk (.syncd/ deleted?); rebuilding it", self.root)
+        self.engine.reindex()
+        self._note_head()
 
     def _generation(self) -> tuple[int, int]:
         with self._cond:
@@ -239,7 +256,12 @@ class Daemon:
         if events:
             self.handle_batch(events)
         if self._pending:
-            self.commit_pending()
+            # A git command of the person's that just ended is given a quiet time (at most a
+            # second here: the process is going away), not a pass.
+            quiet_s = min(self.settings.commit_quiet_ms / 1000, 1.0)
+            while not self._git_settled(quiet_s):
+                time.sleep(0.05)
+            self.commit_pending(quiet_s)
         if self._pending:
             log.warning("left %d changed files uncommitted (git busy); the next start commits them",
                         len(self._pending))
@@ -332,7 +354,7 @@ class Daemon:
         with self._cond:
             self._commit_due = min(due, self._pending_since + _COMMIT_MAX_DELAY_S)
 
-    def commit_pending(self) -> list[str]:
+    def commit_pending(self, quiet_s: float | None = None) -> list[str]:
         """Commit the indexed changes, unless the user's own git work is under way (then the
         changes wait, on disk and indexed, and the commit is retried with a backoff)."""
         if not self._pending:
@@ -342,14 +364,18 @@ class Daemon:
         if state is not None:
             self._defer(state.reason, quiet=state.transient)
             return []
-        # Paths of a change group still under way (another process's) or waiting for its commit
-        # pass (this engine's, under syncd serve): committed by it, so its turn stays one commit.
-        held = (held_paths(self.engine.home) | self.engine.queued_for_commit()) & self._pending
+        if not self._git_settled(quiet_s):
+            return []
+        writes = self.engine.writes
+        # A turn whose process died before its commit is undone, never committed in part.
+        for rel in writes.recover():
+            self._pending.add(rel)
+        # Paths of a change group still under way or waiting for its commit (in any process,
+        # this one's under syncd serve): committed by it, so its turn stays one commit.
+        held = writes.held() & self._pending
         try:
             ready = sorted(self._pending - held)
-            # The engine's own change groups commit beside us (syncd serve): one at a time.
-            with self.engine.committing():
-                shas = commit_changes(self.engine.home, self.settings, ready) if ready else []
+            shas = writes.commit_editor(ready) if ready else []
         except GitBusyError as exc:
             # A lock taken between our look and the commit is the ordinary, transient case; a
             # detached HEAD is not.
@@ -376,6 +402,26 @@ class Daemon:
             self._commit_due = time.monotonic() + self.settings.commit_quiet_ms / 1000 if held else None
         self._note_head()
         return shas
+
+    def _git_settled(self, quiet_s: float | None = None) -> bool:
+        """Whether git has been still long enough to commit what the tree holds: a git command
+        of the person's (a stash, a merge and its abort, a checkout) rewrites the tree in steps,
+        taking and dropping its lock between them, and a commit made between two steps would
+        record a half-rewritten tree as their edit. Settled means git's HEAD and index file have
+        not moved for ``quiet_s`` (default ``commit_quiet_ms``), or their last move was our own
+        commit. If not, the commit is put off until it would be."""
+        now = time.monotonic()
+        seen = git_fingerprint(self.root)
+        if seen is None or seen == self.engine.writes.last_commit_fingerprint:
+            return True
+        if seen != self._git_seen:
+            self._git_seen, self._git_seen_since = seen, now
+        due = self._git_seen_since + (self.settings.commit_quiet_ms / 1000 if quiet_s is None else quiet_s)
+        if now >= due:
+            return True
+        with self._cond:
+            self._commit_due = due
+        return False
 
     def _defer(self, reason: str, quiet: bool) -> None:
         """Commit later. Warn once per state, at once, with its fix; a lock a running git command

@@ -149,22 +149,23 @@ def test_a_conflicted_stash_pop_is_never_committed_by_the_daemon(home, embedder,
         assert len(_warnings(caplog, "unmerged")) == 1
 
 
-def test_a_write_on_a_detached_head_is_committed_once_a_branch_is_back(home, embedder, caplog):
+def test_a_write_on_a_detached_head_is_refused_until_a_branch_is_back(home, embedder, caplog):
     with running_daemon(home, embedder) as run:
         write(home, LOG, daily_log(FACTS[:2]))
         run.settle()
         git(home, "checkout", "-q", "--detach")
         head = git(home, "rev-parse", "HEAD")
         current = (home / LOG).read_bytes()
-        run.reader.write_file(LOG, current + NEW_FACT.encode(), intent=_turn(1))
-        wait_for(lambda: _warnings(caplog, "git switch"), 30, "one warning naming the fix")
-        assert _indexed(run, LOG) and git(home, "rev-parse", "HEAD") == head
+        # Nothing written now could be committed on a branch: refused before anything is written.
+        with pytest.raises(GitBusyError, match="git switch"):
+            run.reader.write_file(LOG, current + NEW_FACT.encode(), intent=_turn(1))
+        assert (home / LOG).read_bytes() == current and git(home, "rev-parse", "HEAD") == head
         git(home, "checkout", "-q", "main")
+        run.reader.write_file(LOG, current + NEW_FACT.encode(), intent=_turn(1))
         run.settle()
         run.stop()
         assert NEW_FACT in git(home, "show", f"main:{LOG}")
         assert git(home, "log", "-1", "--format=%an %s", "main").strip() == "tutor-bot turn 1"
-        assert len(_warnings(caplog, "git switch")) == 1
 
 
 def test_a_stale_index_lock_is_a_warning_at_once_with_the_fix(home, embedder, caplog):

@@ -1,5 +1,5 @@
 """One change, one commit: change groups in the engine, agent turns as one revertible commit (also
-through a daemon), and commits that git refuses deferred rather than raised."""
+through a daemon), and a write git will not commit refused and undone rather than half-kept."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import asyncio
 import json
 import logging
 import os
+import threading
 import time
 
 import git
@@ -133,48 +134,54 @@ def busy_git(home):
     lock.unlink(missing_ok=True)
 
 
-def test_git_busy_defers_the_commit_and_the_write_stays(engine, home, busy_git, caplog):
-    manager = make_manager(engine)
-    before = len(commits(home))
-    with caplog.at_level(logging.WARNING, logger="syncd.engine"):
-        fact = run(manager.add_memory("Keeps a sourdough starter called Bob.", "ana"))
-    assert fact is not None
-    assert "not committed yet" in caplog.text and "index.lock" in caplog.text
-    assert run(manager.search_memories("sourdough", user_id="ana"))[0].id == fact.id
-    assert len(commits(home)) == before
-    assert engine.deferred_commits
+@pytest.fixture
+def impatient(home, embedder):
+    """An engine that waits half a second for git (30 s by default)."""
+    with syncd.open(home, embedder=embedder, settings=Settings(lock_wait_s=0.5)) as eng:
+        yield eng
+
+
+def _log_text(home) -> str:
+    return "".join(p.read_text() for p in sorted((home / "memory/users/ana").glob("20*.md")))
+
+
+def test_git_busy_past_the_wait_refuses_the_write_and_keeps_nothing(impatient, home, busy_git):
+    manager = make_manager(impatient)
+    before, text = len(commits(home)), _log_text(home)
+    with pytest.raises(GitBusyError, match="index.lock"):
+        run(manager.add_memory("Keeps a sourdough starter called Bob.", "ana"))
+    # Not acknowledged, so not kept: the file is as it was, the index does not have it.
+    assert _log_text(home) == text and len(commits(home)) == before
+    assert not run(manager.search_memories("sourdough starter Bob", user_id="ana"))
 
     # Explicit commits say why they cannot run, in syncd's own terms.
+    (home / "vault/typed.md").write_text("# Typed by hand\n")
     with pytest.raises(GitBusyError, match="index.lock"):
-        engine.commit()
+        impatient.commit()
 
     busy_git.unlink()
-    second = run(manager.add_memory("Swims in the sea every Sunday.", "ana"))
-    assert second is not None and not engine.deferred_commits
-    # The deferred write kept its own commit and message.
-    summaries = [c.summary for c in commits(home)[:2]]
-    assert summaries == ["Remember: Swims in the sea every Sunday.", "Remember: Keeps a sourdough starter called Bob."]
+    fact = run(manager.add_memory("Keeps a sourdough starter called Bob.", "ana"))
+    assert fact is not None and commits(home)[0].summary == "Remember: Keeps a sourdough starter called Bob."
+    impatient.commit()
     assert not git.Repo(home).is_dirty(untracked_files=True)
 
 
-def test_the_agent_tools_answer_instead_of_raising(engine, home, busy_git):
-    manager = make_manager(engine)
+def test_a_lock_held_for_a_moment_is_waited_out(engine, home, busy_git):
+    threading.Timer(0.4, busy_git.unlink).start()
+    engine.write_file("vault/note.md", b"# Note\n\nA note about kites.\n", intent=Intent(author="agent", summary="Kites"))
+    assert commits(home)[0].summary == "Kites"
+    assert not git.Repo(home).is_dirty(untracked_files=True)
+
+
+def test_the_agent_tools_answer_instead_of_raising(impatient, home, busy_git):
+    manager = make_manager(impatient)
     update, search = MemoryBlockUpdateTool(manager), MemorySearchTool(manager)
     update.set_context("c1", "ana")
     search.set_context("c1", "ana")
-    # Saved while git is busy: the tool reports success, the commit follows later.
-    assert update.forward("user", "Name: Ana.").startswith("Updated block 'user'")
-    assert (home / "memory/users/ana/core/user.md").read_text() == "Name: Ana.\n"
+    # Not saved while git stays busy: the tool says so, and the block is as it was.
+    assert update.forward("user", "Name: Ana.").startswith("Error:")
+    assert not (home / "memory/users/ana/core/user.md").exists()
     assert search.forward("Ana", limit="many").startswith("Error:")
-
-
-def test_a_sync_commits_what_was_deferred(engine, home, busy_git):
-    engine.write_file("vault/note.md", b"# Note\n\nA note about kites.\n", intent=Intent(author="agent", summary="Kites"))
-    assert engine.deferred_commits == ["vault/note.md"]
-    busy_git.unlink()
-    engine.sync()
-    assert engine.deferred_commits == [] and commits(home)[0].summary == "Kites"
-    wait_for(lambda: not git.Repo(home).is_dirty(untracked_files=True), 5, "a clean tree")
 
 
 def test_a_shared_engine_is_what_memory_uses(home, embedder):
@@ -208,10 +215,10 @@ def test_a_group_cancelled_while_it_waits_does_not_block_the_next_one(engine):
         # The cancelled group's thread took the engine's turn once the first let go; it must give
         # it back (checked before trying, so a leak fails here instead of hanging the run).
         for _ in range(250):
-            if not engine._turn.locked():
+            if not engine.exclusive().locked():
                 break
             await asyncio.sleep(0.02)
-        assert not engine._turn.locked(), "a cancelled group kept the engine's turn"
+        assert not engine.exclusive().locked(), "a cancelled group kept the engine's turn"
         async with engine.changes(Intent(author="c", summary="third")):
             engine.write_file("vault/after.md", b"# After\n\nWritten after a cancel.\n")
 

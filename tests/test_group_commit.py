@@ -10,7 +10,7 @@ import time
 
 import git
 
-from syncd.changes import CommitQueue
+from syncd.writes.queue import CommitQueue
 from syncd.history.intents import Intent
 
 from .daemon_helpers import running_daemon

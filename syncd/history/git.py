@@ -283,8 +283,9 @@ def operation_in_progress(root: Path) -> str | None:
 
 def check_tree_writable(root: Path) -> None:
     """Raise GitBusyError, before anything is written, while the user's git operation is under
-    way (see :func:`operation_in_progress`): the caller retries once it is finished."""
-    reason = operation_in_progress(root)
+    way (see :func:`operation_in_progress`) or HEAD is detached (nothing written now could be
+    committed on a branch): the caller retries once it is finished."""
+    reason = operation_in_progress(root) or detached_head(root)
     if reason is not None:
         raise GitBusyError(f"not written, retry once git is done: {reason}")
 
@@ -341,6 +342,16 @@ def blob_at_head(root: Path, rel: str) -> str | None:
     return out.decode().strip() or None
 
 
+def head_holds(root: Path, rel: str, data: bytes) -> bool:
+    """Whether HEAD holds ``rel`` with exactly ``data`` (compared by content, so it holds in a
+    SHA-256 repository too). False when it cannot be told (no commit, git busy)."""
+    try:
+        out = run_git(root, "cat-file", "blob", f"HEAD:{rel}")
+    except (GitBusyError, HistoryError):
+        return False
+    return out == data
+
+
 _HEX = frozenset("0123456789abcdef")
 
 
@@ -372,6 +383,20 @@ def head_sha(root: Path) -> str | None:
         return sha
     out = run_git(root, "rev-parse", "-q", "--verify", "HEAD^{commit}", ok=(0, 1)).decode().strip()
     return out or None
+
+
+def git_fingerprint(root: Path) -> tuple | None:
+    """What tells whether git's own state moved: HEAD and the index file's identity. Two equal
+    fingerprints a while apart mean no git command changed either meanwhile (a command that
+    rewrites the working tree rewrites the index too). None when the home is not under git."""
+    folder = git_dir(root)
+    if folder is None:
+        return None
+    try:
+        head = head_sha(root)
+    except (GitBusyError, HistoryError):
+        head = "?"
+    return head, _index_identity(folder)
 
 
 # -- what changed ----------------------------------------------------------------------------------

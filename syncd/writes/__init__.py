@@ -1,0 +1,48 @@
+"""The write path: every change to a home's files, from an API call to its commit.
+
+Who calls whom::
+
+    MemoryManager / SessionRunner / REST / MCP / workbench
+        -> Engine.changes(intent) / write_file / append_file     (engine.py, a facade)
+            -> WritePath (scheduler.py)
+                 begin: write turn (+ home lock when borrowed) + GroupJournal (journal.py)
+                 each write: journal line -> intent -> atomic write / durable append
+                 end:   CommitQueue (queue.py): index stage -> commit stage -> landed?
+                        -> commit_editor -> history.committer.commit_changes (one chain)
+    Daemon (syncd watch / serve): its batches -> Engine.sync; its commits -> WritePath.commit_editor
+    revert, reindex: WritePath.quiesced()
+
+**What an acknowledgement guarantees.** A write returns (a ``Fact`` handed back, a 200 answered)
+only once a commit on the branch holds exactly the bytes it wrote: it is in git history, whatever
+the person does with git afterwards. Before that, the write is provisional: if the group fails (an
+exception inside it, git busy past ``Settings.lock_wait_s``, the person's git command rewriting
+the file before the commit could take it), its files are put back as they were (journal.py) and
+the error says so — ``GitBusyError`` (REST 503 with Retry-After): nothing of the change was kept,
+retry. If its process dies, the next writable start (or the daemon) puts them back the same way.
+So a turn is committed whole or not at all, and nothing acknowledged is ever lost. A write handed
+to a daemon in another process returns once HEAD holds it, or raises GitBusyError when the daemon
+could not commit it in time (it is saved, with its provenance, and committed once git is free).
+
+**Who may commit what.** Only :meth:`WritePath.commit_editor` commits, under ``_committing``: the
+commit queue's passes (the groups' own paths) and the daemon's batches (what people changed). The
+daemon never commits a path of a live group (``held()``: the journals of open groups and of
+groups waiting for their commit, in any process), never while git's own work is under way or its
+index or HEAD just moved (see Daemon.commit_pending), and never a path written by a group that
+died (it is undone first).
+
+**Locks**, outermost first (never taken in another order):
+  ``_turn``          one group at a time: its writes, in order (the daemon's steps take it too,
+                     so nothing of its own interleaves with a group from another thread)
+  ``Engine._indexing``  one index apply at a time
+  ``_committing``    one commit pass at a time (HEAD moves once per pass)
+  the queue's condition and ``_unindexed_lock``: short sections over in-memory sets
+  the home lock (an flock under the git directory): one writing process per home
+  a journal's flock: its group's process is alive
+"""
+
+from .groups import ChangeGroup, current_group
+from .journal import GroupJournal, held_paths, recover_abandoned
+from .queue import CommitQueue
+from .scheduler import WritePath
+
+__all__ = ["ChangeGroup", "CommitQueue", "GroupJournal", "WritePath", "current_group", "held_paths", "recover_abandoned"]

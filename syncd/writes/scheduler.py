@@ -1,0 +1,419 @@
+"""The write path of one engine: change groups, their journals, the commit queue, every commit.
+
+See the package docstring (syncd/writes/__init__.py) for what an acknowledgement guarantees and
+which lock protects what. This module is the one place that takes those locks.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+from typing import Protocol
+
+from ..config import Settings
+from ..errors import GitBusyError, LockedError, StorageError, SyncdError
+from ..history.git import (
+    blob_at_head,
+    busy_state,
+    check_tree_writable,
+    git_fingerprint,
+    head_holds,
+    operation_in_progress,
+)
+from ..history.intents import Intent, drop_intents, record_intent
+from ..home import Home, HomeLock, atomic_write, blob_sha, durable_append, file_blob_sha, read_regular
+from .groups import ChangeGroup, current_group
+from .journal import GroupJournal, Original, held_paths, recover_abandoned
+from .queue import CommitQueue
+
+__all__ = ["Indexer", "WritePath"]
+
+log = logging.getLogger(__name__)
+
+_ANY = object()
+_POLL_S = 0.02
+
+
+class Indexer(Protocol):
+    """What the write path needs of the index (the engine provides it)."""
+
+    def index_paths(self, wanted: Callable[[], list[str]]) -> list[str]:
+        """Under the index's own lock, bring it in step with the files ``wanted()`` names (asked
+        once that lock is held) as they are on disk, searchable at once; returns those paths."""
+
+    def index_applied(self) -> int:
+        """A receipt: how many applies the index has taken so far."""
+
+    def wait_index_written(self, applied: int) -> None:
+        """Wait until the index's tables hold every apply up to ``applied`` (raises its failure)."""
+
+    def indexed_sha(self, rel: str) -> str | None:
+        """The sha the index reflects for ``rel`` (None: not in it)."""
+
+
+class WritePath:
+    """Writes through markdown for one engine: ``changes`` / ``write_file`` / ``append_file`` for
+    the API, ``commit_editor`` for the daemon, ``quiesced`` for a revert or a reindex."""
+
+    def __init__(self, home: Home, settings: Settings, indexer: Indexer, lock: HomeLock | None):
+        self.home = home
+        self.settings = settings
+        self._indexer = indexer
+        self._lock = lock  # the engine's lifetime lock (None: read-only engine)
+        self._turn = threading.Lock()
+        self._committing = threading.Lock()
+        self._queue = CommitQueue(self._index_pass, self._commit_pass, self._settle_pass)
+        # Written, not indexed yet (the set has its own lock: writers add to it while a pass indexes).
+        self._unindexed: set[str] = set()
+        self._unindexed_lock = threading.Lock()
+        # What each file looked like (inode, size, mtime) right after we wrote it: a watcher's
+        # event for a file still so is our own write, which our pass indexes.
+        self._written_stat: dict[str, tuple[int, int, int]] = {}
+        # git's state right after our last commit pass: a daemon that finds git so knows the
+        # last move of HEAD and of the index was ours, not a git command of the person's.
+        self.last_commit_fingerprint: tuple | None = None
+
+    # -- the API's writes -----------------------------------------------------------------------
+
+    def changes(self, intent: Intent | None = None) -> ChangeGroup:
+        return ChangeGroup(self, intent)
+
+    def write_file(self, rel: str, data: bytes, expected_sha: str | None | object = _ANY,
+                   intent: Intent | None = None) -> str:
+        check_tree_writable(self.home.root)
+        path = self.home.root / rel
+        sha = blob_sha(data)
+
+        def original() -> Original:
+            current = read_regular(self.home.root, rel)
+            return Original() if current is None else Original(data=current)
+
+        if expected_sha is _ANY:
+            return self._place(path, sha, intent, lambda: atomic_write(path, data), original)
+        return self._place(path, sha, intent, lambda: atomic_write(path, data, expected_sha=expected_sha), original)
+
+    def append_file(self, rel: str, data: bytes, expected_size: int, intent: Intent | None = None) -> str:
+        from ..errors import ConflictError
+
+        check_tree_writable(self.home.root)
+        path = self.home.root / rel
+        current = read_regular(self.home.root, self.home.rel(path)) or b""
+        if len(current) != expected_size:
+            raise ConflictError(path, f"size {expected_size}", f"size {len(current)}")
+        sha = blob_sha(current + data)
+        existed = os.path.lexists(path)
+
+        def original() -> Original:
+            return Original(size=expected_size) if existed else Original()
+
+        return self._place(path, sha, intent, lambda: durable_append(path, data, expected_size=expected_size),
+                           original)
+
+    def _place(self, path: Path, sha: str, intent: Intent | None, put: Callable[[], object],
+               original: Callable[[], Original]) -> str:
+        """Write through ``put()`` inside a group (or a group of one): journal the path, record
+        the intent for the content ``sha`` it will hold, write, then index or wait for the daemon."""
+        with self.changes(intent) as group:
+            rel = self.home.rel(path)
+            recorded = group.adopt(intent)
+            if group.mode == "own":
+                # Another group's version of this file waits for its commit: let it have it.
+                self._queue.wait_for_path(rel)
+            group.journal.before_write(rel, sha, original)
+            if recorded is not None:
+                record_intent(self.home, rel, sha, recorded)
+            put()
+            group.written[rel] = sha
+            with contextlib.suppress(OSError):
+                st = os.lstat(path)
+                self._written_stat[rel] = (st.st_ino, st.st_size, st.st_mtime_ns)
+            if group.mode == "handoff":
+                # The daemon indexes it; waiting here lets the rest of the group read it back.
+                if not self._wait_for(rel, sha, lambda: self._indexer.indexed_sha(rel)):
+                    log.warning("%s was written but not indexed within %.0f s; is the daemon running?",
+                                rel, self.settings.lock_wait_s)
+            else:
+                with self._unindexed_lock:
+                    self._unindexed.add(rel)
+        return sha
+
+    def written_as_is(self, rel: str) -> bool:
+        """Whether ``rel`` is still exactly as we last wrote it (same inode, size and mtime)."""
+        seen = self._written_stat.get(rel)
+        if seen is None:
+            return False
+        try:
+            st = os.lstat(self.home.root / rel)
+        except OSError:
+            return False
+        return (st.st_ino, st.st_size, st.st_mtime_ns) == seen
+
+    # -- a group's life (the GroupOwner protocol) -------------------------------------------------
+
+    def begin(self, group: ChangeGroup) -> None:
+        self._turn.acquire()
+        try:
+            if self._lock is not None:
+                group.mode = "own"
+            else:
+                group.lock = self._borrow_lock()
+                group.mode = "borrowed" if group.lock is not None else "handoff"
+                if group.lock is not None:
+                    self.recover()
+            group.journal = GroupJournal.open(self.home)
+        except BaseException:
+            self.release(group)
+            raise
+
+    def try_begin(self, group: ChangeGroup) -> bool:
+        if self._lock is None or not self._turn.acquire(blocking=False):
+            return False
+        try:
+            group.mode = "own"
+            group.journal = GroupJournal.open(self.home)
+        except BaseException:
+            self.release(group)
+            raise
+        return True
+
+    def _borrow_lock(self) -> HomeLock | None:
+        """The home lock for one change, or None when a daemon holds it (it takes our writes).
+        Another process's engine lets go between its changes, so we wait for it, bounded."""
+        lock = self.home.lock()
+        deadline = time.monotonic() + self.settings.lock_wait_s
+        while True:
+            try:
+                return lock.acquire("syncd change")
+            except LockedError as exc:
+                if lock.held_by_daemon():
+                    return None
+                if time.monotonic() >= deadline:
+                    raise LockedError(
+                        lock.path, f"{exc.holder}, which did not let go within {self.settings.lock_wait_s:.0f} s"
+                    ) from None
+            time.sleep(_POLL_S)
+
+    def end(self, group: ChangeGroup, failed: bool) -> None:
+        ticket = None
+        try:
+            if failed:
+                self._undo(group)
+            elif group.mode == "handoff":
+                group.journal.close()  # the daemon may commit our paths now
+                self._wait_committed(group.written)
+            elif group.written and group.mode == "own":
+                # Indexed and committed by the queue (group commit), once this group has let go
+                # of the write turn: the next group writes while this one's is done.
+                ticket = self._queue.add(group.written)
+            elif group.written:
+                # A borrowed home lock: indexed and committed before it is given back.
+                self._land(group, lambda: self._index_and_commit(set(group.written)))
+        finally:
+            try:
+                self.release(group, keep_journal=ticket is not None)
+            finally:
+                if ticket is not None:  # a queued ticket is always waited for: its pass must run
+                    self._land(group, lambda: self._queue.wait(ticket))
+
+    def release(self, group: ChangeGroup, keep_journal: bool = False) -> None:
+        """Let go of what ``begin`` took; the journal too unless the group still waits for its
+        commit (a kill -9 until then must undo it)."""
+        try:
+            if group.journal is not None and not keep_journal:
+                group.journal.close()
+            if group.lock is not None:
+                group.lock.release()
+        finally:
+            self._turn.release()
+
+    def _land(self, group: ChangeGroup, commit: Callable[[], dict[str, str | None] | None]) -> None:
+        """Run ``commit``, which says what of each path is now committed: the group is
+        acknowledged only if each of its files landed exactly as written; otherwise it is undone
+        and GitBusyError says why, so the caller retries (nothing of it was kept)."""
+        try:
+            landed = commit() or {}
+        except StorageError as exc:
+            if exc.saved:  # committed, not indexed: kept, and the next sync indexes it
+                group.journal.close()
+            else:
+                self._undo(group)
+            raise
+        except BaseException:
+            self._undo(group)
+            raise
+        missing = sorted(rel for rel, sha in group.written.items() if landed.get(rel) != sha)
+        if missing:
+            self._undo(group)
+            raise GitBusyError(
+                f"not kept, retry: {', '.join(missing)} changed under the commit (a git command of yours "
+                "rewrote the working tree meanwhile); nothing of this change was committed"
+            )
+        group.journal.close()
+
+    def _undo(self, group: ChangeGroup) -> None:
+        """Put the group's files back as they were, forget its provenance, and bring the index
+        in step with what is on disk now."""
+        try:
+            restored = group.journal.rollback(self.home.root)
+            if restored:
+                log.warning("undid an unfinished change: %s", ", ".join(restored))
+            drop_intents(self.home, group.written)
+            if group.mode != "handoff" and group.written:
+                with self._unindexed_lock:
+                    self._unindexed |= set(group.written)
+                self.flush(only=group.written.__contains__)
+        finally:
+            group.journal.close()
+
+    # -- indexing and committing -------------------------------------------------------------------
+
+    def _index_and_commit(self, paths: set[str]) -> dict[str, str | None]:
+        """Index ``paths``, then commit them. A failure to index is StorageError with
+        ``saved=True``; the commit is made all the same."""
+        try:
+            receipt = self._index_pass(paths)
+        finally:
+            landed = self._commit_pass(paths)
+        self._settle_pass(receipt)
+        return landed
+
+    def _index_pass(self, paths: set[str]) -> tuple[set[str], int]:
+        """The queue's index stage: index ``paths`` (those not indexed yet), searchable at once;
+        the index writes its tables behind. Returns what ``_settle_pass`` waits for."""
+        try:
+            self.flush(only=paths.__contains__)
+        except Exception as exc:
+            raise not_indexed(paths, exc) from exc
+        return paths, self._indexer.index_applied()
+
+    def _settle_pass(self, receipt: tuple[set[str], int]) -> None:
+        paths, applied = receipt
+        try:
+            self._indexer.wait_index_written(applied)
+        except SyncdError as exc:
+            raise not_indexed(paths, exc) from exc
+
+    def _commit_pass(self, paths: set[str]) -> dict[str, str | None]:
+        """The queue's commit stage: commit ``paths``; return, per path, the sha now committed
+        for it (absent: not committed as it was). A lock a git command of the user's holds for a
+        moment is waited out (up to ``lock_wait_s``); anything lasting is raised."""
+        root = self.home.root
+        deadline = time.monotonic() + self.settings.lock_wait_s
+        while True:
+            before = {rel: file_blob_sha(root / rel) for rel in paths}
+            try:
+                self.commit_editor(paths)
+            except GitBusyError:
+                state = busy_state(root)
+                if (state is None or state.transient) and time.monotonic() < deadline:
+                    time.sleep(_POLL_S)
+                    continue
+                raise
+            # What git staged is what was on disk during the pass: a file unchanged from before
+            # the pass to after it was committed as it is (the user's git may have rewritten it).
+            landed = {}
+            for rel in paths:
+                sha = file_blob_sha(root / rel)
+                if sha is not None and sha == before[rel]:
+                    landed[rel] = sha
+            # The commit rewrote git's index file: asking now whether it holds unmerged paths
+            # (remembered per index version) spares the next writer that git process.
+            with contextlib.suppress(SyncdError):
+                operation_in_progress(root)
+            return landed
+
+    def commit_editor(self, paths: Iterable[str] | None) -> list[str]:
+        """The one way anything is committed (our groups' passes, the daemon's batches, ``syncd
+        sync``): what git shows as changed under ``paths`` (None: everywhere), one commit per
+        intent, under the commit lock. Raises GitBusyError while the user's git work is under
+        way (nothing is committed), HistoryError when git fails otherwise."""
+        from ..history.committer import commit_changes
+
+        with self._committing:
+            try:
+                return commit_changes(self.home, self.settings, None if paths is None else sorted(paths))
+            finally:
+                self.last_commit_fingerprint = git_fingerprint(self.home.root)
+
+    # -- reading one's writes, waiting ----------------------------------------------------------------
+
+    def flush(self, only: Callable[[str], bool] | None = None) -> None:
+        """Index what we wrote but have not indexed yet (read-your-writes in a group); with
+        ``only``, just the paths it accepts."""
+        def wanted() -> list[str]:
+            with self._unindexed_lock:
+                return sorted(p for p in self._unindexed if only is None or only(p))
+
+        # Looked at before waiting for the index: a read for one user must not wait for a pass
+        # that is indexing other users' files.
+        if not wanted():
+            return
+        paths = self._indexer.index_paths(wanted)
+        with self._unindexed_lock:
+            self._unindexed.difference_update(paths)
+
+    def pending_reads(self) -> bool:
+        """Whether a read in the current group should flush first."""
+        return bool(self._unindexed) and current_group(self) is not None
+
+    def _wait_for(self, rel: str, sha: str, reached: Callable[[], str | None]) -> bool:
+        """Wait until ``reached()`` equals ``sha`` or the file no longer holds ``sha`` (someone
+        changed it again: whoever indexes and commits handles their version)."""
+        deadline = time.monotonic() + self.settings.lock_wait_s
+        while reached() != sha:
+            if file_blob_sha(self.home.root / rel) != sha:
+                return True
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(_POLL_S)
+        return True
+
+    def _wait_committed(self, written: dict[str, str]) -> None:
+        """Handed to the daemon: wait until HEAD holds our writes. Late is GitBusyError: saved,
+        its intent recorded, committed by the daemon once git is free, but not acknowledged."""
+        late = [rel for rel, sha in written.items()
+                if not self._wait_for(rel, sha, lambda rel=rel: blob_at_head(self.home.root, rel))]
+        if late:
+            raise GitBusyError(f"saved but not committed within {self.settings.lock_wait_s:.0f} s "
+                               f"({', '.join(late)}): the daemon commits it once git is free")
+
+    # -- whole-home operations ---------------------------------------------------------------------
+
+    def exclusive(self) -> threading.Lock:
+        """The write turn: a group holds it from start to end; the daemon takes it around each
+        of its steps, so nothing of its own interleaves with a group written from another thread."""
+        return self._turn
+
+    @contextlib.contextmanager
+    def quiesced(self) -> Iterator[None]:
+        """No group writing, none waiting for its commit, no commit under way: for a revert or
+        anything else that rewrites the tree through git. Takes the write turn, waits for the
+        groups already acknowledged-to-be to be committed, then holds the commit lock."""
+        with self._turn:
+            self._queue.wait_idle()
+            with self._committing:
+                yield
+
+    def recover(self) -> list[str]:
+        """Undo the groups of processes that died before their commit (see journal.py)."""
+        root = self.home.root
+        return recover_abandoned(self.home, lambda rel, data: head_holds(root, rel, data))
+
+    def held(self) -> set[str]:
+        """Paths of groups still open or waiting for their commit, in any live process."""
+        return held_paths(self.home)
+
+
+def not_indexed(paths: set[str], exc: Exception) -> StorageError:
+    """A write saved (and committed) whose index write failed: StorageError with ``saved``."""
+    return StorageError(
+        f"{len(paths)} file(s) were saved but not indexed: {exc}"
+        + ("" if isinstance(exc, StorageError) else "; the next sync indexes them"),
+        None,
+        saved=True,
+    )
