@@ -29,6 +29,9 @@ sys.path.insert(0, str(Path(__file__).parent))
 from bench_index import DETAILS, SUBJECTS, VERBS, write_tree
 
 import syncd
+from syncd.home import Home
+from syncd.server.serve import SERVER_FILE
+from syncd.server.tokens import TokenStore
 
 
 def pct(xs: list[float], p: float) -> float:
@@ -36,7 +39,7 @@ def pct(xs: list[float], p: float) -> float:
 
 
 def start_server(root: Path) -> tuple[subprocess.Popen, str, str]:
-    info = root / ".syncd/server.json"
+    info = Home(root).private_dir / SERVER_FILE
     info.unlink(missing_ok=True)
     err = open(root.parent / "serve.err", "w")  # noqa: SIM115 - the child owns it
     proc = subprocess.Popen([sys.executable, "-m", "syncd", "serve", "--home", str(root), "--port", "0"],
@@ -49,7 +52,7 @@ def start_server(root: Path) -> tuple[subprocess.Popen, str, str]:
     import json
 
     url = json.loads(info.read_text())["url"]
-    return proc, url, (root / ".syncd/admin.token").read_text().strip()
+    return proc, url, TokenStore.of(Home(root)).admin_token()
 
 
 _RUN = os.urandom(3).hex()  # a rerun on a kept home must not find its facts already remembered

@@ -31,6 +31,7 @@ __all__ = [
     "durable_append",
     "write_some",
     "HomeLock",
+    "git_dir",
     "find_home",
     "Home",
     "DAEMON_ROLE",
@@ -350,7 +351,8 @@ def durable_append(path: Path, data: bytes, expected_size: int | None = None) ->
 
 
 class HomeLock:
-    """The single-writer lock ``.syncd/lock`` (an flock, so a killed holder releases it at once)."""
+    """The single-writer lock ``<git dir>/syncd/lock`` (an flock, so a killed holder releases it
+    at once). Outside ``.syncd/``: deleting the derived state must never let a second writer in."""
 
     def __init__(self, path: Path):
         self.path = path
@@ -409,6 +411,29 @@ class HomeLock:
         self.release()
 
 
+def git_dir(root: Path) -> Path | None:
+    """The git folder of the repository whose top is ``root``, found as git finds it: ``.git``
+    itself, or the folder a ``.git`` file names (``gitdir: <path>``, relative to that file's
+    folder), which is how a linked worktree or a submodule points at its own git folder. None
+    when ``root`` is not the top of a repository."""
+    dot = Path(root) / ".git"
+    if dot.is_dir():
+        return dot
+    try:
+        text = dot.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+    if text.startswith("gitdir:"):
+        target = Path(text[len("gitdir:"):].strip())
+        return target if target.is_absolute() else (Path(root) / target)
+    return None
+
+
+# What ``.syncd/.gitignore`` says: everything in it is derived, so git never lists or commits it.
+# Inside the folder, not in the user's own .gitignore, so that adopting a folder edits none of theirs.
+_STATE_GITIGNORE = b"*\n"
+
+
 def find_home(start: Path | None = None) -> Path:
     """The nearest enclosing memory home, as git finds its repository."""
     here = (start or Path.cwd()).resolve()
@@ -437,12 +462,50 @@ class Home:
 
     @property
     def state_dir(self) -> Path:
-        """Derived, disposable state: the index, the lock, caches, logs."""
+        """Derived, disposable state: the index, caches, logs. It may be deleted at any moment,
+        even under a running daemon, which builds it again (see :meth:`ensure_state_dir`)."""
         return self.root / ".syncd"
+
+    def ensure_state_dir(self) -> Path:
+        """``.syncd/`` and its ``.gitignore``, made again when they are gone."""
+        folder = self.state_dir
+        folder.mkdir(exist_ok=True)
+        ignore = folder / ".gitignore"
+        if not ignore.exists():
+            atomic_write(ignore, _STATE_GITIGNORE)
+        return folder
+
+    @property
+    def private_dir(self) -> Path:
+        """State that nothing can rebuild, so it must outlive ``rm -rf .syncd``: the single-writer
+        lock, the servers' tokens and where they listen, the daemon's socket, the provenance of
+        writes not committed yet, the holds of open change groups, the write journals.
+
+        ``<git dir>/syncd/``: outside the working tree (never indexed, committed or listed by
+        ``git status``), private to this clone, and one per linked worktree (each worktree is a
+        home of its own). A folder with no repository of its own has nowhere to keep it: that
+        is a HomeError whose fix, ``syncd init``, creates the repository. This only names the
+        folder; :meth:`ensure_private_dir` makes it."""
+        folder = git_dir(self.root)
+        if folder is None:
+            raise HomeError(f"{self.root} has no git repository of its own, so no place for its lock "
+                            f"and tokens; run `syncd init {self.root}` to create one")
+        return folder / "syncd"
+
+    def ensure_private_dir(self) -> Path:
+        """:attr:`private_dir`, made now if needed, readable by its owner only (it holds tokens)."""
+        folder = self.private_dir
+        try:
+            folder.mkdir(mode=0o700)
+        except FileExistsError:
+            pass
+        except OSError as exc:
+            raise HomeError(f"cannot make {folder} for the home's lock and tokens: {exc.strerror or exc}") from exc
+        return folder
 
     @property
     def lock_path(self) -> Path:
-        return self.state_dir / "lock"
+        return self.private_dir / "lock"
 
     def user_dir(self, user_id: str) -> Path:
         return self.memory_dir / "users" / validate_id("user", user_id)
@@ -506,5 +569,5 @@ class Home:
         return self
 
     def lock(self) -> HomeLock:
-        return HomeLock(self.lock_path)
+        return HomeLock(self.ensure_private_dir() / "lock")
 

@@ -71,9 +71,7 @@ def init(path: Path | str, settings: Settings | None = None) -> InitReport:
             if (home.root / step).exists() and not (home.root / step).is_dir():
                 raise HomeError(f"{home.root / step} exists and is not a folder; move it away and run init again")
         target.mkdir(parents=True, exist_ok=True)
-    home.state_dir.mkdir(exist_ok=True)
-    if not (home.state_dir / ".gitignore").exists():
-        atomic_write(home.state_dir / ".gitignore", b"*\n")  # derived state: not reported, never committed
+    home.ensure_state_dir()  # derived state: not reported, never committed
 
     _create_if_missing(home.root / ".gitignore", _ROOT_GITIGNORE.encode(), home, report)
     for name, data in sorted(_vault_seed().items()):

@@ -358,6 +358,8 @@ class StatusOut(BaseModel):
     stale: dict[str, list[str]]
     errors: dict[str, str]
     uncommitted: list[str]
+    index: str = Field("ok", description="'missing' while there is no index on disk to describe "
+                       "(never built, or deleted with .syncd/ and being rebuilt): then never fresh")
 
 
 class LogEntryOut(BaseModel):

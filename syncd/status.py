@@ -10,14 +10,18 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from .home import Home
 from .index.records import FileRecord
 
-__all__ = ["Status", "build_status", "stale_paths", "count_stale"]
+__all__ = ["INDEX_MISSING", "INDEX_OK", "Status", "build_status", "count_stale", "missing_status", "stale_paths"]
 
 log = logging.getLogger(__name__)
+
+# Status.index: the index on disk is the one the answer describes, or it is not there to describe.
+INDEX_OK = "ok"
+INDEX_MISSING = "missing"
 
 
 @dataclass
@@ -35,12 +39,16 @@ class Status:
     aligned_commit: str | None = None
     # Indexed (or deleted) files whose change git has not committed yet: the daemon's next commit.
     uncommitted: list[str] = field(default_factory=list)
+    # INDEX_MISSING: there is no index on disk (never built, or deleted with .syncd/, which a
+    # running daemon notices and rebuilds) or not the one the answering process has open; the
+    # counts are then zero and every file is stale.
+    index: str = INDEX_OK
 
     @property
     def fresh(self) -> bool:
         """The index reflects every file on disk as it is now (a file in error included: its
         error is what the index records for it)."""
-        return self.compatible and not any(self.stale.values())
+        return self.index == INDEX_OK and self.compatible and not any(self.stale.values())
 
     @property
     def healthy(self) -> bool:
@@ -110,3 +118,10 @@ def build_status(
         # A name that is not UTF-8 is shown escaped, as the scan records it, or no one could print it.
         uncommitted=[printable_path(p) for p in uncommitted_paths(home.root) if p not in stale],
     )
+
+
+def missing_status(home: Home, model_id: str, max_file_bytes: int) -> Status:
+    """The status of ``home`` when its index is not on disk: nothing indexed, every file new.
+    Built without opening the index, which would only make an empty one where it is missing."""
+    empty = {"files": 0, "facts": 0, "chunks": 0}
+    return replace(build_status(home, {}, empty, model_id, True, {}, max_file_bytes), index=INDEX_MISSING)

@@ -17,7 +17,8 @@ from pathlib import Path
 import httpx
 
 from syncd.config import Settings
-from syncd.server.serve import ServerHandle, serve
+from syncd.home import Home
+from syncd.server.serve import SERVER_FILE, ServerHandle, serve
 from syncd.server.tokens import TokenStore
 
 from .daemon_helpers import wait_for, warm_embed_cache
@@ -61,7 +62,8 @@ def served_in_thread(home: Path, embedder, *, host: str = "127.0.0.1", cors_orig
     assert handle.ready.wait(120), "the server did not start"
     assert not errors, errors
     try:
-        yield Served(home, handle.url, TokenStore(home / ".syncd").admin_token(), TokenStore(home / ".syncd"))
+        tokens = TokenStore.of(Home(home))
+        yield Served(home, handle.url, tokens.admin_token(), tokens)
     finally:
         handle.stop()
         thread.join(60)
@@ -81,7 +83,7 @@ def start_serve_process(home: Path, *extra: str) -> subprocess.Popen:
 
 
 def server_url(home: Path, proc: subprocess.Popen, timeout: float = 120) -> str:
-    info = home / ".syncd" / "server.json"
+    info = Home(home).private_dir / SERVER_FILE
     wait_for(lambda: info.exists() or proc.poll() is not None, timeout, "the server to listen")
     assert proc.poll() is None, f"syncd serve exited with {proc.returncode}"
     return json.loads(info.read_text())["url"]

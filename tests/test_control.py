@@ -215,7 +215,7 @@ def test_another_user_is_refused_even_when_the_socket_is_opened_to_them(embedder
         with syncd.open(home, embedder=embedder) as engine, ControlServer(engine):
             path = socket_path(home)
             # Undo every filesystem guard, so only the server's own peer check stands.
-            for folder in (top, home, home / ".syncd"):
+            for folder in (top, home, home / ".git", path.parent):
                 folder.chmod(0o755)
             path.chmod(0o666)
             as_nobody = ["setpriv", "--reuid", "65534", "--regid", "65534", "--clear-groups", "/usr/bin/python3"]

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 import syncd
+from syncd.home import Home
 
 from .daemon_helpers import (
     daily_log,
@@ -64,7 +65,7 @@ def test_two_daemons_on_one_home_cannot_both_run_and_sigterm_commits(home, embed
             first.kill()
     assert code == 0, err
     assert subjects(home)[0] == "add vault/Tea.md"  # committed on the way out, quiet period or not
-    assert not (home / ".syncd/lock").read_text().strip()  # released
+    assert not Home(home).lock_path.read_text().strip()  # released
     with syncd.open(home, embedder=embedder) as engine:
         assert_matches_rebuild(engine)
 

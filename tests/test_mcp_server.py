@@ -17,6 +17,7 @@ from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
 import syncd
+from syncd.control.protocol import socket_path
 from syncd.server.service import OPERATIONS
 
 from .daemon_helpers import git, isolate_git_identity
@@ -136,6 +137,6 @@ def test_stdio_alone_holds_the_home_itself(tmp_path, monkeypatch):
             await _every_tool(client, home, "gus")
 
     anyio.run(main)
-    assert not (home / ".syncd/daemon.sock").exists()
+    assert not socket_path(home).exists()
     with syncd.open(home) as engine:  # the lock was released at exit
         assert engine.status().fresh

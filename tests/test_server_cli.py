@@ -8,6 +8,7 @@ import stat
 import subprocess
 import sys
 
+from syncd.home import Home
 from syncd.server.tokens import TokenStore
 
 
@@ -22,11 +23,12 @@ def test_token_commands(home):
     assert added.returncode == 0, added.stderr
     record = json.loads(added.stdout)
     assert record["user"] == "ana" and record["token"].startswith("sdu_")
-    store = TokenStore(home / ".syncd")
+    store = TokenStore.of(Home(home))
+    assert store.dir == Home(home).private_dir
     assert store.check(record["token"]).user == "ana"
     assert store.check(record["token"] + "x") is None
-    assert record["token"] not in (home / ".syncd/tokens.json").read_text()
-    assert stat.S_IMODE((home / ".syncd/tokens.json").stat().st_mode) == 0o600
+    assert record["token"] not in store.users_path.read_text()
+    assert stat.S_IMODE(store.users_path.stat().st_mode) == 0o600
 
     listed = syncd_cli("token", "list", "--json", "--home", str(home))
     assert [t["user"] for t in json.loads(listed.stdout)] == ["ana"]
@@ -40,4 +42,4 @@ def test_token_commands(home):
     missing = syncd_cli("token", "revoke", "nobody", "--home", str(home))
     assert missing.returncode == 1 and "no token" in missing.stderr
     assert store.check(store.admin_token(create=True)).admin
-    assert stat.S_IMODE((home / ".syncd/admin.token").stat().st_mode) == 0o600
+    assert stat.S_IMODE(store.admin_path.stat().st_mode) == 0o600

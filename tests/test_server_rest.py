@@ -213,8 +213,8 @@ def test_tokens_scope_every_request_to_their_user(server, admin):
     server.tokens.revoke("bob")
     _error(server.client(bob_token).get("/memory/archival", params={"query": "vinyl"}), 401)
     for name in ("admin.token", "tokens.json"):
-        assert stat.S_IMODE((server.home / ".syncd" / name).stat().st_mode) == 0o600
-    assert bob_token not in (server.home / ".syncd/tokens.json").read_text()  # only its hash is kept
+        assert stat.S_IMODE((server.tokens.dir / name).stat().st_mode) == 0o600
+    assert bob_token not in (server.tokens.dir / "tokens.json").read_text()  # only its hash is kept
 
 
 HOSTILE_IDS = ["../ana", "ana/../../etc", "..", "a" * 300, "ana\x00", "ana%2F..", "-rf", "' OR 1=1 --", "ana bob", ""]

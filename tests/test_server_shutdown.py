@@ -12,6 +12,10 @@ import threading
 import httpx
 
 import syncd
+from syncd.control.protocol import socket_path
+from syncd.home import Home
+from syncd.server.serve import SERVER_FILE
+from syncd.server.tokens import TokenStore
 
 from .daemon_helpers import git, isolate_git_identity, warm_embed_cache
 from .server_helpers import server_url, start_serve_process
@@ -24,7 +28,7 @@ def test_sigterm_answers_in_flight_requests_commits_and_exits_0(tmp_path, monkey
     proc = start_serve_process(home)
     try:
         url = server_url(home, proc)
-        token = (home / ".syncd/admin.token").read_text().strip()
+        token = TokenStore.of(Home(home)).admin_token()
         second = subprocess.run(
             [sys.executable, "-m", "syncd", "serve", "--home", str(home), "--port", "0"],
             capture_output=True,
@@ -63,6 +67,6 @@ def test_sigterm_answers_in_flight_requests_commits_and_exits_0(tmp_path, monkey
     committed = git(home, "show", f"HEAD:memory/users/ana/{dt.date.today()}.md")
     assert all(fid in committed for fid in acknowledged)
     assert git(home, "status", "--porcelain", "memory") == ""
-    assert not (home / ".syncd/server.json").exists() and not (home / ".syncd/daemon.sock").exists()
+    assert not (Home(home).private_dir / SERVER_FILE).exists() and not socket_path(home).exists()
     with syncd.open(home, embedder=embedder) as engine:  # the lock is free again
         assert engine.status().fresh

@@ -1,4 +1,4 @@
-"""``syncd watch``: the daemon, which also answers other processes over ``.syncd/daemon.sock``."""
+"""``syncd watch``: the daemon, which also answers other processes over its local socket."""
 
 from __future__ import annotations
 
@@ -21,20 +21,16 @@ def watch_command(reconcile_interval: float | None, home: Path | None) -> None:
     """Run the daemon: keep the index and git history in step with the tree until interrupted
     (SIGINT/SIGTERM finish the batch in hand, commit, and exit 0). While it runs, `syncd search`
     asks it over the home's socket instead of loading the index and the model itself."""
-    from ..engine import open_engine
     from ..daemon import Daemon
+    from ..engine import open_engine
+    from .daemon_log import daemon_log
 
     settings = load_settings()
     if reconcile_interval is not None:
         settings = settings.model_copy(update={"reconcile_interval_s": reconcile_interval})
     # The lock comes first: a second daemon fails here, naming the pid that holds it.
     with open_engine(resolve_home(home), settings=settings) as engine:
-        package_logger = logging.getLogger("syncd")
-        if package_logger.getEffectiveLevel() > logging.INFO:
-            package_logger.setLevel(logging.INFO)
-        file_log = logging.FileHandler(engine.home.state_dir / "daemon.log", encoding="utf-8")
-        file_log.setFormatter(logging.Formatter("%(asctime)s %(process)d %(levelname)s %(name)s: %(message)s"))
-        package_logger.addHandler(file_log)
+        file_log = daemon_log(engine.home)
         try:
             # `syncd mcp` asks a running watch to do its calls (the servers' operations).
             from ..server.mcp_server import control_methods
@@ -43,7 +39,7 @@ def watch_command(reconcile_interval: float | None, home: Path | None) -> None:
             methods = control_methods(lambda: MemoryService(engine))
             Daemon(engine, settings, control_methods=methods).run(install_signals=True)
         finally:
-            package_logger.removeHandler(file_log)
+            logging.getLogger("syncd").removeHandler(file_log)
             file_log.close()
 
 

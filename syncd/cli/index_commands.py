@@ -150,6 +150,7 @@ def search_command(query: str, user: str | None, chat: str | None, limit: int, k
 @home_option
 def status_command(as_json: bool, home: Path | None) -> None:
     """What the index holds and exactly which files are stale (reads no model, no LanceDB)."""
+    from ..status import INDEX_OK
     from .status_source import read_status
 
     status = read_status(resolve_home(home), load_settings())
@@ -160,6 +161,9 @@ def status_command(as_json: bool, home: Path | None) -> None:
     click.echo(f"model    {status.model_id}"
                + ("" if status.compatible else "  (index built with another model: run `syncd reindex`)"))
     click.echo(f"indexed  {status.files} files, {status.facts} facts, {status.chunks} chunks")
+    if status.index != INDEX_OK:
+        click.echo("index    missing: not built yet, or deleted with .syncd/ (a running `syncd watch` or "
+                   "`syncd serve` is rebuilding it; else run `syncd reindex`)")
     if status.aligned_commit:
         click.echo(f"commit   {status.aligned_commit}")
     stale = {k: v for k, v in status.stale.items() if v}

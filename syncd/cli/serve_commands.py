@@ -13,17 +13,6 @@ from .common import home_option, json_option, load_settings, print_json, resolve
 __all__ = ["COMMANDS"]
 
 
-def _daemon_logging(state_dir: Path) -> logging.Handler:
-    """The daemon's log file, and INFO from syncd (as `syncd watch` does)."""
-    package_logger = logging.getLogger("syncd")
-    if package_logger.getEffectiveLevel() > logging.INFO:
-        package_logger.setLevel(logging.INFO)
-    handler = logging.FileHandler(state_dir / "daemon.log", encoding="utf-8")
-    handler.setFormatter(logging.Formatter("%(asctime)s %(process)d %(levelname)s %(name)s: %(message)s"))
-    package_logger.addHandler(handler)
-    return handler
-
-
 @click.command("serve")
 @click.option(
     "--host",
@@ -36,7 +25,7 @@ def _daemon_logging(state_dir: Path) -> logging.Handler:
     type=click.IntRange(0, 65535),
     default=8765,
     show_default=True,
-    help="Port (0: any free port; .syncd/server.json says which).",
+    help="Port (0: any free port; server.json in .git/syncd/ says which).",
 )
 @click.option(
     "--cors-origin",
@@ -49,14 +38,15 @@ def _daemon_logging(state_dir: Path) -> logging.Handler:
 def serve_command(host: str, port: int, cors_origins: tuple[str, ...], home: Path | None) -> None:
     """Run the daemon plus the REST API and MCP (streamable HTTP at /mcp) in one process that
     holds the home. Every request needs a bearer token: the first serve writes the admin token
-    to .syncd/admin.token (mode 0600); `syncd token add --user U` issues a user's token.
+    to .git/syncd/admin.token (mode 0600); `syncd token add --user U` issues a user's token.
     SIGTERM/SIGINT answer the requests in flight, commit, release the lock and exit 0."""
     from ..home import Home
     from ..server.serve import serve
+    from .daemon_log import daemon_log
 
     root = resolve_home(home)
     settings = load_settings()
-    handler = _daemon_logging(Home(root).state_dir)
+    handler = daemon_log(Home(root))
     try:
         serve(
             root,
@@ -126,7 +116,7 @@ def _mcp_holding_the_home(root: Path, principal) -> None:
 
 @click.group("token")
 def token_group() -> None:
-    """The bearer tokens of `syncd serve`: the admin token (.syncd/admin.token) and tokens
+    """The bearer tokens of `syncd serve`: the admin token (.git/syncd/admin.token) and tokens
     bound to one user, which can never read or change another user's memory."""
 
 
@@ -139,7 +129,7 @@ def token_add(user: str, as_json: bool, home: Path | None) -> None:
     from ..home import Home
     from ..server.tokens import TokenStore
 
-    info, token = TokenStore(Home(resolve_home(home)).state_dir).add(user)
+    info, token = TokenStore.of(Home(resolve_home(home))).add(user)
     if as_json:
         print_json({"id": info.id, "user": info.user, "created": info.created, "token": token})
         return
@@ -155,7 +145,7 @@ def token_list(as_json: bool, home: Path | None) -> None:
     from ..home import Home
     from ..server.tokens import TokenStore
 
-    store = TokenStore(Home(resolve_home(home)).state_dir)
+    store = TokenStore.of(Home(resolve_home(home)))
     tokens = store.list()
     if as_json:
         print_json([{"id": t.id, "user": t.user, "created": t.created} for t in tokens])
@@ -174,7 +164,7 @@ def token_revoke(which: str, home: Path | None) -> None:
     from ..home import Home
     from ..server.tokens import TokenStore
 
-    gone = TokenStore(Home(resolve_home(home)).state_dir).revoke(which)
+    gone = TokenStore.of(Home(resolve_home(home))).revoke(which)
     for t in gone:
         click.echo(f"revoked {t.id} ({t.user})")
 

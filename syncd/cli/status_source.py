@@ -10,7 +10,7 @@ from pathlib import Path
 
 from ..home import Home
 from ..index.records import meta_compatible
-from ..status import Status, build_status
+from ..status import Status, build_status, missing_status
 
 __all__ = ["read_status"]
 
@@ -30,6 +30,10 @@ def read_status(root: Path, settings) -> Status:
 
     home = Home(root).require()
     folder = home.state_dir / "index"
+    if not (folder / "lance").is_dir():
+        # Never built, or deleted with .syncd/ (a running daemon is rebuilding it): no answer
+        # but "missing" is exact, and opening it here would only make an empty one.
+        return missing_status(home, _model_id(home, settings), settings.max_file_bytes)
     snapshot = read_mirror(folder)
     if snapshot is None:
         log.debug("the files mirror of %s is not current; opening the index", folder)
@@ -37,11 +41,15 @@ def read_status(root: Path, settings) -> Status:
 
         with open_engine(home.root, read_only=True, settings=settings) as engine:
             return engine.status()
-    from ..index.embed import load_embedder
-
-    # Building an embedder reads no model: it only names the one the settings ask for.
-    model_id = load_embedder(settings, cache_dir=home.state_dir / "models").model_id
+    model_id = _model_id(home, settings)
     counts = {"files": len(snapshot.files), "facts": snapshot.facts, "chunks": snapshot.chunks}
     meta = _read_meta(folder)
     compatible = meta_compatible(meta, model_id, empty=snapshot.facts + snapshot.chunks == 0)
     return build_status(home, snapshot.files, counts, model_id, compatible, meta, settings.max_file_bytes)
+
+
+def _model_id(home: Home, settings) -> str:
+    from ..index.embed import load_embedder
+
+    # Building an embedder reads no model: it only names the one the settings ask for.
+    return load_embedder(settings, cache_dir=home.state_dir / "models").model_id

@@ -14,7 +14,8 @@ import socket
 import struct
 from pathlib import Path
 
-from .protocol import MAX_MESSAGE_BYTES, PROTOCOL_VERSION, RemoteError, decode, encode, socket_path
+from ..errors import HomeError
+from .protocol import MAX_MESSAGE_BYTES, PROTOCOL_VERSION, RemoteError, decode, encode, socket_address, socket_path
 
 __all__ = ["ask_daemon", "peer_uid"]
 
@@ -36,14 +37,18 @@ def peer_uid(sock: socket.socket) -> int | None:
 def ask_daemon(root: Path, method: str, params: dict | None = None, timeout: float = _ANSWER_TIMEOUT_S):
     """The daemon's result for ``method``, or None when no daemon of this user answers.
     Raises RemoteError when the daemon answered with an error."""
-    path = socket_path(root)
+    try:
+        path = socket_path(root)
+    except HomeError:  # no repository, so no private folder: no daemon listens anywhere
+        return None
     if not path.exists():
         return None
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         sock.settimeout(_CONNECT_TIMEOUT_S)
         try:
-            sock.connect(str(path))
+            with socket_address(path) as address:
+                sock.connect(address)
         except OSError as exc:
             # Refused: the socket file outlived its daemon (kill -9). Too long a path, no access:
             # we cannot reach it either. Both mean: do the work here.

@@ -1,4 +1,6 @@
-"""The wire format of ``HOME/.syncd/daemon.sock``.
+"""The wire format of the daemon's socket, ``daemon.sock`` in the home's private folder
+(``<git dir>/syncd/``, see ``Home.private_dir``): not under ``.syncd/``, so that deleting the
+derived state under a running daemon never hides it from the processes that ask it.
 
 One request per connection, each one line of UTF-8 JSON ending in ``\\n``:
 
@@ -25,9 +27,13 @@ methods and new fields may be added within a version, never removed or changed.
 from __future__ import annotations
 
 import json
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from ..errors import SyncdError
+from ..home import Home
 
 __all__ = [
     "MAX_MESSAGE_BYTES",
@@ -37,6 +43,7 @@ __all__ = [
     "decode",
     "encode",
     "hit_to_wire",
+    "socket_address",
     "socket_path",
 ]
 
@@ -54,8 +61,31 @@ class RemoteError(SyncdError):
         super().__init__(message)
 
 
+# An AF_UNIX address holds 108 bytes on Linux, the ending NUL included.
+_MAX_ADDRESS_BYTES = 107
+
+
 def socket_path(root: Path) -> Path:
-    return Path(root) / ".syncd" / SOCKET_NAME
+    """Where the daemon of the home at ``root`` listens (HomeError: the home has no repository,
+    so no private folder, and no daemon can listen there)."""
+    return Home(root).private_dir / SOCKET_NAME
+
+
+@contextmanager
+def socket_address(path: Path) -> Iterator[str]:
+    """An address for the socket file at ``path`` that fits in AF_UNIX's 108 bytes: the path
+    itself, or, when it is longer (a home deep in the tree, a linked worktree's git folder), the
+    same file reached through ``/proc/self/fd/<its folder>``, which Linux resolves like any path.
+    Valid for the block only (the folder stays open for it). Elsewhere a long path stays as it
+    is, and binding or connecting fails as it always did there."""
+    if len(os.fsencode(path)) <= _MAX_ADDRESS_BYTES or not os.path.isdir("/proc/self/fd"):
+        yield str(path)
+        return
+    fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        yield f"/proc/self/fd/{fd}/{path.name}"
+    finally:
+        os.close(fd)
 
 
 def _plain(value: object) -> object:

@@ -1,4 +1,4 @@
-"""The daemon's side of ``HOME/.syncd/daemon.sock`` (protocol.py has the wire format).
+"""The daemon's side of its socket (protocol.py has the wire format and where it lives).
 
 Connections are served on their own threads while the daemon's work thread goes on: searches run
 against the daemon's live engine, whose index holds its lock for the length of one query and one
@@ -19,7 +19,7 @@ from pathlib import Path
 from .. import __version__
 from ..errors import SyncdError
 from .client import peer_uid
-from .protocol import MAX_MESSAGE_BYTES, PROTOCOL_VERSION, decode, encode, hit_to_wire, socket_path
+from .protocol import MAX_MESSAGE_BYTES, PROTOCOL_VERSION, decode, encode, hit_to_wire, socket_address, socket_path
 
 __all__ = ["ControlServer"]
 
@@ -50,7 +50,8 @@ class _UnixServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
         tmp = f"{final}.{os.getpid()}.tmp"
         if os.path.lexists(tmp):
             os.unlink(tmp)
-        self.socket.bind(tmp)
+        with socket_address(Path(tmp)) as address:
+            self.socket.bind(address)
         os.chmod(tmp, 0o600)
         # Replaces a socket a killed daemon left behind; we hold the home lock, so it is stale.
         os.replace(tmp, final)
@@ -76,7 +77,7 @@ class ControlServer:
         self._generation = generation
         self._stale: tuple[object, int] | None = None
         self._stale_lock = threading.Lock()
-        self.path = socket_path(engine.home.root)
+        self.path: Path | None = None
         self._server: _UnixServer | None = None
         self._thread: threading.Thread | None = None
         self._inode: int | None = None
@@ -84,10 +85,13 @@ class ControlServer:
 
     def start(self) -> ControlServer:
         try:
+            self.engine.home.ensure_private_dir()
+            self.path = socket_path(self.engine.home.root)
             self._server = _UnixServer(self.path, self.answer)
-        except OSError as exc:
+        except (OSError, SyncdError) as exc:
             # Without a socket the daemon still works; other processes just load the index.
-            log.warning("cannot serve %s (%s); searches will not use the daemon", self.path, exc)
+            log.warning("cannot serve %s (%s); searches will not use the daemon",
+                        self.path or f"a socket for {self.engine.home.root}", exc)
             return self
         self._inode = os.stat(self.path).st_ino
         self._thread = threading.Thread(

@@ -1,7 +1,9 @@
 """Why a file changed: the provenance an API write leaves for whoever commits it.
 
 A write through syncd's API (an agent's turn, a CLI command) records an Intent next to the exact
-content it produced, keyed by path and blob sha, under ``.syncd/intents/``. Whoever indexes and
+content it produced, keyed by path and blob sha, under ``<git dir>/syncd/intents/`` (the home's
+private folder: not under the derived ``.syncd/``, which may be deleted at any moment, taking the
+authorship of writes not committed yet with it). Whoever indexes and
 commits that content (this process, or a daemon in another one) takes the intent and turns it into
 the commit's author and trailers. Content with no intent was written by a person in an editor.
 Keying by sha is what makes this echo-safe: if the file changes again before the commit, the
@@ -69,14 +71,19 @@ def _path_digest(rel: str) -> str:
     return hashlib.blake2b(rel.encode("utf-8", "surrogateescape"), digest_size=8).hexdigest()
 
 
+def _intents_dir(home: Home) -> Path:
+    return home.private_dir / "intents"
+
+
 def _intent_path(home: Home, rel: str, sha: str) -> Path:
-    return home.state_dir / "intents" / f"{_path_digest(rel)}-{sha}.json"
+    return _intents_dir(home) / f"{_path_digest(rel)}-{sha}.json"
 
 
 def record_intent(home: Home, rel: str, sha: str, intent: Intent) -> None:
     """Leave the provenance of ``rel`` at ``sha`` for the committer (before the file is written:
     a StorageError here means nothing was written)."""
     data = {"path": rel, "sha": sha, "intent": asdict(intent)}
+    home.ensure_private_dir()
     target = _intent_path(home, rel, sha)
     try:
         atomic_write(target, json.dumps(data, sort_keys=True).encode())
@@ -99,7 +106,7 @@ def find_intents(home: Home, paths: Iterable[str]) -> dict[str, tuple[str, Inten
     """``{path: (sha, intent)}`` for the paths whose current bytes on disk have an intent. One
     listing of the intents folder decides which files are worth hashing at all, so committing
     100,000 files a person added reads none of them here."""
-    folder = home.state_dir / "intents"
+    folder = _intents_dir(home)
     try:
         names = {entry.name for entry in os.scandir(folder)}
     except OSError:
@@ -131,7 +138,7 @@ def drop_intents(home: Home, taken: Mapping[str, str]) -> None:
 
 
 def _drop_stale(home: Home) -> None:
-    folder = home.state_dir / "intents"
+    folder = _intents_dir(home)
     if not folder.is_dir():
         return
     cutoff = time.time() - _STALE_AFTER_S

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import os
 import sqlite3
 import threading
 from collections.abc import Sequence
@@ -57,12 +58,20 @@ class EmbeddingCache:
     def __init__(self, path: Path):
         self.path = Path(path)
         self._lock = threading.Lock()
+        self._conn: sqlite3.Connection | None = None
+        self._file: tuple[int, int] | None = None
+        self._open()
+
+    def _open(self) -> None:
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._conn: sqlite3.Connection | None = sqlite3.connect(
-                self.path, timeout=30.0, isolation_level=None, check_same_thread=False
-            )
-            self._init_schema(self._conn)
+            conn = sqlite3.connect(self.path, timeout=30.0, isolation_level=None, check_same_thread=False)
+            try:
+                self._init_schema(conn)
+            except BaseException:
+                conn.close()
+                raise
+            self._conn, self._file = conn, self._identity()
         except (OSError, sqlite3.Error) as exc:
             reason = disk_failure(exc, self.path.parent)
             if reason is not None:
@@ -111,6 +120,26 @@ class EmbeddingCache:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
             raise
+
+    def _identity(self) -> tuple[int, int] | None:
+        try:
+            st = os.stat(self.path)
+        except OSError:
+            return None
+        return st.st_dev, st.st_ino
+
+    def reopen_if_gone(self) -> bool:
+        """Open the file again when it was deleted or replaced under us (``rm -rf .syncd``, which
+        may happen at any moment): SQLite would go on writing into the deleted file, and every
+        vector put there would be lost. Returns whether it did."""
+        with self._lock:
+            if self._conn is None or self._identity() == self._file:
+                return False
+            log.info("the embedding cache %s was removed; starting a new one", self.path)
+            self._conn.close()
+            self._conn = None
+            self._open()
+            return True
 
     def _connection(self) -> sqlite3.Connection:
         if self._conn is None:

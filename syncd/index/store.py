@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import os
 import re
 import shutil
 import threading
@@ -200,6 +201,38 @@ class Index:
         self._mirror = None if read_only else FilesMirror(folder)
         if self._mirror is not None and not self._mirror.current(self._mirror.stamp()):
             self._rebuild_mirror()
+        self._disk = self._disk_identity()
+
+    def _disk_identity(self) -> tuple[tuple[int, int], ...] | None:
+        """The folders this index lives in (device and inode of its folder, of the LanceDB
+        folder and of each table's), or None when one of them is missing."""
+        lance = self.folder / "lance"
+        found = []
+        for path in (self.folder, lance, lance / f"{_FILES}.lance", lance / f"{_ENTRIES}.lance"):
+            try:
+                st = os.stat(path)
+            except OSError:
+                return None
+            found.append((st.st_dev, st.st_ino))
+        return tuple(found)
+
+    def on_disk(self) -> bool:
+        """Whether the tables on disk are the ones this index was opened on (or last rebuilt).
+        False once its folder is deleted (``.syncd/`` is derived and may go at any moment) or
+        made anew by someone else: what a writer holds in memory then describes nothing on disk
+        until a rebuild (``Engine.reindex``). A reader takes tables made anew as its own, since
+        it reads them from disk anyway, and forgets what it had loaded of the old ones."""
+        now = self._disk_identity()
+        if now is None:
+            return False
+        if now != self._disk:
+            if not self.shared:
+                return False
+            with self._lock:
+                self._disk = now
+                self._records = None
+                self._matrix_version = None
+        return True
 
     # -- lifecycle -------------------------------------------------------------------------------
 
@@ -243,23 +276,36 @@ class Index:
         The embedding cache lives elsewhere and survives either way."""
         aside_dir = self.folder / "rebuild"
         shutil.rmtree(aside_dir, ignore_errors=True)
-        self.persist()  # the tables stay whole if the rebuild fails
-        with self._lock:
-            if self._mirror is not None:
-                self._mirror.invalidate()
-            # Our in-memory copy would sit beside the new one for the whole rebuild: free it (a
-            # query meanwhile reloads it from the table, which still holds every row).
-            self._generation += 1
-            self._matrix.clear()
-            self._applied_rows.clear()
-            self._matrix_version = None
-            self._records = None
+        if not self.on_disk():
+            self._outlive_lost_tables()
+        else:
+            self.persist()  # the tables stay whole if the rebuild fails
+            with self._lock:
+                if self._mirror is not None:
+                    self._mirror.invalidate()
+                # Our in-memory copy would sit beside the new one for the whole rebuild: free it
+                # (a query meanwhile reloads it from the table, which still holds every row).
+                self._generation += 1
+                self._matrix.clear()
+                self._applied_rows.clear()
+                self._matrix_version = None
+                self._records = None
         try:
             aside = Index(aside_dir, self.dim, self.model_id)
             yield aside
             self._replace_rows(aside)
         finally:
             shutil.rmtree(aside_dir, ignore_errors=True)
+
+    def _outlive_lost_tables(self) -> None:
+        """Before rebuilding tables that were deleted under us (``rm -rf .syncd``): the rows in
+        memory are the only copy left, so keep them, and queries go on answering from them until
+        the new tables are swapped in. Writes not yet in the tables have nowhere to go: drop
+        them, as written, since the rebuild reads every file from disk again."""
+        with self._writing, self._lock:  # in the order persist() takes them
+            self._pending = PendingWrites()
+            upto = self._applied
+        self._mark_written(upto)
 
     def _replace_rows(self, aside: Index) -> None:
         """Overwrite both tables with ``aside``'s, streamed batch by batch. Each overwrite is one
@@ -276,7 +322,11 @@ class Index:
             self._records = None
             self._has_id_index = False
             self.optimize()
+            # The tables may be new folders (the old ones were deleted): these are ours now.
+            self._disk = self._disk_identity()
             if self._mirror is not None:
+                # Its file may have gone with the old folder: write the copy to a new one.
+                self._mirror.close()
                 self._rebuild_mirror()
 
     # -- reading ---------------------------------------------------------------------------------

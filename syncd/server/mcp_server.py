@@ -55,8 +55,9 @@ class LocalBackend:
 
 
 class SocketBackend:
-    """Hands operations to the daemon over ``.syncd/daemon.sock``. The socket acts as the home's
-    admin (only its owner reaches it), so a principal bound to a user is enforced here first."""
+    """Hands operations to the daemon over its socket (``.git/syncd/daemon.sock``). The socket
+    acts as the home's admin (only its owner reaches it), so a principal bound to a user is
+    enforced here first."""
 
     def __init__(self, root: Path):
         self.root = Path(root)

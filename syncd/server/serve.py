@@ -8,8 +8,9 @@ watcher's and the control socket's). On SIGTERM or SIGINT: the server stops acce
 the requests in flight (up to ``graceful_s``), then the daemon finishes the batch in hand and
 commits, the engine releases the lock, and the process exits 0.
 
-While it runs, ``.syncd/server.json`` says where (``{"pid", "url", "mcp"}``), for local clients
-that started it with ``--port 0`` or do not know the port.
+While it runs, ``server.json`` in the home's private folder (``<git dir>/syncd/``, beside the
+admin token; not under ``.syncd/``, which may be deleted under it) says where (``{"pid", "url",
+"mcp"}``), for local clients that started it with ``--port 0`` or do not know the port.
 """
 
 from __future__ import annotations
@@ -132,14 +133,14 @@ def serve(
 
     # The lock comes first: a second server (or a `syncd watch`) fails here, naming the holder.
     with open_engine(home, settings=settings, embedder=embedder) as engine:
-        tokens = TokenStore(engine.home.state_dir)
+        tokens = TokenStore.of(engine.home)
         tokens.admin_token(create=True)
         service = MemoryService(engine, MemoryManager(engine, author="syncd-server", **(manager_options or {})))
         daemon = Daemon(engine, settings, control_methods=control_methods(lambda: service))
         app = build_server_app(service, tokens, host=host, cors_origins=cors_origins)
         config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on",
                                 timeout_graceful_shutdown=graceful_s, access_log=False)  # fmt: skip
-        info_path = engine.home.state_dir / SERVER_FILE
+        info_path = engine.home.ensure_private_dir() / SERVER_FILE
 
         def started(url: str) -> None:
             info_path.write_text(json.dumps({"pid": os.getpid(), "url": url, "mcp": f"{url}/mcp"}) + "\n")

@@ -1,10 +1,15 @@
-"""Bearer tokens of a home's servers, kept under ``.syncd/`` with mode 0600.
+"""Bearer tokens of a home's servers, kept in the home's private folder (``<git dir>/syncd/``,
+see ``Home.private_dir``) with mode 0600: not under ``.syncd/``, which is derived and may be
+deleted at any moment, while a token lost is a client locked out for good.
 
-  .syncd/admin.token   the admin token, in clear: local clients (the CLI, ``syncd mcp``, the
-                       workbench) of the account that owns the home read it; the first
-                       ``syncd serve`` creates it
-  .syncd/tokens.json   user tokens: ``{"tokens": [{"id", "user", "sha256", "created"}]}``, a
-                       token bound to one user, shown once when issued and kept only as a hash
+  admin.token   the admin token, in clear: local clients (the CLI, ``syncd mcp``, the
+                workbench) of the account that owns the home read it; the first
+                ``syncd serve`` creates it
+  tokens.json   user tokens: ``{"tokens": [{"id", "user", "sha256", "created"}]}``, a
+                token bound to one user, shown once when issued and kept only as a hash
+
+Earlier versions kept both under ``.syncd/``; :meth:`TokenStore.of` moves them over the first
+time it opens the home, so no user loses a token.
 
 A presented token is compared in constant time (``hmac.compare_digest``) against every hash
 and the admin token. The server re-reads the files when they change, so ``syncd token add`` and
@@ -26,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import ConfigError, NotFoundError
+from ..home import Home
 from ..layout import validate_id
 
 __all__ = ["ADMIN_FILE", "USERS_FILE", "Principal", "TokenInfo", "TokenStore"]
@@ -77,10 +83,10 @@ def _write_private(path: Path, data: bytes) -> None:
 
 
 class TokenStore:
-    """The tokens of one home (``state_dir`` is its ``.syncd/``)."""
+    """The tokens kept in ``folder`` (a home's: :meth:`of`)."""
 
-    def __init__(self, state_dir: Path):
-        self.dir = Path(state_dir)
+    def __init__(self, folder: Path):
+        self.dir = Path(folder)
         self.admin_path = self.dir / ADMIN_FILE
         self.users_path = self.dir / USERS_FILE
         self._mutex = threading.Lock()
@@ -88,12 +94,42 @@ class TokenStore:
         self._admin_hash: str | None = None
         self._users: list[dict] = []
 
+    @classmethod
+    def of(cls, home: Home) -> TokenStore:
+        """The tokens of ``home``, in its private folder; those an earlier version kept under
+        ``.syncd/`` are moved there first."""
+        store = cls(home.ensure_private_dir())
+        store._adopt(home.state_dir)
+        return store
+
+    def _adopt(self, old: Path) -> None:
+        """Move the token files of an earlier layout from ``old`` (once; a no-op after). User
+        tokens found in both places are merged, so none is lost; an admin token already here
+        wins over the old one, which local clients no longer read."""
+        old_admin, old_users = old / ADMIN_FILE, old / USERS_FILE
+        if not (old_admin.exists() or old_users.exists()):
+            return
+        with self._locked():
+            if old_users.exists():
+                mine = self._read_users()
+                known = {t["id"] for t in mine}
+                theirs = TokenStore(old)._read_users()
+                merged = mine + [t for t in theirs if t["id"] not in known]
+                if merged != mine or not self.users_path.exists():
+                    self._write_users(merged)
+                old_users.unlink(missing_ok=True)
+            with contextlib.suppress(FileNotFoundError):
+                token = old_admin.read_text(encoding="utf-8").strip()
+                if token and self.admin_token() is None:
+                    _write_private(self.admin_path, (token + "\n").encode())
+                old_admin.unlink()
+
     # -- files -----------------------------------------------------------------------------------
 
     @contextlib.contextmanager
     def _locked(self):
         """Serialise changes across processes (two `syncd token add` at once)."""
-        self.dir.mkdir(parents=True, exist_ok=True)
+        self.dir.mkdir(mode=0o700, parents=True, exist_ok=True)
         fd = os.open(self.dir / "tokens.lock", os.O_RDWR | os.O_CREAT, 0o600)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
