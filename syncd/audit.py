@@ -77,23 +77,32 @@ def commit_effect(root: pathlib.Path | str, commit: str, limit: int = 200) -> Co
 
 
 def revert(home: pathlib.Path | str, commit: str, settings=None) -> str:
-    """``git revert`` one commit (an agent turn, say) as the settings' human identity, and bring
-    the index in step: here when nothing else holds the home, by the daemon when one runs (it
-    sees the reverted files like any edit). Returns the new commit's sha. RevertError (nothing
-    changed) when later commits changed the same lines; NotFoundError for an unknown commit."""
+    """``git revert`` one commit (an agent turn, say) as the person's git identity, by the one
+    writer of the home (Engine.revert): here when nothing else holds the home, else by the daemon
+    that does, asked over its socket, so it never runs between another writer's write and its
+    commit. Returns the new commit's sha. RevertError (nothing changed) when later commits
+    changed the same lines; NotFoundError for an unknown commit; LockedError when a process that
+    is not a daemon holds the home."""
     from .config import Settings
+    from .control.client import ask_daemon
+    from .control.protocol import RemoteError
     from .engine import open_engine
-    from .errors import LockedError
-    from .history.revert import revert_commit
+    from .errors import GitBusyError, LockedError, NotFoundError, RevertError, SyncdError
 
     settings = settings or Settings()
     root = pathlib.Path(home).resolve()
     try:
         engine = open_engine(root, settings=settings)
     except LockedError:
-        return revert_commit(root, commit, settings.human_name, settings.human_email)
+        try:
+            answer = ask_daemon(root, "revert", {"commit": commit}, timeout=max(settings.lock_wait_s, 60.0))
+        except RemoteError as exc:
+            known = {"RevertError": RevertError, "NotFoundError": NotFoundError}
+            if exc.kind == "GitBusyError":
+                raise GitBusyError(str(exc)) from None
+            raise known.get(exc.kind, SyncdError)(str(exc)) from None
+        if answer is None:
+            raise
+        return answer["commit"]
     with engine:
-        sha = revert_commit(engine.home.root, commit, settings.human_name, settings.human_email)
-        engine.sync()
-        engine.index.write_meta(aligned_commit=git.head_sha(engine.home.root))
-    return sha
+        return engine.revert(commit)

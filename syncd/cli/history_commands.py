@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from ..errors import LockedError, NotFoundError
+from ..errors import NotFoundError
 from .common import home_option, json_option, load_settings, print_json, resolve_home
 
 __all__ = ["COMMANDS"]
@@ -96,24 +96,11 @@ def revert_command(commit: str, home: Path | None) -> None:
 
     COMMIT is the commit to undo (a sha or any git revision).
     """
-    from ..engine import open_engine
-    from ..history.git import head_sha
-    from ..history.revert import revert_commit
+    from ..audit import revert
 
-    root = resolve_home(home)
-    settings = load_settings()
-    try:
-        engine = open_engine(root, settings=settings)
-    except LockedError as exc:
-        # A daemon holds the home: it sees the reverted files like any edit and indexes them.
-        sha = revert_commit(root.resolve(), commit, settings.human_name, settings.human_email)
-        click.echo(f"reverted as {sha[:10]}; the running daemon ({exc.holder}) is indexing the change")
-        return
-    with engine:
-        sha = revert_commit(engine.home.root, commit, settings.human_name, settings.human_email)
-        report = engine.sync()
-        engine.index.write_meta(aligned_commit=head_sha(engine.home.root))
-    click.echo(f"reverted as {sha[:10]}; index updated ({report.plan.summary()})")
+    # By the one writer of the home (this process, or the running daemon, asked over its socket).
+    sha = revert(resolve_home(home), commit, load_settings())
+    click.echo(f"reverted as {sha[:10]}; the index is updated")
 
 
 COMMANDS = [log_command, blame_command, revert_command]
