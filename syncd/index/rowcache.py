@@ -310,6 +310,11 @@ class RowCache:
             self._scope_cache[scope] = base
         return base & self._alive
 
+    def count(self, scope: ScopeMask) -> int:
+        """How many rows ``scope`` reaches: a user's status counts what their searches can see."""
+        self._flush()
+        return int(np.count_nonzero(self._mask(scope))) if self._paths else 0
+
     def search(self, query: np.ndarray, scope: ScopeMask, k: int) -> list[tuple[str, str, float]]:
         """Top ``k`` (path, id, cosine) in scope, best first. Vectors are L2-normalised.
 
@@ -427,11 +432,11 @@ def _posix(created_at: str | None) -> float:
     if not created_at:
         return math.nan
     try:
-        when = dt.datetime.fromisoformat(created_at.replace("Z", "+00:00"))
+        when = dt.datetime.fromisoformat(created_at)
     except ValueError:
         return math.nan
     if when.tzinfo is None:
-        when = when.replace(tzinfo=dt.timezone.utc)
+        when = when.replace(tzinfo=dt.UTC)
     return when.timestamp()
 
 

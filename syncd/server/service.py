@@ -22,13 +22,13 @@ from pydantic import BaseModel
 from .. import schemas as s
 from ..errors import InvalidInputError, NotFoundError, SyncdError
 from ..home import read_regular
-from ..layout import classify_path
 from ..memory import MemoryManager
 from ..memory.tools import update_block
 from ..session.files import list_sessions
 from ..session.state import read_state_file
 from ..session.transcripts import read_transcript_file
 from .tokens import Principal
+from .visible import log_path, readable, seen_by
 
 __all__ = ["LOCAL_ADMIN", "OPERATIONS", "AccessError", "MemoryService", "Operation"]
 
@@ -50,16 +50,6 @@ WORKER_THREADS = 32
 
 class AccessError(SyncdError):
     """The token may not do this (another user's memory, an admin-only operation)."""
-
-
-def _readable(rel: str, user: str) -> bool:
-    """Whether a file of the home may be named to ``user``: theirs, or shared (global blocks, the
-    vault, notes outside any user's folder); never another user's, a folder with an invalid
-    user id (nobody's), or a session file (the session layer decides those)."""
-    scope = classify_path(rel)
-    if scope.user is not None:
-        return scope.user == user
-    return not rel.startswith(("memory/users/", "sessions/")) and scope.kind not in ("transcript", "state")
 
 
 def _hit(hit) -> s.MemoryHit:
@@ -256,42 +246,53 @@ class MemoryService:
     async def status(self, p: Principal, q: s.StatusInput) -> s.StatusOut:
         status = (await asyncio.to_thread(self.engine.status)).to_dict()
         if not p.admin or q.user_id is not None:
-            # A user sees what concerns them: their files and the shared ones, never who else has memory here.
+            # A user sees what concerns them: their files and the shared ones, never who else has
+            # memory here: not their files, not their rows in the counts, not the commit the
+            # index is aligned with (it moves with every user's writes).
             user = self.user_for(p, q.user_id)
             status["stale"] = {
-                k: [x for x in v if all(_readable(part, user) for part in x.split(" -> "))]
+                k: [x for x in v if all(readable(part, user) for part in x.split(" -> "))]
                 for k, v in status["stale"].items()
             }
-            status["errors"] = {k: v for k, v in status["errors"].items() if _readable(k, user)}
-            status["uncommitted"] = [x for x in status["uncommitted"] if _readable(x, user)]
+            status["errors"] = {k: v for k, v in status["errors"].items() if readable(k, user)}
+            status["uncommitted"] = [x for x in status["uncommitted"] if readable(x, user)]
+            status.update(await asyncio.to_thread(self._counts_of, user))
+            status["fresh"] = status["compatible"] and not any(status["stale"].values())
+            status["healthy"] = status["fresh"] and not status["errors"]
+            status["aligned_commit"] = None
         return s.StatusOut(**{k: v for k, v in status.items() if k in s.StatusOut.model_fields})
+
+    def _counts_of(self, user: str) -> dict[str, int]:
+        """Files, facts and chunks of the index that ``user``'s searches can reach: theirs and the shared ones."""
+        from ..index.rowcache import ScopeMask
+
+        index = self.engine.index
+        files = sum(1 for rel in index.files() if readable(rel, user))
+        with index.reading() as rows:
+            facts = rows.count(ScopeMask(user=user, kind="fact"))
+            chunks = rows.count(ScopeMask(user=user, kind="chunk"))
+        return {"files": files, "facts": facts, "chunks": chunks}
 
     async def log(self, p: Principal, q: s.LogInput) -> s.LogOut:
         from ..history.log import read_log
 
-        path = q.path.strip("/") if q.path else None
-        if path is not None and (".." in path.split("/") or "\x00" in path or path.startswith(".")):
-            raise InvalidInputError("path is a home-relative file or folder, without '..'")
-        if not p.admin or q.user_id is not None:
-            user = self.user_for(p, q.user_id)
-            own = self.home.rel(self.home.user_dir(user))
-            if path is None:
-                path = own
-            elif not (path == own or path.startswith(own + "/") or _readable(path, user)):
-                raise AccessError(f"{path} is not in the memory of {user!r}")
-            entries = await asyncio.to_thread(read_log, self.home.root, path, q.limit)
-            entries = [replace(e, files=tuple(f for f in e.files if _readable(f, user))) for e in entries]
-        else:
-            entries = await asyncio.to_thread(read_log, self.home.root, path, q.limit)
+        user = None if p.admin and q.user_id is None else self.user_for(p, q.user_id)
+        try:
+            path = log_path(q.path, user)
+        except PermissionError as exc:
+            raise AccessError(str(exc)) from None
+        entries = await asyncio.to_thread(read_log, self.home.root, path, q.limit)
+        if user is not None:
+            entries = [seen for e in entries if (seen := seen_by(e, user)) is not None]
         return s.LogOut(entries=[_log_entry(e) for e in entries])
 
     async def blame(self, p: Principal, q: s.BlameInput) -> s.BlameOut:
         from ..history.blame import current_line, fact_history
 
         rows = await asyncio.to_thread(self.engine.find_fact, q.fact_id)
-        if not p.admin or q.user_id is not None:
-            user = self.user_for(p, q.user_id)
-            rows = [r for r in rows if _readable(r["path"], user)]
+        user = None if p.admin and q.user_id is None else self.user_for(p, q.user_id)
+        if user is not None:
+            rows = [r for r in rows if readable(r["path"], user)]
         if not rows:
             raise NotFoundError(f"no fact {q.fact_id!r} in this memory")
 
@@ -299,19 +300,37 @@ class MemoryService:
             out = []
             for row in rows:
                 h = fact_history(self.home.root, row["path"], current_line(self.home.root, row), row["text"])
+                introduced, edits = h.introduced, list(h.edits)
+                if user is not None:
+                    introduced, edits = self._blame_seen_by(user, introduced, edits)
                 out.append(
                     s.FactHistoryOut(
                         path=h.path,
                         line=h.line,
                         text=h.text,
                         uncommitted=h.uncommitted,
-                        introduced=_log_entry(h.introduced) if h.introduced else None,
-                        edits=[_log_entry(e) for e in h.edits],
+                        introduced=_log_entry(introduced) if introduced else None,
+                        edits=[_log_entry(e) for e in edits],
                     )
                 )
             return out
 
         return s.BlameOut(fact_id=q.fact_id, histories=await asyncio.to_thread(histories))
+
+    def _blame_seen_by(self, user: str, introduced, edits: list):
+        """A fact's commits as ``user`` may see them (a commit that also changed another user's
+        files loses its subject, author and trailers), each without its list of files, as blame shows them."""
+        from ..history.log import commit_files
+
+        touched = commit_files(self.home.root, [e.sha for e in (introduced, *edits) if e is not None])
+
+        def seen(entry):
+            if entry is None:
+                return None
+            shown = seen_by(replace(entry, files=touched.get(entry.sha, ())), user)
+            return None if shown is None else replace(shown, files=())
+
+        return seen(introduced), [e for e in map(seen, edits) if e is not None]
 
     async def revert(self, p: Principal, q: s.RevertInput) -> s.RevertResult:
         from ..history.revert import revert_commit

@@ -1,0 +1,112 @@
+"""What a user's token may see of the home beyond its own memory: which files it may be named,
+which paths it may ask the history of, and what it is shown of a commit. Pure (no I/O).
+
+A user sees their own folder (``memory/users/<user>/``, sessions included) and the files that
+hold nobody's memory: the vault, global blocks, notes outside ``memory/users/``. Never another
+user's folder, a folder with an invalid user id (nobody's), the old top-level ``sessions/``, or a
+folder that holds other users' memory (``memory``, ``memory/users``, the whole home).
+
+A commit is shown whole when every file it touched is visible and it names no other user
+(``Syncd-User``); a commit that also touched what the reader may not see is shown with the
+reader's files only, a neutral subject, and no author or trailers (those describe the whole
+commit: whose turn it was, how many facts it added); a commit that touched nothing visible is
+left out.
+
+No message names the server's folders either (:func:`scrubber`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+from ..errors import InvalidInputError
+from ..history.log import LogEntry
+from ..layout import classify_path
+
+__all__ = ["log_path", "readable", "scrubber", "seen_by"]
+
+_USERS = ("memory", "users")
+# The empty file `syncd init` keeps the users' folder with: nobody's memory, in the first commit.
+_PLACEHOLDER = "memory/users/.gitkeep"
+
+
+def readable(rel: str, user: str) -> bool:
+    """Whether a file of the home may be named to ``user``: theirs, or shared (global blocks, the
+    vault, notes outside any user's folder); never another user's, a folder with an invalid
+    user id (nobody's), or anything under the old top-level ``sessions/``."""
+    scope = classify_path(rel)
+    if scope.user is not None:
+        return scope.user == user
+    if rel == _PLACEHOLDER:
+        return True
+    return not rel.startswith(("memory/users/", "sessions/")) and scope.kind not in ("transcript", "state")
+
+
+def _parts(path: str) -> list[str]:
+    """The components of a home-relative path as git reads it ("a//b/./c" is "a/b/c")."""
+    parts = [p for p in path.split("/") if p not in ("", ".")]
+    if ".." in parts or "\x00" in path:
+        raise InvalidInputError("path is a home-relative file or folder, without '..'")
+    if parts and parts[0].startswith((".", ":")):
+        raise InvalidInputError("path is a plain home-relative file or folder: no '.syncd', '.git' or pathspec magic")
+    return parts
+
+
+def log_path(path: str | None, user: str | None) -> str | None:
+    """The path to read the history of, for ``user`` (None: the admin). Raises InvalidInputError
+    for a path that climbs or is no plain path, and PermissionError for one outside the user's
+    reach; a user who names none gets their own folder."""
+    parts = _parts(path) if path is not None else []
+    if user is None:
+        return "/".join(parts) or None
+    if not parts:
+        if path is None:
+            return "/".join((*_USERS, user))
+        raise PermissionError("the whole home holds other users' memory")
+    if tuple(parts[:3]) == (*_USERS, user):
+        return "/".join(parts)
+    if tuple(parts[:2]) == _USERS or parts in (["memory"], ["sessions"]) or parts[0] == "sessions":
+        raise PermissionError(f"{'/'.join(parts)} is not in the memory of {user!r}")
+    rel = "/".join(parts)
+    if not readable(rel, user):
+        raise PermissionError(f"{rel} is not in the memory of {user!r}")
+    return rel
+
+
+def _neutral_subject(files: list[str]) -> str:
+    return f"change {files[0]}" if len(files) == 1 else f"change {len(files)} files"
+
+
+def seen_by(entry: LogEntry, user: str) -> LogEntry | None:
+    """``entry`` as ``user`` may see it (see the module's docstring), or None."""
+    visible = [f for f in entry.files if readable(f, user)]
+    if not visible:
+        return None
+    if len(visible) == len(entry.files) and entry.trailers.get("Syncd-User", user) == user:
+        return entry
+    return replace(entry, author="", email="", subject=_neutral_subject(visible), trailers={}, files=tuple(visible))
+
+
+def scrubber(root: Path, *more: Path):
+    """A function that rewrites a message so it names no folder of the server's: a path inside the
+    home ``root`` becomes home-relative, ``more`` folders (where the server keeps its state) and
+    the account's home folder are named as such."""
+    places: list[tuple[str, str]] = []
+    try:
+        account = [(Path.home(), "~")]
+    except RuntimeError:  # no home folder known: nothing of it to hide
+        account = []
+    for folder, shown in ((root, ""), *((m, "<server state>") for m in more), *account):
+        for form in dict.fromkeys((str(folder), str(Path(folder).resolve()))):
+            if len(form) > 1:
+                places.append((form + "/", f"{shown}/" if shown else ""))
+                places.append((form, shown or "."))
+    places.sort(key=lambda p: len(p[0]), reverse=True)  # the home before the account's folder holding it
+
+    def scrub(message: str) -> str:
+        for form, shown in places:
+            message = message.replace(form, shown)
+        return message
+
+    return scrub

@@ -1,0 +1,245 @@
+"""A user's token never receives a byte of another user's memory through history or counts: not
+a fact, a commit subject, a trailer, a file name or a row count. Over a real `syncd serve`
+whose history holds every kind of commit: one user's, a person's commit over both users'
+files (its subject quoting a secret), a shared file committed in another user's name, and a
+move out of another user's folder."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import json
+import re
+from urllib.parse import quote, unquote
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import syncd
+from syncd.history.log import LogEntry
+from syncd.memory import MemoryManager
+from syncd.server.visible import log_path, readable, seen_by
+
+from .daemon_helpers import git, isolate_git_identity, wait_for
+from .server_helpers import served_in_thread
+
+TODAY = dt.date.today().isoformat()
+ANA_FACTS = ["Ana likes green tea.", "Ana rows on Sundays."]
+# Words of bob's memory that appear nowhere else: any of them in ana's answers is a leak.
+BOB_WORDS = ["Zanzibar", "8264", "Quokka", "sess-bobhidden"]
+BOB_FACTS = ["Bob secret: bank PIN is 8264 at Zanzibar bank.", "Bob keeps a pet Quokka."]
+
+
+def _commit_all(home, message: str, *paths: str) -> None:
+    if paths:
+        git(home, "add", "--", *paths)
+    git(home, "-c", "user.name=Pat Person", "-c", "user.email=pat@example.org", "commit", "-q", "-m", message)
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory, embedder):
+    mp = pytest.MonkeyPatch()
+    isolate_git_identity(tmp_path_factory.mktemp("git"), mp)
+    home = syncd.init(tmp_path_factory.mktemp("visible") / "home").home
+    with syncd.open(home, embedder=embedder) as engine:
+        manager = MemoryManager(engine, author="agent")
+        for text in ANA_FACTS:
+            asyncio.run(manager.add_memory(text, "ana"))
+        for text in BOB_FACTS:
+            asyncio.run(manager.add_memory(text, "bob"))
+        engine.commit()
+    ana_log, bob_log = home / f"memory/users/ana/{TODAY}.md", home / f"memory/users/bob/{TODAY}.md"
+    # A person's commit over both users' files, its subject quoting bob's secret.
+    ana_log.write_text(ana_log.read_text() + "- [note] Ana owns a red kayak.\n")
+    bob_log.write_text(bob_log.read_text() + "- [note] Bob hides the Zanzibar key under the mat.\n")
+    _commit_all(home, "Notes for ana and bob: Zanzibar key, PIN 8264", str(ana_log.relative_to(home)),
+                str(bob_log.relative_to(home)))  # fmt: skip
+    # A shared file committed in bob's name (an agent of his wrote the vault).
+    (home / "vault/quokka.md").write_text("# Pets\n\nSome people keep pets.\n")
+    _commit_all(home, "Pet page from Quokka chat\n\nSyncd-User: bob\nSyncd-Session: sess-bobhidden", "vault/quokka.md")
+    # A file moved out of bob's folder into the vault.
+    (home / "memory/users/bob/trip.md").write_text("# Trip\n\nA walk in the hills.\n")
+    _commit_all(home, "Zanzibar trip notes", "memory/users/bob/trip.md")
+    git(home, "mv", "memory/users/bob/trip.md", "vault/trip.md")
+    _commit_all(home, "Share the trip notes")
+    # A session of bob's (its transcript and session.json are his files).
+    session = home / "memory/users/bob/sessions/sess-bobhidden"
+    session.mkdir(parents=True)
+    (session / "transcript.jsonl").write_text(
+        json.dumps({"ts": "2026-11-20T10:00:00+00:00", "role": "user", "content": "The Quokka is called Zanzibar."}) + "\n"
+    )
+    _commit_all(home, "Session sess-bobhidden", str(session.relative_to(home)))
+    try:
+        with served_in_thread(home, embedder) as served:
+            _, served.ana = served.tokens.add("ana")
+            _, served.bob = served.tokens.add("bob")
+            yield served
+    finally:
+        mp.undo()
+
+
+@pytest.fixture(scope="module")
+def ana(server):
+    with server.client(server.ana) as client:
+        yield client
+
+
+def _bob_only_shas(home) -> set[str]:
+    """Commits that touched only bob's files: ana may not learn they exist."""
+    out = git(home, "log", "--format=%x1d%H", "--name-only", "--no-renames")
+    shas = set()
+    for record in out.split("\x1d")[1:]:
+        sha, *files = [line for line in record.splitlines() if line.strip()]
+        if files and all(f.startswith("memory/users/bob/") for f in files):
+            shas.add(sha)
+    return shas
+
+
+def _bob_fact_ids(home) -> set[str]:
+    return set(re.findall(r"id:(m-[0-9a-f]+)", (home / f"memory/users/bob/{TODAY}.md").read_text()))
+
+
+def _assert_nothing_of_bob(server, response, *sent: str) -> None:
+    """Nothing of bob's memory in ``response`` but what the request itself said."""
+    text = response.text
+    sent = (*sent, unquote(str(response.request.url)))
+    secrets = {*BOB_WORDS, *_bob_fact_ids(server.home), *_bob_only_shas(server.home), "memory/users/bob/"}
+    for secret in secrets:
+        if not any(secret in s for s in sent):
+            assert secret not in text, (secret, response.request.url, text[:2000])
+    if response.headers.get("content-type", "").startswith("application/json"):
+        body = response.json()
+        for entry in _entries(body):
+            assert "bob" not in entry["trailers"].values(), entry
+            assert all(readable(f, "ana") for f in entry["files"]), entry
+
+
+def _entries(body) -> list[dict]:
+    if not isinstance(body, dict):
+        return []
+    found = list(body.get("entries") or [])
+    for h in body.get("histories") or []:
+        found += [h["introduced"], *h["edits"]] if h.get("introduced") else h["edits"]
+    return [e for e in found if e]
+
+
+LEAKY_PATHS = ["memory", "memory/users", "*", ":/", ":(top)memory/users/bob", ":(glob)**/bob/**", "memory/./users",
+               "memory//users/bob", "./memory/users/bob", "memory/users/bob/../bob", "/", ".", "", "sessions",
+               "memory/users/ana/../bob", "memory/users/bo*", "memory/users/[b]ob", "vault/../memory/users/bob",
+               ":!memory/users/ana", ":(exclude)memory/users/ana", ":(icase)MEMORY/USERS/BOB"]  # fmt: skip
+
+
+@pytest.mark.parametrize("path", LEAKY_PATHS)
+def test_the_log_of_no_path_shows_another_users_commits(server, ana, path):
+    response = ana.get("/log", params={"path": path, "limit": 50})
+    assert response.status_code in (200, 403, 422), response.text
+    _assert_nothing_of_bob(server, response, path)
+
+
+def test_ana_sees_her_commits_whole_and_shared_ones_without_bobs_part(server, ana):
+    mine = ana.get("/log", params={"limit": 50}).json()["entries"]
+    subjects = [e["subject"] for e in mine]
+    assert "Remember: Ana likes green tea." in subjects
+    # The person's commit over both logs: ana's file only, no subject of its own, no author.
+    both = [e for e in mine if e["files"] == [f"memory/users/ana/{TODAY}.md"] and not e["trailers"]]
+    assert [e["subject"] for e in both] == [f"change memory/users/ana/{TODAY}.md"]
+    assert both[0]["author"] == "" and both[0]["email"] == ""
+    shared = ana.get("/log", params={"path": "vault", "limit": 50}).json()["entries"]
+    # bob's agent's page: the file is shared, the commit is bob's: neutral. The move out of
+    # bob's folder shows only its vault side.
+    assert {e["subject"] for e in shared} >= {"change vault/quokka.md", "change vault/trip.md"}
+    _assert_nothing_of_bob(server, ana.get("/log", params={"path": "vault", "limit": 50}))
+    # The admin sees every commit as it is.
+    with server.client(server.admin) as admin:
+        subjects = [e["subject"] for e in admin.get("/log", params={"limit": 50}).json()["entries"]]
+        assert "Notes for ana and bob: Zanzibar key, PIN 8264" in subjects
+
+
+def test_blame_shows_a_shared_commit_without_bobs_part(server, ana):
+    hits = ana.get("/memory/archival", params={"query": "red kayak"}).json()["hits"]
+    kayak = next(r for r in hits if "kayak" in r["content"])
+    response = ana.get(f"/blame/{kayak['id']}")
+    introduced = response.json()["histories"][0]["introduced"]
+    assert introduced["subject"] == f"change memory/users/ana/{TODAY}.md" and introduced["trailers"] == {}
+    _assert_nothing_of_bob(server, response)
+
+
+def test_status_counts_only_what_the_caller_can_reach(server, ana):
+    before = ana.get("/status").json()
+    hits = ana.get("/memory/daily", params={"days": 1}).json()["logs"][0]["facts"]
+    assert before["facts"] == len(hits) == len(ANA_FACTS) + 1
+    assert before["aligned_commit"] is None
+    with server.client(server.bob) as bob:
+        assert bob.post("/memory/archival", json={"content": "Bob learns the Quokka's favourite leaf."}).status_code == 200
+    wait_for(lambda: "favourite leaf" in git(server.home, "log", "-1", "--format=%s"), 60, "bob's commit")
+    after = ana.get("/status").json()
+    assert {k: after[k] for k in ("files", "facts", "chunks")} == {k: before[k] for k in ("files", "facts", "chunks")}
+    with server.client(server.admin) as admin:
+        assert admin.get("/status").json()["facts"] > after["facts"]
+
+
+# Path-like strings built from the pieces a hostile caller would combine.
+_PIECES = st.sampled_from(["memory", "users", "bob", "ana", "vault", "sessions", "..", ".", "", "*", "**", ":/",
+                           ":(glob)", ":(top)", ":(icase)", ":!", "%2F", "%2e%2e", "BOB", "sess-bobhidden",
+                           f"{TODAY}.md", "trip.md", "core", "\\", " "])  # fmt: skip
+_STRINGS = st.one_of(
+    st.sampled_from(LEAKY_PATHS),
+    st.lists(_PIECES, min_size=1, max_size=6).map("/".join),
+    st.text(max_size=30),
+)
+
+
+@settings(max_examples=30, deadline=None, database=None)
+@given(value=_STRINGS, limit=st.integers(1, 200))
+def test_no_parameter_of_any_endpoint_reaches_bobs_memory(server, ana, value, limit):
+    """Every endpoint that takes a path, a pattern, an id or a query, given what a hostile
+    caller could send: ana's answers hold nothing of bob's (content, subjects, trailers, counts)."""
+    quoted = quote(value, safe="") or "x"
+    requests = [
+        ("/log", {"path": value, "limit": limit}),
+        ("/vault/page", {"path": value}),
+        ("/memory/archival", {"query": value or "x", "limit": 20}),
+        ("/vault/search", {"query": value or "x"}),
+        ("/memory/core", {"chat_id": value}),
+        ("/memory/daily", {"days": 7}),
+        ("/status", {"user_id": value}),
+        ("/sessions", {"user_id": value}),
+        (f"/blame/{quoted}", {}),
+        (f"/memory/daily/{quoted}", {}),
+        (f"/session/{quoted}/transcript", {"last_n": 5}),
+        (f"/session/{quoted}/state", {}),
+    ]
+    for path, params in requests:
+        response = ana.get(path, params=params)
+        assert response.status_code < 500, (path, params, response.text)
+        _assert_nothing_of_bob(server, response, value, quoted)
+        if path == "/status" and response.status_code == 200:
+            assert response.json()["aligned_commit"] is None
+
+
+def test_log_paths_a_user_may_name():
+    assert log_path(None, "ana") == "memory/users/ana"
+    assert log_path("memory//users/./ana/", "ana") == "memory/users/ana"
+    assert log_path("vault/x.md", "ana") == "vault/x.md"
+    assert log_path(None, None) is None and log_path("memory", None) == "memory"
+    for path in ("memory", "memory/users", "memory/users/bob", "", "/", "sessions", "sessions/x", "memory/users/x y"):
+        with pytest.raises(PermissionError):
+            log_path(path, "ana")
+    for path in ("../x", "a/../b", ":(glob)*", ".git", ".syncd/index", "a\x00b"):
+        with pytest.raises(ValueError):
+            log_path(path, "ana")
+
+
+def test_what_a_reader_is_shown_of_a_commit():
+    entry = LogEntry("s", "Pat", "p@x", "d", "Notes: PIN 8264", {"Syncd-Facts-Added": "2"},
+                     ("memory/users/ana/a.md", "memory/users/bob/b.md"))  # fmt: skip
+    shown = seen_by(entry, "ana")
+    assert (shown.subject, shown.author, shown.trailers, shown.files) == (
+        "change memory/users/ana/a.md", "", {}, ("memory/users/ana/a.md",))
+    assert seen_by(entry, "cy") is None
+    own = LogEntry("s", "a", "e", "d", "Remember: tea", {"Syncd-User": "ana"}, ("memory/users/ana/a.md",))
+    assert seen_by(own, "ana") == own
+    theirs = LogEntry("s", "a", "e", "d", "Page", {"Syncd-User": "bob"}, ("vault/p.md",))
+    assert seen_by(theirs, "ana").subject == "change vault/p.md" and seen_by(theirs, "bob") == theirs
+    assert seen_by(LogEntry("s", "a", "e", "d", "init", {}, ("memory/users/.gitkeep", "vault/i.md")), "ana").subject == "init"
