@@ -7,7 +7,7 @@ from pathlib import Path
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-__all__ = ["Settings", "DEFAULT_EMBED_MODEL"]
+__all__ = ["DEFAULT_EMBED_MODEL", "Settings"]
 
 DEFAULT_EMBED_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
 
@@ -57,6 +57,11 @@ class Settings(BaseSettings):
     # Other processes: how long a write waits for the home lock held by another non-daemon process,
     # or for the daemon to index and commit a write handed to it.
     lock_wait_s: float = Field(30.0, ge=0, description="Wait for another writer or the daemon.")
+
+    # `syncd serve`: what a client owes each request, before its token is even checked (see
+    # syncd/server/http.py): its line and headers within this long, its body within that.
+    server_header_timeout_s: float = Field(10.0, gt=0, le=3600, description="Time to send a request's headers.")
+    server_body_timeout_s: float = Field(30.0, gt=0, le=3600, description="Time to send a request's body.")
 
     # Git identity for changes nobody claimed through the API (a person in an editor).
     human_name: str = "syncd user"

@@ -23,7 +23,7 @@ def revert_commit(root: Path, commit: str, name: str, email: str) -> str:
     except (HistoryError, GitBusyError):
         target = ""
     if not target:
-        raise NotFoundError(f"no commit {commit!r} in {root}")
+        raise NotFoundError(f"no commit {commit!r} in this home's history")
     try:
         run_git(root, "revert", "--no-edit", target, env=identity_env(name, email))
     except (HistoryError, GitBusyError) as exc:

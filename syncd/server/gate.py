@@ -1,15 +1,20 @@
 """The door of the HTTP server (pure ASGI, in front of REST and MCP alike): a bearer token on
 every request, a cap on the body size. Who the token stands for travels in the request's scope
-(``scope["syncd.principal"]``), where the REST routes and the MCP tools read it.
+(``scope["syncd.principal"]``), where the REST routes and the MCP tools read it. While the user
+tokens cannot be read (a damaged ``tokens.json``), the admin token still works and every other
+token gets a JSON 503.
 """
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
 import logging
 from collections.abc import Awaitable, Callable, Collection
 from typing import Any
 
+from ..errors import ConfigError
 from .tokens import Principal, TokenStore
 
 __all__ = ["PRINCIPAL_KEY", "Gate", "principal_of_scope"]
@@ -62,6 +67,11 @@ def _content_length(scope: Scope) -> int | None:
     return None
 
 
+# What a client is told while the token files cannot be read (the log says which and why).
+_DAMAGED = ("the server cannot read its token file, so it cannot check user tokens; its admin must "
+            "repair it (`syncd token list` says what is wrong); the admin token still works")
+
+
 class Gate:
     """Wraps an ASGI app: 401 without a valid token (except on ``open_paths``: the API's
     description, which holds no one's memory), 413 for a body over ``max_body_bytes``."""
@@ -71,6 +81,23 @@ class Gate:
         self.tokens = tokens
         self.max_body_bytes = max_body_bytes
         self.open_paths = frozenset(open_paths)
+        self._damage_logged: str | None = None
+
+    def _admin_despite(self, token: str | None, exc: Exception) -> Principal | None:
+        """The admin, when ``token`` is the admin token though the user tokens cannot be read
+        (a damaged ``tokens.json`` must not lock out the one who can repair it); else None. The
+        damage is logged once for as long as it lasts."""
+        if str(exc) != self._damage_logged:
+            self._damage_logged = str(exc)
+            log.error("user tokens refused until the token file is repaired: %s", exc)
+        try:
+            admin = self.tokens.admin_token()
+        except (ConfigError, OSError):
+            return None
+        if token and admin and hmac.compare_digest(hashlib.sha256(token.encode()).digest(),
+                                                   hashlib.sha256(admin.encode()).digest()):  # fmt: skip
+            return Principal(None, "admin")
+        return None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -78,7 +105,14 @@ class Gate:
             return
         if scope["path"] not in self.open_paths:
             token = _bearer(scope)
-            principal = self.tokens.check(token) if token else None
+            try:
+                principal = self.tokens.check(token) if token else None
+                self._damage_logged = None
+            except (ConfigError, OSError) as exc:
+                principal = self._admin_despite(token, exc)
+                if principal is None:
+                    await _send_error(send, 503, "TokenStoreError", _DAMAGED)
+                    return
             if principal is None:
                 what = "a valid bearer token" if token else "a bearer token (Authorization: Bearer <token>)"
                 await _send_error(send, 401, "Unauthorized", f"this request needs {what}",

@@ -28,6 +28,7 @@ from ..errors import SyncdError
 from .gate import principal_of_scope
 from .service import LOCAL_ADMIN, OPERATIONS, AccessError, MemoryService, Operation, call
 from .tokens import Principal
+from .visible import scrubber
 
 __all__ = ["Backend", "LocalBackend", "SocketBackend", "build_mcp", "control_methods"]
 
@@ -49,6 +50,8 @@ class LocalBackend:
 
     def __init__(self, service: MemoryService):
         self.service = service
+        # Its errors go to remote clients: no message names the server's folders.
+        self.scrub = scrubber(service.home.root, service.home.state_dir)
 
     async def call(self, principal: Principal, name: str, arguments: dict) -> dict:
         return await call(self.service, principal, name, arguments)
@@ -140,7 +143,7 @@ def _tool_function(op: Operation, backend: Backend, default: Principal, context_
         except ValidationError as exc:
             raise ToolError(f"invalid arguments: {s.describe_invalid(exc)}") from None
         except (SyncdError, ValueError, TypeError) as exc:
-            raise ToolError(f"{type(exc).__name__}: {exc}") from None
+            raise ToolError(getattr(backend, "scrub", str)(f"{type(exc).__name__}: {exc}")) from None
         return json.dumps(result, ensure_ascii=False)
 
     tool.__name__ = op.name

@@ -6,13 +6,16 @@ reads, a JSON body for writes), the principal the gate found for the token, and 
 shared output model. Errors are one JSON shape, ``{"error": {"type", "message"}}``, with a status
 saying whose problem it is: 4xx for the request (bad ids, dates and paths are 422 before they
 reach a path or a filter; another user's memory is 403; nothing there is 404; a conflict with the
-state of the home is 409), 5xx only for the server.
+state of the home is 409), 5xx only for the server. Every answer says so, unmatched routes and
+unreadable bodies included, and no message names the server's own folders: a path inside the
+home is shown home-relative.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from http import HTTPStatus
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, FastAPI, Query, Request
@@ -20,6 +23,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from fastapi.security import HTTPBearer
 from pydantic import ValidationError
+from starlette.exceptions import HTTPException
 
 from .. import __version__
 from .. import schemas as s
@@ -40,6 +44,7 @@ from ..errors import (
 from .gate import PRINCIPAL_KEY
 from .service import AccessError, MemoryService
 from .tokens import Principal
+from .visible import scrubber
 
 __all__ = ["OPEN_PATHS", "UserParam", "Who", "bearer", "create_app", "status_of"]
 
@@ -57,7 +62,8 @@ _STATUS: Sequence[tuple[type[BaseException], int]] = (
     (BlockLimitError, 422),
     (InvalidInputError, 422),
     (ConflictError, 409),
-    (GitBusyError, 409),
+    # Nothing was kept; the same request succeeds once the person's git command is over.
+    (GitBusyError, 503),
     (LockedError, 409),
     (RevertError, 409),
     (ParseError, 409),
@@ -69,6 +75,13 @@ _STATUS: Sequence[tuple[type[BaseException], int]] = (
 )
 
 
+# What Starlette says, in words a client can act on.
+_HTTP_MESSAGES = {
+    "There was an error parsing the body": "the request body could not be read (JSON in UTF-8 expected)",
+    "Method Not Allowed": "this route does not take that method (see the Allow header)",
+}
+
+
 def status_of(exc: BaseException) -> int | None:
     """The HTTP status of an error the request caused (None: a bug of ours, 500)."""
     for kind, status in _STATUS:
@@ -77,8 +90,8 @@ def status_of(exc: BaseException) -> int | None:
     return None
 
 
-def _error(status: int, kind: str, message: str) -> JSONResponse:
-    return JSONResponse({"error": {"type": kind, "message": message}}, status_code=status)
+def _error(status: int, kind: str, message: str, headers: dict | None = None) -> JSONResponse:
+    return JSONResponse({"error": {"type": kind, "message": message}}, status_code=status, headers=headers)
 
 
 async def _principal(request: Request) -> Principal:
@@ -215,6 +228,8 @@ def create_app(
     for router in (_memory_routes(service), _home_routes(service), _vault_routes(service), *routers):
         app.include_router(router)
 
+    scrub = scrubber(service.home.root, service.home.state_dir)
+
     @app.exception_handler(RequestValidationError)
     async def invalid_request(request: Request, exc: RequestValidationError):
         problems = []
@@ -223,12 +238,23 @@ def create_app(
             problems.append(f"{where}: {err.get('msg', 'invalid')}")
         return _error(422, "ValidationError", "; ".join(problems))
 
+    @app.exception_handler(HTTPException)
+    async def http_error(request: Request, exc: HTTPException):
+        # Starlette's own answers (no such route, a method the route lacks, a body it could not
+        # read) in the same shape as ours.
+        phrase = HTTPStatus(exc.status_code).phrase if exc.status_code in HTTPStatus._value2member_map_ else "Error"
+        message = _HTTP_MESSAGES.get(str(exc.detail), str(exc.detail))
+        if exc.status_code == 404 and message == "Not Found":
+            message = f"no route {request.method} {request.url.path} (see /docs)"
+        return _error(exc.status_code, phrase.replace(" ", ""), message, exc.headers)
+
     async def refused(request: Request, exc: Exception):
         status = status_of(exc)
         if status is None:
             return await failed(request, exc)
         message = s.describe_invalid(exc) if isinstance(exc, ValidationError) else str(exc)
-        return _error(status, type(exc).__name__, message)
+        retry = {"Retry-After": "1"} if isinstance(exc, GitBusyError) else None
+        return _error(status, type(exc).__name__, scrub(message), retry)
 
     async def failed(request: Request, exc: Exception):
         log.error("%s %s failed", request.method, request.url.path, exc_info=exc)

@@ -31,6 +31,7 @@ from ..daemon import Daemon
 from ..engine import open_engine
 from ..memory import MemoryManager
 from .gate import Gate
+from .http import bounded_http
 from .mcp_server import LocalBackend, build_mcp, control_methods
 from .rest import OPEN_PATHS, create_app
 from .routes_session import session_routers
@@ -72,7 +73,10 @@ def build_server_app(service: MemoryService, tokens: TokenStore, *, host: str = 
             yield
 
     app = create_app(service, routers=session_routers(service), lifespan=lifespan, cors_origins=cors_origins)
-    app.router.routes.append(Route("/mcp", endpoint=StreamableHTTPASGIApp(sessions), include_in_schema=False))
+    # POST only: a stateless server has nothing to push, so GET (an event stream that would stay
+    # open, idle, through a shutdown's whole grace period) and DELETE are 405, as MCP allows.
+    app.router.routes.append(Route("/mcp", endpoint=StreamableHTTPASGIApp(sessions), methods=["POST"],
+                                   include_in_schema=False))  # fmt: skip
     return Gate(app, tokens, max_body_bytes, OPEN_PATHS)
 
 
@@ -139,7 +143,8 @@ def serve(
         daemon = Daemon(engine, settings, control_methods=control_methods(lambda: service))
         app = build_server_app(service, tokens, host=host, cors_origins=cors_origins)
         config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on",
-                                timeout_graceful_shutdown=graceful_s, access_log=False)  # fmt: skip
+                                timeout_graceful_shutdown=graceful_s, access_log=False,
+                                http=bounded_http(settings.server_header_timeout_s, settings.server_body_timeout_s))  # fmt: skip
         info_path = engine.home.ensure_private_dir() / SERVER_FILE
 
         def started(url: str) -> None:
