@@ -15,7 +15,7 @@ import pytest
 
 from syncd.errors import GitBusyError, SyncdError
 from syncd.history.intents import Intent
-from syncd.home import blob_sha
+from syncd.home import Home, blob_sha
 from syncd.memory import MemoryManager
 
 from .daemon_helpers import (
@@ -81,7 +81,7 @@ def _refused(run, caplog) -> None:
     with pytest.raises(SyncdError, match="retry"):
         asyncio.run(MemoryManager(run.reader).add_memory("Has a cat called Miso.", "ana"))
     assert (run.home / LOG).read_bytes() == before
-    assert not list((run.home / ".syncd/intents").glob("*.json"))
+    assert not list((Home(run.home).private_dir / "intents").glob("*.json"))
 
 
 def _lands(run) -> None:
