@@ -15,21 +15,21 @@ import datetime as dt
 import json
 import os
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ..home import Home, read_regular
 from ..layout import validate_id
 
-__all__ = ["Clock", "SessionInfo", "new_session_info", "write_session_info", "read_bytes", "read_session_info", "render_session_info", "list_sessions", "open_backend", "utc_now", "UserSessions"]
+__all__ = ["Clock", "SessionInfo", "UserSessions", "list_sessions", "new_session_info", "open_backend", "read_bytes", "read_session_info", "render_session_info", "utc_now", "write_session_info"]
 
 
 Clock = Callable[[], dt.datetime]
 
 
 def utc_now() -> dt.datetime:
-    return dt.datetime.now(dt.timezone.utc)
+    return dt.datetime.now(dt.UTC)
 
 
 def read_bytes(home: Home, path: Path) -> bytes | None:
@@ -73,23 +73,52 @@ def render_session_info(info: SessionInfo) -> bytes:
     return json.dumps(info.to_dict(), ensure_ascii=False, indent=2, sort_keys=True).encode() + b"\n"
 
 
+def _stamp(value: object) -> str | None:
+    """An ISO timestamp as a string with its UTC offset (one written without is read as UTC), or
+    None when ``value`` is no timestamp: every time syncd compares is aware."""
+    if not isinstance(value, str):
+        return None
+    try:
+        when = dt.datetime.fromisoformat(value)
+    except ValueError:
+        return None
+    return value if when.tzinfo is not None else when.replace(tzinfo=dt.UTC).isoformat(timespec="milliseconds")
+
+
+def _count(value: object) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
+
+
 def _parse_session_info(data: bytes, user: str, session: str) -> SessionInfo | None:
+    """The fields of a ``session.json`` that are what they should be; a field of the wrong type
+    (the file is hand-edited at times) takes its default. None without both timestamps."""
     try:
         obj = json.loads(data.decode("utf-8"))
     except (UnicodeDecodeError, ValueError):
         return None
     if not isinstance(obj, dict):
         return None
-    known = {f.name for f in fields(SessionInfo)}
-    values = {k: v for k, v in obj.items() if k in known}
-    values.update(user=user, session=session)  # the path says whose it is, never the file
-    values["flushed"] = tuple(str(d) for d in values.get("flushed") or ())
-    try:
-        info = SessionInfo(**values)
-        info.created, info.last_active  # noqa: B018 - both must be timestamps
-    except (TypeError, ValueError):
+    created, active = _stamp(obj.get("created_at")), _stamp(obj.get("last_active_at"))
+    if created is None or active is None:
         return None
-    return info
+    flushed = obj.get("flushed")
+    chat, reason = obj.get("chat"), obj.get("last_reset_reason")
+    extra = obj.get("extra")
+    return SessionInfo(
+        user,  # the path says whose it is, never the file
+        session,
+        created,
+        active,
+        turn_count=_count(obj.get("turn_count")),
+        resets=_count(obj.get("resets")),
+        last_reset_at=_stamp(obj.get("last_reset_at")),
+        last_reset_reason=reason if isinstance(reason, str) else None,
+        chat=chat if isinstance(chat, str) and _valid("chat", chat) else None,
+        flushed=tuple(d for d in flushed if isinstance(d, str)) if isinstance(flushed, list) else (),
+        flush_failures=_count(obj.get("flush_failures")),
+        compressions=_count(obj.get("compressions")),
+        extra=extra if isinstance(extra, dict) else {},
+    )
 
 
 def read_session_info(home: Home, user_id: str, session_id: str) -> SessionInfo | None:

@@ -33,7 +33,7 @@ from ..home import Home
 from ..layout import validate_id
 from .files import UserSessions, read_bytes, utc_now
 
-__all__ = ["TranscriptManager", "read_transcript_file", "load_transcript"]
+__all__ = ["TranscriptManager", "load_transcript", "read_transcript_file"]
 
 log = logging.getLogger(__name__)
 
@@ -61,7 +61,9 @@ def read_transcript_file(
     for skipped in transcript.skipped:
         if skipped.reason != "blank line":
             log.warning("transcript %s/%s line %d skipped: %s", user_id, session_id, skipped.line, skipped.reason)
-    entries = transcript.entries if last_n is None else transcript.entries[len(transcript.entries) - last_n :]
+    # Past the start there is nothing more to give: max(), or a last_n over the count would slice
+    # from the end (4 of 3 entries gave 1).
+    entries = transcript.entries if last_n is None else transcript.entries[max(0, len(transcript.entries) - last_n) :]
     return [{**e.to_dict(), "line": e.line} for e in entries]
 
 
