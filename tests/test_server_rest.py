@@ -210,7 +210,7 @@ def test_tokens_scope_every_request_to_their_user(server, admin):
         assert "ana" not in str(_ok(bob.get("/log"))) and "ana" not in str(_ok(bob.get("/status")))
         assert _ok(bob.get("/vault/page", params={"path": "index.md"}))["content"]  # the vault is shared
 
-    server.tokens.revoke("bob")
+    server.tokens.revoke_user("bob")
     _error(server.client(bob_token).get("/memory/archival", params={"query": "vinyl"}), 401)
     for name in ("admin.token", "tokens.json"):
         assert stat.S_IMODE((server.tokens.dir / name).stat().st_mode) == 0o600

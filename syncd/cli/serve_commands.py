@@ -156,17 +156,24 @@ def token_list(as_json: bool, home: Path | None) -> None:
 
 
 @token_group.command("revoke")
-@click.argument("which")
+@click.argument("token_id", required=False)
+@click.option("--user", "user", metavar="ID", help="Revoke every token of this user instead.")
 @home_option
-def token_revoke(which: str, home: Path | None) -> None:
-    """Revoke a token. WHICH is a token id (see `syncd token list`) or a user, whose tokens are
-    all revoked. A running server refuses them from its next request."""
+def token_revoke(token_id: str | None, user: str | None, home: Path | None) -> None:
+    """Revoke one token, TOKEN_ID (see `syncd token list`), or with --user every token of one
+    user. A running server refuses them from its next request."""
     from ..home import Home
     from ..server.tokens import TokenStore
 
-    gone = TokenStore.of(Home(resolve_home(home))).revoke(which)
-    for t in gone:
-        click.echo(f"revoked {t.id} ({t.user})")
+    if (token_id is None) == (user is None):
+        raise click.UsageError("name a TOKEN_ID or --user USER (one of the two)")
+    store = TokenStore.of(Home(resolve_home(home)))
+    if token_id is not None:
+        t = store.revoke(token_id)
+        click.echo(f"revoked token {t.id} of user {t.user}")
+        return
+    gone = store.revoke_user(user)
+    click.echo(f"revoked {len(gone)} token{'s' if len(gone) != 1 else ''} of user {user}: {', '.join(t.id for t in gone)}")
 
 
 COMMANDS = [serve_command, mcp_command, token_group]

@@ -184,14 +184,29 @@ class TokenStore:
     def list(self) -> list[TokenInfo]:
         return [TokenInfo(t["id"], t["user"], t.get("created", "")) for t in self._read_users()]
 
-    def revoke(self, which: str) -> list[TokenInfo]:
-        """Revoke the token with this id, or every token of the user of that name."""
+    def revoke(self, token_id: str) -> TokenInfo:
+        """Revoke the token with this id (only that one: a user's name is no token id here,
+        whatever it looks like; :meth:`revoke_user` revokes all of a user's tokens)."""
+        gone = self._revoke(lambda t: t["id"] == token_id)
+        if not gone:
+            named = any(t.user == token_id for t in self.list())
+            hint = f"; to revoke every token of user {token_id!r}, use --user" if named else ""
+            raise NotFoundError(f"no token with id {token_id!r} (see `syncd token list`){hint}")
+        return gone[0]
+
+    def revoke_user(self, user: str) -> list[TokenInfo]:
+        """Revoke every token of ``user``."""
+        gone = self._revoke(lambda t: t["user"] == user)
+        if not gone:
+            raise NotFoundError(f"user {user!r} has no token (see `syncd token list`)")
+        return gone
+
+    def _revoke(self, which) -> list[TokenInfo]:
         with self._locked():
             tokens = self._read_users()
-            gone = [t for t in tokens if t["id"] == which or t["user"] == which]
-            if not gone:
-                raise NotFoundError(f"no token with id or user {which!r} (see `syncd token list`)")
-            self._write_users([t for t in tokens if t not in gone])
+            gone = [t for t in tokens if which(t)]
+            if gone:
+                self._write_users([t for t in tokens if not which(t)])
         return [TokenInfo(t["id"], t["user"], t.get("created", "")) for t in gone]
 
     # -- checking --------------------------------------------------------------------------------
