@@ -1,7 +1,8 @@
 """Property-based fuzzing of the whole REST API from its own OpenAPI schema (schemathesis): for
-every operation, generated requests (valid and not) with the admin token; no answer is a 5xx,
-every answer has a documented status and content type and matches its schema. Bounded: a few
-hundred requests in all."""
+every operation, generated requests (valid and not) with the admin token, with a user's token,
+and with the admin token among hostile headers; no answer is a 5xx, every answer has a
+documented status and content type and matches its schema, and the user's answers never hold
+another user's memory. Bounded: a few hundred requests per run."""
 
 from __future__ import annotations
 
@@ -18,16 +19,41 @@ from .server_helpers import served_in_thread
 EXAMPLES = 25
 CHECKS = [checks.not_a_server_error, checks.status_code_conformance, checks.content_type_conformance,
           checks.response_schema_conformance]  # fmt: skip
+# Another user's fact: no answer to the user's token may hold a word of it.
+SECRET = "Zorblax vault combination 5531"
+# Headers a hostile or broken client sends beside a valid token: odd values, long ones (under
+# the server's bounds), ones that ask for another representation or a part of the answer.
+HOSTILE_HEADERS = {
+    "Cookie": "session=" + "x" * 4000,
+    "User-Agent": "ÿ" * 200,
+    "X-Forwarded-For": "127.0.0.1, ../../etc, ' OR 1=1 --",
+    "X-Forwarded-Host": "evil.example",
+    "Forwarded": "for=unknown;host=evil.example;proto=gopher",
+    "Accept": "text/event-stream;q=1, application/xml;q=0.9",
+    "Accept-Encoding": "br;q=1, zstd, *;q=0",
+    "Range": "bytes=0-0",
+    "If-None-Match": "*",
+    "X-Syncd-User": "bob",
+    **{f"X-Filler-{n}": "y" * 200 for n in range(40)},
+}
+
+
+def _no_secret(ctx, response, case):
+    assert SECRET.split()[0] not in response.text, f"{case.method} {case.path} answered another user's memory"
 
 
 @pytest.mark.slow
-def test_the_whole_rest_api_survives_generated_requests(tmp_path, monkeypatch, embedder):
+@pytest.mark.parametrize("who", ["admin", "user", "hostile-headers"])
+def test_the_whole_rest_api_survives_generated_requests(tmp_path, monkeypatch, embedder, who):
     isolate_git_identity(tmp_path, monkeypatch)
     home = syncd.init(tmp_path / "home").home
     with served_in_thread(home, embedder) as server:
-        headers = {"Authorization": f"Bearer {server.admin}"}
         with server.client(server.admin) as admin:
             admin.post("/memory/archival", json={"content": "Likes green tea.", "user_id": "ana"})
+            admin.post("/memory/archival", json={"content": SECRET, "user_id": "bob"})
+        token = server.tokens.add("ana")[1] if who == "user" else server.admin
+        headers = {"Authorization": f"Bearer {token}", **(HOSTILE_HEADERS if who == "hostile-headers" else {})}
+        run_checks = [*CHECKS, _no_secret] if who == "user" else CHECKS
         schema = schemathesis.openapi.from_url(f"{server.url}/openapi.json")
         sent: dict[str, int] = {}
         operations = [result.ok() for result in schema.get_all_operations()]
@@ -41,12 +67,12 @@ def test_the_whole_rest_api_survives_generated_requests(tmp_path, monkeypatch, e
                       suppress_health_check=list(HealthCheck))  # fmt: skip
             def fuzz(case):
                 sent[label] = sent.get(label, 0) + 1
-                case.call_and_validate(base_url=server.url, headers=headers, checks=CHECKS, timeout=120)
+                case.call_and_validate(base_url=server.url, headers=headers, checks=run_checks, timeout=120)
 
             return fuzz
 
         for operation in operations:
             fuzzer(operation)()
         total = sum(sent.values())
-        print(f"schemathesis: {total} requests over {len(sent)} operations")
+        print(f"schemathesis ({who}): {total} requests over {len(sent)} operations")
         assert total >= 200 and len(sent) == len(operations)
