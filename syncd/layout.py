@@ -11,9 +11,9 @@ import re
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 
-from .errors import InvalidIdError
+from .errors import InvalidIdError, InvalidInputError
 
-__all__ = ["ID_MAX_LEN", "ID_RULE", "validate_id", "validate_label", "FileScope", "KINDS", "SESSION_FILES", "classify_path", "is_indexable"]
+__all__ = ["ID_MAX_LEN", "ID_RULE", "check_text", "validate_id", "validate_label", "FileScope", "KINDS", "SESSION_FILES", "classify_path", "is_indexable"]
 
 
 ID_MAX_LEN = 128
@@ -67,6 +67,31 @@ def validate_label(label: object) -> str:
     if not isinstance(label, str) or not _LABEL_RE.match(label):
         raise InvalidIdError("block label", label, "labels are a lowercase word: a-z 0-9 _ -")
     return label
+
+
+# Control characters (Unicode category Cc: C0, DEL, C1). Git refuses a NUL in the commit message a
+# fact's text becomes, terminals act on escapes, and none of them reads as text in a markdown file.
+_CONTROL_RE = re.compile(r"[\x00-\x08\x0a-\x1f\x7f-\x9f]")
+_CONTROL_MULTILINE_RE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def check_text(what: str, value: object, *, multiline: bool = False, existing: str = "") -> str:
+    """Return ``value`` if it is text syncd may write, else raise InvalidInputError (before
+    anything is written): no control character but a tab, and a newline where ``multiline``.
+    Characters already in ``existing`` (the text being edited) are let through: a person's own
+    bytes in a file are theirs, and an edit elsewhere must not be refused for them."""
+    if not isinstance(value, str):
+        raise InvalidInputError(f"{what} must be a str, not {type(value).__name__}")
+    pattern = _CONTROL_MULTILINE_RE if multiline else _CONTROL_RE
+    allowed = set(pattern.findall(existing)) if existing else set()
+    for found in pattern.finditer(value):
+        if found.group() not in allowed:
+            lines = "tab and newline are" if multiline else "tab is"
+            raise InvalidInputError(
+                f"{what} holds the control character U+{ord(found.group()):04X} at position {found.start()};"
+                f" only text is stored (of the control characters, {lines} allowed)"
+            )
+    return value
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,7 @@ from ..errors import BlockLimitError, ConflictError, ExtractionError, InvalidInp
 from ..formats import Fact, decode_markdown, encode_markdown, parse_page
 from ..history.intents import Intent
 from ..home import Home
-from ..layout import validate_id, validate_label
+from ..layout import check_text, validate_id, validate_label
 from .backend import MemoryBackend
 from .blocks import CoreBlock, format_blocks, read_block, render_block, resolve_blocks
 from .extraction import (
@@ -70,6 +70,15 @@ def _importance(fact: Fact) -> float:
 def _token(value: str) -> str:
     """A metadata value is one whitespace-free token without comment delimiters."""
     return "_".join(value.replace("<!--", "").replace("-->", "").split()) or "unknown"
+
+
+def _check_generated(what: str, text: str, multiline: bool) -> None:
+    """The LLM's text is checked as a caller's would be, but a bad reply is the model's fault, not
+    the caller's: ExtractionError, as for any unusable reply (all or nothing, nothing written)."""
+    try:
+        check_text(f"the LLM {what}", text, multiline=multiline)
+    except InvalidInputError as exc:
+        raise ExtractionError(str(exc)) from None
 
 
 def _with_facts_section(text: str, user_id: str, summary: str) -> str:
@@ -212,6 +221,45 @@ class MemoryManager:
         self.writer.update(rel, change, intent)
         return read_block(self.home, self.settings, label, user, chat)
 
+    def _edit_block(
+        self, label: str, edit: Callable[[str], str], chat: str | None, user: str | None, intent: Intent
+    ) -> CoreBlock:
+        rel = self.home.rel(self.home.block_path(label, user, chat))
+
+        def change(current: bytes | None) -> bytes:
+            # Run on every compare-and-swap attempt, so a retry edits the text that is there now.
+            text = None if current is None else decode_markdown(current, rel)
+            body = "" if text is None else parse_page(text).body.strip()
+            if not body:
+                # An empty scope file shows the next scope's block (chat > user > global); the
+                # edit starts from that, as the person reading the block sees it.
+                seen = read_block(self.home, self.settings, label, user, chat)
+                body = seen.content if seen.scope != "default" else ""
+            new = check_text(f"block {label!r}", edit(body), multiline=True, existing=body)
+            return encode_markdown(render_block(text, label, new, self.settings))
+
+        # One change group from the read to the write: writers of this process take turns, and
+        # without a daemon other processes wait for the home lock, so the swap rarely retries.
+        # Opened in this worker thread, not with ``async with`` on the loop: a group holding the
+        # turn there would need a second worker to finish while others wait for the turn in theirs.
+        with self.engine.changes(intent):
+            self.writer.update(rel, change, intent)
+        return read_block(self.home, self.settings, label, user, chat)
+
+    def _block_scope(
+        self, scope: str, chat_id: str | None, user_id: str | None
+    ) -> tuple[str, str | None, str | None]:
+        """(scope, user, chat) of the file a block write goes to; see update_memory_block."""
+        chat = self._chat(chat_id)
+        if scope == "auto":
+            scope = "chat" if chat is not None else "user" if user_id is not None else "global"
+        if scope not in ("chat", "user", "global"):
+            raise InvalidInputError(f"scope must be auto, chat, user or global, not {scope!r}")
+        if scope == "chat" and chat is None:
+            raise InvalidInputError("a chat-scoped block needs its chat_id")
+        user = None if scope == "global" else self._user(user_id)
+        return scope, user, chat if scope == "chat" else None
+
     async def update_memory_block(
         self,
         label: str,
@@ -231,17 +279,35 @@ class MemoryManager:
         validate_label(label)
         if not isinstance(content, str):
             raise TypeError(f"block content must be a str, not {type(content).__name__}")
-        chat = self._chat(chat_id)
-        if scope == "auto":
-            scope = "chat" if chat is not None else "user" if user_id is not None else "global"
-        if scope not in ("chat", "user", "global"):
-            raise InvalidInputError(f"scope must be auto, chat, user or global, not {scope!r}")
-        if scope == "chat" and chat is None:
-            raise InvalidInputError("a chat-scoped block needs its chat_id")
-        user = None if scope == "global" else self._user(user_id)
-        chat = chat if scope == "chat" else None
+        check_text(f"block {label!r}", content, multiline=True)
+        scope, user, chat = self._block_scope(scope, chat_id, user_id)
         intent = self._intent(f"Update core block {label} ({scope})", user, chat)
         return await asyncio.to_thread(self._write_block, label, content, chat, user, intent, expected)
+
+    async def edit_memory_block(
+        self,
+        label: str,
+        edit: Callable[[str], str],
+        chat_id: str | None = None,
+        user_id: str | None = None,
+        *,
+        scope: str = "auto",
+    ) -> CoreBlock:
+        """Change a block's text to ``edit(current)``, read-modify-write: ``current`` is the text
+        of that scope's file, or when it is absent or empty the block as this user (in this chat)
+        sees it now, the built-in default counting as empty. ``edit`` runs again on the new text
+        whenever someone else wrote the file between our read and our write, so concurrent edits
+        all apply (N appends leave N lines); it may raise (InvalidInputError, ConflictError) to
+        write nothing when the text it needs is gone. ``scope`` as in update_memory_block;
+        BlockLimitError when the result is over the limit, InvalidInputError when it adds
+        control characters (other than tab and newline)."""
+        self._enter()
+        validate_label(label)
+        if not callable(edit):
+            raise TypeError(f"edit must be a function of the current text, not {type(edit).__name__}")
+        scope, user, chat = self._block_scope(scope, chat_id, user_id)
+        intent = self._intent(f"Update core block {label} ({scope})", user, chat)
+        return await asyncio.to_thread(self._edit_block, label, edit, chat, user, intent)
 
     async def format_core_memory_for_context(self, chat_id: str | None = None, user_id: str | None = None) -> str:
         """The core blocks as prompt text, with where the memory workspace lives, wrapped in
@@ -387,10 +453,14 @@ class MemoryManager:
         dedup: bool = True,
     ) -> Fact | None:
         """Remember one fact (one section of today's log, one commit). Returns it with its id, or
-        None when an equivalent fact is already remembered."""
+        None when an equivalent fact is already remembered. Whitespace (line breaks and tabs
+        too) folds into single spaces; InvalidInputError (nothing written) for any other control
+        character."""
         self._enter()
         user, chat = self._user(user_id), self._chat(chat_id)
         session = None if session_id is None else validate_id("session", session_id)
+        # Line breaks and tabs fold into spaces below (a fact is one line); other controls refused.
+        check_text("fact content", content, multiline=True)
         fact = Fact(content=" ".join(content.split()), category=category, tags=tuple(tags), importance=importance, source_session=session)
         intent = self._intent(f"Remember: {fact.content[:60]}", user, chat, session=session)
         if dedup:
@@ -424,6 +494,8 @@ class MemoryManager:
         session = None if session is None else validate_id("session", session)
         line = transcript_line if transcript_line is not None else parsed.transcript_line
         facts, model = await extract_facts(self.settings, parsed, self._llm_options("extract"))
+        for fact in facts:
+            _check_generated("extraction reply", fact.content, multiline=False)
         stamped = [
             replace(
                 f,
@@ -480,6 +552,7 @@ class MemoryManager:
             for s in ranked[:_SUMMARY_INPUT_FACTS]
         ]
         summary = await summarise_facts(self.settings, lines, self._llm_options("summarise"))
+        _check_generated("summary", summary, multiline=True)
         intent = self._intent(
             f"Refresh the key facts of {user}", user, model=self.settings.llm_model, prompt_version=PROMPT_VERSION
         )
@@ -544,7 +617,7 @@ class MemoryManager:
         validate_id("memory", memory_id)
         changes: dict[str, Any] = {}
         if content is not None:
-            changes["content"] = " ".join(content.split())
+            changes["content"] = " ".join(check_text("fact content", content, multiline=True).split())
         if category is not None:
             changes["category"] = category
         if importance is not None:

@@ -31,7 +31,7 @@ from ..formats import (
 from ..formats.reparse import LogMemo
 from ..history.intents import Intent
 from ..home import read_regular
-from ..layout import validate_id
+from ..layout import check_text, validate_id
 from .backend import MemoryBackend
 from .writer import MarkdownWriter
 
@@ -182,6 +182,8 @@ class MarkdownMemoryStore:
         ]
         if not written:
             return []
+        for fact in written:
+            check_text("fact content", fact.content)
 
         def change(current: bytes | None) -> bytes:
             log = self._read_log(rel, current) if current is not None else new_daily_log(day)
@@ -282,6 +284,7 @@ class MarkdownMemoryStore:
         hand-written fact's derived id follows its content). With ``expected`` (the fact as the
         caller last saw it), ConflictError if someone changed that fact meanwhile: edits elsewhere
         in the file are kept, a concurrent edit of this fact is never overwritten."""
+        check_text("fact content", new_fact.content)
         stored = self.find_fact(fact_id, hint_paths)
         rel = stored.path
 
@@ -322,12 +325,18 @@ class MarkdownMemoryStore:
 
     def write_memory_file(self, content: str | Callable[[str], str], *, intent: Intent | None = None) -> str | None:
         """Replace MEMORY.md with ``content``, or with ``content(current_text)`` when it is a
-        function (re-applied if the file changes under us). Returns the new sha, None if unchanged."""
+        function (re-applied if the file changes under us). Returns the new sha, None if unchanged.
+        InvalidInputError (nothing written) for control characters other than tab and newline
+        that the new text adds."""
         rel = self.memory_file_rel
+        if not callable(content):
+            check_text("MEMORY.md", content, multiline=True)
 
         def change(current: bytes | None) -> bytes:
             text = "" if current is None else decode_markdown(current, rel)
-            return encode_markdown(content(text) if callable(content) else content)
+            if not callable(content):
+                return encode_markdown(content)
+            return encode_markdown(check_text("MEMORY.md", content(text), multiline=True, existing=text))
 
         return self.writer.update(rel, change, self._intent(f"Update MEMORY.md of {self.user_id}", intent))
 

@@ -20,7 +20,7 @@ from typing import Any, ClassVar, TypeVar
 from pydantic import ValidationError
 
 from ..errors import InvalidInputError, SyncdError
-from ..layout import validate_id
+from ..layout import check_text, validate_id
 from ..schemas import BlockUpdateInput, Input, SearchInput, describe_invalid, tool_inputs
 from .blocks import CoreBlock
 from .manager import EPHEMERAL_LOOP, MemoryManager
@@ -112,30 +112,36 @@ class _MemoryTool(abc.ABC):
 async def update_block(manager: MemoryManager, request: BlockUpdateInput, user_id: str) -> CoreBlock:
     """Replace, append to or search-replace one core block of ``user_id`` (their chat's block
     when ``request.chat_id`` is given and the label is chat-scoped or the chat is named for it).
-    Raises ValueError (nothing written) when search_replace finds its passage not exactly once.
-    Shared by the agent tool, the REST API and the MCP tools."""
+    Append and search_replace edit the text that is there when the write lands (not the text
+    read earlier), so concurrent edits all apply. Raises InvalidInputError (nothing written)
+    when search_replace finds its passage not exactly once at that moment, or the content holds
+    control characters. Shared by the agent tool, the REST API and the MCP tools."""
     label, chat = request.label, request.chat_id
     if label not in CHAT_SCOPED_LABELS:
         chat = None
+    # An agent edits its user's blocks (or its chat's); the global ones are a person's to edit.
+    scope = "chat" if chat is not None else "user"
+    content = check_text(f"block {label!r}", request.content, multiline=True)
     if request.operation == "replace":
-        new = request.content
+        return await manager.update_memory_block(label, content, chat, user_id, scope=scope)
+    if request.operation == "append":
+
+        def edit(current: str) -> str:
+            return f"{current}\n{content}" if current else content
+
     else:
-        blocks = await asyncio.to_thread(lambda: manager.core_blocks(chat_id=chat, user_id=user_id))
-        block = blocks.get(label)
-        current = block.content if block is not None and block.scope != "default" else ""
-        if request.operation == "append":
-            new = f"{current}\n{request.content}" if current else request.content
-        else:
-            if not request.old_content:
-                raise InvalidInputError("search_replace needs old_content, the exact passage to replace.")
-            count = current.count(request.old_content)
+        old = request.old_content
+        if not old:
+            raise InvalidInputError("search_replace needs old_content, the exact passage to replace.")
+
+        def edit(current: str) -> str:
+            count = current.count(old)
             if count != 1:
                 where = "not found" if count == 0 else f"found {count} times; give a longer passage"
                 raise InvalidInputError(f"old_content {where} in block {label!r}.")
-            new = current.replace(request.old_content, request.content, 1)
-    # An agent edits its user's blocks (or its chat's); the global ones are a person's to edit.
-    scope = "chat" if chat is not None else "user"
-    return await manager.update_memory_block(label, new, chat, user_id, scope=scope)
+            return current.replace(old, content, 1)
+
+    return await manager.edit_memory_block(label, edit, chat, user_id, scope=scope)
 
 
 def format_hits(hits) -> str:
