@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING
 from .config import Settings
 from .control.server import ControlServer
 from .errors import GitBusyError, HistoryError
-from .history.git import busy_state, git_fingerprint, head_sha, uncommitted_paths
+from .history.git import busy_state, head_sha, uncommitted_paths
 from .home import remove_stale_temp_files
 from .sync.apply import SyncReport
 from .sync.events import Batch, Event, coalesce
@@ -78,9 +78,6 @@ class Daemon:
         self._commit_due: float | None = None
         self._retry_s = _RETRY_MIN_S
         self._warned: str | None = None  # the git state last warned about, to warn once per state
-        # git's fingerprint as last seen, and since when: see _git_settled.
-        self._git_seen: tuple | None = None
-        self._git_seen_since = 0.0
         self._failures = 0
         self._next_reconcile = time.monotonic() + self.settings.reconcile_interval_s
         self._next_watch_check = time.monotonic() + self.settings.watcher_check_s
@@ -404,24 +401,13 @@ class Daemon:
         return shas
 
     def _git_settled(self, quiet_s: float | None = None) -> bool:
-        """Whether git has been still long enough to commit what the tree holds: a git command
-        of the person's (a stash, a merge and its abort, a checkout) rewrites the tree in steps,
-        taking and dropping its lock between them, and a commit made between two steps would
-        record a half-rewritten tree as their edit. Settled means git's HEAD and index file have
-        not moved for ``quiet_s`` (default ``commit_quiet_ms``), or their last move was our own
-        commit. If not, the commit is put off until it would be."""
-        now = time.monotonic()
-        seen = git_fingerprint(self.root)
-        if seen is None or seen == self.engine.writes.last_commit_fingerprint:
-            return True
-        if seen != self._git_seen:
-            self._git_seen, self._git_seen_since = seen, now
-        due = self._git_seen_since + (self.settings.commit_quiet_ms / 1000 if quiet_s is None else quiet_s)
-        if now >= due:
-            return True
-        with self._cond:
-            self._commit_due = due
-        return False
+        """Whether git is still enough to commit what the tree holds (WritePath.settle_due); if
+        not, the commit is put off until it would be."""
+        due = self.engine.writes.settle_due(quiet_s)
+        if due > 0:
+            with self._cond:
+                self._commit_due = time.monotonic() + due
+        return due == 0
 
     def _defer(self, reason: str, quiet: bool) -> None:
         """Commit later. Warn once per state, at once, with its fix; a lock a running git command

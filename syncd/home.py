@@ -219,8 +219,9 @@ def atomic_write(path: Path, data: bytes, expected_sha: str | None | object = _A
     """
     tmp: Path | None = None
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=_TEMP_SUFFIX, dir=path.parent)
+        fd, tmp_name = _in_folder(
+            path, lambda: tempfile.mkstemp(prefix=f".{path.name}.", suffix=_TEMP_SUFFIX, dir=path.parent)
+        )
         tmp = Path(tmp_name)
         try:
             _write_all(fd, data)
@@ -250,6 +251,20 @@ def atomic_write(path: Path, data: bytes, expected_sha: str | None | object = _A
             saved=True,
         ) from exc
     return blob_sha(data)
+
+
+def _in_folder(path: Path, create):
+    """``create()`` a file in ``path``'s folder, made first if missing. A git command of the
+    person's (a stash, a checkout) may remove that folder, emptied, between the two: then it is
+    made again, a few times, before the failure is the caller's."""
+    for attempt in range(3):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            return create()
+        except FileNotFoundError:
+            if attempt == 2:
+                raise
+    raise AssertionError("unreachable")
 
 
 def write_some(fd: int, data: memoryview) -> int:
@@ -321,8 +336,7 @@ def durable_append(path: Path, data: bytes, expected_size: int | None = None) ->
     fills up part way through takes part of the bytes, and a half line must not stay behind.
     """
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
+        fd = _in_folder(path, lambda: os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666))
     except OSError as exc:
         raise _not_saved(path, exc) from exc
     try:

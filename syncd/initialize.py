@@ -22,6 +22,14 @@ __all__ = ["init", "InitReport"]
 log = logging.getLogger(__name__)
 
 _ROOT_GITIGNORE = "# syncd: the index and its state are derived from the markdown; never commit them.\n.syncd/\n"
+# Daily logs and transcripts only grow at their end: when both sides of a merge (a `git stash
+# pop`, a pull, a merge of a branch) added lines, both sets are kept, never conflict markers in a
+# memory file nobody can then write to. Facts carry their ids, so the lines stay traceable.
+_ROOT_GITATTRIBUTES = (
+    "# syncd: append-mostly memory files keep the lines both sides of a merge added.\n"
+    "memory/users/*/[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9].md merge=union\n"
+    "memory/users/*/sessions/*/transcript.jsonl merge=union\n"
+)
 # Sessions live under their user (memory/users/<user>/sessions/), made on a session's first turn.
 # A home made by an older init keeps its empty top-level sessions/ folders: init never deletes.
 _FOLDERS = ("memory/core", "memory/users", "vault")
@@ -74,6 +82,7 @@ def init(path: Path | str, settings: Settings | None = None) -> InitReport:
     home.ensure_state_dir()  # derived state: not reported, never committed
 
     _create_if_missing(home.root / ".gitignore", _ROOT_GITIGNORE.encode(), home, report)
+    _create_if_missing(home.root / ".gitattributes", _ROOT_GITATTRIBUTES.encode(), home, report)
     for name, data in sorted(_vault_seed().items()):
         _create_if_missing(home.vault_dir / name, data, home, report)
     # Empty folders are invisible to git; a keep file makes the layout survive a clone.

@@ -39,6 +39,15 @@ def global_gitconfig(tmp_path, monkeypatch):
     return isolate_git_identity(tmp_path, monkeypatch)
 
 
+@pytest.fixture
+def home(home):
+    """A home made before `syncd init` wrote .gitattributes: its daily logs conflict like any
+    file when both sides of a merge changed the same line (a new home keeps both lines)."""
+    (home / ".gitattributes").unlink()
+    git(home, "commit", "-qm", "no union merge", "--", ".gitattributes")
+    return home
+
+
 def _turn(n: int) -> Intent:
     return Intent(author="tutor-bot", user="ana", session="s1", turn=f"t{n}", summary=f"turn {n}")
 

@@ -4,6 +4,7 @@ would make, whatever the names; a HEAD that moves meanwhile loses nothing. Real 
 
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 
@@ -84,29 +85,39 @@ def test_the_first_commits_of_an_empty_repository(tmp_path):
     assert git(root, "rev-list", "--count", "HEAD").strip() == "2"
 
 
-def test_a_git_add_of_the_users_while_a_chain_commits_is_not_committed(tmp_path, monkeypatch):
-    """A chain's trees are HEAD's tree plus each turn's paths only: a file the user stages between
-    our staging and the writing of the trees stays staged and out of every commit."""
+def test_a_git_add_of_the_users_while_a_chain_commits_waits_for_it(tmp_path, monkeypatch):
+    """A chain holds git's index lock for the whole pass: the user's `git add` in the middle of it
+    fails at once, as beside any git command ("index.lock exists"), nothing of theirs gets into
+    our commits, and run again afterwards it stages their file, which stays out of our commits."""
     root = _repo(tmp_path / "r")
     for name in ("a.md", "b.md", "theirs.md"):
         (root / name).write_text(f"{name}\n")
+    (root / "staged.md").write_text("staged before\n")
+    git(root, "add", "staged.md")
     real = history_chain.run_git
+    refused = []
 
     def racing(where, *args, **kwargs):
         if args[:1] == ("ls-files",):
-            git(where, "add", "theirs.md")
+            done = subprocess.run(["git", "add", "theirs.md"], cwd=where, capture_output=True, text=True)
+            refused.append(done.returncode != 0 and "index.lock" in done.stderr)
         return real(where, *args, **kwargs)
 
     monkeypatch.setattr(history_chain, "run_git", racing)
     made = commit_chain(root, [PlannedCommit(("a.md",), (), "a", "a@x"), PlannedCommit(("b.md",), (), "b", "b@x")],
                         _plain(["one", "two"]))  # fmt: skip
+    assert refused == [True]
     assert [git(root, "show", "--name-only", "--format=", sha).split() for sha, _ in made] == [["a.md"], ["b.md"]]
-    assert git(root, "status", "--porcelain").splitlines() == ["A  theirs.md"]
+    # What the user had staged before stays staged, out of our commits.
+    assert git(root, "status", "--porcelain").splitlines() == ["A  staged.md", "?? theirs.md"]
+    git(root, "add", "theirs.md")
+    assert git(root, "status", "--porcelain").splitlines() == ["A  staged.md", "A  theirs.md"]
 
 
 def test_head_moving_before_the_ref_update_loses_nothing(tmp_path, monkeypatch):
-    """A commit of the user's between writing our commits and our update-ref: ours is refused as a
-    whole (GitBusyError), our paths stay staged, and the next pass commits them on top."""
+    """HEAD moved by the user between writing our commits and our update-ref (plumbing, which
+    needs no index lock; a commit from another worktree of the branch does the same): ours is
+    refused as a whole (GitBusyError), nothing is staged, and the next pass commits on top."""
     root = _repo(tmp_path / "r")
     (root / "a.md").write_text("A\n")
     (root / "user.md").write_text("U\n")
@@ -114,10 +125,15 @@ def test_head_moving_before_the_ref_update_loses_nothing(tmp_path, monkeypatch):
 
     def racing(where, *args, **kwargs):
         if args[:1] == ("update-ref",) and "--stdin" in args:
-            git(where, "add", "user.md")
-            # Only their file: a plain `git commit` would take ours too, staged as they are.
-            subprocess.run(["git", "-c", "user.name=u", "-c", "user.email=u@x", "commit", "-qm", "theirs", "--", "user.md"],
-                           cwd=where, check=True)  # fmt: skip
+            env = {**os.environ, "GIT_INDEX_FILE": str(tmp_path / "their-index")}
+            for step in (["read-tree", "HEAD"], ["update-index", "--add", "user.md"]):
+                subprocess.run(["git", *step], cwd=where, env=env, check=True)
+            tree = subprocess.run(["git", "write-tree"], cwd=where, env=env, check=True, capture_output=True,
+                                  text=True).stdout.strip()
+            commit = subprocess.run(["git", "-c", "user.name=u", "-c", "user.email=u@x", "commit-tree", tree, "-p",
+                                     "HEAD", "-m", "theirs"], cwd=where, check=True, capture_output=True,
+                                    text=True).stdout.strip()
+            subprocess.run(["git", "update-ref", "HEAD", commit], cwd=where, check=True)
         return real(where, *args, **kwargs)
 
     monkeypatch.setattr(history_chain, "run_git", racing)
@@ -131,6 +147,7 @@ def test_head_moving_before_the_ref_update_loses_nothing(tmp_path, monkeypatch):
     made = commit_chain(root, turns, _plain(["ours", "ours too"]))
     assert made[1][0] == head_sha(root)
     assert git(root, "log", "-3", "--format=%s").splitlines() == ["ours too", "ours", "theirs"]
+    git(root, "reset", "-q")  # the index from before their plumbing commit: refreshed from HEAD
     assert not git(root, "status", "--porcelain").strip()
 
 

@@ -129,6 +129,8 @@ def test_our_temp_files_are_never_committed_and_are_cleaned_up(home):
 
 
 def test_unmerged_paths_after_a_stash_pop_are_never_staged_or_committed(home):
+    (home / ".gitattributes").unlink()  # a home from before union merges of daily logs
+    git(home, "commit", "-qm", "no union merge", "--", ".gitattributes")
     write(home, LOG, daily_log(FACTS[:2]))
     _commit(home)
     write(home, LOG, daily_log([FACTS[0], "Works as a nurse in Paris."]))
@@ -246,3 +248,30 @@ def test_fact_counts_equal_the_multiset_difference_of_parsed_facts(old, new):
     added, removed = fact_delta(("# 2026-11-22\n\n" + "".join(x + "\n" for x in old)).encode(),
                                 ("# 2026-11-22\n\n" + "".join(x + "\n" for x in new)).encode())
     assert (added, removed) == (sum((after - before).values()), sum((before - after).values()))
+
+
+def test_lines_added_on_both_sides_of_a_stash_pop_or_a_merge_are_both_kept(home):
+    """A new home's .gitattributes merges daily logs by union: facts appended on both sides
+    (an agent's beside the person's stash, or on two branches) all survive, no conflict markers."""
+    write(home, LOG, daily_log(FACTS[:1]))
+    _commit(home)
+    write(home, LOG, daily_log(FACTS[:1]) + "- [note] Stashed by the person.\n")
+    git(home, "stash", "-q")
+    write(home, LOG, daily_log(FACTS[:1]) + "- [note] Remembered by an agent meanwhile.\n")
+    _commit(home)
+    git(home, "stash", "pop", "-q")
+    text = (home / LOG).read_text()
+    assert "Stashed by the person." in text and "Remembered by an agent meanwhile." in text
+    assert "<<<<<<<" not in text and not git(home, "ls-files", "-u").strip()
+    _commit(home)
+    git(home, "checkout", "-q", "-b", "side")
+    write(home, LOG, (home / LOG).read_text() + "- [note] On the side branch.\n")
+    _commit(home)
+    git(home, "checkout", "-q", "main")
+    write(home, LOG, (home / LOG).read_text() + "- [note] On main.\n")
+    _commit(home)
+    git(home, "merge", "-q", "--no-edit", "side")
+    merged = parse_daily_log(git(home, "show", f"HEAD:{LOG}"))
+    contents = [located.fact.content for located in merged.facts()]
+    assert {"On the side branch.", "On main.", "Stashed by the person."} <= set(contents)
+    assert len(contents) == len(set(contents))

@@ -81,7 +81,8 @@ class ControlServer:
         self._server: _UnixServer | None = None
         self._thread: threading.Thread | None = None
         self._inode: int | None = None
-        self._methods = {**(methods or {}), "ping": self._ping, "search": self._search, "status": self._status}
+        self._methods = {**(methods or {}), "ping": self._ping, "search": self._search, "status": self._status,
+                         "revert": self._revert}
 
     def start(self) -> ControlServer:
         try:
@@ -171,6 +172,13 @@ class ControlServer:
 
     def _status(self) -> dict:
         return self.engine.status().to_dict()
+
+    def _revert(self, commit: str) -> dict:
+        """A revert asked by another process (`syncd revert`, the workbench) is made here, by the
+        one writer, after the changes acknowledged before it are committed (Engine.revert)."""
+        if not isinstance(commit, str):
+            raise TypeError("revert takes the commit as a string")
+        return {"commit": self.engine.revert(commit)}
 
 
 def _error(kind: str, message: str) -> dict:

@@ -32,6 +32,7 @@ from ..errors import GitBusyError, HistoryError
 from .git import (
     _PATHSPEC_MAX,
     DiffEntry,
+    HeldIndex,
     _guard,
     _stage,
     git_dir,
@@ -53,11 +54,11 @@ class PlannedCommit:
     author_email: str
 
 
-def _index_state(root: Path, paths: list[str]) -> dict[str, tuple[str, str]]:
+def _index_state(root: Path, paths: list[str], env: dict[str, str] | None = None) -> dict[str, tuple[str, str]]:
     """``{path: (mode, sha)}`` of the real index's stage-0 entries among ``paths``
     (``ls-files -s -z``: "mode sha stage\\tpath")."""
     spec = ["--", *paths] if len(paths) <= _PATHSPEC_MAX else []
-    out = run_git(root, "ls-files", "-s", "-z", *spec, env={"GIT_LITERAL_PATHSPECS": "1"})
+    out = run_git(root, "ls-files", "-s", "-z", *spec, env={"GIT_LITERAL_PATHSPECS": "1", **(env or {})})
     wanted = set(paths)
     found = {}
     for record in out.split(b"\0"):
@@ -108,8 +109,8 @@ def commit_chain(
     status shows those paths clean.
 
     Raises GitBusyError when the user's git work is under way or HEAD is detached (nothing is
-    done), or when HEAD moved while we committed (our paths are then staged, and the next attempt
-    commits them); HistoryError when git fails otherwise."""
+    done), or when HEAD moved while we committed (nothing is staged, and the next attempt commits
+    our paths); HistoryError when git fails otherwise."""
     root = Path(root)
     _guard(root)
     if git_dir(root) is None:
@@ -118,50 +119,56 @@ def commit_chain(
     removed = sorted({p for c in planned for p in c.removed} - set(present))
     if not (present or removed):
         return [(None, []) for _ in planned]
-    parent = head_sha(root)
-    # The real index first: if the user's git holds it we stop before anything is committed.
-    _stage(root, present, removed)
-    paths = present + removed
-    index = _index_state(root, paths)
-    with ObjectStore(root) as store:
-        tree = store.commit_tree(parent) if parent else None
-        state = store.blobs(tree, paths)
-        changes = []
-        for commit in planned:
-            after = dict(state)
-            for rel in (*commit.present, *commit.removed):
-                # What the index now holds is what we commit (a file deleted since status listed
-                # it was staged as the deletion it now is).
-                if rel in index:
-                    after[rel] = index[rel]
-                else:
-                    after.pop(rel, None)
-            changes.append(_diff((*commit.present, *commit.removed), state, after))
-            state = after
-        messages = describe(changes, store.read_blobs)
-        stamp = time.time()
-        when = f"{int(stamp)} {time.strftime('%z', time.localtime(stamp))}"
-        shas: list[str | None] = []
-        head, subject, made = parent, "", 0
-        for commit, entries, text in zip(planned, changes, messages):
-            if not entries:
-                shas.append(None)
-                continue
-            tree = store.write_tree(tree, {e.path: index[e.path] if e.new_sha else None for e in entries})
-            person = _person(commit.author_name, commit.author_email, when)
-            head = store.write_commit(tree, head, person, person, text.encode("utf-8", "replace"))
-            shas.append(head)
-            subject = text.strip().splitlines()[0] if text.strip() else ""
-            made += 1
+    # The whole pass holds git's index lock: a git command of the person's waits for it (fails,
+    # and is run again), never slipping between our staging and our move of HEAD.
+    with HeldIndex(root) as held:
+        parent = head_sha(root)
+        _stage(root, present, removed, held.env, pack=True)
+        paths = present + removed
+        index = _index_state(root, paths, held.env)
+        with ObjectStore(root) as store:
+            tree = store.commit_tree(parent) if parent else None
+            state = store.blobs(tree, paths)
+            changes = []
+            for commit in planned:
+                after = dict(state)
+                for rel in (*commit.present, *commit.removed):
+                    # What the index now holds is what we commit (a file deleted since status
+                    # listed it was staged as the deletion it now is).
+                    if rel in index:
+                        after[rel] = index[rel]
+                    else:
+                        after.pop(rel, None)
+                changes.append(_diff((*commit.present, *commit.removed), state, after))
+                state = after
+            messages = describe(changes, store.read_blobs)
+            stamp = time.time()
+            when = f"{int(stamp)} {time.strftime('%z', time.localtime(stamp))}"
+            shas: list[str | None] = []
+            head, subject, made = parent, "", 0
+            for commit, entries, text in zip(planned, changes, messages):
+                if not entries:
+                    shas.append(None)
+                    continue
+                tree = store.write_tree(tree, {e.path: index[e.path] if e.new_sha else None for e in entries})
+                person = _person(commit.author_name, commit.author_email, when)
+                head = store.write_commit(tree, head, person, person, text.encode("utf-8", "replace"))
+                shas.append(head)
+                subject = text.strip().splitlines()[0] if text.strip() else ""
+                made += 1
+        if made:
+            note = f"commit: {subject}" if made == 1 else f"commit: {made} commits, the last: {subject}"
+            zero = "0" * len(head)
+            try:
+                run_git(root, "update-ref", "-m", note, "--stdin",
+                        input=f"update HEAD {head} {parent or zero}\n".encode())
+            except (GitBusyError, HistoryError):
+                if head_sha(root) != parent:
+                    raise GitBusyError("HEAD moved while syncd was committing (a commit of yours at the same "
+                                       "moment); it commits its changes on top of yours next time") from None
+                raise
+        # Only now does git's index hold what we staged: git status shows our paths clean.
+        held.publish()
     if not made:
         return [(None, []) for _ in planned]
-    note = f"commit: {subject}" if made == 1 else f"commit: {made} commits, the last: {subject}"
-    zero = "0" * len(head)
-    try:
-        run_git(root, "update-ref", "-m", note, "--stdin", input=f"update HEAD {head} {parent or zero}\n".encode())
-    except (GitBusyError, HistoryError):
-        if head_sha(root) != parent:
-            raise GitBusyError("HEAD moved while syncd was committing (a commit of yours at the same moment); "
-                               "it commits its changes on top of yours next time") from None
-        raise
     return list(zip(shas, changes))

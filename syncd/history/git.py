@@ -32,8 +32,10 @@ paths) and a command line has a size limit (60k paths overflow it), while ``upda
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
+import shutil
 import subprocess
 import threading
 import time
@@ -385,6 +387,25 @@ def head_sha(root: Path) -> str | None:
     return out or None
 
 
+def git_last_moved(root: Path) -> float | None:
+    """When (epoch seconds) git's HEAD, its branch or its index file last changed, from their
+    modification times (git replaces each by a rename, so the time is the change's). None when
+    the home is not under git."""
+    folder = git_dir(root)
+    if folder is None:
+        return None
+    names = ["index", "HEAD"]
+    with contextlib.suppress(OSError, UnicodeDecodeError):
+        head = (folder / "HEAD").read_text(encoding="utf-8").strip()
+        if head.startswith("ref: refs/") and ".." not in head:
+            names.append(head[len("ref: "):])
+    latest = 0.0
+    for name in names:
+        with contextlib.suppress(OSError):
+            latest = max(latest, os.stat(folder / name).st_mtime)
+    return latest
+
+
 def git_fingerprint(root: Path) -> tuple | None:
     """What tells whether git's own state moved: HEAD and the index file's identity. Two equal
     fingerprints a while apart mean no git command changed either meanwhile (a command that
@@ -551,11 +572,13 @@ def _pack_blobs(root: Path, paths: list[str]) -> None:
         log.info("no bulk pack (%s); staging file by file", _last_line(err.decode("utf-8", "replace")))
 
 
-def _stage(root: Path, present: Iterable[str], removed: Iterable[str], env: Mapping[str, str] | None = None) -> None:
+def _stage(root: Path, present: Iterable[str], removed: Iterable[str], env: Mapping[str, str] | None = None,
+           pack: bool | None = None) -> None:
     """Make the index (the real one, or ``GIT_INDEX_FILE`` in ``env``) hold ``present`` as they
-    are on disk and not hold ``removed``. Literal paths on stdin: linear, no argument limit."""
+    are on disk and not hold ``removed``. Literal paths on stdin: linear, no argument limit.
+    ``pack``: write many new blobs as one pack first (default: for the real index only)."""
     present, removed = list(present), list(removed)
-    if len(present) >= _PACK_MIN_FILES and env is None:
+    if len(present) >= _PACK_MIN_FILES and (env is None if pack is None else pack):
         _pack_blobs(root, present)
     if present:
         # --remove: a file deleted since git status listed it is staged as the deletion it now is.
@@ -630,6 +653,50 @@ def _tree_of_private_index(root: Path, folder: Path, parent: str | None, present
         return run_git(root, "write-tree", env=env).decode().strip()
     finally:
         private.unlink(missing_ok=True)
+
+
+class HeldIndex:
+    """git's own index lock (``index.lock``), held by syncd for a whole commit pass, the way every
+    git command that writes the index holds it: a git command of the person's that would change
+    the index meanwhile fails at once ("index.lock exists", and they run it again) instead of
+    interleaving with the pass (staging, then moving HEAD), and our pass never half-sees theirs.
+    The pass stages into a copy of the index (``env``); :meth:`publish` puts it in place, like
+    git renaming its lock over the index. Leaving without publishing leaves the index as it was."""
+
+    def __init__(self, root: Path):
+        folder = git_dir(root)
+        if folder is None:
+            raise HistoryError("commit", f"{root} is not a git repository")
+        self.root = root
+        self._lock = folder / "index.lock"
+        self._index = folder / "index"
+        self._work = folder / f"syncd-index-{os.getpid()}-{threading.get_ident()}"
+        self.env = {"GIT_INDEX_FILE": str(self._work)}
+
+    def __enter__(self) -> HeldIndex:
+        try:
+            os.close(os.open(self._lock, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
+        except FileExistsError:
+            state = busy_state(self.root)
+            raise GitBusyError(state.reason if state else "git is busy (index.lock present)") from None
+        except OSError as exc:
+            raise HistoryError("commit", f"cannot take {self._lock}: {exc.strerror or exc}") from None
+        try:
+            shutil.copy2(self._index, self._work)
+        except FileNotFoundError:
+            pass  # no index yet: the pass starts from an empty one, as git would
+        except BaseException:
+            self._lock.unlink(missing_ok=True)
+            raise
+        return self
+
+    def publish(self) -> None:
+        if self._work.exists():
+            os.replace(self._work, self._index)
+
+    def __exit__(self, *exc: object) -> None:
+        self._work.unlink(missing_ok=True)
+        self._lock.unlink(missing_ok=True)
 
 
 def _guard(root: Path) -> None:

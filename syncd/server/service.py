@@ -333,19 +333,10 @@ class MemoryService:
         return seen(introduced), [e for e in map(seen, edits) if e is not None]
 
     async def revert(self, p: Principal, q: s.RevertInput) -> s.RevertResult:
-        from ..history.revert import revert_commit
-
         self.require_admin(p, "revert")
-
-        def run() -> str:
-            # The daemon's own steps wait meanwhile; it sees the reverted files as an edit anyway.
-            with self.engine.exclusive():
-                sha = revert_commit(self.home.root, q.commit, self.settings.human_name, self.settings.human_email)
-                self.engine.sync()
-            return sha
-
+        # After every change acknowledged before it is committed (Engine.revert).
         async with self._writing():
-            return s.RevertResult(reverted=q.commit, commit=await asyncio.to_thread(run))
+            return s.RevertResult(reverted=q.commit, commit=await asyncio.to_thread(self.engine.revert, q.commit))
 
     async def reindex(self, p: Principal) -> s.ReindexResult:
         self.require_admin(p, "reindex")

@@ -22,6 +22,7 @@ from ..history.git import (
     busy_state,
     check_tree_writable,
     git_fingerprint,
+    git_last_moved,
     head_holds,
     operation_in_progress,
 )
@@ -85,7 +86,7 @@ class WritePath:
 
     def write_file(self, rel: str, data: bytes, expected_sha: str | None | object = _ANY,
                    intent: Intent | None = None) -> str:
-        check_tree_writable(self.home.root)
+        self._check_writable()
         path = self.home.root / rel
         sha = blob_sha(data)
 
@@ -100,7 +101,7 @@ class WritePath:
     def append_file(self, rel: str, data: bytes, expected_size: int, intent: Intent | None = None) -> str:
         from ..errors import ConflictError
 
-        check_tree_writable(self.home.root)
+        self._check_writable()
         path = self.home.root / rel
         current = read_regular(self.home.root, self.home.rel(path)) or b""
         if len(current) != expected_size:
@@ -114,6 +115,20 @@ class WritePath:
         return self._place(path, sha, intent, lambda: durable_append(path, data, expected_size=expected_size),
                            original)
 
+    def _check_writable(self) -> None:
+        """Refuse before anything is written while the person's git work is under way (see
+        check_tree_writable)."""
+        check_tree_writable(self.home.root)
+
+    def _check_settled(self, group: ChangeGroup) -> None:
+        """Before anything is written, let a git command of the person's that just moved HEAD or
+        the index finish (see settle_due): the write would wait for it anyway, and the tree it
+        leaves dirty would make their next command fail ("local changes would be overwritten").
+        Their git comes first; past ``lock_wait_s`` the write is refused. A group handed to a
+        daemon leaves the timing of commits to it."""
+        if group.mode != "handoff":
+            self._await_settled(time.monotonic() + self.settings.lock_wait_s)
+
     def _place(self, path: Path, sha: str, intent: Intent | None, put: Callable[[], object],
                original: Callable[[], Original]) -> str:
         """Write through ``put()`` inside a group (or a group of one): journal the path, record
@@ -121,6 +136,7 @@ class WritePath:
         with self.changes(intent) as group:
             rel = self.home.rel(path)
             recorded = group.adopt(intent)
+            self._check_settled(group)
             if group.mode == "own":
                 # Another group's version of this file waits for its commit: let it have it.
                 self._queue.wait_for_path(rel)
@@ -305,6 +321,7 @@ class WritePath:
         root = self.home.root
         deadline = time.monotonic() + self.settings.lock_wait_s
         while True:
+            self._await_settled(deadline)
             before = {rel: file_blob_sha(root / rel) for rel in paths}
             try:
                 self.commit_editor(paths)
@@ -326,6 +343,28 @@ class WritePath:
             with contextlib.suppress(SyncdError):
                 operation_in_progress(root)
             return landed
+
+    def settle_due(self, quiet_s: float | None = None) -> float:
+        """Seconds until git counts as settled (0: it is): a git command of the person's (a
+        merge, a stash, a checkout) moves HEAD or rewrites the index and the tree in steps,
+        dropping its lock between them (a merge writes MERGE_HEAD only after it let go of the
+        index), and a commit made between two steps would record a half-rewritten tree, or
+        move HEAD under a command that read it already. Settled: git's HEAD and index file have
+        not moved for ``quiet_s`` (default ``commit_quiet_ms``), or their last move was our
+        own commit pass."""
+        quiet_s = self.settings.commit_quiet_ms / 1000 if quiet_s is None else quiet_s
+        seen = git_fingerprint(self.home.root)
+        if seen is None or seen == self.last_commit_fingerprint:
+            return 0.0
+        moved = git_last_moved(self.home.root) or 0.0
+        return max(0.0, moved + quiet_s - time.time())
+
+    def _await_settled(self, deadline: float) -> None:
+        while (due := self.settle_due()) > 0:
+            if time.monotonic() + due > deadline:
+                raise GitBusyError("git kept changing (a git command of yours is running); nothing of this "
+                                   "change was kept, retry once it is done")
+            time.sleep(min(due, _POLL_S))
 
     def commit_editor(self, paths: Iterable[str] | None) -> list[str]:
         """The one way anything is committed (our groups' passes, the daemon's batches, ``syncd

@@ -1,0 +1,233 @@
+"""An acknowledged write is kept, whatever the person does with git meanwhile.
+
+Agents add facts over REST to a real `syncd serve` (uvicorn, daemon, LanceDB, git) while the
+person runs real git commands on the home: a merge that conflicts and is aborted, stash and pop,
+a pull --rebase, a revert (REST and `syncd revert`), a checkout of another branch and back. After
+each round, every add that was answered 200 is in the branch's last commit, no commit made as the
+person (``Syncd-Source: editor``) removed an agent's fact, and the index equals a rebuild. An add
+that could not be kept is answered 503 with Retry-After, never 200.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+import syncd
+
+from .daemon_helpers import git, wait_for
+from .helpers import assert_matches_rebuild
+from .server_helpers import served_in_thread
+
+pytestmark = pytest.mark.slow
+
+AGENTS = 4
+
+
+def _git_ok(home: Path, *args: str) -> subprocess.CompletedProcess:
+    """A git command of the person's, which may fail (a conflict) like theirs do."""
+    return subprocess.run(["git", *args], cwd=home, capture_output=True, text=True, check=False)
+
+
+class Agents:
+    """AGENTS threads adding facts over REST until stopped; what was acknowledged, what refused."""
+
+    def __init__(self, served, tag: str):
+        self.served = served
+        self.tag = tag
+        self.kept: list[tuple[str, str]] = []  # (user, content) answered 200
+        self.refused: list[int] = []
+        self.errors: list[str] = []
+        self._stop = threading.Event()
+        self._threads = [threading.Thread(target=self._run, args=(n,)) for n in range(AGENTS)]
+
+    def _run(self, n: int) -> None:
+        user = f"agent{n}"
+        with self.served.client(self.served.admin) as client:
+            i = 0
+            while not self._stop.is_set():
+                content = f"Round {self.tag} agent {n} remembers item {i} about kites."
+                answer = client.post("/memory/archival", json={"user_id": user, "content": content, "dedup": False})
+                if answer.status_code == 200:
+                    self.kept.append((user, content))
+                elif answer.status_code == 503:
+                    # Not kept: the agent waits as told and tries again, as a client should.
+                    self.refused.append(n)
+                    time.sleep(float(answer.headers["Retry-After"]))
+                else:
+                    self.errors.append(f"{answer.status_code}: {answer.text}")
+                i += 1
+
+    def __enter__(self) -> Agents:
+        for thread in self._threads:
+            thread.start()
+        wait_for(lambda: len(self.kept) >= AGENTS, 60, "the agents' first adds")
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        for thread in self._threads:
+            thread.join(120)
+
+
+def _tip_text(home: Path, ref: str) -> str:
+    """Every daily log of every agent as the last commit of ``ref`` holds it."""
+    names = git(home, "ls-tree", "-r", "--name-only", ref, "--", "memory/users").split()
+    return "".join(git(home, "show", f"{ref}:{name}") for name in names if name.endswith(".md"))
+
+
+def _editor_removed_facts(home: Path) -> list[str]:
+    """Fact lines removed by commits made as the person (Syncd-Source: editor)."""
+    out = git(home, "log", "-p", "--format=@@commit %H%n%B", "--", "memory/users")
+    removed, editor = [], False
+    for line in out.splitlines():
+        if line.startswith("@@commit "):
+            editor = False
+        elif line.startswith("Syncd-Source: editor"):
+            editor = True
+        elif editor and line.startswith("-- ["):
+            removed.append(line)
+    return removed
+
+
+def _check_round(home: Path, agents: Agents, branches: list[str], step: str) -> None:
+    """Every acknowledged add is in the last commit of main, or of the branch the person had
+    checked out when it was made (a checkout and back leaves those on that branch)."""
+    assert not agents.errors, agents.errors[:3]
+    wait_for(lambda: not git(home, "status", "--porcelain", "--", "memory").strip(), 60,
+             f"a clean memory tree after {step}: {git(home, 'status', '--porcelain')}")
+    assert git(home, "rev-parse", "--abbrev-ref", "HEAD").strip() == "main"
+    text = "".join(_tip_text(home, ref) for ref in ["main", *branches])
+    lost = [content for _, content in agents.kept if content not in text]
+    if lost:
+        trail = git(home, "log", "--all", "--format=%h %p %an %s", "-S", lost[0])
+        reflog = git(home, "reflog", "-n", "30", "--format=%h %gs")
+    assert not lost, f"{len(lost)} of {len(agents.kept)} acknowledged adds are in no branch: {lost[:3]}\n{trail}\n{reflog}"
+    assert not _editor_removed_facts(home)
+    assert not _git_ok(home, "ls-files", "-u").stdout.strip(), "unmerged paths left behind"
+
+
+def _insist(home: Path, *args: str) -> None:
+    """Run a git command of the person's again until git starts it: an agent's write that is not
+    committed yet makes git refuse ("local changes would be overwritten"), as it would them."""
+    first = None
+    for _ in range(40):
+        done = _git_ok(home, *args)
+        if done.returncode == 0:
+            return
+        first = first or done.stdout + done.stderr
+        assert "CONFLICT" not in done.stdout, done.stdout
+        time.sleep(0.4)
+    state = _git_ok(home, "status", "--porcelain").stdout + _git_ok(home, "diff").stdout[-2000:]
+    raise AssertionError(f"git {' '.join(args)}: first {first}\nlast {done.stderr}\n{state}")
+
+
+def _merge_conflict_then_abort(home: Path, round_: int) -> None:
+    """A merge of a branch whose page edit conflicts with main's, then `git merge --abort`; the
+    side branch also appends to an agent's daily log (kept by union merge, never a conflict)."""
+    today = dt.date.today().isoformat()
+    log = f"memory/users/agent0/{today}.md"
+    branch = f"side{round_}"
+    side = home.parent / branch
+    git(home, "worktree", "add", "-q", "-b", branch, str(side))
+    (side / log).write_text((side / log).read_text() + f"- [note] The person's side edit {round_}.\n")
+    (side / "vault/index.md").write_text(f"# Index as the side branch has it {round_}\n")
+    git(side, "commit", "-qam", "side edit")
+    (home / "vault/index.md").write_text(f"# Index as main has it {round_}\n")
+    _insist(home, "commit", "-q", "-m", "main edit", "--", "vault/index.md")
+    for _ in range(40):
+        # An agent's write not committed yet makes git refuse to start ("local changes would be
+        # overwritten"): the person tries again, as they would.
+        merged = _git_ok(home, "merge", "--no-edit", branch)
+        if "CONFLICT" in merged.stdout:
+            break
+        time.sleep(0.4)
+    assert "CONFLICT" in merged.stdout, merged.stdout + merged.stderr  # the page conflicts
+    time.sleep(0.3)  # the agents are refused meanwhile (503), never acknowledged and lost
+    # An agent's write that began before the merge did is undone by syncd (it cannot be committed
+    # during a merge); until then git says the file is "not uptodate": the person tries again.
+    _insist(home, "merge", "--abort")
+    git(home, "worktree", "remove", "--force", str(side))
+
+
+def _stash_and_pop(home: Path, round_: int) -> None:
+    page = home / "vault" / f"Draft{round_}.md"
+    page.write_text(f"# Draft {round_}\n\nThe person's unfinished note.\n")
+    (home / "vault/index.md").write_text((home / "vault/index.md").read_text() + f"\nEdit {round_}.\n")
+    _insist(home, "stash", "push", "--include-untracked")
+    time.sleep(0.2)
+    _insist(home, "stash", "pop")
+
+
+def _pull_rebase(home: Path, round_: int) -> None:
+    other = home.parent / f"clone{round_}"
+    git(home.parent, "clone", "-q", str(home), str(other))
+    git(other, "config", "user.email", "p@example.org")
+    git(other, "config", "user.name", "Person")
+    (other / "vault" / f"Remote{round_}.md").write_text(f"# Remote {round_}\n\nWritten on another machine.\n")
+    git(other, "add", "-A")
+    git(other, "commit", "-qm", "from the other machine")
+    # --autostash: the agents' writes not committed yet are stashed and put back around the rebase.
+    _insist(home, "pull", "-q", "--rebase", "--autostash", str(other), "main")
+
+
+def _checkout_and_back(home: Path, round_: int) -> None:
+    _insist(home, "checkout", "-q", "-b", f"look{round_}")
+    time.sleep(0.2)
+    _insist(home, "checkout", "-q", "main")
+
+
+def _person_commit(home: Path, round_: int) -> str:
+    (home / "vault" / f"Undo{round_}.md").write_text(f"# Undo {round_}\n\nA page to revert.\n")
+    _insist(home, "add", "-A", "vault")
+    _insist(home, "commit", "-qm", f"page {round_}")
+    return git(home, "rev-parse", "HEAD").strip()
+
+
+def _revert_over_rest(served, home: Path, round_: int) -> None:
+    sha = _person_commit(home, round_)
+    with served.client(served.admin) as client:
+        answer = client.post("/revert", json={"commit": sha})
+    assert answer.status_code == 200, answer.text
+
+
+def _revert_from_the_cli(served, home: Path, round_: int) -> None:
+    sha = _person_commit(home, round_)
+    done = subprocess.run([sys.executable, "-m", "syncd", "revert", sha, "--home", str(home)],
+                          capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+
+
+ROUNDS = 3
+
+
+def test_acknowledged_adds_survive_the_persons_git_commands(home, embedder):
+    git(home, "config", "user.email", "person@example.org")
+    git(home, "config", "user.name", "The Person")
+    total = refused = 0
+    with served_in_thread(home, embedder, lock_wait_s=5) as served:
+        steps = [
+            ("merge", lambda r: _merge_conflict_then_abort(home, r), []),
+            ("stash", lambda r: _stash_and_pop(home, r), []),
+            ("pull", lambda r: _pull_rebase(home, r), []),
+            ("checkout", lambda r: _checkout_and_back(home, r), ["look{r}"]),
+            ("revert-rest", lambda r: _revert_over_rest(served, home, r), []),
+            ("revert-cli", lambda r: _revert_from_the_cli(served, home, r), []),
+        ]
+        for round_ in range(ROUNDS):
+            for name, step, branches in steps:
+                with Agents(served, f"{name}{round_}") as agents:
+                    step(round_)
+                    time.sleep(0.3)
+                _check_round(home, agents, [b.format(r=round_) for b in branches], f"{name} {round_}")
+                total += len(agents.kept)
+                refused += len(agents.refused)
+    assert total > 100, (total, refused)
+    with syncd.open(home, embedder=embedder) as engine:
+        assert_matches_rebuild(engine)
