@@ -30,13 +30,15 @@ from typing import TYPE_CHECKING
 
 from .config import Settings
 from .control.server import ControlServer
-from .errors import GitBusyError, HistoryError
+from .errors import GitBusyError, HistoryError, SyncdError
 from .history.git import busy_state, head_sha, uncommitted_paths
-from .home import remove_stale_temp_files
+from .history.intents import Intent, record_intent
+from .home import atomic_write, blob_sha, remove_stale_temp_files
 from .sync.apply import SyncReport
 from .sync.events import Batch, Event, coalesce
 from .sync.scan import DiskScan, list_tree
 from .sync.watcher import TreeWatcher
+from .writes.rewind import find_rewound
 
 if TYPE_CHECKING:
     from .engine import Engine  # only for annotations: the CLI hands the daemon its engine
@@ -370,6 +372,7 @@ class Daemon:
         # Paths of a change group still under way or waiting for its commit (in any process,
         # this one's under syncd serve): committed by it, so its turn stays one commit.
         held = writes.held() & self._pending
+        self._put_back_rewound(self._pending - held)
         try:
             ready = sorted(self._pending - held)
             shas = writes.commit_editor(ready) if ready else []
@@ -399,6 +402,22 @@ class Daemon:
             self._commit_due = time.monotonic() + self.settings.commit_quiet_ms / 1000 if held else None
         self._note_head()
         return shas
+
+    def _put_back_rewound(self, paths: set[str]) -> None:
+        """Files a git command of the person's rewound under our commits (writes/rewind.py) get
+        back what it took out before anything is committed; the restoration is committed as
+        syncd's own change, never as the person deleting facts."""
+        for rel, data in find_rewound(self.root, paths).items():
+            path = self.root / rel
+            try:
+                current = path.read_bytes()
+                intent = Intent(author="syncd", summary=f"Put back the facts a git command took out of {rel}")
+                record_intent(self.engine.home, rel, blob_sha(data), intent)
+                atomic_write(path, data, expected_sha=blob_sha(current))
+            except (OSError, SyncdError) as exc:  # changed meanwhile: the next pass looks again
+                log.info("did not put back %s yet: %s", rel, exc)
+                continue
+            log.warning("a git command took committed facts out of %s; put them back", rel)
 
     def _git_settled(self, quiet_s: float | None = None) -> bool:
         """Whether git is still enough to commit what the tree holds (WritePath.settle_due); if

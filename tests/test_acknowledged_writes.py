@@ -11,6 +11,7 @@ that could not be kept is answered 503 with Retry-After, never 200.
 from __future__ import annotations
 
 import datetime as dt
+import shutil
 import subprocess
 import sys
 import threading
@@ -124,7 +125,9 @@ def _insist(home: Path, *args: str) -> None:
         first = first or done.stdout + done.stderr
         assert "CONFLICT" not in done.stdout, done.stdout
         time.sleep(0.4)
-    state = _git_ok(home, "status", "--porcelain").stdout + _git_ok(home, "diff").stdout[-2000:]
+    lock = home / ".git/index.lock"
+    held = f"index.lock held for {time.time() - lock.stat().st_mtime:.1f} s" if lock.exists() else "no index.lock"
+    state = held + "\n" + _git_ok(home, "status", "--porcelain").stdout + _git_ok(home, "diff").stdout[-2000:]
     raise AssertionError(f"git {' '.join(args)}: first {first}\nlast {done.stderr}\n{state}")
 
 
@@ -145,10 +148,10 @@ def _merge_conflict_then_abort(home: Path, round_: int) -> None:
         # An agent's write not committed yet makes git refuse to start ("local changes would be
         # overwritten"): the person tries again, as they would.
         merged = _git_ok(home, "merge", "--no-edit", branch)
-        if "CONFLICT" in merged.stdout:
+        if (home / ".git/MERGE_HEAD").exists():
             break
         time.sleep(0.4)
-    assert "CONFLICT" in merged.stdout, merged.stdout + merged.stderr  # the page conflicts
+    assert (home / ".git/MERGE_HEAD").exists(), merged.stdout + merged.stderr  # the page conflicts
     time.sleep(0.3)  # the agents are refused meanwhile (503), never acknowledged and lost
     # An agent's write that began before the merge did is undone by syncd (it cannot be committed
     # during a merge); until then git says the file is "not uptodate": the person tries again.
@@ -174,7 +177,17 @@ def _pull_rebase(home: Path, round_: int) -> None:
     git(other, "add", "-A")
     git(other, "commit", "-qm", "from the other machine")
     # --autostash: the agents' writes not committed yet are stashed and put back around the rebase.
-    _insist(home, "pull", "-q", "--rebase", "--autostash", str(other), "main")
+    # A commit of syncd's landing during the fetch makes git stop half-way ("fetch updated the
+    # current branch head"); the person aborts that rebase and pulls again.
+    for _ in range(40):
+        for left in (home / ".git/rebase-merge", home / ".git/rebase-apply"):
+            if left.exists() and _git_ok(home, "rebase", "--abort").returncode != 0:
+                shutil.rmtree(left, ignore_errors=True)  # what git's own message says to do
+        pulled = _git_ok(home, "pull", "-q", "--rebase", "--autostash", str(other), "main")
+        if pulled.returncode == 0:
+            break
+        time.sleep(0.4)
+    assert pulled.returncode == 0, pulled.stderr
 
 
 def _checkout_and_back(home: Path, round_: int) -> None:
@@ -183,28 +196,32 @@ def _checkout_and_back(home: Path, round_: int) -> None:
     _insist(home, "checkout", "-q", "main")
 
 
-def _person_commit(home: Path, round_: int) -> str:
-    (home / "vault" / f"Undo{round_}.md").write_text(f"# Undo {round_}\n\nA page to revert.\n")
-    _insist(home, "add", "-A", "vault")
-    _insist(home, "commit", "-qm", f"page {round_}")
-    return git(home, "rev-parse", "HEAD").strip()
+def _person_commit(home: Path, name: str) -> str:
+    """A page the person writes, committed (by the daemon, as the person) to be reverted."""
+    page = f"vault/{name}.md"
+    (home / page).write_text(f"# {name}\n\nA page to revert.\n")
+
+    def added() -> str:
+        return git(home, "log", "-1", "--diff-filter=A", "--format=%H", "--", page).strip()
+
+    return wait_for(added, 30, "the page's commit")
 
 
 def _revert_over_rest(served, home: Path, round_: int) -> None:
-    sha = _person_commit(home, round_)
+    sha = _person_commit(home, f"UndoRest{round_}")
     with served.client(served.admin) as client:
         answer = client.post("/revert", json={"commit": sha})
     assert answer.status_code == 200, answer.text
 
 
 def _revert_from_the_cli(served, home: Path, round_: int) -> None:
-    sha = _person_commit(home, round_)
+    sha = _person_commit(home, f"UndoCli{round_}")
     done = subprocess.run([sys.executable, "-m", "syncd", "revert", sha, "--home", str(home)],
                           capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stderr
 
 
-ROUNDS = 3
+ROUNDS = 2
 
 
 def test_acknowledged_adds_survive_the_persons_git_commands(home, embedder):

@@ -25,12 +25,14 @@ from ..history.git import (
     git_last_moved,
     head_holds,
     operation_in_progress,
+    run_git,
 )
 from ..history.intents import Intent, drop_intents, record_intent
 from ..home import Home, HomeLock, atomic_write, blob_sha, durable_append, file_blob_sha, read_regular
 from .groups import ChangeGroup, current_group
 from .journal import GroupJournal, Original, held_paths, recover_abandoned
 from .queue import CommitQueue
+from .rewind import lost_facts
 
 __all__ = ["Indexer", "WritePath"]
 
@@ -38,6 +40,8 @@ log = logging.getLogger(__name__)
 
 _ANY = object()
 _POLL_S = 0.02
+# How long after a git command of someone else's a write checks its file was not rewound by it.
+_REWIND_WATCH_S = 30.0
 
 
 class Indexer(Protocol):
@@ -78,6 +82,9 @@ class WritePath:
         # git's state right after our last commit pass: a daemon that finds git so knows the
         # last move of HEAD and of the index was ours, not a git command of the person's.
         self.last_commit_fingerprint: tuple | None = None
+        # When git was last seen moved by someone else (monotonic): for a while after, a write
+        # checks that the file it builds on was not rewound by that git command (rewind.py).
+        self._foreign_seen = float("-inf")
 
     # -- the API's writes -----------------------------------------------------------------------
 
@@ -129,6 +136,22 @@ class WritePath:
         if group.mode != "handoff":
             self._await_settled(time.monotonic() + self.settings.lock_wait_s)
 
+    def _check_not_rewound(self, rel: str, original: Original) -> None:
+        """Refuse, before anything is written, a write that would build on a file a git command
+        of the person's rewound (rewind.py): committed, it would delete facts acknowledged
+        before. Looked at only for a while after git moved under someone else's command."""
+        if time.monotonic() - self._foreign_seen > _REWIND_WATCH_S or original.data is None and original.size is None:
+            return
+        try:
+            current = read_regular(self.home.root, rel) or b""
+            head = run_git(self.home.root, "cat-file", "blob", f"HEAD:{rel}")
+        except (OSError, SyncdError):
+            return
+        before = original.data if original.data is not None else current[: original.size]
+        if lost_facts(head, before):
+            raise GitBusyError(f"not written, retry in a moment: a git command of yours took facts out of {rel} "
+                               "that are committed; syncd puts them back first")
+
     def _place(self, path: Path, sha: str, intent: Intent | None, put: Callable[[], object],
                original: Callable[[], Original]) -> str:
         """Write through ``put()`` inside a group (or a group of one): journal the path, record
@@ -141,6 +164,8 @@ class WritePath:
                 # Another group's version of this file waits for its commit: let it have it.
                 self._queue.wait_for_path(rel)
             group.journal.before_write(rel, sha, original)
+            if group.mode != "handoff":
+                self._check_not_rewound(rel, group.journal.entries[rel].original)
             if recorded is not None:
                 record_intent(self.home, rel, sha, recorded)
             put()
@@ -356,6 +381,7 @@ class WritePath:
         seen = git_fingerprint(self.home.root)
         if seen is None or seen == self.last_commit_fingerprint:
             return 0.0
+        self._foreign_seen = time.monotonic()
         moved = git_last_moved(self.home.root) or 0.0
         return max(0.0, moved + quiet_s - time.time())
 
