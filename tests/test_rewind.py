@@ -1,0 +1,76 @@
+"""A git command of the person's that puts an older version of a file back under syncd's commits
+never turns into a commit deleting acknowledged facts (syncd/writes/rewind.py)."""
+
+from __future__ import annotations
+
+import asyncio
+
+from syncd.memory import MemoryManager
+from syncd.writes.rewind import find_rewound, lost_facts
+
+from .daemon_helpers import daily_log, git, running_daemon, wait_for
+from .helpers import write
+
+LOG = "memory/users/ana/2026-11-22.md"
+
+
+def _agent_facts(engine, *contents: str) -> None:
+    manager = MemoryManager(engine)
+    for content in contents:
+        asyncio.run(manager.add_memory(content, "ana", dedup=False))
+
+
+def _log(home) -> str:
+    return next((home / "memory/users/ana").glob("20*.md")).relative_to(home).as_posix()
+
+
+def test_a_file_git_put_back_to_an_older_version_is_rewound_and_merged_back(engine, home):
+    _agent_facts(engine, "Likes green tea.")
+    log = _log(home)
+    _agent_facts(engine, "Swims on Sundays.", "Reads crime novels.")
+    # What a merge with local changes does after our commits moved HEAD: the older version into
+    # the index and the tree, then the person's own change on top.
+    git(home, "checkout", "HEAD~2", "--", log)
+    (home / log).write_text((home / log).read_text() + "- [note] Typed by the person.\n")
+    git(home, "add", log)
+    back = find_rewound(home, [log])
+    assert list(back) == [log]
+    text = back[log].decode()
+    for line in ("Likes green tea.", "Swims on Sundays.", "Reads crime novels.", "Typed by the person."):
+        assert text.count(line) == 1, text
+    assert "<<<<<<<" not in text
+
+
+def test_an_editors_deletion_is_not_a_rewind(engine, home):
+    _agent_facts(engine, "Likes green tea.", "Swims on Sundays.")
+    log = _log(home)
+    text = (home / log).read_text()
+    kept = "\n".join(line for line in text.splitlines() if "Swims" not in line) + "\n"
+    (home / log).write_text(kept)  # saved in an editor: the index still holds what was committed
+    assert lost_facts(text.encode(), kept.encode())
+    assert find_rewound(home, [log]) == {}
+
+
+def test_hand_written_facts_are_not_guarded(home):
+    write(home, LOG, daily_log(["Likes green tea.", "Swims on Sundays."]))
+    git(home, "add", "-A")
+    git(home, "commit", "-qm", "by hand")
+    git(home, "rm", "-q", "--cached", LOG)
+    assert find_rewound(home, [LOG]) == {}
+
+
+def test_the_daemon_puts_back_what_a_git_command_took_out_as_its_own_change(home, embedder):
+    with running_daemon(home, embedder) as run:
+        run.settle()
+        _agent_facts(run.reader, "Likes green tea.")
+        log = _log(home)
+        _agent_facts(run.reader, "Swims on Sundays.")
+        run.settle()
+        git(home, "checkout", "HEAD~1", "--", log)  # the older version, in the index and the tree
+        wait_for(lambda: "Swims on Sundays." in (home / log).read_text(), 30, "the fact put back")
+        run.settle()
+        run.stop()
+    assert "Swims on Sundays." in git(home, "show", f"HEAD:{log}")
+    editor = git(home, "log", "--format=%H", "--grep=Syncd-Source: editor", "--", log).split()
+    for sha in editor:
+        assert "-- [" not in git(home, "show", "--format=", sha)
