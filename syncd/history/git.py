@@ -45,6 +45,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import GitBusyError, HistoryError, NotFoundError
+from ..home import git_dir
 from ..layout import is_indexable
 
 log = logging.getLogger(__name__)
@@ -143,22 +144,6 @@ def run_git(
 def _last_line(text: str) -> str:
     lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
     return lines[-1] if lines else ""
-
-
-def git_dir(root: Path) -> Path | None:
-    """The git folder of the repository whose top is ``root`` (``.git``, or where a ``.git`` file
-    of a linked worktree points), or None when the home is not the top of a repository."""
-    dot = Path(root) / ".git"
-    if dot.is_dir():
-        return dot
-    try:
-        text = dot.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError):
-        return None
-    if text.startswith("gitdir:"):
-        target = Path(text[len("gitdir:"):].strip())
-        return target if target.is_absolute() else (Path(root) / target)
-    return None
 
 
 def open_or_init_repo(root: Path) -> tuple[Path, bool]:
