@@ -119,8 +119,8 @@ def commit_chain(
     removed = sorted({p for c in planned for p in c.removed} - set(present))
     if not (present or removed):
         return [(None, []) for _ in planned]
-    # The whole pass holds git's index lock: a git command of the person's waits for it (fails,
-    # and is run again), never slipping between our staging and our move of HEAD.
+    # Staged into a copy of git's index, taken in under git's own index lock with the move of
+    # HEAD: a git command of the person's never slips between our staging and that move.
     with HeldIndex(root) as held:
         parent = head_sha(root)
         _stage(root, present, removed, held.env, pack=True)
@@ -156,19 +156,20 @@ def commit_chain(
                 shas.append(head)
                 subject = text.strip().splitlines()[0] if text.strip() else ""
                 made += 1
-        if made:
-            note = f"commit: {subject}" if made == 1 else f"commit: {made} commits, the last: {subject}"
-            zero = "0" * len(head)
-            try:
-                run_git(root, "update-ref", "-m", note, "--stdin",
-                        input=f"update HEAD {head} {parent or zero}\n".encode())
-            except (GitBusyError, HistoryError):
-                if head_sha(root) != parent:
-                    raise GitBusyError("HEAD moved while syncd was committing (a commit of yours at the same "
-                                       "moment); it commits its changes on top of yours next time") from None
-                raise
-        # Only now does git's index hold what we staged: git status shows our paths clean.
-        held.publish()
+        with held.locked():
+            if made:
+                note = f"commit: {subject}" if made == 1 else f"commit: {made} commits, the last: {subject}"
+                zero = "0" * len(head)
+                try:
+                    run_git(root, "update-ref", "-m", note, "--stdin",
+                            input=f"update HEAD {head} {parent or zero}\n".encode())
+                except (GitBusyError, HistoryError):
+                    if head_sha(root) != parent:
+                        raise GitBusyError("HEAD moved while syncd was committing (a commit of yours at the "
+                                           "same moment); it commits its changes on top of yours next time") from None
+                    raise
+            # Only now does git's index hold what we staged: git status shows our paths clean.
+            held.publish()
     if not made:
         return [(None, []) for _ in planned]
     return list(zip(shas, changes))

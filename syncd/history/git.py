@@ -641,24 +641,38 @@ def _tree_of_private_index(root: Path, folder: Path, parent: str | None, present
 
 
 class HeldIndex:
-    """git's own index lock (``index.lock``), held by syncd for a whole commit pass, the way every
-    git command that writes the index holds it: a git command of the person's that would change
-    the index meanwhile fails at once ("index.lock exists", and they run it again) instead of
-    interleaving with the pass (staging, then moving HEAD), and our pass never half-sees theirs.
-    The pass stages into a copy of the index (``env``); :meth:`publish` puts it in place, like
-    git renaming its lock over the index. Leaving without publishing leaves the index as it was."""
+    """A commit pass's view of git's index: staged into a private copy, taken in by git's own
+    index lock for just the moment HEAD moves. The copy is made first (``env`` points git at it);
+    :meth:`locked` then takes ``index.lock`` the way every git command that writes the index does,
+    refuses (GitBusyError, retried) if the index changed since the copy was made, and keeps a git
+    command of the person's from writing the index until :meth:`publish` has put the copy in
+    place, as git renames its lock over the index. So their command and our pass never
+    interleave, and their command waits (fails with "index.lock exists") only for the few
+    milliseconds of our ref update, not for the whole pass. Leaving without publishing leaves the
+    index as it was."""
 
     def __init__(self, root: Path):
         folder = git_dir(root)
         if folder is None:
             raise HistoryError("commit", f"{root} is not a git repository")
         self.root = root
+        self._folder = folder
         self._lock = folder / "index.lock"
         self._index = folder / "index"
         self._work = folder / f"syncd-index-{os.getpid()}-{threading.get_ident()}"
+        self._identity: tuple | None = None
         self.env = {"GIT_INDEX_FILE": str(self._work)}
 
     def __enter__(self) -> HeldIndex:
+        self._identity = _index_identity(self._folder)
+        try:
+            shutil.copy2(self._index, self._work)
+        except FileNotFoundError:
+            pass  # no index yet: the pass starts from an empty one, as git would
+        return self
+
+    @contextlib.contextmanager
+    def locked(self):
         try:
             os.close(os.open(self._lock, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
         except FileExistsError:
@@ -667,21 +681,20 @@ class HeldIndex:
         except OSError as exc:
             raise HistoryError("commit", f"cannot take {self._lock}: {exc.strerror or exc}") from None
         try:
-            shutil.copy2(self._index, self._work)
-        except FileNotFoundError:
-            pass  # no index yet: the pass starts from an empty one, as git would
-        except BaseException:
+            if self._identity is None or _index_identity(self._folder) != self._identity:
+                raise GitBusyError("git's index changed while syncd was committing (a git command of yours); "
+                                   "it commits on top of it next time")
+            yield
+        finally:
             self._lock.unlink(missing_ok=True)
-            raise
-        return self
 
     def publish(self) -> None:
+        """Put the staged copy in place (call it inside :meth:`locked`)."""
         if self._work.exists():
             os.replace(self._work, self._index)
 
     def __exit__(self, *exc: object) -> None:
         self._work.unlink(missing_ok=True)
-        self._lock.unlink(missing_ok=True)
 
 
 def _guard(root: Path) -> None:
