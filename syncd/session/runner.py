@@ -6,6 +6,13 @@ state), the transcript lines of the turn, fact extraction with the turn's first 
 as provenance (so ``syncd blame <fact>`` shows the line), the context compression check, the
 agent-state snapshot and the lifecycle fields. The group is indexed and committed once, so one
 ``git revert`` undoes the whole turn and the index follows.
+
+A turn is all or nothing (syncd/writes): an exception inside it, or the death of its process
+before its commit, puts every file back as it was, so the caller, who got no answer, runs the
+same turn again and it lands at the same transcript lines. A caller that may run a turn again
+after it *was* kept (it died before reading the answer; a daemon committed the turn after
+GitBusyError said it was late) passes ``turn_id``: a turn whose id the transcript already holds
+is not written again (see :meth:`SessionRunner.process_turn`).
 """
 
 from __future__ import annotations
@@ -16,15 +23,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ..errors import ExtractionError
+from ..errors import ExtractionError, GitBusyError, HistoryError
 from ..formats.agent_state import AgentState
-from ..formats.transcripts import TranscriptEntry, make_entry
+from ..formats.transcripts import TranscriptEntry, make_entry, parse_transcript
+from ..history.git import run_git
 from ..history.intents import Intent
 from ..layout import validate_id
 from ..memory.extraction import ConversationTurn
 from ..memory.prompts import PROMPT_VERSION
 from .compressor import ContextCompressor
-from .files import Clock, SessionInfo, new_session_info, read_session_info, utc_now, write_session_info
+from .files import Clock, SessionInfo, new_session_info, read_bytes, read_session_info, utc_now, write_session_info
 from .lifecycle import SessionLifecycle, SessionPolicy
 from .serializer import plain_steps, serialize_agent
 from .state import StateMirror
@@ -38,7 +46,9 @@ log = logging.getLogger(__name__)
 @dataclass(frozen=True)
 class TurnResult:
     """What one turn did: its transcript lines, the facts it added, whether the session was
-    reset first (and why), whether the context was compressed, and the session's fields after."""
+    reset first (and why), whether the context was compressed, and the session's fields after.
+    ``replayed``: the turn's ``turn_id`` was recorded already; nothing was written this time, and
+    ``entries`` are the lines the first run left (its facts are not looked up again)."""
 
     entries: tuple[TranscriptEntry, ...]
     facts: tuple[Any, ...] = ()
@@ -47,6 +57,7 @@ class TurnResult:
     extraction_error: str | None = None
     session: SessionInfo | None = None
     timings: dict[str, float] = field(default_factory=dict)
+    replayed: bool = False
 
 
 class SessionRunner:
@@ -81,15 +92,23 @@ class SessionRunner:
         steps: Sequence[Any] = (),
         agent: Any = None,
         state: Any = None,
+        turn_id: str | None = None,
     ) -> TurnResult:
         """Record one turn (see the module doc). ``steps`` are the agent's steps of this turn
         (plain dicts or smolagents steps), kept in the transcript as the answer's actions;
         ``agent`` (compressed when over budget, and snapshotted) or ``state`` (JSON v2 bytes, a
         dict or an AgentState) becomes ``state.json``. An extraction failure (no LLM, a bad
-        reply) does not fail the turn: it is in ``extraction_error`` and the log."""
+        reply) does not fail the turn: it is in ``extraction_error`` and the log.
+
+        ``turn_id`` (the caller's id of this turn, e.g. its message id; the id charset of
+        sessions) is kept on the person's transcript line. Run again with an id the transcript
+        already holds, the turn writes nothing and answers ``replayed`` once HEAD holds those
+        lines; while they are saved but not committed yet (a daemon commits them once git is
+        free) it raises GitBusyError, and the caller retries later."""
         user = validate_id("user", self.memory.default_user_id if user_id is None else user_id)
         chat = None if chat_id is None else validate_id("chat", chat_id)
         session = validate_id("session", session_id)
+        turn_id = None if turn_id is None else validate_id("turn", turn_id)
         now = self.lifecycle.now()
         actions = plain_steps(steps)
         info = await asyncio.to_thread(read_session_info, self.home, user, session)
@@ -117,7 +136,15 @@ class SessionRunner:
             prompt_version=PROMPT_VERSION if self.extract else None,
         )
         async with self.engine.changes(intent):
-            entries.append(make_entry("user", user_message, None, {"chat": chat} if chat else None, now))
+            if turn_id is not None:
+                # Looked for inside the group: a run of the same turn in this engine has ended by
+                # now, kept or put back.
+                recorded = await asyncio.to_thread(self._recorded, user, session, turn_id)
+                if recorded:
+                    latest = await asyncio.to_thread(read_session_info, self.home, user, session)
+                    return TurnResult(recorded, session=latest, replayed=True)
+            meta = {k: v for k, v in (("chat", chat), ("turn_id", turn_id)) if v is not None}
+            entries.append(make_entry("user", user_message, None, meta or None, now))
             entries.append(make_entry("assistant", response, actions or None, None, now))
             written = await asyncio.to_thread(self.transcripts.append_entries, session, entries, user_id=user)
             line = written[-2].line  # the person's message: where the turn's facts come from
@@ -140,6 +167,24 @@ class SessionRunner:
             await asyncio.to_thread(write_session_info, self.engine, info)
         return TurnResult(tuple(written), tuple(facts), reset, compressed, error, info)
 
+    def _recorded(self, user: str, session: str, turn_id: str) -> tuple[TranscriptEntry, ...]:
+        """The lines of turn ``turn_id`` (the person's and the answer after it) if the transcript
+        holds them and so does HEAD; GitBusyError if only the file holds them (not committed yet:
+        a group still under way, or saved and waiting for the daemon's commit); () if neither."""
+        path = self.home.transcript_path(user, session)
+        rel = self.home.rel(path)
+        found = _turn_lines(read_bytes(self.home, path), turn_id)
+        if not found:
+            return ()
+        try:
+            committed = run_git(self.home.root, "cat-file", "blob", f"HEAD:{rel}")
+        except (GitBusyError, HistoryError):
+            committed = None
+        if _turn_lines(committed, turn_id) != found:
+            raise GitBusyError(f"turn {turn_id} of session {session} is saved but not committed yet (git is "
+                               "busy, or its run is still under way); nothing was written, retry later")
+        return found
+
     async def _extract(self, message: str, actions: list, response: str, user: str, chat: str | None,
                        session: str, line: int) -> tuple[list, str | None]:
         if not self.extract:
@@ -154,3 +199,18 @@ class SessionRunner:
             log.warning("turn %s#%d recorded, but no facts extracted: %s", session, line, exc)
             return [], str(exc)
         return facts, None
+
+
+def _turn_lines(data: bytes | None, turn_id: str) -> tuple[TranscriptEntry, ...]:
+    """The person's line carrying ``turn_id`` and the answer right after it, from transcript
+    bytes (() when they hold no such line)."""
+    # Most turns are new: spare parsing the whole transcript unless the id, as a JSON string (its
+    # charset needs no escaping), is in it at all.
+    if not data or f'"{turn_id}"'.encode() not in data:
+        return ()
+    entries = parse_transcript(data).entries
+    for n, entry in enumerate(entries):
+        if entry.role == "user" and isinstance(entry.meta, dict) and entry.meta.get("turn_id") == turn_id:
+            after = entries[n + 1: n + 2]
+            return (entry, *(e for e in after if e.role == "assistant"))
+    return ()
