@@ -23,6 +23,7 @@ __all__ = [
     "NotFoundError",
     "RevertError",
     "GitBusyError",
+    "CommitDeferredError",
     "HistoryError",
     "StorageError",
     "QueryError",
@@ -124,6 +125,12 @@ class GitBusyError(SyncdError):
     def __init__(self, reason: str):
         self.reason = reason
         super().__init__(reason)
+
+
+class CommitDeferredError(GitBusyError):
+    """A write handed to the daemon that holds the home is saved, with its provenance, but the
+    daemon could not commit it within ``lock_wait_s`` (git busy): it commits it once git is free.
+    Unlike its parent, this one says the change *is* kept: do not write it again."""
 
 
 class HistoryError(SyncdError):

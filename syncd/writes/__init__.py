@@ -20,8 +20,9 @@ the file before the commit could take it), its files are put back as they were (
 the error says so — ``GitBusyError`` (REST 503 with Retry-After): nothing of the change was kept,
 retry. If its process dies, the next writable start (or the daemon) puts them back the same way.
 So a turn is committed whole or not at all, and nothing acknowledged is ever lost. A write handed
-to a daemon in another process returns once HEAD holds it, or raises GitBusyError when the daemon
-could not commit it in time (it is saved, with its provenance, and committed once git is free).
+to a daemon in another process returns once HEAD holds it, or raises CommitDeferredError (a
+GitBusyError that says the change *is* kept: saved with its provenance, committed by the daemon once
+git is free; not to be written again) when the daemon could not commit it in time.
 
 **Who may commit what.** Only :meth:`WritePath.commit_editor` commits, under ``_committing``: the
 commit queue's passes (the groups' own paths) and the daemon's batches (what people changed). The

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Protocol
 
 from ..config import Settings
-from ..errors import GitBusyError, LockedError, StorageError, SyncdError
+from ..errors import CommitDeferredError, GitBusyError, LockedError, StorageError, SyncdError
 from ..history.git import (
     blob_at_head,
     busy_state,
@@ -426,10 +426,11 @@ class WritePath:
         """Whether a read in the current group should flush first."""
         return bool(self._unindexed) and current_group(self) is not None
 
-    def _wait_for(self, rel: str, sha: str, reached: Callable[[], str | None]) -> bool:
+    def _wait_for(self, rel: str, sha: str, reached: Callable[[], str | None], deadline: float | None = None) -> bool:
         """Wait until ``reached()`` equals ``sha`` or the file no longer holds ``sha`` (someone
-        changed it again: whoever indexes and commits handles their version)."""
-        deadline = time.monotonic() + self.settings.lock_wait_s
+        changed it again: whoever indexes and commits handles their version), at most until
+        ``deadline`` (default: ``lock_wait_s`` from now)."""
+        deadline = time.monotonic() + self.settings.lock_wait_s if deadline is None else deadline
         while reached() != sha:
             if file_blob_sha(self.home.root / rel) != sha:
                 return True
@@ -439,13 +440,16 @@ class WritePath:
         return True
 
     def _wait_committed(self, written: dict[str, str]) -> None:
-        """Handed to the daemon: wait until HEAD holds our writes. Late is GitBusyError: saved,
-        its intent recorded, committed by the daemon once git is free, but not acknowledged."""
+        """Handed to the daemon: wait (``lock_wait_s`` in all) until HEAD holds our writes. Late
+        is CommitDeferredError: saved, its intent recorded, committed by the daemon once git is
+        free; kept, so not to be written again."""
+        deadline = time.monotonic() + self.settings.lock_wait_s
         late = [rel for rel, sha in written.items()
-                if not self._wait_for(rel, sha, lambda rel=rel: blob_at_head(self.home.root, rel))]
+                if not self._wait_for(rel, sha, lambda rel=rel: blob_at_head(self.home.root, rel), deadline)]
         if late:
-            raise GitBusyError(f"saved but not committed within {self.settings.lock_wait_s:.0f} s "
-                               f"({', '.join(late)}): the daemon commits it once git is free")
+            raise CommitDeferredError(f"saved but not committed within {self.settings.lock_wait_s:.0f} s "
+                                      f"({', '.join(late)}): the daemon commits it once git is free; "
+                                      "it is kept, do not write it again")
 
     # -- whole-home operations ---------------------------------------------------------------------
 
