@@ -33,7 +33,7 @@ def server(tmp_path_factory, embedder):
         for n, (role, text) in enumerate([("user", "Where should I go in May?"), ("assistant", "Lyon."),
                                           ("user", "Naïve café — ✓")]):
             asyncio.run(ana.append_turn("s-1", role, text, metadata={"n": n}))
-        asyncio.run(StateMirror(engine, "ana").mirror_state("s-1", json.dumps(STATE).encode()))
+        StateMirror(engine, "ana").mirror_state("s-1", json.dumps(STATE).encode())
         asyncio.run(TranscriptManager(engine, "bob").append_turn("s-bob", "user", "Bob's secret plan."))
         engine.sync()
         engine.commit()

@@ -7,11 +7,13 @@ import asyncio
 import itertools
 import pickle
 
+import git
 import pytest
 from hypothesis import given, settings
 
 import syncd
 from syncd.config import Settings
+from syncd.history.intents import Intent
 from syncd.session import MarkdownIndexer, StateMirror, TranscriptIndexer, TranscriptManager, list_sessions
 
 from .helpers import assert_same_index, snapshot
@@ -41,22 +43,60 @@ def test_appends_are_durable_numbered_and_resume_after_a_torn_line(engine, home)
     read = run(transcripts.read_transcript("s1"))
     assert [(r["line"], r["content"]) for r in read] == [(1, "I like green tea"), (2, "Noted"), (4, "still here")]
     assert run(transcripts.read_transcript("s1", last_n=1))[0]["content"] == "still here"
-    assert run(transcripts.transcript_exists("s1")) and not run(transcripts.transcript_exists("s2"))
-    assert not run(transcripts.transcript_exists("s1", user_id="bob"))
+    assert transcripts.transcript_exists("s1") is True and transcripts.transcript_exists("s2") is False
+    assert transcripts.transcript_exists("s1", user_id="bob") is False
     assert [i.session for i in list_sessions(engine.home, "ana")] == ["s1"]
 
 
 def test_the_state_mirror_writes_json_v2_and_a_placeholder_for_a_pickle(engine, home):
     mirror = StateMirror(engine, "ana")
     steps = [{"type": "task", "task": "tea"}, {"type": "final_answer", "answer": "sencha"}]
-    run(mirror.mirror_state("s1", {"version": 2, "steps": steps, "tools": [], "serialized_at": "now"}))
-    assert run(mirror.read_state("s1"))["steps"] == steps
-    run(mirror.mirror_state("s1", pickle.dumps({"steps": steps})))
-    state = run(mirror.read_state("s1"))
+    assert mirror.read_state("s1") is None
+    mirror.mirror_state("s1", {"version": 2, "steps": steps, "tools": [], "serialized_at": "now"})
+    assert mirror.read_state("s1")["steps"] == steps
+    mirror.mirror_state("s1", pickle.dumps({"steps": steps}))
+    state = mirror.read_state("s1")
     assert state["steps"] == [] and state["legacy"]["format"] == "pickle"
-    run(mirror.mirror_state("s1", pickle.dumps({"steps": steps}), allow_pickle=True))
-    assert run(mirror.read_state("s1"))["steps"] == steps
+    mirror.mirror_state("s1", pickle.dumps({"steps": steps}), allow_pickle=True)
+    assert mirror.read_state("s1")["steps"] == steps
     assert engine.index.files()["memory/users/ana/sessions/s1/state.json"].error is None
+
+
+def test_the_seeds_plain_methods_work_inside_a_running_loop_and_join_its_change_group(engine, home):
+    """Code ported from the seed calls mirror_state, read_state and transcript_exists without
+    await, from inside its coroutines: they write and answer there, and a state mirrored inside
+    ``async with engine.changes()`` lands in the group's one commit, beside the awaited append."""
+    repo = git.Repo(home)
+    before = len(list(repo.iter_commits()))
+    steps = [{"type": "task", "task": "tea"}]
+
+    async def turn() -> tuple:
+        transcripts, mirror = TranscriptManager(engine, "ana"), StateMirror(engine, "ana")
+        seen = (transcripts.transcript_exists("s7"), mirror.read_state("s7"))
+        async with engine.changes(Intent(author="agent", summary="One turn", user="ana", session="s7")):
+            await transcripts.append_turn("s7", "user", "Sencha, please.")
+            mirror.mirror_state("s7", {"version": 2, "steps": steps, "tools": [], "serialized_at": "now"})
+            inside = (transcripts.transcript_exists("s7"), mirror.read_state("s7")["steps"])
+        return seen, inside
+
+    assert run(turn()) == ((False, None), (True, steps))
+    head = next(repo.iter_commits())
+    assert len(list(repo.iter_commits())) == before + 1 and head.summary == "One turn"
+    assert set(head.stats.files) == {"memory/users/ana/sessions/s7/transcript.jsonl",
+                                     "memory/users/ana/sessions/s7/state.json"}
+
+
+def test_a_state_mirrored_on_a_home_from_inside_a_loop_is_written_and_committed(home, embedder):
+    """A mirror opened on a home (no engine held, nothing running beside it) called from inside a
+    coroutine writes and commits its snapshot, like the engine-backed one."""
+
+    async def mirror() -> dict | None:
+        with StateMirror(home, "ana", embedder=embedder) as states:
+            states.mirror_state("s8", {"version": 2, "steps": [], "tools": [], "serialized_at": "now"})
+            return states.read_state("s8")
+
+    assert run(mirror())["steps"] == []
+    assert "memory/users/ana/sessions/s8/state.json" in git.Repo(home).head.commit.stats.files
 
 
 def test_transcript_rows_are_off_by_default_and_searchable_when_on(engine, home, embedder):

@@ -8,7 +8,6 @@ instead, unless the caller opts in, and then only through the safe unpickler.
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import json
 import logging
@@ -70,19 +69,24 @@ class StateMirror(UserSessions):
         self.engine.write_file(rel, render_state(snapshot), intent=what)
         return snapshot
 
-    async def mirror_state(
+    def mirror_state(
         self, session_id: str, state_bytes: Any, *, user_id: str | None = None, allow_pickle: bool = False
     ) -> AgentState:
-        """Write the session's snapshot (seed API). A pickle becomes a placeholder unless
-        ``allow_pickle`` (then the safe unpickler reads it, or UnsafePickleError, nothing written)."""
+        """Write the session's snapshot (seed API: a plain, blocking method, as in the original;
+        it joins the change group open in this context). A pickle becomes a placeholder unless
+        ``allow_pickle`` (then the safe unpickler reads it, or UnsafePickleError, nothing written).
+
+        Safe from an event loop's thread (it blocks the loop for one file write and, outside a
+        group, its commit); async code that must not block calls
+        ``await asyncio.to_thread(mirror.mirror_state, ...)``, which carries the context along."""
         try:
-            return await asyncio.to_thread(self.write_state, session_id, state_bytes, user_id=user_id,
-                                           allow_pickle=allow_pickle)
+            return self.write_state(session_id, state_bytes, user_id=user_id, allow_pickle=allow_pickle)
         except UnsafePickleError as exc:
             log.warning("refused to unpickle the state of session %s: %s", session_id, exc)
             raise
 
-    async def read_state(self, session_id: str, *, user_id: str | None = None) -> dict[str, Any] | None:
-        """The session's snapshot as JSON data, or None (see :func:`read_state_file`)."""
+    def read_state(self, session_id: str, *, user_id: str | None = None) -> dict[str, Any] | None:
+        """The session's snapshot as JSON data, or None (seed API: a plain method; it only reads
+        one file, see :func:`read_state_file`)."""
         user, session = self._user(user_id), validate_id("session", session_id)
-        return await asyncio.to_thread(read_state_file, self.home, user, session)
+        return read_state_file(self.home, user, session)

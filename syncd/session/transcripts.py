@@ -74,8 +74,16 @@ class TranscriptManager(UserSessions):
     read-only and holds no lock between calls, like ``MemoryManager(home)``.
     """
 
-    def __init__(self, *args: Any, **kwargs: Any):
-        super().__init__(*args, **kwargs)
+    def __init__(
+        self,
+        home_or_engine: Any = None,
+        user_id: str = "default",
+        *,
+        settings: Any = None,
+        embedder: Any = None,
+        author: str = "syncd-agent",
+    ):
+        super().__init__(home_or_engine, user_id, settings=settings, embedder=embedder, author=author)
         self._locks: dict[tuple[str, str], threading.Lock] = {}
         self._locks_guard = threading.Lock()
 
@@ -154,6 +162,8 @@ class TranscriptManager(UserSessions):
         user, session = self._user(user_id), validate_id("session", session_id)
         return await asyncio.to_thread(read_transcript_file, self.home, user, session, last_n)
 
-    async def transcript_exists(self, session_id: str, *, user_id: str | None = None) -> bool:
+    def transcript_exists(self, session_id: str, *, user_id: str | None = None) -> bool:
+        """Whether the session has a transcript (seed API: a plain method, as in the original; it
+        only looks at one file)."""
         user, session = self._user(user_id), validate_id("session", session_id)
-        return await asyncio.to_thread(lambda: read_bytes(self.home, self.home.transcript_path(user, session)) is not None)
+        return read_bytes(self.home, self.home.transcript_path(user, session)) is not None
