@@ -122,7 +122,7 @@ def test_a_concurrent_edit_is_shown_never_overwritten(wb, home):
     editor.content.value = "Likes oolong."
     editor.save.click()
     text = (home / ANA_LOG).read_text()
-    assert "Likes oolong." in text and "Other prose" in text and "- [goal] Wants to run a marathon." in text
+    assert "Likes oolong." in text and "Other prose" in text and "- [goal] Wants to run a marathon." in text, editor.status.value
 
 
 def test_delete_with_confirmation_and_add(wb, home):

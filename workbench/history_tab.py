@@ -30,6 +30,7 @@ class HistoryTab(w.VBox):
         self.changed = changed
         self.limit = BATCH
         self.entries: list = []
+        self._shown_filter: str | None = None  # the filter the list was last loaded for
         self.user = w.Dropdown(description="user", options=[ALL_USERS], layout=w.Layout(width="220px"))
         self.path = w.Text(description="path", placeholder="a file or folder", continuous_update=False,
                            layout=w.Layout(width="320px"))
@@ -82,7 +83,11 @@ class HistoryTab(w.VBox):
             self.status.value = note(str(exc), "err")
         self.more.layout.display = None if len(self.entries) >= self.limit else "none"
         self.commits.set_items(self.entries)
-        if self.commits.value is None and self.entries:
+        # Another filter is another list: its newest commit is shown, not the one picked before
+        # (which the new list may hold too, a commit touching several users' files).
+        refiltered = self._shown_filter != self._filter()
+        self._shown_filter = self._filter()
+        if (self.commits.value is None or refiltered) and self.entries:
             self.commits.pick(self.entries[0])
         elif self.commits.value is None:
             self.detail.value = note("no commits" + (f" touching {self._filter()}" if self._filter() else ""))

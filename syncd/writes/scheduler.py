@@ -25,14 +25,13 @@ from ..history.git import (
     git_last_moved,
     head_holds,
     operation_in_progress,
-    run_git,
 )
 from ..history.intents import Intent, drop_intents, record_intent
 from ..home import Home, HomeLock, atomic_write, blob_sha, durable_append, file_blob_sha, read_regular
 from .groups import ChangeGroup, current_group
 from .journal import GroupJournal, Original, held_paths, recover_abandoned
 from .queue import CommitQueue
-from .rewind import lost_facts
+from .rewind import find_rewound
 
 __all__ = ["Indexer", "WritePath"]
 
@@ -136,19 +135,13 @@ class WritePath:
         if group.mode != "handoff":
             self._await_settled(time.monotonic() + self.settings.lock_wait_s)
 
-    def _check_not_rewound(self, rel: str, original: Original) -> None:
+    def _check_not_rewound(self, rel: str) -> None:
         """Refuse, before anything is written, a write that would build on a file a git command
         of the person's rewound (rewind.py): committed, it would delete facts acknowledged
         before. Looked at only for a while after git moved under someone else's command."""
-        if time.monotonic() - self._foreign_seen > _REWIND_WATCH_S or original.data is None and original.size is None:
+        if time.monotonic() - self._foreign_seen > _REWIND_WATCH_S:
             return
-        try:
-            current = read_regular(self.home.root, rel) or b""
-            head = run_git(self.home.root, "cat-file", "blob", f"HEAD:{rel}")
-        except (OSError, SyncdError):
-            return
-        before = original.data if original.data is not None else current[: original.size]
-        if lost_facts(head, before):
+        if find_rewound(self.home.root, [rel]):
             raise GitBusyError(f"not written, retry in a moment: a git command of yours took facts out of {rel} "
                                "that are committed; syncd puts them back first")
 
@@ -165,7 +158,7 @@ class WritePath:
                 self._queue.wait_for_path(rel)
             group.journal.before_write(rel, sha, original)
             if group.mode != "handoff":
-                self._check_not_rewound(rel, group.journal.entries[rel].original)
+                self._check_not_rewound(rel)
             if recorded is not None:
                 record_intent(self.home, rel, sha, recorded)
             put()
