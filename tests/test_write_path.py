@@ -84,12 +84,13 @@ def test_a_group_of_writes_checks_for_unmerged_paths_once(engine, home, git_call
 
 
 def test_the_unmerged_answer_follows_the_index_file(home):
-    write(home, LOG, daily_log(["Likes tea."]))
+    memo = "memory/users/ana/MEMORY.md"  # daily logs merge by union (.gitattributes): never unmerged
+    write(home, memo, "# Ana\n\nLikes tea.\n")
     commit_changes(Home(home), syncd.Settings())
     check_tree_writable(home)  # answered and remembered for this version of the index
-    write(home, LOG, daily_log(["Likes green tea."]))
+    write(home, memo, "# Ana\n\nLikes green tea.\n")
     git(home, "stash", "-q")
-    write(home, LOG, daily_log(["Likes black tea."]))
+    write(home, memo, "# Ana\n\nLikes black tea.\n")
     commit_changes(Home(home), syncd.Settings())
     check_tree_writable(home)
     subprocess.run(["git", "stash", "pop"], cwd=home, capture_output=True, check=False)
@@ -134,12 +135,14 @@ def test_an_index_rewritten_in_place_with_its_old_size_and_times_is_seen(home, t
         check_tree_writable(home)
 
 
-def test_a_git_add_of_the_users_while_we_commit_is_not_committed(home, monkeypatch):
-    """A commit's tree is HEAD's tree with our paths only: a file the user stages between our
-    staging and our reading of the index stays staged and out of the commit."""
+def test_a_git_add_of_the_users_while_we_commit_is_kept_and_not_committed(home, monkeypatch):
+    """A pass stages into a copy of git's index: a file the user stages meanwhile makes the pass
+    give up before HEAD moves (GitBusyError, retried by the write path), their staging is kept, and
+    the next pass commits our path only, their file still staged."""
     write(home, LOG, daily_log(["Likes tea."]))
     write(home, "vault/Theirs.md", "# Theirs\n")
     real = history_chain.run_git
+    head = git(home, "rev-parse", "HEAD")
 
     def racing(root, *args, **kwargs):
         if args[:2] == ("ls-files", "-s"):
@@ -147,6 +150,10 @@ def test_a_git_add_of_the_users_while_we_commit_is_not_committed(home, monkeypat
         return real(root, *args, **kwargs)
 
     monkeypatch.setattr(history_chain, "run_git", racing)
+    with pytest.raises(GitBusyError, match="index changed"):
+        commit_changes(Home(home), syncd.Settings(), [LOG])
+    assert git(home, "rev-parse", "HEAD") == head
+    monkeypatch.setattr(history_chain, "run_git", real)
     commit_changes(Home(home), syncd.Settings(), [LOG])
     assert git(home, "show", "--name-only", "--format=", "HEAD").split() == [LOG]
     assert git(home, "status", "--porcelain").splitlines() == ["A  vault/Theirs.md"]

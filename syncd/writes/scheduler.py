@@ -141,6 +141,8 @@ class WritePath:
         before. Looked at only for a while after git moved under someone else's command."""
         if time.monotonic() - self._foreign_seen > _REWIND_WATCH_S:
             return
+        if git_fingerprint(self.home.root) == self.last_commit_fingerprint:
+            return  # git's index is as our last pass left it: nothing rewound since
         if find_rewound(self.home.root, [rel]):
             raise GitBusyError(f"not written, retry in a moment: a git command of yours took facts out of {rel} "
                                "that are committed; syncd puts them back first")
