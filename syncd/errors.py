@@ -24,6 +24,7 @@ __all__ = [
     "RevertError",
     "GitBusyError",
     "CommitDeferredError",
+    "ChangedMeanwhileError",
     "HistoryError",
     "StorageError",
     "QueryError",
@@ -131,6 +132,12 @@ class CommitDeferredError(GitBusyError):
     """A write handed to the daemon that holds the home is saved, with its provenance, but the
     daemon could not commit it within ``lock_wait_s`` (git busy): it commits it once git is free.
     Unlike its parent, this one says the change *is* kept: do not write it again."""
+
+
+class ChangedMeanwhileError(GitBusyError):
+    """A file a commit pass was to commit as an API writer wrote it holds something else (a git
+    command of the person's put another version there): nothing was committed. Waiting does not
+    help; the writers' changes are undone and they retry."""
 
 
 class HistoryError(SyncdError):

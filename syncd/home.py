@@ -234,7 +234,12 @@ def atomic_write(path: Path, data: bytes, expected_sha: str | None | object = _A
             found = file_blob_sha(path)
             if found != expected_sha:
                 raise ConflictError(path, expected_sha, found)  # type: ignore[arg-type]
-        os.replace(tmp, path)
+        try:
+            os.replace(tmp, path)
+        except FileNotFoundError:
+            # The folder went away under us (a `git stash -u` cleaning an untracked folder): the
+            # file changed as surely as if someone had written it; nothing was written.
+            raise ConflictError(path, "its folder", "the folder removed") from None
     except BaseException as exc:
         if tmp is not None:
             with contextlib.suppress(OSError):

@@ -660,11 +660,6 @@ def test_acknowledged_writes_survive_the_persons_git(embedder):
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 23: a group one of whose files git put back is committed in "
-    "part, then refused with GitBusyError and its other files rewound in the tree",
-)
 def test_a_group_is_committed_whole_or_not_at_all_when_git_puts_one_of_its_files_back(tmp_path, embedder):
     """Found by the state machine above (a turn refused "nothing of this change was committed"
     while "Turn 1 of session s3" was committed); here without a race. A turn writes the daily log

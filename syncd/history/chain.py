@@ -24,11 +24,11 @@ A chain of one takes the same way: it is cheaper than ``commit_exact``'s ``write
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import GitBusyError, HistoryError
+from ..errors import ChangedMeanwhileError, GitBusyError, HistoryError
 from .git import (
     _PATHSPEC_MAX,
     DiffEntry,
@@ -100,6 +100,7 @@ def commit_chain(
     root: Path,
     planned: Sequence[PlannedCommit],
     describe: Callable[[list[list[DiffEntry]], BlobReader], list[str]],
+    expected: Mapping[str, str] | None = None,
 ) -> list[tuple[str | None, list[DiffEntry]]]:
     """Commit each of ``planned`` in order on the current branch, each as exactly its paths;
     everything else the user staged stays staged and uncommitted. ``describe`` gets what each
@@ -107,6 +108,12 @@ def commit_chain(
     (``read(shas, limit)``, see ObjectStore.read_blobs), and returns their messages. Returns
     ``(sha or None, changes)`` per planned commit (None: nothing to commit). Afterwards git
     status shows those paths clean.
+
+    ``expected`` (``{path: SHA-1 blob sha}``, the bytes the API's writers wrote): if what was
+    staged for one of them is something else (a git command of the person's put another version
+    in the tree meanwhile), nothing is committed and GitBusyError says so, before HEAD moves, so a
+    change refused is never a change committed (SHA-256 repositories, whose blob ids differ, are
+    checked by the caller after the pass instead).
 
     Raises GitBusyError when the user's git work is under way or HEAD is detached (nothing is
     done), or when HEAD moved while we committed (nothing is staged, and the next attempt commits
@@ -127,6 +134,13 @@ def commit_chain(
         paths = present + removed
         index = _index_state(root, paths, held.env)
         with ObjectStore(root) as store:
+            if expected and store.algorithm == "sha1":
+                staged = set(paths)
+                changed = sorted(rel for rel, sha in expected.items()
+                                 if rel in staged and index.get(rel, ("", None))[1] != sha)
+                if changed:
+                    raise ChangedMeanwhileError(f"{', '.join(changed)} changed under the commit (a git command of yours "
+                                       "rewrote it meanwhile); nothing was committed")
             tree = store.commit_tree(parent) if parent else None
             state = store.blobs(tree, paths)
             changes = []

@@ -4,8 +4,10 @@ trailers), the rest is committed as the human editor, under the user's own git i
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
+from ..errors import ChangedMeanwhileError
+from ..home import file_blob_sha
 from .chain import PlannedCommit, commit_chain
 from .git import (
     DiffEntry,
@@ -65,7 +67,8 @@ def _message(intent: Intent | None, entries: list[DiffEntry], blobs: dict) -> st
     return format_message(subject, body, {"Syncd-Source": "api", **intent.trailers(), **trailers})
 
 
-def commit_changes(home, settings, paths: Iterable[str] | None = None) -> list[str]:
+def commit_changes(home, settings, paths: Iterable[str] | None = None,
+                   expected: Mapping[str, str] | None = None) -> list[str]:
     """Commit what git shows as changed under ``paths`` (default: everywhere): one commit per
     agent turn (its intent gives author and trailers), the rest as the person editing (their
     ``git config user.name``/``user.email``, else the settings' human identity), all in one chain
@@ -73,10 +76,19 @@ def commit_changes(home, settings, paths: Iterable[str] | None = None) -> list[s
 
     Raises GitBusyError while the user's git work is under way or HEAD is detached (nothing is
     committed; the changes stay on disk and indexed, and a later call commits them), HistoryError
-    when git fails otherwise. A turn's provenance is kept until its commit is made."""
+    when git fails otherwise. A turn's provenance is kept until its commit is made. ``expected``
+    (``{path: blob sha}``): see commit_chain."""
     root = home.root
     open_or_init_repo(root)
     changes = changed_paths(root, paths)
+    if expected:
+        # A writer's path git no longer sees as changed holds HEAD's version: if that is not what
+        # was written, a git command of the person's put it back, and none of the batch commits.
+        listed = set(changes.paths)
+        gone = sorted(rel for rel, sha in expected.items() if rel not in listed and file_blob_sha(root / rel) != sha)
+        if gone:
+            raise ChangedMeanwhileError(f"{', '.join(gone)} changed under the commit (a git command of yours put it "
+                               "back meanwhile); nothing was committed")
     if not changes.paths:
         return []
     removed = set(changes.removed)
@@ -102,7 +114,7 @@ def commit_changes(home, settings, paths: Iterable[str] | None = None) -> list[s
             email = intent.email or f"{intent.author}@{settings.agent_email_domain}"
         planned.append(PlannedCommit(tuple(p for p in group if p not in removed),
                                      tuple(p for p in group if p in removed), name, email))  # fmt: skip
-    made = commit_chain(root, planned, _describe(settings, [first[key] for key in groups]))
+    made = commit_chain(root, planned, _describe(settings, [first[key] for key in groups]), expected)
     # Committed, or already matching HEAD: either way each intent has been honoured.
     drop_intents(home, {p: intents[p][0] for group in groups.values() for p in group if p in intents})
     return [sha for sha, _ in made if sha]

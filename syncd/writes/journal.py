@@ -127,10 +127,11 @@ class GroupJournal:
     def paths(self) -> set[str]:
         return set(self.entries)
 
-    def rollback(self, root: Path) -> list[str]:
+    def rollback(self, root: Path, committed: Callable[[str, bytes], bool] = lambda rel, data: False) -> list[str]:
         """Put every file the group wrote back as it was, where it still holds one of the group's
-        writes (else someone changed it since, and their version stays). Returns the paths put back."""
-        return _restore(root, self.entries, lambda rel, data: False)
+        writes (else someone changed it since, and their version stays) and ``committed(rel,
+        data)`` does not say HEAD holds it so. Returns the paths put back."""
+        return _restore(root, self.entries, committed)
 
     def close(self) -> None:
         """The group is over (committed, or rolled back): forget its journal."""

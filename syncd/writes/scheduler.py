@@ -16,7 +16,14 @@ from pathlib import Path
 from typing import Protocol
 
 from ..config import Settings
-from ..errors import CommitDeferredError, GitBusyError, LockedError, StorageError, SyncdError
+from ..errors import (
+    ChangedMeanwhileError,
+    CommitDeferredError,
+    GitBusyError,
+    LockedError,
+    StorageError,
+    SyncdError,
+)
 from ..history.git import (
     blob_at_head,
     busy_state,
@@ -78,6 +85,8 @@ class WritePath:
         # What each file looked like (inode, size, mtime) right after we wrote it: a watcher's
         # event for a file still so is our own write, which our pass indexes.
         self._written_stat: dict[str, tuple[int, int, int]] = {}
+        # The sha each path was last written with by a group of ours: what its commit must hold.
+        self._expected: dict[str, str] = {}
         # git's state right after our last commit pass: a daemon that finds git so knows the
         # last move of HEAD and of the index was ours, not a git command of the person's.
         self.last_commit_fingerprint: tuple | None = None
@@ -165,6 +174,7 @@ class WritePath:
                 record_intent(self.home, rel, sha, recorded)
             put()
             group.written[rel] = sha
+            self._expected[rel] = sha
             with contextlib.suppress(OSError):
                 st = os.lstat(path)
                 self._written_stat[rel] = (st.st_ino, st.st_size, st.st_mtime_ns)
@@ -295,7 +305,9 @@ class WritePath:
         """Put the group's files back as they were, forget its provenance, and bring the index
         in step with what is on disk now."""
         try:
-            restored = group.journal.rollback(self.home.root)
+            root = self.home.root
+            # A file HEAD holds as the group wrote it is committed: never taken back out of the tree.
+            restored = group.journal.rollback(root, committed=lambda rel, data: head_holds(root, rel, data))
             if restored:
                 log.warning("undid an unfinished change: %s", ", ".join(restored))
             drop_intents(self.home, group.written)
@@ -344,7 +356,9 @@ class WritePath:
             self._await_settled(deadline)
             before = {rel: file_blob_sha(root / rel) for rel in paths}
             try:
-                self.commit_editor(paths)
+                self.commit_editor(paths, {rel: self._expected[rel] for rel in paths if rel in self._expected})
+            except ChangedMeanwhileError:
+                raise
             except GitBusyError:
                 state = busy_state(root)
                 if (state is None or state.transient) and time.monotonic() < deadline:
@@ -387,7 +401,7 @@ class WritePath:
                                    "change was kept, retry once it is done")
             time.sleep(min(due, _POLL_S))
 
-    def commit_editor(self, paths: Iterable[str] | None) -> list[str]:
+    def commit_editor(self, paths: Iterable[str] | None, expected: dict[str, str] | None = None) -> list[str]:
         """The one way anything is committed (our groups' passes, the daemon's batches, ``syncd
         sync``): what git shows as changed under ``paths`` (None: everywhere), one commit per
         intent, under the commit lock. Raises GitBusyError while the user's git work is under
@@ -396,7 +410,7 @@ class WritePath:
 
         with self._committing:
             try:
-                return commit_changes(self.home, self.settings, None if paths is None else sorted(paths))
+                return commit_changes(self.home, self.settings, None if paths is None else sorted(paths), expected)
             finally:
                 self.last_commit_fingerprint = git_fingerprint(self.home.root)
 
