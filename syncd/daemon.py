@@ -192,6 +192,8 @@ class Daemon:
         now = time.monotonic()
         if events:
             self.handle_batch(events)
+        # Files a change group of this engine undid: whatever they hold now is committed as is.
+        self._add_pending(self.engine.writes.take_undone())
         if now >= self._next_watch_check:
             self._check_watcher()
         if now >= self._next_reconcile:

@@ -87,6 +87,10 @@ class WritePath:
         self._written_stat: dict[str, tuple[int, int, int]] = {}
         # The sha each path was last written with by a group of ours: what its commit must hold.
         self._expected: dict[str, str] = {}
+        # Paths undone since the daemon last asked: they may now differ from HEAD (a person's
+        # change under the undone write), and the index already follows them, so no sync would
+        # ever list them for the daemon to commit.
+        self._undone: set[str] = set()
         # git's state right after our last commit pass: a daemon that finds git so knows the
         # last move of HEAD and of the index was ours, not a git command of the person's.
         self.last_commit_fingerprint: tuple | None = None
@@ -310,6 +314,8 @@ class WritePath:
             restored = group.journal.rollback(root, committed=lambda rel, data: head_holds(root, rel, data))
             if restored:
                 log.warning("undid an unfinished change: %s", ", ".join(restored))
+            with self._unindexed_lock:
+                self._undone |= set(group.written)
             drop_intents(self.home, group.written)
             if group.mode != "handoff" and group.written:
                 with self._unindexed_lock:
@@ -476,6 +482,12 @@ class WritePath:
             self._queue.wait_idle()
             with self._committing:
                 yield
+
+    def take_undone(self) -> set[str]:
+        """The paths undone since the last call (for the daemon to commit what is there now)."""
+        with self._unindexed_lock:
+            undone, self._undone = self._undone, set()
+        return undone
 
     def recover(self) -> list[str]:
         """Undo the groups of processes that died before their commit (see journal.py)."""
