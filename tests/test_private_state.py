@@ -11,6 +11,7 @@ import sqlite3
 import subprocess
 import sys
 import threading
+import time
 
 import httpx
 import numpy as np
@@ -82,7 +83,7 @@ def test_status_says_missing_never_fresh_while_the_index_is_gone(home, engine, e
     assert engine.status().fresh and read_status(home, Settings()).fresh
     with syncd.open(home, read_only=True, embedder=embedder) as reader:
         assert reader.status().fresh
-        shutil.rmtree(home / ".syncd")
+        _rm_rf(home / ".syncd")
         for status in (engine.status(), reader.status(), read_status(home, Settings())):
             assert status.index == INDEX_MISSING and not status.fresh
             assert status.facts == 0 and "memory/users/ana/2026-11-22.md" in status.stale["new"]
@@ -109,7 +110,7 @@ def test_the_daemon_heals_an_index_deleted_under_it(home, embedder):
     write(home, "memory/users/ana/2026-11-22.md", daily_log(FACTS))
     with running_daemon(home, embedder, watcher_check_s=0.2) as run:
         run.settle()
-        shutil.rmtree(home / ".syncd")
+        _rm_rf(home / ".syncd")
         wait_for(lambda: run.engine.status().fresh, 60, "the daemon to rebuild the index")
         assert run.engine.status().facts == len(FACTS)
         assert (home / ".syncd/.gitignore").read_text() == "*\n"
@@ -173,7 +174,7 @@ def test_rm_rf_syncd_under_a_running_server(tmp_path, monkeypatch, embedder):
                 except Exception as exc:  # noqa: BLE001 - an error is an answer that is not "fresh"
                     answers.append(("cli", {"fresh": False, "error": repr(exc)}))
 
-        shutil.rmtree(home / ".syncd")
+        _rm_rf(home / ".syncd")
         poller = threading.Thread(target=watch_status)
         poller.start()
         try:
@@ -232,3 +233,17 @@ def test_serve_starts_on_a_fresh_clone(tmp_path, embedder):
     finally:
         if proc.poll() is None:
             proc.kill()
+
+
+def _rm_rf(folder) -> None:
+    """``rm -rf``, run again when a writer of the running server adds a file to a folder while
+    it is being emptied ("Directory not empty"), as a person would run it again."""
+    for _ in range(20):
+        try:
+            shutil.rmtree(folder)
+            return
+        except FileNotFoundError:
+            return
+        except OSError:
+            time.sleep(0.05)
+    shutil.rmtree(folder)
