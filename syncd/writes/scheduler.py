@@ -19,6 +19,7 @@ from ..config import Settings
 from ..errors import (
     ChangedMeanwhileError,
     CommitDeferredError,
+    ConflictError,
     GitBusyError,
     LockedError,
     StorageError,
@@ -105,7 +106,7 @@ class WritePath:
 
     def write_file(self, rel: str, data: bytes, expected_sha: str | None | object = _ANY,
                    intent: Intent | None = None) -> str:
-        self._check_writable()
+        check_tree_writable(self.home.root)  # the person's merge or rebase: refused, nothing written
         path = self.home.root / rel
         sha = blob_sha(data)
 
@@ -118,9 +119,7 @@ class WritePath:
         return self._place(path, sha, intent, lambda: atomic_write(path, data, expected_sha=expected_sha), original)
 
     def append_file(self, rel: str, data: bytes, expected_size: int, intent: Intent | None = None) -> str:
-        from ..errors import ConflictError
-
-        self._check_writable()
+        check_tree_writable(self.home.root)  # the person's merge or rebase: refused, nothing written
         path = self.home.root / rel
         current = read_regular(self.home.root, self.home.rel(path)) or b""
         if len(current) != expected_size:
@@ -133,11 +132,6 @@ class WritePath:
 
         return self._place(path, sha, intent, lambda: durable_append(path, data, expected_size=expected_size),
                            original)
-
-    def _check_writable(self) -> None:
-        """Refuse before anything is written while the person's git work is under way (see
-        check_tree_writable)."""
-        check_tree_writable(self.home.root)
 
     def _check_settled(self, group: ChangeGroup) -> None:
         """Before anything is written, let a git command of the person's that just moved HEAD or
