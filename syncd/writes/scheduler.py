@@ -35,6 +35,7 @@ from ..history.git import (
     operation_in_progress,
 )
 from ..history.intents import Intent, drop_intents, record_intent
+from ..history.objects import ObjectStore
 from ..home import Home, HomeLock, atomic_write, blob_sha, durable_append, file_blob_sha, read_regular
 from .groups import ChangeGroup, current_group
 from .journal import GroupJournal, Original, held_paths, recover_abandoned
@@ -355,8 +356,9 @@ class WritePath:
         while True:
             self._await_settled(deadline)
             before = {rel: file_blob_sha(root / rel) for rel in paths}
+            expected = {rel: self._expected[rel] for rel in paths if rel in self._expected}
             try:
-                self.commit_editor(paths, {rel: self._expected[rel] for rel in paths if rel in self._expected})
+                self.commit_editor(paths, expected)
             except ChangedMeanwhileError:
                 raise
             except GitBusyError:
@@ -365,10 +367,15 @@ class WritePath:
                     time.sleep(_POLL_S)
                     continue
                 raise
-            # What git staged is what was on disk during the pass: a file unchanged from before
-            # the pass to after it was committed as it is (the user's git may have rewritten it).
+            # In a SHA-1 repository the pass checked what it staged against the bytes written
+            # before HEAD moved: those landed, whatever the tree holds by now. Otherwise a file
+            # unchanged from before the pass to after it was committed as it is.
+            staged_checked = _object_format(root) == "sha1"
             landed = {}
             for rel in paths:
+                if staged_checked and rel in expected:
+                    landed[rel] = expected[rel]
+                    continue
                 sha = file_blob_sha(root / rel)
                 if sha is not None and sha == before[rel]:
                     landed[rel] = sha
@@ -501,3 +508,10 @@ def not_indexed(paths: set[str], exc: Exception) -> StorageError:
         None,
         saved=True,
     )
+
+
+def _object_format(root: Path) -> str | None:
+    try:
+        return ObjectStore(root).algorithm
+    except SyncdError:
+        return None
