@@ -7,17 +7,16 @@ them, we wait for it), and otherwise made under the home lock taken for just tha
 up to ``Settings.lock_wait_s`` for another process to let go of it).
 
 Writes are grouped: ``with engine.changes(intent): ...`` indexes its writes in one apply and
-commits them once (see changes.py and syncd/writes/). **An acknowledgement is a commit**: a group
+commits them once (see syncd/writes/). **An acknowledgement is a commit**: a group
 returns only once a commit on the branch holds exactly the bytes it wrote. A group that fails
 (an exception inside it, git busy past ``Settings.lock_wait_s``, the user's git command taking its
 change out of the tree before the commit) puts its files back as they were (writes/journal.py)
 and raises, so nothing unacknowledged is half-kept and nothing acknowledged is lost.
 
-Locks of a writable engine, outermost first:
-  ``_turn``       one change group at a time (its writes, in order); the daemon's steps take it too
-  ``_indexing``   one index apply at a time (re-entrant: a reindex inside a sync)
-  ``_committing`` one commit pass at a time (HEAD moves once per pass)
-  the commit queue's condition, and ``_unindexed_lock``: short critical sections over sets
+Locks of a writable engine, outermost first (syncd/writes/__init__.py says what each protects):
+  ``WritePath._turn``  one change group at a time (its writes, in order); the daemon's steps too
+  ``_indexing``        one index apply at a time (re-entrant: a reindex inside a sync)
+  the commit queue's condition: the queue, one commit pass at a time, short sections over sets
 """
 
 from __future__ import annotations

@@ -50,6 +50,8 @@ class Stages:
                 self.queue.wait(ticket)
             except OSError as exc:
                 raised.append(exc)
+            finally:
+                self.queue.finish(ticket)
 
         thread = threading.Thread(target=wait)
         thread.start()
@@ -109,6 +111,22 @@ def test_a_batch_that_failed_to_index_is_committed_and_its_groups_alone_get_the_
     third, third_raised = stages.start({"c.md"})
     third.join(30)
     assert third_raised == [] and stages.events[-1] == ("commit", {"c.md"})
+
+
+def test_a_path_is_not_written_again_until_its_group_has_taken_in_the_outcome():
+    """A group whose commit failed undoes its write after the queue is done with it; until it
+    calls finish, the next writer of that path waits (else it would build on the refused bytes,
+    and its own commit would carry them: the state machine's "refused yet committed")."""
+    queue = CommitQueue(lambda paths: None, lambda paths: None)
+    ticket = queue.add({"log.md"})
+    queue.wait(ticket)  # committed: the group now looks at the outcome (and may undo)
+    writer = threading.Thread(target=queue.wait_for_path, args=("log.md",))
+    writer.start()
+    writer.join(0.2)
+    assert writer.is_alive()
+    queue.finish(ticket)
+    writer.join(30)
+    assert not writer.is_alive()
 
 
 def test_a_path_on_its_way_to_a_commit_is_not_written_again_until_committed():

@@ -644,12 +644,6 @@ def _global_gitconfig(tmp_path, monkeypatch):
     return isolate_git_identity(tmp_path, monkeypatch)
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="issue 23, open: about 1 run in 3 a write is answered GitBusyError ('not kept, retry') although "
-    "its content was committed (the 'refused yet committed' check); no acknowledged write was seen lost. "
-    "Remove this mark once that is fixed: the test then guards it.",
-)
 def test_acknowledged_writes_survive_the_persons_git(embedder):
     WritePathMachine.embedder = embedder
     # About 70 s on 2 cores: each example builds a home and starts a daemon (~3 s), each step

@@ -19,24 +19,30 @@ exception inside it, git busy past ``Settings.lock_wait_s``, the person's git co
 the file before the commit could take it), its files are put back as they were (journal.py) and
 the error says so — ``GitBusyError`` (REST 503 with Retry-After): nothing of the change was kept,
 retry. If its process dies, the next writable start (or the daemon) puts them back the same way.
-So a turn is committed whole or not at all, and nothing acknowledged is ever lost. A write handed
+So a turn is committed whole or not at all, and nothing acknowledged is ever lost. No one writes
+a file on top of a provisional write (another group of the process waits in
+``CommitQueue.wait_for_path``, a group of another process in ``WritePath._await_unheld``) until
+that write is acknowledged or undone: built on, a refused write's bytes would ride along in the
+next writer's commit. A write handed
 to a daemon in another process returns once HEAD holds it, or raises CommitDeferredError (a
 GitBusyError that says the change *is* kept: saved with its provenance, committed by the daemon once
 git is free; not to be written again) when the daemon could not commit it in time.
 
-**Who may commit what.** Only :meth:`WritePath.commit_editor` commits, under ``_committing``: the
-commit queue's passes (the groups' own paths) and the daemon's batches (what people changed). The
-daemon never commits a path of a live group (``held()``: the journals of open groups and of
-groups waiting for their commit, in any process), never while git's own work is under way or its
-index or HEAD just moved (see Daemon.commit_pending), and never a path written by a group that
-died (it is undone first).
+**Who may commit what.** Only :meth:`WritePath.commit_editor` commits, holding the queue's
+commit stage: the commit queue's passes (the groups' own paths) and the daemon's batches (what
+people changed). The daemon never commits a path of a live group (``held()``: the journals of open
+groups and of groups waiting for their commit, in any process), never while git's own work is
+under way or its index or HEAD just moved (see Daemon.commit_pending), and never a path written by
+a group that died (it is undone first).
 
 **Locks**, outermost first (never taken in another order):
-  ``_turn``          one group at a time: its writes, in order (the daemon's steps take it too,
-                     so nothing of its own interleaves with a group from another thread)
+  ``WritePath._turn``   one group at a time: its writes, in order (the daemon's steps take it
+                        too, so nothing of its own interleaves with a group from another thread)
   ``Engine._indexing``  one index apply at a time
-  ``_committing``    one commit pass at a time (HEAD moves once per pass)
-  the queue's condition and ``_unindexed_lock``: short sections over in-memory sets
+  the queue's condition (``CommitQueue._cond``): the queue, its two stages (the commit stage is
+                        a flag under it: one commit at a time, HEAD moves once per pass, also
+                        for the daemon's commits and a revert), which group still holds which
+                        path, and the sets of paths written-not-indexed and undone
   the home lock (an flock under the git directory): one writing process per home
   a journal's flock: its group's process is alive
 """

@@ -209,12 +209,12 @@ def _journals(home: Home) -> list[tuple[Path, bool]]:
     return found
 
 
-def held_paths(home: Home) -> set[str]:
-    """Paths written by change groups still open in live processes: not to be committed by
-    anyone else yet."""
+def held_paths(home: Home, besides: GroupJournal | None = None) -> set[str]:
+    """Paths written by change groups still open in live processes (but ``besides``): not to be
+    committed, or written, by anyone else yet."""
     held: set[str] = set()
     for path, alive in _journals(home):
-        if alive:
+        if alive and (besides is None or path != besides.path):
             with contextlib.suppress(OSError):
                 held |= set(_read_journal(path))
     return held

@@ -4,8 +4,9 @@ committed together (group commit), in two stages that overlap.
 
 from __future__ import annotations
 
+import contextlib
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
 __all__ = ["CommitQueue"]
@@ -41,9 +42,11 @@ class CommitQueue:
     What ``commit`` returned (which of the paths landed, and as what) is what :meth:`wait`
     returns to each group of the batches it committed.
 
-    A path queued, being indexed or waiting for its commit is not written again until its
-    commit is made (``wait_for_path``): two turns' versions of one file must not fold into one
-    commit."""
+    A path queued, being indexed, waiting for its commit or for its group to take in the
+    outcome is not written again until that group calls :meth:`finish` (``wait_for_path``): two
+    turns' versions of one file must not fold into one commit, and a group whose commit failed
+    undoes its write before anyone else builds on it (else the next writer's commit would carry
+    the refused write's bytes)."""
 
     def __init__(
         self,
@@ -54,6 +57,12 @@ class CommitQueue:
         self._index, self._commit, self._settle = index, commit, settle
         self._cond = threading.Condition()
         self._queued: set[str] = set()
+        # ticket -> its paths, from add() until its group calls finish(): what wait_for_path waits out.
+        self._held: dict[int, frozenset[str]] = {}
+        # Written by a group, not indexed yet (by a read-your-writes flush or the index stage).
+        self._unindexed: set[str] = set()
+        # Written by groups since undone: for the daemon to commit what they hold now.
+        self._undone: set[str] = set()
         self._batches: list[_Batch] = []  # taken from the queue, not committed yet, in order
         self._indexing = False
         self._committing = False
@@ -63,11 +72,21 @@ class CommitQueue:
         self._outcomes: dict[tuple[int, int], list] = {}
 
     def add(self, paths: Iterable[str]) -> int:
-        """Queue ``paths``; the ticket to :meth:`wait` on. Every ticket must be waited on."""
+        """Queue ``paths``; the ticket to :meth:`wait` on. Every ticket must be waited on, then
+        given back with :meth:`finish`."""
         with self._cond:
-            self._queued |= set(paths)
+            paths = frozenset(paths)
+            self._queued |= paths
             self._issued += 1
+            self._held[self._issued] = paths
             return self._issued
+
+    def finish(self, ticket: int) -> None:
+        """The group of ``ticket`` has taken in its outcome (acknowledged, or undone): its paths
+        may be written again."""
+        with self._cond:
+            self._held.pop(ticket, None)
+            self._cond.notify_all()
 
     def wait(self, ticket: int) -> object:
         """Return what the commit of ``ticket``'s paths returned, once it is made, doing a
@@ -140,20 +159,57 @@ class CommitQueue:
             self._done = ready[-1].last
             self._cond.notify_all()
 
-    def paths(self) -> set[str]:
-        """Paths queued or on their way to a commit: their groups' batches commit them."""
+    @contextlib.contextmanager
+    def commit_stage(self) -> Iterator[None]:
+        """Hold the commit stage for a commit made outside the queue (the daemon's, a sync's)
+        or for a revert: one commit at a time, HEAD moves once per pass."""
         with self._cond:
-            return self._queued.union(*(batch.paths for batch in self._batches))
+            while self._committing:
+                self._cond.wait()
+            self._committing = True
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._committing = False
+                self._cond.notify_all()
+
+    # -- what the groups wrote: not indexed yet, undone -------------------------------------------
+
+    def written(self, paths: Iterable[str]) -> None:
+        """``paths`` were written (or put back) and are not indexed yet."""
+        with self._cond:
+            self._unindexed.update(paths)
+
+    def unindexed(self, only: Callable[[str], bool] | None = None) -> list[str]:
+        """The paths written and not indexed yet (those ``only`` accepts), sorted."""
+        with self._cond:
+            return sorted(p for p in self._unindexed if only is None or only(p))
+
+    def indexed(self, paths: Iterable[str]) -> None:
+        with self._cond:
+            self._unindexed.difference_update(paths)
+
+    def undone(self, paths: Iterable[str]) -> None:
+        """``paths`` were written by a group that was then undone."""
+        with self._cond:
+            self._undone.update(paths)
+
+    def take_undone(self) -> set[str]:
+        """The paths undone since the last call."""
+        with self._cond:
+            undone, self._undone = self._undone, set()
+            return undone
 
     def wait_idle(self) -> None:
-        """Block until every ticket handed out so far is committed (its group may still be
-        reading the outcome). Whoever calls this must keep new groups out meanwhile."""
+        """Block until every ticket handed out so far is committed and finished (its group has
+        acknowledged or undone its write). Whoever calls this must keep new groups out meanwhile."""
         with self._cond:
-            while self._done < self._issued:
+            while self._done < self._issued or self._held:
                 self._cond.wait()
 
     def wait_for_path(self, rel: str) -> None:
-        """Block while ``rel`` is queued or on its way to a commit for another group."""
+        """Block while ``rel`` belongs to another group's ticket not finished yet."""
         with self._cond:
-            while rel in self._queued or any(rel in batch.paths for batch in self._batches):
+            while any(rel in paths for paths in self._held.values()):
                 self._cond.wait()

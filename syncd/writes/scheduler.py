@@ -79,20 +79,15 @@ class WritePath:
         self._indexer = indexer
         self._lock = lock  # the engine's lifetime lock (None: read-only engine)
         self._turn = threading.Lock()
-        self._committing = threading.Lock()
+        # Also keeps what groups wrote and have not indexed yet, and what was undone (its condition
+        # guards those sets), and holds the commit stage for commits made outside it.
         self._queue = CommitQueue(self._index_pass, self._commit_pass, self._settle_pass)
-        # Written, not indexed yet (the set has its own lock: writers add to it while a pass indexes).
-        self._unindexed: set[str] = set()
-        self._unindexed_lock = threading.Lock()
         # What each file looked like (inode, size, mtime) right after we wrote it: a watcher's
         # event for a file still so is our own write, which our pass indexes.
         self._written_stat: dict[str, tuple[int, int, int]] = {}
-        # The sha each path was last written with by a group of ours: what its commit must hold.
+        # The sha each path was last written with by a group of ours: what its commit must hold
+        # (written under the write turn; read by the commit pass of the groups that wrote it).
         self._expected: dict[str, str] = {}
-        # Paths undone since the daemon last asked: they may now differ from HEAD (a person's
-        # change under the undone write), and the index already follows them, so no sync would
-        # ever list them for the daemon to commit.
-        self._undone: set[str] = set()
         # git's state right after our last commit pass: a daemon that finds git so knows the
         # last move of HEAD and of the index was ours, not a git command of the person's.
         self.last_commit_fingerprint: tuple | None = None
@@ -143,6 +138,18 @@ class WritePath:
         if group.mode != "handoff":
             self._await_settled(time.monotonic() + self.settings.lock_wait_s)
 
+    def _await_unheld(self, rel: str, group: ChangeGroup) -> None:
+        """Handed to a daemon: wait while a group of another process (the daemon's own API, say)
+        has ``rel`` written and not yet committed or undone, as ``wait_for_path`` does within a
+        process: written on top of it, our commit would carry its bytes even if it is refused.
+        Past ``lock_wait_s`` the write is refused, before anything is written."""
+        deadline = time.monotonic() + self.settings.lock_wait_s
+        while rel in held_paths(self.home, besides=group.journal):
+            if time.monotonic() >= deadline:
+                raise GitBusyError(f"not written, retry in a moment: another writer's change to {rel} is still "
+                                   "waiting for its commit")
+            time.sleep(_POLL_S)
+
     def _check_not_rewound(self, rel: str) -> None:
         """Refuse, before anything is written, a write that would build on a file a git command
         of the person's rewound (rewind.py): committed, it would delete facts acknowledged
@@ -166,6 +173,8 @@ class WritePath:
             if group.mode == "own":
                 # Another group's version of this file waits for its commit: let it have it.
                 self._queue.wait_for_path(rel)
+            elif group.mode == "handoff":
+                self._await_unheld(rel, group)
             group.journal.before_write(rel, sha, original)
             if group.mode != "handoff":
                 self._check_not_rewound(rel)
@@ -183,8 +192,7 @@ class WritePath:
                     log.warning("%s was written but not indexed within %.0f s; is the daemon running?",
                                 rel, self.settings.lock_wait_s)
             else:
-                with self._unindexed_lock:
-                    self._unindexed.add(rel)
+                self._queue.written([rel])
         return sha
 
     def written_as_is(self, rel: str) -> bool:
@@ -263,7 +271,11 @@ class WritePath:
                 self.release(group, keep_journal=ticket is not None)
             finally:
                 if ticket is not None:  # a queued ticket is always waited for: its pass must run
-                    self._land(group, lambda: self._queue.wait(ticket))
+                    try:
+                        self._land(group, lambda: self._queue.wait(ticket))
+                    finally:
+                        # Only now, acknowledged or undone, may the next group write its paths.
+                        self._queue.finish(ticket)
 
     def release(self, group: ChangeGroup, keep_journal: bool = False) -> None:
         """Let go of what ``begin`` took; the journal too unless the group still waits for its
@@ -309,12 +321,15 @@ class WritePath:
             restored = group.journal.rollback(root, committed=lambda rel, data: head_holds(root, rel, data))
             if restored:
                 log.warning("undid an unfinished change: %s", ", ".join(restored))
-            with self._unindexed_lock:
-                self._undone |= set(group.written)
+            # They may now differ from HEAD (a person's change under the undone write), and the
+            # index follows them, so no sync would list them: the daemon asks (take_undone).
+            self._queue.undone(group.written)
+            for rel, sha in group.written.items():
+                if self._expected.get(rel) == sha:
+                    del self._expected[rel]
             drop_intents(self.home, group.written)
             if group.mode != "handoff" and group.written:
-                with self._unindexed_lock:
-                    self._unindexed |= set(group.written)
+                self._queue.written(group.written)
                 self.flush(only=group.written.__contains__)
         finally:
             group.journal.close()
@@ -358,7 +373,7 @@ class WritePath:
             before = {rel: file_blob_sha(root / rel) for rel in paths}
             expected = {rel: self._expected[rel] for rel in paths if rel in self._expected}
             try:
-                self.commit_editor(paths, expected)
+                self._commit(paths, expected)
             except ChangedMeanwhileError:
                 raise
             except GitBusyError:
@@ -411,15 +426,19 @@ class WritePath:
     def commit_editor(self, paths: Iterable[str] | None, expected: dict[str, str] | None = None) -> list[str]:
         """The one way anything is committed (our groups' passes, the daemon's batches, ``syncd
         sync``): what git shows as changed under ``paths`` (None: everywhere), one commit per
-        intent, under the commit lock. Raises GitBusyError while the user's git work is under
-        way (nothing is committed), HistoryError when git fails otherwise."""
+        intent, holding the queue's commit stage. Raises GitBusyError while the user's git work
+        is under way (nothing is committed), HistoryError when git fails otherwise."""
+        with self._queue.commit_stage():
+            return self._commit(paths, expected)
+
+    def _commit(self, paths: Iterable[str] | None, expected: dict[str, str] | None) -> list[str]:
+        """commit_editor's work, for a caller holding the commit stage (the queue's pass does)."""
         from ..history.committer import commit_changes
 
-        with self._committing:
-            try:
-                return commit_changes(self.home, self.settings, None if paths is None else sorted(paths), expected)
-            finally:
-                self.last_commit_fingerprint = git_fingerprint(self.home.root)
+        try:
+            return commit_changes(self.home, self.settings, None if paths is None else sorted(paths), expected)
+        finally:
+            self.last_commit_fingerprint = git_fingerprint(self.home.root)
 
     # -- reading one's writes, waiting ----------------------------------------------------------------
 
@@ -427,20 +446,17 @@ class WritePath:
         """Index what we wrote but have not indexed yet (read-your-writes in a group); with
         ``only``, just the paths it accepts."""
         def wanted() -> list[str]:
-            with self._unindexed_lock:
-                return sorted(p for p in self._unindexed if only is None or only(p))
+            return self._queue.unindexed(only)
 
         # Looked at before waiting for the index: a read for one user must not wait for a pass
         # that is indexing other users' files.
         if not wanted():
             return
-        paths = self._indexer.index_paths(wanted)
-        with self._unindexed_lock:
-            self._unindexed.difference_update(paths)
+        self._queue.indexed(self._indexer.index_paths(wanted))
 
     def pending_reads(self) -> bool:
         """Whether a read in the current group should flush first."""
-        return bool(self._unindexed) and current_group(self) is not None
+        return current_group(self) is not None and bool(self._queue.unindexed())
 
     def _wait_for(self, rel: str, sha: str, reached: Callable[[], str | None], deadline: float | None = None) -> bool:
         """Wait until ``reached()`` equals ``sha`` or the file no longer holds ``sha`` (someone
@@ -481,14 +497,12 @@ class WritePath:
         groups already acknowledged-to-be to be committed, then holds the commit lock."""
         with self._turn:
             self._queue.wait_idle()
-            with self._committing:
+            with self._queue.commit_stage():
                 yield
 
     def take_undone(self) -> set[str]:
         """The paths undone since the last call (for the daemon to commit what is there now)."""
-        with self._unindexed_lock:
-            undone, self._undone = self._undone, set()
-        return undone
+        return self._queue.take_undone()
 
     def recover(self) -> list[str]:
         """Undo the groups of processes that died before their commit (see journal.py)."""
