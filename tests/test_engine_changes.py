@@ -4,6 +4,7 @@ through a daemon), and a write git will not commit refused and undone rather tha
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import os
@@ -17,7 +18,7 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # no network here
 
 import syncd
 from syncd.config import Settings
-from syncd.errors import GitBusyError
+from syncd.errors import ConflictError, GitBusyError
 from syncd.history.intents import Intent
 from syncd.memory import MemoryBlockUpdateTool, MemoryManager, MemorySearchTool
 
@@ -224,3 +225,49 @@ def test_a_group_cancelled_while_it_waits_does_not_block_the_next_one(engine):
 
     run(scenario())
     assert engine.search("written after a cancel", limit=1)[0].path == "vault/after.md"
+
+
+def test_a_write_handed_to_the_daemon_never_builds_on_a_group_not_yet_committed(home, embedder):
+    """A refused write's bytes must never ride in another writer's commit (the state machine's
+    "refused, yet committed"). A group of the daemon's process has written a page and not yet
+    committed it; a write from another engine that would append to that page waits until the
+    group is acknowledged or undone. Here the group fails: its line is taken out again, and the
+    other writer, whose append was sized on the doomed line, gets a ConflictError instead of
+    writing after it (nothing of the doomed group is ever committed)."""
+    page = "vault/shared.md"
+    (home / page).write_bytes(b"# Shared\n")
+    with running_daemon(home, embedder, commit_quiet_ms=50, debounce_ms=20) as daemon_run:
+        daemon_run.settle()
+        entered, release = threading.Event(), threading.Event()
+
+        def doomed() -> None:
+            with contextlib.suppress(RuntimeError):
+                with daemon_run.engine.changes(Intent(author="agent", summary="Doomed turn")):
+                    daemon_run.engine.write_file(page, b"# Shared\nThe doomed line.\n")
+                    entered.set()
+                    release.wait(30)
+                    raise RuntimeError("the turn fails after its write")
+
+        outcome: list[object] = []
+
+        def other() -> None:
+            size = (home / page).stat().st_size
+            try:
+                outcome.append(daemon_run.reader.append_file(page, b"The other line.\n", expected_size=size))
+            except ConflictError as exc:
+                outcome.append(exc)
+
+        first = threading.Thread(target=doomed)
+        first.start()
+        assert entered.wait(30)
+        second = threading.Thread(target=other)
+        second.start()
+        second.join(0.5)
+        assert second.is_alive(), "the other write did not wait for the group holding the page"
+        release.set()
+        first.join(30)
+        second.join(30)
+        assert len(outcome) == 1 and isinstance(outcome[0], ConflictError), outcome
+        daemon_run.settle()
+        assert (home / page).read_bytes() == b"# Shared\n"
+        assert not git.Repo(home).git.log("--all", "-S", "The doomed line.", "--format=%h %s")
