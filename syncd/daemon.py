@@ -36,6 +36,7 @@ from .history.intents import Intent, record_intent
 from .home import atomic_write, blob_sha, remove_stale_temp_files
 from .sync.apply import SyncReport
 from .sync.events import Batch, Event, coalesce
+from .sync.progress import log_every
 from .sync.scan import DiskScan, list_tree
 from .sync.watcher import TreeWatcher
 from .writes.rewind import find_rewound
@@ -56,6 +57,8 @@ _BURST_MAX_WAIT_S = 30.0
 _COMMIT_MAX_DELAY_S = 5.0
 # Retry backoff while git is busy with the user's operation, or a commit failed.
 _RETRY_MIN_S, _RETRY_MAX_S = 0.5, 30.0
+# A sync running longer than this logs a progress line this often (syncd/sync/progress.py).
+_PROGRESS_LOG_EVERY_S = 10.0
 
 
 class Daemon:
@@ -333,7 +336,8 @@ class Daemon:
 
     def _sync(self, paths: list[str] | None) -> SyncReport:
         started = time.monotonic()
-        report = self.engine.sync(paths)
+        # A long sync (a first index, a checkout of many files) logs how far it got every so often.
+        report = self.engine.sync(paths, progress=log_every(log, _PROGRESS_LOG_EVERY_S))
         self.batches += 1
         plan = report.plan
         if not plan.empty:

@@ -52,7 +52,7 @@ from .index.search import Hit, Weights, hybrid_search
 from .index.store import Index
 from .index.tokens import TokenSpanner
 from .layout import classify_path
-from .status import Status, build_status, missing_status
+from .status import Status, build_status, incompatibility, missing_status
 from .sync.apply import Progress, SyncReport, sync
 from .wiki.store import SyncedPages
 from .writes.groups import ChangeGroup
@@ -152,7 +152,7 @@ class Engine:
     def _sync_now(self, paths: list[str] | None, progress: Progress | None, defer: bool = False) -> SyncReport:
         self.home.require_readable()
         if not self.index.compatible():
-            log.warning("the index was built with another model; rebuilding it")
+            log.warning("%s; rebuilding it", incompatibility(self.index.meta(), self.index.model_id, False))
             return self._reindex(progress)
         meta = self.index.meta()
         if meta and meta.get("transcripts") != self._transcript_mode:
@@ -160,6 +160,11 @@ class Engine:
             # changes every transcript's rows while no file changed.
             log.warning("transcript indexing is now %s; rebuilding the index", self._transcript_mode or "off")
             return self._reindex(progress)
+        if not meta:
+            # A new index says whose rows it holds before it holds any: a first sync killed
+            # halfway leaves rows that the next one must know as its own and go on from, not
+            # take for another model's and rebuild.
+            self.index.write_meta(transcripts=self._transcript_mode)
         report = sync(self.home, self.index, self.embedder, self.settings.max_file_bytes, paths, progress,
                       on_applied=self._graph, transcripts=self._transcripts, defer=defer)
         self.index.write_meta(transcripts=self._transcript_mode)
@@ -177,10 +182,13 @@ class Engine:
 
     def _reindex_now(self, progress: Progress | None) -> SyncReport:
         self.home.require_readable()
-        self._graph.reset()
-        with self.index.rebuilding() as aside:
+        with self.index.rebuilding(transcripts=self._transcript_mode) as aside:
+            if not aside.files():
+                # Rebuilt from nothing; a rebuild that goes on from an interrupted one keeps the
+                # pages that one gave the graph.
+                self._graph.reset()
             report = sync(self.home, aside, self.embedder, self.settings.max_file_bytes, None, progress,
-                          on_applied=self._graph, transcripts=self._transcripts)
+                          on_applied=self._graph, transcripts=self._transcripts, what="reindex")
         self.index.write_meta(transcripts=self._transcript_mode)
         return report
 

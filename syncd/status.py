@@ -15,7 +15,16 @@ from dataclasses import dataclass, field, replace
 from .home import Home
 from .index.records import FileRecord
 
-__all__ = ["INDEX_MISSING", "INDEX_OK", "Status", "build_status", "count_stale", "missing_status", "stale_paths"]
+__all__ = [
+    "INDEX_MISSING",
+    "INDEX_OK",
+    "Status",
+    "build_status",
+    "count_stale",
+    "incompatibility",
+    "missing_status",
+    "stale_paths",
+]
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +52,14 @@ class Status:
     # running daemon notices and rebuilds) or not the one the answering process has open; the
     # counts are then zero and every file is stale.
     index: str = INDEX_OK
+    # Why the index cannot serve this model (another model, another layout, rows of unknown
+    # origin), in words; None when it can (``compatible``).
+    incompatible: str | None = None
+    # The sync or rebuild running now, or the last one if it was interrupted (``running`` says
+    # which): progress_file.SyncInProgress.to_dict(). None when no sync is running or cut short.
+    sync: dict | None = None
+    # A `syncd reindex` was interrupted; the next one goes on from the rows it built aside.
+    reindex_interrupted: bool = False
 
     @property
     def fresh(self) -> bool:
@@ -90,6 +107,21 @@ def count_stale(home: Home, known: Mapping[str, FileRecord], max_file_bytes: int
     return sum(len(paths) for paths in stale_paths(home, known, max_file_bytes).values())
 
 
+def incompatibility(meta: Mapping, model_id: str, compatible: bool) -> str | None:
+    """Why an index whose ``meta.json`` says ``meta`` cannot serve ``model_id`` (None when it
+    can), in words that never blame the model for what is not the model's doing."""
+    from .index.records import SCHEMA_VERSION
+
+    if compatible:
+        return None
+    if not meta:
+        return ("the index does not say which model built its rows (a first sync interrupted "
+                "by a syncd older than this one)")
+    if meta.get("model_id") != model_id:
+        return f"the index was built with another model ({meta.get('model_id')})"
+    return f"the index has another layout (version {meta.get('schema')}; this syncd writes {SCHEMA_VERSION})"
+
+
 def build_status(
     home: Home,
     known: Mapping[str, FileRecord],
@@ -101,10 +133,12 @@ def build_status(
 ) -> Status:
     """The status of ``home`` given what its index knows of files (``known``) and holds (``counts``)."""
     from .history.git import uncommitted_paths
+    from .sync.progress_file import read_progress
     from .sync.scan import printable_path
 
     plan = _plan(home, known, max_file_bytes)
     stale = set(plan.changed_paths)
+    running = read_progress(home)
     return Status(
         home=str(home.root),
         model_id=model_id,
@@ -117,6 +151,9 @@ def build_status(
         aligned_commit=meta.get("aligned_commit"),
         # A name that is not UTF-8 is shown escaped, as the scan records it, or no one could print it.
         uncommitted=[printable_path(p) for p in uncommitted_paths(home.root) if p not in stale],
+        incompatible=incompatibility(meta, model_id, compatible),
+        sync=running.to_dict() if running is not None else None,
+        reindex_interrupted=(home.state_dir / "index" / "rebuild").is_dir(),
     )
 
 

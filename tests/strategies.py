@@ -36,6 +36,7 @@ __all__ = [
     "page_models",
     "odd_segments",
     "user_folder_paths",
+    "sync_runs",
 ]
 
 # ---------------------------------------------------------------------------------------- text
@@ -544,3 +545,26 @@ def user_folder_paths(draw: st.DrawFn, owner: st.SearchStrategy[str]) -> tuple[s
     middle = draw(st.sampled_from([(), ("core",), ("chats", "*", "core"), ("chats", "*"), ("*",), ("*", "*")]))
     parts = [draw(seg) if p == "*" else p for p in middle]
     return user, "/".join(["memory", "users", user, *parts, name])
+
+
+# ---------------------------------------------------------------------------- sync progress
+
+
+@st.composite
+def sync_runs(draw: st.DrawFn) -> list[tuple[int, int, list[tuple[int, int, list[int]]]]]:
+    """The steps of one sync as apply.py reports them to a ProgressTracker: batches of
+    ``(files, bytes, calls)``; each call embeds ``texts`` texts of which ``cached`` came from the
+    cache, and reports the model's share at the given cumulative counts (the slices). A second
+    call for a batch is a redo (the index changed under it: the batch is embedded again)."""
+    batches = []
+    for _ in range(draw(st.integers(0, 6))):
+        files = draw(st.integers(0, 4))
+        nbytes = draw(st.integers(0, 50_000)) if files else 0
+        calls = []
+        for _ in range(draw(st.integers(1, 2))):
+            texts = draw(st.integers(0, 1_000))
+            cached = draw(st.integers(0, texts))
+            cuts = sorted(draw(st.lists(st.integers(0, texts - cached), max_size=4)))
+            calls.append((texts, cached, [*cuts, texts - cached]))
+        batches.append((files, nbytes, calls))
+    return batches

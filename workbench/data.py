@@ -252,7 +252,7 @@ class HomeData:
     def status(self):
         return self.engine.status()
 
-    def reindex(self, progress: Callable[[int, int], None]) -> Any:
+    def reindex(self, progress: Callable[[Any], None]) -> Any:
         """Rebuild the index (holding the home for the rebuild). LockedError while a daemon or
         another writer holds it: the daemon keeps the index in step itself."""
         with syncd.open(self.root, settings=self.settings, embedder=self._embedder) as writer:

@@ -140,10 +140,11 @@ class HealthTab(w.VBox):
 
     # -- reindex ---------------------------------------------------------------------------------
 
-    def _progress(self, done: int, total: int) -> None:
-        self.progress.max = max(total, 1)
-        self.progress.value = min(done, self.progress.max)
-        self.progress_text.value = note(f"{done} / {total} files")
+    def _progress(self, event) -> None:
+        """A syncd.sync.progress.SyncProgress: the bar moves as texts are embedded, not per file."""
+        self.progress.max = max(event.bytes_total, 1)
+        self.progress.value = min(event.bytes_done, self.progress.max)
+        self.progress_text.value = note(event.describe())
 
     def start_reindex(self, wait: bool = False) -> None:
         """Rebuild the index on a worker thread (the widgets stay live; the bar moves)."""

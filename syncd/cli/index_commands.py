@@ -8,7 +8,10 @@ vouch for itself.
 
 from __future__ import annotations
 
+import signal
 import sys
+import threading
+import time
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -22,24 +25,80 @@ __all__ = ["COMMANDS"]
 
 
 @contextmanager
-def _progress_bar(description: str, enabled: bool):
-    """A tqdm bar on stderr for long work; silent when stderr is not a terminal."""
-    if not enabled:
-        yield None
+def _progress_bar(description: str, enabled: bool, heard: list):
+    """Progress on stderr while a sync works (files, texts embedded and their rate, time left),
+    left on screen at the end as its summary; no bar when stderr is not a terminal. The last
+    event is kept in ``heard`` (one item) either way: what an interrupted sync had done."""
+    def keep(event) -> None:
+        heard[:] = [event]
+
+    if not enabled or not sys.stderr.isatty():
+        yield keep
         return
     from tqdm import tqdm
 
-    bar = tqdm(total=0, desc=description, unit="file", file=sys.stderr, disable=None)
+    class Bar(tqdm):
+        """tqdm with our own line after the bar (tqdm's postfix would start with a comma)."""
 
-    def update(done: int, total: int) -> None:
-        bar.total = total
-        bar.n = done
-        bar.refresh()
+        line = ""
+
+        @property
+        def format_dict(self):
+            return {**super().format_dict, "line": self.line}
+
+    bar = None
+    shown = 0.0
+
+    def update(event) -> None:
+        nonlocal bar, shown
+        keep(event)
+        if bar is None:  # made at the first event: a sync with nothing to do draws nothing
+            bar = Bar(total=max(event.bytes_total, 1), desc=description, file=sys.stderr, leave=True,
+                      bar_format="{desc}: {bar:20} {line}", dynamic_ncols=True)
+        now = time.monotonic()
+        # Events come per slice of texts embedded, or faster when the cache answers: redraw a
+        # few times a second, and the last one always (it stays as the summary).
+        if now - shown >= 0.2 or event.finished:
+            shown = now
+            bar.n = min(event.bytes_done, bar.total)
+            bar.line = event.describe()
+            bar.refresh()
 
     try:
         yield update
     finally:
-        bar.close()
+        if bar is not None:
+            bar.close()
+
+
+@contextmanager
+def _resumable(command: str, after: str):
+    """Ctrl-C or SIGTERM stop ``command`` cleanly (the index keeps what it wrote, the home is let
+    go) and say so in one line, with no traceback; ``after`` says what the next run does. Yields
+    the list the progress bar puts its events in, to say how far the command got."""
+    stopped_by = []
+    heard: list = []
+
+    def terminate(signum, frame) -> None:
+        stopped_by.append(signum)
+        raise KeyboardInterrupt
+
+    # A handler can only be set from the main thread (a caller may run commands on another).
+    main = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, terminate) if main else None
+    try:
+        yield heard
+    except KeyboardInterrupt:
+        done = ""
+        if heard:
+            last = heard[-1]
+            done = (f" with {last.files_done:,}/{last.files_total:,} files written and {last.texts_embedded:,} "
+                    "texts embedded (kept in the embedding cache)")
+        click.echo(f"syncd: {command} interrupted{done}; {after}", err=True)
+        raise click.exceptions.Exit(128 + (stopped_by[0] if stopped_by else signal.SIGINT)) from None
+    finally:
+        if main:
+            signal.signal(signal.SIGTERM, previous)
 
 
 def _open(home: Path | None, read_only: bool):
@@ -53,7 +112,8 @@ def _print_errors(report) -> None:
         click.echo(f"  error {path}: {error}", err=True)
 
 
-quiet_option = click.option("-q", "--quiet", is_flag=True, help="No progress bar.")
+quiet_option = click.option("-q", "--quiet", is_flag=True,
+                            help="No progress bar (there is none either when stderr is not a terminal).")
 
 
 @click.command("sync")
@@ -61,8 +121,12 @@ quiet_option = click.option("-q", "--quiet", is_flag=True, help="No progress bar
 @click.option("--no-commit", is_flag=True, help="Index only; leave the changes uncommitted.")
 @home_option
 def sync_command(quiet: bool, no_commit: bool, home: Path | None) -> None:
-    """Index whatever changed in the home since the last sync, then commit it."""
-    with _open(home, read_only=False) as engine, _progress_bar("syncing", not quiet) as bar:
+    """Index whatever changed in the home since the last sync, then commit it.
+
+    An interrupted sync (Ctrl-C, a kill) keeps what it indexed: the next one goes on from there,
+    and the embedding cache gives back every text it had embedded."""
+    with (_resumable("sync", "the next `syncd sync` goes on from there") as heard,
+          _open(home, read_only=False) as engine, _progress_bar("syncing", not quiet, heard) as bar):
         report = engine.sync(progress=bar)
         commits, deferred = [], None
         if not no_commit:
@@ -81,12 +145,20 @@ def sync_command(quiet: bool, no_commit: bool, home: Path | None) -> None:
 @quiet_option
 @home_option
 def reindex_command(quiet: bool, home: Path | None) -> None:
-    """Drop the index and rebuild it from the markdown files."""
-    with _open(home, read_only=False) as engine, _progress_bar("reindexing", not quiet) as bar:
+    """Rebuild the index from the markdown files (built aside, then swapped in).
+
+    The old index serves until the new one is whole. An interrupted rebuild (Ctrl-C, a kill)
+    keeps what it built aside: the next `syncd reindex` goes on from there."""
+    after = "the index is as it was, and the next `syncd reindex` goes on from where this one stopped"
+    with (_resumable("reindex", after) as heard, _open(home, read_only=False) as engine,
+          _progress_bar("reindexing", not quiet, heard) as bar):
         report = engine.reindex(progress=bar)
         counts = engine.index.counts()
+    # A rebuild that goes on from an interrupted one finds the files it had written unchanged.
+    resumed = (f"; went on from an interrupted rebuild that had written {report.plan.unchanged} of them"
+               if report.plan.unchanged else "")
     click.echo(f"rebuilt: {counts['files']} files, {counts['facts']} facts, {counts['chunks']} chunks "
-               f"({report.embedded_texts} texts embedded, the rest from the cache)")
+               f"({report.embedded_texts} texts embedded, the rest from the cache){resumed}")
     _print_errors(report)
 
 
@@ -158,14 +230,16 @@ def status_command(as_json: bool, home: Path | None) -> None:
         print_json(status.to_dict())
         return
     click.echo(f"home     {status.home}")
-    click.echo(f"model    {status.model_id}"
-               + ("" if status.compatible else "  (index built with another model: run `syncd reindex`)"))
+    click.echo(f"model    {status.model_id}")
+    if status.incompatible:
+        click.echo(f"index    {status.incompatible}: the next `syncd sync` (or `syncd reindex`) rebuilds it")
     click.echo(f"indexed  {status.files} files, {status.facts} facts, {status.chunks} chunks")
     if status.index != INDEX_OK:
         click.echo("index    missing: not built yet, or deleted with .syncd/ (a running `syncd watch` or "
                    "`syncd serve` is rebuilding it; else run `syncd reindex`)")
     if status.aligned_commit:
         click.echo(f"commit   {status.aligned_commit}")
+    _echo_sync_state(status)
     stale = {k: v for k, v in status.stale.items() if v}
     if status.healthy:
         click.echo("fresh    the index reflects every file on disk")
@@ -184,6 +258,24 @@ def status_command(as_json: bool, home: Path | None) -> None:
             click.echo(f"           {path}")
     for path, error in sorted(status.errors.items()):
         click.echo(f"error    {path}: {error}")
+
+
+def _echo_sync_state(status) -> None:
+    """The sync running now, or what an interrupted sync or rebuild left to finish."""
+    from ..sync.progress import SyncProgress
+
+    running = status.sync is not None and status.sync["running"]
+    if status.sync is not None:
+        event = SyncProgress.from_dict(status.sync)
+        verb = "rebuilding" if event.what == "reindex" else "syncing"
+        if running:
+            click.echo(f"{verb:<8} {event.describe()} (pid {status.sync['pid']})")
+        elif event.what == "sync":
+            click.echo(f"syncing  interrupted at {event.files_done:,}/{event.files_total:,} files: the next "
+                       "`syncd sync` (or a running `syncd watch`) goes on from there")
+    if status.reindex_interrupted and not running:
+        click.echo("reindex  interrupted: the index is the one from before it; `syncd reindex` goes on "
+                   "from where it stopped")
 
 
 COMMANDS = [sync_command, reindex_command, search_command, status_command]

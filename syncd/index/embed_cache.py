@@ -12,7 +12,7 @@ import logging
 import os
 import sqlite3
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -21,10 +21,9 @@ from ..errors import EmbeddingError
 from ..home import disk_failure
 from .embed import Embedder, check_texts
 
-__all__ = ["CachedEmbedder", "EmbeddingCache", "text_key"]
+__all__ = ["CachedEmbedder", "EmbedProgress", "EmbeddingCache", "text_key"]
 
 log = logging.getLogger(__name__)
-
 
 
 def text_key(text: str) -> bytes:
@@ -252,13 +251,40 @@ class EmbeddingCache:
         self.close()
 
 
+# Told (texts from the cache, texts embedded by the model so far) during one ``embed`` call.
+EmbedProgress = Callable[[int, int], None]
+
+# The texts of one ``embed`` call reach the model in slices of at most this many texts and
+# characters: each slice's vectors are stored before the next starts (what a kill can lose) and
+# progress is told per slice. A slice of short facts takes a second or two on two cores; the
+# character bound keeps a slice of long page chunks about as long.
+_SLICE_TEXTS = 256
+_SLICE_CHARS = 64 * 1024
+
+
+def _slices(keys: list[bytes], lengths: list[int]) -> Iterator[list[bytes]]:
+    """``keys`` in slices (see ``_SLICE_TEXTS``), shortest texts first: the model pads a batch to
+    its longest text, so each slice holds texts of like length, as one sorted call would."""
+    order = sorted(range(len(keys)), key=lengths.__getitem__)
+    part: list[bytes] = []
+    chars = 0
+    for i in order:
+        if part and (len(part) >= _SLICE_TEXTS or chars + lengths[i] > _SLICE_CHARS):
+            yield part
+            part, chars = [], 0
+        part.append(keys[i])
+        chars += lengths[i]
+    if part:
+        yield part
+
+
 class CachedEmbedder:
     """An Embedder that asks ``embedder`` only for texts ``cache`` does not hold yet.
 
-    ``calls`` counts the calls that reached the inner embedder and ``embedded_texts`` the texts it
-    embedded (``embed_query`` counts as one call of one text), so a caller can assert that an
-    unchanged tree embeds nothing. Identical texts within one call are embedded once. Thread-safe
-    when the inner embedder is.
+    ``calls`` counts the calls that reached the inner embedder (one per slice of a long call) and
+    ``embedded_texts`` the texts it embedded (``embed_query`` counts as one call of one text), so a
+    caller can assert that an unchanged tree embeds nothing. Identical texts within one call are
+    embedded once. Thread-safe when the inner embedder is.
     """
 
     def __init__(self, embedder: Embedder, cache: EmbeddingCache):
@@ -283,7 +309,11 @@ class CachedEmbedder:
             self.calls = 0
             self.embedded_texts = 0
 
-    def embed(self, texts: Sequence[str]) -> np.ndarray:
+    def embed(self, texts: Sequence[str], progress: EmbedProgress | None = None) -> np.ndarray:
+        """Vectors of ``texts``, from the cache where it has them. The model embeds the rest in
+        slices (``_slices``), each stored before the next begins, so a sync killed halfway loses
+        at most one slice of work; ``progress(cached, embedded)`` is told after the lookup and
+        after each slice (texts of this call, counted once each)."""
         items = check_texts(texts)
         dim = self.dim
         if not items:
@@ -303,6 +333,8 @@ class CachedEmbedder:
         # bytearray: the joined buffer is writable, so the all-hit case needs no further copy.
         hit_matrix = np.frombuffer(bytearray().join(blobs[k] for k in hits), dtype=np.float32)
         hit_matrix = hit_matrix.reshape(len(hits), dim)
+        if progress is not None:
+            progress(len(hits), 0)
         if len(hits) == len(row_of):
             unique = hit_matrix
         else:
@@ -310,16 +342,22 @@ class CachedEmbedder:
             unique[[row_of[k] for k in hits]] = hit_matrix
             hit_set = set(hits)
             missing = [k for k in row_of if k not in hit_set]
-            fresh = self.embedder.embed([first_text[row_of[k]] for k in missing])
-            if fresh.shape != (len(missing), dim):
-                raise EmbeddingError(
-                    f"embedder {model_id} returned shape {fresh.shape} for {len(missing)} texts"
-                )
-            with self._counter_lock:
-                self.calls += 1
-                self.embedded_texts += len(missing)
-            unique[[row_of[k] for k in missing]] = fresh
-            self._remember(model_id, missing, fresh)
+            embedded = 0
+            for part in _slices(missing, [len(first_text[row_of[k]]) for k in missing]):
+                fresh = self.embedder.embed([first_text[row_of[k]] for k in part])
+                if fresh.shape != (len(part), dim):
+                    raise EmbeddingError(
+                        f"embedder {model_id} returned shape {fresh.shape} for {len(part)} texts"
+                    )
+                with self._counter_lock:
+                    self.calls += 1
+                    self.embedded_texts += len(part)
+                unique[[row_of[k] for k in part]] = fresh
+                self._remember(model_id, part, fresh)
+                log.debug("embedded %d texts and kept them in the cache", len(part))
+                embedded += len(part)
+                if progress is not None:
+                    progress(len(hits), embedded)
         if len(row_of) == len(keys):
             return unique
         return unique[[row_of[k] for k in keys]]

@@ -29,7 +29,7 @@ import re
 import shutil
 import threading
 from collections import OrderedDict
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import timedelta
 from pathlib import Path
@@ -269,13 +269,16 @@ class Index:
         return meta_compatible(meta, self.model_id, empty=not meta and self._entries.count_rows() == 0)
 
     @contextmanager
-    def rebuilding(self) -> Iterator[Index]:
-        """An empty index, built aside in ``<folder>/rebuild``, whose rows replace this index's
-        when the block ends without an error (``syncd reindex``). A crash or an error halfway
-        leaves this index as it was, never empty; the next rebuild clears the leftovers.
-        The embedding cache lives elsewhere and survives either way."""
+    def rebuilding(self, **meta: object) -> Iterator[Index]:
+        """An index built aside in ``<folder>/rebuild``, whose rows replace this index's when the
+        block ends without an error (``syncd reindex``); this index's meta then says ``meta``.
+        A crash, a kill or an error halfway leaves this index as it was, never empty, and the
+        rows built so far aside: the next rebuild for the same model, layout and ``meta`` goes
+        on from them (a sync into the aside index redoes only the files it lacks or that changed
+        since), any other starts it anew. The embedding cache lives elsewhere and survives too."""
         aside_dir = self.folder / "rebuild"
-        shutil.rmtree(aside_dir, ignore_errors=True)
+        if aside_dir.exists() and not self._resumable(aside_dir, meta):
+            shutil.rmtree(aside_dir, ignore_errors=True)
         if not self.on_disk():
             self._outlive_lost_tables()
         else:
@@ -290,12 +293,25 @@ class Index:
                 self._applied_rows.clear()
                 self._matrix_version = None
                 self._records = None
+        aside = Index(aside_dir, self.dim, self.model_id)
+        # Before its first row: what an interrupted rebuild left is known by this.
+        aside.write_meta(**meta)
+        yield aside
+        self._replace_rows(aside)
+        # The rows are in place: say whose they are before the aside goes, so that a kill in
+        # between leaves a rebuild to finish, never new rows under an old model's name.
+        self.write_meta(**meta)
+        shutil.rmtree(aside_dir, ignore_errors=True)
+
+    def _resumable(self, aside_dir: Path, meta: Mapping[str, object]) -> bool:
+        """Whether the rows an interrupted rebuild left in ``aside_dir`` are what a rebuild for
+        ``meta`` would write (same model, layout and settings): then it goes on from them."""
         try:
-            aside = Index(aside_dir, self.dim, self.model_id)
-            yield aside
-            self._replace_rows(aside)
-        finally:
-            shutil.rmtree(aside_dir, ignore_errors=True)
+            found = json.loads((aside_dir / "meta.json").read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError):
+            return False
+        wanted = {"schema": SCHEMA_VERSION, "model_id": self.model_id, "dim": self.dim, **meta}
+        return isinstance(found, dict) and all(found.get(k) == v for k, v in wanted.items())
 
     def _outlive_lost_tables(self) -> None:
         """Before rebuilding tables that were deleted under us (``rm -rf .syncd``): the rows in

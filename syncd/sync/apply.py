@@ -13,25 +13,30 @@ import numpy as np
 from ..errors import ParseError
 from ..home import Home, blob_sha
 from ..index.embed import Embedder
+from ..index.embed_cache import CachedEmbedder
 from ..index.records import FileRecord, FileUpdate
 from ..index.rows import TranscriptChunking, parse_file_checked
 from ..index.store import Index, StaleRows
 from ..layout import classify_path
 from .plan import SyncPlan, plan_sync
+from .progress import Progress, ProgressTracker, SyncProgress
+from .progress_file import ProgressFile
 from .scan import DiskFile, DiskScan, printable_path, read_limited, scan_disk
 
 log = logging.getLogger(__name__)
 
-__all__ = ["Progress", "SyncReport", "apply_plan", "sync"]
+__all__ = ["Progress", "SyncProgress", "SyncReport", "apply_plan", "sync"]
 
 
-Progress = Callable[[int, int], None]
 # Told of each batch once the index holds it (the wiki's link graph follows the same updates).
 Applied = Callable[[list[FileUpdate]], None]
 
 
-# Files parsed and embedded per write: bounds memory on a big rebuild and gives progress steps.
+# Files parsed and embedded per write: bounds memory on a big rebuild. A batch also ends once
+# its files hold _APPLY_BATCH_TEXTS texts to embed, so a sync killed halfway finds the files it
+# got through written (their rows and records), not only their vectors in the embedding cache.
 _APPLY_BATCH_FILES = 256
+_APPLY_BATCH_TEXTS = 1024
 
 
 @dataclass
@@ -40,7 +45,7 @@ class SyncReport:
     errors: dict[str, str] = field(default_factory=dict)
     facts: int = 0
     chunks: int = 0
-    embedded_texts: int = 0
+    embedded_texts: int = 0  # texts this sync had the model embed (the cache answered the rest)
 
 
 def apply_plan(
@@ -55,7 +60,10 @@ def apply_plan(
     on_applied: Applied | None = None,
     transcripts: TranscriptChunking | None = None,
     defer: bool = False,
+    what: str = "sync",
 ) -> SyncReport:
+    """Write ``plan`` to ``index``, batch by batch. ``progress`` hears how far it got (``what``:
+    "sync" or "reindex", as it tells a person)."""
     report = SyncReport(plan=plan)
     updates: list[FileUpdate] = [FileUpdate(p, None) for p in plan.deleted]
     updates += [FileUpdate(old, None) for old, _ in plan.moved]
@@ -65,48 +73,84 @@ def apply_plan(
         updates.append(FileUpdate(path, replace(known[path], size=f.size, mtime_ns=scan.recorded_mtime(f.mtime_ns))))
     to_parse = [*plan.new, *plan.changed, *(new for _, new in plan.moved)]
     changed = set(plan.changed)
-    total = len(to_parse)
-    done = 0
-    # Deletes, moves away and touches go with the first batch (alone when nothing is parsed).
-    for start in range(0, max(total, 1), _APPLY_BATCH_FILES):
-        batch = to_parse[start : start + _APPLY_BATCH_FILES]
-        if not batch and not updates:
-            break
-        parsed = [_parse_one(home, scan, path, max_file_bytes, report, transcripts) for path in batch]
-        for update in parsed:
-            if update.rows and update.path in changed:
-                # Rows the edit did not touch stay in the index as they are: neither embedded
-                # nor rewritten (a one-line edit of a big log costs its few rows, not the file).
-                update.unchanged = index.unchanged_rows(update.path, update.rows)
-            for row in update.rows or ():
-                if row.kind == "fact":
-                    report.facts += 1
-                else:
-                    report.chunks += 1
-        _embed(embedder, index.dim, parsed, report)
-        try:
-            index.apply(updates + parsed, defer=defer)
-        except StaleRows:
-            # The index changed between the comparison and the write: redo these files whole.
-            for update in parsed:
-                update.unchanged = frozenset()
-            _embed(embedder, index.dim, parsed, report)
-            index.apply(updates + parsed, defer=defer)
-        if on_applied:
-            on_applied(updates + parsed)
-        updates = []
-        done += len(batch)
-        if progress:
-            progress(done, total)
+    tracker = ProgressTracker(progress or _ignore, what, len(to_parse), sum(scan.files[p].size for p in to_parse))
+    tracker.start()
+    parsed: list[FileUpdate] = []
+    texts = 0
+    for path in to_parse:
+        update = _parse_one(home, scan, path, max_file_bytes, report, transcripts)
+        if update.rows and update.path in changed:
+            # Rows the edit did not touch stay in the index as they are: neither embedded
+            # nor rewritten (a one-line edit of a big log costs its few rows, not the file).
+            update.unchanged = index.unchanged_rows(update.path, update.rows)
+        for row in update.rows or ():
+            if row.kind == "fact":
+                report.facts += 1
+            else:
+                report.chunks += 1
+        parsed.append(update)
+        texts += len(update.changed_rows)
+        if len(parsed) >= _APPLY_BATCH_FILES or texts >= _APPLY_BATCH_TEXTS:
+            # Deletes, moves away and touches go with the first batch.
+            _write_batch(index, embedder, updates, parsed, scan, report, tracker, on_applied, defer)
+            updates, parsed, texts = [], [], 0
+    if parsed or updates:
+        _write_batch(index, embedder, updates, parsed, scan, report, tracker, on_applied, defer)
     return report
 
 
-def _embed(embedder: Embedder, dim: int, parsed: list[FileUpdate], report: SyncReport) -> None:
+def _ignore(event: SyncProgress) -> None:
+    pass
+
+
+def _write_batch(
+    index: Index,
+    embedder: Embedder,
+    updates: list[FileUpdate],
+    parsed: list[FileUpdate],
+    scan: DiskScan,
+    report: SyncReport,
+    tracker: ProgressTracker,
+    on_applied: Applied | None,
+    defer: bool,
+) -> None:
+    """Embed the ``parsed`` files' changed rows, then write them with ``updates`` in one apply."""
+    nbytes = sum(scan.files[u.path].size for u in parsed)
+    _embed(embedder, index.dim, parsed, report, tracker, nbytes)
+    try:
+        index.apply(updates + parsed, defer=defer)
+    except StaleRows:
+        # The index changed between the comparison and the write: redo these files whole.
+        for update in parsed:
+            update.unchanged = frozenset()
+        _embed(embedder, index.dim, parsed, report, tracker, nbytes)
+        index.apply(updates + parsed, defer=defer)
+    if on_applied:
+        on_applied(updates + parsed)
+    tracker.batch_written()
+    log.debug("wrote a batch of %d files to the index", len(parsed))
+
+
+def _embed(embedder: Embedder, dim: int, parsed: list[FileUpdate], report: SyncReport,
+           tracker: ProgressTracker, nbytes: int) -> None:
     """Vectors for each update's changed rows (all its rows unless some are unchanged)."""
     texts = [row.embed_text for u in parsed for row in u.changed_rows]
-    before = getattr(embedder, "embedded_texts", 0)
-    vectors = embedder.embed(texts) if texts else np.zeros((0, dim), dtype=np.float32)
-    report.embedded_texts += getattr(embedder, "embedded_texts", 0) - before
+    tracker.start_batch(len(parsed), nbytes, len(set(texts)))
+    told = [0, 0]  # (cached, embedded) as the embedding cache last said
+
+    def embedding(cached: int, embedded: int) -> None:
+        told[:] = cached, embedded
+        tracker.embedding(cached, embedded)
+
+    if not texts:
+        vectors = np.zeros((0, dim), dtype=np.float32)
+    elif isinstance(embedder, CachedEmbedder):
+        vectors = embedder.embed(texts, progress=embedding)
+    else:  # no cache: every distinct text reaches the model, in one call
+        vectors = embedder.embed(texts)
+        embedding(0, len(set(texts)))
+    tracker.end_embedding()
+    report.embedded_texts += told[1]
     offset = 0
     for update in parsed:
         n = len(update.changed_rows)
@@ -158,11 +202,14 @@ def sync(
     on_applied: Applied | None = None,
     transcripts: TranscriptChunking | None = None,
     defer: bool = False,
+    what: str = "sync",
 ) -> SyncReport:
     """Bring the index in line with the tree (or with just the ``only`` paths, and any whose
     index write failed earlier in this process: a failed write heals on the next pass). With
     ``defer``, the index writes its tables behind (Index.apply).
-    ``transcripts``: how to chunk transcripts (None: they are tracked, not searchable)."""
+    ``transcripts``: how to chunk transcripts (None: they are tracked, not searchable).
+    ``progress`` hears how far it got, and so does ``syncd status`` (progress_file.py) when it
+    runs long; ``what`` ("sync" or "reindex") says what to call it."""
     if only is None:
         known = index.files()
     else:
@@ -175,9 +222,17 @@ def sync(
         only = {printable_path(p) for p in only} | scan.files.keys()
         known = index.files(only)
     plan = plan_sync(scan.files, known, scan.unreadable_dirs)
+    notes = ProgressFile(home)
     if plan.empty:
+        notes.finish()
         return SyncReport(plan=plan)
     log.info("sync: %s", plan.summary())
-    return apply_plan(home, index, embedder, plan, scan, known, max_file_bytes, progress,
-                      on_applied=on_applied, transcripts=transcripts, defer=defer)
+    try:
+        report = apply_plan(home, index, embedder, plan, scan, known, max_file_bytes, notes.listener(progress),
+                            on_applied=on_applied, transcripts=transcripts, defer=defer, what=what)
+    except BaseException:
+        notes.stopped()
+        raise
+    notes.finish()
+    return report
 
