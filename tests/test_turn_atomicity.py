@@ -327,6 +327,8 @@ def test_kill_9_mid_turn_then_sync_rolls_the_turn_back(home, embedder, point):
                           capture_output=True, text=True, timeout=300, check=False)
     assert done.returncode == 0, done.stderr
     assert_as_before(home, before, commit)
+    # The dead turn's provenance went with it (no later commit can be attributed to it).
+    assert not list((Home(home).private_dir / "intents").glob("*.json"))
     with syncd.open(home, embedder=embedder) as engine:
         assert not knows_bees(engine)
         assert_matches_rebuild(engine)

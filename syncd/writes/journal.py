@@ -34,6 +34,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..history.intents import drop_intents
 from ..home import Home, atomic_write, blob_sha, read_regular
 
 __all__ = ["GroupJournal", "Original", "held_paths", "recover_abandoned"]
@@ -234,6 +235,10 @@ def recover_abandoned(home: Home, committed: Callable[[str, bytes], bool]) -> li
             log.warning("cannot read the journal %s: %s", path.name, exc.strerror or exc)
             continue
         undone = _restore(home.root, entries, committed)
+        # Its provenance goes with it: no commit of these shas will ever be the dead group's.
+        for rel, entry in entries.items():
+            for sha in entry.shas:
+                drop_intents(home, {rel: sha})
         if undone:
             log.warning("undid the unfinished change of a process that ended (%s): %s",
                         path.name, ", ".join(undone))
