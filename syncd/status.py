@@ -153,7 +153,8 @@ def build_status(
         uncommitted=[printable_path(p) for p in uncommitted_paths(home.root) if p not in stale],
         incompatible=incompatibility(meta, model_id, compatible),
         sync=running.to_dict() if running is not None else None,
-        reindex_interrupted=(home.state_dir / "index" / "rebuild").is_dir(),
+        # What Index.rebuilding leaves aside, with the meta that lets the next rebuild go on from it.
+        reindex_interrupted=(home.state_dir / "index" / "rebuild" / "meta.json").is_file(),
     )
 
 

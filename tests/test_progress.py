@@ -9,6 +9,7 @@ was cut short, a line in a log every so often, and the bar on a terminal left as
 from __future__ import annotations
 
 import fcntl
+import itertools
 import logging
 import os
 import pty
@@ -73,7 +74,7 @@ def _drive(batches, clock) -> list[SyncProgress]:
 @given(sync_runs(), st.lists(st.floats(0, 40, allow_nan=False), max_size=5))
 def test_progress_events_only_grow_and_end_at_the_total(batches, steps):
     events = _drive(batches, FakeClock(steps))
-    for before, after in zip(events, events[1:]):
+    for before, after in itertools.pairwise(events):
         for name in _COUNTS:
             assert getattr(after, name) >= getattr(before, name), name
     for event in events:
@@ -145,7 +146,7 @@ def test_a_long_page_reports_progress_while_it_is_embedded_and_status_shows_it(h
 
     report = engine.sync(progress=listen)
     assert report.embedded_texts > 256  # more than one slice
-    for before, after in zip(events, events[1:]):
+    for before, after in itertools.pairwise(events):
         assert all(getattr(after, name) >= getattr(before, name) for name in _COUNTS)
     last = events[-1]
     assert (last.files_done, last.files_total) == (1, 1) and last.bytes_done == last.bytes_total > 0
