@@ -271,3 +271,26 @@ def test_a_write_handed_to_the_daemon_never_builds_on_a_group_not_yet_committed(
         daemon_run.settle()
         assert (home / page).read_bytes() == b"# Shared\n"
         assert not git.Repo(home).git.log("--all", "-S", "The doomed line.", "--format=%h %s")
+
+
+def test_a_persons_uncommitted_edit_is_committed_as_theirs_before_an_agent_builds_on_it(engine, home):
+    """Every line traceable to whoever wrote it: a line the person added to a daily log by hand
+    and nobody committed yet (the daemon commits such edits after a quiet moment; a ``git stash
+    pop`` puts changes back the same way) must not ride in the next agent's commit of that log,
+    where it would read as the agent's turn and be taken out again if that turn were undone. It
+    gets a commit of its own, in the person's name, before the agent's write."""
+    manager = MemoryManager(engine)
+    run(manager.add_memory("Likes green tea.", user_id="ana"))
+    (log,) = (home / "memory/users/ana").glob("20*.md")
+    with log.open("a") as handle:
+        handle.write("- Hand-written by the person.\n")
+    run(manager.add_memory("Keeps bees on the roof.", user_id="ana"))
+    repo = git.Repo(home)
+    rel = str(log.relative_to(home))
+    agent, person = list(repo.iter_commits(max_count=2))
+    agent_diff = repo.git.show(agent.hexsha, "--format=", "--", rel)
+    person_diff = repo.git.show(person.hexsha, "--format=", "--", rel)
+    assert "+- Hand-written by the person." in person_diff and "Keeps bees" not in person_diff
+    assert "Syncd-Source: editor" in person.message and person.author.name != "syncd"
+    assert "Keeps bees on the roof." in agent_diff and "+- Hand-written" not in agent_diff
+    assert not repo.is_dirty(path=rel)

@@ -27,9 +27,9 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
 from ..errors import HistoryError
-from .git import run_git
+from .git import head_sha, run_git
 
-__all__ = ["BlobReader", "ObjectStore", "tree_bytes"]
+__all__ = ["BlobReader", "ObjectStore", "committed_blob", "tree_bytes"]
 
 # name -> (mode, binary object id), as a tree object lists its entries.
 Tree = dict[bytes, tuple[bytes, bytes]]
@@ -336,3 +336,14 @@ class ObjectStore:
         oid = self.write(b"commit", b"\n".join(lines) + b"\n\n" + message)
         _COMMIT_TREES.put(oid, tree)
         return oid.hex()
+
+
+def committed_blob(root: Path, rel: str) -> str | None:
+    """The blob id of ``rel`` in HEAD (None: not there, or no commit yet), read from the objects
+    (trees are kept in memory), so the common case runs no git process."""
+    head = head_sha(root)
+    if head is None:
+        return None
+    with ObjectStore(root) as store:
+        entry = store.blobs(store.commit_tree(head), [rel]).get(rel)
+    return None if entry is None else entry[1]

@@ -35,7 +35,7 @@ from ..history.git import (
     operation_in_progress,
 )
 from ..history.intents import Intent, drop_intents, record_intent
-from ..history.objects import ObjectStore
+from ..history.objects import ObjectStore, committed_blob
 from ..home import Home, HomeLock, atomic_write, blob_sha, durable_append, file_blob_sha, read_regular
 from .groups import ChangeGroup, current_group
 from .journal import GroupJournal, Original, held_paths, recover_abandoned
@@ -150,6 +150,30 @@ class WritePath:
                                    "waiting for its commit")
             time.sleep(_POLL_S)
 
+    def _commit_foreign(self, rel: str) -> None:
+        """Before a group builds on ``rel``, commit what someone else changed in it and nobody
+        committed yet (a hand edit the daemon has not committed, a ``git stash pop``), as theirs
+        (commit_changes attributes it: its intent, else the person): folded into the group's
+        commit it would be recorded as the agent's turn, and taken back with it if the group is
+        undone. A change that took committed facts out (rewind.py) is refused, not committed as
+        the person deleting them. Nothing of the group is written yet; GitBusyError if git stays
+        busy. Only in SHA-1 repositories, whose blob ids ours are (others fold it in, as before)."""
+        root = self.home.root
+        if _object_format(root) != "sha1":
+            return
+        current = file_blob_sha(root / rel)
+        try:
+            committed = committed_blob(root, rel)
+        except SyncdError:
+            return  # HEAD cannot be read just now: the commit pass will tell
+        if current is None or current == committed:
+            return
+        if find_rewound(root, [rel]):
+            raise GitBusyError(f"not written, retry in a moment: a git command of yours took facts out of {rel} "
+                               "that are committed; syncd puts them back first")
+        with self._queue.commit_stage():
+            self._commit_retrying({rel}, {})
+
     def _check_not_rewound(self, rel: str) -> None:
         """Refuse, before anything is written, a write that would build on a file a git command
         of the person's rewound (rewind.py): committed, it would delete facts acknowledged
@@ -173,6 +197,8 @@ class WritePath:
             if group.mode == "own":
                 # Another group's version of this file waits for its commit: let it have it.
                 self._queue.wait_for_path(rel)
+                if not self.written_as_is(rel):
+                    self._commit_foreign(rel)
             elif group.mode == "handoff":
                 self._await_unheld(rel, group)
             group.journal.before_write(rel, sha, original)
@@ -367,38 +393,44 @@ class WritePath:
         for it (absent: not committed as it was). A lock a git command of the user's holds for a
         moment is waited out (up to ``lock_wait_s``); anything lasting is raised."""
         root = self.home.root
+        before = {rel: file_blob_sha(root / rel) for rel in paths}
+        expected = {rel: self._expected[rel] for rel in paths if rel in self._expected}
+        self._commit_retrying(paths, expected)
+        # In a SHA-1 repository the pass checked what it staged against the bytes written
+        # before HEAD moved: those landed, whatever the tree holds by now. Otherwise a file
+        # unchanged from before the pass to after it was committed as it is.
+        staged_checked = _object_format(root) == "sha1"
+        landed = {}
+        for rel in paths:
+            if staged_checked and rel in expected:
+                landed[rel] = expected[rel]
+                continue
+            sha = file_blob_sha(root / rel)
+            if sha is not None and sha == before[rel]:
+                landed[rel] = sha
+        # The commit rewrote git's index file: asking now whether it holds unmerged paths
+        # (remembered per index version) spares the next writer that git process.
+        with contextlib.suppress(SyncdError):
+            operation_in_progress(root)
+        return landed
+
+    def _commit_retrying(self, paths: set[str], expected: dict[str, str]) -> None:
+        """Commit ``paths`` (the caller holds the commit stage) once git is settled, waiting out
+        a lock a git command of the user's holds for a moment (up to ``lock_wait_s``)."""
         deadline = time.monotonic() + self.settings.lock_wait_s
         while True:
             self._await_settled(deadline)
-            before = {rel: file_blob_sha(root / rel) for rel in paths}
-            expected = {rel: self._expected[rel] for rel in paths if rel in self._expected}
             try:
                 self._commit(paths, expected)
+                return
             except ChangedMeanwhileError:
                 raise
             except GitBusyError:
-                state = busy_state(root)
+                state = busy_state(self.home.root)
                 if (state is None or state.transient) and time.monotonic() < deadline:
                     time.sleep(_POLL_S)
                     continue
                 raise
-            # In a SHA-1 repository the pass checked what it staged against the bytes written
-            # before HEAD moved: those landed, whatever the tree holds by now. Otherwise a file
-            # unchanged from before the pass to after it was committed as it is.
-            staged_checked = _object_format(root) == "sha1"
-            landed = {}
-            for rel in paths:
-                if staged_checked and rel in expected:
-                    landed[rel] = expected[rel]
-                    continue
-                sha = file_blob_sha(root / rel)
-                if sha is not None and sha == before[rel]:
-                    landed[rel] = sha
-            # The commit rewrote git's index file: asking now whether it holds unmerged paths
-            # (remembered per index version) spares the next writer that git process.
-            with contextlib.suppress(SyncdError):
-                operation_in_progress(root)
-            return landed
 
     def settle_due(self, quiet_s: float | None = None) -> float:
         """Seconds until git counts as settled (0: it is): a git command of the person's (a
