@@ -154,9 +154,10 @@ def reindex_command(quiet: bool, home: Path | None) -> None:
           _progress_bar("reindexing", not quiet, heard) as bar):
         report = engine.reindex(progress=bar)
         counts = engine.index.counts()
-    # A rebuild that goes on from an interrupted one finds the files it had written unchanged.
-    resumed = (f"; went on from an interrupted rebuild that had written {report.plan.unchanged} of them"
-               if report.plan.unchanged else "")
+    # A rebuild that goes on from an interrupted one finds the files it had written unchanged
+    # (or only touched: same bytes, a new stat).
+    kept = report.plan.unchanged + len(report.plan.touched)
+    resumed = f"; went on from an interrupted rebuild that had written {kept} of them" if kept else ""
     click.echo(f"rebuilt: {counts['files']} files, {counts['facts']} facts, {counts['chunks']} chunks "
                f"({report.embedded_texts} texts embedded, the rest from the cache){resumed}")
     _print_errors(report)

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import HomeError
-from ..home import Home
+from ..home import Home, HomeLock
 from .progress import Progress, SyncProgress
 
 __all__ = ["PROGRESS_NAME", "ProgressFile", "SyncInProgress", "read_progress"]
@@ -128,19 +128,16 @@ def _alive(pid: int) -> bool:
 
 
 def _lock_holder_pid(home: Home) -> int | None:
-    """The pid the home's lock names ("pid 123 (what)"); None when it is free or unreadable."""
-    holder = _read_lock_text(home)
+    """The pid the home's lock names (HomeLock writes "pid 123 (what)" and empties it when let
+    go); None when it is free or says something else."""
+    try:
+        holder = HomeLock(home.lock_path).holder()
+    except (OSError, HomeError):
+        return None
     if not holder or not holder.startswith("pid "):
         return None
     word = holder[4:].split(" ", 1)[0]
     return int(word) if word.isdigit() else None
-
-
-def _read_lock_text(home: Home) -> str | None:
-    try:
-        return home.lock_path.read_text(encoding="utf-8", errors="replace").strip() or None
-    except (OSError, HomeError):
-        return None
 
 
 def read_progress(home: Home) -> SyncInProgress | None:
