@@ -492,7 +492,11 @@ class WritePathMachine(RuleBasedStateMachine):
                 return
             time.sleep(0.2)  # agents write meanwhile
             if not self._insist("merge --abort", "merge", "--abort"):
-                raise AssertionError(f"git merge --abort kept failing: {self.git_failures[-3:]}")
+                raise AssertionError(
+                    f"git merge --abort kept failing: {self.git_failures[-3:]}\n"
+                    f"staged:\n{self._git('diff', '--cached', '--stat').stdout}"
+                    f"reflog:\n{self._git('reflog', '-n', '12', '--format=%h %gs').stdout}{self._git_state()}"
+                )
         finally:
             self._git("worktree", "remove", "--force", str(side))
 
