@@ -72,7 +72,11 @@ class Settings(BaseSettings):
     llm_model: str | None = Field(None, description="litellm model for fact extraction.")
     llm_timeout_s: float = Field(60.0, gt=0)
     block_char_limit: int = Field(5000, ge=100, description="Max characters of one core block.")
-    dedup_cosine: float = Field(0.85, gt=0, le=1)
+    # Deduplication of new facts (syncd.memory.dedup): remembered facts at least this close in
+    # meaning are compared with a new one word by word, and only one it restates makes it a
+    # duplicate; closeness alone never does (MiniLM puts "Is not allergic to peanuts." at 0.95 from
+    # "Is allergic to peanuts.", "She is allergic to peanuts." at 0.82).
+    dedup_cosine: float = Field(0.7, gt=0, le=1)
     core_refresh_importance: float = Field(0.8, ge=0, le=1)
 
     # Sessions: transcripts become searchable rows (kind "transcript") only when asked, as in the

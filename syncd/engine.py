@@ -336,13 +336,14 @@ class Engine:
         """Unit vectors of ``texts`` (through the embedding cache)."""
         return self.embedder.embed(list(texts))
 
-    def nearest_facts(self, vector: np.ndarray, *, user_id: str, limit: int) -> list[tuple[float, str]]:
-        """``(cosine, text)`` of the facts in the user's memory nearest to ``vector``, best first."""
+    def nearest_facts(self, vector: np.ndarray, *, user_id: str, limit: int) -> list[tuple[float, dict]]:
+        """``(cosine, row)`` of the facts in the user's memory nearest to ``vector``, best first;
+        a row says the fact's ``id``, ``text``, ``path`` and ``line``."""
         self._fresh(user_id)
         with self.index.reading() as rows:
             near = rows.search(vector, ScopeMask(user=user_id, kind="fact"), limit)
             payloads = rows.payloads([(path, fid) for path, fid, _ in near])
-            return [(score, payloads[(path, fid)]["text"]) for path, fid, score in near if (path, fid) in payloads]
+            return [(score, payloads[(path, fid)]) for path, fid, score in near if (path, fid) in payloads]
 
     def find_fact(self, fact_id: str) -> list[dict]:
         """Index rows (path, user, ...) of the fact with this id, wherever it is."""

@@ -34,10 +34,13 @@ __all__ = [
     "DeleteInput",
     "DeleteResult",
     "ErrorBody",
+    "FactChanges",
     "FactHistoryOut",
     "FactOut",
     "Finding",
+    "HitKind",
     "Input",
+    "KnownFactOut",
     "Label",
     "LintInput",
     "LintResult",
@@ -69,6 +72,7 @@ __all__ = [
     "TranscriptOut",
     "TurnInput",
     "TurnResult",
+    "UpdateInput",
     "UserId",
     "VaultPath",
     "VaultSearchInput",
@@ -121,6 +125,7 @@ VaultPath = Annotated[
 Query = Annotated[str, Field(min_length=1, max_length=2000, description="What to look for, in plain words.")]
 Category = Annotated[str, Field(pattern=r"^[a-z][a-z0-9_-]{1,31}$", description="A lowercase word.")]
 Tag = Annotated[str, Field(pattern=r"^[^\s`\-][^\s`]*$", max_length=64)]
+HitKind = Literal["fact", "chunk", "transcript"]
 
 
 class Input(BaseModel):
@@ -139,8 +144,12 @@ class _ForUser(Input):
 
 class SearchInput(_ForUser):
     query: Query
-    limit: int = Field(5, ge=1, le=100, description="How many memories to return.")
+    limit: int = Field(5, ge=1, le=100, description="How many memories to return (at most).")
     chat_id: ChatId | None = None
+    kind: HitKind | None = Field(
+        None, description="Only facts, only text chunks (MEMORY.md, blocks, notes, wiki pages) or only transcript "
+        "chunks; none: facts and text chunks."
+    )
     include_wiki: bool = Field(False, description="Search the wiki vault too.")
 
 
@@ -151,7 +160,22 @@ class AddInput(_ForUser):
     tags: list[Tag] = Field(default_factory=list, max_length=32)
     chat_id: ChatId | None = None
     session_id: SessionId | None = None
-    dedup: bool = Field(True, description="Skip the fact when an equivalent one is remembered.")
+    dedup: bool = Field(
+        True, description="Skip the fact when it only restates one already remembered (a correction is always written)."
+    )
+
+
+class FactChanges(_ForUser):
+    """What to change in one fact; a field left out (null) keeps its value."""
+
+    content: str | None = Field(None, min_length=1, max_length=10_000, description="The new text; null keeps it.")
+    category: Category | None = None
+    importance: float | None = Field(None, ge=0, le=1)
+    tags: list[Tag] | None = Field(None, max_length=32)
+
+
+class UpdateInput(FactChanges):
+    memory_id: MemoryId
 
 
 class DeleteInput(_ForUser):
@@ -246,14 +270,17 @@ class LintInput(Input):
 
 
 class MemoryHit(BaseModel):
+    """One search hit, the same everywhere: REST, MCP, the control socket and ``syncd search
+    --json`` carry these fields (``syncd.search.hit_record``)."""
+
     id: str
     content: str
-    snippet: str
+    snippet: str = Field(description="The first line worth showing.")
     score: float
-    parts: dict[str, float]
-    kind: str
+    parts: dict[str, float] = Field(description="The score's parts (semantic, fulltext, ...), each before its weight.")
+    kind: str = Field(description="fact, chunk or transcript")
     source: str
-    path: str
+    path: str = Field(description="The file, relative to the home.")
     line: int
     user_id: str | None
     chat_id: str | None
@@ -263,6 +290,10 @@ class MemoryHit(BaseModel):
     heading: str
     importance: float | None
     session_id: str | None
+    provenance: str = Field(description="Where a fact came from: session#transcript-line, when known.")
+    extra: dict[str, Any]
+    title: str | None = Field(description="A wiki hit's page title; null outside the vault.")
+    breadcrumb: str = Field(description="Where the hit sits: Page > Section for a wiki page, the heading path else.")
 
 
 class SearchResult(BaseModel):
@@ -278,9 +309,23 @@ class FactOut(BaseModel):
     timestamp: str | None
 
 
+class KnownFactOut(BaseModel):
+    """A fact already remembered, as a duplicate names it."""
+
+    id: str
+    content: str
+    path: str
+    line: int
+
+
 class AddResult(BaseModel):
-    fact: FactOut | None = Field(description="The fact as written, or null when it was already remembered.")
+    fact: FactOut | None = Field(description="The fact as written, or null when it restates one already remembered.")
     duplicate: bool
+    duplicate_of: KnownFactOut | None = Field(
+        None,
+        description="When duplicate: the remembered fact it restates. To change that fact, update it by its id "
+        "(memory_update) rather than adding another.",
+    )
 
 
 class TurnResult(BaseModel):

@@ -101,7 +101,7 @@ def test_a_turn_lands_in_the_users_log_in_git_and_in_search(manager, home):
     # The same turn again: nothing new, so no write and no commit.
     before = len(commits(home))
     assert run(manager.process_conversation_turn_for_memories(TURN, "c1", "alice", session_id="s1")) == []
-    # Near-duplicates (cosine >= dedup_cosine) are not new either.
+    # Restatements (the same words in another case, without the final stop) are not new either.
     set_reply(manager, reply(("lives in Lisbon since last month", "personal", 0.7)))
     assert run(manager.process_conversation_turn_for_memories(TURN, "c1", "alice")) == []
     assert len(commits(home)) == before
@@ -300,7 +300,8 @@ def test_the_public_api_is_pinned():
     import syncd.memory
 
     assert sorted(syncd.memory.__all__) == sorted([
-        "MemoryManager", "MarkdownMemoryStore", "MemorySearchTool", "MemoryBlockUpdateTool", "ConversationTurn",
+        "MemoryManager", "MarkdownMemoryStore", "MemorySearchTool", "MemoryBlockUpdateTool", "MemoryAddTool",
+        "ConversationTurn",
         "CoreBlock", "DailyLogFile", "StoredFact", "CORE_LABELS", "DEFAULT_BLOCKS", "PROMPT_VERSION",
         "NO_LLM_MESSAGE", "wrap_injected", "strip_injected",
     ])

@@ -102,7 +102,7 @@ def test_cli_search_json_and_status(populated, capsys):
     home = str(populated.home.root)
     assert main(["search", "peanuts", "--home", home, "--user", "ana", "--json", "--limit", "2"]) == 0
     hits = json.loads(capsys.readouterr().out)
-    assert len(hits) == 2 and all(h["user_id"] in ("ana", None) for h in hits)
+    assert hits[0]["content"] == "ana is allergic to peanuts." and all(h["user_id"] in ("ana", None) for h in hits)
     assert main(["status", "--home", home, "--json"]) == 0
     status = json.loads(capsys.readouterr().out)
     assert status["fresh"] and status["facts"] == 9

@@ -49,6 +49,7 @@ SEED_API: dict[type, dict[str, tuple[str, str]]] = {
         "get_memory_stats": (ASYNC, "user_id="),
         "process_conversation_turn_for_memories": (ASYNC, "turn, chat_id=, user_id=, *, session_id=, transcript_line="),
         "refresh_core_memory_facts": (ASYNC, "user_id="),
+        "remember": (ASYNC, "content, user_id=, chat_id=, *, category=, importance=, tags=, session_id=, dedup="),
         "retrieve_relevant_memories": (ASYNC, "query, chat_id=, user_id=, limit="),
         "search_memories": (ASYNC, "query, limit=, chat_id=, user_id=, use_hybrid=, kind=, include_wiki="),
         "store": (SYNC, "*, user_id="),

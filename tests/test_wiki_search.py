@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 import syncd
 from syncd.cli import main
-from syncd.control.protocol import hit_to_wire
+from syncd.search import hit_record
 from syncd.index.records import page_breadcrumb
 from syncd.index.rows import parse_file
 from syncd.index.store import entry_schema
@@ -63,7 +63,7 @@ def test_vault_hits_carry_the_page_title_and_heading_path(wiki_engine):
 
 def test_the_wire_form_says_it_and_makes_the_same_hit(wiki_engine):
     hit = _chunk_of(wiki_engine, "steep sencha temperature", "vault/drinks/tea.md")
-    wire = json.loads(json.dumps(hit_to_wire(hit)))
+    wire = json.loads(json.dumps(hit_record(hit)))
     assert wire["title"] == "Green tea" and wire["breadcrumb"] == "Green tea > Brewing > Temperature"
     again = syncd.Hit(**{k: v for k, v in wire.items() if k != "snippet"})
     assert again.to_dict() == hit.to_dict()
@@ -77,10 +77,10 @@ def test_the_title_is_searched_by_its_words(wiki_engine):
 
 def test_cli_search_prints_the_breadcrumb_and_json_carries_it(wiki_engine, capsys):
     home = str(wiki_engine.home.root)
-    assert main(["search", "sencha temperature", "--kind", "chunk", "--limit", "1", "--home", home]) == 0
+    assert main(["search", "sencha temperature", "--kind", "chunk", "--limit", "1", "--wiki", "--home", home]) == 0
     out = capsys.readouterr().out
     assert "vault/drinks/tea.md:" in out and "Green tea > Brewing > Temperature" in out
-    assert main(["search", "sencha temperature", "--kind", "chunk", "--limit", "1", "--json", "--home", home]) == 0
+    assert main(["search", "sencha temperature", "--kind", "chunk", "--limit", "1", "--json", "--wiki", "--home", home]) == 0
     [hit] = json.loads(capsys.readouterr().out)
     assert hit["title"] == "Green tea" and hit["breadcrumb"] == "Green tea > Brewing > Temperature"
 

@@ -21,6 +21,7 @@ from typing import Any, TypeVar
 
 import syncd
 import syncd.audit
+import syncd.search
 from syncd.formats import parse_page
 from syncd.memory import MemoryManager, StoredFact
 
@@ -163,8 +164,11 @@ class HomeData:
         hints = [r["path"] for r in self.engine.find_fact(fact_id) if r.get("user") == user]
         return self.store(user).find_fact(fact_id, hints)
 
-    def search(self, query: str, user: str | None, chat: str | None, kind: str | None, limit: int):
-        return self.engine.search(query, user_id=user, chat_id=chat, kind=kind, limit=limit)
+    def search(self, query: str, user: str | None, chat: str | None, kind: str | None, limit: int,
+               include_wiki: bool = False):
+        """The one search every front end makes (syncd.search); ``user`` None: every user's."""
+        return syncd.search.search(self.engine, query, user_id=user, chat_id=chat, kind=kind, limit=limit,
+                                   include_wiki=include_wiki)
 
     def around(self, rel: str, line: int, radius: int = 4) -> list[tuple[int, str]]:
         """Numbered lines of a file around ``line`` (what a person opens the file to see)."""

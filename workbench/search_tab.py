@@ -8,6 +8,7 @@ from collections.abc import Callable
 import ipywidgets as w
 
 import syncd
+from syncd.search import DEFAULT_LIMIT
 
 from .data import HomeData
 from .ui import Pager, button, esc, note, table
@@ -16,7 +17,7 @@ __all__ = ["SearchTab", "PARTS"]
 
 ALL_USERS = "(all users)"
 ANY_CHAT = "(any chat)"
-KINDS = {"facts and text": None, "facts": "fact", "text chunks": "chunk"}
+KINDS = {"facts and text": None, "facts": "fact", "text chunks": "chunk", "transcripts": "transcript"}
 # Colours of the score parts, in the order hybrid search adds them up.
 PARTS = {
     "semantic": "#4263eb",
@@ -68,8 +69,11 @@ class SearchTab(w.VBox):
         self.chat.style.description_width = "34px"
         self.kind = w.Dropdown(description="kind", options=list(KINDS), layout=w.Layout(width="190px"))
         self.kind.style.description_width = "34px"
-        self.limit = w.BoundedIntText(value=20, min=1, max=200, description="limit", layout=w.Layout(width="120px"))
+        # The defaults of every front end (syncd.search): five hits, the memory without the wiki.
+        self.limit = w.BoundedIntText(value=DEFAULT_LIMIT, min=1, max=200, description="limit",
+                                      layout=w.Layout(width="120px"))
         self.limit.style.description_width = "34px"
+        self.wiki = w.Checkbox(value=False, description="wiki too", indent=False, layout=w.Layout(width="90px"))
         self.go = button("Search", "syncd-search-button", button_style="primary", icon="search")
         self.status = w.HTML()
         self.status.add_class("syncd-search-status")
@@ -85,7 +89,7 @@ class SearchTab(w.VBox):
         self.user.observe(lambda _: self._fill_chats(), "value")
         super().__init__([
             w.HBox([self.query, self.go]),
-            w.HBox([self.user, self.chat, self.kind, self.limit]),
+            w.HBox([self.user, self.chat, self.kind, self.limit, self.wiki]),
             self.status,
             w.HTML(legend()),
             self.rows,
@@ -117,7 +121,7 @@ class SearchTab(w.VBox):
         user = None if self.user.value == ALL_USERS else self.user.value
         chat = None if self.chat.value == ANY_CHAT or user is None else self.chat.value
         try:
-            self.hits = self.data.search(query, user, chat, KINDS[self.kind.value], self.limit.value)
+            self.hits = self.data.search(query, user, chat, KINDS[self.kind.value], self.limit.value, self.wiki.value)
         except syncd.SyncdError as exc:
             self.hits = []
             self.status.value = note(str(exc), "err")

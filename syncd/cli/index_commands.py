@@ -18,6 +18,7 @@ from pathlib import Path
 import click
 
 from ..errors import GitBusyError, HistoryError
+from ..search import DEFAULT_LIMIT, KINDS
 
 from .common import home_option, id_option, json_option, load_settings, print_json, resolve_home
 
@@ -164,27 +165,31 @@ def reindex_command(quiet: bool, home: Path | None) -> None:
 
 
 def _search_locally(root: Path, params: dict) -> tuple[list[dict], int]:
-    from ..control.protocol import hit_to_wire
     from ..engine import open_engine
+    from ..search import hit_record, search
     from ..status import count_stale
 
     with open_engine(root, read_only=True, settings=load_settings()) as engine:
-        hits = engine.search(**params)
+        hits = search(engine, **params)
         stale = count_stale(engine.home, engine.index.files(), engine.settings.max_file_bytes)
-    return [hit_to_wire(h) for h in hits], stale
+    return [hit_record(h) for h in hits], stale
 
 
 @click.command("search")
 @click.argument("query")
-@id_option("--user", "user", "Only this user's memory (plus shared pages).")
+@id_option("--user", "user", "Only this user's memory (and the shared core blocks); default: every user's.")
 @id_option("--chat", "chat", "Only this chat's and the user's memory (needs --user).")
-@click.option("--limit", type=click.IntRange(min=1), default=10, show_default=True, help="How many results.")
-@click.option("--kind", type=click.Choice(["fact", "chunk"]), default=None, help="Only facts or only chunks.")
+@click.option("--limit", type=click.IntRange(min=1), default=DEFAULT_LIMIT, show_default=True,
+              help="How many results, at most.")
+@click.option("--kind", type=click.Choice(KINDS), default=None,
+              help="Only facts, only text chunks or only transcript chunks (default: facts and text chunks).")
+@click.option("--wiki", "include_wiki", is_flag=True, help="Search the wiki vault too.")
 @json_option
 @home_option
 def search_command(query: str, user: str | None, chat: str | None, limit: int, kind: str | None,
-                   as_json: bool, home: Path | None) -> None:
-    """Hybrid (semantic + full-text) search of the memory.
+                   include_wiki: bool, as_json: bool, home: Path | None) -> None:
+    """Hybrid (semantic + full-text) search of the memory: the same search, defaults and hits as
+    the REST API, MCP and the agent tools.
 
     QUERY is what to look for, in plain words. When `syncd watch` runs, the daemon answers.
     """
@@ -193,7 +198,8 @@ def search_command(query: str, user: str | None, chat: str | None, limit: int, k
     from ..control.client import ask_daemon
 
     root = resolve_home(home)
-    params = {"query": query, "user_id": user, "chat_id": chat, "limit": limit, "kind": kind}
+    params = {"query": query, "user_id": user, "chat_id": chat, "limit": limit, "kind": kind,
+              "include_wiki": include_wiki}
     answer = ask_daemon(root, "search", params)
     if answer is None:
         hits, stale = _search_locally(root, params)
@@ -205,10 +211,10 @@ def search_command(query: str, user: str | None, chat: str | None, limit: int, k
         # Never stale without saying so: the answer may miss what changed since the last sync.
         click.echo(f"syncd: note: {stale} file(s) changed since the index was updated; {advice}", err=True)
     if as_json:
-        print_json([{k: v for k, v in h.items() if k != "snippet"} for h in hits])
+        print_json(hits)
         return
     if not hits:
-        click.echo("no results")
+        click.echo("no results" + ("" if include_wiki else " (add --wiki to search the wiki vault too)"))
     for rank, hit in enumerate(hits, 1):
         label = f"[{hit['category']}] " if hit["category"] else ""
         parts = " ".join(f"{k}={v:.2f}" for k, v in hit["parts"].items())

@@ -10,9 +10,11 @@ One request per connection, each one line of UTF-8 JSON ending in ``\\n``:
 
 Methods (version 1):
     ping    {}  -> {"pid", "home", "version", "protocol", "methods"}
-    search  {"query", "user_id", "chat_id", "limit", "kind"}
-            -> {"hits": [hit, ...], "stale": n}  where a hit is ``Hit.to_dict()`` plus its
-               ``snippet``, and ``stale`` counts the files the index does not reflect yet
+    search  {"query", "user_id", "chat_id", "limit", "kind", "include_wiki"}
+            -> {"hits": [hit, ...], "stale": n}: the one search (``syncd.search``, its defaults
+               and relevance floor), where a hit is ``Hit.to_dict()`` plus its ``snippet`` (the
+               fields of ``syncd.schemas.MemoryHit``), and ``stale`` counts the files the index
+               does not reflect yet
     status  {}  -> ``Status.to_dict()``
     call    {"name", "arguments"} -> the result of one of the servers' operations (the MCP
             tools, ``syncd.server.service.OPERATIONS``), as JSON; served by ``syncd serve`` and
@@ -42,7 +44,6 @@ __all__ = [
     "RemoteError",
     "decode",
     "encode",
-    "hit_to_wire",
     "socket_address",
     "socket_path",
 ]
@@ -104,8 +105,3 @@ def decode(line: bytes) -> dict:
     if not isinstance(message, dict):
         raise ValueError("a message is a JSON object")
     return message
-
-
-def hit_to_wire(hit) -> dict:
-    """A search hit as the protocol (and ``syncd search``) carries it."""
-    return hit.to_dict() | {"snippet": hit.snippet()}

@@ -18,8 +18,9 @@ from pathlib import Path
 
 from .. import __version__
 from ..errors import SyncdError
+from ..search import DEFAULT_LIMIT, hit_record, search
 from .client import peer_uid
-from .protocol import MAX_MESSAGE_BYTES, PROTOCOL_VERSION, decode, encode, hit_to_wire, socket_address, socket_path
+from .protocol import MAX_MESSAGE_BYTES, PROTOCOL_VERSION, decode, encode, socket_address, socket_path
 
 __all__ = ["ControlServer"]
 
@@ -147,13 +148,16 @@ class ControlServer:
         return {"pid": os.getpid(), "home": str(self.engine.home.root), "version": __version__,
                 "protocol": PROTOCOL_VERSION, "methods": sorted(self._methods)}
 
-    def _search(self, query: str, user_id: str | None = None, chat_id: str | None = None, limit: int = 10,
-                kind: str | None = None) -> dict:
+    def _search(self, query: str, user_id: str | None = None, chat_id: str | None = None,
+                limit: int = DEFAULT_LIMIT, kind: str | None = None, include_wiki: bool = False) -> dict:
+        """The one search (syncd.search), on the daemon's live engine."""
         if not isinstance(query, str) or not isinstance(limit, int) or isinstance(limit, bool):
             raise TypeError("search takes a string query and an integer limit")
-        engine = self.engine
-        hits = engine.search(query, user_id=user_id, chat_id=chat_id, limit=limit, kind=kind)
-        return {"hits": [hit_to_wire(h) for h in hits], "stale": self._count_stale()}
+        if not isinstance(include_wiki, bool):
+            raise TypeError("include_wiki is true or false")
+        hits = search(self.engine, query, user_id=user_id, chat_id=chat_id, limit=limit, kind=kind,
+                      include_wiki=include_wiki)
+        return {"hits": [hit_record(h) for h in hits], "stale": self._count_stale()}
 
     def _count_stale(self) -> int:
         """Files the index does not reflect yet: a scan of the tree (a tenth of a second at 10,000

@@ -12,13 +12,14 @@ from .extraction import NO_LLM_MESSAGE, ConversationTurn, strip_injected, wrap_i
 from .manager import MemoryManager
 from .prompts import PROMPT_VERSION
 from .store import DailyLogFile, MarkdownMemoryStore, StoredFact
-from .tools import MemoryBlockUpdateTool, MemorySearchTool
+from .tools import MemoryAddTool, MemoryBlockUpdateTool, MemorySearchTool
 
 __all__ = [
     "MemoryManager",
     "MarkdownMemoryStore",
     "MemorySearchTool",
     "MemoryBlockUpdateTool",
+    "MemoryAddTool",
     "ConversationTurn",
     "CoreBlock",
     "DailyLogFile",

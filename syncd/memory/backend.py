@@ -55,8 +55,9 @@ class MemoryBackend(Protocol):
         """Scoped hybrid search (``text=False``: by meaning only; ``min_cosine``: the relevance
         floor for rows sharing no word with the query; ``memory_only``: no wiki pages)."""
 
-    def nearest_facts(self, vector: np.ndarray, *, user_id: str, limit: int) -> list[tuple[float, str]]:
-        """``(cosine, text)`` of the user's facts nearest to ``vector``, best first."""
+    def nearest_facts(self, vector: np.ndarray, *, user_id: str, limit: int) -> list[tuple[float, dict[str, Any]]]:
+        """``(cosine, row)`` of the user's facts nearest to ``vector``, best first (a row with the
+        fact's ``id``, ``text``, ``path`` and ``line``)."""
 
     def find_fact(self, fact_id: str) -> list[dict[str, Any]]:
         """Rows (with ``path`` and ``user``) of the fact with this id."""

@@ -26,13 +26,15 @@ from ..formats import Fact, decode_markdown, encode_markdown, parse_page
 from ..history.intents import Intent
 from ..home import Home
 from ..layout import check_text, validate_id, validate_label
+from ..search import DEFAULT_LIMIT, search
 from .backend import MemoryBackend
 from .blocks import CoreBlock, format_blocks, read_block, render_block, resolve_blocks
+from .dedup import CANDIDATES as DEDUP_CANDIDATES
+from .dedup import AddOutcome, Known, Verdict, screen
 from .extraction import (
     ConversationTurn,
     as_turn,
     extract_facts,
-    normalise_text,
     summarise_facts,
     wrap_injected,
 )
@@ -57,9 +59,6 @@ _FACTS_END = "<!-- syncd:facts:end -->"
 _SUMMARY_INPUT_FACTS = 80
 _RECALL_LINE_CHARS = 300
 _COMMENT_RE = re.compile(r"<!--.*?-->", re.DOTALL)
-_DEDUP_CANDIDATES = 5
-# Texts that normalise to the same words embed far closer than this; below it, no text is fetched.
-_SAME_WORDS_MIN_COSINE = 0.7
 
 
 def _importance(fact: Fact) -> float:
@@ -331,7 +330,7 @@ class MemoryManager:
     async def search_memories(
         self,
         query: str,
-        limit: int = 5,
+        limit: int = DEFAULT_LIMIT,
         chat_id: str | None = None,
         user_id: str | None = None,
         use_hybrid: bool = True,
@@ -339,25 +338,17 @@ class MemoryManager:
         include_wiki: bool = False,
     ) -> list[Hit]:
         """Best hits in the user's memory (facts, MEMORY.md, blocks: theirs, this chat's and the
-        global ones; the wiki too with ``include_wiki``). Without ``use_hybrid`` only the semantic
-        score (plus importance and recency) ranks them. Rows that share no word with the query
-        and are not close in meaning (cosine below ``Settings.recall_min_cosine``) are no match,
-        so an unrelated query finds nothing. An empty query raises QueryError."""
+        global ones; the wiki too with ``include_wiki``): the one search every front end makes
+        (:mod:`syncd.search`, its defaults and its relevance floor), for this user. Without
+        ``use_hybrid`` only the semantic score (plus importance and recency) ranks them. An
+        unrelated query finds nothing; an empty one raises QueryError."""
         self._enter()
         user, chat = self._user(user_id), self._chat(chat_id)
         if not isinstance(query, str) or not query.strip():
             raise QueryError(query, "the search query is empty: say what to look for")
+        options = {"kind": kind, "include_wiki": include_wiki, "hybrid": use_hybrid, "settings": self.settings}
         return await asyncio.to_thread(
-            lambda: self.engine.search(
-                query,
-                user_id=user,
-                chat_id=chat,
-                limit=limit,
-                kind=kind,
-                text=use_hybrid,
-                min_cosine=self.settings.recall_min_cosine,
-                memory_only=not include_wiki,
-            )
+            lambda: search(self.engine, query, user_id=user, chat_id=chat, limit=limit, **options)
         )
 
     async def retrieve_relevant_memories(
@@ -385,36 +376,27 @@ class MemoryManager:
 
     # -- remembering -----------------------------------------------------------------------------
 
-    def _new_facts(self, facts: Sequence[Fact], user: str) -> list[Fact]:
-        """Facts not already remembered: no same words, no cosine >= dedup_cosine, within the
-        user's memory and within the batch itself.
-
-        Candidates are the nearest facts by meaning; texts are compared only for near neighbours,
-        since the same words always embed close together.
-        """
+    def _screen(self, facts: Sequence[Fact], user: str) -> list[Verdict]:
+        """What becomes of each of ``facts``: a restatement of a fact the user already has (or of
+        an earlier one of the batch) is a duplicate, anything else is new (syncd.memory.dedup).
+        The candidates are the user's facts nearest in meaning, down to ``Settings.dedup_cosine``."""
         if not facts:
             return []
-        vectors = self.engine.embed([f.content for f in facts])
-        threshold = self.settings.dedup_cosine
-        kept: list[Fact] = []
-        kept_norms: set[str] = set()
-        kept_vectors = []
-        for fact, vector in zip(facts, vectors):
-            norm = normalise_text(fact.content)
-            if norm in kept_norms or any(float(vector @ other) >= threshold for other in kept_vectors):
-                continue
-            near = self.engine.nearest_facts(vector, user_id=user, limit=_DEDUP_CANDIDATES)
-            close_texts = [text for score, text in near if score >= _SAME_WORDS_MIN_COSINE]
-            if any(score >= threshold for score, _ in near):
-                log.debug("already remembered (cosine): %r", fact.content)
-                continue
-            if any(normalise_text(text) == norm for text in close_texts):
-                log.debug("already remembered (same words): %r", fact.content)
-                continue
-            kept.append(fact)
-            kept_norms.add(norm)
-            kept_vectors.append(vector)
-        return kept
+        floor = self.settings.dedup_cosine
+
+        def nearest(vector) -> list[Known]:
+            near = self.engine.nearest_facts(vector, user_id=user, limit=DEDUP_CANDIDATES)
+            return [
+                Known(id=row["id"], content=row["text"], path=row["path"], line=int(row["line"]), cosine=float(score))
+                for score, row in near
+                if score >= floor
+            ]
+
+        verdicts = screen(facts, self.engine.embed([f.content for f in facts]), nearest)
+        for verdict in verdicts:
+            if verdict.duplicate_of is not None:
+                log.debug("already remembered as %s: %r", verdict.duplicate_of.id, verdict.fact.content)
+        return verdicts
 
     async def _embed_ahead(self, facts: Sequence[Fact]) -> None:
         """Embed ``facts`` before their change group begins: deduplication inside the group (which
@@ -431,14 +413,17 @@ class MemoryManager:
         session: str | None,
         intent_for: Callable[[int], Intent],
         dedup: bool,
-    ) -> list[Fact]:
+    ) -> tuple[list[Fact], list[Verdict]]:
         """Write the new ones among ``facts`` as one section; ``intent_for(n)`` describes n facts.
-        Called inside the turn's change group, which makes check-then-write atomic: two turns
-        saying the same thing at once cannot both pass deduplication."""
-        new = self._new_facts(facts, user) if dedup else list(facts)
+        Returns the facts written and the verdict on each of ``facts``. Called inside the turn's
+        change group, which makes check-then-write atomic: two turns saying the same thing at once
+        cannot both pass deduplication."""
+        verdicts = self._screen(facts, user) if dedup else [Verdict(f) for f in facts]
+        new = [v.fact for v in verdicts if v.new]
         if not new:
-            return []
-        return self.store(user_id=user).append_daily_log(chat, new, session_id=session, intent=intent_for(len(new)))
+            return [], verdicts
+        store = self.store(user_id=user)
+        return store.append_daily_log(chat, new, session_id=session, intent=intent_for(len(new))), verdicts
 
     async def add_memory(
         self,
@@ -453,9 +438,32 @@ class MemoryManager:
         dedup: bool = True,
     ) -> Fact | None:
         """Remember one fact (one section of today's log, one commit). Returns it with its id, or
-        None when an equivalent fact is already remembered. Whitespace (line breaks and tabs
-        too) folds into single spaces; InvalidInputError (nothing written) for any other control
-        character."""
+        None when it restates a fact already remembered (:meth:`remember` says which one). A
+        correction (another number, date, name, negation...) is a new fact. Whitespace (line
+        breaks and tabs too) folds into single spaces; InvalidInputError (nothing written) for any
+        other control character."""
+        outcome = await self.remember(
+            content, user_id, chat_id, category=category, importance=importance, tags=tags,
+            session_id=session_id, dedup=dedup,
+        )  # fmt: skip
+        return outcome.fact
+
+    async def remember(
+        self,
+        content: str,
+        user_id: str | None = None,
+        chat_id: str | None = None,
+        *,
+        category: str = "context",
+        importance: float = 0.5,
+        tags: Iterable[str] = (),
+        session_id: str | None = None,
+        dedup: bool = True,
+    ) -> AddOutcome:
+        """:meth:`add_memory`, saying what became of the fact: ``outcome.fact`` as written, or
+        None and ``outcome.duplicate_of`` the remembered fact it restates (id, content, path,
+        line), which the caller can update instead (:meth:`update_memory`). With ``dedup=False``
+        the fact is written whatever is remembered."""
         self._enter()
         user, chat = self._user(user_id), self._chat(chat_id)
         session = None if session_id is None else validate_id("session", session_id)
@@ -466,11 +474,13 @@ class MemoryManager:
         if dedup:
             await self._embed_ahead([fact])
         async with self.engine.changes(intent):
-            written = await asyncio.to_thread(self._remember, [fact], user, chat, session, lambda _: intent, dedup)
+            written, verdicts = await asyncio.to_thread(
+                self._remember, [fact], user, chat, session, lambda _: intent, dedup
+            )
             if not written:
-                return None
+                return AddOutcome(None, verdicts[0].duplicate_of)
             await self._maybe_refresh(written, user)
-        return written[0]
+        return AddOutcome(written[0], None)
 
     async def process_conversation_turn_for_memories(
         self,
@@ -521,7 +531,7 @@ class MemoryManager:
         # how many facts the turn added; the refresh it triggers joins the same commit.
         await self._embed_ahead(stamped)
         async with self.engine.changes():
-            written = await asyncio.to_thread(self._remember, stamped, user, chat, session, intent_for, True)
+            written, _ = await asyncio.to_thread(self._remember, stamped, user, chat, session, intent_for, True)
             if written:
                 await self._maybe_refresh(written, user)
         return written

@@ -1,4 +1,4 @@
-"""Agent tools (seed API): ``memory_search`` and ``memory_block_update``.
+"""Agent tools: ``memory_search`` and ``memory_block_update`` (seed API), and ``memory_add``.
 
 Agent frameworks call tools synchronously, often from a worker thread, while the agent's event
 loop (the one the MemoryManager is awaited on) runs in another thread. A tool therefore schedules
@@ -21,11 +21,11 @@ from pydantic import ValidationError
 
 from ..errors import InvalidInputError, SyncdError
 from ..layout import check_text, validate_id
-from ..schemas import BlockUpdateInput, Input, SearchInput, describe_invalid, tool_inputs
+from ..schemas import AddInput, BlockUpdateInput, Input, SearchInput, describe_invalid, tool_inputs
 from .blocks import CoreBlock
 from .manager import EPHEMERAL_LOOP, MemoryManager
 
-__all__ = ["MemoryBlockUpdateTool", "MemorySearchTool", "format_hits", "run_sync", "update_block"]
+__all__ = ["MemoryAddTool", "MemoryBlockUpdateTool", "MemorySearchTool", "format_hits", "run_sync", "update_block"]
 
 log = logging.getLogger(__name__)
 
@@ -172,6 +172,40 @@ class MemorySearchTool(_MemoryTool):
         request = self._validated(SearchInput, query=query, limit=5 if limit is None else limit)
         hits = await self.memory_manager.search_memories(request.query, request.limit, request.chat_id, request.user_id)
         return format_hits(hits)
+
+
+class MemoryAddTool(_MemoryTool):
+    name = "memory_add"
+    description = (
+        "Remember one fact about this user, as one short sentence (facts from the conversation are "
+        "also extracted for you after each turn). A correction of something remembered (another "
+        "number, date, name, a negation) is remembered as a new fact; a fact that only restates "
+        "one already remembered is not written again, and the answer names that fact and its id."
+    )
+    inputs: ClassVar[dict[str, dict[str, Any]]] = tool_inputs(AddInput, skip=("user_id", "chat_id", "session_id", "dedup"))
+
+    async def _add(self, **arguments: Any) -> str:
+        request = self._validated(AddInput, **arguments)
+        outcome = await self.memory_manager.remember(
+            request.content, request.user_id, request.chat_id,
+            category=request.category, importance=request.importance, tags=request.tags,
+        )  # fmt: skip
+        if outcome.fact is not None:
+            return f"Remembered (id {outcome.fact.id})."
+        known = outcome.duplicate_of
+        if known is None:
+            return "Already remembered; nothing was written."
+        return (
+            f"Already remembered as {known.content!r} (id {known.id}, {known.path}:{known.line}); nothing was "
+            "written. If that fact is wrong or out of date, have it changed by its id instead."
+        )
+
+    def forward(
+        self, content: str, category: str | None = "context", importance: float | None = 0.5, tags: list | None = None
+    ) -> str:
+        arguments = {"content": content, "category": category or "context",
+                     "importance": 0.5 if importance is None else importance, "tags": tags or []}
+        return self._answer(lambda: self._add(**arguments))
 
 
 class MemoryBlockUpdateTool(_MemoryTool):

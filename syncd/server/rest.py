@@ -117,6 +117,10 @@ def _memory_routes(svc: MemoryService) -> APIRouter:
     async def add(q: s.AddInput, who: Who):
         return await svc.add(who, q)
 
+    @r.patch("/archival/{memory_id}", response_model=s.FactOut, summary="Change one fact")
+    async def update(memory_id: s.MemoryId, q: s.FactChanges, who: Who):
+        return await svc.update(who, s.UpdateInput(memory_id=memory_id, **q.model_dump()))
+
     @r.delete("/archival/{memory_id}", response_model=s.DeleteResult, summary="Forget one fact")
     async def delete(memory_id: s.MemoryId, who: Who, user_id: UserParam = None):
         result = await svc.delete(who, s.DeleteInput(memory_id=memory_id, user_id=user_id))

@@ -24,6 +24,7 @@ from ..errors import InvalidInputError, NotFoundError, SyncdError
 from ..home import read_regular
 from ..memory import MemoryManager
 from ..memory.tools import update_block
+from ..search import hit_record, search
 from ..session.files import list_sessions
 from ..session.state import read_state_file
 from ..session.transcripts import read_transcript_file
@@ -53,25 +54,7 @@ class AccessError(SyncdError):
 
 
 def _hit(hit) -> s.MemoryHit:
-    return s.MemoryHit(
-        id=hit.id,
-        content=hit.content,
-        snippet=hit.snippet(),
-        score=float(hit.score),
-        parts={k: float(v) for k, v in hit.parts.items()},
-        kind=hit.kind,
-        source=hit.source,
-        path=hit.path,
-        line=int(hit.line),
-        user_id=hit.user_id,
-        chat_id=hit.chat_id,
-        category=hit.category,
-        tags=list(hit.tags),
-        created_at=hit.created_at,
-        heading=hit.heading,
-        importance=None if hit.importance is None else float(hit.importance),
-        session_id=hit.session_id,
-    )
+    return s.MemoryHit.model_validate(hit_record(hit))
 
 
 def _fact(fact) -> s.FactOut:
@@ -138,17 +121,26 @@ class MemoryService:
 
     async def search(self, p: Principal, q: s.SearchInput) -> s.SearchResult:
         user = self.user_for(p, q.user_id)
-        hits = await self.manager.search_memories(q.query, q.limit, q.chat_id, user, include_wiki=q.include_wiki)
+        hits = await self.manager.search_memories(
+            q.query, q.limit, q.chat_id, user, kind=q.kind, include_wiki=q.include_wiki
+        )
         return s.SearchResult(hits=[_hit(h) for h in hits])
 
     async def add(self, p: Principal, q: s.AddInput) -> s.AddResult:
         user = self.user_for(p, q.user_id)
         async with self._writing():
-            fact = await self._add(q, user)
-        return s.AddResult(fact=None if fact is None else _fact(fact), duplicate=fact is None)
+            outcome = await self._add(q, user)
+        known = outcome.duplicate_of
+        return s.AddResult(
+            fact=None if outcome.fact is None else _fact(outcome.fact),
+            duplicate=outcome.duplicate,
+            duplicate_of=None if known is None else s.KnownFactOut(
+                id=known.id, content=known.content, path=known.path, line=known.line
+            ),
+        )
 
     async def _add(self, q: s.AddInput, user: str):
-        return await self.manager.add_memory(
+        return await self.manager.remember(
             q.content,
             user,
             q.chat_id,
@@ -158,6 +150,14 @@ class MemoryService:
             session_id=q.session_id,
             dedup=q.dedup,
         )
+
+    async def update(self, p: Principal, q: s.UpdateInput) -> s.FactOut:
+        user = self.user_for(p, q.user_id)
+        async with self._writing():
+            fact = await self.manager.update_memory(
+                q.memory_id, user, content=q.content, category=q.category, importance=q.importance, tags=q.tags
+            )
+        return _fact(fact)
 
     async def process_turn(self, p: Principal, q: s.TurnInput) -> s.TurnResult:
         user = self.user_for(p, q.user_id)
@@ -354,7 +354,9 @@ class MemoryService:
     async def vault_search(self, p: Principal, q: s.VaultSearchInput) -> s.SearchResult:
         user = None if p.admin and q.user_id is None else self.user_for(p, q.user_id)
         # The vault is shared; a user's scope holds it plus their own rows, which are dropped here.
-        hits = await asyncio.to_thread(self.engine.search, q.query, user_id=user, limit=q.limit * 4 + 20, kind="chunk")
+        hits = await asyncio.to_thread(
+            lambda: search(self.engine, q.query, user_id=user, limit=q.limit * 4 + 20, kind="chunk", include_wiki=True)
+        )
         pages = [h for h in hits if h.source == "vault_page"][: q.limit]
         return s.SearchResult(hits=[_hit(h) for h in pages])
 
@@ -399,8 +401,13 @@ OPERATIONS: dict[str, Operation] = {
             "Search long-term memory (facts, MEMORY.md, core blocks; the wiki too with include_wiki) "
             "and get the relevant memories with their ids and sources; an unrelated query finds nothing."),
         _op("memory_add", s.AddInput, "add",
-            "Remember one fact (one line in today's log, one commit). Returns it with its id, or "
-            "duplicate=true when an equivalent fact is already remembered.", read_only=False),
+            "Remember one fact (one line in today's log, one commit). Returns it with its id; a "
+            "correction of a remembered fact (another number, date, name, a negation) is a new fact. "
+            "When it only restates a remembered fact nothing is written: duplicate=true and "
+            "duplicate_of names that fact (id, content), to update instead.", read_only=False),
+        _op("memory_update", s.UpdateInput, "update",
+            "Change one remembered fact in place by its id (its line in the daily log, one commit; "
+            "the old text stays in the history). Fields left out keep their value.", read_only=False),
         _op("memory_delete", s.DeleteInput, "delete",
             "Forget one fact by its id (its line leaves the daily log, one commit).", read_only=False),
         _op("core_memory_get", s.CoreInput, "core",

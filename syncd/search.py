@@ -1,0 +1,84 @@
+"""One search: what every front end answers a query with.
+
+``syncd search`` (itself or through the daemon's socket), the REST API, the MCP tools, the
+workbench, the agent tools and ``MemoryManager.search_memories`` all call :func:`search` and
+show each hit as :func:`hit_record`, so the same query, scope and kind give the same hits with
+the same fields wherever it is asked. The defaults, in one place:
+
+- ``limit`` 5 (:data:`DEFAULT_LIMIT`);
+- the memory only (facts, MEMORY.md, core blocks, notes under ``memory/``); the wiki vault too
+  with ``include_wiki``;
+- facts and text chunks (``kind`` None); ``"fact"``, ``"chunk"`` or ``"transcript"`` for one kind;
+- the relevance floor of :func:`relevance_floor`: a row that shares no word with the query and is
+  not close to it in meaning is no match, however few hits remain;
+- hybrid ranking (meaning and words); ``hybrid=False`` ranks by meaning only.
+
+Who a query acts for is the front end's to decide before it gets here (a token's user, the
+``--user`` of a command): ``user_id`` None searches every user's memory, which only the home's own
+tools (the command line, the workbench) do. ``Engine.search`` stays what it was, the index's
+ranking with no floor and the wiki included, for code that wants exactly that.
+
+This module imports nothing heavy: the command line reads its defaults without loading the index.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import TYPE_CHECKING, Any
+
+from .errors import QueryError
+
+if TYPE_CHECKING:
+    from .index.search import Hit
+
+__all__ = ["DEFAULT_LIMIT", "KINDS", "hit_record", "relevance_floor", "search"]
+
+DEFAULT_LIMIT = 5
+KINDS = ("fact", "chunk", "transcript")
+
+
+def relevance_floor(settings: Any) -> dict[str, Any]:
+    """The keyword arguments of ``Engine.search`` that make up the relevance floor every front
+    end applies: the one place to change it (the ranking's own floor, once it has one, joins
+    here)."""
+    return {"min_cosine": settings.recall_min_cosine}
+
+
+def search(
+    backend: Any,
+    query: str,
+    *,
+    user_id: str | None,
+    chat_id: str | None = None,
+    limit: int = DEFAULT_LIMIT,
+    kind: str | None = None,
+    include_wiki: bool = False,
+    hybrid: bool = True,
+    now: dt.datetime | None = None,
+    settings: Any = None,
+) -> list[Hit]:
+    """The best hits for ``query`` in ``backend`` (an open engine, or any MemoryBackend) within
+    the scope given, with the defaults above; the floor is that of ``settings`` (default: the
+    backend's). QueryError for an empty query; InvalidIdError for a bad id; ValueError for an
+    unknown kind or a chat without its user."""
+    if not isinstance(query, str) or not query.strip():
+        raise QueryError(query, "the search query is empty: say what to look for")
+    if kind is not None and kind not in KINDS:
+        raise ValueError(f"unknown kind {kind!r}: use {', '.join(KINDS)}, or none for facts and chunks")
+    return backend.search(
+        query,
+        user_id=user_id,
+        chat_id=chat_id,
+        limit=limit,
+        kind=kind,
+        now=now,
+        text=hybrid,
+        memory_only=not include_wiki,
+        **relevance_floor(settings or backend.settings),
+    )
+
+
+def hit_record(hit: Hit) -> dict[str, Any]:
+    """A hit as every front end gives it (``syncd.schemas.MemoryHit``): its fields and the
+    first line worth showing."""
+    return hit.to_dict() | {"snippet": hit.snippet()}
