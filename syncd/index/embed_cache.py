@@ -21,7 +21,7 @@ from ..errors import EmbeddingError
 from ..home import disk_failure
 from .embed import Embedder, check_texts
 
-__all__ = ["CachedEmbedder", "EmbedProgress", "EmbeddingCache", "text_key"]
+__all__ = ["CachedEmbedder", "EmbeddingCache", "text_key"]
 
 log = logging.getLogger(__name__)
 
