@@ -46,6 +46,14 @@ class Settings(BaseSettings):
     # 0.2% but drop true paraphrases near 0.32 ("Which foods must she avoid?" / "Is allergic to
     # peanuts."). Another embedding model has other cosines: recalibrate with it.
     recall_min_cosine: float = Field(0.3, ge=-1, le=1)
+    # The relevance floor of search (Engine.search(floor=...), syncd.index.search.answered): a
+    # query the memory in scope does not answer at all gets no hits. Answered means its best row
+    # is closer in meaning than the best of that many unrelated rows comes 19 times in 20 by
+    # chance (for the bundled all-MiniLM-L6-v2: 0.18 for one row, 0.39 for 550, 0.51 for
+    # 100,000), holding the query's rare words counting for up to 0.10 more.
+    # retrieve_relevant_memories applies it; measured by `benchmarks/bench_no_answer.py`.
+    # False: every query gets its nearest rows.
+    search_floor: bool = True
 
     # Watcher
     debounce_ms: int = Field(40, ge=0, le=60_000, description="Quiet time before a batch is handled.")

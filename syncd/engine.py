@@ -309,11 +309,14 @@ class Engine:
         text: bool = True,
         min_cosine: float | None = None,
         memory_only: bool = False,
+        floor: bool = False,
     ) -> list[Hit]:
         """Best ``limit`` hits for ``query`` within the user's (and chat's) scope, ranked with the
         settings' weights (``text=False``: by meaning only, no full-text part). ``min_cosine``
         drops rows that share no word with the query and are less close in meaning than that;
-        ``memory_only`` leaves the wiki out. Raises QueryError for an empty query: "nothing"
+        ``memory_only`` leaves the wiki out; ``floor`` returns nothing when the memory in scope
+        does not answer the query at all (every hit says so in ``Hit.relevant``; see
+        syncd.index.search.answered). Raises QueryError for an empty query: "nothing"
         matches nothing, and an agent that sent one has a bug worth seeing."""
         if not isinstance(query, str) or not query.strip():
             raise QueryError(query, "the search query is empty: say what to look for")
@@ -330,6 +333,7 @@ class Engine:
             now=now,
             min_cosine=min_cosine,
             memory_only=memory_only,
+            floor=floor,
         )
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:

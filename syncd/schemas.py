@@ -294,6 +294,7 @@ class MemoryHit(BaseModel):
     extra: dict[str, Any]
     title: str | None = Field(description="A wiki hit's page title; null outside the vault.")
     breadcrumb: str = Field(description="Where the hit sits: Page > Section for a wiki page, the heading path else.")
+    relevant: bool = Field(description="Relevant to the query by a measure that means the same for every query.")
 
 
 class SearchResult(BaseModel):

@@ -9,8 +9,8 @@ the same fields wherever it is asked. The defaults, in one place:
 - the memory only (facts, MEMORY.md, core blocks, notes under ``memory/``); the wiki vault too
   with ``include_wiki``;
 - facts and text chunks (``kind`` None); ``"fact"``, ``"chunk"`` or ``"transcript"`` for one kind;
-- the relevance floor of :func:`relevance_floor`: a row that shares no word with the query and is
-  not close to it in meaning is no match, however few hits remain;
+- the relevance floor of :func:`relevance_floor`: a query the memory in scope does not answer at
+  all (words it does not hold or holds everywhere, no meaning closer than chance) gets no hits;
 - hybrid ranking (meaning and words); ``hybrid=False`` ranks by meaning only.
 
 Who a query acts for is the front end's to decide before it gets here (a token's user, the
@@ -39,9 +39,10 @@ KINDS = ("fact", "chunk", "transcript")
 
 def relevance_floor(settings: Any) -> dict[str, Any]:
     """The keyword arguments of ``Engine.search`` that make up the relevance floor every front
-    end applies: the one place to change it (the ranking's own floor, once it has one, joins
-    here)."""
-    return {"min_cosine": settings.recall_min_cosine}
+    end applies: the one place to change it. The ranking's own floor (``Settings.search_floor``,
+    syncd.index.search.answered): nothing when the memory in scope does not answer the query at
+    all, by meaning closer than chance for a memory of its size or by its rare words."""
+    return {"floor": settings.search_floor}
 
 
 def search(

@@ -371,12 +371,22 @@ _STATEFUL_LINES = [
 ]
 
 
+# Facts whose rows carry the dates their words mean (syncd.formats.when), and whose neighbours
+# then carry them as context: an edit beside them must redo exactly what a first read makes.
+_TIME_FACT_LINES = [
+    "- [dialog] Ana: I went to the support group yesterday.", "- [note] Met Bo last Friday.",
+    "- [note] Moved here two weeks ago. `move`", "- [plan] Flying to Lyon next month.",
+    "- [dialog] Bo: We hiked last weekend and the week before.", "- [note] 3 days ago it snowed.",
+]
+
+
 @st.composite
 def _log_lines(draw: st.DrawFn, max_blocks: int) -> list[str]:
     """Lines of a daily log heavy in sections and in what opens or closes a block: blocks of a
     few lines, most under a section heading."""
     line = st.one_of(
         st.sampled_from(_STATEFUL_LINES),
+        st.sampled_from(_TIME_FACT_LINES),
         raw_fact_lines().map(lambda pair: pair[0]),
         engine_shaped_lines(),
         lookalike_lines(),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import syncd
+from syncd.index.records import NEIGHBOURS
 from syncd.index.rows import parse_file
 
 from .helpers import write
@@ -37,15 +38,18 @@ def test_a_facts_window_is_its_neighbours_in_its_section_and_the_date() -> None:
     answer = rows["Bo: Porto, and it rained the whole weekend."]
     assert answer.heading == "19:05 chat:c1 session:s1"
     assert answer.embed_text == answer.text  # the vector is the fact's own
+    # Its date words first, then (after the NEIGHBOURS mark) the words said around it: full text
+    # finds it by them as part of its passage, never as its own words (fulltext.py).
     assert answer.context == (
+        "Saturday 14 March 2026\n"
+        f"{NEIGHBOURS}\n"
         "Ana: Which city did you fly to for your sister's wedding?\n"
-        "Ana: Oh no! Did you at least get to try the pastries?\n"
-        "Saturday 14 March 2026"
+        "Ana: Oh no! Did you at least get to try the pastries?"
     )
     assert "wedding" in answer.search_text and "Saturday" in answer.search_text
     # The last fact of a section has only the one before it: the next section is another talk.
     last = rows["Bo: Every morning, the custard tarts were worth the trip."]
-    assert last.context == "Ana: Oh no! Did you at least get to try the pastries?\nSaturday 14 March 2026"
+    assert last.context == f"Saturday 14 March 2026\n{NEIGHBOURS}\nAna: Oh no! Did you at least get to try the pastries?"
     assert "council" not in last.search_text
 
 
@@ -63,7 +67,7 @@ def test_facts_written_one_call_at_a_time_have_no_neighbours() -> None:
 def test_hand_written_facts_outside_any_section_are_one_conversation() -> None:
     text = "- [note] Bought a road bike.\nSome prose.\n- [note] It is blue.\n"
     rows = _rows(text, "memory/users/ana/2026-02-30.md")  # not a real date: no date words
-    assert rows["It is blue."].context == "Bought a road bike."
+    assert rows["It is blue."].context == f"{NEIGHBOURS}\nBought a road bike."
     assert rows["Bought a road bike."].heading == ""
 
 
@@ -76,9 +80,8 @@ def test_a_terse_answer_is_found_through_the_turn_before_it(tmp_path, embedder) 
         assert "Bo: Porto, and it rained the whole weekend." in [h.content for h in hits]
         answer = next(h for h in hits if h.content.startswith("Bo: Porto"))
         assert answer.parts["context"] > 0
-        assert answer.score == sum(
-            getattr(engine_weights(engine), name) * value for name, value in answer.parts.items()
-        )
+        weights = engine_weights(engine)
+        assert answer.score == sum(getattr(weights, name) * answer.parts[name] for name in weights.__dataclass_fields__)
 
 
 def engine_weights(engine):

@@ -44,7 +44,7 @@ def test_a_nonsense_query_finds_nothing_while_a_paraphrase_still_matches(remembe
     recall = asyncio.run(remembered.retrieve_relevant_memories("Does she have any pets?", user_id="ana", limit=1))
     assert "Has a cat called Miso." in recall
     # The floor is a setting: without it the same nonsense gets the nearest (unrelated) facts.
-    floorless = MemoryManager(engine, settings=Settings(recall_min_cosine=-1))
+    floorless = MemoryManager(engine, settings=Settings(search_floor=False))
     assert len(_search(floorless, "zorblat quimfex vorpish")) == 5
 
 

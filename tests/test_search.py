@@ -76,7 +76,10 @@ def test_hits_carry_their_source_and_score_parts(populated):
     assert top.content == "bob is allergic to peanuts."
     assert (top.path, top.line, top.kind, top.category) == ("memory/users/bob/2026-11-22.md", 5, "fact", "preference")
     assert top.user_id == "bob" and top.chat_id == "c2" and top.session_id == "s1"
-    assert set(top.parts) == {"semantic", "fulltext", "context", "importance", "recency"}
+    # The weighted parts the score adds up, and beside them the absolute ones (same value, same
+    # meaning for any query): raw BM25, the query's idf-weighted coverage and its rare words' part.
+    assert set(top.parts) == {"semantic", "fulltext", "context", "importance", "recency", "bm25", "coverage", "rare"}
+    assert top.parts["bm25"] > 0 and 0 < top.parts["coverage"] <= 1 and top.relevant
     expected = (0.7 * top.parts["semantic"] + 0.3 * top.parts["fulltext"] + 0.5 * top.parts["context"]
                 + 0.2 * top.parts["importance"] + 0.1 * top.parts["recency"])
     assert top.score == expected  # summed in the same order: the parts add up exactly

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 import syncd
 from syncd.cli import main
 from syncd.search import hit_record
-from syncd.index.records import page_breadcrumb
+from syncd.index.records import SCHEMA_VERSION, page_breadcrumb
 from syncd.index.rows import parse_file
 from syncd.index.store import entry_schema
 
@@ -175,4 +175,4 @@ def test_an_index_of_the_old_layout_is_rebuilt_with_titles(home, embedder):
         engine.sync()
         hit = _chunk_of(engine, "steep sencha temperature", "vault/drinks/tea.md")
         assert hit.breadcrumb == "Green tea > Brewing > Temperature"
-        assert json.loads((folder / "meta.json").read_text())["schema"] == 3
+        assert json.loads((folder / "meta.json").read_text())["schema"] == SCHEMA_VERSION

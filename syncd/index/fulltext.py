@@ -37,9 +37,13 @@ import numpy as np
 import regex
 from py_rust_stemmers import SnowballStemmer
 
+from .records import NEIGHBOURS
+
 __all__ = ["MAX_ANALYZED_CHARS", "TextIndex", "analyze", "best_rows"]
 
 MAX_ANALYZED_CHARS = 1_000_000
+# A term is rare in the rows a query sees when its idf is at least this share of an unseen term's.
+RARE_IDF_SHARE = 0.5
 
 _K1 = 1.2
 _B = 0.75
@@ -115,17 +119,19 @@ class _Segment:
     offsets: np.ndarray
     rows: np.ndarray
     freqs: np.ndarray
+    # The term's frequency among the row's neighbours' words (0 for rows without neighbours).
+    near: np.ndarray
 
-    def pairs(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(term, row, freq) of every posting."""
+    def pairs(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """(term, row, freq, neighbours' freq) of every posting."""
         terms = np.repeat(np.arange(len(self.offsets) - 1), np.diff(self.offsets))
-        return terms, self.rows, self.freqs
+        return terms, self.rows, self.freqs, self.near
 
-    def postings(self, term: int) -> tuple[np.ndarray, np.ndarray]:
+    def postings(self, term: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         if term + 1 >= len(self.offsets):
-            return self.rows[:0], self.freqs[:0]
+            return self.rows[:0], self.freqs[:0], self.near[:0]
         lo, hi = self.offsets[term], self.offsets[term + 1]
-        return self.rows[lo:hi], self.freqs[lo:hi]
+        return self.rows[lo:hi], self.freqs[lo:hi], self.near[lo:hi]
 
 
 class TextIndex:
@@ -135,14 +141,21 @@ class TextIndex:
         self._vocabulary: dict[str, int] = {}
         self._segments: list[_Segment] = []
         self._lengths = np.zeros(0, dtype=np.float32)
-        self._pending: list[list[str]] = []
+        self._near_lengths = np.zeros(0, dtype=np.float32)
+        self._pending: list[tuple[list[str], list[str]]] = []
 
     def __len__(self) -> int:
         return len(self._lengths) + len(self._pending)
 
     def add(self, texts: Sequence[str]) -> None:
-        """Index the next ``len(texts)`` rows; postings are built on the next search."""
-        self._pending.extend(analyze(text) for text in texts)
+        """Index the next ``len(texts)`` rows; postings are built on the next search. Words after
+        a line holding only the NEIGHBOURS mark are the row's neighbours' (a fact's conversation,
+        rows.py): they count in the row's passage, not as its own (see :meth:`signals`)."""
+        for text in texts:
+            own, mark, around = text.partition(f"\n{NEIGHBOURS}\n")
+            if not mark and text.startswith(f"{NEIGHBOURS}\n"):
+                own, mark, around = "", NEIGHBOURS, text[len(NEIGHBOURS) + 1 :]
+            self._pending.append((analyze(own), analyze(around) if mark else []))
 
     def keep(self, alive: np.ndarray) -> None:
         """Drop the rows where ``alive`` is false and number the rest 0..m-1 in their order, as
@@ -152,33 +165,39 @@ class TextIndex:
         renumbered = np.cumsum(alive) - 1
         segments = []
         for segment in self._segments:
-            terms, rows, freqs = segment.pairs()
+            terms, rows, freqs, near = segment.pairs()
             kept = alive[rows]
             terms = terms[kept]  # still sorted by term, then row: no new sort needed
             offsets = np.searchsorted(terms, np.arange(len(segment.offsets)))
-            segments.append(_Segment(offsets=offsets, rows=renumbered[rows[kept]], freqs=freqs[kept]))
+            segments.append(_Segment(offsets=offsets, rows=renumbered[rows[kept]], freqs=freqs[kept], near=near[kept]))
         self._segments = segments
         self._lengths = self._lengths[alive]
+        self._near_lengths = self._near_lengths[alive]
 
     def _flush(self) -> None:
         if not self._pending:
             return
         docs, self._pending = self._pending, []
         start = len(self._lengths)
-        lengths = np.fromiter((len(d) for d in docs), np.int64, len(docs))
+        counts = np.fromiter((len(own) + len(around) for own, around in docs), np.int64, len(docs))
         vocabulary = self._vocabulary
         terms = np.fromiter(
-            (vocabulary.setdefault(term, len(vocabulary)) for doc in docs for term in doc),
+            (vocabulary.setdefault(term, len(vocabulary)) for own, around in docs for term in (*own, *around)),
             np.int64,
-            int(lengths.sum()),
+            int(counts.sum()),
         )
-        rows = np.repeat(np.arange(start, start + len(docs), dtype=np.int64), lengths)
-        self._lengths = np.concatenate([self._lengths, lengths.astype(np.float32)])
-        self._segments.append(_postings(terms, rows, len(vocabulary)))
+        near = np.fromiter((w for own, around in docs for w in (*([0.0] * len(own)), *([1.0] * len(around)))),
+                           np.float64, int(counts.sum()))
+        rows = np.repeat(np.arange(start, start + len(docs), dtype=np.int64), counts)
+        own_lengths = np.fromiter((len(own) for own, _ in docs), np.float32, len(docs))
+        near_lengths = np.fromiter((len(around) for _, around in docs), np.float32, len(docs))
+        self._lengths = np.concatenate([self._lengths, own_lengths])
+        self._near_lengths = np.concatenate([self._near_lengths, near_lengths])
+        self._segments.append(_postings(terms, rows, len(vocabulary), 1.0 - near, near))
         while len(self._segments) > 1 and len(self._segments[-1].rows) * _MERGE_RATIO >= len(self._segments[-2].rows):
             newer, older = self._segments.pop().pairs(), self._segments.pop().pairs()
             merged = [np.concatenate(columns) for columns in zip(older, newer)]
-            self._segments.append(_postings(*merged[:2], len(vocabulary), merged[2]))
+            self._segments.append(_postings(*merged[:2], len(vocabulary), merged[2], merged[3]))
 
     def search(self, query: str, alive: np.ndarray, allowed: np.ndarray, k: int) -> list[tuple[int, float]]:
         """Top ``k`` (row, BM25) among rows both alive and ``allowed``, best first; rows that match
@@ -190,36 +209,83 @@ class TextIndex:
 
     def scores(self, query: str, alive: np.ndarray, allowed: np.ndarray) -> np.ndarray:
         """BM25 of every row as :meth:`search` ranks them (0 for a row that matches no query term
-        or is not visible): one pass over the postings that also scores rows found some other
-        way, such as a hit's neighbours."""
+        or is not visible), over its own words and its neighbours' together (the passage): one
+        pass over the postings that also scores rows found some other way, such as a hit's
+        neighbours."""
+        return self.signals(query, alive, allowed)[1]
+
+    def signals(self, query: str, alive: np.ndarray, allowed: np.ndarray
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Four per-row arrays (0 where a row is not visible or matches nothing):
+
+        - BM25 of the row's own words;
+        - BM25 of its passage: its own words and its neighbours' (a daily-log fact's
+          conversation; see rows.py), which finds a turn by words said around it;
+        - its coverage of the query, over its own words: the idf of the query's distinct terms
+          the row holds over the idf of all of them, a term no visible row holds counting as the
+          rarest possible (idf with df 0). Unlike BM25 over the best BM25 it means the same for
+          every query: 1.0 holds every word asked, 0.3 words worth three tenths of the question
+          (a common word's share is small, an unseen word's large);
+        - the part of that coverage made of rare words: terms whose idf is at least half that of
+          an unseen term (with N visible rows, held by fewer than about sqrt(N / 2) of them; in
+          a memory of 550 rows, 16). A weekday or "world" said all over a memory is not rare
+          there, so a query sharing only such words with a row is not answered by it.
+
+        Each BM25 takes its statistics (row count, document frequencies, average length) from the
+        rows the query may see, over the same words it scores."""
         self._flush()
         n = len(self._lengths)
-        scores = np.zeros(n, dtype=np.float32)
+        own_scores = np.zeros(n, dtype=np.float32)
+        passage_scores = np.zeros(n, dtype=np.float32)
+        shares = np.zeros(n, dtype=np.float64)
+        rare = np.zeros(n, dtype=np.float64)
         # Terms in sorted order, not vocabulary order, so the float sums (and so the scores) do
         # not depend on the order rows were added in: incremental equals rebuilt, bit for bit.
-        terms = sorted({t for t in analyze(query) if t in self._vocabulary}) if n else []
-        if not terms:
-            return scores
+        asked = sorted(set(analyze(query)))
+        terms = [t for t in asked if t in self._vocabulary]
         visible = alive[:n] & allowed[:n]
-        docs = int(np.count_nonzero(visible))
-        if not docs:
-            return scores
-        avgdl = float(self._lengths[visible].mean()) or 1.0
+        docs = int(np.count_nonzero(visible)) if n else 0
+        if not terms or not docs:
+            return own_scores, passage_scores, shares, rare
+        own_lengths = self._lengths
+        passage_lengths = own_lengths + self._near_lengths
+        own_avgdl = float(own_lengths[visible].mean()) or 1.0
+        passage_avgdl = float(passage_lengths[visible].mean()) or 1.0
+        unseen_idf = float(np.log1p((docs + 0.5) / 0.5))
+        total = unseen_idf * (len(asked) - len(terms))
         for term in terms:
             hits = [segment.postings(self._vocabulary[term]) for segment in self._segments]
-            rows = np.concatenate([r for r, _ in hits])
-            if not len(rows):
-                continue
+            rows = np.concatenate([r for r, _, _ in hits])
             keep = visible[rows]
-            df = int(np.count_nonzero(keep))
-            if not df:
-                continue
-            rows, freqs = rows[keep], np.concatenate([f for _, f in hits])[keep]
-            idf = np.float32(np.log1p((docs - df + 0.5) / (df + 0.5)))
-            # Length normalisation for the posting rows only, not for every row of the index.
-            norm = _K1 * (1.0 - _B + _B * self._lengths[rows] / avgdl)
-            scores[rows] += idf * freqs * (_K1 + 1.0) / (freqs + norm)  # each row once per term
-        return scores
+            rows = rows[keep]
+            own = np.concatenate([f for _, f, _ in hits])[keep]
+            passage = own + np.concatenate([f for _, _, f in hits])[keep]
+            idf = _add_bm25(own_scores, rows, own, docs, own_lengths, own_avgdl, shares)
+            if idf >= RARE_IDF_SHARE * unseen_idf:
+                rare[rows[own > 0]] += idf
+            total += idf
+            _add_bm25(passage_scores, rows, passage, docs, passage_lengths, passage_avgdl)
+        if total > 0:
+            shares /= total
+            rare /= total
+        return own_scores, passage_scores, shares, rare
+
+
+def _add_bm25(scores: np.ndarray, rows: np.ndarray, freqs: np.ndarray, docs: int, lengths: np.ndarray,
+              avgdl: float, shares: np.ndarray | None = None) -> float:
+    """Add one term's BM25 to ``scores`` for the ``rows`` whose ``freqs`` are above 0 (and its idf
+    to their ``shares``); returns the term's idf (that of an unseen term when no row holds it)."""
+    held = freqs > 0
+    rows, freqs = rows[held], freqs[held]
+    df = len(rows)
+    idf = np.float32(np.log1p((docs - df + 0.5) / (df + 0.5)))
+    if df:
+        # Length normalisation for the posting rows only, not for every row of the index.
+        norm = _K1 * (1.0 - _B + _B * lengths[rows] / avgdl)
+        scores[rows] += idf * freqs * (_K1 + 1.0) / (freqs + norm)  # each row once per term
+        if shares is not None:
+            shares[rows] += float(idf)
+    return float(idf)
 
 
 def best_rows(scores: np.ndarray, k: int) -> np.ndarray:
@@ -242,11 +308,13 @@ def _best(rows: np.ndarray, scores: np.ndarray, k: int) -> np.ndarray:
     return rows[np.lexsort((rows, -scores))]
 
 
-def _postings(terms: np.ndarray, rows: np.ndarray, vocabulary_size: int, freqs: np.ndarray | None = None) -> _Segment:
-    """CSR postings from (term, row[, freq]) pairs: sorted by term then row, repeats summed."""
+def _postings(terms: np.ndarray, rows: np.ndarray, vocabulary_size: int, freqs: np.ndarray,
+              near: np.ndarray) -> _Segment:
+    """CSR postings from (term, row, freq, neighbours' freq): sorted by term then row, repeats summed."""
     stride = int(rows.max(initial=0)) + 1
     unique, inverse = np.unique(terms * stride + rows, return_inverse=True)
     summed = np.bincount(inverse, weights=freqs, minlength=len(unique)).astype(np.float32)
+    summed_near = np.bincount(inverse, weights=near, minlength=len(unique)).astype(np.float32)
     unique_terms = unique // stride
     offsets = np.searchsorted(unique_terms, np.arange(vocabulary_size + 1))
-    return _Segment(offsets=offsets, rows=(unique % stride).astype(np.int64), freqs=summed)
+    return _Segment(offsets=offsets, rows=(unique % stride).astype(np.int64), freqs=summed, near=summed_near)

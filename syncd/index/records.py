@@ -2,25 +2,36 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 __all__ = [
     "HEADING_SEPARATOR",
+    "NEIGHBOURS",
     "SCHEMA_VERSION",
     "EntryRow",
     "FileRecord",
     "FileUpdate",
+    "heading_only",
     "meta_compatible",
     "page_breadcrumb",
 ]
 
 HEADING_SEPARATOR = " > "
+# In a row's search text, what follows this line is its neighbours' words (a daily-log fact's
+# conversation): full text finds the row by them (its passage), but never counts them as its own
+# words (fulltext.py).
+NEIGHBOURS = "\x1f"
+_COMMENT_RE = re.compile(r"<!--.*?-->", re.DOTALL)
+_HEADING_RE = re.compile(r" {0,3}#{1,6}(?:[ \t]|$)")
 
 # The layout of the index's rows; an index of another layout is rebuilt (`syncd reindex`).
 # 2: daily-log facts carry their section heading and a context window in their search text.
 # 3: vault chunks carry their page's title (a new column), in their embedded and searched text too.
-SCHEMA_VERSION = 3
+# 4: a fact's search text holds its date words and the dates its relative time expressions mean
+#    (syncd.formats.when), no longer its neighbours' words (they reach it once, as search context).
+SCHEMA_VERSION = 4
 
 
 def meta_compatible(meta: Mapping, model_id: str, empty: bool) -> bool:
@@ -41,6 +52,14 @@ def page_breadcrumb(title: str | None, heading: str) -> str:
     if first.strip().casefold() == title.strip().casefold():
         return heading
     return f"{title}{HEADING_SEPARATOR}{heading}" if heading else title
+
+
+def heading_only(text: str) -> bool:
+    """Whether a chunk's text holds nothing but headings and HTML comments ("## Projects", "# Ana",
+    a managed region's markers): a chunk that says nothing of its own, never a search hit (its
+    words still reach the chunks under it, through their heading path)."""
+    body = _COMMENT_RE.sub("", text)
+    return all(not line.strip() or _HEADING_RE.match(line) for line in body.splitlines())
 
 
 @dataclass(frozen=True)
@@ -81,8 +100,8 @@ class EntryRow:
     # The page a vault chunk belongs to: its frontmatter title, else its first H1, else its file
     # name; None for rows of other files.
     title: str | None = None
-    # Words around the row that full text should also find it by (a daily-log fact's neighbours
-    # in its conversation and the day it was said); derived from the file, so not a column.
+    # Words about the row that full text should also find it by (a daily-log fact's day, and the
+    # days its relative time expressions mean); derived from the file, so not a column.
     context: str = ""
 
     @property
@@ -101,8 +120,9 @@ class EntryRow:
     def search_text(self) -> str:
         """What full-text search sees: the text plus the words around it a person would search by."""
         heading = self.breadcrumb if self.kind != "fact" else ""
-        parts = [heading, self.category or "", self.text, " ".join(self.tags), self.label or "", self.context]
-        return "\n".join(p for p in parts if p)
+        parts = [heading, self.category or "", self.text, " ".join(self.tags), self.label or ""]
+        own = "\n".join(p.replace(NEIGHBOURS, " ") for p in parts if p)
+        return f"{own}\n{self.context}" if self.context else own
 
 
 @dataclass

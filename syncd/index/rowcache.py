@@ -19,6 +19,7 @@ import numpy as np
 import simsimd
 
 from .fulltext import TextIndex
+from .records import heading_only
 
 __all__ = ["RowCache", "ScopeMask"]
 
@@ -40,6 +41,8 @@ class ScopeMask:
     chat: str | None = None
     kind: str | None = None
     memory_only: bool = False
+    # Leave out chunks that hold only headings ("## Projects", "# Ana"): nothing a hit could say.
+    content_only: bool = False
 
 
 class RowCache:
@@ -80,6 +83,7 @@ class RowCache:
         self._fact_rows = np.zeros(0, dtype=bool)
         self._memory_rows = np.zeros(0, dtype=bool)
         self._transcript_rows = np.zeros(0, dtype=bool)
+        self._heading_rows = np.zeros(0, dtype=bool)
         self._scope_cache: dict[ScopeMask, np.ndarray] = {}
         # A fact's conversation: the facts of its section (same file, same heading) in line order.
         # The row of the fact before and after it there, -1 at either end and for other rows.
@@ -253,11 +257,14 @@ class RowCache:
         facts = np.fromiter((k == "fact" for k in self._kinds[start:]), bool, n)
         memory = np.fromiter((p.startswith("memory/") for p in self._paths[start:]), bool, n)
         transcripts = np.fromiter((k == "transcript" for k in self._kinds[start:]), bool, n)
+        headings = np.fromiter((k == "chunk" and heading_only(p.get("text") or "")
+                                for k, p in zip(self._kinds[start:], self._payloads[start:])), bool, n)
         self._user_codes = np.concatenate([self._user_codes[:start], users])
         self._chat_codes = np.concatenate([self._chat_codes[:start], chats])
         self._fact_rows = np.concatenate([self._fact_rows[:start], facts])
         self._memory_rows = np.concatenate([self._memory_rows[:start], memory])
         self._transcript_rows = np.concatenate([self._transcript_rows[:start], transcripts])
+        self._heading_rows = np.concatenate([self._heading_rows[:start], headings])
         created = np.fromiter((_posix(p.get("created_at")) for p in self._payloads[start:]), np.float64, n)
         self._created = np.concatenate([self._created[:start], created])
         self._prev = np.concatenate([self._prev[:start], np.full(n, -1, dtype=np.int64)])
@@ -305,6 +312,8 @@ class RowCache:
                     base &= self._fact_rows if scope.kind == "fact" else ~self._fact_rows
             if scope.memory_only:
                 base &= self._memory_rows
+            if scope.content_only:
+                base &= ~self._heading_rows
             if len(self._scope_cache) > 64:
                 self._scope_cache.clear()
             self._scope_cache[scope] = base
@@ -370,6 +379,12 @@ class RowCache:
         the scope's own statistics; :func:`syncd.index.fulltext.best_rows` picks its top."""
         self._flush()
         return self._text_index.scores(query, self._alive, self._mask(scope))
+
+    def text_signals(self, query: str, scope: ScopeMask) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Every row's BM25 over its own words, over its passage, its coverage of the query and
+        the rare words' part of it (:meth:`syncd.index.fulltext.TextIndex.signals`), in one pass."""
+        self._flush()
+        return self._text_index.signals(query, self._alive, self._mask(scope))
 
     def around(self, rows: np.ndarray, scope: ScopeMask, reach: int) -> tuple[np.ndarray, np.ndarray]:
         """The facts at most ``reach`` places before and after each row in its conversation:

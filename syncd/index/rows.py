@@ -4,16 +4,16 @@ Ids are derived from the file's relative path and what the row says, never writt
 file, so a rebuild from the same tree yields the same ids.
 
 A daily log's facts are conversations: the facts under one section heading, in file order (two
-sections with the very same heading are one). Full text sees each fact with its context window
-(the facts just before and after it there, and the log's date in words); search lets the best
-neighbour's relevance flow to it (search.py). What a window is follows from how facts are
-written: one ``add_memory`` call writes one section, so a fact remembered on its own has no
+sections with the very same heading are one). Full text sees each fact with its date words (the
+day it was said, and the days its "yesterday" or "last Friday" mean); search lets the best
+neighbour's relevance flow to it (search.py), so a neighbour's words count once, through it, and
+never as the fact's own. What a conversation is follows from how facts are written: one ``add_memory`` call writes one section, so a fact remembered on its own has no
 neighbours (facts remembered separately are not one talk, and must not lend each other words);
 one extracted turn or one imported session writes its facts as one section, so they are each
 other's context; by hand, facts under a ``## HH:MM`` heading are that section's conversation and
-facts outside any section are one conversation per file (a person's notes for the day). Windows
-are derived from the file alone, like every row: a file's rows are always rebuilt together, so an
-edit next to a fact redoes its neighbours' windows too and incremental still equals rebuild.
+facts outside any section are one conversation per file (a person's notes for the day). Rows are
+derived from the file alone: a file's rows are always rebuilt together, and incremental equals
+rebuild.
 """
 
 from __future__ import annotations
@@ -30,8 +30,9 @@ from ..formats.fact_ids import FactIdMemo
 from ..formats.pages import Page
 from ..formats.reparse import reparse_daily_log
 from ..formats.transcripts import TokenSpans, chunk_transcript, parse_transcript
+from ..formats.when import date_words, resolved_words
 from ..layout import classify_path
-from .records import HEADING_SEPARATOR, EntryRow
+from .records import HEADING_SEPARATOR, NEIGHBOURS, EntryRow
 
 __all__ = ["ParsedFile", "TranscriptChunking", "parse_file", "parse_file_checked", "chunk_id", "page_title"]
 
@@ -119,11 +120,6 @@ def _section_start(date: str | None, section) -> str | None:
     return f"{date}T{section.time}:00" if section else date
 
 
-_WEEKDAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
-_MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August", "September",
-           "October", "November", "December")
-
-
 def _section_heading(section) -> str:
     """A section's heading as its facts carry it ("" outside any section): the key that
     makes facts one conversation, and what a person reading a hit sees of where it was said."""
@@ -139,14 +135,18 @@ def _section_heading(section) -> str:
     return " ".join(parts)
 
 
+def _day(date: str | None) -> dt.date | None:
+    try:
+        return dt.date.fromisoformat((date or "")[:10])
+    except ValueError:  # no date, or a file name like 2026-02-30.md
+        return None
+
+
 def _date_words(date: str | None) -> str:
     """A log's date as people say it ("Monday 8 May 2023"), in English whatever the locale, so
     a question naming the day or the month finds what was said then."""
-    try:
-        day = dt.date.fromisoformat(date or "")
-    except ValueError:  # no date, or a file name like 2026-02-30.md
-        return ""
-    return f"{_WEEKDAYS[day.weekday()]} {day.day} {_MONTHS[day.month - 1]} {day.year}"
+    day = _day(date)
+    return date_words(day) if day else ""
 
 
 def _headings(facts) -> list[str]:
@@ -163,19 +163,25 @@ def _headings(facts) -> list[str]:
 
 def _context_windows(facts, headings: list[str], date: str | None) -> list[str]:
     """Each fact's context window for full text: the facts just before and after it in the same
-    section (its conversation; ``headings`` are the facts' section headings), and the section's
-    date. A section written by one agent call holds only that call's facts, so a fact remembered
-    on its own has only the date."""
+    section (its conversation; ``headings`` are the facts' section headings), and its date words:
+    the day it was said ("Saturday 14 March 2026") and the days its relative time expressions
+    mean, resolved against that day ("yesterday" said then is "Friday 13 March 2026"; see
+    syncd.formats.when). A section written by one agent call holds only that call's facts, so a
+    fact remembered on its own has only its dates. The neighbours come after a NEIGHBOURS mark
+    (records.py): full text counts their words at half the weight of the fact's own."""
     conversations: dict[str, list[int]] = {}
     for n, heading in enumerate(headings):
         conversations.setdefault(heading, []).append(n)
     when = _date_words(date)
-    windows = [when] * len(facts)
+    windows = [""] * len(facts)
     for members in conversations.values():
         contents = [facts[m].fact.content for m in members]
         for at, n in enumerate(members):
+            fact = facts[n].fact
+            resolved = resolved_words(fact.content, _day(fact.timestamp) or _day(date))
             around = contents[at - 1 : at + 2 : 2] if at else contents[1:2]  # the one before, the one after
-            windows[n] = "\n".join([*around, when]) if when else "\n".join(around)
+            own = "\n".join(w for w in (when, resolved) if w)
+            windows[n] = "\n".join([*filter(None, [own]), NEIGHBOURS, *around]) if around else own
     return windows
 
 

@@ -3,18 +3,30 @@
 score = 0.7 * semantic + 0.3 * full text + 0.5 * context + 0.2 * importance + 0.1 * recency, where
 
 - semantic is the cosine (clamped at 0); full text is BM25 over the best BM25 in scope (both
-  computed row by row for every candidate, however it was found, so the parts are comparable);
+  computed row by row for every candidate, however it was found, so the parts are comparable).
+  A daily-log fact's BM25 is that of its passage: its own words and its conversation neighbours'
+  (rows.py, fulltext.py);
 - context is what the fact's conversation says about the query: the best relevance
   (0.7 * semantic + 0.3 * full text) among the facts of its section one place away, or half of
   it two places away. A question is often answered by the turn after the one that matches it
   ("Where did you go?" / "Lyon, last spring"), so the neighbours of every candidate are ranked
   too. Chunks and facts alone in their section have no context;
-- importance is the fact's own (0.5 when it has none); recency halves every 30 days.
+- importance is the fact's own (0.5 when it has none); recency halves every 30 days, and a row
+  without a date of its own (MEMORY.md, a block, a wiki page) gets 0.5, the middle.
 
 The first four weights are the seed's and stay the default; context (0.5, halving per step away)
 is new: a neighbour one place away passes on half its relevance, so a fact outranks the turn
 that matched only if its own words or meaning make up the other half. ``Weights`` (and the
 ``search_weight_*`` settings) change any of them; a context weight of 0 turns it off.
+
+Beside the weighted parts each hit carries absolute ones, which mean the same for every query
+(the normalised full text is 1.0 for the best match in scope however little it holds): ``bm25``
+(the raw BM25 the full text part normalises), ``coverage`` (the idf-weighted share of the query's
+words the row says itself) and ``rare`` (the share of it in words rare in the scope). From them
+and the cosine, :func:`answered` decides whether the memory in scope answers the query at all;
+each hit says so in ``relevant``, and ``floor=True`` returns nothing when it does not. Never
+returned, floor or not: chunks holding only headings (``## Projects``), and rows holding no word
+of the query, no context and no closeness in meaning (no padding up to the limit).
 """
 
 from __future__ import annotations
@@ -22,6 +34,7 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
+from statistics import NormalDist
 
 import numpy as np
 
@@ -31,10 +44,28 @@ from .records import page_breadcrumb
 from .rowcache import ScopeMask
 from .store import Index
 
-__all__ = ["Hit", "Weights", "hybrid_search"]
+__all__ = ["Hit", "Weights", "answered", "chance_cosine", "hybrid_search"]
 
 _RECENCY_HALF_LIFE_DAYS = 30.0
 _DEFAULT_IMPORTANCE = 0.5
+_UNDATED_RECENCY = 0.5
+# Below this cosine a row has nothing of the query's meaning (unrelated texts under MiniLM sit
+# around 0.0-0.15): with no word of it either, it is never returned, however few hits remain.
+_NO_MEANING = 0.05
+# The relevance floor (see answered()): how close unrelated texts lie under the bundled
+# all-MiniLM-L6-v2. Fitted to the off-topic, common-word and gibberish queries of
+# benchmarks/bench_no_answer.py (written for it, about nothing the memories hold): pooled over
+# every row their cosines have a 95th percentile of 0.11-0.19 (one row's chance), and the best of
+# a ~550-row conversation a 95th percentile of 0.33-0.41; a normal centred on 0.02 with spread
+# 0.10 puts the 95th percentile of the best of 1 and of 550 draws at 0.18 and 0.39 (the measured
+# spread within a query is 0.06, but the tails are fatter than a normal's). Another embedding
+# model needs its own (bench_no_answer.py prints what they give).
+_CHANCE_COSINE = 0.02
+_CHANCE_SPREAD = 0.10
+_CHANCE_KEPT = 0.95
+_NORMAL = NormalDist()
+# A row holding all of the query's rare words: worth one spread of chance in evidence().
+_RARE_WORDS = _CHANCE_SPREAD
 # Context flows from facts at most this many places away, halving with each step.
 _CONTEXT_REACH = 2
 _CONTEXT_DECAY = 0.5
@@ -82,6 +113,9 @@ class Hit:
     # other chunks, the section heading for a fact. A field, not a property, so the dict a hit
     # travels as (the control socket, ``--json``) says it and still makes the same Hit again.
     breadcrumb: str = ""
+    # Whether the hit is relevant to the query by a measure that means the same for every query
+    # (relevant_rows): what an honest "nothing found" leaves out (hybrid_search's ``floor``).
+    relevant: bool = True
 
     def snippet(self, width: int = 100) -> str:
         """The first line worth showing: a chunk's heading line is already in ``heading``."""
@@ -96,10 +130,40 @@ class Hit:
         return out
 
 
+def chance_cosine(rows: int) -> float:
+    """The cosine that the best of ``rows`` rows having nothing to do with a query stays under
+    19 times in 20: unrelated texts' cosines under the bundled MiniLM are taken as normal around
+    ``_CHANCE_COSINE`` with spread ``_CHANCE_SPREAD``, and the best of n draws stays under the
+    quantile 0.95 ** (1 / n). One row: 0.18; five: 0.25; 550 (a long conversation): 0.39;
+    100,000: 0.51. A memory's best row is evidence of meaning only above this: the larger the
+    memory, the closer something lies by chance."""
+    rows = max(rows, 1)
+    return _CHANCE_COSINE + _CHANCE_SPREAD * _NORMAL.inv_cdf(_CHANCE_KEPT ** (1.0 / rows))
+
+
+def evidence(cosine: np.ndarray, rare: np.ndarray) -> np.ndarray:
+    """How strongly each row speaks to the query, on a scale that means the same for every
+    query: its cosine, plus up to one spread of chance (``_RARE_WORDS``) for holding the query's
+    rare words (its rare coverage: the idf-weighted share of the query made of words that fewer
+    than about one row in sqrt(2N) holds, fulltext.py). A weekday or "world" said all over a
+    memory is not rare there and adds nothing."""
+    return cosine + _RARE_WORDS * rare
+
+
+def answered(best_evidence: float, rows: int) -> bool:
+    """Whether a memory of ``rows`` rows answers a query at all: its best row's
+    :func:`evidence` is above what the best of that many unrelated rows reaches by chance
+    (:func:`chance_cosine`). A query of words the memory does not hold, or holds everywhere,
+    and of no meaning close to it is answered by nothing."""
+    return best_evidence >= chance_cosine(rows)
+
+
 def _recency(created: np.ndarray, now: dt.datetime) -> np.ndarray:
-    """Halves every 30 days of age (no boost for the future, none without a date)."""
+    """Halves every 30 days of age (no boost for the future). A row without a date of its own
+    (MEMORY.md, a block, a wiki page) is neither new nor old: it gets the recency of a row one
+    half-life old (0.5), as a fact without an importance gets the middle one."""
     age_days = np.maximum((now.timestamp() - created) / 86400.0, 0.0)
-    return np.nan_to_num(np.power(0.5, age_days / _RECENCY_HALF_LIFE_DAYS), nan=0.0)
+    return np.nan_to_num(np.power(0.5, age_days / _RECENCY_HALF_LIFE_DAYS), nan=_UNDATED_RECENCY)
 
 
 def hybrid_search(
@@ -115,6 +179,7 @@ def hybrid_search(
     candidates: int | None = None,
     min_cosine: float | None = None,
     memory_only: bool = False,
+    floor: bool = False,
 ) -> list[Hit]:
     """Best ``limit`` hits for the query within the user's (and chat's) scope.
 
@@ -135,7 +200,7 @@ def hybrid_search(
             raise ValueError("a chat-scoped search needs its user_id")
     if kind not in (None, "fact", "chunk", "transcript"):
         raise ValueError(f"unknown kind {kind!r}: use 'fact', 'chunk', 'transcript' or None for facts and chunks")
-    scope = ScopeMask(user=user_id, chat=chat_id, kind=kind, memory_only=memory_only)
+    scope = ScopeMask(user=user_id, chat=chat_id, kind=kind, memory_only=memory_only, content_only=True)
     pool = candidates or max(limit * 4, 40)
     now = now or dt.datetime.now(dt.timezone.utc)
 
@@ -144,8 +209,10 @@ def hybrid_search(
     # One consistent view of the rows for the whole query (a reader reloads at most once); row
     # numbers are only used inside it.
     with index.reading() as rows:
-        bm25_all = rows.text_scores(query_text, scope)
-        found = np.unique(np.concatenate([rows.search_rows(query_vector, scope, pool), best_rows(bm25_all, pool)]))
+        _, passage_all, coverage_all, rare_all = rows.text_signals(query_text, scope)
+        visible = rows.count(scope)
+        # Candidates by meaning, and by words said in the row or around it (its passage).
+        found = np.unique(np.concatenate([rows.search_rows(query_vector, scope, pool), best_rows(passage_all, pool)]))
         reach = _CONTEXT_REACH if weights.context else 0
         # The neighbours of every candidate are candidates too, and theirs are scored for context.
         near, _ = rows.around(found, scope, reach)
@@ -153,21 +220,31 @@ def hybrid_search(
         near, distances = rows.around(ranked, scope, reach)
         scored = np.union1d(ranked, near[near >= 0])
         # Every row's parts are computed the same way, row by row, whichever search found it.
-        cosine, bm25 = rows.row_cosines(query_vector, scored), bm25_all[scored]
+        cosine, bm25 = rows.row_cosines(query_vector, scored), passage_all[scored]
+        coverage, rare = coverage_all[scored], rare_all[scored]
         created = rows.row_created(ranked)
         payloads = rows.row_payloads(ranked)
-    best_bm25 = float(bm25_all.max(initial=0.0)) or 1.0
+    best_bm25 = float(passage_all.max(initial=0.0)) or 1.0
     at = np.searchsorted(scored, ranked)
     semantic = np.maximum(cosine, 0.0)
     fulltext = bm25.astype(np.float64) / best_bm25
-    relevance = weights.semantic * semantic + weights.fulltext * fulltext
-    shares = np.where(near >= 0, relevance[np.searchsorted(scored, np.maximum(near, 0))], 0.0)
+    passed = weights.semantic * semantic + weights.fulltext * fulltext
+    neighbour = np.maximum(near, 0)
+    shares = np.where(near >= 0, passed[np.searchsorted(scored, neighbour)], 0.0)
     context = (shares * _CONTEXT_DECAY ** (distances - 1)).max(axis=1, initial=0.0)
     recency = _recency(created, now)
-    keep = np.ones(len(ranked), dtype=bool)
+    # Whether this memory answers the query at all (answered(): measures that mean the same
+    # for every query), by the best evidence among the candidates: they hold the closest rows in
+    # meaning and the best by words.
+    relevant = answered(float(evidence(cosine, rare).max(initial=0.0)), visible)
+    # A row with no word of the query, nothing from its neighbours and no closeness in meaning
+    # is no match at all, whatever the limit: never padding.
+    keep = (bm25[at] > 0) | (context > 0) | (cosine[at] >= _NO_MEANING)
     if min_cosine is not None:
         # No word of the query (in the row or its context window) and not close in meaning.
-        keep = (bm25[at] > 0) | (cosine[at] >= min_cosine)
+        keep &= (bm25[at] > 0) | (cosine[at] >= min_cosine)
+    if floor and not relevant:
+        return []
 
     importance = np.array(
         [_DEFAULT_IMPORTANCE if row["importance"] is None else float(row["importance"]) for row in payloads]
@@ -181,6 +258,10 @@ def hybrid_search(
     }
     # Summed part by part in this order, as the parts a hit shows would be: they add up exactly.
     score = sum(getattr(weights, name) * value for name, value in parts.items())
+    # Beside the weighted parts, the absolute ones: the same value means the same for any query.
+    parts["bm25"] = bm25[at].astype(np.float64)
+    parts["coverage"] = coverage[at]
+    parts["rare"] = rare[at]
     order = np.flatnonzero(keep)
     if len(order) > limit:
         # Only rows scoring at least the limit-th best can make the cut (ties included).
@@ -211,6 +292,7 @@ def hybrid_search(
                 provenance=row["provenance"] or "",
                 title=row.get("title"),
                 breadcrumb=page_breadcrumb(row.get("title"), row["heading"] or ""),
+                relevant=relevant,
             )
         )
     return hits

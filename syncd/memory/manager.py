@@ -355,7 +355,11 @@ class MemoryManager:
         self, query: str, chat_id: str | None = None, user_id: str | None = None, limit: int = 5
     ) -> str:
         """One line per relevant memory, wrapped in markers, ready to put into a prompt ("" if
-        nothing is relevant, and for an empty message, to which nothing is)."""
+        nothing is relevant, and for an empty message, to which nothing is). Relevant is the one
+        search's floor (syncd.search.relevance_floor, ``Settings.search_floor``): the user's
+        memory answers the message at all, by meaning closer than chance in a memory of its size
+        or by its rare words; "what does she drink?" finds "Likes green tea.", "Tuesday" or an
+        off-topic question finds nothing."""
         if not isinstance(query, str) or not query.strip():
             self._user(user_id)  # bad ids are refused all the same
             self._chat(chat_id)

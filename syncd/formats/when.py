@@ -1,0 +1,284 @@
+"""Time, resolved: relative time expressions in what was said, turned into the dates they mean.
+
+A daily log's fact is dated (its log's day), but what it says is often relative to that day:
+"yesterday", "last Friday", "two weeks ago". A question later names the date ("What did she do
+on 7 May 2023?"), and no word of the fact matches it. :func:`resolve` finds the relative
+expressions of a text and resolves each against the day it was said (the anchor) into a period
+of days; :func:`period_words` says that period the way a question would name it, in the same
+words the index already gives a log's own date ("Sunday 7 May 2023"), so full-text search matches
+a question naming the date with no query parsing at all. :func:`named_periods` reads the dates a
+question names ("on October 3, 2023", "in May 2023").
+
+The rules, each a fixed English pattern (case is ignored; a number is digits or a word from "one"
+to "twelve", or "a"/"an" for one). Weeks run Monday to Sunday; "last X" and "next X" are the
+nearest X strictly before or after the anchor's own X:
+
+=================================================  ==========================================
+phrase                                             period
+=================================================  ==========================================
+today, tonight, this morning/afternoon/evening     the anchor day
+yesterday, last night                              the day before
+the day before yesterday                           two days before
+tomorrow                                           the day after
+the day after tomorrow                             two days after
+last / this past / past <weekday>                  that weekday 1-7 days before
+next / this coming <weekday>                       that weekday 1-7 days after
+last weekend, this past weekend, over the weekend  the Saturday and Sunday before the anchor's week
+                                                   (the weekend just gone when said on a weekend
+                                                   day: the anchor's own weekend is "this weekend")
+this weekend                                       the anchor week's Saturday and Sunday
+next weekend                                       the next week's Saturday and Sunday
+last week, this past week, the week before         the week before the anchor's week
+this week                                          the anchor's week
+next week                                          the week after the anchor's week
+last / next / this month                           the calendar month before / after / of
+last / next / this year                            the calendar year before / after / of
+N days ago                                         the day N days before
+N weeks ago                                        the week holding the day 7N days before
+N months ago                                       the calendar month N months before
+N years ago                                        the calendar year N before
+=================================================  ==========================================
+
+Vague amounts ("a few days ago", "some weeks ago", "recently") are not resolved: a period the
+phrase does not pin down is no date. Nor are phrases relative to another event than the saying
+("two days before the race", "the following week", "in three months" of a duration). Resolution is a function of the text and the anchor alone
+(deterministic), never moves a period further from the anchor than the phrase says (a day
+phrase moves exactly its days; a weekday at most 7; a week phrase's days lie within 7N-6 and
+7N+6 days of the anchor; a month phrase's within its months), and text holding none of these
+phrases resolves to nothing.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+__all__ = ["Period", "date_words", "named_periods", "period_words", "resolve", "resolved_words"]
+
+WEEKDAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
+MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August", "September",
+          "October", "November", "December")
+_NUMBERS = {
+    "a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7,
+    "eight": 8, "nine": 9, "ten": 10, "eleven": 11, "twelve": 12, "a couple of": 2, "couple of": 2,
+}
+# Larger offsets than this are not "relative time" but arithmetic nobody says.
+_MAX_COUNT = 400
+_YEAR_RANGE = (1, 9999)
+
+
+@dataclass(frozen=True, order=True)
+class Period:
+    """Days ``first`` to ``last`` (inclusive) that a phrase (``text[start:end]``) means; ``unit``
+    is how it was said: day, weekend, week, month or year."""
+
+    first: dt.date
+    last: dt.date
+    unit: str
+    start: int = 0
+    end: int = 0
+    phrase: str = ""
+
+
+def date_words(day: dt.date) -> str:
+    """A day as people say it, in English whatever the locale: "Monday 8 May 2023"."""
+    return f"{WEEKDAYS[day.weekday()]} {day.day} {MONTHS[day.month - 1]} {day.year}"
+
+
+def period_words(period: Period) -> str:
+    """A period in the words a question would name it by: a day as :func:`date_words`, a weekend
+    or week by its days' dates (so "the week before 16 November" finds the days of that week), a
+    month as "May 2023", a year as "2023"."""
+    if period.unit == "year":
+        return str(period.first.year)
+    if period.unit == "month":
+        return f"{MONTHS[period.first.month - 1]} {period.first.year}"
+    if period.unit == "day":
+        return date_words(period.first)
+    # A week or a weekend: its first and last day ("week of 1 May 2023 to 7 May 2023").
+    return f"{period.unit} of {date_words(period.first)} to {date_words(period.last)}"
+
+
+# --- the patterns -----------------------------------------------------------------------------
+
+_NUM = r"(?P<n>\d{1,3}|a couple of|couple of|an|a|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve)"
+_WEEKDAY = r"(?P<wd>monday|tuesday|wednesday|thursday|friday|saturday|sunday)s?"
+_PATTERNS: list[tuple[str, re.Pattern[str]]] = [
+    (name, re.compile(rf"\b(?:{pattern})\b", re.IGNORECASE))
+    for name, pattern in (
+        ("day_before_yesterday", r"the day before yesterday"),
+        ("day_after_tomorrow", r"the day after tomorrow"),
+        ("yesterday", r"yesterday|last night"),
+        ("tomorrow", r"tomorrow"),
+        ("today", r"today|tonight|this (?:morning|afternoon|evening)"),
+        ("ago", rf"{_NUM} (?P<u>day|week|month|year)s? ago"),
+        ("last_weekday", rf"(?:last|this past|past) {_WEEKDAY}"),
+        ("next_weekday", rf"(?:next|this coming) {_WEEKDAY}"),
+        ("last_weekend", r"(?:last|this past|past|over the) weekend"),
+        ("this_weekend", r"this weekend"),
+        ("next_weekend", r"next weekend"),
+        ("last", r"(?:last|this past) (?P<u>week|month|year)|the (?P<u2>week) before"),
+        ("next", r"next (?P<u>week|month|year)"),
+        ("this", r"this (?P<u>week|month|year)"),
+    )
+]
+
+
+def _count(word: str) -> int | None:
+    word = " ".join(word.lower().split())
+    value = int(word) if word.isdigit() else _NUMBERS.get(word)
+    return value if value is not None and 0 < value <= _MAX_COUNT else None
+
+
+def _week(day: dt.date) -> tuple[dt.date, dt.date]:
+    monday = day - dt.timedelta(days=day.weekday())
+    return monday, monday + dt.timedelta(days=6)
+
+
+def _month(year: int, month: int) -> tuple[dt.date, dt.date] | None:
+    """A calendar month, ``month`` counted from 1 and allowed past 12 or below 1."""
+    year, month = year + (month - 1) // 12, (month - 1) % 12 + 1
+    if not _YEAR_RANGE[0] <= year <= _YEAR_RANGE[1]:
+        return None
+    last = dt.date(year + 1, 1, 1) if month == 12 else dt.date(year, month + 1, 1)
+    return dt.date(year, month, 1), last - dt.timedelta(days=1)
+
+
+def _year(year: int) -> tuple[dt.date, dt.date] | None:
+    if not _YEAR_RANGE[0] <= year <= _YEAR_RANGE[1]:
+        return None
+    return dt.date(year, 1, 1), dt.date(year, 12, 31)
+
+
+def _shift(anchor: dt.date, unit: str, n: int) -> tuple[dt.date, dt.date, str] | None:
+    """The period ``n`` units from the anchor (negative: before), or None past the calendar."""
+    try:
+        if unit == "day":
+            day = anchor + dt.timedelta(days=n)
+            return day, day, "day"
+        if unit == "week":
+            first, last = _week(anchor + dt.timedelta(days=7 * n))
+            return first, last, "week"
+        if unit == "weekend":
+            monday, _ = _week(anchor + dt.timedelta(days=7 * n))
+            return monday + dt.timedelta(days=5), monday + dt.timedelta(days=6), "weekend"
+        span = _month(anchor.year, anchor.month + n) if unit == "month" else _year(anchor.year + n)
+    except OverflowError:
+        return None
+    return (*span, unit) if span else None
+
+
+def _period(name: str, match: re.Match[str], anchor: dt.date) -> tuple[dt.date, dt.date, str] | None:
+    groups = match.groupdict()
+    unit = groups.get("u") or groups.get("u2")
+    unit = unit.lower() if unit else None
+    if name == "today":
+        return _shift(anchor, "day", 0)
+    if name in ("yesterday", "tomorrow", "day_before_yesterday", "day_after_tomorrow"):
+        days = {"yesterday": -1, "tomorrow": 1, "day_before_yesterday": -2, "day_after_tomorrow": 2}[name]
+        return _shift(anchor, "day", days)
+    if name == "ago":
+        n = _count(groups["n"])
+        return None if n is None else _shift(anchor, unit, -n)
+    if name in ("last_weekday", "next_weekday"):
+        target = WEEKDAYS.index(groups["wd"].capitalize())
+        if name == "last_weekday":
+            back = (anchor.weekday() - target) % 7 or 7
+            return _shift(anchor, "day", -back)
+        return _shift(anchor, "day", (target - anchor.weekday()) % 7 or 7)
+    if name == "last_weekend":
+        # Said on a Saturday or Sunday, "last weekend" is still the one before this one.
+        return _shift(anchor, "weekend", -1)
+    if name == "this_weekend":
+        return _shift(anchor, "weekend", 0)
+    if name == "next_weekend":
+        return _shift(anchor, "weekend", 1)
+    if name in ("last", "next", "this"):
+        return _shift(anchor, unit, {"last": -1, "next": 1, "this": 0}[name])
+    return None
+
+
+def resolve(text: str, anchor: dt.date) -> list[Period]:
+    """The relative time expressions of ``text`` resolved against ``anchor`` (the day it was
+    said), in the order they appear; overlapping matches go to the longer (earlier listed) rule,
+    so "the day before yesterday" is not also "yesterday"."""
+    taken: list[tuple[int, int]] = []
+    found: list[Period] = []
+    for name, pattern in _PATTERNS:
+        for match in pattern.finditer(text):
+            start, end = match.span()
+            if any(start < e and s < end for s, e in taken):
+                continue
+            span = _period(name, match, anchor)
+            if span is None:
+                continue
+            taken.append((start, end))
+            found.append(Period(span[0], span[1], span[2], start, end, match.group(0)))
+    return sorted(found, key=lambda p: (p.start, p.end))
+
+
+def resolved_words(text: str, anchor: dt.date | None) -> str:
+    """The dates the relative expressions of ``text`` mean, as words (one period per line, each
+    once); "" without an anchor or without such expressions."""
+    if anchor is None:
+        return ""
+    seen: dict[str, None] = {}
+    for period in resolve(text, anchor):
+        seen.setdefault(period_words(period), None)
+    return "\n".join(seen)
+
+
+# --- dates a question names --------------------------------------------------------------------
+
+_MONTH_NAMES = {name.lower(): n for n, name in enumerate(MONTHS, 1)}
+_MONTH_NAMES.update({name.lower()[:3]: n for n, name in enumerate(MONTHS, 1)})
+_MONTH_NAMES["sept"] = 9
+_MONTH_RE = r"(?P<m>" + "|".join(sorted(_MONTH_NAMES, key=len, reverse=True)) + r")\.?"
+_DAY_RE = r"(?P<d>[0-3]?\d)(?:st|nd|rd|th)?"
+_YEAR_RE = r"(?P<y>\d{4})"
+_NAMED = [
+    re.compile(rf"\b{_DAY_RE}(?: of)? ?{_MONTH_RE},? ?{_YEAR_RE}\b", re.IGNORECASE),  # 3 October 2023
+    re.compile(rf"\b{_MONTH_RE} {_DAY_RE},? ?{_YEAR_RE}\b", re.IGNORECASE),  # October 3, 2023
+    re.compile(rf"\b{_MONTH_RE},? {_YEAR_RE}\b", re.IGNORECASE),  # May 2023
+    re.compile(r"\b(?P<iy>\d{4})-(?P<im>\d{2})-(?P<id>\d{2})\b"),  # 2023-10-03
+]
+
+
+def named_periods(text: str) -> list[Period]:
+    """The days and months ``text`` names outright ("on October 3, 2023", "3 Oct 2023", "in May
+    2023", "2023-10-03"), in order; impossible dates (30 February) are not dates."""
+    taken: list[tuple[int, int]] = []
+    found: list[Period] = []
+    for pattern in _NAMED:
+        for match in pattern.finditer(text):
+            start, end = match.span()
+            if any(start < e and s < end for s, e in taken):
+                continue
+            groups = match.groupdict()
+            try:
+                if groups.get("iy"):
+                    day = dt.date(int(groups["iy"]), int(groups["im"]), int(groups["id"]))
+                    span = (day, day, "day")
+                else:
+                    year, month = int(groups["y"]), _MONTH_NAMES[groups["m"].lower()]
+                    if groups.get("d"):
+                        day = dt.date(year, month, int(groups["d"]))
+                        span = (day, day, "day")
+                    else:
+                        bounds = _month(year, month)
+                        if bounds is None:
+                            continue
+                        span = (*bounds, "month")
+            except (ValueError, KeyError):
+                continue
+            taken.append((start, end))
+            found.append(Period(span[0], span[1], span[2], start, end, match.group(0)))
+    return sorted(found, key=lambda p: (p.start, p.end))
+
+
+def spans_overlap(a: Iterable[Period], b: Iterable[Period]) -> bool:
+    """Whether any period of ``a`` shares a day with any of ``b``."""
+    b = list(b)
+    return any(x.first <= y.last and y.first <= x.last for x in a for y in b)

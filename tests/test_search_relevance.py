@@ -1,0 +1,127 @@
+"""Ranking that means what it says, and an honest "nothing found" (issue 25 items 1, 3 and 4)."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+
+import pytest
+
+import syncd
+from syncd.index.search import Weights, answered, chance_cosine
+from syncd.memory import MemoryManager
+
+from .helpers import assert_matches_rebuild, write
+
+LOG = "memory/users/ana/2023-05-08.md"
+CONVERSATION = """# 2023-05-08
+
+## 10:00 session:s1
+- [dialog] Ana: I went to a pottery class yesterday, it was so relaxing.
+- [dialog] Bo: That sounds lovely! What did you make?
+- [dialog] Ana: A small blue bowl for my keys.
+
+## 18:00 session:s2
+- [dialog] Bo: My brother is visiting from Porto next month.
+- [dialog] Ana: You should take him to the botanical garden.
+"""
+MEMORY = """# Ana
+
+## Projects
+
+### Garden
+Planting tomatoes and basil on the balcony.
+
+## Health
+Allergic to peanuts and to shellfish.
+"""
+NOW = dt.datetime(2023, 5, 9, 12, tzinfo=dt.UTC)
+
+
+@pytest.fixture(scope="module")
+def memory(tmp_path_factory, embedder):
+    root = syncd.init(tmp_path_factory.mktemp("relevance") / "home").home
+    write(root, LOG, CONVERSATION)
+    write(root, "memory/users/ana/MEMORY.md", MEMORY)
+    engine = syncd.open(root, embedder=embedder)
+    engine.sync()
+    yield engine
+    engine.close()
+
+
+def test_a_relative_date_is_found_by_the_date_it_means(memory):
+    hit = memory.search("What did Ana do on 7 May 2023?", user_id="ana", kind="fact", limit=1, now=NOW)[0]
+    assert hit.content.startswith("Ana: I went to a pottery class yesterday")
+    later = memory.search("Who is coming in June 2023?", user_id="ana", kind="fact", limit=1, now=NOW)[0]
+    assert later.content.startswith("Bo: My brother is visiting")
+
+
+def test_heading_only_chunks_are_never_hits(memory):
+    hits = memory.search("Projects", user_id="ana", limit=20, now=NOW)
+    assert hits, "the chunks under the heading are found by it"
+    assert all(h.content.strip() not in ("# Ana", "## Projects") for h in hits)
+    assert any("tomatoes" in h.content for h in hits)
+
+
+def test_rows_without_a_date_get_the_middle_recency(memory):
+    hits = memory.search("peanut allergy", user_id="ana", limit=10, now=NOW)
+    memory = next(h for h in hits if h.path.endswith("MEMORY.md"))
+    assert memory.parts["recency"] == 0.5
+    fact = next(h for h in hits if h.kind == "fact")
+    assert 0.9 < fact.parts["recency"] <= 1.0  # said the day before
+
+
+def test_no_padding_with_rows_that_hold_nothing_of_the_query(memory):
+    hits = memory.search("shellfish allergy", user_id="ana", kind="fact", limit=10, now=NOW)
+    for hit in hits:
+        assert hit.parts["bm25"] > 0 or hit.parts["context"] > 0 or hit.parts["semantic"] >= 0.05
+
+
+def test_the_floor_answers_nothing_to_what_the_memory_does_not_hold(memory):
+    for query in ("What is the capital of Australia?", "zorblat quimfex vorpish", "Tuesday", "world"):
+        assert memory.search(query, user_id="ana", now=NOW, floor=True) == []
+        # Without the floor the nearest rows still come, each saying it is not relevant.
+        assert all(not h.relevant for h in memory.search(query, user_id="ana", now=NOW))
+    for query in ("What did Ana make at pottery?", "food allergies", "Where is Bo's brother from?"):
+        hits = memory.search(query, user_id="ana", now=NOW, floor=True)
+        assert hits and all(h.relevant for h in hits)
+
+
+def test_absolute_parts_mean_the_same_for_every_query(memory):
+    hits = memory.search("blue bowl keys", user_id="ana", kind="fact", limit=3, now=NOW)
+    best = hits[0]
+    assert best.content == "Ana: A small blue bowl for my keys."
+    assert best.parts["coverage"] == 1.0  # every word asked is its own
+    half = memory.search("pottery zanzibar", user_id="ana", kind="fact", limit=1, now=NOW)[0]
+    assert half.parts["fulltext"] == 1.0  # the best in scope, however little it holds
+    assert 0 < half.parts["coverage"] < 0.6  # the unseen word is most of what was asked
+    weights = Weights()
+    assert best.score == sum(getattr(weights, name) * best.parts[name] for name in weights.__dataclass_fields__)
+
+
+def test_chance_grows_with_the_memory():
+    assert chance_cosine(1) == pytest.approx(0.184, abs=0.001)
+    assert chance_cosine(1) < chance_cosine(5) < chance_cosine(550) < chance_cosine(100_000) < 0.6
+    assert answered(0.30, 5) and not answered(0.30, 550)
+
+
+def test_the_readme_example_recalls_and_nonsense_recalls_nothing(engine):
+    engine.sync()
+    manager = MemoryManager(engine)
+    asyncio.run(manager.add_memory("Likes green tea.", user_id="ana", category="preference"))
+    recall = asyncio.run(manager.retrieve_relevant_memories("what does she drink?", user_id="ana"))
+    assert "Likes green tea." in recall
+    for query in ("Tuesday", "What is the capital of Australia?", "zorblat quimfex"):
+        assert asyncio.run(manager.retrieve_relevant_memories(query, user_id="ana")) == ""
+
+
+def test_time_resolved_rows_equal_a_rebuild(tmp_path, embedder):
+    root = syncd.init(tmp_path / "home").home
+    write(root, LOG, CONVERSATION)
+    with syncd.open(root, embedder=embedder) as engine:
+        engine.sync()
+        # An edit next to a fact that says "yesterday", and one that adds a relative date.
+        text = CONVERSATION.replace("What did you make?", "What did you make last weekend?")
+        write(root, LOG, text + "- [dialog] Bo: Three weeks ago I was in Porto too.\n")
+        engine.sync()
+        assert_matches_rebuild(engine)

@@ -1,0 +1,161 @@
+"""Time, resolved (syncd.formats.when): the rules by example, and their laws by property."""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from syncd.formats.when import Period, date_words, named_periods, period_words, resolve, resolved_words
+
+MONDAY = dt.date(2023, 5, 8)  # a Monday
+SUNDAY = dt.date(2023, 5, 14)
+D = dt.date
+
+
+@pytest.mark.parametrize(
+    ("text", "anchor", "first", "last", "unit"),
+    [
+        ("I went to the support group yesterday.", MONDAY, D(2023, 5, 7), D(2023, 5, 7), "day"),
+        ("Last night was loud", MONDAY, D(2023, 5, 7), D(2023, 5, 7), "day"),
+        ("the day before yesterday", MONDAY, D(2023, 5, 6), D(2023, 5, 6), "day"),
+        ("See you tomorrow!", MONDAY, D(2023, 5, 9), D(2023, 5, 9), "day"),
+        ("We hiked last Friday.", MONDAY, D(2023, 5, 5), D(2023, 5, 5), "day"),
+        ("We hiked last Monday.", MONDAY, D(2023, 5, 1), D(2023, 5, 1), "day"),  # not today
+        ("this past Sunday", MONDAY, D(2023, 5, 7), D(2023, 5, 7), "day"),
+        ("next Friday", MONDAY, D(2023, 5, 12), D(2023, 5, 12), "day"),
+        ("last weekend", MONDAY, D(2023, 5, 6), D(2023, 5, 7), "weekend"),
+        ("last weekend", SUNDAY, D(2023, 5, 6), D(2023, 5, 7), "weekend"),  # said on a Sunday
+        ("this weekend", MONDAY, D(2023, 5, 13), D(2023, 5, 14), "weekend"),
+        ("last week", MONDAY, D(2023, 5, 1), D(2023, 5, 7), "week"),
+        ("the week before", SUNDAY, D(2023, 5, 1), D(2023, 5, 7), "week"),
+        ("next week", MONDAY, D(2023, 5, 15), D(2023, 5, 21), "week"),
+        ("3 days ago", MONDAY, D(2023, 5, 5), D(2023, 5, 5), "day"),
+        ("two weeks ago", MONDAY, D(2023, 4, 24), D(2023, 4, 30), "week"),
+        ("a month ago", MONDAY, D(2023, 4, 1), D(2023, 4, 30), "month"),
+        ("Three months ago", D(2023, 1, 31), D(2022, 10, 1), D(2022, 10, 31), "month"),
+        ("next month", D(2023, 12, 31), D(2024, 1, 1), D(2024, 1, 31), "month"),
+        ("last year", MONDAY, D(2022, 1, 1), D(2022, 12, 31), "year"),
+        ("10 years ago", MONDAY, D(2013, 1, 1), D(2013, 12, 31), "year"),
+    ],
+)
+def test_each_rule(text, anchor, first, last, unit):
+    (period,) = resolve(text, anchor)
+    assert (period.first, period.last, period.unit) == (first, last, unit)
+    assert text[period.start : period.end] == period.phrase
+
+
+def test_words_are_the_ones_a_question_names_a_date_by():
+    assert resolved_words("I went to the support group yesterday.", MONDAY) == "Sunday 7 May 2023"
+    assert resolved_words("Last Friday, and again last weekend", MONDAY) == (
+        "Friday 5 May 2023\nweekend of Saturday 6 May 2023 to Sunday 7 May 2023"
+    )
+    assert resolved_words("a month ago; three years ago", MONDAY) == "April 2023\n2020"
+    assert resolved_words("yesterday", None) == ""
+    assert date_words(MONDAY) == "Monday 8 May 2023"
+
+
+def test_vague_and_foreign_phrases_are_not_dates():
+    for text in ("a few days ago", "some weeks ago", "recently", "two days before the race",
+                 "the following week", "in three months", "weekends are quiet", "I read 300 books",
+                 "Yesterday's Child is a song title? no: yesterdays"):
+        got = resolve(text, MONDAY)
+        assert all(p.phrase.lower() == "yesterday" for p in got), (text, got)
+
+
+def test_the_longest_phrase_wins_where_rules_overlap():
+    assert [p.phrase for p in resolve("the day before yesterday", MONDAY)] == ["the day before yesterday"]
+    assert [p.unit for p in resolve("last weekend", MONDAY)] == ["weekend"]
+
+
+def test_named_dates_in_a_question():
+    got = named_periods("What movie did she watch on 1 May, 2022? And on October 3, 2023, in July 2022, 2023-10-03?")
+    assert [(p.first, p.last, p.unit) for p in got] == [
+        (D(2022, 5, 1), D(2022, 5, 1), "day"),
+        (D(2023, 10, 3), D(2023, 10, 3), "day"),
+        (D(2022, 7, 1), D(2022, 7, 31), "month"),
+        (D(2023, 10, 3), D(2023, 10, 3), "day"),
+    ]
+    assert named_periods("on 31 February 2023")[0].unit == "month"  # no such day: the month it names
+    assert named_periods("nothing dated here") == []
+
+
+# ----------------------------------------------------------------------------------- laws
+
+_DAY_PHRASES = {"yesterday": 1, "last night": 1, "the day before yesterday": 2, "tomorrow": 1,
+                "the day after tomorrow": 2, "today": 0, "tonight": 0, "this morning": 0}
+_WEEKDAYS = ["monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"]
+_NUMBER_WORDS = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6,
+                 "seven": 7, "eight": 8, "nine": 9, "ten": 10, "eleven": 11, "twelve": 12}
+
+
+@st.composite
+def phrases(draw) -> tuple[str, int, int]:
+    """A relative time phrase, and the fewest and most days it may move a date by (the bound
+    the phrase itself states), measured from the anchor to the period's farthest day."""
+    kind = draw(st.integers(0, 6))
+    if kind == 0:
+        phrase = draw(st.sampled_from(sorted(_DAY_PHRASES)))
+        return phrase, _DAY_PHRASES[phrase], _DAY_PHRASES[phrase]
+    if kind == 1:
+        return f"{draw(st.sampled_from(['last', 'next', 'this past', 'this coming']))} {draw(st.sampled_from(_WEEKDAYS))}", 1, 7
+    if kind == 2:
+        return draw(st.sampled_from(["last weekend", "this weekend", "next weekend", "over the weekend"])), 0, 13
+    if kind == 3:
+        return draw(st.sampled_from(["last week", "next week", "this week", "the week before"])), 0, 13
+    word = draw(st.sampled_from(sorted(_NUMBER_WORDS)) | st.integers(1, 400).map(str))
+    n = int(word) if word.isdigit() else _NUMBER_WORDS[word]
+    unit = ["day", "week", "month", "year"][kind - 3]
+    plural = "s" if n != 1 else ""
+    phrase = f"{word} {unit}{plural} ago"
+    if unit == "day":
+        return phrase, n, n
+    if unit == "week":
+        return phrase, 7 * n - 6, 7 * n + 6
+    if unit == "month":
+        return phrase, 28 * n - 31, 31 * n + 31
+    return phrase, 365 * n - 366, 366 * n + 366
+
+
+ANCHORS = st.dates(min_value=D(1900, 1, 1), max_value=D(2200, 12, 31))
+# Text holding none of the words any rule starts from.
+_TRIGGERS = re.compile(r"yesterday|tomorrow|today|tonight|night|morning|afternoon|evening|ago|last|next|"
+                       r"this|past|weekend|week|over|coming", re.IGNORECASE)
+PLAIN = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=60).filter(
+    lambda s: not _TRIGGERS.search(s))
+
+
+@given(phrases(), ANCHORS, PLAIN, PLAIN)
+@settings(max_examples=300)
+def test_law_a_phrase_moves_a_date_by_what_it_says_no_more(phrase_bounds, anchor, before, after):
+    phrase, least, most = phrase_bounds
+    text = f"{before} {phrase} {after}"
+    got = resolve(text, anchor)
+    assert got == resolve(text, anchor)  # deterministic
+    (period,) = [p for p in got if p.phrase.lower() == phrase]
+    assert period.first <= period.last
+    farthest = max(abs((period.first - anchor).days), abs((period.last - anchor).days))
+    assert least <= farthest <= most, (phrase, anchor, period)
+    # Said in a longer text, a phrase means what it means alone.
+    (alone,) = resolve(phrase, anchor)
+    assert (alone.first, alone.last, alone.unit) == (period.first, period.last, period.unit)
+    assert period_words(period) in resolved_words(text, anchor).split("\n")
+
+
+@given(PLAIN, ANCHORS)
+@settings(max_examples=300)
+def test_law_text_without_a_phrase_is_left_alone(text, anchor):
+    assert resolve(text, anchor) == []
+    assert resolved_words(text, anchor) == ""
+
+
+@given(st.text(max_size=200), ANCHORS)
+@settings(max_examples=300)
+def test_law_any_text_resolves_without_raising(text, anchor):
+    for period in resolve(text, anchor):
+        assert isinstance(period, Period) and period.first <= period.last
+        assert text[period.start : period.end] == period.phrase
+    named_periods(text)
