@@ -174,6 +174,11 @@ class CommitQueue:
                 self._committing = False
                 self._cond.notify_all()
 
+    def committing(self) -> bool:
+        """Whether a commit is under way (the queue's pass or one holding the commit stage)."""
+        with self._cond:
+            return self._committing
+
     # -- what the groups wrote: not indexed yet, undone -------------------------------------------
 
     def written(self, paths: Iterable[str]) -> None:

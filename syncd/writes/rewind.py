@@ -30,8 +30,9 @@ from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
 
-from ..errors import GitBusyError, HistoryError
+from ..errors import GitBusyError, HistoryError, SyncdError
 from ..history.git import run_git
+from ..history.objects import committed_blob
 from ..home import blob_sha, read_regular
 
 __all__ = ["find_rewound", "lost_facts", "merge_back"]
@@ -121,24 +122,31 @@ def _base(root: Path, rel: str, work: bytes) -> bytes | None:
 def find_rewound(root: Path, paths: Iterable[str]) -> dict[str, bytes]:
     """Of ``paths``, the files a git command rewound (see the module doc), each with the bytes
     to write back. Empty when git is busy or cannot say (nothing is restored on a guess)."""
-    wanted = sorted(p for p in set(paths) if p.endswith(".md"))
-    if not wanted:
+    # HEAD's blobs come from the objects in memory, so a file as HEAD has it (the common case:
+    # a write checks the file it builds on) costs no git process; git's index is asked only
+    # about files that differ from HEAD.
+    works: dict[str, bytes] = {}
+    committed: dict[str, str] = {}
+    for rel in sorted(p for p in set(paths) if p.endswith(".md")):
+        try:
+            work = read_regular(root, rel)
+            head_sha = committed_blob(root, rel)
+        except (OSError, SyncdError):
+            continue
+        if work is not None and head_sha is not None and blob_sha(work) != head_sha:
+            works[rel], committed[rel] = work, head_sha
+    if not works:
         return {}
     try:
-        staged = _entries(root, "ls-files", "-s", "-z", "--", *wanted)
-        committed = _entries(root, "ls-tree", "-z", "HEAD", "--", *wanted)
+        staged = _entries(root, "ls-files", "-s", "-z", "--", *works)
     except (GitBusyError, HistoryError):
         return {}
     found = {}
-    for rel in wanted:
-        index_sha, head_sha = staged.get(rel), committed.get(rel)
-        if index_sha is None or head_sha is None or index_sha == head_sha:
+    for rel, work in works.items():
+        index_sha = staged.get(rel)
+        if index_sha is None or index_sha == committed[rel]:
             continue
-        try:
-            work = read_regular(root, rel)
-        except OSError:
-            continue
-        if work is None or blob_sha(work) != index_sha:
+        if blob_sha(work) != index_sha:
             continue  # an editor's save (the index still holds what was committed), or SHA-256
         head = _blob(root, f"HEAD:{rel}")
         if head is None or not lost_facts(head, work):
