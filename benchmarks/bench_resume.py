@@ -141,7 +141,8 @@ def main() -> None:
     parser.add_argument("--stop-at", type=float, default=0.5, help="SIGTERM at this share of a first sync's wall.")
     parser.add_argument("--workdir", type=Path, default=None, help="Where homes are made (default: a temp dir).")
     args = parser.parse_args()
-    work = Path(args.workdir or tempfile.mkdtemp(prefix="bench-resume-"))
+    work = Path(args.workdir or tempfile.mkdtemp(prefix="bench-resume-")).resolve()
+    work.mkdir(parents=True, exist_ok=True)
     os.chdir(work)  # not this repository: `python -m syncd` of an old tree must not find this one first
     source = build_home(work / "source", args.files, args.facts)
     print(f"home: {args.files} daily logs x {args.facts} facts under {source}")
