@@ -118,20 +118,21 @@ class _Segment:
 
     offsets: np.ndarray
     rows: np.ndarray
+    # The term's frequency in the row's passage (its own words and its neighbours'), and in its
+    # own words alone.
     freqs: np.ndarray
-    # The term's frequency among the row's neighbours' words (0 for rows without neighbours).
-    near: np.ndarray
+    own: np.ndarray
 
     def pairs(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """(term, row, freq, neighbours' freq) of every posting."""
+        """(term, row, passage freq, own freq) of every posting."""
         terms = np.repeat(np.arange(len(self.offsets) - 1), np.diff(self.offsets))
-        return terms, self.rows, self.freqs, self.near
+        return terms, self.rows, self.freqs, self.own
 
     def postings(self, term: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         if term + 1 >= len(self.offsets):
-            return self.rows[:0], self.freqs[:0], self.near[:0]
+            return self.rows[:0], self.freqs[:0], self.own[:0]
         lo, hi = self.offsets[term], self.offsets[term + 1]
-        return self.rows[lo:hi], self.freqs[lo:hi], self.near[lo:hi]
+        return self.rows[lo:hi], self.freqs[lo:hi], self.own[lo:hi]
 
 
 class TextIndex:
@@ -140,8 +141,8 @@ class TextIndex:
     def __init__(self) -> None:
         self._vocabulary: dict[str, int] = {}
         self._segments: list[_Segment] = []
-        self._lengths = np.zeros(0, dtype=np.float32)
-        self._near_lengths = np.zeros(0, dtype=np.float32)
+        self._lengths = np.zeros(0, dtype=np.float32)  # own words
+        self._passage_lengths = np.zeros(0, dtype=np.float32)  # own and neighbours' words
         self._pending: list[tuple[list[str], list[str]]] = []
 
     def __len__(self) -> int:
@@ -165,14 +166,14 @@ class TextIndex:
         renumbered = np.cumsum(alive) - 1
         segments = []
         for segment in self._segments:
-            terms, rows, freqs, near = segment.pairs()
+            terms, rows, freqs, own = segment.pairs()
             kept = alive[rows]
             terms = terms[kept]  # still sorted by term, then row: no new sort needed
             offsets = np.searchsorted(terms, np.arange(len(segment.offsets)))
-            segments.append(_Segment(offsets=offsets, rows=renumbered[rows[kept]], freqs=freqs[kept], near=near[kept]))
+            segments.append(_Segment(offsets=offsets, rows=renumbered[rows[kept]], freqs=freqs[kept], own=own[kept]))
         self._segments = segments
         self._lengths = self._lengths[alive]
-        self._near_lengths = self._near_lengths[alive]
+        self._passage_lengths = self._passage_lengths[alive]
 
     def _flush(self) -> None:
         if not self._pending:
@@ -186,14 +187,13 @@ class TextIndex:
             np.int64,
             int(counts.sum()),
         )
-        near = np.fromiter((w for own, around in docs for w in (*([0.0] * len(own)), *([1.0] * len(around)))),
-                           np.float64, int(counts.sum()))
+        own = np.fromiter((w for mine, around in docs for w in (*([1.0] * len(mine)), *([0.0] * len(around)))),
+                          np.float64, int(counts.sum()))
         rows = np.repeat(np.arange(start, start + len(docs), dtype=np.int64), counts)
-        own_lengths = np.fromiter((len(own) for own, _ in docs), np.float32, len(docs))
-        near_lengths = np.fromiter((len(around) for _, around in docs), np.float32, len(docs))
+        own_lengths = np.fromiter((len(mine) for mine, _ in docs), np.float32, len(docs))
         self._lengths = np.concatenate([self._lengths, own_lengths])
-        self._near_lengths = np.concatenate([self._near_lengths, near_lengths])
-        self._segments.append(_postings(terms, rows, len(vocabulary), 1.0 - near, near))
+        self._passage_lengths = np.concatenate([self._passage_lengths, counts.astype(np.float32)])
+        self._segments.append(_postings(terms, rows, len(vocabulary), np.ones(len(own)), own))
         while len(self._segments) > 1 and len(self._segments[-1].rows) * _MERGE_RATIO >= len(self._segments[-2].rows):
             newer, older = self._segments.pop().pairs(), self._segments.pop().pairs()
             merged = [np.concatenate(columns) for columns in zip(older, newer)]
@@ -212,13 +212,12 @@ class TextIndex:
         or is not visible), over its own words and its neighbours' together (the passage): one
         pass over the postings that also scores rows found some other way, such as a hit's
         neighbours."""
-        return self.signals(query, alive, allowed)[1]
+        return self.signals(query, alive, allowed)[0]
 
     def signals(self, query: str, alive: np.ndarray, allowed: np.ndarray
-                ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """Four per-row arrays (0 where a row is not visible or matches nothing):
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Three per-row arrays (0 where a row is not visible or matches nothing):
 
-        - BM25 of the row's own words;
         - BM25 of its passage: its own words and its neighbours' (a daily-log fact's
           conversation; see rows.py), which finds a turn by words said around it;
         - its coverage of the query, over its own words: the idf of the query's distinct terms
@@ -231,11 +230,11 @@ class TextIndex:
           a memory of 550 rows, 16). A weekday or "world" said all over a memory is not rare
           there, so a query sharing only such words with a row is not answered by it.
 
-        Each BM25 takes its statistics (row count, document frequencies, average length) from the
-        rows the query may see, over the same words it scores."""
+        BM25 takes its statistics (row count, document frequencies, average length) from the rows
+        the query may see, over the same words it scores; coverage's idf counts the rows whose own
+        words hold the term."""
         self._flush()
         n = len(self._lengths)
-        own_scores = np.zeros(n, dtype=np.float32)
         passage_scores = np.zeros(n, dtype=np.float32)
         shares = np.zeros(n, dtype=np.float64)
         rare = np.zeros(n, dtype=np.float64)
@@ -246,11 +245,9 @@ class TextIndex:
         visible = alive[:n] & allowed[:n]
         docs = int(np.count_nonzero(visible)) if n else 0
         if not terms or not docs:
-            return own_scores, passage_scores, shares, rare
-        own_lengths = self._lengths
-        passage_lengths = own_lengths + self._near_lengths
-        own_avgdl = float(own_lengths[visible].mean()) or 1.0
-        passage_avgdl = float(passage_lengths[visible].mean()) or 1.0
+            return passage_scores, shares, rare
+        lengths = self._passage_lengths
+        avgdl = float(lengths[visible].mean()) or 1.0
         unseen_idf = float(np.log1p((docs + 0.5) / 0.5))
         total = unseen_idf * (len(asked) - len(terms))
         for term in terms:
@@ -258,34 +255,23 @@ class TextIndex:
             rows = np.concatenate([r for r, _, _ in hits])
             keep = visible[rows]
             rows = rows[keep]
-            own = np.concatenate([f for _, f, _ in hits])[keep]
-            passage = own + np.concatenate([f for _, _, f in hits])[keep]
-            idf = _add_bm25(own_scores, rows, own, docs, own_lengths, own_avgdl, shares)
-            if idf >= RARE_IDF_SHARE * unseen_idf:
-                rare[rows[own > 0]] += idf
+            freqs = np.concatenate([f for _, f, _ in hits])[keep]  # own words and neighbours'
+            holders = rows[np.concatenate([o for _, _, o in hits])[keep] > 0]
+            idf = float(np.log1p((docs - len(holders) + 0.5) / (len(holders) + 0.5)))
             total += idf
-            _add_bm25(passage_scores, rows, passage, docs, passage_lengths, passage_avgdl)
+            if len(holders):
+                shares[holders] += idf
+                if idf >= RARE_IDF_SHARE * unseen_idf:
+                    rare[holders] += idf
+            if len(rows):
+                passage_idf = np.float32(np.log1p((docs - len(rows) + 0.5) / (len(rows) + 0.5)))
+                # Length normalisation for the posting rows only, not for every row of the index.
+                norm = _K1 * (1.0 - _B + _B * lengths[rows] / avgdl)
+                passage_scores[rows] += passage_idf * freqs * (_K1 + 1.0) / (freqs + norm)  # each row once per term
         if total > 0:
             shares /= total
             rare /= total
-        return own_scores, passage_scores, shares, rare
-
-
-def _add_bm25(scores: np.ndarray, rows: np.ndarray, freqs: np.ndarray, docs: int, lengths: np.ndarray,
-              avgdl: float, shares: np.ndarray | None = None) -> float:
-    """Add one term's BM25 to ``scores`` for the ``rows`` whose ``freqs`` are above 0 (and its idf
-    to their ``shares``); returns the term's idf (that of an unseen term when no row holds it)."""
-    held = freqs > 0
-    rows, freqs = rows[held], freqs[held]
-    df = len(rows)
-    idf = np.float32(np.log1p((docs - df + 0.5) / (df + 0.5)))
-    if df:
-        # Length normalisation for the posting rows only, not for every row of the index.
-        norm = _K1 * (1.0 - _B + _B * lengths[rows] / avgdl)
-        scores[rows] += idf * freqs * (_K1 + 1.0) / (freqs + norm)  # each row once per term
-        if shares is not None:
-            shares[rows] += float(idf)
-    return float(idf)
+        return passage_scores, shares, rare
 
 
 def best_rows(scores: np.ndarray, k: int) -> np.ndarray:
@@ -309,12 +295,12 @@ def _best(rows: np.ndarray, scores: np.ndarray, k: int) -> np.ndarray:
 
 
 def _postings(terms: np.ndarray, rows: np.ndarray, vocabulary_size: int, freqs: np.ndarray,
-              near: np.ndarray) -> _Segment:
-    """CSR postings from (term, row, freq, neighbours' freq): sorted by term then row, repeats summed."""
+              own: np.ndarray) -> _Segment:
+    """CSR postings from (term, row, passage freq, own freq): sorted by term then row, repeats summed."""
     stride = int(rows.max(initial=0)) + 1
     unique, inverse = np.unique(terms * stride + rows, return_inverse=True)
     summed = np.bincount(inverse, weights=freqs, minlength=len(unique)).astype(np.float32)
-    summed_near = np.bincount(inverse, weights=near, minlength=len(unique)).astype(np.float32)
+    summed_own = np.bincount(inverse, weights=own, minlength=len(unique)).astype(np.float32)
     unique_terms = unique // stride
     offsets = np.searchsorted(unique_terms, np.arange(vocabulary_size + 1))
-    return _Segment(offsets=offsets, rows=(unique % stride).astype(np.int64), freqs=summed, near=summed_near)
+    return _Segment(offsets=offsets, rows=(unique % stride).astype(np.int64), freqs=summed, own=summed_own)

@@ -380,9 +380,9 @@ class RowCache:
         self._flush()
         return self._text_index.scores(query, self._alive, self._mask(scope))
 
-    def text_signals(self, query: str, scope: ScopeMask) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """Every row's BM25 over its own words, over its passage, its coverage of the query and
-        the rare words' part of it (:meth:`syncd.index.fulltext.TextIndex.signals`), in one pass."""
+    def text_signals(self, query: str, scope: ScopeMask) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Every row's BM25 over its passage, its coverage of the query and the rare words' part
+        of it (:meth:`syncd.index.fulltext.TextIndex.signals`), in one pass."""
         self._flush()
         return self._text_index.signals(query, self._alive, self._mask(scope))
 

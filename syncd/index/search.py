@@ -209,7 +209,7 @@ def hybrid_search(
     # One consistent view of the rows for the whole query (a reader reloads at most once); row
     # numbers are only used inside it.
     with index.reading() as rows:
-        _, passage_all, coverage_all, rare_all = rows.text_signals(query_text, scope)
+        passage_all, coverage_all, rare_all = rows.text_signals(query_text, scope)
         visible = rows.count(scope)
         # Candidates by meaning, and by words said in the row or around it (its passage).
         found = np.unique(np.concatenate([rows.search_rows(query_vector, scope, pool), best_rows(passage_all, pool)]))
