@@ -249,7 +249,10 @@ class TextIndex:
         lengths = self._passage_lengths
         avgdl = float(lengths[visible].mean()) or 1.0
         unseen_idf = float(np.log1p((docs + 0.5) / 0.5))
-        total = unseen_idf * (len(asked) - len(terms))
+        # A term no visible row holds counts as unseen, whether or not another scope's rows hold
+        # it: summed the same way in both cases, so no word of another user's moves a score, not
+        # even in its last bit.
+        held_total, held = 0.0, 0
         for term in terms:
             hits = [segment.postings(self._vocabulary[term]) for segment in self._segments]
             rows = np.concatenate([r for r, _, _ in hits])
@@ -257,9 +260,10 @@ class TextIndex:
             rows = rows[keep]
             freqs = np.concatenate([f for _, f, _ in hits])[keep]  # own words and neighbours'
             holders = rows[np.concatenate([o for _, _, o in hits])[keep] > 0]
-            idf = float(np.log1p((docs - len(holders) + 0.5) / (len(holders) + 0.5)))
-            total += idf
             if len(holders):
+                idf = float(np.log1p((docs - len(holders) + 0.5) / (len(holders) + 0.5)))
+                held_total += idf
+                held += 1
                 shares[holders] += idf
                 if idf >= RARE_IDF_SHARE * unseen_idf:
                     rare[holders] += idf
@@ -268,6 +272,7 @@ class TextIndex:
                 # Length normalisation for the posting rows only, not for every row of the index.
                 norm = _K1 * (1.0 - _B + _B * lengths[rows] / avgdl)
                 passage_scores[rows] += passage_idf * freqs * (_K1 + 1.0) / (freqs + norm)  # each row once per term
+        total = unseen_idf * (len(asked) - held) + held_total
         if total > 0:
             shares /= total
             rare /= total
