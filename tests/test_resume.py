@@ -60,11 +60,19 @@ def _syncd(home: Path, *args: str) -> subprocess.CompletedProcess:
     return done
 
 
+def _hear_ctrl_c() -> None:
+    """In the child, before Python starts: SIGINT as a terminal delivers it. A suite run in the
+    background by a non-interactive shell (CI, ``nohup ... &``) inherits SIGINT ignored, and Python
+    then never turns it into KeyboardInterrupt: the sync would run to its end."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _stop_at(home: Path, command: str, marker: str, signum: int) -> tuple[int, str]:
     """Run ``syncd -vv <command>``, send ``signum`` as soon as it logs ``marker``; its exit
     status and stderr."""
     proc = subprocess.Popen([sys.executable, "-m", "syncd", "-vv", command, "-q", "--home", str(home)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=_env())
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=_env(),
+                            preexec_fn=_hear_ctrl_c)
     seen = []
     try:
         for line in proc.stderr:
