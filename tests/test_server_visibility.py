@@ -100,6 +100,14 @@ def _bob_fact_ids(home) -> set[str]:
     return set(re.findall(r"id:(m-[0-9a-f]+)", (home / f"memory/users/bob/{TODAY}.md").read_text()))
 
 
+def _holds(text: str, secret: str) -> bool:
+    """Whether ``text`` says ``secret``. A number counts only standing alone: the digits of bob's
+    PIN inside a score's decimals (0.5182649...) are not his PIN; "PIN is 8264" is."""
+    if secret.isdigit():
+        return re.search(rf"(?<![0-9.]){secret}(?![0-9])", text) is not None
+    return secret in text
+
+
 def _assert_nothing_of_bob(server, response, *sent: str) -> None:
     """Nothing of bob's memory in ``response`` but what the request itself said."""
     text = response.text
@@ -107,7 +115,7 @@ def _assert_nothing_of_bob(server, response, *sent: str) -> None:
     secrets = {*BOB_WORDS, *_bob_fact_ids(server.home), *_bob_only_shas(server.home), "memory/users/bob/"}
     for secret in secrets:
         if not any(secret in s for s in sent):
-            assert secret not in text, (secret, response.request.url, text[:2000])
+            assert not _holds(text, secret), (secret, response.request.url, text[:2000])
     if response.headers.get("content-type", "").startswith("application/json"):
         body = response.json()
         for entry in _entries(body):
