@@ -184,6 +184,8 @@ def commit_chain(
                     raise
             # Only now does git's index hold what we staged: git status shows our paths clean.
             held.publish()
+            if made:
+                held.settle()
     if not made:
         return [(None, []) for _ in planned]
     return list(zip(shas, changes))

@@ -47,6 +47,7 @@ from pathlib import Path
 from ..errors import GitBusyError, HistoryError, NotFoundError
 from ..home import git_dir
 from ..layout import is_indexable
+from .processes import process_clock, wait_for_git_writers
 
 log = logging.getLogger(__name__)
 
@@ -693,8 +694,18 @@ class HeldIndex:
         if self._work.exists():
             os.replace(self._work, self._index)
 
+    def settle(self) -> None:
+        """Keep the lock (call it inside :meth:`locked`, once HEAD moved) until the person's git
+        commands that began before now have ended: one that read the old HEAD then stops at our
+        lock instead of writing an index computed from it (see processes.py)."""
+        wait_for_git_writers(self.root, process_clock(), _SETTLE_LIMIT_S)
+
     def __exit__(self, *exc: object) -> None:
         self._work.unlink(missing_ok=True)
+
+
+# How long a pass holds git's index lock for commands of the person's begun before it moved HEAD.
+_SETTLE_LIMIT_S = 2.0
 
 
 def _guard(root: Path) -> None:
