@@ -37,7 +37,7 @@ _WRITERS = frozenset({"am", "apply", "checkout", "cherry-pick", "merge", "mv", "
 _STASH_WRITERS = frozenset({"apply", "pop", "branch"})
 # git's own options that take the next argument as their value.
 _VALUED = frozenset({"-C", "-c", "--git-dir", "--work-tree", "--namespace", "--super-prefix", "--config-env"})
-_PROC = Path("/proc")
+_PROC = "/proc"
 _TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 _POLL_S = 0.005
 
@@ -77,16 +77,23 @@ def _writes(argv: list[str]) -> bool:
     return words[0] in _WRITERS
 
 
-def _read(path: Path) -> bytes | None:
+def _read(path: str) -> bytes | None:
+    # os.open/os.read rather than pathlib: a scan reads one small file per process on the machine.
     try:
-        return path.read_bytes()
+        fd = os.open(path, os.O_RDONLY)
     except OSError:  # the process ended meanwhile, or is another user's
         return None
+    try:
+        return os.read(fd, 65536)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
 
 
 def _running(pid: int) -> bool:
     """Whether ``pid`` still runs (a zombie, ended and not yet reaped, does not)."""
-    stat = _read(_PROC / str(pid) / "stat")
+    stat = _read(f"{_PROC}/{pid}/stat")
     fields = stat.rpartition(b")")[2].split() if stat else []
     return bool(fields) and fields[0] != b"Z"
 
@@ -109,20 +116,20 @@ def running_git_writers(root: Path, started_by: int | None = None) -> list[int]:
     for name in entries:
         if not name.isdigit() or int(name) == me:
             continue
-        folder = _PROC / name
-        if _read(folder / "comm") != b"git\n":
+        folder = f"{_PROC}/{name}"
+        if _read(f"{folder}/comm") != b"git\n":
             continue
-        argv = [a.decode("utf-8", "surrogateescape") for a in (_read(folder / "cmdline") or b"").split(b"\0") if a]
+        argv = [a.decode("utf-8", "surrogateescape") for a in (_read(f"{folder}/cmdline") or b"").split(b"\0") if a]
         if not _writes(argv):
             continue
         try:
-            cwd = os.readlink(folder / "cwd")
+            cwd = os.readlink(f"{folder}/cwd")
         except OSError:
             continue
         if not _inside(cwd, top):
             continue
         if started_by is not None:
-            stat = _read(folder / "stat") or b""
+            stat = _read(f"{folder}/stat") or b""
             # Fields after the command name, which may hold spaces: the start time is field 22.
             fields = stat.rpartition(b")")[2].split()
             if len(fields) < 20 or int(fields[19]) > started_by:
