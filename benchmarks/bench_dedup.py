@@ -31,7 +31,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from syncd.config import Settings  # noqa: E402
-from syncd.index.embed import load_embedder  # noqa: E402
+from syncd.embedding.fastembed_backend import load_embedder  # noqa: E402
 from syncd.memory.dedup import restates  # noqa: E402
 from syncd.memory.extraction import normalise_text  # noqa: E402
 

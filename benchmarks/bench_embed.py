@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 from syncd.config import Settings
-from syncd.index.embed import FastEmbedBackend, load_embedder
+from syncd.embedding.fastembed_backend import FastEmbedBackend, load_embedder
 from syncd.index.embed_cache import CachedEmbedder, EmbeddingCache
 
 WORDS = (

@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import syncd  # noqa: E402
 from syncd.config import Settings
-from syncd.index.embed import load_embedder
+from syncd.embedding.fastembed_backend import load_embedder
 from syncd.index.rows import parse_file
 
 SUBJECTS = ["green tea", "the night shift", "a half marathon", "Python", "the cat Miso", "Lyon",

@@ -29,7 +29,7 @@ from pathlib import Path
 import syncd
 from syncd.config import Settings
 from syncd.home import blob_sha
-from syncd.index.embed import load_embedder
+from syncd.embedding.fastembed_backend import load_embedder
 
 FACTS = [
     "Likes green tea in the morning.", "Works as a nurse in Lyon.", "Is allergic to peanuts.",

@@ -23,12 +23,12 @@ from .errors import (
 
 if typing.TYPE_CHECKING:
     from .config import Settings
-    from .initialize import InitReport, init
+    from .engine.initialize import InitReport, init
 
 
 def open(home=None, read_only: bool = False, settings: Settings | None = None, embedder=None):  # noqa: A001
-    """Open a memory home: ``syncd.open(home).search("tea")``. See :class:`syncd.engine.Engine`."""
-    from .engine import open_engine
+    """Open a memory home: ``syncd.open(home).search("tea")``. See :class:`syncd.engine.facade.Engine`."""
+    from .engine.facade import open_engine
 
     return open_engine(home, read_only=read_only, settings=settings, embedder=embedder)
 
@@ -38,10 +38,10 @@ __version__ = "0.1.0"
 # gitpython behind init, so `syncd --help` and a search answered by the daemon stay quick.
 _LAZY = {
     "Settings": ("syncd.config", "Settings"),
-    "init": ("syncd.initialize", "init"),
-    "InitReport": ("syncd.initialize", "InitReport"),
-    "Engine": ("syncd.engine", "Engine"),
-    "Status": ("syncd.engine", "Status"),
+    "init": ("syncd.engine.initialize", "init"),
+    "InitReport": ("syncd.engine.initialize", "InitReport"),
+    "Engine": ("syncd.engine.facade", "Engine"),
+    "Status": ("syncd.engine.facade", "Status"),
     "Hit": ("syncd.index.search", "Hit"),
     "Intent": ("syncd.history.intents", "Intent"),
     "WikiManager": ("syncd.wiki.manager", "WikiManager"),

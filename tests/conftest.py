@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, settings
 
 import syncd
 from syncd.config import Settings
-from syncd.index.embed import load_embedder
+from syncd.embedding.fastembed_backend import load_embedder
 
 # Property tests here touch real files, LanceDB and the real model: fewer, slower examples.
 settings.register_profile(

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import syncd
 from syncd.config import Settings
-from syncd.daemon import Daemon
+from syncd.daemon.loop import Daemon
 
 GIT_ENV = {
     "GIT_AUTHOR_NAME": "Test Person",

@@ -9,7 +9,7 @@ import types
 import pytest
 
 import syncd
-import syncd.audit
+import syncd.engine.audit
 import syncd.memory
 import syncd.session
 
@@ -27,12 +27,12 @@ def test_public_names_are_pinned():
 
 
 def test_audit_names_are_pinned():
-    assert sorted(syncd.audit.__all__) == sorted([
+    assert sorted(syncd.engine.audit.__all__) == sorted([
         "LogEntry", "FactHistory", "FactChange", "CommitEffect", "read_log", "fact_history", "commit_effect", "revert",
     ])
 
 
-@pytest.mark.parametrize("module", [syncd, syncd.memory, syncd.audit, syncd.session], ids=lambda m: m.__name__)
+@pytest.mark.parametrize("module", [syncd, syncd.memory, syncd.engine.audit, syncd.session], ids=lambda m: m.__name__)
 def test_all_lists_exactly_the_public_names(module):
     """Nothing public slips in (an import left over) or out (a name promised but gone)."""
     defined = {

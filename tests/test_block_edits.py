@@ -25,7 +25,7 @@ from syncd.config import Settings
 from syncd.errors import InvalidInputError
 from syncd.memory import MemoryBlockUpdateTool, MemoryManager
 from syncd.memory.tools import update_block
-from syncd.schemas import BlockUpdateInput
+from syncd.api.schemas import BlockUpdateInput
 
 from .daemon_helpers import git, isolate_git_identity, warm_embed_cache
 from .helpers import run_concurrently
@@ -108,7 +108,7 @@ _CHILD = textwrap.dedent(
     import asyncio, sys
     from syncd.memory import MemoryManager
     from syncd.memory.tools import update_block
-    from syncd.schemas import BlockUpdateInput
+    from syncd.api.schemas import BlockUpdateInput
 
     home, who, count = sys.argv[1], sys.argv[2], int(sys.argv[3])
     with MemoryManager(home) as manager:

@@ -21,9 +21,9 @@ from syncd.cli import main
 from syncd.config import Settings
 from syncd.control.client import ask_daemon
 from syncd.control.protocol import PROTOCOL_VERSION, RemoteError, encode, socket_path
-from syncd.control.server import ControlServer
-from syncd.daemon import Daemon
-from syncd.search import search
+from syncd.daemon.control import ControlServer
+from syncd.daemon.loop import Daemon
+from syncd.engine.search import search
 
 from .daemon_helpers import daily_log, running_daemon, wait_for, warm_embed_cache
 from .helpers import write
@@ -54,7 +54,7 @@ def test_the_daemon_answers_over_a_private_socket_and_removes_it_on_exit(home, e
 
         params = {"query": "green tea", "user_id": "ana", "chat_id": None, "limit": 3, "kind": "fact"}
         answer = ask_daemon(home, "search", params)
-        # The one search (syncd.search), as every front end answers it.
+        # The one search (syncd.engine.search), as every front end answers it.
         _same_hits(answer["hits"], search(run.reader, "green tea", user_id="ana", limit=3, kind="fact"))
         assert answer["stale"] == 0
         assert "green tea" in answer["hits"][0]["content"]

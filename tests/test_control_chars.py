@@ -24,7 +24,7 @@ from syncd.config import Settings
 from syncd.errors import ExtractionError, InvalidInputError
 from syncd.memory import MemoryBlockUpdateTool, MemoryManager
 from syncd.memory.tools import update_block
-from syncd.schemas import BlockUpdateInput
+from syncd.api.schemas import BlockUpdateInput
 
 from .daemon_helpers import git, isolate_git_identity
 from .server_helpers import served_in_thread

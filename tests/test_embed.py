@@ -13,11 +13,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import syncd.index.embed as embed_mod
+import syncd.embedding.fastembed_backend as embed_mod
 import syncd.index.embed_cache
 from syncd.config import DEFAULT_EMBED_MODEL, Settings
 from syncd.errors import EmbeddingError
-from syncd.index.embed import (
+from syncd.embedding.fastembed_backend import (
     BUNDLED_TOKENIZER_DIR,
     DEFAULT_MODEL_ID,
     DEFAULT_MODEL_SHA256,
@@ -135,7 +135,7 @@ _HUGE_TEXT_SCRIPT = """
 import resource, sys
 from pathlib import Path
 from syncd.config import Settings
-from syncd.index.embed import load_embedder
+from syncd.embedding.fastembed_backend import load_embedder
 embedder = load_embedder(Settings(), cache_dir=Path(sys.argv[1]))
 embedder.embed(["warm up " * 300])
 text = " ".join(f"fact{i}" for i in range(200_000))
@@ -177,7 +177,7 @@ import resource, sys
 from pathlib import Path
 from syncd.config import Settings
 from syncd.errors import EmbeddingError
-from syncd.index.embed import load_embedder
+from syncd.embedding.fastembed_backend import load_embedder
 embedder = load_embedder(Settings(), cache_dir=Path(sys.argv[1]))
 used = int(open("/proc/self/statm").read().split()[0]) * resource.getpagesize()
 resource.setrlimit(resource.RLIMIT_AS, (used + 64 * 2**20, resource.RLIM_INFINITY))

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 import syncd
-from syncd.engine import Engine
+from syncd.engine.facade import Engine
 from syncd.memory import MarkdownMemoryStore, MemoryBlockUpdateTool, MemoryManager
 
 PACKAGE = Path(syncd.__file__).parent

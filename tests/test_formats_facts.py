@@ -28,7 +28,7 @@ from syncd.formats import (
     split_lines,
     split_lines_keepends,
 )
-from syncd.layout import validate_id
+from syncd.home.layout import validate_id
 
 from .strategies import (
     LOOKALIKE_LINES,

@@ -19,7 +19,7 @@ from syncd.home import (
     durable_append,
     file_blob_sha,
 )
-from syncd.layout import classify_path, is_indexable, validate_id
+from syncd.home.layout import classify_path, is_indexable, validate_id
 
 HOSTILE_IDS = [
     "",

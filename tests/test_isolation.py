@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 import syncd
 from syncd.cli import main
 from syncd.config import Settings
-from syncd.layout import classify_path, is_indexable, validate_id
+from syncd.home.layout import classify_path, is_indexable, validate_id
 from syncd.memory import MemoryManager
 
 from .helpers import write

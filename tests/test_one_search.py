@@ -17,8 +17,8 @@ from mcp.client.streamable_http import streamable_http_client
 import syncd
 from syncd.cli import main
 from syncd.memory import MemoryManager, MemorySearchTool
-from syncd.schemas import MemoryHit
-from syncd.search import DEFAULT_LIMIT, hit_record
+from syncd.api.schemas import MemoryHit
+from syncd.engine.search import DEFAULT_LIMIT, hit_record
 
 from .daemon_helpers import isolate_git_identity
 from .helpers import write

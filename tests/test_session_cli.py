@@ -85,7 +85,7 @@ def test_a_home_made_by_the_older_init_is_adopted_quietly(home, engine):
 
 
 def test_session_files_are_scoped_by_their_path():
-    from syncd.layout import classify_path
+    from syncd.home.layout import classify_path
 
     scope = classify_path("memory/users/ana/sessions/s1/transcript.jsonl")
     assert (scope.kind, scope.user, scope.session, scope.error) == ("transcript", "ana", "s1", None)

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 import syncd
 from syncd.cli import main
-from syncd.search import hit_record
+from syncd.engine.search import hit_record
 from syncd.index.records import SCHEMA_VERSION, page_breadcrumb
 from syncd.index.rows import parse_file
 from syncd.index.store import entry_schema

@@ -55,7 +55,7 @@ from syncd.errors import CommitDeferredError, GitBusyError
 from syncd.history.intents import Intent
 from syncd.memory import MemoryManager
 from syncd.memory.tools import update_block
-from syncd.schemas import BlockUpdateInput
+from syncd.api.schemas import BlockUpdateInput
 from syncd.session import SessionRunner
 
 from .daemon_helpers import GIT_ENV, daily_log, git, isolate_git_identity, running_daemon

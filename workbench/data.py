@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import syncd
-import syncd.audit
-import syncd.search
+import syncd.engine.audit
+import syncd.engine.search
 from syncd.formats import parse_page
 from syncd.memory import MemoryManager, StoredFact
 
@@ -54,7 +54,7 @@ class Provenance:
     line: int
     session: str | None
     transcript_line: int | None
-    history: syncd.audit.FactHistory | None
+    history: syncd.engine.audit.FactHistory | None
     error: str | None = None
 
 
@@ -166,8 +166,8 @@ class HomeData:
 
     def search(self, query: str, user: str | None, chat: str | None, kind: str | None, limit: int,
                include_wiki: bool = False):
-        """The one search every front end makes (syncd.search); ``user`` None: every user's."""
-        return syncd.search.search(self.engine, query, user_id=user, chat_id=chat, kind=kind, limit=limit,
+        """The one search every front end makes (syncd.engine.search); ``user`` None: every user's."""
+        return syncd.engine.search.search(self.engine, query, user_id=user, chat_id=chat, kind=kind, limit=limit,
                                    include_wiki=include_wiki)
 
     def around(self, rel: str, line: int, radius: int = 4) -> list[tuple[int, str]]:
@@ -183,7 +183,7 @@ class HomeData:
     def provenance(self, rel: str, line: int, text: str, source: str = "") -> Provenance:
         session, transcript_line = parse_provenance(source)
         try:
-            history = syncd.audit.fact_history(self.root, rel, line, text) if line > 0 else None
+            history = syncd.engine.audit.fact_history(self.root, rel, line, text) if line > 0 else None
         except syncd.SyncdError as exc:
             return Provenance(rel, line, session, transcript_line, None, str(exc))
         return Provenance(rel, line, session, transcript_line, history)
@@ -245,13 +245,13 @@ class HomeData:
     # -- history and health ----------------------------------------------------------------------
 
     def log(self, path: str | None, limit: int):
-        return syncd.audit.read_log(self.root, path or None, limit)
+        return syncd.engine.audit.read_log(self.root, path or None, limit)
 
     def effect(self, sha: str):
-        return syncd.audit.commit_effect(self.root, sha)
+        return syncd.engine.audit.commit_effect(self.root, sha)
 
     def revert(self, sha: str) -> str:
-        return syncd.audit.revert(self.root, sha, self.settings)
+        return syncd.engine.audit.revert(self.root, sha, self.settings)
 
     def status(self):
         return self.engine.status()

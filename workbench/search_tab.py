@@ -8,7 +8,7 @@ from collections.abc import Callable
 import ipywidgets as w
 
 import syncd
-from syncd.search import DEFAULT_LIMIT
+from syncd.engine.search import DEFAULT_LIMIT
 
 from .data import HomeData
 from .ui import Pager, button, esc, note, table
@@ -69,7 +69,7 @@ class SearchTab(w.VBox):
         self.chat.style.description_width = "34px"
         self.kind = w.Dropdown(description="kind", options=list(KINDS), layout=w.Layout(width="190px"))
         self.kind.style.description_width = "34px"
-        # The defaults of every front end (syncd.search): five hits, the memory without the wiki.
+        # The defaults of every front end (syncd.engine.search): five hits, the memory without the wiki.
         self.limit = w.BoundedIntText(value=DEFAULT_LIMIT, min=1, max=200, description="limit",
                                       layout=w.Layout(width="120px"))
         self.limit.style.description_width = "34px"

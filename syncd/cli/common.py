@@ -28,7 +28,7 @@ json_option = click.option("--json", "as_json", is_flag=True, help="Machine-read
 
 def _checked_id(kind: str):
     def check(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
-        from ..layout import validate_id
+        from ..home import validate_id
 
         # InvalidIdError (exit 1, as from the library), before the id reaches a path or a request.
         return None if value is None else validate_id(kind, value)

@@ -21,9 +21,9 @@ def watch_command(reconcile_interval: float | None, home: Path | None) -> None:
     """Run the daemon: keep the index and git history in step with the tree until interrupted
     (SIGINT/SIGTERM finish the batch in hand, commit, and exit 0). While it runs, `syncd search`
     asks it over the home's socket instead of loading the index and the model itself."""
-    from ..daemon import Daemon
-    from ..engine import open_engine
-    from .daemon_log import daemon_log
+    from ..daemon.loop import Daemon
+    from ..engine.facade import open_engine
+    from ..daemon.logfile import daemon_log
 
     settings = load_settings()
     if reconcile_interval is not None:

@@ -9,9 +9,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..config import Settings
-from ..engine import open_engine
+from ..engine.facade import open_engine
 from ..home import Home, atomic_write
-from ..initialize import init
+from ..engine.initialize import init
 
 __all__ = ["DEMO_FILES", "DEMO_QUERIES", "build_demo_home", "run_demo"]
 

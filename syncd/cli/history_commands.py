@@ -61,7 +61,7 @@ def blame_command(fact_id: str, as_json: bool, home: Path | None) -> None:
 
     FACT_ID is the fact's id, as `syncd search --json` shows it.
     """
-    from ..engine import open_engine
+    from ..engine.facade import open_engine
     from ..history.blame import current_line, fact_history
 
     with open_engine(resolve_home(home), read_only=True, settings=load_settings()) as engine:
@@ -96,7 +96,7 @@ def revert_command(commit: str, home: Path | None) -> None:
 
     COMMIT is the commit to undo (a sha or any git revision).
     """
-    from ..audit import revert
+    from ..engine.audit import revert
 
     # By the one writer of the home (this process, or the running daemon, asked over its socket).
     sha = revert(resolve_home(home), commit, load_settings())

@@ -19,7 +19,7 @@ def init_command(path: Path | None, home: Path | None) -> None:
 
     PATH is the folder to create or adopt (default: --home, else the current folder).
     """
-    from ..initialize import init
+    from ..engine.initialize import init
 
     report = init(path or home or Path("."), load_settings())
     if not report.changed:

@@ -18,7 +18,7 @@ from pathlib import Path
 import click
 
 from ..errors import GitBusyError, HistoryError
-from ..search import DEFAULT_LIMIT, KINDS
+from ..engine.search import DEFAULT_LIMIT, KINDS
 
 from .common import home_option, id_option, json_option, load_settings, print_json, resolve_home
 
@@ -103,7 +103,7 @@ def _resumable(command: str, after: str):
 
 
 def _open(home: Path | None, read_only: bool):
-    from ..engine import open_engine
+    from ..engine.facade import open_engine
 
     return open_engine(resolve_home(home), read_only=read_only, settings=load_settings())
 
@@ -165,9 +165,9 @@ def reindex_command(quiet: bool, home: Path | None) -> None:
 
 
 def _search_locally(root: Path, params: dict) -> tuple[list[dict], int]:
-    from ..engine import open_engine
-    from ..search import hit_record, search
-    from ..status import count_stale
+    from ..engine.facade import open_engine
+    from ..engine.search import hit_record, search
+    from ..engine.status import count_stale
 
     with open_engine(root, read_only=True, settings=load_settings()) as engine:
         hits = search(engine, **params)
@@ -229,7 +229,7 @@ def search_command(query: str, user: str | None, chat: str | None, limit: int, k
 @home_option
 def status_command(as_json: bool, home: Path | None) -> None:
     """What the index holds and exactly which files are stale (reads no model, no LanceDB)."""
-    from ..status import INDEX_OK
+    from ..engine.status import INDEX_OK
     from .status_source import read_status
 
     status = read_status(resolve_home(home), load_settings())

@@ -42,7 +42,7 @@ def serve_command(host: str, port: int, cors_origins: tuple[str, ...], home: Pat
     SIGTERM/SIGINT answer the requests in flight, commit, release the lock and exit 0."""
     from ..home import Home
     from ..server.serve import serve
-    from .daemon_log import daemon_log
+    from ..daemon.logfile import daemon_log
 
     root = resolve_home(home)
     settings = load_settings()
@@ -77,7 +77,7 @@ def mcp_command(user: str | None, home: Path | None) -> None:
     import anyio
 
     from ..control.client import ask_daemon
-    from ..layout import validate_id
+    from ..home import validate_id
     from ..server.mcp_server import SocketBackend, build_mcp
     from ..server.service import LOCAL_ADMIN
     from ..server.tokens import Principal
@@ -96,8 +96,8 @@ def _mcp_holding_the_home(root: Path, principal) -> None:
 
     import anyio
 
-    from ..daemon import Daemon
-    from ..engine import open_engine
+    from ..daemon.loop import Daemon
+    from ..engine.facade import open_engine
     from ..server.mcp_server import LocalBackend, build_mcp, control_methods
     from ..server.service import MemoryService
 

@@ -86,7 +86,7 @@ def show_command(session_id: str, last_n: int | None, user: str | None, as_json:
 
     SESSION_ID is the session's id, as `syncd sessions` lists it.
     """
-    from ..layout import validate_id
+    from ..home import validate_id
     from ..session.transcripts import read_transcript_file
 
     root = _home(home)
@@ -112,7 +112,7 @@ def state_command(session_id: str, user: str | None, home: Path | None) -> None:
 
     SESSION_ID is the session's id, as `syncd sessions` lists it.
     """
-    from ..layout import validate_id
+    from ..home import validate_id
     from ..session.state import read_state_file
 
     root = _home(home)

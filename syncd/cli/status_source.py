@@ -1,5 +1,5 @@
 """``syncd status`` without LanceDB or the model when it can: from the index's files mirror when
-that is current, else by opening the index read-only (kept out of ``syncd.status`` because opening
+that is current, else by opening the index read-only (kept out of ``syncd.engine.status`` because opening
 an engine there would make status and the engine import each other)."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from pathlib import Path
 
 from ..home import Home
 from ..index.records import meta_compatible
-from ..status import Status, build_status, missing_status
+from ..engine.status import Status, build_status, missing_status
 
 __all__ = ["read_status"]
 
@@ -37,7 +37,7 @@ def read_status(root: Path, settings) -> Status:
     snapshot = read_mirror(folder)
     if snapshot is None:
         log.debug("the files mirror of %s is not current; opening the index", folder)
-        from ..engine import open_engine
+        from ..engine.facade import open_engine
 
         with open_engine(home.root, read_only=True, settings=settings) as engine:
             return engine.status()
@@ -49,7 +49,7 @@ def read_status(root: Path, settings) -> Status:
 
 
 def _model_id(home: Home, settings) -> str:
-    from ..index.embed import load_embedder
+    from ..embedding.fastembed_backend import load_embedder
 
     # Building an embedder reads no model: it only names the one the settings ask for.
     return load_embedder(settings, cache_dir=home.state_dir / "models").model_id

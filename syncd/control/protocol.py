@@ -11,9 +11,9 @@ One request per connection, each one line of UTF-8 JSON ending in ``\\n``:
 Methods (version 1):
     ping    {}  -> {"pid", "home", "version", "protocol", "methods"}
     search  {"query", "user_id", "chat_id", "limit", "kind", "include_wiki"}
-            -> {"hits": [hit, ...], "stale": n}: the one search (``syncd.search``, its defaults
+            -> {"hits": [hit, ...], "stale": n}: the one search (``syncd.engine.search``, its defaults
                and relevance floor), where a hit is ``Hit.to_dict()`` plus its ``snippet`` (the
-               fields of ``syncd.schemas.MemoryHit``), and ``stale`` counts the files the index
+               fields of ``syncd.api.schemas.MemoryHit``), and ``stale`` counts the files the index
                does not reflect yet
     status  {}  -> ``Status.to_dict()``
     call    {"name", "arguments"} -> the result of one of the servers' operations (the MCP

@@ -46,7 +46,7 @@ from pathlib import Path
 
 from ..errors import GitBusyError, HistoryError, NotFoundError
 from ..home import git_dir
-from ..layout import is_indexable
+from ..home import is_indexable
 from .processes import process_clock, wait_for_git_writers
 
 log = logging.getLogger(__name__)

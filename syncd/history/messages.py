@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from ..formats.text import shared_ends
-from ..layout import classify_path
+from ..home import classify_path
 
 __all__ = ["DETAILED_FILES", "counts_facts", "describe_change", "format_message"]
 

@@ -19,7 +19,7 @@ import numpy as np
 
 from ..errors import EmbeddingError
 from ..home import disk_failure
-from .embed import Embedder, check_texts
+from ..embedding.fastembed_backend import Embedder, check_texts
 
 __all__ = ["CachedEmbedder", "EmbeddingCache", "text_key"]
 

@@ -31,7 +31,7 @@ from ..formats.pages import Page
 from ..formats.reparse import reparse_daily_log
 from ..formats.transcripts import TokenSpans, chunk_transcript, parse_transcript
 from ..formats.when import date_words, resolved_words
-from ..layout import classify_path
+from ..home import classify_path
 from .records import HEADING_SEPARATOR, NEIGHBOURS, EntryRow
 
 __all__ = ["ParsedFile", "TranscriptChunking", "parse_file", "parse_file_checked", "chunk_id", "page_title"]

@@ -38,7 +38,7 @@ from statistics import NormalDist
 
 import numpy as np
 
-from ..layout import validate_id
+from ..home import validate_id
 from .fulltext import best_rows
 from .records import page_breadcrumb
 from .rowcache import ScopeMask

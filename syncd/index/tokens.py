@@ -13,7 +13,7 @@ import re
 import threading
 from collections.abc import Callable, Sequence
 
-from .embed import Embedder
+from ..embedding.fastembed_backend import Embedder
 
 __all__ = ["TokenSpanner", "token_spanner"]
 

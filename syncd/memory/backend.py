@@ -2,7 +2,7 @@
 
 syncd.memory talks to this protocol only, never to the index, the row cache or the committer, so
 the engine can change its insides (and tests can see the seam) without touching memory. The
-engine never imports memory; ``MemoryManager(home)`` opens an engine through ``syncd.engine``, a
+engine never imports memory; ``MemoryManager(home)`` opens an engine through ``syncd.engine.facade``, a
 one-way dependency.
 """
 
@@ -30,7 +30,7 @@ class ChangeScope(AbstractContextManager, AbstractAsyncContextManager, Protocol)
 
 @runtime_checkable
 class MemoryBackend(Protocol):
-    """One memory home as the memory layer sees it (``syncd.engine.Engine`` implements it)."""
+    """One memory home as the memory layer sees it (``syncd.engine.facade.Engine`` implements it)."""
 
     home: Home
     settings: Settings

@@ -25,8 +25,8 @@ from ..errors import BlockLimitError, ConflictError, ExtractionError, InvalidInp
 from ..formats import Fact, decode_markdown, encode_markdown, parse_page
 from ..history.intents import Intent
 from ..home import Home
-from ..layout import check_text, validate_id, validate_label
-from ..search import DEFAULT_LIMIT, search
+from ..home import check_text, validate_id, validate_label
+from ..engine.search import DEFAULT_LIMIT, search
 from .backend import MemoryBackend
 from .blocks import CoreBlock, format_blocks, read_block, render_block, resolve_blocks
 from .dedup import CANDIDATES as DEDUP_CANDIDATES
@@ -121,7 +121,7 @@ class MemoryManager:
     ):
         if home_or_engine is None or isinstance(home_or_engine, (Home, Path, str)):
             # The one import of the engine from memory, and one way: the engine never imports us.
-            from ..engine import open_engine
+            from ..engine.facade import open_engine
 
             root = home_or_engine.root if isinstance(home_or_engine, Home) else home_or_engine
             self.engine: MemoryBackend = open_engine(root, read_only=True, settings=settings, embedder=embedder)
@@ -339,7 +339,7 @@ class MemoryManager:
     ) -> list[Hit]:
         """Best hits in the user's memory (facts, MEMORY.md, blocks: theirs, this chat's and the
         global ones; the wiki too with ``include_wiki``): the one search every front end makes
-        (:mod:`syncd.search`, its defaults and its relevance floor), for this user. Without
+        (:mod:`syncd.engine.search`, its defaults and its relevance floor), for this user. Without
         ``use_hybrid`` only the semantic score (plus importance and recency) ranks them. An
         unrelated query finds nothing; an empty one raises QueryError."""
         self._enter()
@@ -356,7 +356,7 @@ class MemoryManager:
     ) -> str:
         """One line per relevant memory, wrapped in markers, ready to put into a prompt ("" if
         nothing is relevant, and for an empty message, to which nothing is). Relevant is the one
-        search's floor (syncd.search.relevance_floor, ``Settings.search_floor``): the user's
+        search's floor (syncd.engine.search.relevance_floor, ``Settings.search_floor``): the user's
         memory answers the message at all, by meaning closer than chance in a memory of its size
         or by its rare words; "what does she drink?" finds "Likes green tea.", "Tuesday" or an
         off-topic question finds nothing."""

@@ -20,8 +20,8 @@ from typing import Any, ClassVar, TypeVar
 from pydantic import ValidationError
 
 from ..errors import InvalidInputError, SyncdError
-from ..layout import check_text, validate_id
-from ..schemas import AddInput, BlockUpdateInput, Input, SearchInput, describe_invalid, tool_inputs
+from ..home import check_text, validate_id
+from ..api.schemas import AddInput, BlockUpdateInput, Input, SearchInput, describe_invalid, tool_inputs
 from .blocks import CoreBlock
 from .manager import EPHEMERAL_LOOP, MemoryManager
 

@@ -2,7 +2,7 @@
 ``/mcp`` inside ``syncd serve``, or over stdio (``syncd mcp``) for desktop agents.
 
 Each tool is generated from its :data:`~syncd.server.service.OPERATIONS` entry: its parameters
-are the fields of the shared input model (``syncd.schemas``), so MCP clients see the same names,
+are the fields of the shared input model (``syncd.api.schemas``), so MCP clients see the same names,
 descriptions and limits as the REST API and the agent tools. Every call is validated again by
 that model and then run by a *backend*: the service itself (this process holds the home), or the
 running daemon over the local socket (``syncd mcp`` beside ``syncd serve`` or ``watch``).
@@ -23,7 +23,7 @@ from typing import Annotated, Any, Protocol
 from pydantic import Field, ValidationError
 
 from .. import __version__
-from .. import schemas as s
+from ..api import schemas as s
 from ..errors import SyncdError
 from .gate import principal_of_scope
 from .service import LOCAL_ADMIN, OPERATIONS, AccessError, MemoryService, Operation, call

@@ -1,7 +1,7 @@
 """The REST API (FastAPI): the seed's endpoints plus what a client needs beside them, over one
 :class:`MemoryService`. OpenAPI at ``/openapi.json``, docs at ``/docs``.
 
-Every route is thin: it takes the shared input model (``syncd.schemas``; query parameters for
+Every route is thin: it takes the shared input model (``syncd.api.schemas``; query parameters for
 reads, a JSON body for writes), the principal the gate found for the token, and returns the
 shared output model. Errors are one JSON shape, ``{"error": {"type", "message"}}``, with a status
 saying whose problem it is: 4xx for the request (bad ids, dates and paths are 422 before they
@@ -26,7 +26,7 @@ from pydantic import ValidationError
 from starlette.exceptions import HTTPException
 
 from .. import __version__
-from .. import schemas as s
+from ..api import schemas as s
 from ..errors import (
     BlockLimitError,
     ConflictError,

@@ -12,7 +12,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Query
 
-from .. import schemas as s
+from ..api import schemas as s
 from .rest import UserParam, Who, bearer
 from .service import MemoryService
 

@@ -27,8 +27,8 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 
 from ..config import Settings
-from ..daemon import Daemon
-from ..engine import open_engine
+from ..daemon.loop import Daemon
+from ..engine.facade import open_engine
 from ..memory import MemoryManager
 from .gate import Gate
 from .http import bounded_http

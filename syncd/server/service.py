@@ -1,5 +1,5 @@
 """What the servers do, once: each operation takes who asks (a :class:`Principal`) and a shared
-input model (``syncd.schemas``) and returns a shared output model. The REST routes, the MCP tools
+input model (``syncd.api.schemas``) and returns a shared output model. The REST routes, the MCP tools
 and the control socket's ``call`` method are thin over it, so scoping is decided in one place.
 
 Scoping: a user token acts for its own user, and a request naming another user is refused
@@ -19,12 +19,12 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from .. import schemas as s
+from ..api import schemas as s
 from ..errors import InvalidInputError, NotFoundError, SyncdError
 from ..home import read_regular
 from ..memory import MemoryManager
 from ..memory.tools import update_block
-from ..search import hit_record, search
+from ..engine.search import hit_record, search
 from ..session.files import list_sessions
 from ..session.state import read_state_file
 from ..session.transcripts import read_transcript_file

@@ -32,7 +32,7 @@ from pathlib import Path
 
 from ..errors import ConfigError, NotFoundError
 from ..home import Home
-from ..layout import validate_id
+from ..home import validate_id
 
 __all__ = ["ADMIN_FILE", "USERS_FILE", "Principal", "TokenInfo", "TokenStore"]
 

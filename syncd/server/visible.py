@@ -22,7 +22,7 @@ from pathlib import Path
 
 from ..errors import InvalidInputError
 from ..history.log import LogEntry
-from ..layout import classify_path
+from ..home import classify_path
 
 __all__ = ["log_path", "readable", "scrubber", "seen_by"]
 

@@ -26,7 +26,7 @@ from typing import Any
 from ..errors import ExtractionError
 from ..formats.transcripts import make_entry
 from ..history.intents import Intent
-from ..layout import validate_id
+from ..home import validate_id
 from ..memory.extraction import ConversationTurn, complete
 from .files import new_session_info, read_session_info, utc_now, write_session_info
 from .serializer import agent_steps, plain_steps

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from ..home import Home, read_regular
-from ..layout import validate_id
+from ..home import validate_id
 
 __all__ = ["Clock", "SessionInfo", "UserSessions", "list_sessions", "new_session_info", "open_backend", "read_bytes", "read_session_info", "render_session_info", "utc_now", "write_session_info"]
 
@@ -189,7 +189,7 @@ def _is_time(value: str) -> bool:
 def open_backend(home_or_engine: Any, settings: Any = None, embedder: Any = None) -> tuple[Any, bool]:
     """``(engine, owned)``: the engine given, or a read-only one opened on the home given."""
     if home_or_engine is None or isinstance(home_or_engine, (Home, Path, str)):
-        from ..engine import open_engine
+        from ..engine.facade import open_engine
 
         root = home_or_engine.root if isinstance(home_or_engine, Home) else home_or_engine
         return open_engine(root, read_only=True, settings=settings, embedder=embedder), True

@@ -13,7 +13,7 @@ import time
 from typing import Any
 
 from ..errors import ConfigError
-from ..layout import validate_id
+from ..home import validate_id
 
 __all__ = ["TranscriptIndexer", "MarkdownIndexer"]
 

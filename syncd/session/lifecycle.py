@@ -15,7 +15,7 @@ import hashlib
 from dataclasses import dataclass
 
 from ..errors import SessionError
-from ..layout import ID_MAX_LEN, validate_id
+from ..home import ID_MAX_LEN, validate_id
 from .files import Clock, utc_now
 
 __all__ = ["SessionPolicy", "SessionLifecycle", "get_session_key", "last_reset_boundary"]

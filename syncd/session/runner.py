@@ -28,7 +28,7 @@ from ..formats.agent_state import AgentState
 from ..formats.transcripts import TranscriptEntry, make_entry, parse_transcript
 from ..history.git import run_git
 from ..history.intents import Intent
-from ..layout import validate_id
+from ..home import validate_id
 from ..memory.extraction import ConversationTurn
 from ..memory.prompts import PROMPT_VERSION
 from .compressor import ContextCompressor

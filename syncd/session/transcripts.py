@@ -30,7 +30,7 @@ from ..formats.transcripts import (
 )
 from ..history.intents import Intent
 from ..home import Home
-from ..layout import validate_id
+from ..home import validate_id
 from .files import UserSessions, read_bytes, utc_now
 
 __all__ = ["TranscriptManager", "load_transcript", "read_transcript_file"]

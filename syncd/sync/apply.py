@@ -12,12 +12,12 @@ import numpy as np
 
 from ..errors import ParseError
 from ..home import Home, blob_sha
-from ..index.embed import Embedder
+from ..embedding.fastembed_backend import Embedder
 from ..index.embed_cache import CachedEmbedder
 from ..index.records import FileRecord, FileUpdate
 from ..index.rows import TranscriptChunking, parse_file_checked
 from ..index.store import Index, StaleRows
-from ..layout import classify_path
+from ..home import classify_path
 from .plan import SyncPlan, plan_sync
 from .progress import Progress, ProgressTracker, SyncProgress
 from .progress_file import ProgressFile

@@ -25,7 +25,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 
-from ..layout import is_indexable
+from ..home import is_indexable
 
 __all__ = ["Event", "Batch", "is_git_ref", "is_noise", "is_unwatched_folder", "coalesce", "to_event"]
 

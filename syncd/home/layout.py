@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 
-from .errors import InvalidIdError, InvalidInputError
+from ..errors import InvalidIdError, InvalidInputError
 
 __all__ = ["ID_MAX_LEN", "ID_RULE", "check_text", "validate_id", "validate_label", "FileScope", "KINDS", "SESSION_FILES", "classify_path", "is_indexable"]
 

@@ -30,33 +30,33 @@ from pathlib import Path
 
 import numpy as np
 
-from .config import Settings
-from .errors import (
+from ..config import Settings
+from ..errors import (
     ConfigError,
     IndexError_,
     QueryError,
 )
-from .history.git import head_sha, user_identity
-from .history.intents import Intent
-from .home import (
+from ..history.git import head_sha, user_identity
+from ..history.intents import Intent
+from ..home import (
     DAEMON_ROLE,
     Home,
     HomeLock,
     find_home,
 )
-from .index.embed import Embedder, load_embedder
-from .index.embed_cache import CachedEmbedder, EmbeddingCache
-from .index.rowcache import ScopeMask
-from .index.rows import TranscriptChunking
-from .index.search import Hit, Weights, hybrid_search
-from .index.store import Index
-from .index.tokens import TokenSpanner
-from .layout import classify_path
+from ..embedding.fastembed_backend import Embedder, load_embedder
+from ..index.embed_cache import CachedEmbedder, EmbeddingCache
+from ..index.rowcache import ScopeMask
+from ..index.rows import TranscriptChunking
+from ..index.search import Hit, Weights, hybrid_search
+from ..index.store import Index
+from ..index.tokens import TokenSpanner
+from ..home import classify_path
 from .status import Status, build_status, incompatibility, missing_status
-from .sync.apply import Progress, SyncReport, sync
-from .wiki.store import SyncedPages
-from .writes.groups import ChangeGroup
-from .writes.scheduler import WritePath
+from ..sync.apply import Progress, SyncReport, sync
+from ..wiki.store import SyncedPages
+from ..writes.groups import ChangeGroup
+from ..writes.scheduler import WritePath
 
 __all__ = ["Engine", "Status", "open_engine"]
 
@@ -266,7 +266,7 @@ class Engine:
         settings' human identity), once every change acknowledged before it is committed, and
         bring the index in step. Returns the new commit's sha. RevertError (nothing changed)
         when later commits changed the same lines; NotFoundError for an unknown commit."""
-        from .history.revert import revert_commit
+        from ..history.revert import revert_commit
 
         self._require_writer()
         with self.writes.quiesced():

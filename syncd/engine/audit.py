@@ -12,10 +12,10 @@ import dataclasses
 import pathlib
 
 # Modules, not names: what this module defines beyond them is exactly its public API (tests/test_api.py).
-from . import formats
-from .history import git
-from .history.blame import FactHistory, fact_history
-from .history.log import LogEntry, read_log
+from .. import formats
+from ..history import git
+from ..history.blame import FactHistory, fact_history
+from ..history.log import LogEntry, read_log
 
 __all__ = ["LogEntry", "FactHistory", "FactChange", "CommitEffect", "read_log", "fact_history", "commit_effect", "revert"]
 
@@ -83,11 +83,11 @@ def revert(home: pathlib.Path | str, commit: str, settings=None) -> str:
     commit. Returns the new commit's sha. RevertError (nothing changed) when later commits
     changed the same lines; NotFoundError for an unknown commit; LockedError when a process that
     is not a daemon holds the home."""
-    from .config import Settings
-    from .control.client import ask_daemon
-    from .control.protocol import RemoteError
-    from .engine import open_engine
-    from .errors import GitBusyError, LockedError, NotFoundError, RevertError, SyncdError
+    from ..config import Settings
+    from ..control.client import ask_daemon
+    from ..control.protocol import RemoteError
+    from .facade import open_engine
+    from ..errors import GitBusyError, LockedError, NotFoundError, RevertError, SyncdError
 
     settings = settings or Settings()
     root = pathlib.Path(home).resolve()

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from importlib import resources
 from pathlib import Path
 
-from .config import Settings
-from .errors import HomeError
-from .history.git import commit_paths, open_or_init_repo
-from .home import Home, atomic_write
+from ..config import Settings
+from ..errors import HomeError
+from ..history.git import commit_paths, open_or_init_repo
+from ..home import Home, atomic_write
+from ..home.seed import vault_seed
 
 __all__ = ["init", "InitReport"]
 
@@ -45,12 +45,6 @@ class InitReport:
     @property
     def changed(self) -> bool:
         return bool(self.created) or self.git_initialised
-
-
-def _vault_seed() -> dict[str, bytes]:
-    """The seed pages, read from the installed package (``syncd.vault_template``)."""
-    seed = resources.files("syncd.vault_template")
-    return {item.name: item.read_bytes() for item in seed.iterdir() if item.name.endswith(".md")}
 
 
 def _create_if_missing(path: Path, data: bytes, home: Home, report: InitReport) -> None:
@@ -83,7 +77,7 @@ def init(path: Path | str, settings: Settings | None = None) -> InitReport:
 
     _create_if_missing(home.root / ".gitignore", _ROOT_GITIGNORE.encode(), home, report)
     _create_if_missing(home.root / ".gitattributes", _ROOT_GITATTRIBUTES.encode(), home, report)
-    for name, data in sorted(_vault_seed().items()):
+    for name, data in sorted(vault_seed().items()):
         _create_if_missing(home.vault_dir / name, data, home, report)
     # Empty folders are invisible to git; a keep file makes the layout survive a clone.
     for folder in _FOLDERS:

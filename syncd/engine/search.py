@@ -26,10 +26,10 @@ from __future__ import annotations
 import datetime as dt
 from typing import TYPE_CHECKING, Any
 
-from .errors import QueryError
+from ..errors import QueryError
 
 if TYPE_CHECKING:
-    from .index.search import Hit
+    from ..index.search import Hit
 
 __all__ = ["DEFAULT_LIMIT", "KINDS", "hit_record", "relevance_floor", "search"]
 
@@ -80,6 +80,6 @@ def search(
 
 
 def hit_record(hit: Hit) -> dict[str, Any]:
-    """A hit as every front end gives it (``syncd.schemas.MemoryHit``): its fields and the
+    """A hit as every front end gives it (``syncd.api.schemas.MemoryHit``): its fields and the
     first line worth showing."""
     return hit.to_dict() | {"snippet": hit.snippet()}

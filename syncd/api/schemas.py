@@ -15,7 +15,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
-from .layout import ID_RULE, validate_id, validate_label
+from ..home import ID_RULE, validate_id, validate_label
 
 __all__ = [
     "AddInput",
@@ -271,7 +271,7 @@ class LintInput(Input):
 
 class MemoryHit(BaseModel):
     """One search hit, the same everywhere: REST, MCP, the control socket and ``syncd search
-    --json`` carry these fields (``syncd.search.hit_record``)."""
+    --json`` carry these fields (``syncd.engine.search.hit_record``)."""
 
     id: str
     content: str

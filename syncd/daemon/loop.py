@@ -28,21 +28,21 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .config import Settings
-from .control.server import ControlServer
-from .errors import GitBusyError, HistoryError, SyncdError
-from .history.git import busy_state, head_sha, uncommitted_paths
-from .history.intents import Intent, record_intent
-from .home import atomic_write, blob_sha, remove_stale_temp_files
-from .sync.apply import SyncReport
-from .sync.events import Batch, Event, coalesce
-from .sync.progress import log_every
-from .sync.scan import DiskScan, list_tree
-from .sync.watcher import TreeWatcher
-from .writes.rewind import find_rewound
+from ..config import Settings
+from .control import ControlServer
+from ..errors import GitBusyError, HistoryError, SyncdError
+from ..history.git import busy_state, head_sha, uncommitted_paths
+from ..history.intents import Intent, record_intent
+from ..home import atomic_write, blob_sha, remove_stale_temp_files
+from ..sync.apply import SyncReport
+from ..sync.events import Batch, Event, coalesce
+from ..sync.progress import log_every
+from ..sync.scan import DiskScan, list_tree
+from ..sync.watcher import TreeWatcher
+from ..writes.rewind import find_rewound
 
 if TYPE_CHECKING:
-    from .engine import Engine  # only for annotations: the CLI hands the daemon its engine
+    from ..engine.facade import Engine  # only for annotations: the CLI hands the daemon its engine
 
 __all__ = ["Daemon"]
 

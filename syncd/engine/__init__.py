@@ -1,0 +1,11 @@
+"""The engine floor: the one facade over a home, and every use case behind it.
+
+  facade      Engine: one home, its index, its embedder; writes, change groups, revert, status
+  search      the one search every front end answers a query with, and its defaults
+  status      what the index reflects, exactly; the light read of it without LanceDB
+  audit       a home's history for tools: log, where a fact came from, a commit's effect, revert
+  initialize  ``syncd init``: create or adopt a home
+
+Importing this package imports nothing: ``search`` and ``status`` stay light for the command line,
+and only ``facade`` loads LanceDB and the model.
+"""

@@ -1,0 +1,44 @@
+"""The memory home: what its paths mean and how it is read and written on disk.
+
+  layout  pure path rules: scope from a path, id validation (no I/O)
+  disk    disk I/O: atomic and compare-and-swap writes, durable appends, the single-writer lock
+  seed    the files a new home starts with (the wiki vault's template)
+
+Every other part of syncd stands on this floor, so its names are imported from the package.
+"""
+
+from .disk import (
+    DAEMON_ROLE,
+    Home,
+    HomeLock,
+    atomic_write,
+    blob_sha,
+    disk_failure,
+    durable_append,
+    file_blob_sha,
+    find_home,
+    git_dir,
+    read_at_most,
+    read_regular,
+    remove_stale_temp_files,
+    write_some,
+)
+from .layout import (
+    ID_MAX_LEN,
+    ID_RULE,
+    KINDS,
+    SESSION_FILES,
+    FileScope,
+    check_text,
+    classify_path,
+    is_indexable,
+    validate_id,
+    validate_label,
+)
+
+__all__ = [
+    "DAEMON_ROLE", "Home", "HomeLock", "atomic_write", "blob_sha", "disk_failure", "durable_append",
+    "file_blob_sha", "find_home", "git_dir", "read_at_most", "read_regular", "remove_stale_temp_files",
+    "write_some", "ID_MAX_LEN", "ID_RULE", "KINDS", "SESSION_FILES", "FileScope", "check_text",
+    "classify_path", "is_indexable", "validate_id", "validate_label",
+]
