@@ -326,3 +326,35 @@ def test_concurrent_writers_neither_collide_nor_duplicate(manager, home):
     assert not git.Repo(home).is_dirty(untracked_files=True)
     for k in range(4):
         assert run(manager.search_memories(own[k], 1, user_id="alice"))[0].id == results[k][0].id
+
+
+def test_one_users_deduplication_never_holds_up_another_users_add(manager, engine, monkeypatch):
+    """Screening a new fact against the user's facts (a search) runs beside other writers, not in
+    the writer's turn: while alice's screening is stuck, bob's add is written and acknowledged."""
+    import threading
+
+    entered, release = threading.Event(), threading.Event()
+    nearest = engine.nearest_facts
+
+    def stuck_for_alice(vector, *, user_id, limit):
+        if user_id == "alice":
+            entered.set()
+            release.wait(60)
+        return nearest(vector, user_id=user_id, limit=limit)
+
+    monkeypatch.setattr(engine, "nearest_facts", stuck_for_alice)
+    added: dict[str, object] = {}
+    alice = threading.Thread(target=lambda: added.update(alice=run(manager.add_memory("Grows tomatoes.", "alice"))))
+    bob = threading.Thread(target=lambda: added.update(bob=run(manager.add_memory("Repairs old clocks.", "bob"))))
+    alice.start()
+    try:
+        assert entered.wait(60)
+        bob.start()
+        bob.join(30)
+        assert not bob.is_alive() and added.get("bob") is not None, "bob's add waited for alice's screening"
+    finally:
+        release.set()
+        alice.join(60)
+        bob.join(60)
+    assert added.get("alice") is not None
+    assert not git.Repo(manager.home.root).is_dirty(untracked_files=True)

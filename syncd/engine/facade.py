@@ -55,7 +55,7 @@ from ..home import classify_path
 from .status import Status, build_status, incompatibility, missing_status
 from ..sync.apply import Progress, SyncReport, sync
 from ..wiki.store import SyncedPages
-from ..writes.groups import ChangeGroup
+from ..writes.groups import ChangeGroup, current_group
 from ..writes.scheduler import WritePath
 
 __all__ = ["Engine", "Status", "open_engine"]
@@ -206,6 +206,11 @@ class Engine:
         a group, every write records the group's intent; a nested group joins the outer one. An
         exception inside the group puts its files back and commits nothing."""
         return self.writes.changes(intent)
+
+    def in_change_group(self) -> bool:
+        """Whether the caller runs inside a change group of this engine (its writer's turn is
+        then held: anything it waits for must not wait for that turn)."""
+        return current_group(self.writes) is not None
 
     def write_file(self, rel: str, data: bytes, expected_sha: str | None | object = _ANY, intent: Intent | None = None) -> str:
         """Write one file of the home atomically (compare-and-swap when ``expected_sha`` is given:

@@ -68,5 +68,8 @@ class MemoryBackend(Protocol):
     def changes(self, intent: Intent | None = None) -> ChangeScope:
         """Group writes under one intent: one apply, one commit."""
 
+    def in_change_group(self) -> bool:
+        """Whether the caller runs inside a change group (see :meth:`changes`)."""
+
     def close(self) -> None:
         """Let go of what the backend holds."""

@@ -12,10 +12,12 @@ it, whether this process holds the writer lock, borrows it for the change, or a 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import logging
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+import threading
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -59,6 +61,8 @@ _FACTS_END = "<!-- syncd:facts:end -->"
 _SUMMARY_INPUT_FACTS = 80
 _RECALL_LINE_CHARS = 300
 _COMMENT_RE = re.compile(r"<!--.*?-->", re.DOTALL)
+# How often a second add of the same user looks whether the first has let go of the screening lock.
+_SCREEN_POLL_S = 0.002
 
 
 def _importance(fact: Fact) -> float:
@@ -138,6 +142,8 @@ class MemoryManager:
         self.clock = clock
         self.writer = MarkdownWriter(self.engine)
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._screening_locks: dict[str, threading.Lock] = {}
+        self._screening_locks_guard = threading.Lock()
 
     # -- lifecycle -------------------------------------------------------------------------------
 
@@ -402,12 +408,36 @@ class MemoryManager:
                 log.debug("already remembered as %s: %r", verdict.duplicate_of.id, verdict.fact.content)
         return verdicts
 
-    async def _embed_ahead(self, facts: Sequence[Fact]) -> None:
-        """Embed ``facts`` before their change group begins: deduplication inside the group (which
-        holds the writer's turn) then reads the vectors from the embedding cache, so the costliest
-        step of a write runs beside other writers instead of in turn with them."""
+    @contextlib.asynccontextmanager
+    async def _screened(self, facts: Sequence[Fact], user: str, dedup: bool) -> AsyncIterator[list[Verdict] | None]:
+        """Deduplication made atomic with the write it decides, without holding the writer's turn.
+
+        Wrap the change group that writes ``facts``: yields their verdicts, decided under the
+        user's screening lock, which is held until the group has ended (acknowledged, its facts
+        indexed, or undone), so a second add of the same user screens against the first. Users
+        screen side by side; the writer's turn (one writer at a time, all users) covers only the
+        write, where the nearest-facts search inside it made every add wait for every other's
+        search. Lock order: screening lock, then the turn. Inside a group already (a session's
+        turn), taking the screening lock would reverse that order: yields None, and the caller
+        screens inside the group, whose turn makes it atomic. Embedding happens first, outside
+        both (the vectors then come from the embedding cache)."""
+        if not dedup:
+            yield [Verdict(f) for f in facts]
+            return
         if facts:
             await asyncio.to_thread(self.engine.embed, [f.content for f in facts])
+        if self.engine.in_change_group():
+            yield None
+            return
+        with self._screening_locks_guard:
+            lock = self._screening_locks.setdefault(user, threading.Lock())
+        # Polled, not awaited in a thread: a cancelled caller never leaves the lock taken.
+        while not lock.acquire(blocking=False):
+            await asyncio.sleep(_SCREEN_POLL_S)
+        try:
+            yield await asyncio.to_thread(self._screen, facts, user)
+        finally:
+            lock.release()
 
     def _remember(
         self,
@@ -416,13 +446,13 @@ class MemoryManager:
         chat: str | None,
         session: str | None,
         intent_for: Callable[[int], Intent],
-        dedup: bool,
+        verdicts: list[Verdict] | None,
     ) -> tuple[list[Fact], list[Verdict]]:
         """Write the new ones among ``facts`` as one section; ``intent_for(n)`` describes n facts.
-        Returns the facts written and the verdict on each of ``facts``. Called inside the turn's
-        change group, which makes check-then-write atomic: two turns saying the same thing at once
-        cannot both pass deduplication."""
-        verdicts = self._screen(facts, user) if dedup else [Verdict(f) for f in facts]
+        Returns the facts written and the verdict on each of ``facts`` (``verdicts`` from
+        :meth:`_screened`; None: screened here, inside the change group, whose turn makes
+        check-then-write atomic)."""
+        verdicts = self._screen(facts, user) if verdicts is None else verdicts
         new = [v.fact for v in verdicts if v.new]
         if not new:
             return [], verdicts
@@ -475,11 +505,9 @@ class MemoryManager:
         check_text("fact content", content, multiline=True)
         fact = Fact(content=" ".join(content.split()), category=category, tags=tuple(tags), importance=importance, source_session=session)
         intent = self._intent(f"Remember: {fact.content[:60]}", user, chat, session=session)
-        if dedup:
-            await self._embed_ahead([fact])
-        async with self.engine.changes(intent):
+        async with self._screened([fact], user, dedup) as screened, self.engine.changes(intent):
             written, verdicts = await asyncio.to_thread(
-                self._remember, [fact], user, chat, session, lambda _: intent, dedup
+                self._remember, [fact], user, chat, session, lambda _: intent, screened
             )
             if not written:
                 return AddOutcome(None, verdicts[0].duplicate_of)
@@ -533,9 +561,8 @@ class MemoryManager:
 
         # The group's intent is the first write's (the section of new facts), so the commit says
         # how many facts the turn added; the refresh it triggers joins the same commit.
-        await self._embed_ahead(stamped)
-        async with self.engine.changes():
-            written, _ = await asyncio.to_thread(self._remember, stamped, user, chat, session, intent_for, True)
+        async with self._screened(stamped, user, True) as screened, self.engine.changes():
+            written, _ = await asyncio.to_thread(self._remember, stamped, user, chat, session, intent_for, screened)
             if written:
                 await self._maybe_refresh(written, user)
         return written
