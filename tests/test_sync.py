@@ -138,14 +138,22 @@ def test_unchanged_tree_syncs_with_zero_embedding_calls(engine, home):
     assert report.embedded_texts == 0 and report.facts == 0
 
 
+# Big enough that each step of the sync works in several pieces: the model's batches (64 texts),
+# the embedding cache's slices (256) and its lookups (900 keys a query), so a re-sync that
+# re-embedded, lost a cached vector or misplaced a line at a piece's edge shows here. 10,000
+# facts (4 minutes in CI) proved nothing 1,200 do not; test_scale edits a log in place at 300.
+BIG_LOG_FACTS = 1_200
+
+
 def test_editing_one_line_of_a_big_log_embeds_exactly_the_changed_text(engine, home):
-    facts = [f"Fact number {i} about topic {i % 97} and detail {i * 7919 % 10007}." for i in range(10_000)]
+    facts = [f"Fact number {i} about topic {i % 97} and detail {i * 7919 % 10007}." for i in range(BIG_LOG_FACTS)]
     rel = "memory/users/ana/2026-11-22.md"
     write(home, rel, daily_log(facts))
     engine.sync()
-    assert engine.index.counts()["facts"] == 10_000
+    assert engine.index.counts()["facts"] == BIG_LOG_FACTS
     lines = (home / rel).read_text().split("\n")
-    lines[3 + 5000] = "- [preference] Now prefers oolong over green tea."
+    middle = BIG_LOG_FACTS // 2
+    lines[3 + middle] = "- [preference] Now prefers oolong over green tea."
     (home / rel).write_text("\n".join(lines))
     before = engine.embedder.embedded_texts
     report = engine.sync()
@@ -153,7 +161,7 @@ def test_editing_one_line_of_a_big_log_embeds_exactly_the_changed_text(engine, h
     assert report.embedded_texts == 1
     hits = engine.search("oolong tea", user_id="ana", limit=3)
     assert hits[0].content == "Now prefers oolong over green tea."
-    assert hits[0].line == 5004
+    assert hits[0].line == middle + 4  # 1-based, after the title, a blank line and the heading
 
 
 def test_invalid_utf8_is_recorded_and_other_rows_survive(engine, home):
