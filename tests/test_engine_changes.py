@@ -192,12 +192,19 @@ def test_a_shared_engine_is_what_memory_uses(home, embedder):
         assert isinstance(eng, MemoryBackend)
 
 
-def test_a_group_cancelled_while_it_waits_does_not_block_the_next_one(engine):
+def test_a_group_cancelled_while_it_waits_does_not_block_the_next_one(engine, monkeypatch):
+    # The second group, finding the turn taken, waits for it in a thread: that thread calling
+    # begin() is what is waited for below (through to the real one).
+    waiting = threading.Event()
+    real_begin = engine.writes.begin
+    monkeypatch.setattr(engine.writes, "begin", lambda group: (waiting.set(), real_begin(group))[1])
+
     async def scenario() -> None:
-        release = asyncio.Event()
+        release, held = asyncio.Event(), asyncio.Event()
 
         async def holder() -> None:
             async with engine.changes(Intent(author="a", summary="first")):
+                held.set()
                 await release.wait()
 
         async def waiter() -> None:
@@ -205,9 +212,11 @@ def test_a_group_cancelled_while_it_waits_does_not_block_the_next_one(engine):
                 pass
 
         first = asyncio.create_task(holder())
-        await asyncio.sleep(0.2)
+        await held.wait()
         second = asyncio.create_task(waiter())
-        await asyncio.sleep(0.2)  # its thread now waits for the first group to end
+        # Its thread now waits for the first group to end (or is about to: it takes the turn all
+        # the same once the first lets go, which is the case this test is about).
+        assert await asyncio.to_thread(waiting.wait, 60), "the second group never waited for the turn"
         second.cancel()
         release.set()
         await first

@@ -12,6 +12,7 @@ import git
 
 from syncd.writes.queue import CommitQueue
 from syncd.history.intents import Intent
+from syncd.sync.events import Event
 
 from .daemon_helpers import running_daemon
 from .helpers import run_concurrently
@@ -184,7 +185,9 @@ def test_turns_through_the_daemons_own_engine_stay_one_commit_each(home, embedde
         def turn(k: int) -> None:
             with run.engine.changes(Intent(author=f"agent{k}", summary=f"Turn {k}")):
                 run.engine.write_file(f"vault/a{k}.md", f"# A{k}\n".encode())
-                time.sleep(0.1)  # the watcher sees the first file while the turn goes on
+                # The daemon holds the first file's event while the turn goes on: handed to it
+                # here as its watcher does (which also will, at a moment no test can wait for).
+                run.daemon.push([Event("created", f"vault/a{k}.md")])
                 run.engine.write_file(f"vault/b{k}.md", f"# B{k}\n".encode())
 
         run_concurrently(turn, 6)
