@@ -3,6 +3,7 @@
   home_commands     init, demo
   index_commands    sync, reindex, search, status
   history_commands  log, blame, revert
+  remote_commands   remote, pull, push (and the merge driver git calls)
   daemon_commands   watch
   serve_commands    serve, mcp, token
 
@@ -31,6 +32,7 @@ from . import (
     history_commands,
     home_commands,
     index_commands,
+    remote_commands,
     serve_commands,
     session_commands,
     wiki_commands,
@@ -72,7 +74,8 @@ def cli(verbose: int) -> None:
     logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
 
 
-_GROUPS = (home_commands, index_commands, history_commands, daemon_commands, serve_commands, wiki_commands, session_commands)
+_GROUPS = (home_commands, index_commands, history_commands, remote_commands, daemon_commands, serve_commands,
+           wiki_commands, session_commands)
 for _group in _GROUPS:
     for _command in _group.COMMANDS:
         cli.add_command(_command)

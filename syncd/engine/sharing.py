@@ -1,0 +1,108 @@
+"""Sharing a home between machines through a git remote: pull (fetch, merge by file kind, index
+what came in) and push (never forced; a remote that moved on is pulled first).
+
+The use cases behind ``syncd remote``, ``syncd pull`` and ``syncd push`` (and ``sync --pull
+--push``). A pull is one more change batch for the index: the merge lands in the tree while the
+write path is quiesced (no agent write half-way, every acknowledged write committed first), then
+the files it changed are indexed as any sync indexes them, so only what changed is embedded.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from ..errors import HistoryError
+from ..history import remote as git_remote
+from ..history.git import commit_paths, head_sha, user_identity
+
+if TYPE_CHECKING:
+    from .facade import Engine
+
+__all__ = ["PullReport", "PushReport", "pull", "push", "share"]
+
+# A push that finds the remote moved on pulls and tries again, this many times in all.
+PUSH_ATTEMPTS = 3
+
+
+@dataclass(frozen=True)
+class PullReport:
+    remote: str
+    branch: str
+    head: str | None  # the new commit, or None when nothing came in
+    fast_forward: bool
+    kept_both: tuple[str, ...]
+
+    def summary(self) -> str:
+        if self.head is None:
+            return f"{self.remote}/{self.branch}: nothing new"
+        how = "fast-forward" if self.fast_forward else "merged"
+        both = f"; both versions kept in {', '.join(self.kept_both)}" if self.kept_both else ""
+        return f"{self.remote}/{self.branch}: {how} to {self.head[:10]}{both}"
+
+
+@dataclass(frozen=True)
+class PushReport:
+    remote: str
+    branch: str
+    head: str | None
+    pulls: tuple[PullReport, ...]
+
+    def summary(self) -> str:
+        return f"pushed {self.head[:10] if self.head else 'nothing'} to {self.remote}/{self.branch}"
+
+
+def share(engine: Engine, remote: str, url: str | None) -> bool:
+    """Set the home up for sharing through ``remote`` (added with ``url`` when given): syncd's
+    merge driver in git's config, its routes in ``.gitattributes`` (committed). True when
+    ``.gitattributes`` changed."""
+    root = engine.home.root
+    if url is not None:
+        git_remote.add_remote(root, remote, url)
+    with engine.writes.quiesced():
+        changed = git_remote.configure_merges(root)
+        if changed:
+            name, email = user_identity(root)
+            commit_paths(root, [".gitattributes"], "Share memory through git remotes: merge it by file kind",
+                         name or engine.settings.human_name, email or engine.settings.human_email,
+                         {"Syncd-Source": "sharing"})
+    return changed
+
+
+def pull(engine: Engine, remote: str = "origin") -> PullReport:
+    """Fetch the current branch from ``remote`` and merge it (syncd's merge driver), then index
+    what changed. Everything of ours is committed first. GitBusyError when git refuses now
+    (retry later); HistoryError when the remote cannot be reached."""
+    root = engine.home.root
+    branch = git_remote.current_branch(root)
+    share(engine, remote, None)
+    theirs = git_remote.fetch(root, remote, branch)
+    if theirs is None:
+        return PullReport(remote, branch, None, False, ())
+    engine.sync()
+    engine.commit()
+    name, email = user_identity(root)
+    with engine.writes.quiesced():
+        result = git_remote.merge_fetched(root, remote, branch, theirs, name or engine.settings.human_name,
+                                          email or engine.settings.human_email)
+    if result.head is not None:
+        engine.sync()
+        engine.note_aligned_commit(head_sha(root))
+    return PullReport(remote, branch, result.head, result.fast_forward, result.kept_both)
+
+
+def push(engine: Engine, remote: str = "origin") -> PushReport:
+    """Commit what is pending and push the current branch to ``remote``; where the remote moved
+    on, pull (merge) and push again, at most PUSH_ATTEMPTS times. Never forces."""
+    root = engine.home.root
+    branch = git_remote.current_branch(root)
+    share(engine, remote, None)
+    engine.sync()
+    engine.commit()
+    pulls = []
+    for _ in range(PUSH_ATTEMPTS):
+        if git_remote.push(root, remote, branch):
+            return PushReport(remote, branch, head_sha(root), tuple(pulls))
+        pulls.append(pull(engine, remote))
+    raise HistoryError("push", f"remote {remote!r} kept moving on: pushed nothing after "
+                                          f"{PUSH_ATTEMPTS} pulls; try again")

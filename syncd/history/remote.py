@@ -1,0 +1,251 @@
+"""A home shared through git remotes: fetch, merge with syncd's merge driver, push.
+
+git does the work (transport, authentication through the person's ssh agent or credential
+helpers, three-way merges); syncd adds what memory needs:
+
+* ``.gitattributes`` routes the home's files to one merge driver, ``syncd merge-driver``, which
+  merges each by kind (formats/merging.py): never a conflict marker in memory. The driver is
+  configured in the repository's own ``.git/config`` (a clone made elsewhere gets it on its first
+  ``syncd pull``; a plain ``git pull`` before that merges with git's default and may leave
+  markers, which ``syncd pull`` then turns into callouts).
+* A merge git cannot finish alone (a file edited on one machine and deleted on the other, a
+  driver that failed) is finished by keeping what is there: the edited file stays, and any
+  marker left becomes a callout. Nothing is dropped silently; what kept both versions is reported.
+* A push never forces: a remote that moved on is pulled first, then pushed again.
+
+Callers hold the write path quiesced around :func:`merge_fetched` (engine/sharing.py), so no agent
+write lands in the tree mid-merge.
+"""
+
+from __future__ import annotations
+
+import logging
+import shlex
+import sys
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+from ..errors import GitBusyError, HistoryError, InvalidInputError
+from ..formats.merging import (
+    MARKER_SIZE,
+    Merged,
+    callouts_for_conflicts,
+    merge_appends,
+    merge_daily_log,
+    merge_state,
+)
+from ..home import classify_path, git_dir
+from .git import head_sha, identity_env, run_git
+
+__all__ = ["MergeResult", "add_remote", "configure_merges", "current_branch", "fetch", "merge_driver", "merge_fetched",
+           "push", "remotes"]
+
+log = logging.getLogger(__name__)
+
+DRIVER = "syncd"
+# Where the merge driver lists the files whose merge kept both versions (in the git directory).
+_KEPT_BOTH = "syncd-merge-kept-both"
+_ATTRIBUTES = (
+    "# syncd: files merged by kind when this home is shared through a git remote (never a conflict marker)",
+    f"memory/** merge={DRIVER}",
+    f"vault/** merge={DRIVER}",
+)
+
+
+@dataclass(frozen=True)
+class MergeResult:
+    """What a pull did: the new HEAD (None: nothing came in), whether it was a fast-forward, and
+    the files where both machines changed the same thing (both versions kept)."""
+
+    head: str | None
+    fast_forward: bool = False
+    kept_both: tuple[str, ...] = ()
+
+
+def _driver_command() -> str:
+    return f"{shlex.quote(sys.executable)} -m syncd merge-driver %O %A %B %P"
+
+
+def configure_merges(root: Path) -> bool:
+    """Route the home's files to syncd's merge driver: the driver in ``.git/config``, the routes in
+    ``.gitattributes``. Returns True when ``.gitattributes`` changed (the caller commits it)."""
+    run_git(root, "config", f"merge.{DRIVER}.name", "syncd: memory merged by file kind")
+    run_git(root, "config", f"merge.{DRIVER}.driver", _driver_command())
+    path = root / ".gitattributes"
+    text = path.read_text(encoding="utf-8") if path.exists() else ""
+    missing = [line for line in _ATTRIBUTES if line not in text.splitlines()]
+    if not missing:
+        return False
+    head = text if not text or text.endswith("\n") else text + "\n"
+    path.write_text(head + "".join(f"{line}\n" for line in missing), encoding="utf-8")
+    return True
+
+
+def remotes(root: Path) -> dict[str, str]:
+    """``{name: fetch url}`` of the repository's remotes."""
+    out = run_git(root, "remote", "-v").decode("utf-8", "replace")
+    found = {}
+    for line in out.splitlines():
+        parts = line.split()
+        if len(parts) >= 3 and parts[2] == "(fetch)":
+            found[parts[0]] = parts[1]
+    return found
+
+
+def add_remote(root: Path, name: str, url: str) -> None:
+    """``git remote add``; InvalidInputError for a bad name or one already naming another URL."""
+    if not name or name.startswith("-") or any(c.isspace() for c in name) or "/" in name:
+        raise InvalidInputError(f"bad remote name {name!r}: one word, no slash")
+    if not url.strip():
+        raise InvalidInputError("the remote's URL is empty")
+    known = remotes(root)
+    if known.get(name) == url:
+        return
+    if name in known:
+        raise InvalidInputError(f"remote {name!r} already points at {known[name]}; remove it with "
+                                f"`git remote remove {name}` first")
+    run_git(root, "remote", "add", name, url)
+
+
+def current_branch(root: Path) -> str:
+    out = run_git(root, "symbolic-ref", "--quiet", "--short", "HEAD", ok=(0, 1)).decode().strip()
+    if not out:
+        raise GitBusyError("HEAD is detached: check out a branch before pulling or pushing")
+    return out
+
+
+def _check_remote(root: Path, remote: str) -> None:
+    if remote not in remotes(root):
+        raise InvalidInputError(f"no remote {remote!r} in this home; add it with `syncd remote add {remote} URL`")
+
+
+def fetch(root: Path, remote: str, branch: str) -> str | None:
+    """Fetch ``branch`` of ``remote``; its sha, or None when the remote has no such branch yet."""
+    _check_remote(root, remote)
+    try:
+        run_git(root, "fetch", "--quiet", remote, env={"GIT_TERMINAL_PROMPT": "0"})
+    except HistoryError as exc:
+        raise HistoryError("fetch", f"cannot reach remote {remote!r}: {exc.detail}") from None
+    out = run_git(root, "rev-parse", "--verify", "--quiet", f"refs/remotes/{remote}/{branch}^{{commit}}", ok=(0, 1))
+    return out.decode().strip() or None
+
+
+def _unmerged(root: Path) -> list[str]:
+    out = run_git(root, "ls-files", "-u", "-z").decode("utf-8", "surrogateescape")
+    return sorted({entry.partition("\t")[2] for entry in out.split("\0") if "\t" in entry})
+
+
+def _finish(root: Path, label: str) -> list[str]:
+    """Resolve what git left unmerged by keeping what is in the tree (an edit outweighs a
+    deletion; a marker left by git's default merge becomes a callout). The paths resolved."""
+    resolved = _unmerged(root)
+    for rel in resolved:
+        path = root / rel
+        if path.is_file() and not path.is_symlink():
+            data = path.read_bytes()
+            if b"<" * MARKER_SIZE in data or b"<<<<<<< " in data:
+                text = data.decode("utf-8", "surrogateescape").replace("<<<<<<< ", "<" * MARKER_SIZE + " ")
+                text = text.replace("\n=======\n", "\n" + "=" * MARKER_SIZE + "\n").replace(
+                    "\n>>>>>>> ", "\n" + ">" * MARKER_SIZE + " ")
+                path.write_bytes(callouts_for_conflicts(text, label).text.encode("utf-8", "surrogateescape"))
+            run_git(root, "add", "--", rel)
+        else:
+            run_git(root, "rm", "--cached", "--quiet", "--ignore-unmatch", "--", rel)
+    return resolved
+
+
+def merge_fetched(root: Path, remote: str, branch: str, theirs: str, name: str, email: str) -> MergeResult:
+    """Merge the fetched ``theirs`` into the current branch, with syncd's driver, as ``name``.
+    GitBusyError (nothing merged, the merge undone) when git refuses to start (changes not
+    committed yet in the way) or cannot finish."""
+    before = head_sha(root)
+    if before == theirs:
+        return MergeResult(None)
+    if before is not None:
+        base = run_git(root, "merge-base", before, theirs, ok=(0, 1)).decode().strip()
+        if base == theirs:
+            return MergeResult(None)  # theirs is already in ours
+    identity = identity_env(name, email)
+    folder = git_dir(root)
+    kept_list = folder / _KEPT_BOTH if folder is not None else None
+    if kept_list is not None:
+        kept_list.unlink(missing_ok=True)
+    config = ["-c", f"merge.{DRIVER}.driver={_driver_command()}", "-c", f"merge.{DRIVER}.name=syncd"]
+    message = f"Merge {remote}/{branch} (syncd pull)\n\nSyncd-Source: merge\nSyncd-Remote: {remote}\n"
+    try:
+        run_git(root, *config, "merge", "--no-edit", "-m", message, theirs, env=identity)
+    except (HistoryError, GitBusyError) as exc:
+        if folder is None or not (folder / "MERGE_HEAD").exists():
+            raise GitBusyError(f"not pulled: {exc}; commit or wait for the changes in the way, then pull again") from None
+        label = f"{remote}/{branch}"
+        kept = _finish(root, label)
+        try:
+            run_git(root, "commit", "--no-edit", "--quiet", env=identity)
+        except (HistoryError, GitBusyError) as again:
+            run_git(root, "merge", "--abort", ok=(0, 128))
+            raise GitBusyError(f"not pulled: the merge could not be finished ({again}); nothing changed") from None
+        kept_both = sorted({*kept, *_read_kept(kept_list)})
+        log.warning("pull from %s kept both versions in %s", label, ", ".join(kept_both))
+        return MergeResult(head_sha(root), False, tuple(kept_both))
+    after = head_sha(root)
+    return MergeResult(after, fast_forward=after == theirs, kept_both=tuple(_read_kept(kept_list)))
+
+
+def _read_kept(path: Path | None) -> list[str]:
+    if path is None or not path.exists():
+        return []
+    found = sorted(set(path.read_text(encoding="utf-8").splitlines()))
+    path.unlink(missing_ok=True)
+    return found
+
+
+def push(root: Path, remote: str, branch: str) -> bool:
+    """Push the current branch to ``remote`` (never forced). False when the remote moved on
+    meanwhile (pull, then push again); HistoryError when it cannot be reached."""
+    _check_remote(root, remote)
+    try:
+        # Exit 1 with a "!" line: the remote refused the update (it moved on); 128: unreachable.
+        out = run_git(root, "push", "--porcelain", remote, f"HEAD:refs/heads/{branch}",
+                      env={"GIT_TERMINAL_PROMPT": "0"}, ok=(0, 1))
+    except HistoryError as exc:
+        raise HistoryError("push", f"cannot push to remote {remote!r}: {exc.detail}") from None
+    if any(line.startswith("!") for line in out.decode("utf-8", "replace").splitlines()):
+        return False
+    tip = run_git(root, "rev-parse", "--verify", "--quiet", f"refs/remotes/{remote}/{branch}", ok=(0, 1))
+    if tip.decode().strip() != head_sha(root):
+        raise HistoryError("push", f"remote {remote!r} did not take the push (a hook of the remote's declined it?)")
+    return True
+
+
+def merge_driver(base: Path, ours: Path, theirs: Path, rel: str) -> Merged:
+    """What ``syncd merge-driver`` does for git: merge the three versions of ``rel`` by its kind
+    and leave the result in ``ours``. Files that are not UTF-8 text get git's line merge alone."""
+    texts = []
+    for path in (base, ours, theirs):
+        try:
+            texts.append(path.read_bytes().decode("utf-8"))
+        except UnicodeDecodeError:
+            texts = []
+            break
+    name = PurePosixPath(rel).name
+    if texts and classify_path(rel).kind == "daily_log":
+        merged = merge_daily_log(*texts, rel)
+    elif texts and name.endswith(".jsonl"):
+        merged = merge_appends(*texts)
+    elif texts and name.endswith(".json"):
+        merged = merge_state(*texts)
+    else:
+        out = run_git(Path.cwd(), "merge-file", "-p", f"--marker-size={MARKER_SIZE}", "-L", "ours", "-L", "base",
+                      "-L", "theirs", str(ours), str(base), str(theirs), ok=tuple(range(128)))
+        if not texts:
+            ours.write_bytes(out)
+            return Merged("")
+        merged = callouts_for_conflicts(out.decode("utf-8", "surrogateescape"), "the other machine")
+    ours.write_bytes(merged.text.encode("utf-8", "surrogateescape"))
+    if merged.kept_both:
+        # git runs its drivers at the top of the tree: the pull reads this list when git is done.
+        folder = git_dir(Path.cwd())
+        if folder is not None:
+            with open(folder / _KEPT_BOTH, "a", encoding="utf-8") as handle:
+                handle.write(rel + "\n")
+    return merged

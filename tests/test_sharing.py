@@ -1,0 +1,120 @@
+"""Two machines sharing one home through a bare git remote (real git, real homes, real index):
+facts added on both sides all arrive on both, each once; a page both edited keeps both versions
+in a callout; an edit outweighs a deletion; no conflict marker anywhere; each index equals a
+rebuild; a push never forces."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+from pathlib import Path
+
+import pytest
+
+import syncd
+from syncd.engine.sharing import pull, push, share
+from syncd.errors import InvalidInputError
+from syncd.formats.merging import CONFLICT_CALLOUT
+from syncd.memory import MemoryManager
+
+from .helpers import assert_matches_rebuild
+
+
+def git(root: Path, *args: str) -> str:
+    return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, check=True).stdout
+
+
+def tree(root: Path) -> dict[str, str]:
+    """Every tracked file of HEAD with its content."""
+    names = git(root, "ls-tree", "-r", "--name-only", "HEAD").split("\n")
+    return {n: git(root, "show", f"HEAD:{n}") for n in names if n}
+
+
+@pytest.fixture
+def machines(tmp_path, embedder):
+    """Home A pushed to a bare remote, home B cloned from it; both open as writers."""
+    remote = tmp_path / "remote.git"
+    subprocess.run(["git", "init", "-q", "--bare", "-b", "main", str(remote)], check=True)
+    a_root = syncd.init(tmp_path / "a").home
+    with syncd.open(a_root, embedder=embedder) as a:
+        share(a, "origin", str(remote))
+        assert push(a, "origin").head is not None
+    subprocess.run(["git", "clone", "-q", str(remote), str(tmp_path / "b")], check=True)
+    b_root = syncd.init(tmp_path / "b").home
+    with syncd.open(a_root, embedder=embedder) as a, syncd.open(b_root, embedder=embedder) as b:
+        yield a, b
+
+
+def add(engine, user: str, text: str) -> None:
+    asyncio.run(MemoryManager(engine).add_memory(text, user, dedup=False))
+
+
+def test_facts_added_on_both_machines_arrive_on_both_once(machines):
+    a, b = machines
+    for n in range(3):
+        add(a, "ana", f"On the laptop, ana learns thing {n}.")
+        add(b, "ana", f"On the server, ana learns thing {n}.")
+    add(b, "bob", "Bob only ever talks to the server.")
+    push(a, "origin")
+    pushed = push(b, "origin")  # the remote moved on: b pulls (merges) first, never forces
+    assert pushed.pulls and pushed.pulls[0].head is not None and not pushed.pulls[0].fast_forward
+    assert pull(a, "origin").fast_forward
+    assert tree(a.home.root) == tree(b.home.root)
+    text = "".join(tree(a.home.root).values())
+    for n in range(3):
+        assert text.count(f"On the laptop, ana learns thing {n}.") == 1
+        assert text.count(f"On the server, ana learns thing {n}.") == 1
+    assert "<<<<<<<" not in text and ">>>>>>>" not in text
+    hits = a.search("Which machine does Bob talk to?", user_id="bob", limit=3)
+    assert hits and "Bob only ever talks to the server." in hits[0].content
+    assert_matches_rebuild(a)
+    assert_matches_rebuild(b)
+
+
+def test_a_page_both_machines_changed_keeps_both_versions_in_a_callout(machines):
+    a, b = machines
+    for engine, words in ((a, "The laptop's plan: sail north."), (b, "The server's plan: stay home.")):
+        page = engine.home.root / "vault" / "Plans.md"
+        page.write_text(f"# Plans\n\n{words}\n")
+        engine.sync()
+        engine.commit()
+    push(a, "origin")
+    report = push(b, "origin").pulls[0]
+    assert report.kept_both == ("vault/Plans.md",)
+    page = (b.home.root / "vault" / "Plans.md").read_text()
+    assert "The server's plan: stay home." in page and "> The laptop's plan: sail north." in page
+    assert CONFLICT_CALLOUT in page and "<<<<<<<" not in page
+    assert git(b.home.root, "status", "--porcelain").strip() == ""
+    assert_matches_rebuild(b)
+
+
+def test_an_edit_outweighs_a_deletion_on_the_other_machine(machines):
+    a, b = machines
+    page = "vault/Keep.md"
+    (a.home.root / page).write_text("# Keep\n\nFirst words.\n")
+    a.sync()
+    a.commit()
+    push(a, "origin")
+    pull(b, "origin")
+    (a.home.root / page).unlink()
+    a.sync()
+    a.commit()
+    (b.home.root / page).write_text("# Keep\n\nFirst words, and the server's edit.\n")
+    b.sync()
+    b.commit()
+    push(a, "origin")
+    push(b, "origin")
+    assert "the server's edit" in (b.home.root / page).read_text()
+    pull(a, "origin")
+    assert "the server's edit" in (a.home.root / page).read_text()
+    assert tree(a.home.root) == tree(b.home.root)
+
+
+def test_bad_remotes_are_clear_errors(machines, tmp_path):
+    a, _ = machines
+    with pytest.raises(InvalidInputError, match="no remote 'nowhere'"):
+        pull(a, "nowhere")
+    with pytest.raises(InvalidInputError, match="already points at"):
+        share(a, "origin", str(tmp_path / "elsewhere.git"))
+    with pytest.raises(InvalidInputError, match="bad remote name"):
+        share(a, "-x", str(tmp_path / "x.git"))
