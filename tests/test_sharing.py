@@ -6,10 +6,13 @@ rebuild; a push never forces."""
 from __future__ import annotations
 
 import asyncio
+import os
 import subprocess
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import syncd
 from syncd.engine.sharing import pull, push, share
@@ -118,3 +121,57 @@ def test_bad_remotes_are_clear_errors(machines, tmp_path):
         share(a, "origin", str(tmp_path / "elsewhere.git"))
     with pytest.raises(InvalidInputError, match="bad remote name"):
         share(a, "-x", str(tmp_path / "x.git"))
+
+
+STEP = st.one_of(
+    st.tuples(st.just("fact"), st.integers(0, 1), st.sampled_from(["ana", "bob"])),
+    st.tuples(st.just("page"), st.integers(0, 1), st.sampled_from(["Plans", "Trips"])),
+    st.tuples(st.just("push"), st.integers(0, 1), st.just("")),
+    st.tuples(st.just("pull"), st.integers(0, 1), st.just("")),
+)
+
+
+@settings(max_examples=int(os.environ.get("SYNCD_SHARING_EXAMPLES", "2")), deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(steps=st.lists(STEP, min_size=2, max_size=8))
+def test_any_interleaving_of_writes_pulls_and_pushes_converges_losing_nothing(tmp_path_factory, embedder, steps):
+    """Two clones writing facts and pages, pulling and pushing in any order: after a last round
+    of push and pull on each, both hold the same tree, every fact once, no conflict marker, and
+    each index equals a rebuild."""
+    folder = tmp_path_factory.mktemp("share")
+    remote = folder / "remote.git"
+    subprocess.run(["git", "init", "-q", "--bare", "-b", "main", str(remote)], check=True)
+    a_root = syncd.init(folder / "a").home
+    with syncd.open(a_root, embedder=embedder) as a:
+        share(a, "origin", str(remote))
+        push(a, "origin")
+    subprocess.run(["git", "clone", "-q", str(remote), str(folder / "b")], check=True)
+    b_root = syncd.init(folder / "b").home
+    facts: list[str] = []
+    with syncd.open(a_root, embedder=embedder) as a, syncd.open(b_root, embedder=embedder) as b:
+        clones = (a, b)
+        for n, (what, which, name) in enumerate(steps):
+            engine = clones[which]
+            if what == "fact":
+                facts.append(f"Machine {which} step {n}: {name} remembers a detail.")
+                add(engine, name, facts[-1])
+            elif what == "page":
+                page = engine.home.root / "vault" / f"{name}.md"
+                old = page.read_text() if page.exists() else f"# {name}\n"
+                page.write_text(old + f"\nLine of machine {which} at step {n}.\n")
+                engine.sync()
+                engine.commit()
+            elif what == "push":
+                push(engine, "origin")
+            else:
+                pull(engine, "origin")
+        for engine in (a, b, a):
+            push(engine, "origin")
+        pull(b, "origin")
+        assert tree(a.home.root) == tree(b.home.root)
+        text = "".join(tree(a.home.root).values())
+        for fact in facts:
+            assert text.count(fact) == 1, fact
+        assert "<<<<<<<" not in text and ">>>>>>>" not in text and "=======" not in text
+        for engine in clones:
+            assert_matches_rebuild(engine)
