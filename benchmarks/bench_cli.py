@@ -53,7 +53,7 @@ def build_home(root: Path, files: int) -> Path:
         started = time.perf_counter()
         engine.sync()
         engine.commit()
-        print(f"indexed {engine.index.counts()['files']} files in {time.perf_counter() - started:.1f} s")
+        print(f"indexed {engine.counts()['files']} files in {time.perf_counter() - started:.1f} s")
     return home
 
 

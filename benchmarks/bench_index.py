@@ -159,7 +159,7 @@ def bench_search(args) -> None:
         with syncd.open(root) as engine:
             start = time.perf_counter()
             engine.sync()
-            print(f"indexed {engine.index.counts()['facts']} facts in {time.perf_counter() - start:.0f} s")
+            print(f"indexed {engine.counts()['facts']} facts in {time.perf_counter() - start:.0f} s")
             rng = random.Random(1)
             queries = [f"{rng.choice(VERBS)} {rng.choice(SUBJECTS)} {rng.choice(DETAILS)}" for _ in range(args.queries)]
             table = engine.index.all_rows(with_vectors=True)

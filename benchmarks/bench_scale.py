@@ -118,7 +118,7 @@ def child_files(home: Path, models: Path) -> dict:
         started = time.perf_counter()
         again = engine.sync()
         noop = time.perf_counter() - started
-        files = engine.index.counts()["files"]
+        files = engine.counts()["files"]
     peak_rss = _peak_rss_mb()
     texts = []
     for path in sorted(home.glob("vault/**/*.md")):

@@ -116,7 +116,7 @@ def main() -> None:
             start = time.perf_counter()
             engine.sync()
             engine.commit()
-            facts = engine.index.counts()["facts"]
+            facts = engine.counts()["facts"]
             print(
                 f"home: {root}, {facts} facts (indexed in {time.perf_counter() - start:.0f} s), cpus {os.cpu_count()}"
             )

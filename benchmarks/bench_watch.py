@@ -153,7 +153,7 @@ def bench_burst(base: Path, embedder, files: int) -> None:
     daemon = DaemonProcess(home)
     reader = syncd.open(home, read_only=True, embedder=embedder)
     wait_for(lambda: settled(reader), 120, "startup")
-    expected = len(reader.index.files()) + files
+    expected = len(reader.indexed_files()) + files
     # The daemon logs "indexed ..." the moment a sync's rows and file records are committed to
     # LanceDB. Watching its log costs nothing, where polling the index from here would take a
     # core away from the daemon on a 2-core machine; the reader confirms convergence after.
@@ -170,7 +170,7 @@ def bench_burst(base: Path, embedder, files: int) -> None:
         if b"indexed " in chunk and b"\n" in chunk:
             seen = time.perf_counter()
             offset += chunk.rindex(b"\n") + 1
-            if len(reader.index.files()) == expected and reader.status().fresh:
+            if len(reader.indexed_files()) == expected and reader.status().fresh:
                 converged = seen
         if time.perf_counter() - started > 600:
             raise SystemExit("the burst did not converge in 600 s")

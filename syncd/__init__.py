@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import typing
 
+from ._version import __version__
 from .errors import (
     BlockLimitError,
     ConfigError,
@@ -29,13 +30,14 @@ if typing.TYPE_CHECKING:
 def open(home=None, read_only: bool = False, settings: Settings | None = None, embedder=None):  # noqa: A001
     """Open a memory home: ``syncd.open(home).search("tea")``. See :class:`syncd.engine.facade.Engine`."""
     from .engine.facade import open_engine
+    from .wiki.store import follow_index
 
-    return open_engine(home, read_only=read_only, settings=settings, embedder=embedder)
+    engine = open_engine(home, read_only=read_only, settings=settings, embedder=embedder)
+    follow_index(engine)  # the whole of syncd: the wiki's link graph follows the index
+    return engine
 
-__version__ = "0.1.0"
-
-# Names load on first use: LanceDB and onnxruntime behind the engine, pydantic behind Settings and
-# gitpython behind init, so `syncd --help` and a search answered by the daemon stay quick.
+# Names load on first use: LanceDB and onnxruntime behind the engine, pydantic behind Settings,
+# so `syncd --help` and a search answered by the daemon stay quick.
 _LAZY = {
     "Settings": ("syncd.config", "Settings"),
     "init": ("syncd.engine.initialize", "init"),

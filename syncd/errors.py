@@ -1,7 +1,34 @@
 """One error tree for everything syncd raises on purpose.
 
 Each subclass carries the fields a person needs to act on it (a path, a line); ``str(err)`` is the
-one line the CLI prints.
+one line the CLI prints. Errors of the libraries underneath (git, LanceDB, onnxruntime, litellm,
+the disk) are mapped to these where syncd calls them, so a caller catches ``SyncdError`` alone.
+The tree (tests/test_errors.py checks it against the classes)::
+
+    SyncdError
+    ├── ConfigError              a setting is missing or unusable
+    ├── InvalidIdError           a user, chat or session id outside the safe set (also ValueError)
+    ├── InvalidInputError        a value that passed its schema but cannot be used (also ValueError)
+    ├── QueryError               a search that cannot run as asked (also ValueError)
+    ├── SessionError             a session value that cannot be used (also ValueError)
+    ├── ParseError               a file that cannot be read as markdown
+    ├── UnsafePickleError        a legacy pickled agent state refused
+    ├── HomeError                the home is missing, unreadable or not a home
+    ├── LockedError              another process holds the home's writer lock
+    ├── ConflictError            a file changed between our read and our write
+    ├── NotFoundError            a fact, file or commit that does not exist
+    ├── AccessError              the one asking may not do this (also PermissionError)
+    ├── BlockLimitError          a core block over its size limit
+    ├── EmbeddingError           the embedding model cannot be loaded or run
+    ├── IndexError_              the index is unusable
+    ├── ExtractionError          fact extraction failed; nothing was written
+    ├── StorageError             the disk refused a write (``saved`` says whether the markdown is)
+    ├── HistoryError             a git command failed
+    ├── RevertError              a revert that cannot apply cleanly; nothing changed
+    ├── GitBusyError             the person's own git operation is under way
+    │   ├── CommitDeferredError  saved, committed once git is free: do not write it again
+    │   └── ChangedMeanwhileError  a git command put another version there: retry
+    └── RemoteError              the daemon holding the home refused or failed a request
 """
 
 from __future__ import annotations
@@ -30,6 +57,9 @@ __all__ = [
     "QueryError",
     "UnsafePickleError",
     "SessionError",
+    "InvalidInputError",
+    "AccessError",
+    "RemoteError",
 ]
 
 
@@ -141,8 +171,8 @@ class ChangedMeanwhileError(GitBusyError):
 
 
 class HistoryError(SyncdError):
-    """A git command failed for a reason other than the user's own operation (mapped from
-    gitpython's errors at the history seam). ``command`` and ``detail`` say what and why."""
+    """A git command failed for a reason other than the user's own operation (mapped from the
+    git process's exit and stderr at the history seam). ``command`` and ``detail`` say what and why."""
 
     def __init__(self, command: str, detail: str):
         self.command = command
@@ -196,3 +226,17 @@ class SessionError(SyncdError, ValueError):
         self.field = field
         self.reason = reason
         super().__init__(f"{field}: {reason}")
+
+
+class AccessError(SyncdError, PermissionError):
+    """The one asking may not do this: a user's token naming another user's memory, or an
+    operation only the admin may make (403 over REST); a PermissionError, so code that catches
+    those still does."""
+
+
+class RemoteError(SyncdError):
+    """The daemon holding the home refused or failed a request; ``kind`` names its error type there."""
+
+    def __init__(self, kind: str, message: str):
+        self.kind = kind
+        super().__init__(message)

@@ -28,7 +28,8 @@ def test_public_names_are_pinned():
 
 def test_audit_names_are_pinned():
     assert sorted(syncd.engine.audit.__all__) == sorted([
-        "LogEntry", "FactHistory", "FactChange", "CommitEffect", "read_log", "fact_history", "commit_effect", "revert",
+        "LogEntry", "FactHistory", "FactChange", "CommitEffect", "read_log", "log", "fact_history", "blame",
+        "commit_effect", "revert",
     ])
 
 

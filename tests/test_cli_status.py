@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 
 import syncd
 from syncd.config import Settings
+from syncd.engine.status_read import read_status
 from syncd.index.files_mirror import FilesMirror, read_mirror
-from syncd.cli.status_source import read_status
 
 from .helpers import write
 from .strategies import daily_log_texts, page_texts

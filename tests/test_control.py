@@ -20,7 +20,8 @@ import syncd
 from syncd.cli import main
 from syncd.config import Settings
 from syncd.control.client import ask_daemon
-from syncd.control.protocol import PROTOCOL_VERSION, RemoteError, encode, socket_path
+from syncd.control.protocol import PROTOCOL_VERSION, encode, socket_path
+from syncd.errors import RemoteError
 from syncd.daemon.control import ControlServer
 from syncd.daemon.loop import Daemon
 from syncd.engine.search import search

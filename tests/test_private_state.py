@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 import syncd
-from syncd.cli.status_source import read_status
+from syncd.engine.status_read import read_status
 from syncd.config import Settings
 from syncd.control.client import ask_daemon
 from syncd.control.protocol import socket_path

@@ -27,7 +27,7 @@ from hypothesis import strategies as st
 
 import syncd
 from syncd.cli import main
-from syncd.cli.status_source import read_status
+from syncd.engine.status_read import read_status
 from syncd.config import Settings
 from syncd.home import Home
 from syncd.index.embed_cache import _SLICE_CHARS, _SLICE_TEXTS, CachedEmbedder, EmbeddingCache, _slices

@@ -6,6 +6,8 @@
   remote_commands   remote, pull, push (and the merge driver git calls)
   daemon_commands   watch
   serve_commands    serve, mcp, token
+  wiki_commands     lint, links, backlinks
+  session_commands  sessions (show, state)
 
 Every command takes ``--home`` (default: ``$SYNCD_HOME``, then the nearest enclosing home). Bad
 input never shows a traceback: a SyncdError, a usage error or an OS error is one line on stderr
@@ -13,7 +15,7 @@ starting ``syncd: error:`` and a non-zero exit (1 for errors, 2 for usage); a cl
 (``syncd demo | head -3``) ends the command quietly with 141, as SIGPIPE would. Anything else is a
 bug and keeps its traceback.
 
-Heavy modules (LanceDB, the model, pydantic, gitpython) are imported inside the commands that use
+Heavy modules (LanceDB, the model, pydantic) are imported inside the commands that use
 them, so ``--help``, ``--version`` and a search answered by the daemon start quickly.
 """
 
@@ -25,7 +27,7 @@ import sys
 
 import click
 
-from .. import __version__
+from .._version import __version__
 from ..errors import SyncdError
 from . import (
     daemon_commands,

@@ -1,6 +1,6 @@
 """What every command shares: the ``--home`` option, settings, checked ids, JSON output.
 
-Nothing here imports pydantic, gitpython, LanceDB or the model: a command pays only for what it
+Nothing here imports pydantic, LanceDB or the model: a command pays only for what it
 uses, so ``syncd --help`` and a search the daemon answers start in a blink.
 """
 

@@ -12,6 +12,7 @@ from ..config import Settings
 from ..engine.facade import open_engine
 from ..home import Home, atomic_write
 from ..engine.initialize import init
+from ..wiki.store import follow_index
 
 __all__ = ["DEMO_FILES", "DEMO_QUERIES", "build_demo_home", "run_demo"]
 
@@ -64,9 +65,10 @@ def run_demo(path: Path | str, settings: Settings | None = None, limit: int = 3,
     home = build_demo_home(path, settings)
     echo(f"demo home: {home.root}")
     with open_engine(home.root, settings=settings) as engine:
+        follow_index(engine)
         report = engine.sync()
         engine.commit()
-        counts = engine.index.counts()
+        counts = engine.counts()
         echo(f"indexed {counts['files']} files: {counts['facts']} facts, {counts['chunks']} chunks "
              f"({report.embedded_texts} texts embedded)")
         for query, user in DEMO_QUERIES:

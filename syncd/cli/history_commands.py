@@ -1,5 +1,6 @@
-"""History commands: ``log``, ``blame``, ``revert``. ``log`` and the git part of ``blame`` read
-git alone; ``blame`` opens the index (never the model) only to find where the fact sits."""
+"""History commands: ``log``, ``blame``, ``revert``, over the use cases of ``syncd.engine.audit``.
+``log`` and the git part of ``blame`` read git alone; ``blame`` opens the index (never the model)
+only to find where the fact sits."""
 
 from __future__ import annotations
 
@@ -7,7 +8,6 @@ from pathlib import Path
 
 import click
 
-from ..errors import NotFoundError
 from .common import home_option, json_option, load_settings, print_json, resolve_home
 
 __all__ = ["COMMANDS"]
@@ -30,7 +30,7 @@ def log_command(path: str | None, limit: int, as_json: bool, home: Path | None) 
 
     PATH limits the log to commits touching this file or folder.
     """
-    from ..history.log import read_log
+    from ..engine import audit
     from ..home import Home
 
     root = Path(resolve_home(home)).resolve()
@@ -38,7 +38,7 @@ def log_command(path: str | None, limit: int, as_json: bool, home: Path | None) 
     if path:
         target = Path(path)
         rel = Home(root).rel(target) if target.is_absolute() else target.as_posix()
-    entries = read_log(root, rel, limit)
+    entries = audit.read_log(root, rel, limit)
     if as_json:
         print_json([e.to_dict() for e in entries])
         return
@@ -61,15 +61,11 @@ def blame_command(fact_id: str, as_json: bool, home: Path | None) -> None:
 
     FACT_ID is the fact's id, as `syncd search --json` shows it.
     """
+    from ..engine import audit
     from ..engine.facade import open_engine
-    from ..history.blame import current_line, fact_history
 
     with open_engine(resolve_home(home), read_only=True, settings=load_settings()) as engine:
-        rows = engine.index.find_fact(fact_id)
-        root = engine.home.root
-    if not rows:
-        raise NotFoundError(f"no fact {fact_id!r} in the index (try `syncd search` to find its id)")
-    histories = [fact_history(root, r["path"], current_line(root, r), r["text"]) for r in rows]
+        histories = audit.blame(engine, fact_id)
     if as_json:
         print_json([h.to_dict() for h in histories])
         return
@@ -96,10 +92,10 @@ def revert_command(commit: str, home: Path | None) -> None:
 
     COMMIT is the commit to undo (a sha or any git revision).
     """
-    from ..engine.audit import revert
+    from ..engine import audit
 
     # By the one writer of the home (this process, or the running daemon, asked over its socket).
-    sha = revert(resolve_home(home), commit, load_settings())
+    sha = audit.revert(resolve_home(home), commit, load_settings())
     click.echo(f"reverted as {sha[:10]}; the index is updated")
 
 

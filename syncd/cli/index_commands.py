@@ -104,8 +104,11 @@ def _resumable(command: str, after: str):
 
 def _open(home: Path | None, read_only: bool):
     from ..engine.facade import open_engine
+    from ..wiki.store import follow_index
 
-    return open_engine(resolve_home(home), read_only=read_only, settings=load_settings())
+    engine = open_engine(resolve_home(home), read_only=read_only, settings=load_settings())
+    follow_index(engine)  # a sync or a rebuild writes the wiki's link graph from the same parses
+    return engine
 
 
 def _print_errors(report) -> None:
@@ -154,7 +157,7 @@ def reindex_command(quiet: bool, home: Path | None) -> None:
     with (_resumable("reindex", after) as heard, _open(home, read_only=False) as engine,
           _progress_bar("reindexing", not quiet, heard) as bar):
         report = engine.reindex(progress=bar)
-        counts = engine.index.counts()
+        counts = engine.counts()
     # A rebuild that goes on from an interrupted one finds the files it had written unchanged
     # (or only touched: same bytes, a new stat).
     kept = report.plan.unchanged + len(report.plan.touched)
@@ -162,17 +165,6 @@ def reindex_command(quiet: bool, home: Path | None) -> None:
     click.echo(f"rebuilt: {counts['files']} files, {counts['facts']} facts, {counts['chunks']} chunks "
                f"({report.embedded_texts} texts embedded, the rest from the cache){resumed}")
     _print_errors(report)
-
-
-def _search_locally(root: Path, params: dict) -> tuple[list[dict], int]:
-    from ..engine.facade import open_engine
-    from ..engine.search import hit_record, search
-    from ..engine.status import count_stale
-
-    with open_engine(root, read_only=True, settings=load_settings()) as engine:
-        hits = search(engine, **params)
-        stale = count_stale(engine.home, engine.index.files(), engine.settings.max_file_bytes)
-    return [hit_record(h) for h in hits], stale
 
 
 @click.command("search")
@@ -201,12 +193,15 @@ def search_command(query: str, user: str | None, chat: str | None, limit: int, k
     params = {"query": query, "user_id": user, "chat_id": chat, "limit": limit, "kind": kind,
               "include_wiki": include_wiki}
     answer = ask_daemon(root, "search", params)
+    advice = "the running daemon is indexing them"
     if answer is None:
-        hits, stale = _search_locally(root, params)
+        from ..engine.facade import open_engine
+        from ..engine.search import search_answer
+
+        with open_engine(root, read_only=True, settings=load_settings()) as engine:
+            answer = search_answer(engine, **params)
         advice = "run `syncd sync` (or keep `syncd watch` running)"
-    else:
-        hits, stale = answer["hits"], answer["stale"]
-        advice = "the running daemon is indexing them"
+    hits, stale = answer["hits"], answer["stale"]
     if stale:
         # Never stale without saying so: the answer may miss what changed since the last sync.
         click.echo(f"syncd: note: {stale} file(s) changed since the index was updated; {advice}", err=True)
@@ -230,7 +225,7 @@ def search_command(query: str, user: str | None, chat: str | None, limit: int, k
 def status_command(as_json: bool, home: Path | None) -> None:
     """What the index holds and exactly which files are stale (reads no model, no LanceDB)."""
     from ..engine.status import INDEX_OK
-    from .status_source import read_status
+    from ..engine.status_read import read_status
 
     status = read_status(resolve_home(home), load_settings())
     if as_json:

@@ -14,8 +14,8 @@ import socket
 import struct
 from pathlib import Path
 
-from ..errors import HomeError
-from .protocol import MAX_MESSAGE_BYTES, PROTOCOL_VERSION, RemoteError, decode, encode, socket_address, socket_path
+from ..errors import HomeError, RemoteError
+from .protocol import MAX_MESSAGE_BYTES, PROTOCOL_VERSION, decode, encode, socket_address, socket_path
 
 __all__ = ["ask_daemon", "peer_uid"]
 

@@ -34,14 +34,12 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from ..errors import SyncdError
 from ..home import Home
 
 __all__ = [
     "MAX_MESSAGE_BYTES",
     "PROTOCOL_VERSION",
     "SOCKET_NAME",
-    "RemoteError",
     "decode",
     "encode",
     "socket_address",
@@ -52,14 +50,6 @@ PROTOCOL_VERSION = 1
 SOCKET_NAME = "daemon.sock"
 # A search answer is a few kilobytes; anything near this is not a message of ours.
 MAX_MESSAGE_BYTES = 16 * 1024 * 1024
-
-
-class RemoteError(SyncdError):
-    """The daemon refused or failed a request; ``kind`` names its error type there."""
-
-    def __init__(self, kind: str, message: str):
-        self.kind = kind
-        super().__init__(message)
 
 
 # An AF_UNIX address holds 108 bytes on Linux, the ending NUL included.

@@ -16,9 +16,9 @@ import threading
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from .. import __version__
+from .._version import __version__
 from ..errors import SyncdError
-from ..engine.search import DEFAULT_LIMIT, hit_record, search
+from ..engine.search import DEFAULT_LIMIT, search_answer
 from ..control.client import peer_uid
 from ..control.protocol import MAX_MESSAGE_BYTES, PROTOCOL_VERSION, decode, encode, socket_address, socket_path
 
@@ -155,21 +155,18 @@ class ControlServer:
             raise TypeError("search takes a string query and an integer limit")
         if not isinstance(include_wiki, bool):
             raise TypeError("include_wiki is true or false")
-        hits = search(self.engine, query, user_id=user_id, chat_id=chat_id, limit=limit, kind=kind,
-                      include_wiki=include_wiki)
-        return {"hits": [hit_record(h) for h in hits], "stale": self._count_stale()}
+        return search_answer(self.engine, query, stale=self._count_stale, user_id=user_id, chat_id=chat_id,
+                             limit=limit, kind=kind, include_wiki=include_wiki)
 
     def _count_stale(self) -> int:
-        """Files the index does not reflect yet: a scan of the tree (a tenth of a second at 10,000
-        files), reused while the daemon has noticed no change and applied no batch since."""
-        from ..engine.status import count_stale
-
-        engine = self.engine
+        """Files the index does not reflect yet: a scan of the tree (a stat of every file, so it
+        grows with the home), reused while the daemon has noticed no change and applied no batch
+        since, which is when the answer cannot have changed."""
         key = self._generation() if self._generation is not None else None
         with self._stale_lock:
             if key is not None and self._stale is not None and self._stale[0] == key:
                 return self._stale[1]
-        stale = count_stale(engine.home, engine.index.files(), engine.settings.max_file_bytes)
+        stale = self.engine.stale_count()
         with self._stale_lock:
             self._stale = (key, stale)
         return stale

@@ -39,6 +39,7 @@ from ..sync.events import Batch, Event, coalesce
 from ..sync.progress import log_every
 from ..sync.scan import DiskScan, list_tree
 from ..sync.watcher import TreeWatcher
+from ..wiki.store import follow_index
 from ..writes.rewind import find_rewound
 
 if TYPE_CHECKING:
@@ -73,6 +74,8 @@ class Daemon:
         self.control_methods = dict(control_methods or {})
         self.settings = settings or engine.settings
         engine.declare_daemon()
+        # The process holding the home applies most batches: the wiki's link graph follows them.
+        follow_index(engine)
         self.root: Path = engine.home.root
         self._cond = threading.Condition()
         self._events: list[Event] = []
@@ -108,9 +111,6 @@ class Daemon:
             self._noticed += len(events)
             self._last_event = now
             self._cond.notify()
-
-    def request_reconcile(self) -> None:
-        self.push([Event("overflow", "")])
 
     def stop(self) -> None:
         """Ask the loop to finish the batch in hand, commit and return (safe from a signal)."""
@@ -225,7 +225,7 @@ class Daemon:
         cache = getattr(self.engine.embedder, "cache", None)
         if cache is not None:
             cache.reopen_if_gone()
-        if self.engine.index.on_disk():
+        if self.engine.index_on_disk():
             return
         log.warning("the index of %s is no longer on disk (.syncd/ deleted?); rebuilding it", self.root)
         self.engine.reindex()
@@ -302,7 +302,7 @@ class Daemon:
         paths = set(batch.paths)
         if not batch.dirs:
             return paths
-        known = self.engine.index.files()
+        known = self.engine.indexed_files()
         for folder in batch.dirs:
             prefix = folder + "/"
             # The folder itself too: it may be recorded as a symbolic link that is gone now.
@@ -454,6 +454,4 @@ class Daemon:
         uncommitted). Only when nothing of ours waits: else HEAD is not yet what we indexed."""
         if self._pending:
             return
-        sha = head_sha(self.root)
-        if sha and self.engine.index.meta().get("aligned_commit") != sha:
-            self.engine.index.write_meta(aligned_commit=sha)
+        self.engine.note_aligned_commit(head_sha(self.root))

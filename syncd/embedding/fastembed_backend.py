@@ -545,12 +545,12 @@ def _text_cutter(model: TextEmbedding) -> Callable[[str], str]:
 def _stop_spinning(model: TextEmbedding, threads: int | None) -> None:
     """Give ``model`` an onnxruntime session whose idle threads sleep instead of spinning.
 
-    By default onnxruntime's worker threads busy-wait after every run. On 2 cores that stole the
-    CPU from the numpy product that follows a query's embedding: hybrid search at 100,000 facts
-    measured p50 37.6 ms with the default session and 15.2 ms with this one, while batch embedding
-    went from 358 to 403 texts/s. fastembed exposes no such option, so the session it built is
-    replaced by one over the same model file with the same threads; if fastembed's layout ever
-    changes, its own session is kept and only the speed is lost.
+    By default onnxruntime's worker threads busy-wait after every run. On a small machine that
+    steals the CPU from the vector product that follows a query's embedding, so a search waits on
+    threads that have nothing to do, and batch embedding loses throughput to them as well.
+    fastembed exposes no such option, so the session it built is replaced by one over the same
+    model file with the same threads; if fastembed's layout ever changes, its own session is kept
+    and only the speed is lost.
     """
     import onnxruntime as ort
 

@@ -1,9 +1,11 @@
-"""Auditing a home's history from Python: recent commits, where a fact came from, what a commit
-did to the facts, and undoing a commit with the index following.
+"""Auditing a home's history: recent commits, where a fact came from, what a commit did to the
+facts, and undoing a commit with the index following.
 
-This is the public face of ``syncd.history`` for tools (the workbench, scripts): each function
-takes the home's folder and raises only SyncdError subclasses. ``revert`` works beside a running
-daemon (it indexes the reverted files like any edit) and alone (the index is brought in step here).
+The one home of these use cases and the face of ``syncd.history`` for every front end (the
+command line, the servers, the workbench, scripts); they raise only SyncdError subclasses.
+``log`` and ``blame`` show a shared home to one user when given one (syncd.engine.visibility);
+``revert`` works beside a running daemon (it asks the daemon, the one writer, over its socket)
+and alone (it opens the home and the index is brought in step here).
 """
 
 from __future__ import annotations
@@ -12,12 +14,60 @@ import dataclasses
 import pathlib
 
 # Modules, not names: what this module defines beyond them is exactly its public API (tests/test_api.py).
-from .. import formats
+from .. import formats, errors
+from ..history import blame as _blame
 from ..history import git
+from ..history import log as _log
 from ..history.blame import FactHistory, fact_history
 from ..history.log import LogEntry, read_log
+from . import visibility
 
-__all__ = ["LogEntry", "FactHistory", "FactChange", "CommitEffect", "read_log", "fact_history", "commit_effect", "revert"]
+__all__ = [
+    "LogEntry", "FactHistory", "FactChange", "CommitEffect", "read_log", "log", "fact_history", "blame",
+    "commit_effect", "revert",
+]
+
+
+def log(root: pathlib.Path | str, path: str | None = None, limit: int = 20, *, user_id: str | None = None) -> list[LogEntry]:
+    """The ``limit`` newest commits touching ``path`` (a file or folder; None: the whole home),
+    as ``user_id`` may see them: their own folder when they name none, never another user's
+    (AccessError), each commit shown as visibility.seen_by says. ``user_id`` None: everything,
+    as the home's own tools see it. InvalidInputError for a path that climbs out of the home."""
+    rel = visibility.log_path(path, user_id)
+    entries = read_log(pathlib.Path(root), rel, limit)
+    if user_id is None:
+        return entries
+    return [seen for entry in entries if (seen := visibility.seen_by(entry, user_id)) is not None]
+
+
+def blame(engine, fact_id: str, *, user_id: str | None = None) -> list[FactHistory]:
+    """Where the fact ``fact_id`` came from, for each line that holds it (``engine``: an open
+    Engine, which knows where the fact sits): the commit that introduced the line and the later
+    ones that changed it. With ``user_id``, only lines in files that user may be named, each
+    commit as they may see it (visibility.seen_by), without its list of files. NotFoundError
+    when no such line holds it."""
+    rows = engine.find_fact(fact_id)
+    if user_id is not None:
+        rows = [row for row in rows if visibility.readable(row["path"], user_id)]
+    if not rows:
+        raise errors.NotFoundError(f"no fact {fact_id!r} in this memory (a search shows each fact's id)")
+    root = engine.home.root
+    histories = [fact_history(root, row["path"], _blame.current_line(root, row), row["text"]) for row in rows]
+    if user_id is None:
+        return histories
+    shas = [e.sha for h in histories for e in (h.introduced, *h.edits) if e is not None]
+    touched = _log.commit_files(root, shas)
+
+    def seen(entry: LogEntry | None) -> LogEntry | None:
+        if entry is None:
+            return None
+        shown = visibility.seen_by(dataclasses.replace(entry, files=touched.get(entry.sha, ())), user_id)
+        return None if shown is None else dataclasses.replace(shown, files=())
+
+    return [
+        dataclasses.replace(h, introduced=seen(h.introduced), edits=tuple(e for e in map(seen, h.edits) if e is not None))
+        for h in histories
+    ]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -85,9 +135,8 @@ def revert(home: pathlib.Path | str, commit: str, settings=None) -> str:
     is not a daemon holds the home."""
     from ..config import Settings
     from ..control.client import ask_daemon
-    from ..control.protocol import RemoteError
     from .facade import open_engine
-    from ..errors import GitBusyError, LockedError, NotFoundError, RevertError, SyncdError
+    from ..errors import GitBusyError, LockedError, NotFoundError, RemoteError, RevertError, SyncdError
 
     settings = settings or Settings()
     root = pathlib.Path(home).resolve()

@@ -25,8 +25,9 @@ import datetime as dt
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
+from typing import Protocol
 
 import numpy as np
 
@@ -46,19 +47,29 @@ from ..home import (
 )
 from ..embedding.fastembed_backend import Embedder, load_embedder
 from ..index.embed_cache import CachedEmbedder, EmbeddingCache
+from ..index.records import FileRecord, FileUpdate
 from ..index.rowcache import ScopeMask
 from ..index.rows import TranscriptChunking
 from ..index.search import Hit, Weights, hybrid_search
 from ..index.store import Index
 from ..index.tokens import TokenSpanner
 from ..home import classify_path
-from .status import Status, build_status, incompatibility, missing_status
+from .status import Status, build_status, count_stale, incompatibility, missing_status
 from ..sync.apply import Progress, SyncReport, sync
-from ..wiki.store import SyncedPages
 from ..writes.groups import ChangeGroup, current_group
 from ..writes.scheduler import WritePath
 
-__all__ = ["Engine", "Status", "open_engine"]
+__all__ = ["Engine", "IndexFollower", "Status", "open_engine"]
+
+
+class IndexFollower(Protocol):
+    """Something kept in step with the index by the same parses (see Engine.follow_index). A
+    failure in it must cost only its own freshness: it logs, it never raises."""
+
+    def __call__(self, updates: Sequence[FileUpdate]) -> None: ...
+
+    def reset(self) -> None: ...
+
 
 log = logging.getLogger(__name__)
 
@@ -86,8 +97,9 @@ class Engine:
             self.embedder = CachedEmbedder(inner, self._cache)
             # Without the lifetime lock, others write this index too: re-check it on every read.
             self.index = Index(home.state_dir / "index", inner.dim, inner.model_id, shared=read_only)
-            # The wiki's link graph follows every batch the index applies (syncd/wiki/store.py).
-            self._graph = SyncedPages(home.root)
+            # Parts above the engine that keep something derived from the same parses (the
+            # wiki's link graph) follow every batch the index applies: follow_index.
+            self._followers: list[IndexFollower] = []
             self._transcripts = _transcript_chunking(settings, inner)
             if self._lock is not None:
                 # A turn whose process died before its commit is undone before anything else.
@@ -166,9 +178,22 @@ class Engine:
             # take for another model's and rebuild.
             self.index.write_meta(transcripts=self._transcript_mode)
         report = sync(self.home, self.index, self.embedder, self.settings.max_file_bytes, paths, progress,
-                      on_applied=self._graph, transcripts=self._transcripts, defer=defer)
+                      on_applied=self._applied, transcripts=self._transcripts, defer=defer)
         self.index.write_meta(transcripts=self._transcript_mode)
         return report
+
+    def follow_index(self, follower: IndexFollower) -> None:
+        """Call ``follower`` with every batch of updates this engine applies to the index from
+        now on (each file's new record and parse), and ``follower.reset()`` when the index is
+        rebuilt from nothing. The wiki registers its link graph here (syncd.wiki.follow_index);
+        the engine itself knows nothing of what follows it. A follower already following (equal
+        to ``follower``) is not added twice."""
+        if follower not in self._followers:
+            self._followers.append(follower)
+
+    def _applied(self, updates: Sequence[FileUpdate]) -> None:
+        for follower in self._followers:
+            follower(updates)
 
     def reindex(self, progress: Progress | None = None) -> SyncReport:
         """Rebuild the index from the markdown (embeddings come from the cache). The new index is
@@ -186,9 +211,10 @@ class Engine:
             if not aside.files():
                 # Rebuilt from nothing; a rebuild that goes on from an interrupted one keeps the
                 # pages that one gave the graph.
-                self._graph.reset()
+                for follower in self._followers:
+                    follower.reset()
             report = sync(self.home, aside, self.embedder, self.settings.max_file_bytes, None, progress,
-                          on_applied=self._graph, transcripts=self._transcripts, what="reindex")
+                          on_applied=self._applied, transcripts=self._transcripts, what="reindex")
         self.index.write_meta(transcripts=self._transcript_mode)
         return report
 
@@ -280,8 +306,14 @@ class Engine:
                                 email or self.settings.human_email)
             self._sync(None)
             self.index.persist()
-            self.index.write_meta(aligned_commit=head_sha(self.home.root))
+            self.note_aligned_commit(head_sha(self.home.root))
         return sha
+
+    def note_aligned_commit(self, sha: str | None) -> None:
+        """Record that the index reflects the tree of commit ``sha`` (``Status.aligned_commit``):
+        after a revert here, and by the daemon once nothing of its own waits to be committed."""
+        if sha and self.index.meta().get("aligned_commit") != sha:
+            self.index.write_meta(aligned_commit=sha)
 
     def wait_indexed(self, rel: str, sha: str | None, timeout: float = 10.0) -> bool:
         """Block until the index reflects ``rel`` at ``sha`` (None: until it is gone from it)."""
@@ -358,6 +390,33 @@ class Engine:
         """Index rows (path, user, ...) of the fact with this id, wherever it is."""
         self._fresh()
         return self.index.find_fact(fact_id)
+
+    def indexed_files(self) -> Mapping[str, FileRecord]:
+        """What the index knows of each file it reflects (kind, blob sha, size, mtime, error)."""
+        return self.index.files()
+
+    def rows_of(self, rel: str) -> int:
+        """How many index rows the file ``rel`` has (facts and chunks)."""
+        return sum(1 for r in self.index.all_rows().to_pylist() if r["path"] == rel)
+
+    def counts(self, *, user_id: str | None = None) -> dict[str, int]:
+        """Files, facts and chunks in the index; with ``user_id``, the facts and chunks that
+        user's searches reach (theirs and the shared ones; which files they may be named is
+        their front end's rule, syncd.engine.visibility)."""
+        if user_id is None:
+            return self.index.counts()
+        with self.index.reading() as rows:
+            return {"facts": rows.count(ScopeMask(user=user_id, kind="fact")),
+                    "chunks": rows.count(ScopeMask(user=user_id, kind="chunk"))}
+
+    def stale_count(self) -> int:
+        """How many files on disk the index does not reflect yet (a scan of the tree: stat, and
+        a hash of what changed), the number a search answer warns of."""
+        return count_stale(self.home, self.index.files(), self.settings.max_file_bytes)
+
+    def index_on_disk(self) -> bool:
+        """False once ``.syncd/`` was deleted under the engine (the daemon then rebuilds it)."""
+        return self.index.on_disk()
 
     def status(self) -> Status:
         if not self.index.on_disk():  # .syncd/ deleted under us: missing until the daemon rebuilds it

@@ -24,6 +24,7 @@ This module imports nothing heavy: the command line reads its defaults without l
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ..errors import QueryError
@@ -31,7 +32,7 @@ from ..errors import QueryError
 if TYPE_CHECKING:
     from ..index.search import Hit
 
-__all__ = ["DEFAULT_LIMIT", "KINDS", "hit_record", "relevance_floor", "search"]
+__all__ = ["DEFAULT_LIMIT", "KINDS", "hit_record", "relevance_floor", "search", "search_answer"]
 
 DEFAULT_LIMIT = 5
 KINDS = ("fact", "chunk", "transcript")
@@ -77,6 +78,16 @@ def search(
         memory_only=not include_wiki,
         **relevance_floor(settings or backend.settings),
     )
+
+
+def search_answer(engine: Any, query: str, *, stale: Callable[[], int] | None = None, **scope: Any) -> dict[str, Any]:
+    """What ``syncd search`` shows, wherever it is computed (in its own process or by the daemon
+    asked over the socket): ``{"hits": [hit_record, ...], "stale": n}``, the hits of
+    :func:`search` (``scope``: its keyword arguments) and how many files changed since the index
+    was updated, which the answer may miss. ``stale`` counts them (the daemon reuses a count
+    while nothing changed); by default ``engine.stale_count``."""
+    hits = search(engine, query, **scope)
+    return {"hits": [hit_record(h) for h in hits], "stale": (stale or engine.stale_count)()}
 
 
 def hit_record(hit: Hit) -> dict[str, Any]:

@@ -79,6 +79,13 @@ __all__ = [
     "parse_daily_log",
     "render_daily_log",
     "derive_fact_id",
+    # What the incremental re-parse (reparse.py) and the log writer (log_writing.py) build on.
+    "ID_RULE",
+    "TIME_RE",
+    "valid_id",
+    "Scan",
+    "Resume",
+    "scan_lines",
 ]
 
 CATEGORY_RULE = "a category is 2-32 characters of a-z 0-9 _ -, starting with a letter a-z"
@@ -88,7 +95,7 @@ _TAG_RE = re.compile(r"[^\s`\-][^\s`]*\Z")
 _META_KEY_RE = re.compile(r"[A-Za-z][A-Za-z0-9_.-]*\Z")
 # Mirrors syncd.home's id rule (a test pins the two); formats must not import the I/O layer.
 _ID_CHARS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._@+-"
-_ID_RULE = "ids are 1-128 of A-Z a-z 0-9 . _ @ + -, starting with a letter or digit, no '..'"
+ID_RULE = "ids are 1-128 of A-Z a-z 0-9 . _ @ + -, starting with a letter or digit, no '..'"
 _TAG_RULE = "a tag is one word without backticks, not starting with '-'"
 _ID = r"[A-Za-z0-9][A-Za-z0-9._@+-]{0,127}"
 _IMP_RE = re.compile(r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?\Z")
@@ -114,7 +121,7 @@ _ENGINE_SECTION_LINE_RE = re.compile(
     rf"## ((?:[01][0-9]|2[0-3]):[0-5][0-9]) chat:({_ID}) session:({_ID})\Z"
 )
 _SECTION_RE = re.compile(r"([01]\d|2[0-3]):([0-5]\d)(?:[ \t]+(.*))?\Z")
-_TIME_RE = re.compile(r"([01]\d|2[0-3]):([0-5]\d)\Z")
+TIME_RE = re.compile(r"([01]\d|2[0-3]):([0-5]\d)\Z")
 _TITLE_DATE_RE = re.compile(r"(\d{4}-\d{2}-\d{2})(?:[ \t].*)?\Z")
 _ENDINGS = ("\n", "\r\n", "")
 # First characters of lines that may be a heading, a fence or an HTML comment block.
@@ -122,7 +129,7 @@ _BLOCK_LEADS = frozenset("# \t`~<")
 _object_new = object.__new__
 
 
-def _valid_id(value: str) -> bool:
+def valid_id(value: str) -> bool:
     # String methods instead of a regex: this runs for every id and session of every fact line.
     ok = len(value) <= 128 and value.isascii() and value[:1].isalnum()
     return ok and not value.strip(_ID_CHARS) and ".." not in value
@@ -178,7 +185,7 @@ def _normalise_and_check(f: Fact) -> None:
         set_(f, "importance", float(f.importance))
     for value in (f.id, f.source_session):
         check(
-            value is None or (isinstance(value, str) and _valid_id(value)), f"{value!r}: {_ID_RULE}"
+            value is None or (isinstance(value, str) and valid_id(value)), f"{value!r}: {ID_RULE}"
         )
     if f.source_line is not None:
         check(is_(f.source_line, numbers.Integral), f"source_line {f.source_line!r} is not an int")
@@ -300,7 +307,7 @@ def _read_meta(body: str) -> tuple | None:
             return None
         # The first valid occurrence of a known key fills its field; the rest is kept as extra.
         if key == "id":
-            if id_ is None and _valid_id(value):
+            if id_ is None and valid_id(value):
                 id_ = value
                 continue
         elif key == "imp":
@@ -311,7 +318,7 @@ def _read_meta(body: str) -> tuple | None:
             name, hash_, number = value.partition("#")
             if (
                 session is None
-                and _valid_id(name)
+                and valid_id(name)
                 and (not hash_ or (0 < len(number) <= 18 and number.isdecimal()))
             ):
                 session, line = name, int(number) if hash_ else None
@@ -456,9 +463,9 @@ def _parse_section(heading: str, line: int) -> Section | None:
     chat = session = None
     note = []
     for token in (m.group(3) or "").split():
-        if chat is None and token.startswith("chat:") and _valid_id(token[5:]):
+        if chat is None and token.startswith("chat:") and valid_id(token[5:]):
             chat = token[5:]
-        elif session is None and token.startswith("session:") and _valid_id(token[8:]):
+        elif session is None and token.startswith("session:") and valid_id(token[8:]):
             session = token[8:]
         else:
             note.append(token)
@@ -476,7 +483,7 @@ def _title_date(heading: str) -> str | None:
 
 
 @dataclass(frozen=True)
-class _Scan:
+class Scan:
     elements: tuple[Element, ...]
     facts: tuple[LocatedFact, ...]
     sections: tuple[Section, ...]
@@ -488,7 +495,7 @@ class _Scan:
 
 
 @dataclass(frozen=True)
-class _Resume:
+class Resume:
     """Where a scan of the lines after a section heading starts: the heading is line ``line``
     (1-based) and ``facts`` facts precede it. Nothing is open just after a heading (no fence,
     comment or text span), so this and the title already seen are all the state there is."""
@@ -500,7 +507,7 @@ class _Resume:
     date: str | None
 
 
-def _scan(pairs: list[tuple[str, str]], resume: _Resume | None = None) -> _Scan:
+def scan_lines(pairs: list[tuple[str, str]], resume: Resume | None = None) -> Scan:
     """Classify every line in one pass; the single source of truth for what is a fact.
     With ``resume``, ``pairs`` are the lines after a section heading (see reparse.py).
 
@@ -612,7 +619,7 @@ def _scan(pairs: list[tuple[str, str]], resume: _Resume | None = None) -> _Scan:
     if span_from >= 0:
         close_span(len(pairs))
     closer = fence[0] * fence[1] if fence is not None else ("-->" if in_comment else None)
-    return _Scan(tuple(elements), tuple(facts), tuple(sections), tuple(spans), date, closer, title_line, fm)
+    return Scan(tuple(elements), tuple(facts), tuple(sections), tuple(spans), date, closer, title_line, fm)
 
 
 # --------------------------------------------------------------------------- the daily log
@@ -629,16 +636,16 @@ class DailyLog:
 
     elements: tuple[Element, ...] = ()
     # What the parser learned about the lines (facts, sections, spans, date); derived, not compared.
-    _info: _Scan = field(init=False, repr=False, compare=False, default=None)  # type: ignore[assignment]
+    _info: Scan = field(init=False, repr=False, compare=False, default=None)  # type: ignore[assignment]
 
     def __post_init__(self) -> None:
         elements = tuple(self.elements)
         for e in elements:
             if not isinstance(e, (FactLine, TextLine)):
                 raise ValueError(f"daily log elements are FactLine or TextLine, not {e!r}")
-        self._read_back(elements, _scan(split_lines(_render(elements))))
+        self._read_back(elements, scan_lines(split_lines(_render(elements))))
 
-    def _read_back(self, elements: tuple[Element, ...], scan: _Scan) -> None:
+    def _read_back(self, elements: tuple[Element, ...], scan: Scan) -> None:
         """Become ``elements`` if ``scan`` (the parse of their rendering) reads them back."""
         if scan.elements != elements:
             pairs = zip(elements, scan.elements, strict=False)
@@ -752,7 +759,7 @@ class DailyLog:
 
 def parse_daily_log(text: str) -> DailyLog:
     """Parse a daily log. Never raises: anything the grammar does not claim is a TextLine."""
-    scan = _scan(split_lines(text))
+    scan = scan_lines(split_lines(text))
     log = _object_new(DailyLog)
     object.__setattr__(log, "elements", scan.elements)
     object.__setattr__(log, "_info", scan)

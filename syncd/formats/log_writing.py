@@ -8,7 +8,7 @@ import datetime as dt
 from collections.abc import Iterable
 
 from ..errors import InvalidIdError
-from .facts import _ID_RULE, _TIME_RE, DailyLog, Fact, TextLine, _valid_id, render_daily_log, render_fact_line
+from .facts import ID_RULE, TIME_RE, DailyLog, Fact, TextLine, render_daily_log, render_fact_line, valid_id
 from .reparse import reparse_daily_log
 
 __all__ = ["append_section", "new_daily_log"]
@@ -40,13 +40,13 @@ def append_section(
     """
     if isinstance(time, dt.time):
         time = time.strftime("%H:%M")
-    if not isinstance(time, str) or not _TIME_RE.match(time):
+    if not isinstance(time, str) or not TIME_RE.match(time):
         raise ValueError(f"section time must be HH:MM, not {time!r}")
     heading = f"## {time}"
     for kind, value in (("chat", chat), ("session", session)):
         if value is not None:
-            if not isinstance(value, str) or not _valid_id(value):
-                raise InvalidIdError(kind, value, _ID_RULE)
+            if not isinstance(value, str) or not valid_id(value):
+                raise InvalidIdError(kind, value, ID_RULE)
             heading += f" {kind}:{value}"
     facts = list(facts)
     if not all(isinstance(fact, Fact) for fact in facts):

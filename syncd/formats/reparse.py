@@ -17,7 +17,7 @@ import threading
 from bisect import bisect_right
 from collections import OrderedDict
 
-from .facts import DailyLog, LocatedFact, Section, TextSpan, _object_new, _Resume, _Scan, _scan, parse_daily_log
+from .facts import DailyLog, LocatedFact, Resume, Scan, Section, TextSpan, parse_daily_log, scan_lines
 from .text import shared_ends, split_lines
 
 __all__ = ["LogMemo", "reparse_daily_log"]
@@ -34,8 +34,8 @@ def _count_lines(text: str, start: int, end: int) -> int:
     return n + 1 if end > start and text[end - 1] != "\n" else n
 
 
-def _log(scan: _Scan) -> DailyLog:
-    log = _object_new(DailyLog)
+def _log(scan: Scan) -> DailyLog:
+    log = object.__new__(DailyLog)
     object.__setattr__(log, "elements", scan.elements)
     object.__setattr__(log, "_info", scan)
     return log
@@ -58,7 +58,7 @@ def reparse_daily_log(text: str, old_text: str, old: DailyLog) -> DailyLog:
     restart = info.sections[at - 1]
     k = restart.line
     titled = info.title_line is not None and info.title_line < k
-    resume = _Resume(k, bisect_right(info.facts, k, key=_line), restart, info.title_line if titled else None,
+    resume = Resume(k, bisect_right(info.facts, k, key=_line), restart, info.title_line if titled else None,
                      info.date if titled else None)
     start = head  # the offset of line k, found walking back from the head's last line
     for _ in range(shared_head - k):
@@ -81,15 +81,15 @@ def reparse_daily_log(text: str, old_text: str, old: DailyLog) -> DailyLog:
         while end_line < new_line:
             end = text.find("\n", end) + 1 or len(text)
             end_line += 1
-        scan = _scan(split_lines(text[start:end]), resume)
+        scan = scan_lines(split_lines(text[start:end]), resume)
         # The meeting heading read as one here too, and the title was seen before it in both.
         heading_here = bool(scan.sections) and scan.sections[-1].line == new_line
         titled_here = info.title_line is not None and info.title_line < meet.line
         if heading_here and (scan.title_line is not None) == titled_here:
             return _log(_join(info, resume, at, scan, c, shift))
         reach = 2 * (new_line - k)
-    scan = _scan(split_lines(text[start:]), resume)
-    return _log(_Scan(
+    scan = scan_lines(split_lines(text[start:]), resume)
+    return _log(Scan(
         info.elements[:k] + scan.elements,
         info.facts[: resume.facts] + scan.facts,
         info.sections[:at] + scan.sections,
@@ -102,7 +102,7 @@ def _moved(item, shift: int, fact_shift: int = 0, section: Section | None = None
     """``item`` (a Section, TextSpan or LocatedFact of the old parse) ``shift`` lines further
     down, ``fact_shift`` facts further on, in ``section`` (its own moved heading). Built by hand,
     as the scan builds them: the dataclass constructor would cost more than the parse saved."""
-    new = _object_new(type(item))
+    new = object.__new__(type(item))
     d = new.__dict__
     d.update(item.__dict__)
     d["line"] += shift
@@ -113,7 +113,7 @@ def _moved(item, shift: int, fact_shift: int = 0, section: Section | None = None
     return new
 
 
-def _join(info: _Scan, resume: _Resume, at: int, scan: _Scan, c: int, shift: int) -> _Scan:
+def _join(info: Scan, resume: Resume, at: int, scan: Scan, c: int, shift: int) -> Scan:
     """The old parse up to the restart heading (``info.sections[at - 1]``), the new scan up to
     and with the meeting heading (``info.sections[c]``, ``shift`` lines further in the new text),
     then the old parse after that heading, moved by ``shift`` lines."""
@@ -135,7 +135,7 @@ def _join(info: _Scan, resume: _Resume, at: int, scan: _Scan, c: int, shift: int
     title_line, date = scan.title_line, scan.date
     if title_line is None and info.title_line is not None:  # the title comes after the edit
         title_line, date = info.title_line + shift, info.date
-    return _Scan(
+    return Scan(
         info.elements[: resume.line] + scan.elements + info.elements[meet.line:],
         info.facts[: resume.facts] + scan.facts + facts,
         info.sections[:at] + scan.sections[:-1] + sections,

@@ -52,7 +52,6 @@ from __future__ import annotations
 
 import datetime as dt
 import re
-from collections.abc import Iterable
 from dataclasses import dataclass
 
 __all__ = ["Period", "date_words", "named_periods", "period_words", "resolve", "resolved_words"]
@@ -276,9 +275,3 @@ def named_periods(text: str) -> list[Period]:
             taken.append((start, end))
             found.append(Period(span[0], span[1], span[2], start, end, match.group(0)))
     return sorted(found, key=lambda p: (p.start, p.end))
-
-
-def spans_overlap(a: Iterable[Period], b: Iterable[Period]) -> bool:
-    """Whether any period of ``a`` shares a day with any of ``b``."""
-    b = list(b)
-    return any(x.first <= y.last and y.first <= x.last for x in a for y in b)

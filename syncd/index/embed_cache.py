@@ -153,11 +153,6 @@ class EmbeddingCache:
         hits = [i for i, k in enumerate(keys) if k in blobs]
         return dict(zip(hits, _vectors([blobs[keys[i]] for i in hits])))
 
-    def get_by_keys(self, model_id: str, keys: Sequence[bytes]) -> dict[bytes, np.ndarray]:
-        """{key: vector} for the ``text_key`` digests cached under ``model_id``."""
-        blobs = self.fetch_blobs(model_id, keys)
-        return dict(zip(blobs, _vectors(list(blobs.values()))))
-
     def fetch_blobs(self, model_id: str, keys: Sequence[bytes]) -> dict[bytes, bytes]:
         """{key: raw float32 bytes} for the ``text_key`` digests cached under ``model_id``.
 

@@ -16,6 +16,7 @@ to LanceDB. A writer whose mirror does not match rebuilds it from the tables.
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import os
 import sqlite3
@@ -25,7 +26,7 @@ from pathlib import Path
 
 from .records import FileRecord
 
-__all__ = ["MIRROR_NAME", "FilesMirror", "MirrorSnapshot", "lance_stamp", "read_mirror"]
+__all__ = ["MIRROR_NAME", "FilesMirror", "MirrorSnapshot", "lance_stamp", "read_meta", "read_mirror"]
 
 log = logging.getLogger(__name__)
 
@@ -115,6 +116,15 @@ def _read_once(conn: sqlite3.Connection, lance_dir: Path) -> MirrorSnapshot | No
     finally:
         conn.execute("COMMIT")
     return MirrorSnapshot(files, facts, chunks)
+
+
+def read_meta(folder: Path) -> dict:
+    """The ``meta.json`` of the index at ``folder`` (its model, its rows' layout, the commit it is
+    aligned with), as the store writes it; empty when there is none yet."""
+    try:
+        return json.loads((folder / "meta.json").read_text(encoding="utf-8"))
+    except (FileNotFoundError, json.JSONDecodeError):
+        return {}
 
 
 def read_mirror(folder: Path) -> MirrorSnapshot | None:

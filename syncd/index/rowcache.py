@@ -1,10 +1,10 @@
 """The in-memory copy of the index's rows that queries run on: vectors, full text, payloads.
 
-Measured on these 2 cores at 100,000 x 384 rows: an int8 pass over every row plus an exact
-float32 rerank of a shortlist takes ~2-4 ms with recall 1.0 against exact search, while LanceDB's
-flat scan took ~260 ms and an IVF-PQ index took 106 s to build (a rebuild could not afford it)
-for ~11-22 ms approximate queries. Full text is the same story (see fulltext.py). So LanceDB
-stores the rows and this copy searches them; it is rebuilt from the table whenever another process
+Why a copy: a pass over every row held in memory (int8, then an exact float32 rerank of a
+shortlist) is exact and reads nothing from disk, while LanceDB's flat scan reads the table on
+every query and its approximate (IVF-PQ) index loses recall and costs a rebuild more to build
+than the rebuild itself (benchmarks/bench_scale.py times searches at scale). Full text is the
+same story (see fulltext.py). So LanceDB stores the rows and this copy searches them; it is rebuilt from the table whenever another process
 has written, and patched in place for our own writes. Rows keep one numbering across the vectors, the BM25 postings and the scope codes.
 """
 
@@ -213,8 +213,8 @@ class RowCache:
         into the unused tail and no row is copied. The rows the array shows, and any older view a
         reader may still hold, are never written. Otherwise (first growth after a load, after a
         compaction, or no room left) a buffer an eighth larger (at least 4,096 rows) is filled:
-        at 100,000 x 384 float32 a write of a few rows then costs microseconds rather than the
-        ~60 ms of copying 150 MB, and the full copy comes once per ~12,500 rows added.
+        a write of a few rows then copies only those rows instead of the whole array (hundreds
+        of megabytes at 100,000 rows), and the full copy comes once per eighth of growth.
         """
         array, buffer = getattr(self, name), self._room.get(name)
         start, end = len(array), len(array) + len(rows)
@@ -328,8 +328,8 @@ class RowCache:
         """Top ``k`` (path, id, cosine) in scope, best first. Vectors are L2-normalised.
 
         A small index is searched exactly. A large one is first scored in int8 (the product over
-        every row is memory-bound, and int8 reads a quarter of the bytes: 2.2 ms instead of 6.0 ms
-        at 100,000 x 384, benchmarks/bench_products.py), then a shortlist of 4k rows (at least 200) is
+        every row is memory-bound, and int8 reads a quarter of the bytes float32 does;
+        benchmarks/bench_products.py shows the two side by side), then a shortlist of 4k rows (at least 200) is
         ranked by exact float32 cosines. Quantisation moves a score by a few thousandths, so an
         exact top-k row misses the shortlist only if 4k rows score within that of it: the search
         benchmark measures recall@10 against exact search (1.000 at 100,000 facts) and a test
@@ -359,10 +359,10 @@ class RowCache:
 
     def _int8_scores(self, query: np.ndarray) -> np.ndarray:
         """Approximate cosines of every row (in proportion to them: the query's own scale is
-        left out, which changes no ranking). On the calling thread: on 2 cores, ``threads=2``
-        made the product no faster (2.2 ms at 100,000 x 384 either way) and OpenMP's idle
-        threads then spun for ~8 ms, 10.5 ms of CPU a search instead of 2.3 (measured side by
-        side by benchmarks/bench_products.py); every add runs such a search to deduplicate."""
+        left out, which changes no ranking). On the calling thread: a memory-bound product gains
+        nothing from a second thread, while OpenMP's idle threads spin after it and take the CPU
+        from whatever runs next (benchmarks/bench_products.py compares the two); every add runs
+        such a search to deduplicate, so the spinning would be paid on every write."""
         codes, _ = _quantize(query.reshape(1, -1))
         raw = simsimd.cdist(codes, self._codes8, metric="dot", out_dtype="float32", threads=1)
         return np.asarray(raw).reshape(-1) * self._scales
@@ -373,12 +373,6 @@ class RowCache:
     def search_rows(self, query: np.ndarray, scope: ScopeMask, k: int) -> np.ndarray:
         """Rows of :meth:`search`'s hits, best first."""
         return np.fromiter((self._row_of_key[(p, i)] for p, i, _ in self.search(query, scope, k)), np.int64)
-
-    def text_scores(self, query: str, scope: ScopeMask) -> np.ndarray:
-        """BM25 of every row for ``query`` within ``scope`` (0: no match, or out of scope), with
-        the scope's own statistics; :func:`syncd.index.fulltext.best_rows` picks its top."""
-        self._flush()
-        return self._text_index.scores(query, self._alive, self._mask(scope))
 
     def text_signals(self, query: str, scope: ScopeMask) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Every row's BM25 over its passage, its coverage of the query and the rare words' part
@@ -456,11 +450,11 @@ def _posix(created_at: str | None) -> float:
 
 
 def _products(matrix: np.ndarray, query: np.ndarray) -> np.ndarray:
-    """``matrix @ query`` in float32, on the calling thread. numpy's ``@`` hands any product
-    over ~9,000 elements to OpenBLAS's thread pool, whose threads then spin for a tenth of a
-    second waiting for more: with a search in every add, that spinning took 16-19 of the
-    server's 51-59 ms of CPU per add on 2 cores. simsimd is as fast here on one thread (0.16 ms at 5,000 x
-    384) and its threads, when asked for, are OpenMP's, which give up the CPU far sooner."""
+    """``matrix @ query`` in float32, on the calling thread. numpy's ``@`` hands any larger
+    product to OpenBLAS's thread pool, whose threads then spin waiting for more work: with a
+    search in every add, that spinning took a large share of the server's CPU per add on a
+    small machine. simsimd is as fast here on one thread, and its threads, when asked for, are
+    OpenMP's, which give up the CPU far sooner."""
     if not len(matrix):
         return np.zeros(0, dtype=np.float32)
     raw = simsimd.cdist(np.ascontiguousarray(query).reshape(1, -1), matrix, metric="dot", out_dtype="float32", threads=1)

@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 
 from ..embedding.fastembed_backend import Embedder
 
-__all__ = ["TokenSpanner", "token_spanner"]
+__all__ = ["TokenSpanner"]
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +68,3 @@ class TokenSpanner:
 
         return spans
 
-
-def token_spanner(embedder: Embedder) -> TokenSpanner:
-    return TokenSpanner(embedder)

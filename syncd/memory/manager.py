@@ -126,9 +126,12 @@ class MemoryManager:
         if home_or_engine is None or isinstance(home_or_engine, (Home, Path, str)):
             # The one import of the engine from memory, and one way: the engine never imports us.
             from ..engine.facade import open_engine
+            from ..wiki.store import follow_index
 
             root = home_or_engine.root if isinstance(home_or_engine, Home) else home_or_engine
-            self.engine: MemoryBackend = open_engine(root, read_only=True, settings=settings, embedder=embedder)
+            engine = open_engine(root, read_only=True, settings=settings, embedder=embedder)
+            follow_index(engine)  # its writes, indexed here when no daemon holds the home
+            self.engine: MemoryBackend = engine
             self._owns_engine = True
         else:
             self.engine = home_or_engine

@@ -35,7 +35,7 @@ from ..home import check_text, validate_id
 from .backend import MemoryBackend
 from .writer import MarkdownWriter
 
-__all__ = ["MarkdownMemoryStore", "DailyLogFile", "StoredFact", "Clock", "new_fact_id", "local_now"]
+__all__ = ["MarkdownMemoryStore", "DailyLogFile", "StoredFact", "Clock", "new_fact_id", "local_now", "stored_facts"]
 
 logger = logging.getLogger(__name__)
 
@@ -231,7 +231,7 @@ class MarkdownMemoryStore:
             found = self.read_daily_log(date)
             if found is None:
                 continue
-            yield from _stored(found.log, found.path, date)
+            yield from stored_facts(found.log, found.path, date)
 
     def find_fact(self, fact_id: str, hint_paths: Iterable[str] = ()) -> StoredFact:
         """The fact with this id (engine-written or derived); ``hint_paths`` are looked at first."""
@@ -240,7 +240,7 @@ class MarkdownMemoryStore:
             date = rel.rsplit("/", 1)[-1][:-3]
             if date in own and rel == self.daily_log_rel(date):
                 found = self.read_daily_log(date)
-                for stored in _stored(found.log, rel, date) if found else ():
+                for stored in stored_facts(found.log, rel, date) if found else ():
                     if stored.id == fact_id:
                         return stored
         for stored in self.iter_facts():
@@ -341,7 +341,9 @@ class MarkdownMemoryStore:
         return self.writer.update(rel, change, self._intent(f"Update MEMORY.md of {self.user_id}", intent))
 
 
-def _stored(log: DailyLog, rel: str, date: str) -> Iterator[StoredFact]:
+def stored_facts(log: DailyLog, rel: str, date: str) -> Iterator[StoredFact]:
+    """The facts of the daily log ``log`` (the file ``rel`` of day ``date``) with their ids and
+    where each sits, as the API shows them."""
     located: LocatedFact
     for located, fact_id in zip(log.facts(), log.fact_ids(rel)):
         section = located.section

@@ -22,13 +22,13 @@ from typing import Annotated, Any, Protocol
 
 from pydantic import Field, ValidationError
 
-from .. import __version__
+from .._version import __version__
 from ..api import schemas as s
-from ..errors import SyncdError
+from ..errors import AccessError, SyncdError
 from .gate import principal_of_scope
-from .service import LOCAL_ADMIN, OPERATIONS, AccessError, MemoryService, Operation, call
+from .service import LOCAL_ADMIN, OPERATIONS, MemoryService, Operation, call
 from .tokens import Principal
-from .visible import scrubber
+from .scrub import scrubber
 
 __all__ = ["Backend", "LocalBackend", "SocketBackend", "build_mcp", "control_methods"]
 
@@ -67,7 +67,7 @@ class SocketBackend:
 
     async def call(self, principal: Principal, name: str, arguments: dict) -> dict:
         from ..control.client import ask_daemon
-        from ..control.protocol import RemoteError
+        from ..errors import RemoteError
 
         op = OPERATIONS.get(name)
         if op is not None and principal.user is not None and "user_id" in op.input.model_fields:

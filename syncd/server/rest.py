@@ -25,9 +25,10 @@ from fastapi.security import HTTPBearer
 from pydantic import ValidationError
 from starlette.exceptions import HTTPException
 
-from .. import __version__
+from .._version import __version__
 from ..api import schemas as s
 from ..errors import (
+    AccessError,
     BlockLimitError,
     ConflictError,
     ExtractionError,
@@ -42,9 +43,9 @@ from ..errors import (
     SyncdError,
 )
 from .gate import PRINCIPAL_KEY
-from .service import AccessError, MemoryService
+from .service import MemoryService
 from .tokens import Principal
-from .visible import scrubber
+from .scrub import scrubber
 
 __all__ = ["OPEN_PATHS", "UserParam", "Who", "bearer", "create_app", "status_of"]
 

@@ -14,24 +14,25 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel
 
 from ..api import schemas as s
-from ..errors import InvalidInputError, NotFoundError, SyncdError
+from ..errors import AccessError, InvalidInputError, NotFoundError
 from ..home import read_regular
 from ..memory import MemoryManager
 from ..memory.tools import update_block
+from ..engine import audit
 from ..engine.search import hit_record, search
+from ..engine.visibility import readable
 from ..session.files import list_sessions
 from ..session.state import read_state_file
 from ..session.transcripts import read_transcript_file
 from .tokens import Principal
-from .visible import log_path, readable, seen_by
 
-__all__ = ["LOCAL_ADMIN", "OPERATIONS", "AccessError", "MemoryService", "Operation"]
+__all__ = ["LOCAL_ADMIN", "OPERATIONS", "MemoryService", "Operation"]
 
 log = logging.getLogger(__name__)
 
@@ -47,10 +48,6 @@ LOCAL_ADMIN = Principal(None, "local")
 WRITERS_IN_FLIGHT = 16
 # The event loop's worker threads (asyncio.to_thread): the waiting writers plus reads beside them.
 WORKER_THREADS = 32
-
-
-class AccessError(SyncdError):
-    """The token may not do this (another user's memory, an admin-only operation)."""
 
 
 def _hit(hit) -> s.MemoryHit:
@@ -185,9 +182,9 @@ class MemoryService:
             return _block(await update_block(self.manager, q, user))
 
     def _daily(self, store, found) -> s.DailyLog:
-        from ..memory.store import _stored
+        from ..memory.store import stored_facts
 
-        facts = [s.StoredFactOut(**f.to_dict()) for f in _stored(found.log, found.path, found.date)]
+        facts = [s.StoredFactOut(**f.to_dict()) for f in stored_facts(found.log, found.path, found.date)]
         return s.DailyLog(date=found.date, path=found.path, text=found.text, facts=facts)
 
     async def recent_logs(self, p: Principal, q: s.RecentLogsInput) -> s.DailyLogs:
@@ -264,73 +261,28 @@ class MemoryService:
 
     def _counts_of(self, user: str) -> dict[str, int]:
         """Files, facts and chunks of the index that ``user``'s searches can reach: theirs and the shared ones."""
-        from ..index.rowcache import ScopeMask
-
-        index = self.engine.index
-        files = sum(1 for rel in index.files() if readable(rel, user))
-        with index.reading() as rows:
-            facts = rows.count(ScopeMask(user=user, kind="fact"))
-            chunks = rows.count(ScopeMask(user=user, kind="chunk"))
-        return {"files": files, "facts": facts, "chunks": chunks}
+        files = sum(1 for rel in self.engine.indexed_files() if readable(rel, user))
+        return {"files": files, **self.engine.counts(user_id=user)}
 
     async def log(self, p: Principal, q: s.LogInput) -> s.LogOut:
-        from ..history.log import read_log
-
         user = None if p.admin and q.user_id is None else self.user_for(p, q.user_id)
-        try:
-            path = log_path(q.path, user)
-        except PermissionError as exc:
-            raise AccessError(str(exc)) from None
-        entries = await asyncio.to_thread(read_log, self.home.root, path, q.limit)
-        if user is not None:
-            entries = [seen for e in entries if (seen := seen_by(e, user)) is not None]
+        entries = await asyncio.to_thread(audit.log, self.home.root, q.path, q.limit, user_id=user)
         return s.LogOut(entries=[_log_entry(e) for e in entries])
 
     async def blame(self, p: Principal, q: s.BlameInput) -> s.BlameOut:
-        from ..history.blame import current_line, fact_history
-
-        rows = await asyncio.to_thread(self.engine.find_fact, q.fact_id)
         user = None if p.admin and q.user_id is None else self.user_for(p, q.user_id)
-        if user is not None:
-            rows = [r for r in rows if readable(r["path"], user)]
-        if not rows:
-            raise NotFoundError(f"no fact {q.fact_id!r} in this memory")
-
-        def histories() -> list:
-            out = []
-            for row in rows:
-                h = fact_history(self.home.root, row["path"], current_line(self.home.root, row), row["text"])
-                introduced, edits = h.introduced, list(h.edits)
-                if user is not None:
-                    introduced, edits = self._blame_seen_by(user, introduced, edits)
-                out.append(
-                    s.FactHistoryOut(
-                        path=h.path,
-                        line=h.line,
-                        text=h.text,
-                        uncommitted=h.uncommitted,
-                        introduced=_log_entry(introduced) if introduced else None,
-                        edits=[_log_entry(e) for e in edits],
-                    )
-                )
-            return out
-
-        return s.BlameOut(fact_id=q.fact_id, histories=await asyncio.to_thread(histories))
-
-    def _blame_seen_by(self, user: str, introduced, edits: list):
-        """A fact's commits as ``user`` may see them (a commit that also changed another user's
-        files loses its subject, author and trailers), each without its list of files, as blame shows them."""
-        from ..history.log import commit_files
-
-        touched = commit_files(self.home.root, [e.sha for e in (introduced, *edits) if e is not None])
-
-        def seen(entry):
-            if entry is None:
-                return None
-            shown = seen_by(replace(entry, files=touched.get(entry.sha, ())), user)
-            return None if shown is None else replace(shown, files=())
-
-        return seen(introduced), [e for e in map(seen, edits) if e is not None]
+        histories = await asyncio.to_thread(audit.blame, self.engine, q.fact_id, user_id=user)
+        return s.BlameOut(fact_id=q.fact_id, histories=[
+            s.FactHistoryOut(
+                path=h.path,
+                line=h.line,
+                text=h.text,
+                uncommitted=h.uncommitted,
+                introduced=_log_entry(h.introduced) if h.introduced else None,
+                edits=[_log_entry(e) for e in h.edits],
+            )
+            for h in histories
+        ])
 
     async def revert(self, p: Principal, q: s.RevertInput) -> s.RevertResult:
         self.require_admin(p, "revert")

@@ -39,7 +39,7 @@ class TranscriptIndexer:
         home = self.engine.home
         rel = home.rel(home.transcript_path(validate_id("user", user_id), validate_id("session", session_id)))
         self.engine.sync([rel])
-        return sum(1 for r in self.engine.index.all_rows().to_pylist() if r["path"] == rel)
+        return self.engine.rows_of(rel)
 
     def search_transcripts(
         self, query: str, user_id: str, limit: int = 5, session_id: str | None = None
@@ -66,7 +66,7 @@ class MarkdownIndexer:
         """Rebuild the index from the markdown (and transcripts); the seed's stats dict."""
         started = time.perf_counter()
         report = self.engine.reindex()
-        files = self.engine.index.files()
+        files = self.engine.indexed_files()
         return {
             "files_processed": len(files),
             "facts_indexed": report.facts,

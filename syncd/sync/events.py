@@ -135,8 +135,8 @@ def to_event(root: str, kind: str, src: str | bytes, dest: str | bytes | None, i
 def is_unwatched_folder(rel: str) -> bool:
     """Folders not worth an inotify watch: every event in them would be noise (``is_noise``).
     Git's object store and the index's LanceDB files change on every commit and every index
-    write: under a stream of REST adds, watchdog's thread spent 4.4-4.9 ms of CPU per add on
-    them (1.2 ms without).
+    write: watching them makes watchdog's thread read and drop several events per add, a cost
+    every write would pay for nothing.
     ``.git`` itself stays watched (HEAD, packed-refs), and so does ``.git/refs``."""
     if rel == ".syncd" or rel.startswith(".syncd/"):
         return True

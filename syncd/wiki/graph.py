@@ -34,7 +34,6 @@ __all__ = [
 ]
 
 _TAG_OK_RE = re.compile(r"#?[\w/-]+")
-_URL_RE = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
 
 
 class LinkRef(NamedTuple):

@@ -54,12 +54,14 @@ from dataclasses import dataclass, field
 from urllib.parse import quote
 
 from ..formats.text import closes_fence, fence_opener, frontmatter_line_count
-from .graph import _URL_RE, Edge, LinkRef, VaultGraph, shown
+from .graph import Edge, LinkRef, VaultGraph, shown
 from .resolve import parse_linktext
 
 __all__ = ["source_ref", "local_source_paths", "Finding", "GitFacts", "LogRewrite", "SEVERITIES", "CODES", "lint", "INDEX", "LOG", "SCHEMA"]
 
 INDEX, LOG, SCHEMA = "index.md", "log.md", "schema.md"
+# A source named by URL (scheme://...) is outside the vault: never a broken local source.
+_URL_RE = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
 SEVERITIES = ("error", "warning", "info")
 CODES: dict[str, str] = {
     "broken-link": "error",

@@ -46,6 +46,7 @@ __all__ = [
     "Snapshot",
     "SyncedPages",
     "build_graph",
+    "follow_index",
     "scan_vault",
     "snapshot",
     "sources_digest",
@@ -80,7 +81,7 @@ def sources_digest(*modules: str) -> str:
         try:
             h.update((package / (name.replace(".", "/") + ".py")).read_bytes())
         except OSError:  # no source (a frozen build): the version alone
-            from .. import __version__
+            from .._version import __version__
 
             h.update(__version__.encode())
     return h.hexdigest()
@@ -359,6 +360,13 @@ def build_graph(root: Path, cache: GraphCache | None = None) -> VaultGraph:
     return snapshot(root, cache).graph()
 
 
+def follow_index(engine: Any) -> None:
+    """Keep the link graph store of ``engine``'s home in step with every batch its index applies
+    (Engine.follow_index), from the same parses. Without it the store is still right, only
+    slower: readers parse what it lacks."""
+    engine.follow_index(SyncedPages(engine.home.root))
+
+
 class SyncedPages:
     """The sync's side of the store: called with each batch of index updates of a home, it
     writes the nodes of the vault pages in it (parsed once, for their rows and their node),
@@ -367,6 +375,10 @@ class SyncedPages:
 
     def __init__(self, home: Path):
         self.path = store_path(home)
+
+    def __eq__(self, other: object) -> bool:
+        # The same store followed twice would write every batch twice (Engine.follow_index).
+        return isinstance(other, SyncedPages) and other.path == self.path
 
     def reset(self) -> None:
         """Forget everything (a rebuild of the index rebuilds this too)."""

@@ -1,4 +1,4 @@
-"""What a user's token may see of the home beyond its own memory: which files it may be named,
+"""What one user may see of a shared home beyond their own memory: which files they may be named,
 which paths it may ask the history of, and what it is shown of a commit. Pure (no I/O).
 
 A user sees their own folder (``memory/users/<user>/``, sessions included) and the files that
@@ -12,19 +12,19 @@ reader's files only, a neutral subject, and no author or trailers (those describ
 commit: whose turn it was, how many facts it added); a commit that touched nothing visible is
 left out.
 
-No message names the server's folders either (:func:`scrubber`).
+The servers decide who a request acts for (a token's user); the use cases that show a shared home
+to one user (``audit.blame``, ``audit.user_log``) and the servers apply these rules.
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
-from pathlib import Path
 
-from ..errors import InvalidInputError
+from ..errors import AccessError, InvalidInputError
 from ..history.log import LogEntry
 from ..home import classify_path
 
-__all__ = ["log_path", "readable", "scrubber", "seen_by"]
+__all__ = ["log_path", "readable", "seen_by"]
 
 _USERS = ("memory", "users")
 # The empty file `syncd init` keeps the users' folder with: nobody's memory, in the first commit.
@@ -55,22 +55,22 @@ def _parts(path: str) -> list[str]:
 
 def log_path(path: str | None, user: str | None) -> str | None:
     """The path to read the history of, for ``user`` (None: the admin). Raises InvalidInputError
-    for a path that climbs or is no plain path, and PermissionError for one outside the user's
-    reach; a user who names none gets their own folder."""
+    for a path that climbs or is no plain path, and AccessError for one outside the user's reach;
+    a user who names none gets their own folder."""
     parts = _parts(path) if path is not None else []
     if user is None:
         return "/".join(parts) or None
     if not parts:
         if path is None:
             return "/".join((*_USERS, user))
-        raise PermissionError("the whole home holds other users' memory")
+        raise AccessError("the whole home holds other users' memory")
     if tuple(parts[:3]) == (*_USERS, user):
         return "/".join(parts)
     if tuple(parts[:2]) == _USERS or parts in (["memory"], ["sessions"]) or parts[0] == "sessions":
-        raise PermissionError(f"{'/'.join(parts)} is not in the memory of {user!r}")
+        raise AccessError(f"{'/'.join(parts)} is not in the memory of {user!r}")
     rel = "/".join(parts)
     if not readable(rel, user):
-        raise PermissionError(f"{rel} is not in the memory of {user!r}")
+        raise AccessError(f"{rel} is not in the memory of {user!r}")
     return rel
 
 
@@ -86,27 +86,3 @@ def seen_by(entry: LogEntry, user: str) -> LogEntry | None:
     if len(visible) == len(entry.files) and entry.trailers.get("Syncd-User", user) == user:
         return entry
     return replace(entry, author="", email="", subject=_neutral_subject(visible), trailers={}, files=tuple(visible))
-
-
-def scrubber(root: Path, *more: Path):
-    """A function that rewrites a message so it names no folder of the server's: a path inside the
-    home ``root`` becomes home-relative, ``more`` folders (where the server keeps its state) and
-    the account's home folder are named as such."""
-    places: list[tuple[str, str]] = []
-    try:
-        account = [(Path.home(), "~")]
-    except RuntimeError:  # no home folder known: nothing of it to hide
-        account = []
-    for folder, shown in ((root, ""), *((m, "<server state>") for m in more), *account):
-        for form in dict.fromkeys((str(folder), str(Path(folder).resolve()))):
-            if len(form) > 1:
-                places.append((form + "/", f"{shown}/" if shown else ""))
-                places.append((form, shown or "."))
-    places.sort(key=lambda p: len(p[0]), reverse=True)  # the home before the account's folder holding it
-
-    def scrub(message: str) -> str:
-        for form, shown in places:
-            message = message.replace(form, shown)
-        return message
-
-    return scrub

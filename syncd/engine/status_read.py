@@ -1,33 +1,24 @@
-"""``syncd status`` without LanceDB or the model when it can: from the index's files mirror when
-that is current, else by opening the index read-only (kept out of ``syncd.engine.status`` because opening
-an engine there would make status and the engine import each other)."""
+"""``syncd status`` without LanceDB or the model when it can: the same Status as
+``Engine.status()``, from the index's files mirror when that is current, else by opening the index
+read-only (apart from status.py, which the engine imports, so that the two never import each other)."""
 
 from __future__ import annotations
 
-import json
 import logging
 from pathlib import Path
 
 from ..home import Home
+from ..index.files_mirror import read_meta, read_mirror
 from ..index.records import meta_compatible
-from ..engine.status import Status, build_status, missing_status
+from .status import Status, build_status, missing_status
 
 __all__ = ["read_status"]
 
 log = logging.getLogger(__name__)
 
 
-def _read_meta(folder: Path) -> dict:
-    try:
-        return json.loads((folder / "meta.json").read_text(encoding="utf-8"))
-    except (FileNotFoundError, json.JSONDecodeError):
-        return {}
-
-
 def read_status(root: Path, settings) -> Status:
     """``Engine(root, read_only=True).status()``, from the files mirror when it is current."""
-    from ..index.files_mirror import read_mirror
-
     home = Home(root).require()
     folder = home.state_dir / "index"
     if not (folder / "lance").is_dir():
@@ -43,7 +34,7 @@ def read_status(root: Path, settings) -> Status:
             return engine.status()
     model_id = _model_id(home, settings)
     counts = {"files": len(snapshot.files), "facts": snapshot.facts, "chunks": snapshot.chunks}
-    meta = _read_meta(folder)
+    meta = read_meta(folder)
     compatible = meta_compatible(meta, model_id, empty=snapshot.facts + snapshot.chunks == 0)
     return build_status(home, snapshot.files, counts, model_id, compatible, meta, settings.max_file_bytes)
 
