@@ -9,12 +9,13 @@ from __future__ import annotations
 import dataclasses
 import string
 
-from hypothesis import reject
+from hypothesis import reject, settings
 from hypothesis import strategies as st
 
 from syncd.formats import Fact, FactLine, TextLine, page_from_body, render_fact_line
 
 __all__ = [
+    "examples",
     "HOSTILE_TEXT",
     "unicode_text",
     "line_text",
@@ -38,6 +39,15 @@ __all__ = [
     "user_folder_paths",
     "sync_runs",
 ]
+
+
+def examples(ci: int) -> int:
+    """``max_examples`` for a law whose every example costs (a real engine, git, the model): ``ci``
+    under the CI profile, which runs hypothesis's usual 100 for the other laws, and as many times
+    more under ``pytest --slow`` (SYNCD_SLOW=1) as that profile runs (1000: ten times). Each CI
+    run draws new examples (no database is kept), so a smaller ``ci`` still explores over runs."""
+    return ci * settings().max_examples // 100
+
 
 # ---------------------------------------------------------------------------------------- text
 

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 from syncd.formats import DailyLog, FactLine, append_section, parse_daily_log, render_daily_log
 from syncd.formats.reparse import LogMemo, reparse_daily_log
 
-from .strategies import daily_log_edits, facts
+from .strategies import daily_log_edits, examples, facts
 
 
 def _same_parse(got, want, raw: bool = True) -> None:
@@ -21,15 +21,20 @@ def _same_parse(got, want, raw: bool = True) -> None:
     assert render_daily_log(got) == render_daily_log(want)
 
 
+# The three laws of re-reading cost a full parse or two per example: a CI run draws 100, 60 and 20
+# (600, 300 and 60 before: 3.4 minutes of every run), new ones each run since CI keeps no example
+# database. A planted slip in the re-read (the facts after an edit keep their old index) fails
+# within them; the rarest edge cases need more: run `pytest --slow` (ten times as many) when
+# changing syncd/formats/reparse.py.
 @given(daily_log_edits())
-@settings(max_examples=600)
+@settings(max_examples=examples(100))
 def test_law_reparse_equals_a_full_parse(case):
     old, new = case
     _same_parse(reparse_daily_log(new, old, parse_daily_log(old)), parse_daily_log(new))
 
 
 @given(daily_log_edits(), facts(), st.data())
-@settings(max_examples=300)
+@settings(max_examples=examples(60))
 def test_law_edits_through_the_api_equal_a_full_parse(case, fact, data):
     """replace_fact, remove_fact and append_section read again only around their edit."""
     log = parse_daily_log(case[0])
@@ -80,7 +85,7 @@ def test_a_fence_opened_by_the_edit_swallows_what_follows():
 
 
 @given(st.lists(daily_log_edits(), min_size=1, max_size=4), st.integers(1, 3))
-@settings(max_examples=60)
+@settings(max_examples=examples(20))
 def test_law_a_memo_of_last_reads_parses_as_a_full_parse(cases, logs):
     """LogMemo: reads of a few keys in turn, each an edit of something else, with a budget small
     enough to drop logs on the way: always what a full parse gives, never over its bounds."""

@@ -16,6 +16,7 @@ from syncd.sync.plan import plan_sync
 from syncd.sync.scan import DiskFile
 
 from .helpers import assert_matches_rebuild, assert_same_index, snapshot, write
+from .strategies import examples
 
 FACTS = [
     "Likes green tea in the morning.",
@@ -106,7 +107,8 @@ def _apply(root, op) -> None:
         path.write_bytes(b"# broken\n\xff\xfe\x00 not utf-8 \xc3\x28\n")
 
 
-@settings(max_examples=12)
+# A real engine per example, up to 7 operations of 8 kinds each (12 before; --slow runs 60).
+@settings(max_examples=examples(6))
 @given(ops=st.lists(operation, min_size=1, max_size=7))
 def test_incremental_sync_equals_rebuild(tmp_path_factory, embedder, ops):
     root = syncd.init(tmp_path_factory.mktemp("home")).home
