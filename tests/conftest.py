@@ -1,4 +1,5 @@
-"""Shared fixtures: the real embedding model (loaded once), fresh homes in tmp_path."""
+"""Shared fixtures: the real embedding model (loaded once), fresh homes in tmp_path, an
+environment of the suite's own for every test; the hypothesis profiles (``--slow`` for more)."""
 
 from __future__ import annotations
 
@@ -12,14 +13,43 @@ import syncd
 from syncd.config import Settings
 from syncd.embedding.fastembed_backend import load_embedder
 
-# Property tests here touch real files, LanceDB and the real model: fewer, slower examples.
+# Property tests here touch real files, LanceDB and the real model: fewer, slower examples. A law
+# runs the profile's 100 examples unless it sets its own; one whose every example costs sets
+# examples(n) from tests/strategies.py (n in CI). `pytest --slow` or SYNCD_SLOW=1 loads the profile
+# with ten times as many for both: run it when changing what such a law guards.
 settings.register_profile(
-    "syncd", deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture]
+    "syncd",
+    max_examples=100,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
 )
+settings.register_profile("syncd-slow", settings.get_profile("syncd"), max_examples=1000)
 settings.load_profile("syncd")
 
-# Commits made by tests must not depend on the machine's git identity.
-os.environ.setdefault("GIT_CONFIG_NOSYSTEM", "1")
+
+def pytest_addoption(parser):
+    parser.addoption("--slow", action="store_true", help="syncd: the laws with ten times the examples")
+
+
+def pytest_configure(config):
+    if config.getoption("slow") or os.environ.get("SYNCD_SLOW") == "1":
+        settings.load_profile("syncd-slow")
+
+
+@pytest.fixture(autouse=True)
+def _own_environment(monkeypatch, tmp_path_factory):
+    """Every test starts without the SYNCD_* settings of whoever runs the suite (or of a test
+    before it) and with an empty HOME of its own: nothing of ``~`` (a git identity, a model cache,
+    a syncd home found from there) decides what a test sees, and nothing a test leaves there
+    reaches the next. Commits made by tests do not depend on the machine's git config either."""
+    for name in [name for name in os.environ if name.startswith("SYNCD_")]:
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("HOME", str(tmp_path_factory.mktemp("user-home")))
+    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
+    yield
+    # Set by the test without monkeypatch (which undoes only its own): gone before the next test.
+    for name in [name for name in os.environ if name.startswith("SYNCD_")]:
+        del os.environ[name]
 
 
 @pytest.fixture(scope="session")
@@ -39,5 +69,3 @@ def home(tmp_path) -> Path:
 def engine(home, embedder):
     with syncd.open(home, embedder=embedder) as eng:
         yield eng
-
-
