@@ -1,0 +1,25 @@
+"""The suite's own environment (tests/conftest.py): no test sees the SYNCD_* settings, the HOME or
+the git identity of whoever runs the suite, nor what an earlier test left in them."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+
+def test_a_test_starts_without_syncd_settings_and_with_an_empty_home_of_its_own(tmp_path_factory):
+    assert [name for name in os.environ if name.startswith("SYNCD_")] == []
+    home = Path.home()
+    assert home.is_relative_to(tmp_path_factory.getbasetemp()) and list(home.iterdir()) == []
+    identity = subprocess.run(["git", "config", "--global", "user.name"], capture_output=True, text=True, check=False)
+    assert identity.stdout == ""
+    # Left behind on purpose, without monkeypatch: the next test must not see either.
+    os.environ["SYNCD_DEBOUNCE_MS"] = "soon"
+    (home / ".gitconfig").write_text("[user]\n\tname = Left Behind\n")
+
+
+def test_what_the_test_before_left_is_gone():
+    """Runs after the one above (pytest keeps a module's order)."""
+    assert "SYNCD_DEBOUNCE_MS" not in os.environ
+    assert not (Path.home() / ".gitconfig").exists()
