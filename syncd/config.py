@@ -25,7 +25,10 @@ class Settings(BaseSettings):
     embed_batch_size: int = Field(64, ge=1, le=4096)
     embed_threads: int | None = Field(None, ge=1, description="onnxruntime threads; None = all.")
 
-    # Index
+    # Index: embedded LanceDB under .syncd/ unless a PostgreSQL URL names a database with pgvector
+    # (syncd/index/backend.py; `syncd init --index URL` records it in the home, without password).
+    index_url: str | None = Field(None, description="postgresql://... for a PostgreSQL index.")
+    index_schema: str | None = Field(None, description="The home's schema in that database (readers).")
     vector_index_min_rows: int = Field(
         50_000, ge=256, description="Build an ANN vector index once a table has this many rows."
     )

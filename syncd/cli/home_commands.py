@@ -13,15 +13,28 @@ __all__ = ["COMMANDS"]
 
 @click.command("init")
 @click.argument("path", required=False, type=click.Path(path_type=Path))
+@click.option("--index", "index_url", metavar="URL", default=None,
+              help="Keep the index in PostgreSQL with pgvector (postgresql://...) instead of .syncd/.")
 @home_option
-def init_command(path: Path | None, home: Path | None) -> None:
+def init_command(path: Path | None, index_url: str | None, home: Path | None) -> None:
     """Create a memory home, or adopt an existing folder without changing its files.
 
-    PATH is the folder to create or adopt (default: --home, else the current folder).
+    PATH is the folder to create or adopt (default: --home, else the current folder). With
+    --index, the home's index lives in that database from now on (the URL is recorded in the
+    home's .git/config without its password: give that by PGPASSWORD or ~/.pgpass).
     """
     from ..engine.initialize import init
 
+    if index_url is not None:
+        from ..index.pg_store import check_database
+
+        check_database(index_url)  # a bad URL, a server down or without pgvector: said before anything is made
     report = init(path or home or Path("."), load_settings())
+    if index_url is not None:
+        from ..index.backend import record_home_index, redact_url
+
+        record_home_index(report.home, index_url)
+        click.echo(f"  index: {redact_url(index_url)}")
     if not report.changed:
         click.echo(f"{report.home} is already a syncd home; nothing to do")
         return

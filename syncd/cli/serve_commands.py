@@ -34,18 +34,34 @@ __all__ = ["COMMANDS"]
     metavar="ORIGIN",
     help="Allow browser pages from ORIGIN to call the API (repeatable; none by default).",
 )
+@click.option("--read-only", "read_only", is_flag=True,
+              help="Serve searches and reads only, holding nothing: one of many servers over a shared index.")
+@click.option("--index", "index_url", metavar="URL", default=None,
+              help="The PostgreSQL index to read (postgresql://...; default: the home's own).")
+@click.option("--index-schema", "index_schema", metavar="NAME", default=None,
+              help="The home's schema in that database (its writer's `git config syncd.indexschema`).")
 @home_option
-def serve_command(host: str, port: int, cors_origins: tuple[str, ...], home: Path | None) -> None:
+def serve_command(host: str, port: int, cors_origins: tuple[str, ...], read_only: bool, index_url: str | None,
+                  index_schema: str | None, home: Path | None) -> None:
     """Run the daemon plus the REST API and MCP (streamable HTTP at /mcp) in one process that
     holds the home. Every request needs a bearer token: the first serve writes the admin token
     to .git/syncd/admin.token (mode 0600); `syncd token add --user U` issues a user's token.
-    SIGTERM/SIGINT answer the requests in flight, commit, release the lock and exit 0."""
+    SIGTERM/SIGINT answer the requests in flight, commit, release the lock and exit 0.
+
+    With --read-only it holds nothing and runs no daemon: it answers searches, stats and
+    core-block reads from the index its home's writer keeps (a PostgreSQL index any number of
+    servers on other machines share, each over a clone of the home), and refuses writes."""
     from ..home import Home
     from ..server.serve import serve
     from ..daemon.logfile import daemon_log
 
     root = resolve_home(home)
     settings = load_settings()
+    if index_url is not None or index_schema is not None:
+        from ..index.backend import validate_url
+
+        updates = {"index_url": validate_url(index_url) if index_url else settings.index_url}
+        settings = settings.model_copy(update={**updates, "index_schema": index_schema or settings.index_schema})
     handler = daemon_log(Home(root))
     try:
         serve(
@@ -54,7 +70,9 @@ def serve_command(host: str, port: int, cors_origins: tuple[str, ...], home: Pat
             host,
             port,
             cors_origins=cors_origins,
-            on_ready=lambda url: click.echo(f"syncd serving {Home(root).root} on {url} (MCP: {url}/mcp)", err=True),
+            on_ready=lambda url: click.echo(f"syncd serving {Home(root).root} on {url} (MCP: {url}/mcp)"
+                                            + (", read-only" if read_only else ""), err=True),
+            read_only=read_only,
         )
     finally:
         logging.getLogger("syncd").removeHandler(handler)

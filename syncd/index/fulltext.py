@@ -39,7 +39,7 @@ from py_rust_stemmers import SnowballStemmer
 
 from .records import NEIGHBOURS
 
-__all__ = ["MAX_ANALYZED_CHARS", "TextIndex", "analyze", "best_rows"]
+__all__ = ["MAX_ANALYZED_CHARS", "TextIndex", "analyze", "best_rows", "passage_terms", "term_signals"]
 
 MAX_ANALYZED_CHARS = 1_000_000
 # A term is rare in the rows a query sees when its idf is at least this share of an unseen term's.
@@ -152,11 +152,7 @@ class TextIndex:
         """Index the next ``len(texts)`` rows; postings are built on the next search. Words after
         a line holding only the NEIGHBOURS mark are the row's neighbours' (a fact's conversation,
         rows.py): they count in the row's passage, not as its own (see :meth:`signals`)."""
-        for text in texts:
-            own, mark, around = text.partition(f"\n{NEIGHBOURS}\n")
-            if not mark and text.startswith(f"{NEIGHBOURS}\n"):
-                own, mark, around = "", NEIGHBOURS, text[len(NEIGHBOURS) + 1 :]
-            self._pending.append((analyze(own), analyze(around) if mark else []))
+        self._pending.extend(passage_terms(text) for text in texts)
 
     def keep(self, alive: np.ndarray) -> None:
         """Drop the rows where ``alive`` is false and number the rest 0..m-1 in their order, as
@@ -235,9 +231,6 @@ class TextIndex:
         words hold the term."""
         self._flush()
         n = len(self._lengths)
-        passage_scores = np.zeros(n, dtype=np.float32)
-        shares = np.zeros(n, dtype=np.float64)
-        rare = np.zeros(n, dtype=np.float64)
         # Terms in sorted order, not vocabulary order, so the float sums (and so the scores) do
         # not depend on the order rows were added in: incremental equals rebuilt, bit for bit.
         asked = sorted(set(analyze(query)))
@@ -245,38 +238,70 @@ class TextIndex:
         visible = alive[:n] & allowed[:n]
         docs = int(np.count_nonzero(visible)) if n else 0
         if not terms or not docs:
-            return passage_scores, shares, rare
+            return term_signals(n, len(asked), [], 0, self._passage_lengths, 1.0)
         lengths = self._passage_lengths
         avgdl = float(lengths[visible].mean()) or 1.0
-        unseen_idf = float(np.log1p((docs + 0.5) / 0.5))
-        # A term no visible row holds counts as unseen, whether or not another scope's rows hold
-        # it: summed the same way in both cases, so no word of another user's moves a score, not
-        # even in its last bit.
-        held_total, held = 0.0, 0
+        postings = []
         for term in terms:
             hits = [segment.postings(self._vocabulary[term]) for segment in self._segments]
             rows = np.concatenate([r for r, _, _ in hits])
             keep = visible[rows]
-            rows = rows[keep]
             freqs = np.concatenate([f for _, f, _ in hits])[keep]  # own words and neighbours'
-            holders = rows[np.concatenate([o for _, _, o in hits])[keep] > 0]
-            if len(holders):
-                idf = float(np.log1p((docs - len(holders) + 0.5) / (len(holders) + 0.5)))
-                held_total += idf
-                held += 1
-                shares[holders] += idf
-                if idf >= RARE_IDF_SHARE * unseen_idf:
-                    rare[holders] += idf
-            if len(rows):
-                passage_idf = np.float32(np.log1p((docs - len(rows) + 0.5) / (len(rows) + 0.5)))
-                # Length normalisation for the posting rows only, not for every row of the index.
-                norm = _K1 * (1.0 - _B + _B * lengths[rows] / avgdl)
-                passage_scores[rows] += passage_idf * freqs * (_K1 + 1.0) / (freqs + norm)  # each row once per term
-        total = unseen_idf * (len(asked) - held) + held_total
-        if total > 0:
-            shares /= total
-            rare /= total
+            postings.append((rows[keep], freqs, np.concatenate([o for _, _, o in hits])[keep]))
+        return term_signals(n, len(asked), postings, docs, lengths, avgdl)
+
+
+def passage_terms(text: str) -> tuple[list[str], list[str]]:
+    """A row's own terms and its neighbours' (the words after a line holding only the NEIGHBOURS
+    mark), as full text indexes them: in memory here, in term tables by the PostgreSQL index."""
+    own, mark, around = text.partition(f"\n{NEIGHBOURS}\n")
+    if not mark and text.startswith(f"{NEIGHBOURS}\n"):
+        own, mark, around = "", NEIGHBOURS, text[len(NEIGHBOURS) + 1 :]
+    return analyze(own), analyze(around) if mark else []
+
+
+def term_signals(
+    n: int,
+    asked: int,
+    postings: Sequence[tuple[np.ndarray, np.ndarray, np.ndarray]],
+    docs: int,
+    lengths: np.ndarray,
+    avgdl: float,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:meth:`TextIndex.signals` from its statistics, shared by both index backends so their
+    full-text parts agree to the last bit: ``n`` rows, ``asked`` distinct query terms, and for
+    each of them the index holds (in sorted term order: float sums depend on the order) the
+    visible postings as (rows, passage freqs, own freqs), float32 freqs; ``docs`` visible rows,
+    ``lengths`` every row's passage length (float32), ``avgdl`` their mean over visible rows."""
+    passage_scores = np.zeros(n, dtype=np.float32)
+    shares = np.zeros(n, dtype=np.float64)
+    rare = np.zeros(n, dtype=np.float64)
+    if not postings or not docs:
         return passage_scores, shares, rare
+    unseen_idf = float(np.log1p((docs + 0.5) / 0.5))
+    # A term no visible row holds counts as unseen, whether or not another scope's rows hold
+    # it: summed the same way in both cases, so no word of another user's moves a score, not
+    # even in its last bit.
+    held_total, held = 0.0, 0
+    for rows, freqs, own in postings:
+        holders = rows[own > 0]
+        if len(holders):
+            idf = float(np.log1p((docs - len(holders) + 0.5) / (len(holders) + 0.5)))
+            held_total += idf
+            held += 1
+            shares[holders] += idf
+            if idf >= RARE_IDF_SHARE * unseen_idf:
+                rare[holders] += idf
+        if len(rows):
+            passage_idf = np.float32(np.log1p((docs - len(rows) + 0.5) / (len(rows) + 0.5)))
+            # Length normalisation for the posting rows only, not for every row of the index.
+            norm = _K1 * (1.0 - _B + _B * lengths[rows] / avgdl)
+            passage_scores[rows] += passage_idf * freqs * (_K1 + 1.0) / (freqs + norm)  # each row once per term
+    total = unseen_idf * (asked - held) + held_total
+    if total > 0:
+        shares /= total
+        rare /= total
+    return passage_scores, shares, rare
 
 
 def best_rows(scores: np.ndarray, k: int) -> np.ndarray:

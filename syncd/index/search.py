@@ -39,10 +39,10 @@ from statistics import NormalDist
 import numpy as np
 
 from ..home import validate_id
+from .backend import IndexBackend
 from .fulltext import best_rows
 from .records import page_breadcrumb
 from .rowcache import ScopeMask
-from .store import Index
 
 __all__ = ["Hit", "Weights", "answered", "chance_cosine", "hybrid_search"]
 
@@ -166,8 +166,19 @@ def _recency(created: np.ndarray, now: dt.datetime) -> np.ndarray:
     return np.nan_to_num(np.power(0.5, age_days / _RECENCY_HALF_LIFE_DAYS), nan=_UNDATED_RECENCY)
 
 
+def _take(signal: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """``signal[rows]``, 0 for rows past its end: a backend that numbers rows as a query meets
+    them (pg_search.py) numbers rows found after the full-text pass, which hold no query word."""
+    inside = rows < len(signal)
+    if inside.all():
+        return signal[rows]
+    out = np.zeros(len(rows), dtype=signal.dtype)
+    out[inside] = signal[rows[inside]]
+    return out
+
+
 def hybrid_search(
-    index: Index,
+    index: IndexBackend,
     query_vector: np.ndarray | Callable[[], np.ndarray],
     query_text: str,
     user_id: str | None = None,
@@ -220,8 +231,8 @@ def hybrid_search(
         near, distances = rows.around(ranked, scope, reach)
         scored = np.union1d(ranked, near[near >= 0])
         # Every row's parts are computed the same way, row by row, whichever search found it.
-        cosine, bm25 = rows.row_cosines(query_vector, scored), passage_all[scored]
-        coverage, rare = coverage_all[scored], rare_all[scored]
+        cosine, bm25 = rows.row_cosines(query_vector, scored), _take(passage_all, scored)
+        coverage, rare = _take(coverage_all, scored), _take(rare_all, scored)
         created = rows.row_created(ranked)
         payloads = rows.row_payloads(ranked)
     best_bm25 = float(passage_all.max(initial=0.0)) or 1.0

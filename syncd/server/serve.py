@@ -129,18 +129,22 @@ def serve(
     on_ready: Callable[[str], None] | None = None,
     handle: ServerHandle | None = None,
     manager_options: dict | None = None,
+    read_only: bool = False,
 ) -> None:
     """Hold ``home`` and serve it until SIGTERM or SIGINT (handled when called on the main
     thread) or ``handle.stop()``. ``manager_options`` go to the MemoryManager (``llm_options``,
-    ``job_llm_options``...)."""
+    ``job_llm_options``...). ``read_only``: hold nothing and run no daemon; answer reads from
+    the index as its writer leaves it (a shared PostgreSQL index, for servers on other machines)
+    and refuse writes."""
     import uvicorn
 
     # The lock comes first: a second server (or a `syncd watch`) fails here, naming the holder.
-    with open_engine(home, settings=settings, embedder=embedder) as engine:
+    with open_engine(home, settings=settings, embedder=embedder, read_only=read_only) as engine:
         tokens = TokenStore.of(engine.home)
         tokens.admin_token(create=True)
-        service = MemoryService(engine, MemoryManager(engine, author="syncd-server", **(manager_options or {})))
-        daemon = Daemon(engine, settings, control_methods=control_methods(lambda: service))
+        service = MemoryService(engine, MemoryManager(engine, author="syncd-server", **(manager_options or {})),
+                                read_only=read_only)
+        daemon = None if read_only else Daemon(engine, settings, control_methods=control_methods(lambda: service))
         app = build_server_app(service, tokens, host=host, cors_origins=cors_origins)
         config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on",
                                 timeout_graceful_shutdown=graceful_s, access_log=False,
@@ -148,7 +152,8 @@ def serve(
         info_path = engine.home.ensure_private_dir() / SERVER_FILE
 
         def started(url: str) -> None:
-            info_path.write_text(json.dumps({"pid": os.getpid(), "url": url, "mcp": f"{url}/mcp"}) + "\n")
+            if daemon is not None:  # a reader beside the home's own server leaves its file be
+                info_path.write_text(json.dumps({"pid": os.getpid(), "url": url, "mcp": f"{url}/mcp"}) + "\n")
             log.info("serving %s on %s (REST, MCP at /mcp)", engine.home.root, url)
             if on_ready is not None:
                 on_ready(url)
@@ -169,14 +174,16 @@ def serve(
         previous = {}
         if threading.current_thread() is threading.main_thread():
             previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGINT)}
-        worker = threading.Thread(target=daemon.run, name="syncd-daemon", daemon=True)
-        worker.start()
+        worker = None if daemon is None else threading.Thread(target=daemon.run, name="syncd-daemon", daemon=True)
+        if worker is not None:
+            worker.start()
         try:
             server.run()
         finally:
-            info_path.unlink(missing_ok=True)
-            # The requests are answered; now the batch in hand, the last commit, the lock.
-            daemon.stop()
-            worker.join()
+            if worker is not None:
+                info_path.unlink(missing_ok=True)
+                # The requests are answered; now the batch in hand, the last commit, the lock.
+                daemon.stop()
+                worker.join()
             for sig, handler in previous.items():
                 signal.signal(sig, handler)

@@ -16,7 +16,8 @@ from ..embedding.fastembed_backend import Embedder
 from ..index.embed_cache import CachedEmbedder
 from ..index.records import FileRecord, FileUpdate
 from ..index.rows import TranscriptChunking, parse_file_checked
-from ..index.store import Index, StaleRows
+from ..index.backend import IndexBackend as Index
+from ..index.store import StaleRows
 from ..home import classify_path
 from .plan import SyncPlan, plan_sync
 from .progress import Progress, ProgressTracker, SyncProgress

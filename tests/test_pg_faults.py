@@ -1,0 +1,100 @@
+"""The PostgreSQL index when its server goes away and comes back (tests/pg_fixtures.py stops
+and starts the real server): writes to markdown are kept and committed, say the index is behind
+(StorageError with ``saved=True``, as the LanceDB path says a failed index write), status says the
+database is unreachable, and the index converges once the server is back."""
+
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+from click.testing import CliRunner
+
+import syncd
+from syncd.cli import main
+from syncd.errors import StorageError
+from syncd.index.backend import INDEX_UNREACHABLE
+
+from .helpers import write
+from .test_pg_index import assert_same, pg_snapshot
+
+LOG = "memory/users/ana/2026-11-28.md"
+
+
+def _syncd(*args: str) -> tuple[int, str]:
+    """(exit status, stdout and stderr) of ``syncd args`` run by its ``main()`` in this process."""
+    with CliRunner().isolation() as (out, err, _):
+        code = main(list(args))
+        return code, out.getvalue().decode() + err.getvalue().decode()
+
+
+def _append(engine, line: str) -> None:
+    path = engine.home.root / LOG
+    size = path.stat().st_size if path.exists() else 0
+    engine.append_file(LOG, line.encode(), size)
+
+
+def test_writes_survive_a_database_restart_and_the_index_catches_up(pg_server, pg_home, embedder):
+    write(pg_home, LOG, "# 2026-11-28\n\n## 10:00\n\n- [fact] Green tea in the morning.\n")
+    with syncd.open(pg_home, embedder=embedder) as engine:
+        engine.sync()
+        assert engine.status().fresh
+        pg_server.stop()
+        try:
+            with pytest.raises(StorageError) as raised:
+                _append(engine, "- [fact] Ran the Lyon marathon.\n")
+            assert raised.value.saved, "the markdown was written: the error must say so"
+            assert "cannot be reached" in str(raised.value)
+            assert "Ran the Lyon marathon." in (pg_home / LOG).read_text()
+            committed = subprocess.run(["git", "show", f"HEAD:{LOG}"], cwd=pg_home, capture_output=True, text=True, check=True)
+            assert "Ran the Lyon marathon." in committed.stdout  # acknowledged-or-saved is committed
+            status = engine.status()
+            assert status.index == INDEX_UNREACHABLE and not status.fresh
+            with pytest.raises(StorageError) as again:
+                _append(engine, "- [fact] Adopted a cat named Miso.\n")
+            assert again.value.saved
+        finally:
+            pg_server.start()
+        engine.sync()
+        assert engine.status().fresh
+        texts = {h.content for h in engine.search("marathon cat miso", user_id="ana", limit=10)}
+        assert {"Ran the Lyon marathon.", "Adopted a cat named Miso."} <= texts
+        before = pg_snapshot(engine)
+        engine.reindex()
+        assert_same(pg_snapshot(engine), before)
+
+
+def test_cli_status_says_the_database_is_unreachable(pg_server, pg_home, embedder):
+    write(pg_home, LOG, "# 2026-11-28\n\n## 10:00\n\n- [fact] Green tea.\n")
+    with syncd.open(pg_home, embedder=embedder) as engine:
+        engine.sync()
+    pg_server.stop()
+    try:
+        _, output = _syncd("status", "--home", str(pg_home))
+    finally:
+        pg_server.start()
+    assert "unreachable" in output, output
+    assert "Traceback" not in output
+
+
+@pytest.mark.parametrize("url, said", [
+    ("mysql://localhost/x", "must start with postgresql://"),
+    ("postgresql://nobody@/nodb?host=/nonexistent-socket-dir", "cannot be reached"),
+])
+def test_init_refuses_a_bad_index_url_in_one_line(tmp_path, url, said):
+    code, output = _syncd("init", str(tmp_path / "h"), "--index", url)
+    assert code != 0
+    assert said in output, output
+    assert "Traceback" not in output
+    assert not (tmp_path / "h").exists()
+
+
+def test_init_records_the_url_without_its_password(tmp_path, pg_url):
+    with_password = pg_url.replace("postgres:@", "postgres:s3cret@")
+    code, output = _syncd("init", str(tmp_path / "h"), "--index", with_password)
+    assert code == 0, output
+    recorded = subprocess.run(["git", "config", "--local", "syncd.index"], cwd=tmp_path / "h",
+                              capture_output=True, text=True, check=True).stdout.strip()
+    assert recorded == pg_url.replace("postgres:@", "postgres@")
+    assert "s3cret" not in output
+    assert not any("s3cret" in p.read_text(errors="replace") for p in (tmp_path / "h").rglob("*") if p.is_file())

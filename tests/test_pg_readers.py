@@ -1,0 +1,90 @@
+"""Many servers, one index: a `syncd serve --read-only` process over a git clone of the home reads
+the PostgreSQL index the home's writer keeps, sees each acknowledged write within a bounded
+delay, answers stats and core blocks, and refuses writes."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+
+import httpx
+
+import syncd
+from syncd.home import Home
+from syncd.server.tokens import TokenStore
+
+from .helpers import write
+
+LOG = "memory/users/ana/2026-11-28.md"
+# Far above the delays measured (benchmarks/bench_postgres.py: tens of milliseconds): a bound that
+# only a reader that never sees the write breaks.
+_SEEN_WITHIN_S = 30.0
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _git(cwd, *args: str) -> str:
+    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True).stdout.strip()
+
+
+def test_a_read_only_server_sees_every_acknowledged_write(pg_home, embedder, tmp_path):
+    write(pg_home, LOG, "# 2026-11-28\n\n## 10:00\n\n- [fact] Green tea in the morning.\n")
+    write(pg_home, "memory/users/ana/core/user.md", "Ana, a nurse in Lyon.\n")
+    with syncd.open(pg_home, embedder=embedder) as writer:
+        writer.sync()
+        writer.commit()
+        url, schema = _git(pg_home, "config", "syncd.index"), writer.index.schema
+        clone = tmp_path / "clone"
+        _git(tmp_path, "clone", "-q", str(pg_home), str(clone))
+        port = _free_port()
+        err = open(tmp_path / "reader.err", "w+")  # noqa: SIM115 - the child owns it
+        reader = subprocess.Popen([sys.executable, "-m", "syncd", "serve", "--read-only", "--index", url,
+                                   "--index-schema", schema, "--home", str(clone), "--port", str(port)],
+                                  stdout=subprocess.DEVNULL, stderr=err, env=os.environ.copy())
+        try:
+            base = f"http://127.0.0.1:{port}"
+            deadline = time.monotonic() + 120
+            while True:
+                assert reader.poll() is None, (tmp_path / "reader.err").read_text()
+                try:
+                    if httpx.get(f"{base}/health", timeout=2).status_code == 200:
+                        break
+                except httpx.HTTPError:
+                    pass
+                assert time.monotonic() < deadline, "the read-only server did not start"
+                time.sleep(0.2)
+            token = TokenStore.of(Home(clone)).admin_token()
+            client = httpx.Client(base_url=base, headers={"Authorization": f"Bearer {token}"}, timeout=60)
+            delays = []
+            for n in range(4):
+                word = f"quokka{n}zz"
+                size = (pg_home / LOG).stat().st_size
+                writer.append_file(LOG, f"- [fact] Saw a {word} today.\n".encode(), size)
+                acknowledged = time.monotonic()
+                while True:
+                    hits = client.get("/memory/archival", params={"query": word, "user_id": "ana"}).json()["hits"]
+                    if any(word in hit["content"] for hit in hits):
+                        break
+                    assert time.monotonic() - acknowledged < _SEEN_WITHIN_S, f"the reader never saw {word}"
+                    time.sleep(0.01)
+                delays.append(time.monotonic() - acknowledged)
+            stats = client.get("/memory/stats", params={"user_id": "ana"})
+            assert stats.status_code == 200, stats.text
+            core = client.get("/memory/core", params={"user_id": "ana"})
+            assert core.status_code == 200 and "nurse in Lyon" in core.text, core.text
+            refused = client.post("/memory/archival", json={"content": "Likes miso.", "user_id": "ana"})
+            assert refused.status_code == 403 and "only reads" in refused.text, refused.text
+            # The reader wrote nothing: the clone is as it was cloned, and the shared index holds
+            # exactly the writer's rows.
+            assert _git(clone, "status", "--porcelain") == ""
+            assert writer.index.counts()["facts"] == 5
+        finally:
+            reader.terminate()
+            reader.wait(30)
