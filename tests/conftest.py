@@ -13,6 +13,8 @@ import syncd
 from syncd.config import Settings
 from syncd.embedding.fastembed_backend import load_embedder
 
+from .pg_fixtures import pg_home, pg_server, pg_url  # noqa: F401  (PostgreSQL fixtures)
+
 # Property tests here touch real files, LanceDB and the real model: fewer, slower examples. A law
 # runs the profile's 100 examples unless it sets its own; one whose every example costs sets
 # examples(n) from tests/strategies.py (n in CI). `pytest --slow` or SYNCD_SLOW=1 loads the profile

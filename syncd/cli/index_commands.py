@@ -225,6 +225,7 @@ def search_command(query: str, user: str | None, chat: str | None, limit: int, k
 def status_command(as_json: bool, home: Path | None) -> None:
     """What the index holds and exactly which files are stale (reads no model, no LanceDB)."""
     from ..engine.status import INDEX_OK
+    from ..index.backend import INDEX_UNREACHABLE
     from ..engine.status_read import read_status
 
     status = read_status(resolve_home(home), load_settings())
@@ -236,7 +237,10 @@ def status_command(as_json: bool, home: Path | None) -> None:
     if status.incompatible:
         click.echo(f"index    {status.incompatible}: the next `syncd sync` (or `syncd reindex`) rebuilds it")
     click.echo(f"indexed  {status.files} files, {status.facts} facts, {status.chunks} chunks")
-    if status.index != INDEX_OK:
+    if status.index == INDEX_UNREACHABLE:
+        click.echo("index    unreachable: its database cannot be reached; writes are saved and committed, "
+                   "and the index catches up once it is back (`syncd sync`, or a running `syncd watch`)")
+    elif status.index != INDEX_OK:
         click.echo("index    missing: not built yet, or deleted with .syncd/ (a running `syncd watch` or "
                    "`syncd serve` is rebuilding it; else run `syncd reindex`)")
     if status.aligned_commit:

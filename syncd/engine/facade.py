@@ -21,6 +21,7 @@ Locks of a writable engine, outermost first (syncd/writes/__init__.py says what 
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import logging
 import threading
@@ -51,7 +52,7 @@ from ..index.records import FileRecord, FileUpdate
 from ..index.rowcache import ScopeMask
 from ..index.rows import TranscriptChunking
 from ..index.search import Hit, Weights, hybrid_search
-from ..index.store import Index
+from ..index.backend import home_index, open_index
 from ..index.tokens import TokenSpanner
 from ..home import classify_path
 from .status import Status, build_status, count_stale, incompatibility, missing_status
@@ -96,7 +97,8 @@ class Engine:
             self._cache = EmbeddingCache(home.state_dir / "embed_cache.sqlite")
             self.embedder = CachedEmbedder(inner, self._cache)
             # Without the lifetime lock, others write this index too: re-check it on every read.
-            self.index = Index(home.state_dir / "index", inner.dim, inner.model_id, shared=read_only)
+            self.index = open_index(home.state_dir, inner.dim, inner.model_id, shared=read_only,
+                                    location=home_index(home.root, settings))
             # Parts above the engine that keep something derived from the same parses (the
             # wiki's link graph) follow every batch the index applies: follow_index.
             self._followers: list[IndexFollower] = []
@@ -421,15 +423,23 @@ class Engine:
     def status(self) -> Status:
         if not self.index.on_disk():  # .syncd/ deleted under us: missing until the daemon rebuilds it
             return missing_status(self.home, self.index.model_id, self.settings.max_file_bytes)
-        return build_status(
-            self.home,
-            self.index.files(),
-            self.index.counts(),
-            self.index.model_id,
-            self.index.compatible(),
-            self.index.meta(),
-            self.settings.max_file_bytes,
-        )
+        try:
+            return build_status(
+                self.home,
+                self.index.files(),
+                self.index.counts(),
+                self.index.model_id,
+                self.index.compatible(),
+                self.index.meta(),
+                self.settings.max_file_bytes,
+            )
+        except IndexError_ as exc:
+            # A PostgreSQL index whose database is down: every file is behind until it is back.
+            reached = getattr(exc, "status", None)
+            if reached is None:
+                raise
+            missing = missing_status(self.home, self.index.model_id, self.settings.max_file_bytes)
+            return dataclasses.replace(missing, index=reached)
 
 
 def _transcript_chunking(settings: Settings, embedder: Embedder) -> TranscriptChunking | None:

@@ -19,8 +19,17 @@ log = logging.getLogger(__name__)
 
 def read_status(root: Path, settings) -> Status:
     """``Engine(root, read_only=True).status()``, from the files mirror when it is current."""
+
     home = Home(root).require()
     folder = home.state_dir / "index"
+    from ..index.backend import home_index
+
+    if home_index(home.root, settings) is not None:
+        # A PostgreSQL index keeps no files mirror here: the database answers.
+        from ..engine.facade import open_engine
+
+        with open_engine(home.root, read_only=True, settings=settings) as engine:
+            return engine.status()
     if not (folder / "lance").is_dir():
         # Never built, or deleted with .syncd/ (a running daemon is rebuilding it): no answer
         # but "missing" is exact, and opening it here would only make an empty one.

@@ -83,15 +83,20 @@ def _session(info) -> s.SessionOut:
 class MemoryService:
     """The operations of the servers over one open engine (the one holding the home)."""
 
-    def __init__(self, engine, manager: MemoryManager | None = None):
+    def __init__(self, engine, manager: MemoryManager | None = None, read_only: bool = False):
         self.engine = engine
         self.home = engine.home
         self.settings = engine.settings
         self.manager = manager or MemoryManager(engine, author="syncd-server")
+        # `syncd serve --read-only`: one of many servers reading a shared index; the home's one
+        # writer (its `syncd serve` or `syncd watch`) takes every write.
+        self.read_only = read_only
         self._writers: asyncio.Semaphore | None = None
 
     @contextlib.asynccontextmanager
     async def _writing(self):
+        if self.read_only:
+            raise AccessError("this server only reads (syncd serve --read-only): send writes to the home's own server")
         if self._writers is None:
             self._writers = asyncio.Semaphore(WRITERS_IN_FLIGHT)
         async with self._writers:
