@@ -50,6 +50,7 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 import numpy as np
 
 from ..config import DEFAULT_EMBED_MODEL, Settings
+from ..compat.patches import fastembed_quiet_session, fastembed_truncation
 from ..errors import EmbeddingError
 
 if TYPE_CHECKING:
@@ -477,7 +478,8 @@ class FastEmbedBackend:
                 "use the bundled default, or set SYNCD_EMBED_MODEL_PATH to a folder holding "
                 "model.onnx and its tokenizer files"
             ) from exc
-        _stop_spinning(model, self.threads)
+        # onnxruntime's idle threads sleep instead of spinning (syncd.compat.patches says why).
+        fastembed_quiet_session(model, self.threads)
         self._cut = _text_cutter(model)
         log.info("loaded %s in %.2fs", self._source.describe, time.perf_counter() - started)
         return model
@@ -533,47 +535,12 @@ def _no_cut(text: str) -> str:
 def _text_cutter(model: TextEmbedding) -> Callable[[str], str]:
     """Cuts a text to ``_CHARS_PER_PIECE`` characters per word piece ``model`` sees, at the end its
     tokenizer truncates (the right, unless its config says left)."""
-    tokenizer = getattr(getattr(model, "model", None), "tokenizer", None)
-    truncation = getattr(tokenizer, "truncation", None) or {}
+    truncation = fastembed_truncation(model)
     pieces = truncation.get("max_length") or _DEFAULT_MAX_PIECES
     limit = int(pieces) * _CHARS_PER_PIECE
     if truncation.get("direction") == "left":
         return lambda text: text[-limit:] if len(text) > limit else text
     return lambda text: text[:limit]
-
-
-def _stop_spinning(model: TextEmbedding, threads: int | None) -> None:
-    """Give ``model`` an onnxruntime session whose idle threads sleep instead of spinning.
-
-    By default onnxruntime's worker threads busy-wait after every run. On a small machine that
-    steals the CPU from the vector product that follows a query's embedding, so a search waits on
-    threads that have nothing to do, and batch embedding loses throughput to them as well.
-    fastembed exposes no such option, so the session it built is replaced by one over the same
-    model file with the same threads; if fastembed's layout ever changes, its own session is kept
-    and only the speed is lost.
-    """
-    import onnxruntime as ort
-
-    inner = getattr(model, "model", None)
-    session = getattr(inner, "model", None)
-    path = getattr(session, "_model_path", None)
-    if not isinstance(session, ort.InferenceSession) or not isinstance(path, str):
-        log.debug("cannot find fastembed's onnxruntime session; keeping its thread settings")
-        return
-    options = ort.SessionOptions()
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    if threads is not None:
-        options.intra_op_num_threads = threads
-        options.inter_op_num_threads = threads
-    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-    options.add_session_config_entry("session.inter_op.allow_spinning", "0")
-    providers = session.get_providers()
-    # Let the first session go before the second is built, so its memory is reused, not added.
-    inner.model = session = None
-    try:
-        inner.model = ort.InferenceSession(path, sess_options=options, providers=providers)
-    except Exception as exc:  # fastembed loads its own session again on the first embed
-        log.warning("keeping onnxruntime's default threads for %s: %s", path, exc)
 
 
 # Characters per model call. Activation memory grows with batch x sequence length (attention with

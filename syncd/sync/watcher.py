@@ -6,94 +6,17 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
-import sys
-import types
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..compat.patches import watchdog_decline_watches, watchdog_forget_vanished_watches, watchdog_walk_iteratively
 from .events import CHANGING_KINDS, Event, is_noise, is_unwatched_folder, to_event
 from .walk import walk
 
 __all__ = ["TreeWatcher"]
 
 log = logging.getLogger(__name__)
-
-
-class _OsWithIterativeWalk(types.ModuleType):
-    """The ``os`` module as watchdog's inotify observer sees it, with a walk that does not recurse."""
-
-    walk = staticmethod(walk)
-
-    def __getattr__(self, name: str) -> object:
-        return getattr(os, name)
-
-
-def _walk_iteratively_in_watchdog() -> None:
-    """watchdog adds its recursive inotify watches with ``os.walk``, which on Python 3.11 calls
-    itself once per folder level: a tree ~1,000 folders deep raises RecursionError when the watch
-    starts (and, later, in watchdog's own thread when such a tree is created or moved in, which
-    silently ends all watching). Python 3.12's ``os.walk`` is iterative; on 3.11 watchdog's module
-    is given ours. Only the name ``os`` inside that one module changes, and only what it walks."""
-    if sys.version_info >= (3, 12):
-        return
-    try:
-        from watchdog.observers import inotify
-    except ImportError:  # not Linux: another observer, which does not walk with os.walk
-        return
-    if not isinstance(inotify.os, _OsWithIterativeWalk):
-        inotify.os = _OsWithIterativeWalk("os")
-
-
-def _keep_watchdog_alive_on_vanished_folders() -> None:
-    """watchdog's inotify thread raises KeyError, and dies, when a watched folder vanishes while
-    its removal is under way (an index rebuilt aside under .syncd/ and renamed away): it pops the
-    folder from a dict that no longer holds it. Forgetting a watch that is already forgotten is
-    what it means to do, so it is given a version that does just that and the thread lives on.
-    ``TreeWatcher.healthy`` still catches any other way the thread may die."""
-    try:
-        from watchdog.observers.inotify import InotifyWatchGroup  # type: ignore[attr-defined]
-    except ImportError:  # another watchdog layout or platform: healthy()/restart() cover it
-        return
-    if getattr(InotifyWatchGroup._remove_watch_internally, "_syncd", False):
-        return
-
-    def remove_watch_internally(self, wd) -> None:
-        path = self._active_callbacks_by_watch.pop(wd, None)
-        if path is None:
-            return
-        other = self._active_callbacks_by_path.pop(path, None)
-        if other is not None and other != wd:
-            self._active_callbacks_by_path[path] = other  # the path belongs to a newer watch
-
-    remove_watch_internally._syncd = True
-    InotifyWatchGroup._remove_watch_internally = remove_watch_internally
-
-
-def _leave_noisy_folders_unwatched() -> None:
-    """watchdog's recursive watch puts an inotify watch on every folder below the home, and
-    Python then decodes, wraps and queues every event in them before our handler drops it. Under
-    a stream of writes most of those come from git's object store and the LanceDB index (several
-    per file they write), so watchdog is given an ``_add_callback`` that declines the folders
-    ``is_unwatched_folder`` names, below the root of the watch that asks."""
-    try:
-        from watchdog.observers.inotify import InotifyWatchGroup  # type: ignore[attr-defined]
-    except ImportError:  # another platform's observer: it watches everything, as before
-        return
-    add_callback = InotifyWatchGroup._add_callback
-    if getattr(add_callback, "_syncd", False):
-        return
-
-    def add_callback_unless_noisy(self, path: bytes) -> None:
-        top = self.path.rstrip(b"/") + b"/"
-        if self.is_recursive and path.startswith(top):
-            if is_unwatched_folder(os.fsdecode(path[len(top) :]).replace(os.sep, "/")):
-                return
-        add_callback(self, path)
-
-    add_callback_unless_noisy._syncd = True
-    InotifyWatchGroup._add_callback = add_callback_unless_noisy
 
 
 @dataclass
@@ -125,9 +48,10 @@ class TreeWatcher:
                     return
                 sink([converted])
 
-        _walk_iteratively_in_watchdog()
-        _keep_watchdog_alive_on_vanished_folders()
-        _leave_noisy_folders_unwatched()
+        # watchdog's own behaviour, mended where syncd needs it (syncd.compat.patches says why).
+        watchdog_walk_iteratively(walk)
+        watchdog_forget_vanished_watches()
+        watchdog_decline_watches(is_unwatched_folder)
         observer = Observer()
         # Only changes reach us: reads (Obsidian opening a note, git status hashing the tree)
         # would otherwise wake the daemon and keep postponing a burst's quiet period.

@@ -1,0 +1,207 @@
+"""Patches of watchdog's inotify observer and of fastembed's onnxruntime session (see the
+package's docstring for the rule they follow)."""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import os
+import sys
+import types
+from collections.abc import Callable, Iterator
+from typing import Any
+
+__all__ = [
+    "fastembed_layout_problems",
+    "fastembed_quiet_session",
+    "fastembed_truncation",
+    "watchdog_decline_watches",
+    "watchdog_forget_vanished_watches",
+    "watchdog_layout_problems",
+    "watchdog_walk_iteratively",
+]
+
+log = logging.getLogger(__name__)
+
+Walk = Callable[..., Iterator[tuple[str, list[str], list[str]]]]
+
+
+# -- watchdog --------------------------------------------------------------------------------------
+
+def _watch_group() -> type | None:
+    try:
+        from watchdog.observers.inotify import InotifyWatchGroup  # type: ignore[attr-defined]
+    except ImportError:  # not Linux, or a watchdog without this class: nothing of it to patch
+        return None
+    return InotifyWatchGroup
+
+
+def watchdog_layout_problems() -> list[str]:
+    """What the watchdog patches rely on and this watchdog lacks (empty: all there). Off Linux
+    there is no inotify observer and nothing to patch, so nothing is missing."""
+    try:
+        from watchdog.observers import inotify
+    except ImportError:
+        return []
+    problems = []
+    if not isinstance(getattr(inotify, "os", None), types.ModuleType):
+        problems.append("watchdog.observers.inotify no longer walks with its module-level name `os`")
+    group = _watch_group()
+    if group is None:
+        return [*problems, "watchdog.observers.inotify.InotifyWatchGroup is gone"]
+    expected = {"_remove_watch_internally": ["self", "wd"], "_add_callback": ["self", "path"]}
+    for name, parameters in expected.items():
+        method = getattr(group, name, None)
+        if method is None:
+            problems.append(f"InotifyWatchGroup.{name} is gone")
+        elif list(inspect.signature(method).parameters) != parameters:
+            problems.append(f"InotifyWatchGroup.{name} takes {list(inspect.signature(method).parameters)}")
+    fields = getattr(group, "__dataclass_fields__", {})
+    for name in ("path", "is_recursive", "_active_callbacks_by_watch", "_active_callbacks_by_path"):
+        if name not in fields:
+            problems.append(f"InotifyWatchGroup has no field {name}")
+    return problems
+
+
+def _patchable(what: str) -> bool:
+    problems = watchdog_layout_problems()
+    if problems:
+        log.warning("watchdog changed (%s): %s left as watchdog does it", "; ".join(problems), what)
+    return not problems
+
+
+class _OsWithWalk(types.ModuleType):
+    """The ``os`` module as watchdog's inotify observer sees it, with another ``walk``."""
+
+    def __init__(self, walk: Walk):
+        super().__init__("os")
+        self.walk = walk
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(os, name)
+
+
+def watchdog_walk_iteratively(walk: Walk) -> None:
+    """watchdog adds its recursive inotify watches with ``os.walk``, which on Python 3.11 calls
+    itself once per folder level: a tree ~1,000 folders deep raises RecursionError when the watch
+    starts (and, later, in watchdog's own thread when such a tree is created or moved in, which
+    silently ends all watching). Python 3.12's ``os.walk`` is iterative; on 3.11 watchdog's module
+    is given ``walk`` (an iterative one) instead. Only the name ``os`` inside that one module
+    changes, and only what it walks."""
+    if sys.version_info >= (3, 12) or _watch_group() is None or not _patchable("its os.walk"):
+        return
+    from watchdog.observers import inotify
+
+    if not isinstance(inotify.os, _OsWithWalk):
+        inotify.os = _OsWithWalk(walk)
+
+
+def watchdog_forget_vanished_watches() -> None:
+    """watchdog's inotify thread raises KeyError, and dies, when a watched folder vanishes while
+    its removal is under way (an index rebuilt aside under .syncd/ and renamed away): it pops the
+    folder from a dict that no longer holds it. Forgetting a watch that is already forgotten is
+    what it means to do, so it is given a version that does just that and the thread lives on."""
+    group = _watch_group()
+    if group is None or getattr(group._remove_watch_internally, "_syncd", False):
+        return
+    if not _patchable("a vanished folder's watch"):
+        return
+
+    def remove_watch_internally(self, wd) -> None:
+        path = self._active_callbacks_by_watch.pop(wd, None)
+        if path is None:
+            return
+        other = self._active_callbacks_by_path.pop(path, None)
+        if other is not None and other != wd:
+            self._active_callbacks_by_path[path] = other  # the path belongs to a newer watch
+
+    remove_watch_internally._syncd = True  # type: ignore[attr-defined]
+    group._remove_watch_internally = remove_watch_internally
+
+
+def watchdog_decline_watches(unwatched: Callable[[str], bool]) -> None:
+    """watchdog's recursive watch puts an inotify watch on every folder below its root, and
+    Python then decodes, wraps and queues every event in them before a handler can drop it. It is
+    given an ``_add_callback`` that declines the folders ``unwatched`` names (their path relative
+    to the root of the watch that asks, with ``/``), so their events never reach Python."""
+    group = _watch_group()
+    if group is None or getattr(group._add_callback, "_syncd", False):
+        return
+    if not _patchable("the folders it watches"):
+        return
+    add_callback = group._add_callback
+
+    def add_callback_unless_unwatched(self, path: bytes) -> None:
+        top = self.path.rstrip(b"/") + b"/"
+        if self.is_recursive and path.startswith(top):
+            if unwatched(os.fsdecode(path[len(top) :]).replace(os.sep, "/")):
+                return
+        add_callback(self, path)
+
+    add_callback_unless_unwatched._syncd = True  # type: ignore[attr-defined]
+    group._add_callback = add_callback_unless_unwatched
+
+
+# -- fastembed -------------------------------------------------------------------------------------
+
+def fastembed_layout_problems(model: Any) -> list[str]:
+    """What the fastembed patches rely on in a loaded ``TextEmbedding`` and it lacks (empty: all
+    there): its onnxruntime session at ``model.model.model`` with the path it was loaded from,
+    and its tokenizer at ``model.model.tokenizer``."""
+    problems = _session_problems(model)
+    if getattr(getattr(model, "model", None), "tokenizer", None) is None:
+        problems.append("TextEmbedding.model.tokenizer is gone")
+    return problems
+
+
+def _session_problems(model: Any) -> list[str]:
+    import onnxruntime as ort
+
+    session = getattr(getattr(model, "model", None), "model", None)
+    if not isinstance(session, ort.InferenceSession):
+        return ["TextEmbedding.model.model is no longer an onnxruntime InferenceSession"]
+    if not isinstance(getattr(session, "_model_path", None), str):
+        return ["onnxruntime's InferenceSession no longer keeps _model_path"]
+    return []
+
+
+def fastembed_quiet_session(model: Any, threads: int | None) -> None:
+    """Give ``model`` (a loaded ``TextEmbedding``) an onnxruntime session whose idle threads sleep
+    instead of spinning.
+
+    By default onnxruntime's worker threads busy-wait after every run. On a small machine that
+    steals the CPU from the vector product that follows a query's embedding, so a search waits on
+    threads that have nothing to do, and batch embedding loses throughput to them as well.
+    fastembed exposes no such option, so the session it built is replaced by one over the same
+    model file with the same threads; if fastembed's layout ever changes, its own session is kept
+    and only the speed is lost.
+    """
+    import onnxruntime as ort
+
+    problems = _session_problems(model)
+    if problems:
+        log.warning("fastembed changed (%s); keeping onnxruntime's default threads", "; ".join(problems))
+        return
+    inner = model.model
+    session = inner.model
+    path = session._model_path
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    if threads is not None:
+        options.intra_op_num_threads = threads
+        options.inter_op_num_threads = threads
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    options.add_session_config_entry("session.inter_op.allow_spinning", "0")
+    providers = session.get_providers()
+    # Let the first session go before the second is built, so its memory is reused, not added.
+    inner.model = session = None
+    try:
+        inner.model = ort.InferenceSession(path, sess_options=options, providers=providers)
+    except Exception as exc:  # fastembed loads its own session again on the first embed
+        log.warning("keeping onnxruntime's default threads for %s: %s", path, exc)
+
+
+def fastembed_truncation(model: Any) -> dict:
+    """How ``model``'s tokenizer truncates (``max_length``, ``direction``), or {} when unknown."""
+    tokenizer = getattr(getattr(model, "model", None), "tokenizer", None)
+    return getattr(tokenizer, "truncation", None) or {}

@@ -1,0 +1,78 @@
+"""The internals of watchdog and fastembed that syncd.compat.patches relies on are still there.
+
+The patches check the same thing before they touch anything and then leave a changed library
+alone (only a warning says so); here an upgrade that moved them fails loudly instead."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import pytest
+
+from syncd.compat import patches
+from syncd.config import DEFAULT_EMBED_MODEL
+from syncd.embedding.fastembed_backend import default_model_dir
+from syncd.sync.events import is_unwatched_folder
+from syncd.sync.walk import walk
+
+
+def test_watchdog_still_has_what_the_patches_mend():
+    assert patches.watchdog_layout_problems() == []
+
+
+def test_a_moved_watchdog_internal_is_reported(monkeypatch):
+    # The check above must be able to fail: a method taking other parameters is named.
+    from watchdog.observers.inotify import InotifyWatchGroup
+
+    monkeypatch.setattr(InotifyWatchGroup, "_add_callback", lambda self, path, mask: None)
+    problems = patches.watchdog_layout_problems()
+    assert len(problems) == 1 and "_add_callback" in problems[0]
+
+
+def test_the_watchdog_patches_are_in_place_and_idempotent():
+    from watchdog.observers import inotify
+    from watchdog.observers.inotify import InotifyWatchGroup
+
+    for _ in range(2):
+        patches.watchdog_walk_iteratively(walk)
+        patches.watchdog_forget_vanished_watches()
+        patches.watchdog_decline_watches(is_unwatched_folder)
+    assert InotifyWatchGroup._remove_watch_internally._syncd
+    assert InotifyWatchGroup._add_callback._syncd
+    if sys.version_info < (3, 12):
+        assert inotify.os.walk is walk and inotify.os.sep == os.sep  # the rest is the real os
+
+
+@pytest.fixture(scope="module")
+def text_embedding(tmp_path_factory):
+    """fastembed's TextEmbedding loaded as syncd loads its default model."""
+    from fastembed import TextEmbedding
+
+    folder = default_model_dir(tmp_path_factory.mktemp("models"))
+    return TextEmbedding(DEFAULT_EMBED_MODEL, specific_model_path=str(folder), cache_dir=str(folder), threads=1)
+
+
+def test_fastembed_still_has_what_the_patches_mend(text_embedding):
+    assert patches.fastembed_layout_problems(text_embedding) == []
+    assert patches.fastembed_truncation(text_embedding)["max_length"] > 0
+
+
+def test_the_quiet_session_embeds_as_fastembeds_own_did(text_embedding):
+    before = next(iter(text_embedding.embed(["Keeps bees on the roof."])))
+    patches.fastembed_quiet_session(text_embedding, threads=1)
+    assert patches.fastembed_layout_problems(text_embedding) == []  # still a session of the model
+    after = next(iter(text_embedding.embed(["Keeps bees on the roof."])))
+    assert float(abs(before - after).max()) < 1e-5
+
+
+def test_a_moved_fastembed_internal_is_reported():
+    class Inner:
+        model = object()  # not an InferenceSession
+        tokenizer = None
+
+    class Model:
+        model = Inner()
+
+    problems = patches.fastembed_layout_problems(Model())
+    assert len(problems) == 2
