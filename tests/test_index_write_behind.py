@@ -22,6 +22,7 @@ from lancedb.table import LanceTable
 import syncd
 
 from .helpers import assert_matches_rebuild, table_files, write
+from .strategies import examples
 
 LOGS = ["memory/users/ana/2026-11-22.md", "memory/users/bob/2026-11-23.md"]
 PAGE = "vault/Tea.md"
@@ -48,8 +49,10 @@ operation = st.tuples(
 )
 
 
+# A real engine per example, each up to 8 operations with a write to LanceDB or not after each:
+# 6 examples put the batches' edges in ~30 places a run (15 before; --slow runs 60).
 @given(st.lists(operation, min_size=1, max_size=8))
-@settings(max_examples=15)
+@settings(max_examples=examples(6))
 def test_law_writes_behind_equal_a_rebuild_wherever_the_batches_fall(tmp_path_factory, embedder, ops):
     root = syncd.init(tmp_path_factory.mktemp("home") / "h").home
     with syncd.open(root, embedder=embedder) as engine:
