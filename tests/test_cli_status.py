@@ -15,7 +15,7 @@ from syncd.engine.status_read import read_status
 from syncd.index.files_mirror import FilesMirror, read_mirror
 
 from .helpers import write
-from .strategies import daily_log_texts, page_texts
+from .strategies import daily_log_texts, examples, page_texts
 
 PATHS = ["memory/users/ana/2026-11-20.md", "memory/users/ana/2026-11-21.md", "memory/users/bob/MEMORY.md",
          "vault/Tea.md", "vault/notes/Coffee.md"]
@@ -60,7 +60,9 @@ def _same(home, engine) -> None:
     assert light == engine.status().to_dict()
 
 
-@settings(max_examples=12)
+# A real engine per example and a comparison after every operation: 5 examples, up to a few dozen
+# comparisons a run (12 before; --slow runs 50).
+@settings(max_examples=examples(5))
 @given(ops=operations)
 def test_status_from_the_mirror_is_the_status_of_the_index(tmp_path_factory, embedder, ops):
     home = syncd.init(tmp_path_factory.mktemp("home") / "h").home

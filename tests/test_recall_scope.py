@@ -17,6 +17,8 @@ from hypothesis import strategies as st
 from syncd.index.rowcache import RowCache
 from syncd.index.search import hybrid_search
 
+from .strategies import examples
+
 DIM = 16
 WORDS = ["tea", "green", "marathon", "nurse", "lyon", "cat", "miso", "peanuts", "spring", "coffee", "the"]
 NOW = dt.datetime(2026, 12, 1, tzinfo=dt.timezone.utc)
@@ -82,7 +84,9 @@ def _ana_view(rows: _Rows) -> list:
     return view
 
 
-@settings(max_examples=60, deadline=None)
+# Found a score moved by one ulp in 3 of 6 hash seeds at 60; at 30 a run, each run with new
+# examples (and --slow 300), the law still meets such a case within a few runs.
+@settings(max_examples=examples(30), deadline=None)
 @given(ana=facts, shared=facts, bo=facts, changes=st.lists(other_users_change, min_size=1, max_size=6))
 def test_another_users_rows_never_change_a_score(ana, shared, bo, changes) -> None:
     rows = _Rows()
