@@ -38,6 +38,7 @@ from statistics import NormalDist
 
 import numpy as np
 
+from ..errors import InvalidInputError
 from ..home import validate_id
 from .backend import IndexBackend
 from .fulltext import best_rows
@@ -208,9 +209,9 @@ def hybrid_search(
     if chat_id is not None:
         validate_id("chat", chat_id)
         if user_id is None:
-            raise ValueError("a chat-scoped search needs its user_id")
+            raise InvalidInputError("a chat-scoped search needs its user_id")
     if kind not in (None, "fact", "chunk", "transcript"):
-        raise ValueError(f"unknown kind {kind!r}: use 'fact', 'chunk', 'transcript' or None for facts and chunks")
+        raise InvalidInputError(f"unknown kind {kind!r}: use 'fact', 'chunk', 'transcript' or None for facts and chunks")
     scope = ScopeMask(user=user_id, chat=chat_id, kind=kind, memory_only=memory_only, content_only=True)
     pool = candidates or max(limit * 4, 40)
     now = now or dt.datetime.now(dt.timezone.utc)
