@@ -1,0 +1,127 @@
+"""Search as of a past commit (syncd.engine.asof): over generated histories (facts added, edited
+and deleted, pages written and removed, one commit each), a search at revision R equals the
+search of a fresh home made from a checkout of R (git worktree), for any R and either user; no
+user ever sees another's past rows; revisions by name and by date; clear errors."""
+
+from __future__ import annotations
+
+import datetime as dt
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import syncd
+from syncd.engine.asof import past_engine, resolve_revision, search_at
+from syncd.errors import InvalidInputError, NotFoundError
+
+USERS = ["ana", "bob"]
+TOPICS = ["green tea", "sailing to Oslo", "the cello", "beekeeping", "old maps", "a peanut allergy"]
+
+
+def git(root: Path, *args: str) -> str:
+    return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, check=True).stdout
+
+
+def view(hits) -> list[tuple]:
+    return [(h.id, h.path, h.line, h.user_id, round(h.score, 6)) for h in hits]
+
+
+STEP = st.tuples(st.sampled_from(["add", "edit", "delete", "page", "unpage"]), st.sampled_from(USERS),
+                 st.integers(0, len(TOPICS) - 1))  # fmt: skip
+
+
+def apply_step(root: Path, step: tuple[str, str, int], n: int) -> None:
+    what, user, topic = step
+    log = root / "memory" / "users" / user / "2026-11-20.md"
+    page = root / "vault" / f"Topic{topic}.md"
+    lines = log.read_text().splitlines(keepends=True) if log.exists() else ["# 2026-11-20\n", "\n"]
+    facts = [i for i, line in enumerate(lines) if line.startswith("- [")]
+    if what == "add" or (what in ("edit", "delete") and not facts):
+        lines.append(f"- [context] {user.title()} talks about {TOPICS[topic]} (step {n}).\n")
+    elif what == "edit":
+        lines[facts[topic % len(facts)]] = f"- [context] {user.title()} changed her mind on {TOPICS[topic]}.\n"
+    elif what == "delete":
+        del lines[facts[topic % len(facts)]]
+    elif what == "page":
+        page.write_text(f"# Topic {topic}\n\nNotes on {TOPICS[topic]}, written at step {n}.\n")
+    elif page.exists():
+        page.unlink()
+    log.parent.mkdir(parents=True, exist_ok=True)
+    log.write_text("".join(lines))
+
+
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(steps=st.lists(STEP, min_size=2, max_size=12), picks=st.lists(st.tuples(st.integers(0, 11),
+       st.sampled_from(USERS), st.integers(0, len(TOPICS) - 1)), min_size=1, max_size=3))  # fmt: skip
+def test_a_search_at_a_revision_equals_a_fresh_home_checked_out_there(tmp_path_factory, embedder, steps, picks):
+    folder = tmp_path_factory.mktemp("asof")
+    root = syncd.init(folder / "home").home
+    shas = []
+    with syncd.open(root, embedder=embedder) as engine:
+        for n, step in enumerate(steps):
+            apply_step(root, step, n)
+            engine.sync()
+            engine.commit()
+            shas.append(git(root, "rev-parse", "HEAD").strip())
+        for index, user, topic in picks:
+            sha = shas[index % len(shas)]
+            query = f"What about {TOPICS[topic]}?"
+            got = search_at(engine, query, sha, user_id=user, limit=5)
+            checkout = folder / f"checkout-{sha[:8]}"
+            if not checkout.exists():
+                git(root, "worktree", "add", "--detach", "--quiet", str(checkout), sha)
+            with syncd.open(checkout, embedder=embedder) as fresh:
+                fresh.sync()
+                expected = fresh.search(query, user_id=user, limit=5)
+            assert view(got) == view(expected)
+            assert all(h.user_id in (user, None) for h in got)
+
+
+@pytest.fixture
+def history(tmp_path, embedder):
+    root = syncd.init(tmp_path / "home").home
+    with syncd.open(root, embedder=embedder) as engine:
+        for n, step in enumerate([("add", "ana", 0), ("add", "bob", 1), ("edit", "ana", 0), ("delete", "bob", 1)]):
+            apply_step(root, step, n)
+            engine.sync()
+            engine.commit()
+            time.sleep(1.1)  # a commit per second: the date of each is a revision of its own
+        yield engine
+
+
+def test_revisions_by_name_and_by_date(history):
+    root = history.home.root
+    first = git(root, "rev-list", "--max-parents=0", "HEAD").strip()
+    assert resolve_revision(root, "HEAD~1") == git(root, "rev-parse", "HEAD~1").strip()
+    when = git(root, "log", "-1", "--format=%cI", "HEAD~2").strip()
+    assert resolve_revision(root, when) == git(root, "rev-parse", "HEAD~2").strip()
+    naive = dt.datetime.fromisoformat(when).astimezone().replace(tzinfo=None).isoformat()
+    assert resolve_revision(root, naive) == git(root, "rev-parse", "HEAD~2").strip()
+    assert resolve_revision(root, first) == first
+    # bob's fact is deleted now, and was there two commits ago
+    assert not any("Bob" in h.content for h in history.search("sailing to Oslo", user_id="bob"))
+    assert any("Bob" in h.content for h in search_at(history, "sailing to Oslo", "HEAD~1", user_id="bob"))
+
+
+def test_bad_revisions_are_clear_errors(history):
+    with pytest.raises(NotFoundError, match="no commit"):
+        search_at(history, "tea", "no-such-branch", user_id="ana")
+    with pytest.raises(NotFoundError, match="at or before"):
+        search_at(history, "tea", "1999-01-01", user_id="ana")
+    with pytest.raises(InvalidInputError):
+        search_at(history, "tea", "--all", user_id="ana")
+
+
+def test_git_is_left_as_it_was_and_past_indexes_are_kept_few(history):
+    root = history.home.root
+    status, head = git(root, "status", "--porcelain"), git(root, "rev-parse", "HEAD")
+    for back in range(4):
+        with past_engine(history, f"HEAD~{back}") as past:
+            assert past.home.root != root
+    assert git(root, "status", "--porcelain") == status and git(root, "rev-parse", "HEAD") == head
+    kept = [p for p in (history.home.state_dir / "asof").iterdir() if p.is_dir()]
+    assert len(kept) <= 4
