@@ -118,10 +118,12 @@ def test_bad_revisions_are_clear_errors(history):
 
 def test_git_is_left_as_it_was_and_past_indexes_are_kept_few(history):
     root = history.home.root
-    status, head = git(root, "status", "--porcelain"), git(root, "rev-parse", "HEAD")
+    status, head, counts = git(root, "status", "--porcelain"), git(root, "rev-parse", "HEAD"), history.counts()
     for back in range(4):
         with past_engine(history, f"HEAD~{back}") as past:
             assert past.home.root != root
     assert git(root, "status", "--porcelain") == status and git(root, "rev-parse", "HEAD") == head
+    history.sync()  # the past trees under .syncd/ are never the home's files
+    assert history.counts() == counts and history.status().fresh
     kept = [p for p in (history.home.state_dir / "asof").iterdir() if p.is_dir()]
     assert len(kept) <= 4
