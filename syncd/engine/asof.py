@@ -102,7 +102,9 @@ def past_engine(engine: Engine, at: str) -> Iterator[Engine]:
             os.replace(building, folder)
         os.utime(folder)
         _evict(base, folder)
-        past = Engine(Home(folder / "tree"), engine.settings, embedder=engine.embedder)
+        # Always the embedded index: a past tree is this process's scratch, never a shared database's.
+        local = engine.settings.model_copy(update={"index_url": None, "index_schema": None})
+        past = Engine(Home(folder / "tree"), local, embedder=engine.embedder)
         try:
             past.sync()
         except BaseException:
