@@ -28,9 +28,11 @@ Walk = Callable[..., Iterator[tuple[str, list[str], list[str]]]]
 
 # -- watchdog --------------------------------------------------------------------------------------
 
-def _watch_group() -> type | None:
+def _watch_group() -> Any:
+    """watchdog's InotifyWatchGroup, or None where there is none (it is typed Any: the patches
+    reach for its private methods)."""
     try:
-        from watchdog.observers.inotify import InotifyWatchGroup  # type: ignore[attr-defined]
+        from watchdog.observers.inotify import InotifyWatchGroup
     except ImportError:  # not Linux, or a watchdog without this class: nothing of it to patch
         return None
     return InotifyWatchGroup

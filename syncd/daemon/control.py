@@ -32,8 +32,9 @@ class _Handler(socketserver.StreamRequestHandler):
         line = self.rfile.readline(MAX_MESSAGE_BYTES + 1)
         if not line:
             return
+        server: _UnixServer = self.server  # type: ignore[assignment]  # the only server this handler serves
         try:
-            self.wfile.write(encode(self.server.answer(line)))
+            self.wfile.write(encode(server.answer(line)))
         except OSError:
             pass  # the client went away; nothing to tell it
 
@@ -47,7 +48,7 @@ class _UnixServer(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
         super().__init__(str(path), _Handler)
 
     def server_bind(self) -> None:
-        final = self.server_address
+        final = str(self.server_address)
         tmp = f"{final}.{os.getpid()}.tmp"
         if os.path.lexists(tmp):
             os.unlink(tmp)
@@ -109,10 +110,12 @@ class ControlServer:
         self._server.shutdown()
         self._server.server_close()
         self._server = None
+        path = self.path
+        assert path is not None  # set whenever the server is
         try:
             # Only our own socket: never one a later daemon put in its place.
-            if os.stat(self.path).st_ino == self._inode:
-                self.path.unlink()
+            if os.stat(path).st_ino == self._inode:
+                path.unlink()
         except FileNotFoundError:
             pass
 

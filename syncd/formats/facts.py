@@ -53,6 +53,7 @@ import numbers
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
 from ..errors import InvalidInputError, NotFoundError
 from .fact_ids import FactIdMemo, derive_fact_id, derive_id, normalise_content
@@ -127,6 +128,7 @@ _ENDINGS = ("\n", "\r\n", "")
 # First characters of lines that may be a heading, a fence or an HTML comment block.
 _BLOCK_LEADS = frozenset("# \t`~<")
 _object_new = object.__new__
+_D = TypeVar("_D")
 
 
 def valid_id(value: str) -> bool:
@@ -449,10 +451,10 @@ class TextSpan:
     section: Section | None
 
 
-def _build(cls: type, values: tuple) -> object:
+def _build(cls: type[_D], values: tuple) -> _D:
     """An instance of a frozen dataclass without running its ``__init__`` (parser-internal)."""
-    obj = _object_new(cls)
-    obj.__dict__.update(zip(cls.__dataclass_fields__, values, strict=False))
+    obj: Any = _object_new(cls)
+    obj.__dict__.update(zip(cls.__dataclass_fields__, values, strict=False))  # type: ignore[attr-defined]
     return obj
 
 

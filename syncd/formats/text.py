@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from pathlib import Path
 
 from ..errors import ParseError
 
@@ -52,7 +53,7 @@ _FENCE_CLOSE_RE = re.compile(r"[ \t]*(`{3,}|~{3,})[ \t]*")
 _ATX_OPEN_RE = re.compile(r" {0,3}(#{1,6})(?=[ \t]|\Z)")
 
 
-def decode_markdown(data: bytes, path: object = None) -> str:
+def decode_markdown(data: bytes, path: Path | str | None = None) -> str:
     """Decode a markdown file's bytes strictly as UTF-8, keeping a byte order mark as ``'\\ufeff'``.
 
     Raises ParseError carrying ``path`` and the 1-based line of the first invalid byte, because a
@@ -73,7 +74,7 @@ def decode_markdown(data: bytes, path: object = None) -> str:
 _BAD_LINES_SHOWN = 5
 
 
-def decode_markdown_lossy(data: bytes, path: object = None) -> tuple[str, str | None]:
+def decode_markdown_lossy(data: bytes, path: Path | str | None = None) -> tuple[str, str | None]:
     """Decode for reading only: invalid UTF-8 becomes U+FFFD instead of failing, so one bad byte
     costs one line's characters, not the whole file. Returns the text and, when bytes were
     replaced, a warning naming the lines that hold them.

@@ -274,8 +274,8 @@ class RowCache:
         touched: dict[str, set[str]] = {}
         for row in range(start, len(self._paths)):
             touched.setdefault(self._paths[row], set()).add(self._payloads[row].get("heading") or "")
-        for path, headings in touched.items():
-            self._link(path, headings)
+        for path, joined in touched.items():
+            self._link(path, joined)
         self._scope_cache = {}
 
     def _link(self, path: str, headings: set[str]) -> None:

@@ -302,7 +302,8 @@ def parse_summary(text: str, max_words: int = MAX_SUMMARY_WORDS) -> str:
             bullets.append(words)
     if not bullets:
         raise ExtractionError("the LLM summary is empty")
-    kept, used = [], 0
+    kept: list[list[str]] = []
+    used = 0
     for words in bullets:
         if used + len(words) > max_words:
             if not kept:

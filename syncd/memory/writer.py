@@ -56,4 +56,5 @@ class MarkdownWriter:
             except ConflictError as exc:
                 log.info("%s changed while we wrote it (attempt %d); re-reading", rel, attempt + 1)
                 last = exc
+        assert last is not None  # _CAS_ATTEMPTS >= 1: the loop ran and every attempt conflicted
         raise last

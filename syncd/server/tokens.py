@@ -18,6 +18,7 @@ and the admin token. The server re-reads the files when they change, so ``syncd 
 
 from __future__ import annotations
 
+import builtins  # TokenStore.list shadows the builtin inside the class
 import contextlib
 import datetime as dt
 import fcntl
@@ -31,8 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import ConfigError, NotFoundError
-from ..home import Home
-from ..home import validate_id
+from ..home import Home, validate_id
 
 __all__ = ["ADMIN_FILE", "USERS_FILE", "Principal", "TokenInfo", "TokenStore"]
 
@@ -181,7 +181,7 @@ class TokenStore:
             self._write_users(tokens)
         return TokenInfo(token_id, user, created), token
 
-    def list(self) -> list[TokenInfo]:
+    def list(self) -> builtins.list[TokenInfo]:
         return [TokenInfo(t["id"], t["user"], t.get("created", "")) for t in self._read_users()]
 
     def revoke(self, token_id: str) -> TokenInfo:
@@ -194,14 +194,14 @@ class TokenStore:
             raise NotFoundError(f"no token with id {token_id!r} (see `syncd token list`){hint}")
         return gone[0]
 
-    def revoke_user(self, user: str) -> list[TokenInfo]:
+    def revoke_user(self, user: str) -> builtins.list[TokenInfo]:
         """Revoke every token of ``user``."""
         gone = self._revoke(lambda t: t["user"] == user)
         if not gone:
             raise NotFoundError(f"user {user!r} has no token (see `syncd token list`)")
         return gone
 
-    def _revoke(self, which) -> list[TokenInfo]:
+    def _revoke(self, which) -> builtins.list[TokenInfo]:
         with self._locked():
             tokens = self._read_users()
             gone = [t for t in tokens if which(t)]

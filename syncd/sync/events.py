@@ -101,7 +101,7 @@ def coalesce(events: Iterable[Event], burst_threshold: int) -> Batch:
 
 def _outermost(dirs: set[str]) -> set[str]:
     """Drop folders inside other listed folders: they are rescanned with their parent."""
-    keep = set()
+    keep: set[str] = set()
     for d in sorted(dirs, key=lambda p: len(PurePosixPath(p).parts)):
         if not any(d.startswith(k + "/") for k in keep):
             keep.add(d)

@@ -9,6 +9,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from ..compat.patches import watchdog_decline_watches, watchdog_forget_vanished_watches, watchdog_walk_iteratively
 from .events import CHANGING_KINDS, Event, is_noise, is_unwatched_folder, to_event
@@ -28,7 +29,7 @@ class TreeWatcher:
     sink: Callable[[list[Event]], None]
     # Why the home is not being watched (None while it is): set when start() could not watch it.
     failure: str | None = field(default=None, init=False)
-    _observer: object = field(default=None, init=False, repr=False)
+    _observer: Any = field(default=None, init=False, repr=False)
     _overflow_hook: logging.Handler | None = field(default=None, init=False, repr=False)
 
     def start(self) -> None:

@@ -299,9 +299,9 @@ def snapshot(root: Path, cache: GraphCache | None = None) -> Snapshot:
             continue
         row = cached.get(rel)
         if row is not None:
-            size, mtime_ns, checked_ns, sha, data, resolved = row
+            size, mtime_ns, checked_ns, sha, node_json, resolved = row
             if size == st.st_size and mtime_ns == st.st_mtime_ns and mtime_ns + RACY_NS < checked_ns:
-                pages[rel] = (sha, data)
+                pages[rel] = (sha, node_json)
                 if resolved is not None:
                     known[rel] = resolved
                 continue
