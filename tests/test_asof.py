@@ -127,3 +127,17 @@ def test_git_is_left_as_it_was_and_past_indexes_are_kept_few(history):
     assert history.counts() == counts and history.status().fresh
     kept = [p for p in (history.home.state_dir / "asof").iterdir() if p.is_dir()]
     assert len(kept) <= 4
+
+
+def test_the_command_line_searches_a_past_commit(history):
+    from click.testing import CliRunner
+
+    from syncd.cli import cli
+
+    root = str(history.home.root)
+    past = CliRunner().invoke(cli, ["search", "sailing to Oslo", "--at", "HEAD~1", "--user", "bob", "--home", root])
+    now = CliRunner().invoke(cli, ["search", "sailing to Oslo", "--user", "bob", "--home", root])
+    assert past.exit_code == 0 and "Bob talks about sailing to Oslo" in past.output
+    assert now.exit_code == 0 and "Bob talks about" not in now.output
+    bad = CliRunner().invoke(cli, ["search", "tea", "--at", "nope", "--home", root])
+    assert bad.exit_code == 1

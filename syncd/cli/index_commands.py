@@ -176,10 +176,13 @@ def reindex_command(quiet: bool, home: Path | None) -> None:
 @click.option("--kind", type=click.Choice(KINDS), default=None,
               help="Only facts, only text chunks or only transcript chunks (default: facts and text chunks).")
 @click.option("--wiki", "include_wiki", is_flag=True, help="Search the wiki vault too.")
+@click.option("--at", "at", default=None, metavar="REV",
+              help="Search the memory as a past commit left it: a commit, HEAD~N, a branch, a tag, or a "
+                   "date/time (2026-11-20T14:00: the last commit at or before it).")
 @json_option
 @home_option
 def search_command(query: str, user: str | None, chat: str | None, limit: int, kind: str | None,
-                   include_wiki: bool, as_json: bool, home: Path | None) -> None:
+                   include_wiki: bool, at: str | None, as_json: bool, home: Path | None) -> None:
     """Hybrid (semantic + full-text) search of the memory: the same search, defaults and hits as
     the REST API, MCP and the agent tools.
 
@@ -191,8 +194,9 @@ def search_command(query: str, user: str | None, chat: str | None, limit: int, k
 
     root = resolve_home(home)
     params = {"query": query, "user_id": user, "chat_id": chat, "limit": limit, "kind": kind,
-              "include_wiki": include_wiki}
-    answer = ask_daemon(root, "search", params)
+              "include_wiki": include_wiki, **({"at": at} if at is not None else {})}
+    # A past commit is searched here, not by the daemon: its index is built aside from git's objects.
+    answer = ask_daemon(root, "search", params) if at is None else None
     advice = "the running daemon is indexing them"
     if answer is None:
         from ..engine.facade import open_engine

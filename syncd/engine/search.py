@@ -58,15 +58,24 @@ def search(
     hybrid: bool = True,
     now: dt.datetime | None = None,
     settings: Any = None,
+    at: str | None = None,
 ) -> list[Hit]:
     """The best hits for ``query`` in ``backend`` (an open engine, or any MemoryBackend) within
     the scope given, with the defaults above; the floor is that of ``settings`` (default: the
-    backend's). QueryError for an empty query; InvalidIdError for a bad id; ValueError for an
-    unknown kind or a chat without its user."""
+    backend's). ``at``: the memory as that commit left it (a revision git names, or a date/time;
+    an engine only, see syncd.engine.asof). QueryError for an empty query; InvalidIdError for a
+    bad id; ValueError for an unknown kind or a chat without its user; NotFoundError for a
+    revision that names no commit."""
     if not isinstance(query, str) or not query.strip():
         raise QueryError(query, "the search query is empty: say what to look for")
     if kind is not None and kind not in KINDS:
         raise ValueError(f"unknown kind {kind!r}: use {', '.join(KINDS)}, or none for facts and chunks")
+    if at is not None:
+        from .asof import past_engine
+
+        with past_engine(backend, at) as past:
+            return search(past, query, user_id=user_id, chat_id=chat_id, limit=limit, kind=kind,
+                          include_wiki=include_wiki, hybrid=hybrid, now=now, settings=settings or backend.settings)
     return backend.search(
         query,
         user_id=user_id,
@@ -87,7 +96,9 @@ def search_answer(engine: Any, query: str, *, stale: Callable[[], int] | None = 
     was updated, which the answer may miss. ``stale`` counts them (the daemon reuses a count
     while nothing changed); by default ``engine.stale_count``."""
     hits = search(engine, query, **scope)
-    return {"hits": [hit_record(h) for h in hits], "stale": (stale or engine.stale_count)()}
+    # A past commit's memory is exactly that commit's tree: nothing of it can be stale.
+    stale_count = 0 if scope.get("at") is not None else (stale or engine.stale_count)()
+    return {"hits": [hit_record(h) for h in hits], "stale": stale_count}
 
 
 def hit_record(hit: Hit) -> dict[str, Any]:
