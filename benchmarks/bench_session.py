@@ -30,8 +30,8 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 import syncd
 from syncd.config import Settings
-from syncd.formats.transcripts import make_entry, render_entry
 from syncd.embedding.fastembed_backend import load_embedder
+from syncd.formats.transcripts import make_entry, render_entry
 from syncd.memory import MemoryManager
 from syncd.session import SessionRunner, TranscriptManager
 

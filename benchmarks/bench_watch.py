@@ -28,8 +28,8 @@ from pathlib import Path
 
 import syncd
 from syncd.config import Settings
-from syncd.home import blob_sha
 from syncd.embedding.fastembed_backend import load_embedder
+from syncd.home import blob_sha
 
 FACTS = [
     "Likes green tea in the morning.", "Works as a nurse in Lyon.", "Is allergic to peanuts.",

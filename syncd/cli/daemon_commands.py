@@ -16,14 +16,19 @@ __all__ = ["COMMANDS"]
 @click.option("--reconcile-interval", type=click.FloatRange(min=1), default=None, metavar="SECONDS",
               help="Full reconcile every SECONDS, catching events the OS dropped "
               "(default: $SYNCD_RECONCILE_INTERVAL_S, else 300).")
+@click.option("--remote", default=None, metavar="NAME",
+              help="Share the home through the git remote NAME: pull every --pull-every seconds and push "
+                   "what is new (see `syncd remote add`).")
+@click.option("--pull-every", type=click.FloatRange(min=1), default=10.0, show_default=True, metavar="SECONDS",
+              help="With --remote: how often to pull (an unreachable remote is retried less and less often).")
 @home_option
-def watch_command(reconcile_interval: float | None, home: Path | None) -> None:
+def watch_command(reconcile_interval: float | None, remote: str | None, pull_every: float, home: Path | None) -> None:
     """Run the daemon: keep the index and git history in step with the tree until interrupted
     (SIGINT/SIGTERM finish the batch in hand, commit, and exit 0). While it runs, `syncd search`
     asks it over the home's socket instead of loading the index and the model itself."""
+    from ..daemon.logfile import daemon_log
     from ..daemon.loop import Daemon
     from ..engine.facade import open_engine
-    from ..daemon.logfile import daemon_log
 
     settings = load_settings()
     if reconcile_interval is not None:
@@ -37,7 +42,16 @@ def watch_command(reconcile_interval: float | None, home: Path | None) -> None:
             from ..server.service import MemoryService
 
             methods = control_methods(lambda: MemoryService(engine))
-            Daemon(engine, settings, control_methods=methods).run(install_signals=True)
+            shared = None
+            if remote is not None:
+                from ..daemon.sharing import RemoteSharing
+
+                shared = RemoteSharing(engine, remote, pull_every).start()
+            try:
+                Daemon(engine, settings, control_methods=methods).run(install_signals=True)
+            finally:
+                if shared is not None:
+                    shared.stop()
         finally:
             logging.getLogger("syncd").removeHandler(file_log)
             file_log.close()

@@ -10,8 +10,8 @@ from pathlib import Path
 
 from ..config import Settings
 from ..engine.facade import open_engine
-from ..home import Home, atomic_write
 from ..engine.initialize import init
+from ..home import Home, atomic_write
 from ..wiki.store import follow_index
 
 __all__ = ["DEMO_FILES", "DEMO_QUERIES", "build_demo_home", "run_demo"]

@@ -51,9 +51,9 @@ def serve_command(host: str, port: int, cors_origins: tuple[str, ...], read_only
     With --read-only it holds nothing and runs no daemon: it answers searches, stats and
     core-block reads from the index its home's writer keeps (a PostgreSQL index any number of
     servers on other machines share, each over a clone of the home), and refuses writes."""
+    from ..daemon.logfile import daemon_log
     from ..home import Home
     from ..server.serve import serve
-    from ..daemon.logfile import daemon_log
 
     root = resolve_home(home)
     settings = load_settings()

@@ -6,7 +6,6 @@ They read the session files only (never the index or the model), so they answer 
 from __future__ import annotations
 
 import datetime as dt
-
 from pathlib import Path
 
 import click

@@ -17,10 +17,10 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from .._version import __version__
-from ..errors import SyncdError
-from ..engine.search import DEFAULT_LIMIT, search_answer
 from ..control.client import peer_uid
 from ..control.protocol import MAX_MESSAGE_BYTES, PROTOCOL_VERSION, decode, encode, socket_address, socket_path
+from ..engine.search import DEFAULT_LIMIT, search_answer
+from ..errors import SyncdError
 
 __all__ = ["ControlServer"]
 

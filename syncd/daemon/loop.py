@@ -29,7 +29,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..config import Settings
-from .control import ControlServer
 from ..errors import GitBusyError, HistoryError, SyncdError
 from ..history.git import busy_state, head_sha, uncommitted_paths
 from ..history.intents import Intent, record_intent
@@ -41,6 +40,7 @@ from ..sync.scan import DiskScan, list_tree
 from ..sync.watcher import TreeWatcher
 from ..wiki.store import follow_index
 from ..writes.rewind import find_rewound
+from .control import ControlServer
 
 if TYPE_CHECKING:
     from ..engine.facade import Engine  # only for annotations: the CLI hands the daemon its engine

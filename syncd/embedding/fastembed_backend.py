@@ -45,12 +45,12 @@ import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from ..config import DEFAULT_EMBED_MODEL, Settings
 from ..compat.patches import fastembed_quiet_session, fastembed_truncation
+from ..config import DEFAULT_EMBED_MODEL, Settings
 from ..errors import EmbeddingError
 
 if TYPE_CHECKING:
@@ -460,7 +460,7 @@ class FastEmbedBackend:
         started = time.perf_counter()
         folder = self._source.prepare()
         text_embedding = _import_text_embedding()
-        kwargs: dict[str, object] = {"threads": self.threads}
+        kwargs: dict[str, Any] = {"threads": self.threads}
         if folder is not None:
             kwargs["specific_model_path"] = str(folder)
             # fastembed creates its cache folder even when it will not download; keep it ours.

@@ -14,7 +14,7 @@ import dataclasses
 import pathlib
 
 # Modules, not names: what this module defines beyond them is exactly its public API (tests/test_api.py).
-from .. import formats, errors
+from .. import errors, formats
 from ..history import blame as _blame
 from ..history import git
 from ..history import log as _log
@@ -135,8 +135,8 @@ def revert(home: pathlib.Path | str, commit: str, settings=None) -> str:
     is not a daemon holds the home."""
     from ..config import Settings
     from ..control.client import ask_daemon
-    from .facade import open_engine
     from ..errors import GitBusyError, LockedError, NotFoundError, RemoteError, RevertError, SyncdError
+    from .facade import open_engine
 
     settings = settings or Settings()
     root = pathlib.Path(home).resolve()

@@ -33,6 +33,7 @@ from typing import Protocol
 import numpy as np
 
 from ..config import Settings
+from ..embedding.fastembed_backend import Embedder, load_embedder
 from ..errors import (
     ConfigError,
     IndexError_,
@@ -44,21 +45,20 @@ from ..home import (
     DAEMON_ROLE,
     Home,
     HomeLock,
+    classify_path,
     find_home,
 )
-from ..embedding.fastembed_backend import Embedder, load_embedder
+from ..index.backend import home_index, open_index
 from ..index.embed_cache import CachedEmbedder, EmbeddingCache
 from ..index.records import FileRecord, FileUpdate
 from ..index.rowcache import ScopeMask
 from ..index.rows import TranscriptChunking
 from ..index.search import Hit, Weights, hybrid_search
-from ..index.backend import home_index, open_index
 from ..index.tokens import TokenSpanner
-from ..home import classify_path
-from .status import Status, build_status, count_stale, incompatibility, missing_status
 from ..sync.apply import Progress, SyncReport, sync
 from ..writes.groups import ChangeGroup, current_group
 from ..writes.scheduler import WritePath
+from .status import Status, build_status, count_stale, incompatibility, missing_status
 
 __all__ = ["Engine", "IndexFollower", "Status", "open_engine"]
 

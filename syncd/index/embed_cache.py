@@ -17,9 +17,9 @@ from pathlib import Path
 
 import numpy as np
 
+from ..embedding.fastembed_backend import Embedder, check_texts
 from ..errors import EmbeddingError
 from ..home import disk_failure
-from ..embedding.fastembed_backend import Embedder, check_texts
 
 __all__ = ["CachedEmbedder", "EmbeddingCache", "text_key"]
 

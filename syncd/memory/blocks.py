@@ -15,8 +15,7 @@ from pathlib import Path
 from ..config import Settings
 from ..errors import BlockLimitError
 from ..formats import Page, decode_markdown_lossy, parse_page
-from ..home import Home, read_regular
-from ..home import validate_id, validate_label
+from ..home import Home, read_regular, validate_id, validate_label
 
 __all__ = [
     "CORE_LABELS",

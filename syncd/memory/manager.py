@@ -23,12 +23,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..config import Settings
+from ..engine.search import DEFAULT_LIMIT, search
 from ..errors import BlockLimitError, ConflictError, ExtractionError, InvalidInputError, NotFoundError, QueryError
 from ..formats import Fact, decode_markdown, encode_markdown, parse_page
 from ..history.intents import Intent
-from ..home import Home
-from ..home import check_text, validate_id, validate_label
-from ..engine.search import DEFAULT_LIMIT, search
+from ..home import Home, check_text, validate_id, validate_label
 from .backend import MemoryBackend
 from .blocks import CoreBlock, format_blocks, read_block, render_block, resolve_blocks
 from .dedup import CANDIDATES as DEDUP_CANDIDATES

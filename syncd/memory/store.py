@@ -30,8 +30,7 @@ from ..formats import (
 )
 from ..formats.reparse import LogMemo
 from ..history.intents import Intent
-from ..home import read_regular
-from ..home import check_text, validate_id
+from ..home import check_text, read_regular, validate_id
 from .backend import MemoryBackend
 from .writer import MarkdownWriter
 

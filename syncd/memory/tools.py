@@ -19,9 +19,9 @@ from typing import Any, ClassVar, TypeVar
 
 from pydantic import ValidationError
 
+from ..api.schemas import AddInput, BlockUpdateInput, Input, SearchInput, describe_invalid, tool_inputs
 from ..errors import InvalidInputError, SyncdError
 from ..home import check_text, validate_id
-from ..api.schemas import AddInput, BlockUpdateInput, Input, SearchInput, describe_invalid, tool_inputs
 from .blocks import CoreBlock
 from .manager import EPHEMERAL_LOOP, MemoryManager
 

@@ -26,9 +26,9 @@ from .._version import __version__
 from ..api import schemas as s
 from ..errors import AccessError, SyncdError
 from .gate import principal_of_scope
+from .scrub import scrubber
 from .service import LOCAL_ADMIN, OPERATIONS, MemoryService, Operation, call
 from .tokens import Principal
-from .scrub import scrubber
 
 __all__ = ["Backend", "LocalBackend", "SocketBackend", "build_mcp", "control_methods"]
 

@@ -43,9 +43,9 @@ from ..errors import (
     SyncdError,
 )
 from .gate import PRINCIPAL_KEY
+from .scrub import scrubber
 from .service import MemoryService
 from .tokens import Principal
-from .scrub import scrubber
 
 __all__ = ["OPEN_PATHS", "UserParam", "Who", "bearer", "create_app", "status_of"]
 

@@ -20,13 +20,13 @@ from typing import Any
 from pydantic import BaseModel
 
 from ..api import schemas as s
+from ..engine import audit
+from ..engine.search import hit_record, search
+from ..engine.visibility import readable
 from ..errors import AccessError, InvalidInputError, NotFoundError
 from ..home import read_regular
 from ..memory import MemoryManager
 from ..memory.tools import update_block
-from ..engine import audit
-from ..engine.search import hit_record, search
-from ..engine.visibility import readable
 from ..session.files import list_sessions
 from ..session.state import read_state_file
 from ..session.transcripts import read_transcript_file

@@ -19,8 +19,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..home import Home, read_regular
-from ..home import validate_id
+from ..home import Home, read_regular, validate_id
 
 __all__ = ["Clock", "SessionInfo", "UserSessions", "list_sessions", "new_session_info", "open_backend", "read_bytes", "read_session_info", "render_session_info", "utc_now", "write_session_info"]
 

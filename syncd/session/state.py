@@ -16,8 +16,7 @@ from typing import Any
 from ..errors import UnsafePickleError
 from ..formats.agent_state import AgentState, legacy_placeholder, parse_state, render_state, sniff_format
 from ..history.intents import Intent
-from ..home import Home
-from ..home import validate_id
+from ..home import Home, validate_id
 from .files import UserSessions, read_bytes, utc_now
 from .serializer import deserialize_agent
 

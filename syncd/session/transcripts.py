@@ -29,8 +29,7 @@ from ..formats.transcripts import (
     render_entry,
 )
 from ..history.intents import Intent
-from ..home import Home
-from ..home import validate_id
+from ..home import Home, validate_id
 from .files import UserSessions, read_bytes, utc_now
 
 __all__ = ["TranscriptManager", "load_transcript", "read_transcript_file"]

@@ -10,15 +10,14 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from ..errors import ParseError
-from ..home import Home, blob_sha
 from ..embedding.fastembed_backend import Embedder
+from ..errors import ParseError
+from ..home import Home, blob_sha, classify_path
+from ..index.backend import IndexBackend as Index
 from ..index.embed_cache import CachedEmbedder
 from ..index.records import FileRecord, FileUpdate
 from ..index.rows import TranscriptChunking, parse_file_checked
-from ..index.backend import IndexBackend as Index
 from ..index.store import StaleRows
-from ..home import classify_path
 from .plan import SyncPlan, plan_sync
 from .progress import Progress, ProgressTracker, SyncProgress
 from .progress_file import ProgressFile

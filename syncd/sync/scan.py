@@ -13,9 +13,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..home import Home, blob_sha, read_at_most
+from ..home import Home, blob_sha, is_indexable, read_at_most
 from ..index.records import FileRecord
-from ..home import is_indexable
 from .walk import walk
 
 log = logging.getLogger(__name__)
