@@ -38,15 +38,22 @@ def pytest_configure(config):
         settings.load_profile("syncd-slow")
 
 
+# Who a person's commit made by a test is from (a person's git command, a human edit committed).
+SUITE_GIT_NAME, SUITE_GIT_EMAIL = "Test Person", "person@example.org"
+
+
 @pytest.fixture(autouse=True)
 def _own_environment(monkeypatch, tmp_path_factory):
     """Every test starts without the SYNCD_* settings of whoever runs the suite (or of a test
-    before it) and with an empty HOME of its own: nothing of ``~`` (a git identity, a model cache,
-    a syncd home found from there) decides what a test sees, and nothing a test leaves there
-    reaches the next. Commits made by tests do not depend on the machine's git config either."""
+    before it) and with a HOME of its own holding only the suite's git identity: nothing of the
+    machine's ``~`` (its git config, a model cache, a syncd home found from there) decides what a
+    test sees, and nothing a test leaves there reaches the next. A test of what happens without an
+    identity points GIT_CONFIG_GLOBAL at an empty file (tests/daemon_helpers.py)."""
     for name in [name for name in os.environ if name.startswith("SYNCD_")]:
         monkeypatch.delenv(name)
-    monkeypatch.setenv("HOME", str(tmp_path_factory.mktemp("user-home")))
+    home = tmp_path_factory.mktemp("user-home")
+    (home / ".gitconfig").write_text(f"[user]\n\tname = {SUITE_GIT_NAME}\n\temail = {SUITE_GIT_EMAIL}\n")
+    monkeypatch.setenv("HOME", str(home))
     monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
     yield
     # Set by the test without monkeypatch (which undoes only its own): gone before the next test.
