@@ -68,7 +68,7 @@ def test_every_error_class_is_exported():
 
 
 # Classes of the PostgreSQL index being built now, to move into errors.py as it lands.
-OUTSIDE_PENDING = {"syncd.index.pg_store.IndexUnreachable"}
+OUTSIDE_PENDING = {"syncd.index.backend.IndexUnreachable"}
 
 
 def test_no_error_class_lives_outside_errors_py():
