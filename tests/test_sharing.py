@@ -175,3 +175,66 @@ def test_any_interleaving_of_writes_pulls_and_pushes_converges_losing_nothing(tm
         assert "<<<<<<<" not in text and ">>>>>>>" not in text and "=======" not in text
         for engine in clones:
             assert_matches_rebuild(engine)
+
+
+def _daemon_log(root: Path) -> str:
+    try:
+        return (root / ".syncd/daemon.log").read_text(errors="replace")
+    except FileNotFoundError:
+        return ""
+
+
+def test_two_daemons_share_a_home_through_a_remote(tmp_path, embedder):
+    """`syncd watch --remote origin` on two machines' homes: a fact added on one becomes
+    searchable on the other through the bare remote; kill -9 of one mid-way loses nothing and
+    leaves no merge half-done."""
+    import signal
+    import sys
+    import time
+
+    from .daemon_helpers import start_cli_daemon, wait_for, warm_embed_cache
+
+    remote = tmp_path / "remote.git"
+    subprocess.run(["git", "init", "-q", "--bare", "-b", "main", str(remote)], check=True)
+    a_root = syncd.init(tmp_path / "a").home
+    with syncd.open(a_root, embedder=embedder) as a:
+        share(a, "origin", str(remote))
+        push(a, "origin")
+    subprocess.run(["git", "clone", "-q", str(remote), str(tmp_path / "b")], check=True)
+    b_root = syncd.init(tmp_path / "b").home
+    unknown = subprocess.run([sys.executable, "-m", "syncd", "watch", "--home", str(b_root), "--remote", "nowhere"],
+                             capture_output=True, text=True, timeout=120, check=False)
+    assert unknown.returncode == 1 and "no remote 'nowhere'" in unknown.stderr and "Traceback" not in unknown.stderr
+    for root in (a_root, b_root):
+        warm_embed_cache(root, embedder)
+    daemons = [start_cli_daemon(root, "--remote", "origin", "--pull-every", "1") for root in (a_root, b_root)]
+    try:
+        for root in (a_root, b_root):
+            wait_for(lambda root=root: "watching" in _daemon_log(root), 120, "the daemons to start")
+        asyncio.run(MemoryManager(a_root).add_memory("Ana keeps her passport in the blue drawer.", "ana",
+                                                     dedup=False))  # handed to a's daemon
+        with syncd.open(b_root, read_only=True, embedder=embedder) as reader:
+            def arrived():
+                hits = reader.search("Where is the passport?", user_id="ana", limit=3)
+                return hits and "blue drawer" in hits[0].content
+
+            wait_for(arrived, 120, "a's fact to reach b's index through the remote")
+        shown = subprocess.run([sys.executable, "-m", "syncd", "status", "--home", str(a_root)], capture_output=True,
+                               text=True, timeout=60, check=True).stdout
+        assert "remote   origin: last pull" in shown and "last push never" not in shown, shown
+        daemons[1].send_signal(signal.SIGKILL)
+        daemons[1].wait(30)
+        asyncio.run(MemoryManager(a_root).add_memory("Ana's train leaves at nine.", "ana", dedup=False))
+        time.sleep(3)
+        daemons[1] = start_cli_daemon(b_root, "--remote", "origin", "--pull-every", "1")
+        wait_for(lambda: "train leaves at nine" in "".join(tree(b_root).values()), 120, "b to catch up")
+    finally:
+        for daemon in daemons:
+            daemon.send_signal(signal.SIGTERM)
+        for daemon in daemons:
+            daemon.wait(60)
+    for root in (a_root, b_root):
+        assert not (root / ".git" / "MERGE_HEAD").exists()
+        assert git(root, "status", "--porcelain", "--", "memory").strip() == ""
+    with syncd.open(b_root, embedder=embedder) as b:
+        assert_matches_rebuild(b)

@@ -232,9 +232,11 @@ def status_command(as_json: bool, home: Path | None) -> None:
     from ..index.backend import INDEX_UNREACHABLE
     from ..engine.status_read import read_status
 
-    status = read_status(resolve_home(home), load_settings())
+    root = resolve_home(home)
+    status = read_status(root, load_settings())
+    remote = _remote_state(root)
     if as_json:
-        print_json(status.to_dict())
+        print_json(status.to_dict() | {"remote": remote})
         return
     click.echo(f"home     {status.home}")
     click.echo(f"model    {status.model_id}")
@@ -249,6 +251,8 @@ def status_command(as_json: bool, home: Path | None) -> None:
                    "`syncd serve` is rebuilding it; else run `syncd reindex`)")
     if status.aligned_commit:
         click.echo(f"commit   {status.aligned_commit}")
+    if remote is not None:
+        _echo_remote(remote)
     _echo_sync_state(status)
     stale = {k: v for k, v in status.stale.items() if v}
     if status.healthy:
@@ -268,6 +272,25 @@ def status_command(as_json: bool, home: Path | None) -> None:
             click.echo(f"           {path}")
     for path, error in sorted(status.errors.items()):
         click.echo(f"error    {path}: {error}")
+
+
+def _remote_state(root: Path) -> dict | None:
+    """What a daemon sharing the home through a git remote last did (`syncd watch --remote`)."""
+    from ..daemon.sharing import read_remote_state
+    from ..home import Home
+
+    return read_remote_state(Home(root).private_dir)
+
+
+def _echo_remote(state: dict) -> None:
+    def ago(stamp: float | None) -> str:
+        return "never" if stamp is None else f"{max(0.0, time.time() - stamp):.0f} s ago"
+
+    click.echo(f"remote   {state['remote']}: last pull {ago(state['last_pull'])}, last push {ago(state['last_push'])}")
+    if state.get("error"):
+        retry = state.get("retry_at")
+        when = f"; retrying in {max(0.0, retry - time.time()):.0f} s" if retry else ""
+        click.echo(f"remote   unreachable or refused: {state['error']}{when} (local writes go on)")
 
 
 def _echo_sync_state(status) -> None:

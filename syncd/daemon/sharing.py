@@ -1,0 +1,114 @@
+"""The daemon's side of sharing a home through a git remote (``syncd watch --remote NAME``): every
+few seconds a pull (fetch, merge by file kind, index what came in), and a push whenever HEAD
+moved since the last one; an unreachable remote is retried with a growing pause (up to
+``MAX_BACKOFF_S``) and never holds up local writes, which go on committing meanwhile.
+
+What it last did is kept in ``remote.json`` in the home's private directory (pid, remote, times of
+the last pull and push, the last error and when it retries), which ``syncd status`` shows.
+
+Concurrency: the thread calls the same use cases as ``syncd pull`` / ``push``
+(syncd.engine.sharing) on the daemon's engine. A pull's merge runs with the write path quiesced
+(the write turn and the commit stage held), so no agent write and no commit pass of the daemon's
+lands mid-merge; its sync and commits take the engine's own locks as the daemon's do.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+import time
+from pathlib import Path
+
+from ..engine import sharing
+from ..errors import InvalidInputError, SyncdError
+from ..history.git import head_sha
+from ..history.remote import remotes
+
+__all__ = ["MAX_BACKOFF_S", "RemoteSharing", "read_remote_state"]
+
+log = logging.getLogger(__name__)
+
+MAX_BACKOFF_S = 300.0
+STATE_FILE = "remote.json"
+
+
+def read_remote_state(private_dir: Path) -> dict | None:
+    """What the daemon's sharing last did, or None (never shared, or its daemon is gone)."""
+    try:
+        state = json.loads((private_dir / STATE_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(state, dict):
+        return None
+    try:
+        os.kill(int(state.get("pid", -1)), 0)
+    except (OSError, ValueError):
+        return None
+    return state
+
+
+class RemoteSharing:
+    """Pull every ``every_s`` seconds from ``remote`` and push what is new, on a thread of its own."""
+
+    def __init__(self, engine, remote: str, every_s: float):
+        self.engine = engine
+        self.remote = remote
+        self.every_s = every_s
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="syncd-remote", daemon=True)
+        self._pushed: str | None = None
+        self._state: dict = {"pid": os.getpid(), "remote": remote, "last_pull": None, "last_push": None,
+                             "error": None, "retry_at": None}
+
+    def start(self) -> RemoteSharing:
+        """Set the home up for sharing and start; InvalidInputError for a remote the home lacks."""
+        if self.remote not in remotes(self.engine.home.root):
+            raise InvalidInputError(f"no remote {self.remote!r} in this home; add it with "
+                                    f"`syncd remote add {self.remote} URL`")
+        sharing.share(self.engine, self.remote, None)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(60)
+        (self.engine.home.private_dir / STATE_FILE).unlink(missing_ok=True)
+
+    def _save(self) -> None:
+        path = self.engine.home.ensure_private_dir() / STATE_FILE
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(self._state), encoding="utf-8")
+        os.replace(tmp, path)
+
+    def round(self) -> None:
+        """One pull, and a push if HEAD moved since the last push. Raises what they raise."""
+        report = sharing.pull(self.engine, self.remote)
+        self._state["last_pull"] = time.time()
+        if report.head is not None:
+            log.info("pulled: %s", report.summary())
+        head = head_sha(self.engine.home.root)
+        if head != self._pushed:
+            pushed = sharing.push(self.engine, self.remote)
+            self._pushed = pushed.head
+            self._state["last_push"] = time.time()
+
+    def _run(self) -> None:
+        pause = 0.0
+        while not self._stop.wait(pause):
+            try:
+                self.round()
+            except SyncdError as exc:
+                # Unreachable, or git busy: local writes go on; try again, waiting longer each time.
+                pause = min(max(pause * 2, self.every_s), MAX_BACKOFF_S)
+                self._state.update(error=str(exc), retry_at=time.time() + pause)
+                log.warning("sharing with %s: %s; retrying in %.0f s", self.remote, exc, pause)
+            except Exception:  # a bug: say so loudly, keep the daemon alive, try again later
+                pause = MAX_BACKOFF_S
+                log.exception("sharing with %s failed", self.remote)
+            else:
+                pause = self.every_s
+                self._state.update(error=None, retry_at=None)
+            self._save()
