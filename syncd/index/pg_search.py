@@ -68,28 +68,39 @@ class PgRows:
         self._counts: dict[ScopeMask, tuple[int, int]] = {}
 
     def _numbers(self, rids: Iterable[int]) -> np.ndarray:
-        out = []
-        for rid in rids:
-            number = self._number.get(rid)
-            if number is None:
-                number = self._number[rid] = len(self._rids)
-                self._rids.append(rid)
-            out.append(number)
-        return np.asarray(out, dtype=np.int64)
+        return np.fromiter((self._one(rid) for rid in rids), np.int64)
+
+    def _one(self, rid: int) -> int:
+        """The row number of ``rid`` in this view, given on first sight."""
+        number = self._number.get(rid)
+        if number is None:
+            number = self._number[rid] = len(self._rids)
+            self._rids.append(rid)
+        return number
 
     def _fetch(self, rows: Iterable[int]) -> None:
-        """Load the payload and vector of each numbered row not loaded yet."""
+        """Load the payload of each numbered row not loaded yet."""
         missing = sorted({self._rids[int(r)] for r in rows} - self._payloads.keys())
         if not missing:
             return
         from psycopg.rows import dict_row
 
         cur = self._conn.cursor(row_factory=dict_row)
-        found = cur.execute(self._sql(f"SELECT rid, {', '.join(ENTRY_COLUMNS)}, vector FROM {{s}}.entries "
+        found = cur.execute(self._sql(f"SELECT rid, {', '.join(ENTRY_COLUMNS)} FROM {{s}}.entries "
                                       "WHERE rid = ANY(%s)"), (missing,)).fetchall()
         for record in found:
             self._payloads[record["rid"]] = _payload_of(record)
-            self._vectors[record["rid"]] = record["vector"].to_numpy().astype(np.float32)
+
+    def _fetch_vectors(self, rows: Iterable[int]) -> None:
+        """Load the vector of each numbered row not loaded yet, in binary: exact float32, and
+        parsing a vector's text costs a hundred times more."""
+        missing = sorted({self._rids[int(r)] for r in rows} - self._vectors.keys())
+        if not missing:
+            return
+        found = self._conn.cursor(binary=True).execute(
+            self._sql("SELECT rid, vector FROM {s}.entries WHERE rid = ANY(%s)"), (missing,)).fetchall()
+        for rid, vector in found:
+            self._vectors[rid] = vector.to_numpy().astype(np.float32)
 
     def _stats(self, scope: ScopeMask) -> tuple[int, int]:
         """(rows in scope, sum of their passage lengths)."""
@@ -108,7 +119,6 @@ class PgRows:
     def search(self, query: np.ndarray, scope: ScopeMask, k: int) -> list[tuple[str, str, float]]:
         """Top ``k`` (path, id, cosine) in scope, best first, by an exact scan."""
         rows = self.search_rows(query, scope, k)
-        self._fetch(rows)
         cosines = self.row_cosines(query, rows)
         return [(p["path"], p["id"], float(c)) for p, c in zip(self.row_payloads(rows), cosines)]
 
@@ -136,8 +146,8 @@ class PgRows:
             self._sql("SELECT t.term, t.rid, t.freq, t.own, e.passage_len FROM {s}.terms t "
                       f"JOIN {{s}}.entries e ON e.rid = t.rid WHERE t.term = ANY(%s) AND {where} ORDER BY t.term, t.rid"),
             [asked, *params]).fetchall()
-        numbers = self._numbers(sorted({r[1] for r in found}))
-        del numbers
+        for rid in sorted({r[1] for r in found}):
+            self._one(rid)
         n = len(self._rids)
         lengths = np.zeros(n, dtype=np.float32)
         by_term: dict[str, list] = {}
@@ -192,13 +202,13 @@ class PgRows:
             for column, step in enumerate([-d for d in range(1, reach + 1)] + list(range(1, reach + 1))):
                 j = i + step
                 if 0 <= j < len(chain) and chain[j][1]:
-                    near[at, column] = self._numbers([chain[j][0]])[0]
+                    near[at, column] = self._one(chain[j][0])
         return near, distances
 
     def row_cosines(self, query: np.ndarray, rows: np.ndarray) -> np.ndarray:
         """Exact cosine of each row in float64, as RowCache.row_cosines computes it."""
         rows = np.asarray(rows, dtype=np.int64)
-        self._fetch(rows)
+        self._fetch_vectors(rows)
         if not len(rows):
             return np.zeros(0, dtype=np.float64)
         vectors = np.stack([self._vectors[self._rids[r]] for r in rows]).astype(np.float64)

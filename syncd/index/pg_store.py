@@ -313,7 +313,7 @@ class PgIndex:
     def all_rows(self, with_vectors: bool = False) -> pa.Table:
         """Every row, as the LanceDB index's table holds it (same columns, same types)."""
         with self._conn() as conn:
-            cur = conn.cursor(row_factory=_dict_rows)
+            cur = conn.cursor(row_factory=_dict_rows, binary=True)  # vectors exact, and fast to read
             records = cur.execute(self._sql(f"SELECT {', '.join(ENTRY_COLUMNS)}, search_text, vector "
                                             "FROM {s}.entries ORDER BY rid")).fetchall()
         rows = []
