@@ -238,3 +238,31 @@ def test_two_daemons_share_a_home_through_a_remote(tmp_path, embedder):
         assert git(root, "status", "--porcelain", "--", "memory").strip() == ""
     with syncd.open(b_root, embedder=embedder) as b:
         assert_matches_rebuild(b)
+
+
+def test_the_command_line_shares_a_home(tmp_path):
+    from click.testing import CliRunner
+
+    from syncd.cli import cli
+
+    remote = tmp_path / "remote.git"
+    subprocess.run(["git", "init", "-q", "--bare", "-b", "main", str(remote)], check=True)
+    a_root = syncd.init(tmp_path / "a").home
+    runner = CliRunner()
+
+    def run(*args: str):
+        done = runner.invoke(cli, list(args))
+        assert done.exit_code == 0, done.output
+        return done.output
+
+    assert "remote origin added" in run("remote", "add", "origin", str(remote), "--home", str(a_root))
+    assert run("remote", "list", "--home", str(a_root)).strip() == f"origin {remote}"
+    assert "pushed" in run("push", "--home", str(a_root))
+    subprocess.run(["git", "clone", "-q", str(remote), str(tmp_path / "b")], check=True)
+    b_root = syncd.init(tmp_path / "b").home
+    (a_root / "vault" / "Note.md").write_text("# Note\n\nWritten on the laptop.\n")
+    assert "pushed" in run("sync", "-q", "--push", "--home", str(a_root))
+    assert "fast-forward" in run("sync", "-q", "--pull", "--home", str(b_root))
+    assert (b_root / "vault" / "Note.md").read_text() == "# Note\n\nWritten on the laptop.\n"
+    refused = runner.invoke(cli, ["pull", "nowhere", "--home", str(b_root)])
+    assert refused.exit_code == 1

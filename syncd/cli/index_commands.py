@@ -123,14 +123,24 @@ quiet_option = click.option("-q", "--quiet", is_flag=True,
 @click.command("sync")
 @quiet_option
 @click.option("--no-commit", is_flag=True, help="Index only; leave the changes uncommitted.")
+@click.option("--pull", "pull_first", is_flag=True, help="First pull from the remote (see `syncd pull`).")
+@click.option("--push", "push_after", is_flag=True, help="Then push to the remote (see `syncd push`).")
+@click.option("--remote", default="origin", show_default=True, metavar="NAME", help="The remote of --pull and --push.")
 @home_option
-def sync_command(quiet: bool, no_commit: bool, home: Path | None) -> None:
+def sync_command(quiet: bool, no_commit: bool, pull_first: bool, push_after: bool, remote: str,
+                 home: Path | None) -> None:
     """Index whatever changed in the home since the last sync, then commit it.
 
     An interrupted sync (Ctrl-C, a kill) keeps what it indexed: the next one goes on from there,
     and the embedding cache gives back every text it had embedded."""
+    if push_after and no_commit:
+        raise click.UsageError("--push pushes commits: it cannot go with --no-commit")
     with (_resumable("sync", "the next `syncd sync` goes on from there") as heard,
           _open(home, read_only=False) as engine, _progress_bar("syncing", not quiet, heard) as bar):
+        if pull_first:
+            from ..engine.sharing import pull
+
+            click.echo(pull(engine, remote).summary())
         report = engine.sync(progress=bar)
         commits, deferred = [], None
         if not no_commit:
@@ -138,6 +148,10 @@ def sync_command(quiet: bool, no_commit: bool, home: Path | None) -> None:
                 commits = engine.commit()
             except (GitBusyError, HistoryError) as exc:
                 deferred = exc  # the sync itself succeeded: exit 0, and say what to do about git
+        if push_after and deferred is None:
+            from ..engine.sharing import push
+
+            click.echo(push(engine, remote).summary())
     click.echo(f"{report.plan.summary()}; {report.facts} facts and {report.chunks} chunks written, "
                f"{report.embedded_texts} texts embedded" + (f"; {len(commits)} commit(s)" if commits else ""))
     _print_errors(report)
