@@ -18,6 +18,8 @@ import syncd
 from syncd.engine.asof import past_engine, resolve_revision, search_at
 from syncd.errors import InvalidInputError, NotFoundError
 
+from .strategies import examples
+
 USERS = ["ana", "bob"]
 TOPICS = ["green tea", "sailing to Oslo", "the cello", "beekeeping", "old maps", "a peanut allergy"]
 
@@ -54,9 +56,9 @@ def apply_step(root: Path, step: tuple[str, str, int], n: int) -> None:
     log.write_text("".join(lines))
 
 
-@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(steps=st.lists(STEP, min_size=2, max_size=12), picks=st.lists(st.tuples(st.integers(0, 11),
-       st.sampled_from(USERS), st.integers(0, len(TOPICS) - 1)), min_size=1, max_size=3))  # fmt: skip
+@settings(max_examples=examples(3), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(steps=st.lists(STEP, min_size=2, max_size=8), picks=st.lists(st.tuples(st.integers(0, 7),
+       st.sampled_from(USERS), st.integers(0, len(TOPICS) - 1)), min_size=1, max_size=2))  # fmt: skip
 def test_a_search_at_a_revision_equals_a_fresh_home_checked_out_there(tmp_path_factory, embedder, steps, picks):
     folder = tmp_path_factory.mktemp("asof")
     root = syncd.init(folder / "home").home
@@ -81,9 +83,10 @@ def test_a_search_at_a_revision_equals_a_fresh_home_checked_out_there(tmp_path_f
             assert all(h.user_id in (user, None) for h in got)
 
 
-@pytest.fixture
-def history(tmp_path, embedder):
-    root = syncd.init(tmp_path / "home").home
+@pytest.fixture(scope="module")
+def history(tmp_path_factory, embedder):
+    """One home with four commits a second apart, shared by the tests below (they only read it)."""
+    root = syncd.init(tmp_path_factory.mktemp("history") / "home").home
     with syncd.open(root, embedder=embedder) as engine:
         for n, step in enumerate([("add", "ana", 0), ("add", "bob", 1), ("edit", "ana", 0), ("delete", "bob", 1)]):
             apply_step(root, step, n)

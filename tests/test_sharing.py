@@ -6,7 +6,6 @@ rebuild; a push never forces."""
 from __future__ import annotations
 
 import asyncio
-import os
 import subprocess
 from pathlib import Path
 
@@ -21,6 +20,7 @@ from syncd.formats.merging import CONFLICT_CALLOUT
 from syncd.memory import MemoryManager
 
 from .helpers import assert_matches_rebuild
+from .strategies import examples
 
 
 def git(root: Path, *args: str) -> str:
@@ -131,7 +131,7 @@ STEP = st.one_of(
 )
 
 
-@settings(max_examples=int(os.environ.get("SYNCD_SHARING_EXAMPLES", "2")), deadline=None,
+@settings(max_examples=examples(2), deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(steps=st.lists(STEP, min_size=2, max_size=8))
 def test_any_interleaving_of_writes_pulls_and_pushes_converges_losing_nothing(tmp_path_factory, embedder, steps):
