@@ -79,7 +79,7 @@ def test_version_is_the_package_version(tmp_path):
 def test_every_command_and_option_has_help():
     assert set(cli.commands) == {"init", "demo", "sync", "reindex", "search", "status", "watch", "log", "blame",
                                  "revert", "lint", "links", "backlinks", "sessions", "serve", "mcp",
-                                 "token"}
+                                 "token", "remote", "pull", "push", "merge-driver"}
     for param in cli.params:
         assert getattr(param, "help", None), f"syncd {param.name} has no help"
     for name, command in cli.commands.items():

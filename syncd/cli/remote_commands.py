@@ -44,7 +44,7 @@ def remote_add(name: str, url: str, home: Path | None) -> None:
 @home_option
 def remote_list(home: Path | None) -> None:
     """The home's git remotes, one per line: NAME URL."""
-    from ..history.remote import remotes
+    from ..engine.sharing import remotes
 
     for name, url in sorted(remotes(resolve_home(home)).items()):
         click.echo(f"{name} {url}")
@@ -86,7 +86,7 @@ def push_command(remote: str, home: Path | None) -> None:
 def merge_driver_command(base: Path, ours: Path, theirs: Path, rel: str) -> None:
     """Git's merge driver for a syncd home (configured by `syncd remote add`): merges BASE, OURS
     and THEIRS of the file REL by its kind, into OURS."""
-    from ..history.remote import merge_driver
+    from ..engine.sharing import merge_driver
 
     merged = merge_driver(base, ours, theirs, rel)
     if merged.kept_both:

@@ -19,7 +19,11 @@ from ..history.git import commit_paths, head_sha, user_identity
 if TYPE_CHECKING:
     from .facade import Engine
 
-__all__ = ["PullReport", "PushReport", "pull", "push", "share"]
+__all__ = ["PullReport", "PushReport", "merge_driver", "pull", "push", "remotes", "share"]
+
+# The git side, for the front ends (the command line's `remote list` and the driver git calls).
+remotes = git_remote.remotes
+merge_driver = git_remote.merge_driver
 
 # A push that finds the remote moved on pulls and tries again, this many times in all.
 PUSH_ATTEMPTS = 3

@@ -30,14 +30,14 @@ from pathlib import Path
 
 from ..errors import ChangedMeanwhileError, GitBusyError, HistoryError
 from .git import (
-    _PATHSPEC_MAX,
+    PATHSPEC_MAX,
     DiffEntry,
     HeldIndex,
-    _guard,
-    _stage,
     git_dir,
+    guard_commit,
     head_sha,
     run_git,
+    stage_paths,
 )
 from .objects import BlobReader, ObjectStore
 
@@ -57,7 +57,7 @@ class PlannedCommit:
 def _index_state(root: Path, paths: list[str], env: dict[str, str] | None = None) -> dict[str, tuple[str, str]]:
     """``{path: (mode, sha)}`` of the real index's stage-0 entries among ``paths``
     (``ls-files -s -z``: "mode sha stage\\tpath")."""
-    spec = ["--", *paths] if len(paths) <= _PATHSPEC_MAX else []
+    spec = ["--", *paths] if len(paths) <= PATHSPEC_MAX else []
     out = run_git(root, "ls-files", "-s", "-z", *spec, env={"GIT_LITERAL_PATHSPECS": "1", **(env or {})})
     wanted = set(paths)
     found = {}
@@ -119,7 +119,7 @@ def commit_chain(
     done), or when HEAD moved while we committed (nothing is staged, and the next attempt commits
     our paths); HistoryError when git fails otherwise."""
     root = Path(root)
-    _guard(root)
+    guard_commit(root)
     if git_dir(root) is None:
         raise HistoryError("commit", f"{root} is not a git repository")
     present = sorted({p for c in planned for p in c.present})
@@ -130,7 +130,7 @@ def commit_chain(
     # HEAD: a git command of the person's never slips between our staging and that move.
     with HeldIndex(root) as held:
         parent = head_sha(root)
-        _stage(root, present, removed, held.env, pack=True)
+        stage_paths(root, present, removed, held.env, pack=True)
         paths = present + removed
         index = _index_state(root, paths, held.env)
         with ObjectStore(root) as store:

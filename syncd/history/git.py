@@ -45,17 +45,17 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import GitBusyError, HistoryError, NotFoundError
-from ..home import git_dir
-from ..home import is_indexable
+from ..home import git_dir, is_indexable
 from .processes import process_clock, wait_for_git_writers
 
 log = logging.getLogger(__name__)
 
 __all__ = [
-    "blob_at_head",
+    "PATHSPEC_MAX",
     "Busy",
     "Changes",
     "DiffEntry",
+    "blob_at_head",
     "busy_state",
     "changed_paths",
     "check_tree_writable",
@@ -64,12 +64,14 @@ __all__ = [
     "detached_head",
     "git_busy",
     "git_dir",
+    "guard_commit",
     "head_sha",
     "identity_env",
     "open_or_init_repo",
     "operation_in_progress",
     "repo_or_raise",
     "run_git",
+    "stage_paths",
     "uncommitted_paths",
     "user_identity",
 ]
@@ -96,7 +98,7 @@ _UNMERGED = frozenset({"DD", "AU", "UD", "UA", "DU", "AA", "UU"})
 
 # Above this many paths, one whole-tree `git status` filtered here beats a pathspec (which git
 # matches against every entry: quadratic).
-_PATHSPEC_MAX = 100
+PATHSPEC_MAX = 100
 
 _EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
 
@@ -455,7 +457,7 @@ def changed_paths(root: Path, paths: Iterable[str] | None = None) -> Changes:
         wanted = set(paths)
         if not wanted:
             return Changes()
-        if len(wanted) <= _PATHSPEC_MAX:
+        if len(wanted) <= PATHSPEC_MAX:
             args = ["--", *sorted(wanted)]
     codes: dict[str, list[str]] = {}
     for xy, rel in _status(root, *args):
@@ -558,7 +560,7 @@ def _pack_blobs(root: Path, paths: list[str]) -> None:
         log.info("no bulk pack (%s); staging file by file", _last_line(err.decode("utf-8", "replace")))
 
 
-def _stage(root: Path, present: Iterable[str], removed: Iterable[str], env: Mapping[str, str] | None = None,
+def stage_paths(root: Path, present: Iterable[str], removed: Iterable[str], env: Mapping[str, str] | None = None,
            pack: bool | None = None) -> None:
     """Make the index (the real one, or ``GIT_INDEX_FILE`` in ``env``) hold ``present`` as they
     are on disk and not hold ``removed``. Literal paths on stdin: linear, no argument limit.
@@ -578,7 +580,7 @@ def _index_entries(root: Path, paths: list[str]) -> dict[str, bytes]:
     if not paths:
         return {}
     wanted = set(paths)
-    spec = ["--", *paths] if len(paths) <= _PATHSPEC_MAX else []
+    spec = ["--", *paths] if len(paths) <= PATHSPEC_MAX else []
     out = run_git(root, "ls-files", "-s", "-z", *spec, env={"GIT_LITERAL_PATHSPECS": "1"})
     entries = {}
     for record in out.split(b"\0"):
@@ -635,7 +637,7 @@ def _tree_of_private_index(root: Path, folder: Path, parent: str | None, present
         entries = _index_entries(root, present)
         if entries:
             run_git(root, "update-index", "-z", "--index-info", input=b"".join(entries.values()), env=env)
-        _stage(root, (), [*removed, *(p for p in present if p not in entries)], env)
+        stage_paths(root, (), [*removed, *(p for p in present if p not in entries)], env)
         return run_git(root, "write-tree", env=env).decode().strip()
     finally:
         private.unlink(missing_ok=True)
@@ -708,7 +710,7 @@ class HeldIndex:
 _SETTLE_LIMIT_S = 2.0
 
 
-def _guard(root: Path) -> None:
+def guard_commit(root: Path) -> None:
     state = busy_state(root)
     if state is not None:
         raise GitBusyError(state.reason)
@@ -735,7 +737,7 @@ def commit_exact(
     commits them); HistoryError when git fails otherwise."""
     root = Path(root)
     present, removed = sorted(set(present)), sorted(set(removed))
-    _guard(root)
+    guard_commit(root)
     if not (present or removed):
         return None, []
     folder = git_dir(root)
@@ -745,7 +747,7 @@ def commit_exact(
     # The real index first: if the user's git holds it we stop before anything is committed, and
     # once committed, git status shows these paths clean (and a user's `git commit` cannot commit
     # their old versions over ours).
-    _stage(root, present, removed)
+    stage_paths(root, present, removed)
     ours = set(present) | set(removed)
     tree, changes = _tree_of_real_index(root, parent, ours)
     if tree is None:
