@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from hypothesis import assume, given, settings
+from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
 
 from syncd.formats import DailyLog, FactLine, append_section, parse_daily_log, render_daily_log
@@ -21,12 +21,22 @@ def _same_parse(got, want, raw: bool = True) -> None:
     assert render_daily_log(got) == render_daily_log(want)
 
 
+# A title between the restart and the meeting heading is gone in the new text: the two parses may
+# not be joined at that heading (a re-read without its title check joined them).
+TITLE_GONE = (
+    "## 00:00\n## 09:30 chat:c1 session:s1\n# 2026-11-22\n## 00:00\n## 00:00\n"
+    + "## 09:30 chat:c1 session:s1\n## 00:00\n## 09:30 chat:c1 session:s1\n",
+    "## 00:00\n## 00:00\n## 09:30 chat:c1 session:s1\n## 00:00\n## 09:30 chat:c1 session:s1\n",
+)
+
+
 # The three laws of re-reading cost a full parse or two per example: a CI run draws 100, 60 and 20
 # (600, 300 and 60 before: 3.4 minutes of every run), new ones each run since CI keeps no example
-# database. A planted slip in the re-read (the facts after an edit keep their old index) fails
-# within them; the rarest edge cases need more: run `pytest --slow` (ten times as many) when
-# changing syncd/formats/reparse.py.
+# database. Planted slips in the re-read (the facts after an edit keep their old index or line)
+# fail within them; a rarer one, found at the old counts only, is pinned below as an example.
+# Run `pytest --slow` (ten times as many) when changing syncd/formats/reparse.py.
 @given(daily_log_edits())
+@example(TITLE_GONE)
 @settings(max_examples=examples(100))
 def test_law_reparse_equals_a_full_parse(case):
     old, new = case
