@@ -15,8 +15,12 @@ import syncd
 
 from .daemon_helpers import isolate_git_identity
 from .server_helpers import served_in_thread
+from .strategies import examples
 
-EXAMPLES = 25
+# Requests per operation and client, the same ones each run (derandomized, so a failure
+# reproduces): 10 in CI, still a few hundred over the API and its three clients; --slow sends 100
+# (25 before: about 1,350 requests, 1.7 minutes of every CI run).
+EXAMPLES = examples(10)
 CHECKS = [checks.not_a_server_error, checks.status_code_conformance, checks.content_type_conformance,
           checks.response_schema_conformance]  # fmt: skip
 # Another user's fact: no answer to the user's token may hold a word of it.
@@ -75,4 +79,4 @@ def test_the_whole_rest_api_survives_generated_requests(tmp_path, monkeypatch, e
             fuzzer(operation)()
         total = sum(sent.values())
         print(f"schemathesis ({who}): {total} requests over {len(sent)} operations")
-        assert total >= 200 and len(sent) == len(operations)
+        assert total >= 5 * len(operations) and len(sent) == len(operations)
