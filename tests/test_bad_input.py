@@ -13,9 +13,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
-os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # no network here: skip the fetch
-
 from hypothesis import given, settings
 from hypothesis import strategies as st
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 from pathlib import Path
 
 import httpx2
@@ -15,8 +14,6 @@ from hypothesis import assume, given
 from hypothesis import strategies as st
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
-
-os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # no network here: skip the fetch
 
 import syncd
 from syncd.formats import parse_daily_log

@@ -5,12 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 
 import git
 import pytest
-
-os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # no network here: skip the fetch
 
 import syncd
 from syncd.config import Settings

@@ -5,11 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 
 import git
-
-os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 from syncd.config import Settings
 from syncd.memory import MemoryManager

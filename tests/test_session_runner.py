@@ -6,13 +6,10 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import json
-import os
 import subprocess
 import sys
 
 import git
-
-os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 from syncd.config import Settings
 from syncd.memory import MemoryManager

@@ -11,8 +11,6 @@ from collections import Counter
 
 import pytest
 
-os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # no network here: skip the fetch
-
 import syncd
 from syncd.config import Settings
 from syncd.errors import GitBusyError
