@@ -47,7 +47,7 @@ def run_in_process(args: list[str], env: dict | None = None) -> tuple[int, str]:
         logging.getLogger().addHandler(handler)
         try:
             code = main(list(args))
-        except Exception:
+        except Exception:  # noqa: BLE001 - whatever escapes main() is a bug: shown as its traceback
             traceback.print_exc()
             code = 1
         finally:
@@ -57,15 +57,14 @@ def run_in_process(args: list[str], env: dict | None = None) -> tuple[int, str]:
 
 
 def run_cli(args: list[str], cwd: Path, env: dict | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
-    environment = {k: v for k, v in os.environ.items() if not k.startswith("SYNCD_")}
-    environment.update(env or {})
     return subprocess.run(
         [sys.executable, "-m", "syncd", *args],
         cwd=cwd,
-        env=environment,
+        env={**os.environ, **(env or {})},  # the runner's SYNCD_* are gone already (conftest)
         capture_output=True,
         text=True,
         timeout=timeout,
+        check=False,
     )
 
 
@@ -192,8 +191,9 @@ def test_a_closed_pipe_ends_the_command_quietly(tmp_path, argv):
     home = syncd.init(tmp_path / "home").home
     args = [*argv, "--home", str(home)]
     # The reader goes away before the command writes anything: its first write meets EPIPE.
-    proc = subprocess.Popen([sys.executable, "-m", "syncd", *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, cwd=tmp_path)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "syncd", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=tmp_path
+    )
     proc.stdout.close()
     stderr = proc.stderr.read().decode()
     proc.stderr.close()
@@ -204,8 +204,14 @@ def test_a_closed_pipe_ends_the_command_quietly(tmp_path, argv):
 def test_demo_into_head_exits_quietly(tmp_path):
     """The case as a person meets it: `syncd demo DIR | head -3` through a shell."""
     result = subprocess.run(
-        f"{sys.executable} -m syncd demo {tmp_path / 'demo'} | head -3; echo \"status=${{PIPESTATUS[0]}}\"",
-        shell=True, executable="/bin/bash", capture_output=True, text=True, timeout=300, cwd=tmp_path,
+        f'{sys.executable} -m syncd demo {tmp_path / "demo"} | head -3; echo "status=${{PIPESTATUS[0]}}"',
+        shell=True,
+        executable="/bin/bash",
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+        check=False,
     )
     assert "Traceback" not in result.stderr and "BrokenPipe" not in result.stderr, result.stderr
     assert len(result.stdout.splitlines()) == 4
