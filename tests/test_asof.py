@@ -144,3 +144,27 @@ def test_the_command_line_searches_a_past_commit(history):
     assert now.exit_code == 0 and "Bob talks about" not in now.output
     bad = CliRunner().invoke(cli, ["search", "tea", "--at", "nope", "--home", root])
     assert bad.exit_code == 1
+
+
+def test_the_rest_api_searches_a_past_commit_within_the_tokens_user(tmp_path, embedder):
+    from .server_helpers import served_in_thread
+
+    root = syncd.init(tmp_path / "home").home
+    with syncd.open(root, embedder=embedder) as engine:
+        for n, step in enumerate([("add", "ana", 3), ("add", "bob", 5), ("delete", "ana", 0)]):
+            apply_step(root, step, n)
+            engine.sync()
+            engine.commit()
+    with served_in_thread(root, embedder) as served:
+        _, bob_token = served.tokens.add("bob")
+        with served.client(served.admin) as admin, served.client(bob_token) as bob:
+            def hits(client, **params):
+                answer = client.get("/memory/archival", params={"query": "Who keeps bees?", **params})
+                assert answer.status_code == 200, answer.text
+                return [h["content"] for h in answer.json()["hits"]]
+
+            assert not any("Ana" in h for h in hits(admin, user_id="ana"))
+            assert any("Ana talks about beekeeping" in h for h in hits(admin, user_id="ana", at="HEAD~1"))
+            # bob's token searches bob's past only, whatever the revision
+            assert not any("Ana" in h for h in hits(bob, at="HEAD~1"))
+            assert bob.get("/memory/archival", params={"query": "bees", "at": "nope"}).status_code == 404

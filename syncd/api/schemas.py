@@ -151,6 +151,11 @@ class SearchInput(_ForUser):
         "chunks; none: facts and text chunks."
     )
     include_wiki: bool = Field(False, description="Search the wiki vault too.")
+    at: str | None = Field(
+        None, min_length=1, max_length=200,
+        description="Search the memory as a past commit left it: a commit, HEAD~N, a branch, a tag, or a date/time "
+        "(2026-11-20T14:00: the last commit at or before it). None: as it is now.",
+    )
 
 
 class AddInput(_ForUser):

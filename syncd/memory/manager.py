@@ -344,17 +344,19 @@ class MemoryManager:
         use_hybrid: bool = True,
         kind: str | None = None,
         include_wiki: bool = False,
+        at: str | None = None,
     ) -> list[Hit]:
         """Best hits in the user's memory (facts, MEMORY.md, blocks: theirs, this chat's and the
         global ones; the wiki too with ``include_wiki``): the one search every front end makes
         (:mod:`syncd.engine.search`, its defaults and its relevance floor), for this user. Without
-        ``use_hybrid`` only the semantic score (plus importance and recency) ranks them. An
-        unrelated query finds nothing; an empty one raises QueryError."""
+        ``use_hybrid`` only the semantic score (plus importance and recency) ranks them. ``at``:
+        as a past commit left the memory (syncd.engine.asof). An unrelated query finds nothing;
+        an empty one raises QueryError."""
         self._enter()
         user, chat = self._user(user_id), self._chat(chat_id)
         if not isinstance(query, str) or not query.strip():
             raise QueryError(query, "the search query is empty: say what to look for")
-        options = {"kind": kind, "include_wiki": include_wiki, "hybrid": use_hybrid, "settings": self.settings}
+        options = {"kind": kind, "include_wiki": include_wiki, "hybrid": use_hybrid, "settings": self.settings, "at": at}
         return await asyncio.to_thread(
             lambda: search(self.engine, query, user_id=user, chat_id=chat, limit=limit, **options)
         )

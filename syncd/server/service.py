@@ -124,7 +124,7 @@ class MemoryService:
     async def search(self, p: Principal, q: s.SearchInput) -> s.SearchResult:
         user = self.user_for(p, q.user_id)
         hits = await self.manager.search_memories(
-            q.query, q.limit, q.chat_id, user, kind=q.kind, include_wiki=q.include_wiki
+            q.query, q.limit, q.chat_id, user, kind=q.kind, include_wiki=q.include_wiki, at=q.at
         )
         return s.SearchResult(hits=[_hit(h) for h in hits])
 
