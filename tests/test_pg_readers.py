@@ -1,6 +1,6 @@
 """Many servers, one index: a `syncd serve --read-only` process over a git clone of the home reads
 the PostgreSQL index the home's writer keeps, sees each acknowledged write within a bounded
-delay, answers stats and core blocks, and refuses writes."""
+delay, answers stats and core blocks, refuses writes, and answers 503 while the database is down."""
 
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ def _git(cwd, *args: str) -> str:
     return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True).stdout.strip()
 
 
-def test_a_read_only_server_sees_every_acknowledged_write(pg_home, embedder, tmp_path):
+def test_a_read_only_server_sees_every_acknowledged_write(pg_server, pg_home, embedder, tmp_path):
     write(pg_home, LOG, "# 2026-11-28\n\n## 10:00\n\n- [fact] Green tea in the morning.\n")
     write(pg_home, "memory/users/ana/core/user.md", "Ana, a nurse in Lyon.\n")
     with syncd.open(pg_home, embedder=embedder) as writer:
@@ -85,6 +85,16 @@ def test_a_read_only_server_sees_every_acknowledged_write(pg_home, embedder, tmp
             # exactly the writer's rows.
             assert _git(clone, "status", "--porcelain") == ""
             assert writer.index.counts()["facts"] == 5
+            # The database down: a reader says so (503, retry later), then answers again once it is back.
+            pg_server.stop()
+            try:
+                down = client.get("/memory/archival", params={"query": "tea", "user_id": "ana"})
+            finally:
+                pg_server.start()
+            assert down.status_code == 503 and "cannot be reached" in down.text, down.text
+            assert down.headers.get("retry-after") == "1"
+            back = client.get("/memory/archival", params={"query": "tea", "user_id": "ana"})
+            assert back.status_code == 200 and back.json()["hits"], back.text
         finally:
             reader.terminate()
             reader.wait(30)

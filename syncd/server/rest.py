@@ -42,6 +42,7 @@ from ..errors import (
     StorageError,
     SyncdError,
 )
+from ..index.backend import IndexUnreachable
 from .gate import PRINCIPAL_KEY
 from .scrub import scrubber
 from .service import MemoryService
@@ -70,6 +71,8 @@ _STATUS: Sequence[tuple[type[BaseException], int]] = (
     (ParseError, 409),
     (ExtractionError, 503),
     (StorageError, 507),
+    # The PostgreSQL index's database is down: the same request succeeds once it is back.
+    (IndexUnreachable, 503),
     (HomeError, 400),
     (SyncdError, 400),
     (ValidationError, 422),
@@ -258,7 +261,7 @@ def create_app(
         if status is None:
             return await failed(request, exc)
         message = s.describe_invalid(exc) if isinstance(exc, ValidationError) else str(exc)
-        retry = {"Retry-After": "1"} if isinstance(exc, GitBusyError) else None
+        retry = {"Retry-After": "1"} if isinstance(exc, GitBusyError | IndexUnreachable) else None
         return _error(status, type(exc).__name__, scrub(message), retry)
 
     async def failed(request: Request, exc: Exception):
