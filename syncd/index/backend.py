@@ -139,7 +139,7 @@ def home_index(root: Path, settings) -> tuple[str, str] | None:
 
     ``SYNCD_INDEX_URL`` wins (it may carry the password the recorded URL lacks); then the URL
     the home recorded. The schema is ``SYNCD_INDEX_SCHEMA``, else the one the home recorded,
-    else a new one recorded now (only a writer names a new schema: a reader must be told)."""
+    else a new one, recorded now (a clone records none: a reader on it is told the schema)."""
     url = settings.index_url or _git_config(root, "--get", _URL_KEY)
     if not url:
         return None
