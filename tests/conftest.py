@@ -42,19 +42,33 @@ def pytest_configure(config):
 SUITE_GIT_NAME, SUITE_GIT_EMAIL = "Test Person", "person@example.org"
 
 
-@pytest.fixture(autouse=True)
-def _own_environment(monkeypatch, tmp_path_factory):
-    """Every test starts without the SYNCD_* settings of whoever runs the suite (or of a test
-    before it) and with a HOME of its own holding only the suite's git identity: nothing of the
-    machine's ``~`` (its git config, a model cache, a syncd home found from there) decides what a
-    test sees, and nothing a test leaves there reaches the next. A test of what happens without an
-    identity points GIT_CONFIG_GLOBAL at an empty file (tests/daemon_helpers.py)."""
+def _suite_environment(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory) -> None:
+    """No SYNCD_* setting of whoever runs the suite, and a fresh HOME holding only the suite's git
+    identity: nothing of the machine's ``~`` (its git config, a model cache, a syncd home found
+    from there) decides what a test sees. A test of what happens without an identity points
+    GIT_CONFIG_GLOBAL at an empty file (tests/daemon_helpers.py)."""
     for name in [name for name in os.environ if name.startswith("SYNCD_")]:
         monkeypatch.delenv(name)
     home = tmp_path_factory.mktemp("user-home")
     (home / ".gitconfig").write_text(f"[user]\n\tname = {SUITE_GIT_NAME}\n\temail = {SUITE_GIT_EMAIL}\n")
     monkeypatch.setenv("HOME", str(home))
     monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _session_environment(tmp_path_factory):
+    """The suite's environment for what module- and session-wide fixtures start (a server, a
+    model), before any test's own below."""
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        _suite_environment(monkeypatch, tmp_path_factory)
+        yield
+
+
+@pytest.fixture(autouse=True)
+def _own_environment(monkeypatch, tmp_path_factory):
+    """Each test gets the suite's environment afresh: nothing a test before it left in HOME or
+    in the SYNCD_* settings reaches it."""
+    _suite_environment(monkeypatch, tmp_path_factory)
     yield
     # Set by the test without monkeypatch (which undoes only its own): gone before the next test.
     for name in [name for name in os.environ if name.startswith("SYNCD_")]:
