@@ -79,7 +79,7 @@ def test_requests_outside_the_protocol_are_refused_with_a_reason(home, embedder)
             encode({"v": PROTOCOL_VERSION, "method": "rm -rf"}): "ProtocolError",
             encode({"v": PROTOCOL_VERSION, "method": "search", "params": {"query": 3}}): "TypeError",
             encode({"v": PROTOCOL_VERSION, "method": "search", "params": {"query": "x", "evil": 1}}): "TypeError",
-            encode({"v": PROTOCOL_VERSION, "method": "search", "params": {"query": "x", "chat_id": "c"}}): "ValueError",
+            encode({"v": PROTOCOL_VERSION, "method": "search", "params": {"query": "x", "chat_id": "c"}}): "InvalidInputError",
         }
         for line, kind in cases.items():
             answer = server.answer(line)
