@@ -13,8 +13,9 @@ from click.testing import CliRunner
 import syncd
 from syncd.cli import main
 from syncd.errors import StorageError
-from syncd.index.backend import INDEX_UNREACHABLE
+from syncd.index.backend import INDEX_UNREACHABLE, IndexUnreachable
 
+from .daemon_helpers import running_daemon, wait_for
 from .helpers import write
 from .test_pg_index import assert_same, pg_snapshot
 
@@ -62,6 +63,25 @@ def test_writes_survive_a_database_restart_and_the_index_catches_up(pg_server, p
         before = pg_snapshot(engine)
         engine.reindex()
         assert_same(pg_snapshot(engine), before)
+
+
+def test_a_running_daemon_catches_up_by_itself_once_the_database_is_back(pg_server, pg_home, embedder, caplog):
+    write(pg_home, LOG, "# 2026-11-28\n\n## 10:00\n\n- [fact] Green tea in the morning.\n")
+    with running_daemon(pg_home, embedder, reconcile_interval_s=1) as run:
+        run.settle()
+        pg_server.stop()
+        try:
+            # A person's edit while the database is down: the daemon's batch and its reconciles fail.
+            write(pg_home, LOG, "# 2026-11-28\n\n## 10:00\n\n- [fact] Green tea in the morning.\n"
+                                "- [fact] Edited while the database slept.\n")
+            wait_for(lambda: any(r.exc_info and isinstance(r.exc_info[1], IndexUnreachable) for r in caplog.records),
+                     60, "the daemon to fail to index the edit")
+            assert run.reader.status().index == INDEX_UNREACHABLE
+        finally:
+            pg_server.start()
+        run.settle()  # nobody runs `syncd sync`: the daemon's own next reconcile brings it level
+        hits = run.reader.search("edited database slept", user_id="ana", limit=5)
+        assert any(h.content == "Edited while the database slept." for h in hits)
 
 
 def test_cli_status_says_the_database_is_unreachable(pg_server, pg_home, embedder):
