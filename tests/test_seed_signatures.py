@@ -51,7 +51,7 @@ SEED_API: dict[type, dict[str, tuple[str, str]]] = {
         "refresh_core_memory_facts": (ASYNC, "user_id="),
         "remember": (ASYNC, "content, user_id=, chat_id=, *, category=, importance=, tags=, session_id=, dedup="),
         "retrieve_relevant_memories": (ASYNC, "query, chat_id=, user_id=, limit="),
-        "search_memories": (ASYNC, "query, limit=, chat_id=, user_id=, use_hybrid=, kind=, include_wiki="),
+        "search_memories": (ASYNC, "query, limit=, chat_id=, user_id=, use_hybrid=, kind=, include_wiki=, at="),
         "store": (SYNC, "*, user_id="),
         "update_memory": (ASYNC, "memory_id, user_id=, *, content=, category=, importance=, tags=, expected="),
         "update_memory_block": (ASYNC, "label, content, chat_id=, user_id=, *, scope=, expected="),

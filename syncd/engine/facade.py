@@ -58,6 +58,7 @@ from ..index.tokens import TokenSpanner
 from ..sync.apply import Progress, SyncReport, sync
 from ..writes.groups import ChangeGroup, current_group
 from ..writes.scheduler import WritePath
+from ..writes.turn import FairLock
 from .status import Status, build_status, count_stale, incompatibility, missing_status
 
 __all__ = ["Engine", "IndexFollower", "Status", "open_engine"]
@@ -133,7 +134,7 @@ class Engine:
         self._require_writer()
         self._lock.relabel(DAEMON_ROLE)
 
-    def exclusive(self) -> threading.Lock:
+    def exclusive(self) -> FairLock:
         """This engine's write turn, as a context manager: a change group holds it from start to
         end, and a daemon takes it around each of its steps (a batch, a reconcile, a commit), so
         that nothing of its own interleaves with a group of the same engine written from another

@@ -37,11 +37,13 @@ a group that died (it is undone first).
 
 **Locks**, outermost first (never taken in another order):
   ``WritePath._turn``   one group at a time: its writes, in order (the daemon's steps take it
-                        too, so nothing of its own interleaves with a group from another thread)
+                        too, so nothing of its own interleaves with a group from another thread);
+                        a FairLock (turn.py), served in the order asked, so no one is starved
   ``Engine._indexing``  one index apply at a time
   the queue's condition (``CommitQueue._cond``): the queue, its two stages (the commit stage is
                         a flag under it: one commit at a time, HEAD moves once per pass, also
-                        for the daemon's commits and a revert), which group still holds which
+                        for the daemon's commits and a revert, which go before the queue's
+                        next pass when they wait for it), which group still holds which
                         path, and the sets of paths written-not-indexed and undone
   the home lock (an flock under the git directory): one writing process per home
   a journal's flock: its group's process is alive

@@ -66,6 +66,7 @@ class CommitQueue:
         self._batches: list[_Batch] = []  # taken from the queue, not committed yet, in order
         self._indexing = False
         self._committing = False
+        self._stage_waiting = 0  # commits outside the queue waiting for the stage: they go first
         self._issued = 0  # tickets handed out
         self._done = 0  # every ticket up to this one has been committed
         # (first, last ticket) -> [error or None, commit's result, readers left]
@@ -96,7 +97,7 @@ class CommitQueue:
             while self._done < ticket:
                 if not self._indexing and self._issued > self._last_taken():
                     self._index_next()
-                elif not self._committing and self._batches and self._batches[0].indexed:
+                elif not self._committing and not self._stage_waiting and self._batches and self._batches[0].indexed:
                     self._commit_indexed()
                 else:
                     self._cond.wait()
@@ -164,8 +165,15 @@ class CommitQueue:
         """Hold the commit stage for a commit made outside the queue (the daemon's, a sync's)
         or for a revert: one commit at a time, HEAD moves once per pass."""
         with self._cond:
-            while self._committing:
-                self._cond.wait()
+            # Waiting here keeps the queue's next pass back (see wait): under a steady stream of
+            # agent writes the passes would otherwise take the stage turn after turn, and the
+            # daemon's commit of a person's edit wait for as long as the agents kept writing.
+            self._stage_waiting += 1
+            try:
+                while self._committing:
+                    self._cond.wait()
+            finally:
+                self._stage_waiting -= 1
             self._committing = True
         try:
             yield

@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
@@ -41,6 +40,7 @@ from .groups import ChangeGroup, current_group
 from .journal import GroupJournal, Original, held_paths, recover_abandoned
 from .queue import CommitQueue
 from .rewind import find_rewound
+from .turn import FairLock
 
 __all__ = ["Indexer", "WritePath"]
 
@@ -78,7 +78,7 @@ class WritePath:
         self.settings = settings
         self._indexer = indexer
         self._lock = lock  # the engine's lifetime lock (None: read-only engine)
-        self._turn = threading.Lock()
+        self._turn = FairLock()  # first come, first served: a daemon step is never starved by agents
         # Also keeps what groups wrote and have not indexed yet, and what was undone (its condition
         # guards those sets), and holds the commit stage for commits made outside it.
         self._queue = CommitQueue(self._index_pass, self._commit_pass, self._settle_pass)
@@ -523,7 +523,7 @@ class WritePath:
 
     # -- whole-home operations ---------------------------------------------------------------------
 
-    def exclusive(self) -> threading.Lock:
+    def exclusive(self) -> FairLock:
         """The write turn: a group holds it from start to end; the daemon takes it around each
         of its steps, so nothing of its own interleaves with a group written from another thread."""
         return self._turn
