@@ -47,7 +47,8 @@ def test_a_thread_taking_it_straight_back_waits_for_the_one_that_asked_meanwhile
 
 def test_non_blocking_acquire_and_misuse():
     lock = FairLock()
-    assert lock.acquire(blocking=False)
+    assert not lock.locked()
+    assert lock.acquire(blocking=False) and lock.locked()
     assert not lock.acquire(blocking=False)
     lock.release()
     with pytest.raises(RuntimeError):

@@ -50,6 +50,11 @@ class FairLock:
                 raise RuntimeError("release of an unlocked FairLock")
             self._advance()
 
+    def locked(self) -> bool:
+        """Whether someone holds it (as ``threading.Lock.locked``)."""
+        with self._cond:
+            return self._serving != self._next
+
     def _advance(self) -> None:
         """Serve the next ticket, skipping those whose waiter gave up (``_cond`` held)."""
         self._serving += 1
