@@ -366,8 +366,15 @@ class Daemon:
             self._commit_due = None
             return []
         state = busy_state(self.root)
+        if state is not None and state.transient:
+            # A lock held for a moment, most often by a commit pass of our own while agents write:
+            # try again shortly, never backing off (doubling delays let a person's edit wait 30 s).
+            log.info("%s; will commit in a moment", state.reason)
+            with self._cond:
+                self._commit_due = time.monotonic() + _RETRY_MIN_S
+            return []
         if state is not None:
-            self._defer(state.reason, quiet=state.transient)
+            self._defer(state.reason, quiet=False)
             return []
         if not self._git_settled(quiet_s):
             return []
