@@ -124,6 +124,10 @@ def test_blame_finds_the_commit_that_introduced_a_fact_and_later_edits(home, eng
     assert main(["blame", "--home", str(home), fact["id"]]) == 0
     out = capsys.readouterr().out
     assert "introduced by" in out and first[:10] in out and second[:10] in out
+    # ... and offers the revision to search the memory as it stood then
+    assert f"--at {first[:12]}" in out
+    assert main(["blame", "--home", str(home), "--json", fact["id"]]) == 0
+    assert json.loads(capsys.readouterr().out)[0]["at"] == first
     with pytest.raises(NotFoundError):
         fact_history(home, "vault/none.md", 1, "x")
     assert main(["blame", "--home", str(home), "h-000000"]) == 1

@@ -45,7 +45,7 @@ SEED_API: dict[type, dict[str, tuple[str, str]]] = {
         "delete_memory": (ASYNC, "memory_id, user_id=, *, expected="),
         "edit_memory_block": (ASYNC, "label, edit, chat_id=, user_id=, *, scope="),
         "format_core_memory_for_context": (ASYNC, "chat_id=, user_id="),
-        "get_core_memory": (ASYNC, "chat_id=, user_id="),
+        "get_core_memory": (ASYNC, "chat_id=, user_id=, at="),
         "get_memory_stats": (ASYNC, "user_id="),
         "process_conversation_turn_for_memories": (ASYNC, "turn, chat_id=, user_id=, *, session_id=, transcript_line="),
         "refresh_core_memory_facts": (ASYNC, "user_id="),

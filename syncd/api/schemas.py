@@ -142,6 +142,15 @@ class _ForUser(Input):
     )
 
 
+def _at(what: str) -> Any:
+    """The ``at`` field of a read that can look into the past (syncd.engine.asof)."""
+    return Field(
+        None, min_length=1, max_length=200,
+        description=f"{what} as a past commit left it: a commit, HEAD~N, a branch, a tag, or a date/time "
+        "(2026-11-20T14:00: the last commit at or before it). None: as it is now.",
+    )
+
+
 class SearchInput(_ForUser):
     query: Query
     limit: int = Field(5, ge=1, le=100, description="How many memories to return (at most).")
@@ -151,11 +160,7 @@ class SearchInput(_ForUser):
         "chunks; none: facts and text chunks."
     )
     include_wiki: bool = Field(False, description="Search the wiki vault too.")
-    at: str | None = Field(
-        None, min_length=1, max_length=200,
-        description="Search the memory as a past commit left it: a commit, HEAD~N, a branch, a tag, or a date/time "
-        "(2026-11-20T14:00: the last commit at or before it). None: as it is now.",
-    )
+    at: str | None = _at("Search the memory")
 
 
 class AddInput(_ForUser):
@@ -189,6 +194,7 @@ class DeleteInput(_ForUser):
 
 class CoreInput(_ForUser):
     chat_id: ChatId | None = Field(None, description="The chat whose blocks win over the user's.")
+    at: str | None = _at("The blocks")
 
 
 class BlockUpdateInput(_ForUser):
@@ -261,6 +267,7 @@ class TurnInput(_ForUser):
 class VaultSearchInput(_ForUser):
     query: Query
     limit: int = Field(5, ge=1, le=100)
+    at: str | None = _at("Search the vault")
 
 
 class PageInput(Input):

@@ -59,7 +59,9 @@ def log_command(path: str | None, limit: int, as_json: bool, home: Path | None) 
 def blame_command(fact_id: str, as_json: bool, home: Path | None) -> None:
     """The commit and provenance that introduced a fact, and later edits of it.
 
-    FACT_ID is the fact's id, as `syncd search --json` shows it.
+    FACT_ID is the fact's id, as `syncd search --json` shows it. Each fact's history ends with the
+    revision to search the memory as it stood when the fact was written (`syncd search Q --at REV`;
+    `"at"` in --json).
     """
     from ..engine import audit
     from ..engine.facade import open_engine
@@ -67,7 +69,7 @@ def blame_command(fact_id: str, as_json: bool, home: Path | None) -> None:
     with open_engine(resolve_home(home), read_only=True, settings=load_settings()) as engine:
         histories = audit.blame(engine, fact_id)
     if as_json:
-        print_json([h.to_dict() for h in histories])
+        print_json([h.to_dict() | {"at": h.introduced.sha if h.introduced else None} for h in histories])
         return
     for history in histories:
         click.echo(f"{fact_id}  {history.path}:{history.line}")
@@ -78,6 +80,8 @@ def blame_command(fact_id: str, as_json: bool, home: Path | None) -> None:
         if history.introduced:
             click.echo("introduced by")
             _print_entry(history.introduced, "  ")
+            # What the agent knew when it wrote this: the memory as that commit left it.
+            click.echo(f"  the memory then: syncd search QUERY --at {history.introduced.sha[:12]}")
         if history.edits:
             click.echo("later edits (newest first)")
             for entry in history.edits:

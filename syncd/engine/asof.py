@@ -4,25 +4,36 @@
 anything git names (a sha, ``HEAD~3``, a branch, a tag) or a date/time (``2026-11-20T14:00``: the
 last commit on the current branch at or before it). The answer is exact by construction: the
 tree of the commit is checked out from git's objects into ``.syncd/asof/<sha>/`` (git's own
-index and working tree are never touched) and indexed there by the same sync a fresh home gets,
-so its hits are those of an index rebuilt from a checkout of that commit. The embedding cache of
-the home stands behind the past index's own, so a text embedded once, now or then, is never
-embedded again: a past revision costs its rows, not its embeddings. The few most recently asked
-revisions are kept (``KEEP``); asking again costs one search.
+index and working tree are never touched) and indexed there by the same sync every home gets.
 
-Not yet built: rows carrying the span of commits in which they hold, so that "now" and "then"
-are filters over one table and a past revision costs nothing to open (see the issue).
+Cheap because the past index does not start empty: it starts as a copy of the rows of the index
+nearest to that commit (the home's own index, or a past one kept here, whichever differs from the
+commit in the fewest files), and the sync then redoes only the files whose content differs from
+what those rows were made of. Exact because that is the incremental = rebuild law every sync
+keeps (tests/test_rows_incremental.py and the as-of law in tests/test_asof.py): rows of a file
+whose content is the commit's are the rows a rebuild would make of it. So a revision costs one
+copy of the rows (sequential, no parse, no embedding) plus its difference from the nearest
+index; a text embedded once, now or then, is never embedded again (the home's embedding cache
+stands behind the past index's own). The few most recently asked revisions are kept (``KEEP``);
+asking again costs one search.
+
+Why not rows carrying the span of commits in which they hold, filtered by the revision: the
+index follows the working tree, not commits (rows are written before their commit, and many
+writes share one), and the word statistics of a past revision (document frequencies, lengths)
+are those of its own rows, so an exact answer would need them per revision anyway.
 """
 
 from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import logging
 import os
+import re
 import shutil
 import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -34,11 +45,14 @@ if TYPE_CHECKING:
     from ..index.search import Hit
     from .facade import Engine
 
-__all__ = ["KEEP", "past_engine", "resolve_revision", "search_at"]
+log = logging.getLogger(__name__)
+
+__all__ = ["KEEP", "past_engine", "past_files", "resolve_revision", "search_at"]
 
 # Past revisions kept indexed under .syncd/asof/ (the most recently asked).
 KEEP = 4
 _FOLDER = "asof"
+_SHA = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 _LOCK = threading.Lock()  # one past index built at a time per process: they share the folder
 
 
@@ -78,8 +92,85 @@ def _check_out(root: Path, sha: str, folder: Path) -> None:
     run_git(folder, "init", "--quiet")
 
 
+@contextlib.contextmanager
+def past_files(engine: Engine, at: str, folders: Sequence[str]) -> Iterator[Home]:
+    """A scratch home holding the files under ``folders`` (home-relative) as commit ``at`` left
+    them, nothing else and no index: for reads of a few files (core memory as of a revision),
+    which need no past index. Removed when the block ends."""
+    root = engine.home.root
+    sha = resolve_revision(root, at)
+    listed = run_git(root, "ls-tree", "-r", "-z", "--name-only", sha, "--", *folders) if folders else b""
+    names = [n for n in listed.decode("utf-8", "surrogateescape").split("\0") if n]
+    scratch = engine.home.ensure_state_dir() / _FOLDER / f".read-{uuid.uuid4().hex[:8]}"
+    scratch.mkdir(parents=True)
+    try:
+        if names:
+            private = scratch / "index"
+            env = {"GIT_INDEX_FILE": str(private)}
+            run_git(root, "read-tree", sha, env=env)
+            tree = scratch / "tree"
+            tree.mkdir()
+            paths = "\0".join(names).encode("utf-8", "surrogateescape") + b"\0"
+            run_git(root, "--work-tree", str(tree), "checkout-index", "--force", "-z", "--stdin",
+                    env=env, input=paths)  # fmt: skip
+        yield Home(scratch / "tree")
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _changed_files(root: Path, sha: str, since: str | None) -> int:
+    """How many files differ between commit ``sha`` and commit ``since`` (None: the working tree)."""
+    args = ["diff", "--name-only", "--no-renames", "-z", sha] + ([since] if since else [])
+    return run_git(root, *args, "--").count(b"\0")
+
+
+def _start_from_nearest(engine: Engine, sha: str, tree: Path) -> None:
+    """Copy into the past index at ``tree`` the rows of the index nearest to commit ``sha``: the
+    home's own (when it is a LanceDB index of the same model and layout) or a kept past one."""
+    from ..index.store import Index  # LanceDB: loaded only when a past index is made
+
+    root = engine.home.root
+    candidates: list[tuple[int, Path | None]] = []
+    own = engine.index
+    if isinstance(own, Index) and own.compatible():
+        candidates.append((_changed_files(root, sha, None), None))
+    base = tree.parent.parent
+    for kept in base.iterdir():
+        index_dir = Home(kept / "tree").state_dir / "index"
+        if kept.name != sha and _is_kept(kept) and (index_dir / "meta.json").is_file():
+            candidates.append((_changed_files(root, sha, kept.name), index_dir))
+    if not candidates:
+        return  # the sync builds it from nothing (the embedding cache still spares the model)
+    _, nearest = min(candidates, key=lambda c: (c[0], c[1] is None))
+    source = own if nearest is None else Index(nearest, own.dim, own.model_id, read_only=True)
+    if not source.compatible():
+        return
+    index_dir = Home(tree).ensure_state_dir() / "index"
+    target = Index(index_dir, source.dim, source.model_id)
+    try:
+        target.copy_rows_from(source)
+        # Whose rows these are (model, layout, transcript setting), as the source says; not its
+        # aligned commit, which names the source's history, not this revision.
+        target.write_meta(**{k: v for k, v in source.meta().items() if k == "transcripts"})
+        target.close()
+    except Exception as exc:
+        # Only a head start is lost (a kept index evicted by another process meanwhile, a full
+        # disk): the sync then builds this revision from nothing, as exactly.
+        log.warning("past index of %s made from nothing: copying the nearest index failed: %s", sha[:12], exc)
+        target.close()
+        shutil.rmtree(index_dir, ignore_errors=True)
+    finally:
+        if source is not own:
+            source.close()
+
+
+def _is_kept(folder: Path) -> bool:
+    """A published past revision (named by its sha), not a folder still being made or read."""
+    return folder.is_dir() and bool(_SHA.fullmatch(folder.name))
+
+
 def _evict(base: Path, keep: Path) -> None:
-    past = sorted((p for p in base.iterdir() if p.is_dir() and p != keep), key=lambda p: p.stat().st_mtime)
+    past = sorted((p for p in base.iterdir() if _is_kept(p) and p != keep), key=lambda p: p.stat().st_mtime)
     for old in past[: max(0, len(past) - (KEEP - 1))]:
         shutil.rmtree(old, ignore_errors=True)
 
@@ -99,7 +190,13 @@ def past_engine(engine: Engine, at: str) -> Iterator[Engine]:
             shutil.rmtree(folder, ignore_errors=True)
             building = base / f".{sha}-{uuid.uuid4().hex[:8]}"
             _check_out(root, sha, building / "tree")
-            os.replace(building, folder)
+            _start_from_nearest(engine, sha, building / "tree")
+            try:
+                os.replace(building, folder)
+            except OSError:
+                if not (folder / "tree").is_dir():
+                    raise
+                shutil.rmtree(building, ignore_errors=True)  # another process made it meanwhile
         os.utime(folder)
         _evict(base, folder)
         # Always the embedded index: a past tree is this process's scratch, never a shared database's.

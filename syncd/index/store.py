@@ -345,6 +345,25 @@ class Index:
                 self._mirror.close()
                 self._rebuild_mirror()
 
+    def copy_rows_from(self, source: Index) -> None:
+        """Fill this new, unopened-by-anyone-else index with ``source``'s file records and rows as
+        the tables hold them (engine/asof.py starts a past revision's index so, and a sync then
+        brings it to that revision). Records are read before rows: a write of ``source`` landing
+        in between leaves a file whose rows are newer than its record, which the sync sees as
+        changed and redoes; the other order could pair old rows with a newer record, which no
+        sync would notice. Writes ``source`` holds in memory only are not copied (the sync finds
+        those files changed too)."""
+        with self._writing, self._lock:
+            for mine, theirs in ((self._files, source._files), (self._entries, source._entries)):
+                mine.add(theirs.search().limit(None).to_batches(), mode="overwrite")
+            self._generation += 1
+            self._matrix.clear()
+            self._matrix_version = None
+            self._records = None
+            if self._mirror is not None:
+                self._mirror.close()
+                self._rebuild_mirror()
+
     # -- reading ---------------------------------------------------------------------------------
 
     def files(self, paths: Iterable[str] | None = None) -> dict[str, FileRecord]:

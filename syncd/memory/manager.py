@@ -23,13 +23,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..config import Settings
+from ..engine.asof import past_files
 from ..engine.search import DEFAULT_LIMIT, search
 from ..errors import BlockLimitError, ConflictError, ExtractionError, InvalidInputError, NotFoundError, QueryError
 from ..formats import Fact, decode_markdown, encode_markdown, parse_page
 from ..history.intents import Intent
 from ..home import Home, check_text, validate_id, validate_label
 from .backend import MemoryBackend
-from .blocks import CoreBlock, format_blocks, read_block, render_block, resolve_blocks
+from .blocks import CORE_LABELS, CoreBlock, format_blocks, read_block, render_block, resolve_blocks
 from .dedup import CANDIDATES as DEDUP_CANDIDATES
 from .dedup import AddOutcome, Known, Verdict, screen
 from .extraction import (
@@ -202,14 +203,26 @@ class MemoryManager:
 
     # -- core memory -----------------------------------------------------------------------------
 
-    def core_blocks(self, *, chat_id: str | None = None, user_id: str | None = None) -> dict[str, CoreBlock]:
-        """Blocks with where each came from (chat > user > global > default)."""
-        return resolve_blocks(self.home, self.settings, self._user(user_id), self._chat(chat_id))
+    def core_blocks(
+        self, *, chat_id: str | None = None, user_id: str | None = None, at: str | None = None
+    ) -> dict[str, CoreBlock]:
+        """Blocks with where each came from (chat > user > global > default); with ``at``, as
+        that commit left them (a revision git names or a date, as syncd.engine.asof reads it)."""
+        user, chat = self._user(user_id), self._chat(chat_id)
+        if at is None:
+            return resolve_blocks(self.home, self.settings, user, chat)
+        scopes = [(None, None)] + ([(user, None)] if user else []) + ([(user, chat)] if user and chat else [])
+        folders = [self.home.rel(self.home.block_path(CORE_LABELS[0], u, c).parent) for u, c in scopes]
+        with past_files(self.engine, at, folders) as past:
+            return resolve_blocks(past, self.settings, user, chat)
 
-    async def get_core_memory(self, chat_id: str | None = None, user_id: str | None = None) -> dict[str, str]:
-        """``{label: text}`` of persona, user, facts, context (and any other block on disk)."""
+    async def get_core_memory(
+        self, chat_id: str | None = None, user_id: str | None = None, at: str | None = None
+    ) -> dict[str, str]:
+        """``{label: text}`` of persona, user, facts, context (and any other block on disk);
+        with ``at``, as that past commit left them."""
         self._enter()
-        blocks = await asyncio.to_thread(lambda: self.core_blocks(chat_id=chat_id, user_id=user_id))
+        blocks = await asyncio.to_thread(lambda: self.core_blocks(chat_id=chat_id, user_id=user_id, at=at))
         return {label: block.content for label, block in blocks.items()}
 
     def _write_block(

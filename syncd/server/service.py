@@ -178,7 +178,7 @@ class MemoryService:
 
     async def core(self, p: Principal, q: s.CoreInput) -> s.CoreMemory:
         user = self.user_for(p, q.user_id)
-        blocks = await asyncio.to_thread(self.manager.core_blocks, chat_id=q.chat_id, user_id=user)
+        blocks = await asyncio.to_thread(self.manager.core_blocks, chat_id=q.chat_id, user_id=user, at=q.at)
         return s.CoreMemory(user_id=user, chat_id=q.chat_id, blocks={k: _block(b) for k, b in blocks.items()})
 
     async def update_block(self, p: Principal, q: s.BlockUpdateInput) -> s.BlockOut:
@@ -312,7 +312,8 @@ class MemoryService:
         user = None if p.admin and q.user_id is None else self.user_for(p, q.user_id)
         # The vault is shared; a user's scope holds it plus their own rows, which are dropped here.
         hits = await asyncio.to_thread(
-            lambda: search(self.engine, q.query, user_id=user, limit=q.limit * 4 + 20, kind="chunk", include_wiki=True)
+            lambda: search(self.engine, q.query, user_id=user, limit=q.limit * 4 + 20, kind="chunk", include_wiki=True,
+                           at=q.at)
         )
         pages = [h for h in hits if h.source == "vault_page"][: q.limit]
         return s.SearchResult(hits=[_hit(h) for h in pages])

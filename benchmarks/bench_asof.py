@@ -1,0 +1,157 @@
+"""Search as of a past commit (issue 29): the cost of the first and of a repeated search at a
+revision, against building that revision's index from a checkout (what the first as-of design
+did, and the reference an exact answer must equal), side by side in one run on one home.
+
+    .venv/bin/python benchmarks/bench_asof.py [--facts 100000] [--commits 1000] [--workdir DIR]
+                                              [--embed-cache FILE]
+
+The home is generated with an append-mostly history: each commit appends facts to a few daily
+logs (the logs of one day in turn), and one commit in ten also edits or deletes an older fact.
+``--embed-cache`` copies a warm embedding cache (a 100,000-fact home's
+``.syncd/embed_cache.sqlite``) so that generating the home does not embed 100,000 texts;
+``--workdir`` keeps the home for the next run. For revisions from HEAD~1 back to the first
+commit it prints: the first search at the revision (the past index made from the nearest index
+and the difference), a second search there (the kept past index), a rebuild of that revision
+from a checkout (rows from nothing, embeddings from the same cache), the files that differ, the
+disk the kept past index takes, and whether the hits are the rebuild's (ids and scores). Asserts
+nothing about time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+from bench_index import CATEGORIES, DETAILS, SUBJECTS, VERBS, fact_text
+
+import syncd
+from syncd.engine import asof
+from syncd.engine.facade import Engine
+from syncd.home import Home
+
+
+def git(root: Path, *args: str) -> str:
+    return subprocess.run(["git", *args], cwd=root, check=True, capture_output=True, text=True).stdout
+
+
+def generate(root: Path, facts: int, commits: int, seed: int = 7) -> None:
+    """Daily logs of 20 users, 20 facts a file, appended over ``commits`` commits."""
+    rng = random.Random(seed)
+    users, per_file = 20, 20
+    files = -(-facts // per_file)
+    appends_per_commit = max(1, -(-facts // commits))
+    lines_of: dict[Path, list[str]] = {}
+    written = 0
+    for c in range(commits):
+        for _ in range(appends_per_commit):
+            if written >= facts:
+                break
+            k = written // per_file
+            u, day = k % users, k // users
+            date = f"2026-{1 + day // 28:02d}-{1 + day % 28:02d}"
+            path = root / "memory/users" / f"u{u}" / f"{date}.md"
+            lines = lines_of.setdefault(path, [f"# {date}", "", f"## 10:{u:02d} chat:c{u % 3} session:s{day}-{u}"])
+            imp = rng.random()
+            lines.append(f"- [{rng.choice(CATEGORIES)}] {fact_text(rng, written)} `t{written % 13}` <!-- imp:{imp:.2f} -->")
+            written += 1
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text("\n".join(lines) + "\n")
+        if c % 10 == 9 and len(lines_of) > 1:
+            # Not only appends: now and then an older fact is corrected or removed.
+            path = rng.choice(sorted(lines_of)[: max(1, len(lines_of) - 5)])
+            lines = lines_of[path]
+            at = rng.randrange(3, len(lines))
+            if rng.random() < 0.5:
+                lines[at] = lines[at].replace("] ", "] Corrected: ", 1)
+            else:
+                del lines[at]
+            path.write_text("\n".join(lines) + "\n")
+        git(root, "add", "-A", "memory")
+        git(root, "commit", "-q", "-m", f"history {c}")
+        if c % 100 == 99:
+            print(f"  generated {c + 1}/{commits} commits, {written}/{files * per_file} facts", flush=True)
+
+
+def rebuilt_at(engine: Engine, sha: str, workdir: Path, query: str, user: str) -> tuple[list, float]:
+    """The reference: a fresh index of a checkout of ``sha`` (embeddings from the same cache)."""
+    tree = workdir / f"checkout-{sha[:8]}"
+    shutil.rmtree(tree, ignore_errors=True)
+    git(engine.home.root, "worktree", "add", "--detach", "-f", str(tree), sha)
+    try:
+        start = time.perf_counter()
+        with Engine(Home(tree), engine.settings, embedder=engine.embedder) as fresh:
+            fresh.sync()
+            hits = fresh.search(query, user_id=user, limit=10)
+        return hits, time.perf_counter() - start
+    finally:
+        git(engine.home.root, "worktree", "remove", "--force", str(tree))
+
+
+def folder_mb(path: Path) -> float:
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file()) / 1e6
+
+
+def key(hits: list) -> list[tuple[str, str, float]]:
+    return [(h.id, h.path, round(h.score, 9)) for h in hits]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--facts", type=int, default=100_000)
+    parser.add_argument("--commits", type=int, default=1000)
+    parser.add_argument("--workdir", default=None)
+    parser.add_argument("--embed-cache", default=None, help="a warm embed_cache.sqlite to start from")
+    parser.add_argument("--revisions", default="1,10,100,500,last", help="HEAD~N for each N ('last': the first commit)")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        workdir = Path(args.workdir or tmp)
+        root = workdir / "home"
+        if not (root / ".git").is_dir():
+            root = syncd.init(root).home
+            if args.embed_cache:
+                shutil.copy(args.embed_cache, Home(root).ensure_state_dir() / "embed_cache.sqlite")
+            start = time.perf_counter()
+            generate(root, args.facts, args.commits)
+            print(f"generated {args.facts} facts in {args.commits} commits in {time.perf_counter() - start:.0f} s")
+        rng = random.Random(3)
+        with syncd.open(root) as engine:
+            start = time.perf_counter()
+            engine.sync()
+            print(f"home: {root}, {engine.counts()['facts']} facts, {len(git(root, 'rev-list', 'HEAD').split())} "
+                  f"commits (synced in {time.perf_counter() - start:.1f} s)")  # fmt: skip
+            total = len(git(root, "rev-list", "HEAD").split())
+            steps = [total - 1 if n == "last" else int(n) for n in args.revisions.split(",")]
+            print(f"{'revision':>10} {'files differ':>12} {'first':>8} {'again':>8} {'rebuild':>8} {'ratio':>7} "
+                  f"{'kept MB':>8} {'RSS MB':>7}  exact")  # fmt: skip
+            for n in steps:
+                sha = git(root, "rev-parse", f"HEAD~{n}").strip()
+                shutil.rmtree(engine.home.state_dir / "asof" / sha, ignore_errors=True)
+                differ = len(git(root, "diff", "--name-only", sha).split())
+                query = f"{rng.choice(VERBS)} {rng.choice(SUBJECTS)} {rng.choice(DETAILS)}"
+                user = f"u{rng.randrange(20)}"
+                t = time.perf_counter()
+                first = asof.search_at(engine, query, sha, user_id=user, limit=10)
+                first_s = time.perf_counter() - t
+                t = time.perf_counter()
+                again = asof.search_at(engine, query, sha, user_id=user, limit=10)
+                again_s = time.perf_counter() - t
+                reference, rebuild_s = rebuilt_at(engine, sha, workdir, query, user)
+                exact = key(first) == key(reference) == key(again)
+                rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+                kept = folder_mb(engine.home.state_dir / "asof" / sha)
+                print(f"{'HEAD~' + str(n):>10} {differ:>12} {first_s:>7.2f}s {again_s:>7.2f}s {rebuild_s:>7.2f}s "
+                      f"{rebuild_s / first_s:>6.1f}x {kept:>8.0f} {rss:>7.0f}  {exact}", flush=True)  # fmt: skip
+    print("first: the first search at the revision; again: the next one; rebuild: a fresh index of a checkout")
+    print("ratio: rebuild / first. exact: the same hits, ids and scores, as the rebuild's.")
+
+
+if __name__ == "__main__":
+    main()
