@@ -18,6 +18,8 @@ from typing import Any
 
 import ipywidgets as w
 
+import syncd
+
 from .browse_tab import BrowseTab
 from .data import HomeData
 from .edit_tab import EditTab
@@ -33,6 +35,18 @@ log = logging.getLogger(__name__)
 TITLES = ("Search", "Browse", "Edit", "History", "Health")
 
 
+class _NotNow(w.VBox):
+    """The Edit tab's place while the view is of the past."""
+
+    def __init__(self) -> None:
+        super().__init__([w.HTML(note("Editing changes the memory as it is now: go back to now (History tab, "
+                                      "Back to now) to edit.", "warn"))])
+        self.add_class("syncd-not-now")
+
+    def refresh(self) -> None:
+        """Nothing to reload."""
+
+
 class Workbench(w.VBox):
     """The workbench on one home. ``poll`` seconds between change checks (0: only the button)."""
 
@@ -41,9 +55,11 @@ class Workbench(w.VBox):
         self.search = SearchTab(self.data, on_edit=self.edit_fact)
         self.browse = BrowseTab(self.data, on_edit=self.edit_fact)
         self.edit = EditTab(self.data, changed=self.refresh)
-        self.history = HistoryTab(self.data, changed=self.refresh)
+        self.history = HistoryTab(self.data, changed=self.refresh, travel=self.travel)
         self.health = HealthTab(self.data, changed=self.refresh)
         self.tabs = w.Tab(children=[self.search, self.browse, self.edit, self.history, self.health], titles=TITLES)
+        # In place of the Edit tab while the view is of the past: an edit is always of now.
+        self.edit_elsewhere = _NotNow()
         self.tabs.add_class("syncd-tabs")
         self._fresh = {0}  # tabs whose content is current; the others reload when shown
         self.tabs.observe(lambda _: self._shown(), "selected_index")
@@ -65,9 +81,34 @@ class Workbench(w.VBox):
 
     def _say(self, what: str) -> None:
         when = dt.datetime.now().strftime("%H:%M:%S")
+        past = self.data.at_label()
         self.header.value = (
-            f"<b>syncd workbench</b> · {esc(self.data.root)} " + note(f"· {what} at {when}")
+            f"<b>syncd workbench</b> · {esc(self.data.root)} "
+            + (f'<span class="syncd-past">{note(f"· NOT NOW: the memory as of {past}", "err")}</span> ' if past else "")
+            + note(f"· {what} at {when}")
         )
+
+    def travel(self, at: str | None) -> None:
+        """Show Search, Browse and core memory as commit ``at`` left the memory (anything git
+        names, or a date/time), or as it is now (None). The header says which past is shown;
+        the Edit tab waits until the view is back to now. A bad revision is said on the
+        History tab and changes nothing."""
+        try:
+            sha = self.data.set_at(at)
+        except syncd.SyncdError as exc:
+            self.history.status.value = note(str(exc), "err")
+            return
+        children = list(self.tabs.children)
+        children[TITLES.index("Edit")] = self.edit if sha is None else self.edit_elsewhere
+        if list(self.tabs.children) != children:
+            self.tabs.children = children
+            self.tabs.titles = TITLES
+        self.history.view_now.disabled = sha is None
+        self.history.status.value = note("now" if sha is None else f"viewing {self.data.at_label()}", "ok")
+        index = self.tabs.selected_index or 0
+        self._fresh = {index}
+        self._tab(index).refresh()
+        self._say("back to now" if sha is None else "travelled")
 
     def _tab(self, index: int):
         return self.tabs.children[index]

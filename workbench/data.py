@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import concurrent.futures
+import contextlib
 import logging
 import os
 from collections.abc import Callable, Coroutine
@@ -20,6 +21,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import syncd
+import syncd.engine.asof
 import syncd.engine.audit
 import syncd.engine.search
 from syncd.formats import parse_page
@@ -99,10 +101,45 @@ class HomeData:
         self._pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="workbench")
         self._headings: dict[str, tuple[tuple[int, int] | None, frozenset[str]]] = {}
         self._counts: dict[str, tuple[tuple[int, int] | None, DayCounts]] = {}
+        # What the reading methods read (users, logs, facts, search, blocks): the memory now, or
+        # as a past commit left it (set_at). Writes always go to now, through self.memory.
+        self.at: str | None = None
+        self._reader = self.memory
+        self._past = contextlib.ExitStack()
 
     def close(self) -> None:
+        self._past.close()
         self._pool.shutdown(wait=True)
         self.engine.close()
+
+    # -- when ------------------------------------------------------------------------------------
+
+    def set_at(self, at: str | None) -> str | None:
+        """Read the memory as commit ``at`` left it (anything git names, or a date/time: the last
+        commit at or before it), or as it is now (None). Search, browse and core memory then
+        answer from that commit's own files and a past index (syncd.engine.asof), which the
+        first look at a revision builds from the nearest index. The commit's sha, or None.
+        NotFoundError / InvalidInputError for a revision that names no commit (nothing changes)."""
+        if at is None:
+            self._past.close()
+            self.at, self._reader = None, self.memory
+            return None
+        sha = syncd.engine.asof.resolve_revision(self.root, at)
+        past = contextlib.ExitStack()
+        engine = past.enter_context(syncd.engine.asof.past_engine(self.engine, sha))
+        self._past.close()
+        self._past, self.at, self._reader = past, sha, MemoryManager(engine, author=AUTHOR)
+        self._headings.clear()
+        self._counts.clear()
+        return sha
+
+    def at_label(self) -> str | None:
+        """Which past the reading methods show (``<sha10> <date> <subject>``), None when now."""
+        return None if self.at is None else syncd.engine.asof.describe_revision(self.root, self.at)
+
+    @property
+    def _read_root(self) -> Path:
+        return self._reader.engine.home.root
 
     def run(self, coro: Coroutine[Any, Any, _T]) -> _T:
         return self._pool.submit(asyncio.run, coro).result()
@@ -110,10 +147,10 @@ class HomeData:
     # -- who and where ---------------------------------------------------------------------------
 
     def users(self) -> list[str]:
-        return self.memory.users()
+        return self._reader.users()
 
     def store(self, user: str):
-        return self.memory.store(user_id=user)
+        return self._reader.store(user_id=user)
 
     def dates(self, user: str) -> list[str]:
         """The user's daily logs, newest first (what a person looks at first)."""
@@ -123,13 +160,13 @@ class HomeData:
         """Chats of a user: folders with chat blocks, and chats named in daily-log headings
         (each log parsed once, then again only when it changes)."""
         found: set[str] = set()
-        chats_dir = self.root / "memory" / "users" / user / "chats"
+        chats_dir = self._read_root / "memory" / "users" / user / "chats"
         if chats_dir.is_dir():
             found.update(p.name for p in chats_dir.iterdir() if p.is_dir())
         store = self.store(user)
         for date in store.list_daily_logs():
             rel = store.daily_log_rel(date)
-            stamp = _stamp(self.root / rel)
+            stamp = _stamp(self._read_root / rel)
             cached = self._headings.get(rel)
             if cached is None or cached[0] != stamp:
                 day = store.read_daily_log(date)
@@ -161,19 +198,19 @@ class HomeData:
         ]
 
     def find_fact(self, user: str, fact_id: str) -> StoredFact:
-        hints = [r["path"] for r in self.engine.find_fact(fact_id) if r.get("user") == user]
+        hints = [r["path"] for r in self._reader.engine.find_fact(fact_id) if r.get("user") == user]
         return self.store(user).find_fact(fact_id, hints)
 
     def search(self, query: str, user: str | None, chat: str | None, kind: str | None, limit: int,
                include_wiki: bool = False):
         """The one search every front end makes (syncd.engine.search); ``user`` None: every user's."""
-        return syncd.engine.search.search(self.engine, query, user_id=user, chat_id=chat, kind=kind, limit=limit,
+        return syncd.engine.search.search(self._reader.engine, query, user_id=user, chat_id=chat, kind=kind, limit=limit,
                                    include_wiki=include_wiki)
 
     def around(self, rel: str, line: int, radius: int = 4) -> list[tuple[int, str]]:
         """Numbered lines of a file around ``line`` (what a person opens the file to see)."""
         try:
-            text = (self.root / rel).read_text(encoding="utf-8", errors="replace")
+            text = (self._read_root / rel).read_text(encoding="utf-8", errors="replace")
         except OSError:
             return []
         lines = text.splitlines()
@@ -183,15 +220,15 @@ class HomeData:
     def provenance(self, rel: str, line: int, text: str, source: str = "") -> Provenance:
         session, transcript_line = parse_provenance(source)
         try:
-            history = syncd.engine.audit.fact_history(self.root, rel, line, text) if line > 0 else None
+            history = syncd.engine.audit.fact_history(self.root, rel, line, text) if line > 0 and not self.at else None
         except syncd.SyncdError as exc:
             return Provenance(rel, line, session, transcript_line, None, str(exc))
         return Provenance(rel, line, session, transcript_line, history)
 
     # -- core blocks -----------------------------------------------------------------------------
 
-    def _block_file(self, label: str, scope: str, user: str | None, chat: str | None) -> Path:
-        home = self.engine.home
+    def _block_file(self, label: str, scope: str, user: str | None, chat: str | None, now: bool = False) -> Path:
+        home = (self.memory if now else self._reader).engine.home
         if scope == "global":
             return home.block_path(label)
         if scope == "user":
@@ -211,7 +248,7 @@ class HomeData:
 
     def blocks(self, user: str | None, chat: str | None) -> list[BlockRow]:
         """Every block label as ``user`` in ``chat`` sees it, with the text at each scope."""
-        resolved = self.memory.core_blocks(user_id=user, chat_id=chat) if user else self.memory.core_blocks()
+        resolved = self._reader.core_blocks(user_id=user, chat_id=chat) if user else self._reader.core_blocks()
         rows = []
         for label, block in resolved.items():
             texts = {scope: self.block_text(label, scope, user, chat) for scope in SCOPES}
@@ -219,7 +256,7 @@ class HomeData:
         return rows
 
     def block_limit(self, label: str, scope: str, user: str | None, chat: str | None) -> int:
-        path = self._block_file(label, scope, user, chat)
+        path = self._block_file(label, scope, user, chat, now=True)  # for an edit, which is of now
         try:
             meta = parse_page(path.read_text(encoding="utf-8", errors="replace")).frontmatter
         except OSError:
@@ -285,7 +322,7 @@ class HomeData:
             for date in store.list_daily_logs():
                 rel = store.daily_log_rel(date)
                 seen.add(rel)
-                stamp = _stamp(self.root / rel)
+                stamp = _stamp(self._read_root / rel)
                 cached = self._counts.get(rel)
                 if cached is None or cached[0] != stamp:
                     day = store.read_daily_log(date)

@@ -1,5 +1,7 @@
 """History: commits with their trailers, filtered by user or path; a commit's effect as facts
-added and removed; revert with a confirmation, after which the index follows."""
+added and removed; revert with a confirmation, after which the index follows; and the time
+control: view the whole workbench (search, browse, core memory) as a commit or a date left the
+memory, then come back to now."""
 
 from __future__ import annotations
 
@@ -25,9 +27,11 @@ def _label(entry) -> str:
 
 
 class HistoryTab(w.VBox):
-    def __init__(self, data: HomeData, changed: Callable[[], None] = lambda: None):
+    def __init__(self, data: HomeData, changed: Callable[[], None] = lambda: None,
+                 travel: Callable[[str | None], None] = lambda at: None):
         self.data = data
         self.changed = changed
+        self.travel = travel
         self.limit = BATCH
         self.entries: list = []
         self._shown_filter: str | None = None  # the filter the list was last loaded for
@@ -48,6 +52,14 @@ class HistoryTab(w.VBox):
         self.cancel = button("Cancel", "syncd-revert-cancel", layout=w.Layout(display="none"))
         self.status = w.HTML()
         self.status.add_class("syncd-history-status")
+        self.when = w.Text(description="as of", placeholder="the picked commit, or HEAD~N, a tag, 2026-11-20T14:00",
+                           layout=w.Layout(width="420px"))
+        self.when.add_class("syncd-when")
+        self.view_then = button("View the memory as of then", "syncd-view-at", icon="clock-o", layout=w.Layout(width="auto"))
+        self.view_now = button("Back to now", "syncd-view-now", icon="step-forward", disabled=True,
+                               layout=w.Layout(width="auto"))
+        self.view_then.on_click(lambda _: self._travel())
+        self.view_now.on_click(lambda _: self.travel(None))
         self.reload.on_click(lambda _: self.refresh())
         self.user.observe(lambda _: self.refresh(), "value")
         self.path.observe(lambda _: self.refresh(), "value")
@@ -59,8 +71,18 @@ class HistoryTab(w.VBox):
             w.HBox([self.user, self.path, self.reload]),
             w.HBox([w.VBox([self.commits, self.more], layout=w.Layout(min_width="570px")), self.detail]),
             w.HBox([self.revert, self.confirm, self.cancel]),
+            w.HBox([self.when, self.view_then, self.view_now]),
             self.status,
         ])
+
+    def _travel(self) -> None:
+        """The revision typed in, else the commit picked in the list."""
+        typed = self.when.value.strip()
+        picked = self.commits.value
+        if not typed and picked is None:
+            self.status.value = note("pick a commit, or type a revision or a date", "warn")
+            return
+        self.travel(typed or picked.sha)
 
     def _filter(self) -> str | None:
         path = self.path.value.strip()

@@ -47,7 +47,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-__all__ = ["KEEP", "past_engine", "past_files", "resolve_revision", "search_at"]
+__all__ = ["KEEP", "describe_revision", "past_engine", "past_files", "resolve_revision", "search_at"]
 
 # Past revisions kept indexed under .syncd/asof/ (the most recently asked).
 KEEP = 4
@@ -74,6 +74,13 @@ def resolve_revision(root: Path, at: str) -> str:
     if not found.strip():
         raise NotFoundError(f"no commit at or before {at} in this home's history")
     return found.decode().strip()
+
+
+def describe_revision(root: Path, sha: str) -> str:
+    """``<sha10> <date> <subject>`` of a commit: what a person reads to know which past this is."""
+    out = run_git(root, "show", "-s", "--format=%h %cd %s", "--date=format:%Y-%m-%d %H:%M", "--abbrev=10",
+                  "--end-of-options", sha)  # fmt: skip
+    return out.decode("utf-8", "replace").strip()
 
 
 def _check_out(root: Path, sha: str, folder: Path) -> None:
