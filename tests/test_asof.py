@@ -136,6 +136,17 @@ def test_git_is_left_as_it_was_and_past_indexes_are_kept_few(history):
     assert len(kept) <= 4
 
 
+def test_a_past_index_held_open_is_never_evicted(history):
+    root = history.home.root
+    others = ["HEAD", "HEAD~1", "HEAD~2", git(root, "rev-list", "--max-parents=0", "HEAD").strip()]
+    with past_engine(history, "HEAD~3") as held:
+        before = [h.id for h in held.search("sailing to Oslo", user_id="bob")]
+        for revision in others:  # more than KEEP others: the held one would be the oldest
+            search_at(history, "tea", revision, user_id="ana")
+        assert held.home.root.is_dir()
+        assert [h.id for h in held.search("sailing to Oslo", user_id="bob")] == before
+
+
 def test_the_command_line_searches_a_past_commit(history):
     from click.testing import CliRunner
 

@@ -25,6 +25,7 @@ are those of its own rows, so an exact answer would need them per revision anywa
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import datetime as dt
 import logging
@@ -54,6 +55,8 @@ KEEP = 4
 _FOLDER = "asof"
 _SHA = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 _LOCK = threading.Lock()  # one past index built at a time per process: they share the folder
+# Past folders open in this process (a workbench viewing the past holds one for long): never evicted.
+_IN_USE: collections.Counter[Path] = collections.Counter()
 
 
 def resolve_revision(root: Path, at: str) -> str:
@@ -177,7 +180,8 @@ def _is_kept(folder: Path) -> bool:
 
 
 def _evict(base: Path, keep: Path) -> None:
-    past = sorted((p for p in base.iterdir() if _is_kept(p) and p != keep), key=lambda p: p.stat().st_mtime)
+    past = sorted((p for p in base.iterdir() if _is_kept(p) and p != keep and not _IN_USE[p]),
+                  key=lambda p: p.stat().st_mtime)
     for old in past[: max(0, len(past) - (KEEP - 1))]:
         shutil.rmtree(old, ignore_errors=True)
 
@@ -214,8 +218,13 @@ def past_engine(engine: Engine, at: str) -> Iterator[Engine]:
         except BaseException:
             past.close()
             raise
-    with past:
-        yield past
+        _IN_USE[folder] += 1
+    try:
+        with past:
+            yield past
+    finally:
+        with _LOCK:
+            _IN_USE[folder] -= 1
 
 
 def search_at(engine: Engine, query: str, at: str, **options: Any) -> list[Hit]:
