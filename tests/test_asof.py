@@ -34,8 +34,10 @@ def view(hits) -> list[tuple]:
     return [(h.id, h.path, h.line, h.user_id, round(h.score, 9)) for h in hits]
 
 
-STEP = st.tuples(st.sampled_from(["add", "edit", "delete", "page", "unpage"]), st.sampled_from(USERS),
-                 st.integers(0, len(TOPICS) - 1))  # fmt: skip
+STEP = st.tuples(st.sampled_from(["add", "edit", "delete", "refile", "page", "unpage", "move"]),
+                 st.sampled_from(USERS), st.integers(0, len(TOPICS) - 1))  # fmt: skip
+# Histories of up to 8 commits a CI run (each costs a sync and a commit), up to 50 under --slow.
+LONGEST = 8 if examples(1) <= 1 else 50
 
 
 def apply_step(root: Path, step: tuple[str, str, int], n: int) -> None:
@@ -44,22 +46,29 @@ def apply_step(root: Path, step: tuple[str, str, int], n: int) -> None:
     page = root / "vault" / f"Topic{topic}.md"
     lines = log.read_text().splitlines(keepends=True) if log.exists() else ["# 2026-11-20\n", "\n"]
     facts = [i for i, line in enumerate(lines) if line.startswith("- [")]
-    if what == "add" or (what in ("edit", "delete") and not facts):
+    if what == "add" or (what in ("edit", "delete", "refile") and not facts):
         lines.append(f"- [context] {user.title()} talks about {TOPICS[topic]} (step {n}).\n")
     elif what == "edit":
         lines[facts[topic % len(facts)]] = f"- [context] {user.title()} changed her mind on {TOPICS[topic]}.\n"
     elif what == "delete":
         del lines[facts[topic % len(facts)]]
+    elif what == "refile":  # a fact moved to the next day's log, word for word
+        later = log.with_name("2026-11-21.md")
+        kept = later.read_text() if later.exists() else "# 2026-11-21\n\n"
+        later.write_text(kept + lines.pop(facts[topic % len(facts)]))
     elif what == "page":
         page.write_text(f"# Topic {topic}\n\nNotes on {TOPICS[topic]}, written at step {n}.\n")
-    elif page.exists():
+    elif what == "move" and page.exists():  # a page moved into a folder, word for word
+        (root / "vault" / "moved").mkdir(exist_ok=True)
+        page.rename(root / "vault" / "moved" / page.name)
+    elif what == "unpage" and page.exists():
         page.unlink()
     log.parent.mkdir(parents=True, exist_ok=True)
     log.write_text("".join(lines))
 
 
 @settings(max_examples=examples(3), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(steps=st.lists(STEP, min_size=2, max_size=8), picks=st.lists(st.tuples(st.integers(0, 7),
+@given(steps=st.lists(STEP, min_size=2, max_size=LONGEST), picks=st.lists(st.tuples(st.integers(0, LONGEST - 1),
        st.sampled_from(USERS), st.integers(0, len(TOPICS) - 1)), min_size=1, max_size=2))  # fmt: skip
 def test_a_search_at_a_revision_equals_a_fresh_home_checked_out_there(tmp_path_factory, embedder, steps, picks):
     folder = tmp_path_factory.mktemp("asof")
