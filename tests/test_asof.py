@@ -156,6 +156,27 @@ def test_a_past_index_held_open_is_never_evicted(history):
         assert [h.id for h in held.search("sailing to Oslo", user_id="bob")] == before
 
 
+def test_an_unfinished_past_index_is_made_again_and_two_processes_share_one(history):
+    import sys
+
+    root = history.home.root
+    sha = git(root, "rev-parse", "HEAD~1").strip()
+    # What a kill halfway through an older syncd's build left: the tree, no mark of completion.
+    folder = history.home.state_dir / "asof" / sha
+    subprocess.run(["rm", "-rf", str(folder)], check=True)
+    (folder / "tree" / "memory").mkdir(parents=True)
+    assert any("Bob" in h.content for h in search_at(history, "sailing to Oslo", sha, user_id="bob"))
+    # Two processes asking the same new revision at once both answer, from one past index.
+    other = git(root, "rev-parse", "HEAD~2").strip()
+    subprocess.run(["rm", "-rf", str(history.home.state_dir / "asof" / other)], check=True)
+    command = [sys.executable, "-m", "syncd", "search", "tea", "--at", other, "--user", "ana", "--home", str(root)]
+    runs = [subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    outputs = [run.communicate(timeout=300) for run in runs]
+    assert [run.returncode for run in runs] == [0, 0], outputs
+    assert outputs[0][0] == outputs[1][0] and "Ana" in outputs[0][0]
+    assert not [p for p in (history.home.state_dir / "asof").iterdir() if p.name.startswith(".")]
+
+
 def test_the_command_line_searches_a_past_commit(history):
     from click.testing import CliRunner
 

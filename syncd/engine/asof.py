@@ -14,8 +14,10 @@ keeps (tests/test_rows_incremental.py and the as-of law in tests/test_asof.py): 
 whose content is the commit's are the rows a rebuild would make of it. So a revision costs one
 copy of the rows (sequential, no parse, no embedding) plus its difference from the nearest
 index; a text embedded once, now or then, is never embedded again (the home's embedding cache
-stands behind the past index's own). The few most recently asked revisions are kept (``KEEP``);
-asking again costs one search.
+stands behind the past index's own). A past index is built aside and published whole, never
+written again: any process reads it without a lock. The few most recently asked revisions are
+kept on disk (``KEEP``) and the last ``OPEN_KEEP`` stay open in the process, so asking again
+costs one search.
 
 Why not rows carrying the span of commits in which they hold, filtered by the revision: the
 index follows the working tree, not commits (rows are written before their commit, and many
@@ -55,8 +57,13 @@ KEEP = 4
 _FOLDER = "asof"
 _SHA = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 _LOCK = threading.Lock()  # one past index built at a time per process: they share the folder
-# Past folders open in this process (a workbench viewing the past holds one for long): never evicted.
+# Past folders in use in this process (a workbench viewing the past holds one for long): never
+# evicted, their engines never closed; and the engines kept open, the most recently asked last.
 _IN_USE: collections.Counter[Path] = collections.Counter()
+_OPEN: collections.OrderedDict[Path, Engine] = collections.OrderedDict()
+OPEN_KEEP = 2
+# In a past folder once its index is whole (see _build).
+_COMPLETE = "complete"
 
 
 def resolve_revision(root: Path, at: str) -> str:
@@ -147,7 +154,7 @@ def _start_from_nearest(engine: Engine, sha: str, tree: Path) -> None:
     base = tree.parent.parent
     for kept in base.iterdir():
         index_dir = Home(kept / "tree").state_dir / "index"
-        if kept.name != sha and _is_kept(kept) and (index_dir / "meta.json").is_file():
+        if kept.name != sha and _is_kept(kept) and (kept / _COMPLETE).is_file():
             candidates.append((_changed_files(root, sha, kept.name), index_dir))
     if not candidates:
         return  # the sync builds it from nothing (the embedding cache still spares the model)
@@ -183,48 +190,80 @@ def _evict(base: Path, keep: Path) -> None:
     past = sorted((p for p in base.iterdir() if _is_kept(p) and p != keep and not _IN_USE[p]),
                   key=lambda p: p.stat().st_mtime)
     for old in past[: max(0, len(past) - (KEEP - 1))]:
+        if old in _OPEN:
+            _OPEN.pop(old).close()
         shutil.rmtree(old, ignore_errors=True)
+
+
+def _build(engine: Engine, sha: str, folder: Path) -> None:
+    """Make the past index of ``sha`` aside and publish it at ``folder`` whole: checked out, its
+    rows copied from the nearest index, synced (with the home's embedding cache behind it), and
+    only then renamed into place with a mark that it is complete. So a published past index is
+    never written again, and any process may read it without a lock."""
+    from .facade import Engine
+
+    building = folder.parent / f".{sha}-{uuid.uuid4().hex[:8]}"
+    try:
+        _check_out(engine.home.root, sha, building / "tree")
+        _start_from_nearest(engine, sha, building / "tree")
+        with Engine(Home(building / "tree"), _local(engine), embedder=engine.embedder) as past:
+            past.sync()
+        (building / _COMPLETE).touch()
+        shutil.rmtree(folder, ignore_errors=True)  # an incomplete one an older syncd or a kill left
+        try:
+            os.replace(building, folder)
+        except OSError:
+            if not (folder / _COMPLETE).is_file():
+                raise
+            # another process published it meanwhile: theirs is as good
+    finally:
+        shutil.rmtree(building, ignore_errors=True)
+
+
+def _local(engine: Engine) -> Any:
+    # Always the embedded index: a past tree is this machine's scratch, never a shared database's.
+    return engine.settings.model_copy(update={"index_url": None, "index_schema": None})
+
+
+def _close_unused() -> None:
+    """Close the open past engines beyond OPEN_KEEP that nobody is using (under _LOCK)."""
+    for folder in list(_OPEN)[: max(0, len(_OPEN) - OPEN_KEEP)]:
+        if not _IN_USE[folder]:
+            _OPEN.pop(folder).close()
 
 
 @contextlib.contextmanager
 def past_engine(engine: Engine, at: str) -> Iterator[Engine]:
-    """An engine over the home as commit ``at`` left it (see the module docstring)."""
+    """A read-only engine over the home as commit ``at`` left it (see the module docstring).
+    The first call for a revision builds its past index; later ones in this process reuse the
+    engine while it is one of the OPEN_KEEP most recent (a repeated question costs one search)."""
     from .facade import Engine
 
-    root = engine.home.root
-    sha = resolve_revision(root, at)
+    sha = resolve_revision(engine.home.root, at)
     base = engine.home.ensure_state_dir() / _FOLDER
     folder = base / sha
     with _LOCK:
         base.mkdir(exist_ok=True)
-        if not (folder / "tree").is_dir():
-            shutil.rmtree(folder, ignore_errors=True)
-            building = base / f".{sha}-{uuid.uuid4().hex[:8]}"
-            _check_out(root, sha, building / "tree")
-            _start_from_nearest(engine, sha, building / "tree")
-            try:
-                os.replace(building, folder)
-            except OSError:
-                if not (folder / "tree").is_dir():
-                    raise
-                shutil.rmtree(building, ignore_errors=True)  # another process made it meanwhile
+        past = _OPEN.get(folder)
+        if past is None or not (folder / _COMPLETE).is_file():
+            if past is not None and not _IN_USE[folder]:
+                _OPEN.pop(folder).close()  # its folder was deleted under it (rm -rf .syncd)
+            if not (folder / _COMPLETE).is_file():
+                _build(engine, sha, folder)
+            # Queries need the model, not the home's embedding cache (which its engine may close).
+            model = getattr(engine.embedder, "embedder", engine.embedder)
+            past = _OPEN[folder] = Engine(Home(folder / "tree"), _local(engine), read_only=True, embedder=model)
+        _OPEN.move_to_end(folder)
         os.utime(folder)
-        _evict(base, folder)
-        # Always the embedded index: a past tree is this process's scratch, never a shared database's.
-        local = engine.settings.model_copy(update={"index_url": None, "index_schema": None})
-        past = Engine(Home(folder / "tree"), local, embedder=engine.embedder)
-        try:
-            past.sync()
-        except BaseException:
-            past.close()
-            raise
         _IN_USE[folder] += 1
+        _evict(base, folder)
+        _close_unused()
     try:
-        with past:
-            yield past
+        yield past
     finally:
         with _LOCK:
             _IN_USE[folder] -= 1
+            _close_unused()
 
 
 def search_at(engine: Engine, query: str, at: str, **options: Any) -> list[Hit]:
