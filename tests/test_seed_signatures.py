@@ -12,7 +12,14 @@ import inspect
 
 import pytest
 
-from syncd.memory import MarkdownMemoryStore, MemoryBlockUpdateTool, MemoryManager, MemorySearchTool
+from syncd.memory import (
+    LanceDBMemoryStore,
+    MarkdownMemoryStore,
+    MemoryBlockUpdateTool,
+    MemoryManager,
+    MemorySearchTool,
+    PostgresMemoryStore,
+)
 from syncd.session import (
     ContextCompressor,
     MarkdownIndexer,
@@ -24,6 +31,25 @@ from syncd.session import (
 )
 
 SYNC, ASYNC = "sync", "async"
+
+# The seed's store API (issue 27): the same async methods on both backends, with the parameters
+# the original declared; only the constructors say where the index lives.
+SEED_STORE: dict[str, tuple[str, str]] = {
+    "connect": (ASYNC, ""),
+    "close": (ASYNC, ""),
+    "get_all_memory_blocks": (ASYNC, "chat_id=, user_id="),
+    "set_memory_block": (ASYNC, "label, content, chat_id=, user_id="),
+    "add_memory": (ASYNC, "content, embedding, user_id, chat_id=, metadata=, importance=, *, dedup="),
+    "semantic_search": (ASYNC, "query_embedding, user_id, limit=, chat_id="),
+    "hybrid_search": (
+        ASYNC,
+        (
+            "query_embedding, query_text, user_id, limit=, chat_id=, semantic_weight=, fts_weight=, "
+            "recency_boost=, importance_boost="
+        ),
+    ),
+    "get_statistics": (ASYNC, "user_id="),
+}
 
 # THE SEED'S API CONTRACT. Each entry: (sync or async, the parameters in order as
 # ``inspect.signature`` gives them, without ``self``: ``x=`` has a default, a lone ``*`` starts
@@ -71,6 +97,8 @@ SEED_API: dict[type, dict[str, tuple[str, str]]] = {
         "replace_fact": (SYNC, "fact_id, new_fact, *, hint_paths=, intent=, expected="),
         "write_memory_file": (SYNC, "content, *, intent="),
     },
+    PostgresMemoryStore: {"__init__": (SYNC, "home, url, settings=, *, schema=, embedder="), **SEED_STORE},
+    LanceDBMemoryStore: {"__init__": (SYNC, "home, settings=, *, embedder="), **SEED_STORE},
     MarkdownIndexer: {
         "__init__": (SYNC, "engine"),
         "reindex_from_markdown": (SYNC, ""),

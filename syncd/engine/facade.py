@@ -37,6 +37,7 @@ from ..embedding.fastembed_backend import Embedder, load_embedder
 from ..errors import (
     ConfigError,
     IndexError_,
+    InvalidInputError,
     QueryError,
 )
 from ..history.git import head_sha, user_identity
@@ -374,6 +375,51 @@ class Engine:
             min_cosine=min_cosine,
             memory_only=memory_only,
             floor=floor,
+        )
+
+    def search_by_vector(
+        self,
+        vector: Sequence[float] | np.ndarray,
+        text: str = "",
+        *,
+        user_id: str,
+        chat_id: str | None = None,
+        limit: int = 10,
+        kind: str | None = "fact",
+        weights: Mapping[str, float] | None = None,
+        now: dt.datetime | None = None,
+    ) -> list[Hit]:
+        """Hybrid search with the caller's own query vector (the seed's store API, which embeds
+        before it searches): ``vector`` must come from this home's embedding model (its
+        dimension is checked; it is normalised, as the index's vectors are), ``text`` ranks by
+        words too ("" for meaning only), ``weights`` ({part: weight}, syncd.index.search.Weights'
+        fields) replace those of the settings they name. The memory only (no wiki), facts by
+        default. InvalidInputError for a vector of another size or not finite, or an unknown part."""
+        try:
+            query = np.asarray(vector, dtype=np.float64).reshape(-1)
+        except (TypeError, ValueError):
+            query = np.zeros(0)
+        if query.shape != (self.embedder.dim,) or not np.isfinite(query).all() or not np.linalg.norm(query):
+            raise InvalidInputError(
+                f"the query embedding must be {self.embedder.dim} finite numbers, not all 0, from this home's model "
+                f"{self.embedder.model_id!r} (got {query.shape[0]} usable numbers): embed the query with that model"
+            )
+        ranking = Weights.from_settings(self.settings)
+        unknown = sorted(set(weights or {}) - set(Weights.__dataclass_fields__))
+        if unknown:
+            raise InvalidInputError(f"unknown score part(s) {', '.join(unknown)}: use {', '.join(Weights.__dataclass_fields__)}")
+        self._fresh(user_id)
+        return hybrid_search(
+            self.index,
+            (query / np.linalg.norm(query)).astype(np.float32),
+            text,
+            user_id,
+            chat_id,
+            limit,
+            kind,
+            weights=dataclasses.replace(ranking, **{k: float(v) for k, v in (weights or {}).items()}),
+            now=now,
+            memory_only=True,
         )
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:

@@ -11,12 +11,15 @@ from .blocks import CORE_LABELS, DEFAULT_BLOCKS, CoreBlock
 from .extraction import NO_LLM_MESSAGE, ConversationTurn, strip_injected, wrap_injected
 from .manager import MemoryManager
 from .prompts import PROMPT_VERSION
+from .seed_store import LanceDBMemoryStore, PostgresMemoryStore
 from .store import DailyLogFile, MarkdownMemoryStore, StoredFact
 from .tools import MemoryAddTool, MemoryBlockUpdateTool, MemorySearchTool
 
 __all__ = [
     "MemoryManager",
     "MarkdownMemoryStore",
+    "PostgresMemoryStore",
+    "LanceDBMemoryStore",
     "MemorySearchTool",
     "MemoryBlockUpdateTool",
     "MemoryAddTool",

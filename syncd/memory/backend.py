@@ -9,7 +9,7 @@ one-way dependency.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, AbstractContextManager
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
@@ -54,6 +54,25 @@ class MemoryBackend(Protocol):
     ) -> list[Hit]:
         """Scoped hybrid search (``text=False``: by meaning only; ``min_cosine``: the relevance
         floor for rows sharing no word with the query; ``memory_only``: no wiki pages)."""
+
+    def search_by_vector(
+        self,
+        vector: Sequence[float] | np.ndarray,
+        text: str = "",
+        *,
+        user_id: str,
+        chat_id: str | None = None,
+        limit: int = 10,
+        kind: str | None = "fact",
+        weights: Mapping[str, float] | None = None,
+        now: dt.datetime | None = None,
+    ) -> list[Hit]:
+        """Scoped hybrid search of the memory with the caller's own query vector (of this
+        home's model) and optional words, ranked with ``weights`` (the seed's store API)."""
+
+    def counts(self, *, user_id: str | None = None) -> dict[str, int]:
+        """Rows in the index: files, facts and chunks; with ``user_id``, the facts and chunks
+        that user's searches reach."""
 
     def nearest_facts(self, vector: np.ndarray, *, user_id: str, limit: int) -> list[tuple[float, dict[str, Any]]]:
         """``(cosine, row)`` of the user's facts nearest to ``vector``, best first (a row with the
