@@ -5,6 +5,7 @@ never a conflict marker; the same facts whichever side merges."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 from pathlib import Path
 
@@ -18,6 +19,7 @@ from syncd.formats.merging import (
     callouts_for_conflicts,
     merge_appends,
     merge_daily_log,
+    merge_session_meta,
     merge_state,
 )
 
@@ -125,6 +127,50 @@ def test_session_state_the_changed_side_wins_else_the_later():
     earlier = '{"last_active_at": "2026-11-20T11:00:00"}'
     assert merge_state(base, base, later).text == later
     assert merge_state(base, later, base).text == later
+    assert merge_state(base, earlier, later).text == later
+    assert merge_state(base, later, earlier).text == later
+
+
+def _meta(turns: int, minute: int, resets: int = 0, flushed: tuple[str, ...] = ()) -> str:
+    return json.dumps({"created_at": "2026-11-20T09:00:00+00:00", "last_active_at": f"2026-11-20T10:{minute:02d}:00+00:00",
+                       "turn_count": turns, "resets": resets, "flushed": list(flushed), "compressions": 0})
+
+
+@settings(max_examples=100, deadline=None)
+@given(base=st.integers(0, 5), mine=st.integers(0, 4), their=st.integers(0, 4), mine_at=st.integers(1, 59),
+       their_at=st.integers(1, 59), reset=st.sampled_from([None, "ours", "theirs"]),
+       digests=st.lists(st.sampled_from("abcd"), max_size=4))  # fmt: skip
+def test_session_meta_counts_the_turns_of_both_sides_and_keeps_the_later(base, mine, their, mine_at, their_at, reset,
+                                                                         digests):
+    """session.json changed on both machines: the later side's fields; without a reset since the
+    base the turn count is the base's plus each side's new turns (what the merged transcript
+    holds); after a reset the later side's count; every flushed digest of either side kept."""
+    ours_flushed, theirs_flushed = tuple(digests[:2]), tuple(digests[2:])
+    old = _meta(base, 0)
+    ours = _meta(mine if reset == "ours" else base + mine, mine_at, int(reset == "ours"), ours_flushed)
+    theirs = _meta(their if reset == "theirs" else base + their, their_at, int(reset == "theirs"), theirs_flushed)
+    merged = merge_session_meta(old, ours, theirs)
+    if ours == theirs or theirs == old:
+        assert merged.text == ours
+        return
+    if ours == old:
+        assert merged.text == theirs
+        return
+    got = json.loads(merged.text)
+    later = json.loads(theirs if their_at > mine_at else ours)
+    assert got["last_active_at"] == later["last_active_at"] and got["resets"] == later["resets"]
+    if reset is None:
+        assert got["turn_count"] == base + mine + their
+    else:
+        assert got["turn_count"] == later["turn_count"]
+    assert set(got["flushed"]) == set(ours_flushed) | set(theirs_flushed)
+    assert len(got["flushed"]) == len(set(got["flushed"]))
+
+
+def test_agent_state_the_later_serialized_wins_whatever_its_offset():
+    base = '{"serialized_at": "2026-11-20T10:00:00+00:00", "steps": []}'
+    earlier = '{"serialized_at": "2026-11-20T12:30:00+02:00", "steps": [1]}'  # 10:30 UTC
+    later = '{"serialized_at": "2026-11-20T10:45:00", "steps": [2]}'  # no offset: UTC
     assert merge_state(base, earlier, later).text == later
     assert merge_state(base, later, earlier).text == later
 

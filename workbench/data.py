@@ -23,6 +23,7 @@ from typing import Any, TypeVar
 import syncd
 import syncd.engine.asof
 import syncd.engine.audit
+import syncd.engine.conflicts
 import syncd.engine.search
 from syncd.formats import parse_page
 from syncd.memory import MemoryManager, StoredFact
@@ -292,6 +293,15 @@ class HomeData:
 
     def status(self):
         return self.engine.status()
+
+    def conflicts(self) -> list[syncd.engine.conflicts.Conflict]:
+        """What merges with another machine kept both versions of (home-relative paths, lines)."""
+        return syncd.engine.conflicts.find_conflicts(self.root)
+
+    def resolve_conflict(self, path: str, line: int, keep: str) -> str:
+        """Keep ``mine``, ``theirs`` or ``both`` of the conflict at ``path:line``: one
+        compare-and-swap write through the engine's write path, committed as the workbench."""
+        return syncd.engine.conflicts.resolve_conflict(self.engine, path, line, keep, author=AUTHOR)
 
     def reindex(self, progress: Callable[[Any], None]) -> Any:
         """Rebuild the index (holding the home for the rebuild). LockedError while a daemon or

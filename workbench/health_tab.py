@@ -1,5 +1,6 @@
 """Health: freshness (stale files, errors, uncommitted changes), reindex with a progress bar, the
-wiki's lint findings, and plots of the memory over time."""
+conflicts merges with other machines kept (resolvable here), the wiki's lint findings, and plots
+of the memory over time."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from IPython.display import display
 import syncd
 
 from . import plots
+from .conflicts_panel import ConflictsPanel
 from .data import HomeData
 from .ui import Pager, button, esc, note, table
 
@@ -41,6 +43,7 @@ class HealthTab(w.VBox):
         self.job: threading.Thread | None = None
         self.summary = w.HTML()
         self.summary.add_class("syncd-health-status")
+        self.conflicts = ConflictsPanel(data, changed=self._resolved)
         self.check = button("Check now", "syncd-health-check", icon="refresh")
         self.reindex_button = button("Reindex", "syncd-reindex", icon="cogs")
         self.progress = w.IntProgress(min=0, max=1, value=0, layout=w.Layout(width="300px", visibility="hidden"))
@@ -61,6 +64,7 @@ class HealthTab(w.VBox):
         super().__init__([
             w.HBox([self.check, self.reindex_button, self.progress, self.progress_text]),
             self.summary,
+            self.conflicts,
             w.HTML("<b>Wiki lint</b>"),
             self.lint_summary,
             self.lint_rows,
@@ -73,6 +77,7 @@ class HealthTab(w.VBox):
 
     def refresh(self) -> None:
         self.show_status()
+        self.conflicts.refresh()
         self.show_lint()
         users = [ALL_USERS, *self.data.users()]
         if list(self.plot_user.options) != users:
@@ -80,6 +85,10 @@ class HealthTab(w.VBox):
             self.plot_user.options = users
             self.plot_user.value = current if current in users else ALL_USERS
         self.draw()
+
+    def _resolved(self) -> None:
+        self.show_status()  # the resolution is committed and indexed: the counts moved
+        self.changed()
 
     def show_status(self) -> None:
         try:

@@ -241,7 +241,8 @@ def search_command(query: str, user: str | None, chat: str | None, limit: int, k
 @json_option
 @home_option
 def status_command(as_json: bool, home: Path | None) -> None:
-    """What the index holds and exactly which files are stale (reads no model, no LanceDB)."""
+    """What the index holds and exactly which files are stale (reads no model, no LanceDB), and
+    where a merge with another machine kept both versions (a conflict to resolve)."""
     from ..engine.status import INDEX_OK
     from ..index.backend import INDEX_UNREACHABLE
     from ..engine.status_read import read_status
@@ -249,8 +250,9 @@ def status_command(as_json: bool, home: Path | None) -> None:
     root = resolve_home(home)
     status = read_status(root, load_settings())
     remote = _remote_state(root)
+    conflicts = _conflicts(root)
     if as_json:
-        print_json(status.to_dict() | {"remote": remote})
+        print_json(status.to_dict() | {"remote": remote, "conflicts": [c.to_dict() for c in conflicts]})
         return
     click.echo(f"home     {status.home}")
     click.echo(f"model    {status.model_id}")
@@ -267,6 +269,7 @@ def status_command(as_json: bool, home: Path | None) -> None:
         click.echo(f"commit   {status.aligned_commit}")
     if remote is not None:
         _echo_remote(remote)
+    _echo_conflicts(conflicts)
     _echo_sync_state(status)
     stale = {k: v for k, v in status.stale.items() if v}
     if status.healthy:
@@ -294,6 +297,23 @@ def _remote_state(root: Path) -> dict | None:
     from ..home import Home
 
     return read_remote_state(Home(root).private_dir)
+
+
+def _conflicts(root: Path) -> list:
+    """What merges with another machine kept both versions of (`syncd pull`), until a person
+    keeps one (the workbench's Health tab). Status never fails for want of them."""
+    from ..engine.conflicts import find_conflicts
+    from ..errors import SyncdError
+
+    try:
+        return find_conflicts(root)
+    except SyncdError:
+        return []
+
+
+def _echo_conflicts(conflicts: list) -> None:
+    for conflict in conflicts:
+        click.echo(f"conflict {conflict.path}:{conflict.line}: {conflict.describe()}")
 
 
 def _echo_remote(state: dict) -> None:

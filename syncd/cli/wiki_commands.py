@@ -7,6 +7,7 @@ They work on the home's ``vault/`` by default, or on any Obsidian vault given wi
 from __future__ import annotations
 
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import click
@@ -43,15 +44,35 @@ def _manager(vault: Path | None, home: Path | None):
 @home_option
 def lint_command(as_json: bool, vault: Path | None, home: Path | None) -> None:
     """Check the vault the way Obsidian resolves it: broken links, embeds, headings and block ids,
-    ambiguous names, orphans, index.md and log.md, frontmatter, stale sources. Reads only; exits 1
-    when there are errors."""
+    ambiguous names, orphans, index.md and log.md, frontmatter, stale sources; and (a warning
+    each) the conflicts a merge with another machine kept both versions of, in the vault and in
+    the home's memory/. Reads only; exits 1 when there are errors."""
     from ..wiki.report import lint_exit_code, lint_json, lint_text
 
-    findings = _manager(vault, home).lint()
+    manager = _manager(vault, home)
+    findings = sorted([*manager.lint(), *_conflict_findings(manager.root, vault is None)])
     sys.stdout.write(lint_json(findings) if as_json else lint_text(findings))
     code = lint_exit_code(findings)
     if code:
         raise click.exceptions.Exit(code)
+
+
+def _conflict_findings(vault: Path, in_home: bool) -> list:
+    """A ``merge-conflict`` warning per conflict kept in the vault (paths vault-relative, as
+    every finding's) and, in a home, in memory/ (paths home-relative: ``memory/...``)."""
+    from ..engine.conflicts import find_conflicts
+    from ..errors import SyncdError
+    from ..wiki.lint import Finding
+
+    try:
+        if in_home:
+            found = [replace(c, path=c.path.removeprefix("vault/")) for c in find_conflicts(vault.parent)]
+        else:
+            found = find_conflicts(vault, home=False)
+    except SyncdError:
+        return []  # git missing or refusing: the rest of lint still runs
+    return [Finding(c.path, c.line, "merge-conflict", f"{c.describe()} (the workbench's Health tab)", "warning")
+            for c in found]
 
 
 @click.command("links")
