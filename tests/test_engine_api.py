@@ -107,6 +107,23 @@ def test_the_parts_of_syncd_import_each_other_without_cycles():
     assert _cycle(graph) is None, f"import cycle: {' -> '.join(_cycle(graph))}"
 
 
+# Modules of the PostgreSQL index being built now that still import each other (the backend
+# seam and its two PostgreSQL halves): listed so that the rule holds for everything else.
+MODULE_CYCLES_PENDING = {"syncd.index.backend", "syncd.index.pg_search", "syncd.index.pg_store"}
+
+
+def test_no_module_imports_itself_through_others():
+    """Inside a part too, modules stand on each other one way (a cycle is two modules that are
+    one concept, or a helper in the wrong one: formats.facts and formats.reparse were)."""
+    modules = {_module_name(p): p for p in PACKAGE.rglob("*.py")}
+    graph = {
+        module: {t for t in _imports(path) if t in modules and t != module
+                 and not {module, t} <= MODULE_CYCLES_PENDING}
+        for module, path in modules.items()
+    }
+    assert _cycle(graph) is None, f"import cycle: {' -> '.join(_cycle(graph))}"
+
+
 # Each folder of syncd is one floor and stands only on the floors below it: an import from a
 # floor to its own or a higher one fails here (a new folder must be given its floor).
 FLOORS = [

@@ -6,21 +6,10 @@ parse back byte for byte; see the module docstrings for each grammar.
 
 from __future__ import annotations
 
-from .facts import (
-    CATEGORY_RULE,
-    DailyLog,
-    Fact,
-    FactLine,
-    LocatedFact,
-    Section,
-    TextLine,
-    TextSpan,
-    derive_fact_id,
-    parse_daily_log,
-    parse_fact_line,
-    render_daily_log,
-    render_fact_line,
-)
+from .daily_log import DailyLog, parse_daily_log, render_daily_log
+from .fact_grammar import CATEGORY_RULE, Fact, parse_fact_line, render_fact_line
+from .fact_ids import derive_fact_id
+from .log_scan import FactLine, LocatedFact, Section, TextLine, TextSpan
 from .log_writing import append_section, new_daily_log
 from .pages import (
     MAX_CHUNK_CHARS,

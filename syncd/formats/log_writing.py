@@ -1,6 +1,6 @@
 """Writing daily logs: a new day's log, and a section appended to one (the only way syncd adds
 facts to a log). Existing lines are never touched; the result is re-read only around the new
-section (reparse.py), so appending to a big log costs the section, not the log."""
+section (rescan.py), so appending to a big log costs the section, not the log."""
 
 from __future__ import annotations
 
@@ -8,8 +8,9 @@ import datetime as dt
 from collections.abc import Iterable
 
 from ..errors import InvalidIdError
-from .facts import ID_RULE, TIME_RE, DailyLog, Fact, TextLine, render_daily_log, render_fact_line, valid_id
-from .reparse import reparse_daily_log
+from .daily_log import DailyLog, render_daily_log, reparse_daily_log
+from .fact_grammar import ID_RULE, Fact, render_fact_line, valid_id
+from .log_scan import TIME_RE, TextLine
 
 __all__ = ["append_section", "new_daily_log"]
 
@@ -61,8 +62,8 @@ def append_section(
     # Both reads start from the last ones: appending to a big log reads its last section only.
     base = reparse_daily_log(text, rendered, log)
     lines = []
-    if base._info.closer is not None:
-        lines.append(base._info.closer)
+    if base.closer is not None:
+        lines.append(base.closer)
     if lines or (base.elements and base.elements[-1].text.strip()):
         lines.append("")
     lines.append(heading)
