@@ -21,6 +21,7 @@ The tree (tests/test_errors.py checks it against the classes)::
     ├── BlockLimitError          a core block over its size limit
     ├── EmbeddingError           the embedding model cannot be loaded or run
     ├── IndexError_              the index is unusable
+    │   └── IndexUnreachable     its database cannot be reached: the markdown is kept, the index behind
     ├── ExtractionError          fact extraction failed; nothing was written
     ├── StorageError             the disk refused a write (``saved`` says whether the markdown is)
     ├── HistoryError             a git command failed
@@ -45,6 +46,7 @@ __all__ = [
     "HomeError",
     "EmbeddingError",
     "IndexError_",
+    "IndexUnreachable",
     "ExtractionError",
     "BlockLimitError",
     "NotFoundError",
@@ -124,7 +126,15 @@ class EmbeddingError(SyncdError):
 
 
 class IndexError_(SyncdError):
-    """The LanceDB index is unusable (named with a trailing underscore to not shadow IndexError)."""
+    """The index is unusable (named with a trailing underscore to not shadow IndexError)."""
+
+
+class IndexUnreachable(IndexError_):
+    """The index's database cannot be reached (down, unreachable, refusing us): what the
+    markdown holds is kept, and the index is behind until the database is back."""
+
+    #: What ``Status.index`` says meanwhile (``syncd.index.backend.INDEX_UNREACHABLE``).
+    status = "unreachable"
 
 
 class ExtractionError(SyncdError):

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Protocol
 from urllib.parse import urlsplit, urlunsplit
 
-from ..errors import ConfigError, IndexError_
+from ..errors import ConfigError, IndexUnreachable
 from .records import FileRecord, FileUpdate
 
 __all__ = [
@@ -43,17 +43,10 @@ __all__ = [
 ]
 
 # Status.index when the index's database cannot be reached: nothing can be said of what it holds.
-INDEX_UNREACHABLE = "unreachable"
+INDEX_UNREACHABLE = IndexUnreachable.status
 _URL_KEY = "syncd.index"
 _SCHEMA_KEY = "syncd.indexschema"
 _SCHEMES = ("postgresql", "postgres")
-
-
-class IndexUnreachable(IndexError_):
-    """The index's database cannot be reached (down, unreachable, refusing us): what the
-    markdown holds is kept, and the index is behind until the database is back."""
-
-    status = INDEX_UNREACHABLE
 
 
 class IndexBackend(Protocol):
