@@ -121,6 +121,8 @@ def test_revisions_by_name_and_by_date(history):
     # bob's fact is deleted now, and was there two commits ago
     assert not any("Bob" in h.content for h in history.search("sailing to Oslo", user_id="bob"))
     assert any("Bob" in h.content for h in search_at(history, "sailing to Oslo", "HEAD~1", user_id="bob"))
+    assert [h.id for h in history.search("sailing to Oslo", user_id="bob", at="HEAD~1")] == [
+        h.id for h in search_at(history, "sailing to Oslo", "HEAD~1", user_id="bob")]
 
 
 def test_bad_revisions_are_clear_errors(history):

@@ -200,13 +200,13 @@ def _build(engine: Engine, sha: str, folder: Path) -> None:
     rows copied from the nearest index, synced (with the home's embedding cache behind it), and
     only then renamed into place with a mark that it is complete. So a published past index is
     never written again, and any process may read it without a lock."""
-    from .facade import Engine
+    engine_class = type(engine)  # the facade's, without importing the module that imports this one
 
     building = folder.parent / f".{sha}-{uuid.uuid4().hex[:8]}"
     try:
         _check_out(engine.home.root, sha, building / "tree")
         _start_from_nearest(engine, sha, building / "tree")
-        with Engine(Home(building / "tree"), _local(engine), embedder=engine.embedder) as past:
+        with engine_class(Home(building / "tree"), _local(engine), embedder=engine.embedder) as past:
             past.sync()
         (building / _COMPLETE).touch()
         shutil.rmtree(folder, ignore_errors=True)  # an incomplete one an older syncd or a kill left
@@ -237,7 +237,7 @@ def past_engine(engine: Engine, at: str) -> Iterator[Engine]:
     """A read-only engine over the home as commit ``at`` left it (see the module docstring).
     The first call for a revision builds its past index; later ones in this process reuse the
     engine while it is one of the OPEN_KEEP most recent (a repeated question costs one search)."""
-    from .facade import Engine
+    engine_class = type(engine)  # as in _build
 
     sha = resolve_revision(engine.home.root, at)
     base = engine.home.ensure_state_dir() / _FOLDER
@@ -252,7 +252,7 @@ def past_engine(engine: Engine, at: str) -> Iterator[Engine]:
                 _build(engine, sha, folder)
             # Queries need the model, not the home's embedding cache (which its engine may close).
             model = getattr(engine.embedder, "embedder", engine.embedder)
-            past = _OPEN[folder] = Engine(Home(folder / "tree"), _local(engine), read_only=True, embedder=model)
+            past = _OPEN[folder] = engine_class(Home(folder / "tree"), _local(engine), read_only=True, embedder=model)
         _OPEN.move_to_end(folder)
         os.utime(folder)
         _IN_USE[folder] += 1

@@ -351,16 +351,23 @@ class Engine:
         min_cosine: float | None = None,
         memory_only: bool = False,
         floor: bool = False,
+        at: str | None = None,
     ) -> list[Hit]:
         """Best ``limit`` hits for ``query`` within the user's (and chat's) scope, ranked with the
         settings' weights (``text=False``: by meaning only, no full-text part). ``min_cosine``
         drops rows that share no word with the query and are less close in meaning than that;
         ``memory_only`` leaves the wiki out; ``floor`` returns nothing when the memory in scope
         does not answer the query at all (every hit says so in ``Hit.relevant``; see
-        syncd.index.search.answered). Raises QueryError for an empty query: "nothing"
-        matches nothing, and an agent that sent one has a bug worth seeing."""
+        syncd.index.search.answered); ``at``: as that commit left the memory (a revision git
+        names or a date/time; syncd.engine.asof). Raises QueryError for an empty query:
+        "nothing" matches nothing, and an agent that sent one has a bug worth seeing."""
         if not isinstance(query, str) or not query.strip():
             raise QueryError(query, "the search query is empty: say what to look for")
+        if at is not None:
+            from .asof import search_at
+
+            return search_at(self, query, at, user_id=user_id, chat_id=chat_id, limit=limit, kind=kind, now=now,
+                             text=text, min_cosine=min_cosine, memory_only=memory_only, floor=floor)  # fmt: skip
         self._fresh(user_id)
         return hybrid_search(
             self.index,
