@@ -30,10 +30,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from syncd.config import Settings  # noqa: E402
-from syncd.embedding.fastembed_backend import load_embedder  # noqa: E402
-from syncd.memory.dedup import restates  # noqa: E402
-from syncd.memory.extraction import normalise_text  # noqa: E402
+from syncd.config import Settings
+from syncd.embedding.fastembed_backend import load_embedder
+from syncd.memory.dedup import restates
+from syncd.memory.extraction import normalise_text
 
 DEFAULT_DATA = Path(__file__).resolve().parent / "data" / "dedup_pairs.jsonl"
 OLD_COSINE = 0.85

@@ -25,7 +25,7 @@ import pyarrow.compute as pc
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import syncd  # noqa: E402
+import syncd
 from syncd.config import Settings
 from syncd.embedding.fastembed_backend import load_embedder
 from syncd.index.rows import parse_file

@@ -64,23 +64,7 @@ def generate(root: Path, pages: int, links: int, seed: int = 7) -> None:
             body.append(f"## {head}")
             lines = []
             for _ in range(n // len(heads) + (1 if h < n % len(heads) else 0)):
-                j = rng.randrange(len(paths))
-                target = Path(paths[j]).stem
-                roll = rng.random()
-                if roll < 0.03:
-                    link = f"[[Missing page {rng.randrange(10**6)}]]"
-                elif roll < 0.05:
-                    link = f"[[{target}#No such heading]]"
-                elif roll < 0.15:
-                    link = f"[[{target}#{rng.choice(heads)}]]"
-                elif roll < 0.20:
-                    link = f"[[{target}#^p{j}]]"
-                elif roll < 0.25:
-                    link = f"![[img {rng.randrange(200)}.png]]"
-                elif roll < 0.30:
-                    link = f"[[{paths[j][:-3]}|{target}]]"
-                else:
-                    link = f"[[{target}]]"
+                link = _random_link(rng, paths, heads)
                 lines.append(f"- {rng.choice(WORDS)} {link} {rng.choice(WORDS)}")
             body.extend(lines)
             body.append("")
@@ -90,6 +74,27 @@ def generate(root: Path, pages: int, links: int, seed: int = 7) -> None:
     listed = "\n".join(f"- [[{p[:-3]}]]" for p in paths[: pages // 2])
     (root / "index.md").write_text(f"---\ntype: index\n---\n# Index\n\n{listed}\n", encoding="utf-8")
     (root / "log.md").write_text("# Log\n\n- 2024-01-01 10:00 agent created: [[Index]] (seed)\n", encoding="utf-8")
+
+
+def _random_link(rng: random.Random, paths: list[str], heads: list[str]) -> str:
+    """A link to a random page: mostly plain, some to a heading, a block, an attachment or
+    through an alias, a few broken."""
+    j = rng.randrange(len(paths))
+    target = Path(paths[j]).stem
+    roll = rng.random()
+    if roll < 0.03:
+        return f"[[Missing page {rng.randrange(10**6)}]]"
+    if roll < 0.05:
+        return f"[[{target}#No such heading]]"
+    if roll < 0.15:
+        return f"[[{target}#{rng.choice(heads)}]]"
+    if roll < 0.20:
+        return f"[[{target}#^p{j}]]"
+    if roll < 0.25:
+        return f"![[img {rng.randrange(200)}.png]]"
+    if roll < 0.30:
+        return f"[[{paths[j][:-3]}|{target}]]"
+    return f"[[{target}]]"
 
 
 CPU: list[float] = []

@@ -73,8 +73,8 @@ def daily_log(rng: random.Random, date: str, target: int) -> str:
 
 def vault_page(rng: random.Random, n: int, target: int) -> str:
     out = [
-        f"---\ntitle: Page {n}\ntags: [{rng.choice(WORDS)}, {rng.choice(WORDS)}]\n"
-        f"created: 2026-01-{n % 28 + 1:02d}\n---\n# Page {n}\n"
+        (f"---\ntitle: Page {n}\ntags: [{rng.choice(WORDS)}, {rng.choice(WORDS)}]\n"
+         f"created: 2026-01-{n % 28 + 1:02d}\n---\n# Page {n}\n")
     ]
     size = 0
     while size < target:

@@ -33,9 +33,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import syncd  # noqa: E402
-from syncd.config import Settings  # noqa: E402
-from syncd.formats import Fact, append_section, new_daily_log, parse_daily_log, render_daily_log  # noqa: E402
+import syncd
+from syncd.config import Settings
+from syncd.formats import Fact, append_section, new_daily_log, parse_daily_log, render_daily_log
 
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
 KS = (5, 10, 25)
@@ -110,7 +110,7 @@ def evaluate(engine, samples: list[dict], dia_of: dict[str, str]) -> tuple[dict,
     for sample in samples:
         user = user_of(sample["sample_id"])
         last = max(when for _, when, _ in sessions(sample["conversation"]))
-        now = (last + dt.timedelta(days=1)).replace(tzinfo=dt.timezone.utc)
+        now = (last + dt.timedelta(days=1)).replace(tzinfo=dt.UTC)
         for qa in sample["qa"]:
             start = time.perf_counter()
             hits = engine.search(qa["question"], user_id=user, limit=max(KS), now=now)

@@ -34,10 +34,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import syncd  # noqa: E402
-from syncd.config import Settings  # noqa: E402
-from syncd.embedding.fastembed_backend import load_embedder  # noqa: E402
-from syncd.index.rows import parse_file  # noqa: E402
+import syncd
+from syncd.config import Settings
+from syncd.embedding.fastembed_backend import load_embedder
+from syncd.index.rows import parse_file
 
 WORDS = ("tea kite river garden piano marathon sourdough chess bike yoga Lyon Kyoto nurse cat "
          "rain spring harbour lantern violin orchard").split()

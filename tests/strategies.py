@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import string
+from collections.abc import Callable
 
 from hypothesis import reject, settings
 from hypothesis import strategies as st
@@ -289,6 +290,34 @@ def section_headings(draw: st.DrawFn) -> str:
 _endings = st.sampled_from(["\n", "\r\n"])
 
 
+def _draw_log_element(draw: st.DrawFn, lines: list[str], expected: list[tuple[int, Fact]],
+                      hidden_fact: Callable[[], str]) -> None:
+    """One construct of a daily log appended to ``lines`` (a fact also to ``expected``)."""
+    kind = draw(st.integers(0, 7))
+    if kind <= 1:
+        line, fact = draw(raw_fact_lines())
+        lines.append(line)
+        expected.append((len(lines), fact))
+    elif kind == 2:
+        lines.append(draw(lookalike_lines()))
+    elif kind == 3:
+        lines.append(draw(prose_lines()))
+    elif kind == 4:
+        lines.append(draw(st.sampled_from(["", "   ", "\t"])))
+    elif kind == 5:
+        lines.append(draw(section_headings()))
+    elif kind == 6:
+        fence = draw(st.sampled_from(["```", "~~~", "````", "  ```python"]))
+        lines.append(fence)
+        for _ in range(draw(st.integers(0, 3))):
+            lines.append(hidden_fact() if draw(st.booleans()) else draw(prose_lines()))
+        lines.append(fence.strip().rstrip(string.ascii_letters))
+    else:
+        lines.append("<!--")
+        lines.append("- [preference] commented out")
+        lines.append("-->")
+
+
 @st.composite
 def daily_log_texts(draw: st.DrawFn) -> tuple[str, list[tuple[int, Fact]]]:
     """A daily log text mixing every construct, and the (line, Fact) pairs a parser must find."""
@@ -306,29 +335,7 @@ def daily_log_texts(draw: st.DrawFn) -> tuple[str, list[tuple[int, Fact]]]:
     if draw(st.booleans()):
         lines.append(f"# 2026-{draw(st.integers(1, 12)):02d}-{draw(st.integers(1, 28)):02d}")
     for _ in range(draw(st.integers(0, 12))):
-        kind = draw(st.integers(0, 7))
-        if kind <= 1:
-            line, fact = draw(raw_fact_lines())
-            lines.append(line)
-            expected.append((len(lines), fact))
-        elif kind == 2:
-            lines.append(draw(lookalike_lines()))
-        elif kind == 3:
-            lines.append(draw(prose_lines()))
-        elif kind == 4:
-            lines.append(draw(st.sampled_from(["", "   ", "\t"])))
-        elif kind == 5:
-            lines.append(draw(section_headings()))
-        elif kind == 6:
-            fence = draw(st.sampled_from(["```", "~~~", "````", "  ```python"]))
-            lines.append(fence)
-            for _ in range(draw(st.integers(0, 3))):
-                lines.append(hidden_fact() if draw(st.booleans()) else draw(prose_lines()))
-            lines.append(fence.strip().rstrip(string.ascii_letters))
-        else:
-            lines.append("<!--")
-            lines.append("- [preference] commented out")
-            lines.append("-->")
+        _draw_log_element(draw, lines, expected, hidden_fact)
     if draw(st.booleans()):
         lines.append("```")
         lines.append("- [preference] inside an unclosed fence")

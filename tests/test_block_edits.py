@@ -21,11 +21,11 @@ from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
 import syncd
+from syncd.api.schemas import BlockUpdateInput
 from syncd.config import Settings
 from syncd.errors import InvalidInputError
 from syncd.memory import MemoryBlockUpdateTool, MemoryManager
 from syncd.memory.tools import update_block
-from syncd.api.schemas import BlockUpdateInput
 
 from .daemon_helpers import git, isolate_git_identity, warm_embed_cache
 from .helpers import run_concurrently

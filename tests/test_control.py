@@ -21,10 +21,10 @@ from syncd.cli import main
 from syncd.config import Settings
 from syncd.control.client import ask_daemon
 from syncd.control.protocol import PROTOCOL_VERSION, encode, socket_path
-from syncd.errors import RemoteError
 from syncd.daemon.control import ControlServer
 from syncd.daemon.loop import Daemon
 from syncd.engine.search import search
+from syncd.errors import RemoteError
 
 from .daemon_helpers import daily_log, running_daemon, wait_for, warm_embed_cache
 from .helpers import write

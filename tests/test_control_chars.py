@@ -20,11 +20,11 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
 import syncd
+from syncd.api.schemas import BlockUpdateInput
 from syncd.config import Settings
 from syncd.errors import ExtractionError, InvalidInputError
 from syncd.memory import MemoryBlockUpdateTool, MemoryManager
 from syncd.memory.tools import update_block
-from syncd.api.schemas import BlockUpdateInput
 
 from .daemon_helpers import git, isolate_git_identity
 from .server_helpers import served_in_thread

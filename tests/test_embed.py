@@ -16,7 +16,6 @@ import pytest
 import syncd.embedding.fastembed_backend as embed_mod
 import syncd.index.embed_cache
 from syncd.config import DEFAULT_EMBED_MODEL, Settings
-from syncd.errors import EmbeddingError
 from syncd.embedding.fastembed_backend import (
     BUNDLED_TOKENIZER_DIR,
     DEFAULT_MODEL_ID,
@@ -29,6 +28,7 @@ from syncd.embedding.fastembed_backend import (
     load_embedder,
     verify_sha256,
 )
+from syncd.errors import EmbeddingError
 from syncd.index.embed_cache import CachedEmbedder, EmbeddingCache, text_key
 
 from .helpers import run_concurrently
@@ -334,7 +334,7 @@ def test_assemble_concurrently(tmp_path: Path) -> None:
 
 
 def test_assemble_names_missing_sources(tmp_path: Path) -> None:
-    with pytest.raises(EmbeddingError, match="tokenizer.json"):
+    with pytest.raises(EmbeddingError, match=r"tokenizer\.json"):
         assemble_model_dir(tmp_path / "t", {"tokenizer.json": tmp_path / "absent.json"})
 
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import logging
 import os
 import threading
 import time
@@ -22,7 +21,7 @@ from syncd.errors import ConflictError, GitBusyError
 from syncd.history.intents import Intent
 from syncd.memory import MemoryBlockUpdateTool, MemoryManager, MemorySearchTool
 
-from .daemon_helpers import running_daemon, wait_for
+from .daemon_helpers import running_daemon
 
 run = asyncio.run
 
@@ -149,7 +148,7 @@ def _log_text(home) -> str:
 def test_git_busy_past_the_wait_refuses_the_write_and_keeps_nothing(impatient, home, busy_git):
     manager = make_manager(impatient)
     before, text = len(commits(home)), _log_text(home)
-    with pytest.raises(GitBusyError, match="index.lock"):
+    with pytest.raises(GitBusyError, match=r"index\.lock"):
         run(manager.add_memory("Keeps a sourdough starter called Bob.", "ana"))
     # Not acknowledged, so not kept: the file is as it was, the index does not have it.
     assert _log_text(home) == text and len(commits(home)) == before
@@ -157,7 +156,7 @@ def test_git_busy_past_the_wait_refuses_the_write_and_keeps_nothing(impatient, h
 
     # Explicit commits say why they cannot run, in syncd's own terms.
     (home / "vault/typed.md").write_text("# Typed by hand\n")
-    with pytest.raises(GitBusyError, match="index.lock"):
+    with pytest.raises(GitBusyError, match=r"index\.lock"):
         impatient.commit()
 
     busy_git.unlink()

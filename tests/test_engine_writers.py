@@ -95,6 +95,6 @@ def test_two_managers_in_two_processes_see_each_others_writes_and_keep_their_com
 def test_a_writer_that_never_lets_go_is_a_clear_error(home, embedder):
     with syncd.open(home, embedder=embedder):  # holds the lock for its whole life, and is no daemon
         with MemoryManager(home, Settings(lock_wait_s=0.3), embedder=embedder) as manager:
-            with pytest.raises(LockedError, match="did not let go within 0 s|did not let go"):
+            with pytest.raises(LockedError, match="did not let go"):
                 run(manager.add_memory("Collects maps.", "ana"))
     assert not list((home / "memory/users").glob("ana/*.md"))

@@ -23,9 +23,9 @@ import pytest
 from lancedb.table import LanceTable
 
 import syncd
-from syncd.home import disk as home_module  # where write_some is called from
 from syncd.errors import StorageError
 from syncd.home import atomic_write, blob_sha, durable_append
+from syncd.home import disk as home_module  # where write_some is called from
 from syncd.index.embed_cache import CachedEmbedder, EmbeddingCache
 
 from .helpers import assert_matches_rebuild, write

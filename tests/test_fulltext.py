@@ -170,7 +170,7 @@ def test_patched_postings_score_exactly_like_a_rebuild(ops, query) -> None:
             alive = [True] * len(texts)
     query_text = " ".join(query)
     mask = np.array(alive, dtype=bool)
-    ours = {row: score for row, score in index.search(query_text, mask, mask, len(texts) + 1)}
+    ours = dict(index.search(query_text, mask, mask, len(texts) + 1))
     fresh, rows = _rebuilt(texts, alive)
     live = np.ones(len(rows), dtype=bool)
     theirs = {rows[row]: score for row, score in fresh.search(query_text, live, live, len(texts) + 1)}

@@ -10,9 +10,9 @@ import time
 
 import git
 
-from syncd.writes.queue import CommitQueue
 from syncd.history.intents import Intent
 from syncd.sync.events import Event
+from syncd.writes.queue import CommitQueue
 
 from .daemon_helpers import running_daemon
 from .helpers import run_concurrently

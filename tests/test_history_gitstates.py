@@ -176,7 +176,7 @@ def test_index_lock_is_busy_and_sync_warns_with_the_fix_and_exits_0(home, embedd
     write(home, LOG, daily_log(FACTS[:1]))
     lock = home / ".git/index.lock"
     lock.write_bytes(b"")
-    with pytest.raises(GitBusyError, match="index.lock"):
+    with pytest.raises(GitBusyError, match=r"index\.lock"):
         _commit(home)
     os.utime(lock, (time.time() - 3600, time.time() - 3600))
     with pytest.raises(GitBusyError, match="remove it"):

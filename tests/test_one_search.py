@@ -15,10 +15,10 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
 import syncd
-from syncd.cli import main
-from syncd.memory import MemoryManager, MemorySearchTool
 from syncd.api.schemas import MemoryHit
+from syncd.cli import main
 from syncd.engine.search import DEFAULT_LIMIT, hit_record
+from syncd.memory import MemoryManager, MemorySearchTool
 
 from .daemon_helpers import isolate_git_identity
 from .helpers import write

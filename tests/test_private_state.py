@@ -18,16 +18,16 @@ import numpy as np
 import pytest
 
 import syncd
-from syncd.engine.status_read import read_status
 from syncd.config import Settings
 from syncd.control.client import ask_daemon
 from syncd.control.protocol import socket_path
 from syncd.daemon.control import ControlServer
+from syncd.engine.status import INDEX_MISSING
+from syncd.engine.status_read import read_status
 from syncd.errors import HomeError
 from syncd.home import Home
 from syncd.index.embed_cache import EmbeddingCache
 from syncd.server.tokens import TokenStore
-from syncd.engine.status import INDEX_MISSING
 
 from .daemon_helpers import daily_log, git, isolate_git_identity, running_daemon, wait_for, warm_embed_cache
 from .helpers import assert_matches_rebuild, snapshot, write

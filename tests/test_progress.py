@@ -27,8 +27,8 @@ from hypothesis import strategies as st
 
 import syncd
 from syncd.cli import main
-from syncd.engine.status_read import read_status
 from syncd.config import Settings
+from syncd.engine.status_read import read_status
 from syncd.home import Home
 from syncd.index.embed_cache import _SLICE_CHARS, _SLICE_TEXTS, CachedEmbedder, EmbeddingCache, _slices
 from syncd.sync.progress import ProgressTracker, SyncProgress, format_duration, log_every

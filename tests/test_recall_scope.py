@@ -21,7 +21,7 @@ from .strategies import examples
 
 DIM = 16
 WORDS = ["tea", "green", "marathon", "nurse", "lyon", "cat", "miso", "peanuts", "spring", "coffee", "the"]
-NOW = dt.datetime(2026, 12, 1, tzinfo=dt.timezone.utc)
+NOW = dt.datetime(2026, 12, 1, tzinfo=dt.UTC)
 
 
 def _vector(text: str) -> np.ndarray:

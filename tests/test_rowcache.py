@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from syncd.index.rowcache import ScopeMask, RowCache
+from syncd.index.rowcache import RowCache, ScopeMask
 
 DIM = 384
 
@@ -97,7 +97,7 @@ def test_removed_rows_vanish_and_compaction_equals_a_fresh_load() -> None:
     keep = [i for i, r in enumerate(rows) if r["path"] not in gone]
     fresh = _matrix(np.concatenate([vectors[keep], extra_vectors]), [rows[i] for i in keep] + extra_rows)
     assert len(fresh) == len(matrix)
-    for q in range(10):
+    for _ in range(10):
         query = vectors[rng.integers(0, len(vectors))]
         for scope in (ScopeMask(), ScopeMask(user="u2", kind="fact")):
             ours, theirs = matrix.search(query, scope, 20), fresh.search(query, scope, 20)

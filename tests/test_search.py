@@ -95,7 +95,7 @@ def test_kind_filter_and_full_text_only_matches(populated):
 
 
 def test_recency_boost_prefers_newer_facts(populated):
-    now = dt.datetime(2026, 11, 22, 12, tzinfo=dt.timezone.utc)
+    now = dt.datetime(2026, 11, 22, 12, tzinfo=dt.UTC)
     hit = populated.search("green tea", user_id="ana", limit=1, now=now)[0]
     later = populated.search("green tea", user_id="ana", limit=1, now=now + dt.timedelta(days=60))[0]
     assert hit.parts["recency"] > later.parts["recency"] > 0

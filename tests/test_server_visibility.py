@@ -17,9 +17,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import syncd
+from syncd.engine.visibility import log_path, readable, seen_by
 from syncd.history.log import LogEntry
 from syncd.memory import MemoryManager
-from syncd.engine.visibility import log_path, readable, seen_by
 
 from .daemon_helpers import git, isolate_git_identity, wait_for
 from .server_helpers import served_in_thread

@@ -21,7 +21,7 @@ from syncd.session.serializer import serialize_agent
 
 from .strategies import unicode_text
 
-UTC = dt.timezone.utc
+UTC = dt.UTC
 JSON_SCALARS = st.one_of(st.none(), st.booleans(), st.integers(-(2**53), 2**53),
                          st.floats(allow_nan=False, allow_infinity=False), st.text(max_size=20))
 JSON_VALUES = st.recursive(JSON_SCALARS, lambda inner: st.one_of(

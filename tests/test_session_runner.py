@@ -16,7 +16,7 @@ from syncd.memory import MemoryManager
 from syncd.session import SessionPolicy, SessionRunner, list_sessions, read_state_file, read_transcript_file
 
 run = asyncio.run
-UTC = dt.timezone.utc
+UTC = dt.UTC
 
 
 def reply(*facts: tuple[str, float]) -> str:

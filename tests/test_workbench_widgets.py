@@ -143,7 +143,7 @@ def test_delete_with_confirmation_and_add(wb, home):
     logs = list((home / "memory/users/carol").glob("*.md"))
     assert len(logs) == 1 and "- [hobby] Keeps bees on the roof." in logs[0].read_text()
     assert git(home, "log", "-1", "--format=%an").strip() == "workbench"
-    assert "carol" in wb.search.user.options or wb.search.refresh() is None and "carol" in wb.search.user.options
+    assert "carol" in wb.search.user.options or (wb.search.refresh() is None and "carol" in wb.search.user.options)
 
 
 def test_block_editor_shows_the_limit_and_refuses_to_overwrite(wb, home):

@@ -74,7 +74,7 @@ def jupyterlab(workdir: Path, home: Path, timeout: float = 60.0) -> Iterator[str
         source = str(Path(syncd.__file__).resolve().parents[1])
         env["PYTHONPATH"] = os.pathsep.join([str(shim), source, env.get("PYTHONPATH", "")])
     port, token = _free_port(), secrets.token_hex(16)
-    log = open(workdir / "jupyterlab.log", "wb")
+    log = open(workdir / "jupyterlab.log", "wb")  # noqa: SIM115 (closed when the server is stopped, below)
     server = subprocess.Popen(
         [sys.executable, "-m", "jupyterlab", "--no-browser", "--ServerApp.ip=127.0.0.1", f"--ServerApp.port={port}",
          f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={lab}", "--ServerApp.port_retries=0", "--allow-root",

@@ -199,7 +199,7 @@ def fastembed_quiet_session(model: Any, threads: int | None) -> None:
     inner.model = session = None
     try:
         inner.model = ort.InferenceSession(path, sess_options=options, providers=providers)
-    except Exception as exc:  # fastembed loads its own session again on the first embed
+    except Exception as exc:  # noqa: BLE001 (fastembed loads its own session again on the first embed)
         log.warning("keeping onnxruntime's default threads for %s: %s", path, exc)
 
 

@@ -232,7 +232,7 @@ def _load_frontmatter(source: str) -> tuple[dict[Any, Any], str | None]:
     try:
         loader = _FAST_YAML_LOADER if len(source) <= _FAST_YAML_MAX_CHARS else yaml.SafeLoader
         data = yaml.load(source, Loader=loader)
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 (a page must parse whatever its frontmatter holds)
         # Besides YAMLError, constructors raise ValueError/TypeError/OverflowError on input such
         # as an impossible date or an unhashable key; a page must still parse.
         first = str(exc).strip().splitlines()
@@ -434,7 +434,9 @@ def parse_page_outline(text: str) -> Page:
     return page
 
 
-def _analyse(page: Page, with_chunks: bool = True) -> None:
+# One pass over the lines reading every construct at once, on purpose: it runs for every line of
+# a vault, and a pass per construct (or a call per line) costs more (hence the C901 noqa).
+def _analyse(page: Page, with_chunks: bool = True) -> None:  # noqa: C901
     text = page.text
     lines = split_lines(text)
     contents = [c for c, _ in lines]

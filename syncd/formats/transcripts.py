@@ -89,7 +89,7 @@ def make_entry(
     if not isinstance(content, str):
         raise TypeError(f"transcript content must be a str, not {type(content).__name__}")
     if ts is None:
-        ts = dt.datetime.now(dt.timezone.utc)
+        ts = dt.datetime.now(dt.UTC)
     if isinstance(ts, dt.datetime):
         if ts.tzinfo is None:
             raise InvalidInputError("transcript timestamps must be timezone-aware")

@@ -205,7 +205,7 @@ _ABSENT = object()
 _TEMP_SUFFIX = ".syncd-tmp"
 
 
-def atomic_write(path: Path, data: bytes, expected_sha: str | None | object = _ABSENT) -> str:
+def atomic_write(path: Path, data: bytes, expected_sha: str | object | None = _ABSENT) -> str:
     """Write ``data`` to ``path`` atomically; return the new blob sha.
 
     With ``expected_sha`` (a blob sha, or None meaning "must not exist yet") this is a
@@ -457,7 +457,7 @@ def find_home(start: Path | None = None) -> Path:
     """The nearest enclosing memory home, as git finds its repository."""
     here = (start or Path.cwd()).resolve()
     for folder in (here, *here.parents):
-        if (folder / ".syncd").is_dir() or (folder / "memory").is_dir() and (folder / "vault").is_dir():
+        if (folder / ".syncd").is_dir() or ((folder / "memory").is_dir() and (folder / "vault").is_dir()):
             return folder
     raise HomeError(f"no syncd home at or above {here}; run `syncd init` or pass --home")
 

@@ -208,7 +208,7 @@ def is_indexable(rel: str) -> bool:
     if not parts or any(p in _IGNORED_DIRS for p in parts[:-1]):
         return False
     name = parts[-1]
-    if name.startswith((".#", "~$")) or name.endswith(_TEMP_SUFFIXES) or name.startswith("."):
+    if name.startswith((".#", "~$", ".")) or name.endswith(_TEMP_SUFFIXES):
         return False
     if name.endswith(".md"):
         return True

@@ -99,26 +99,32 @@ class Gate:
             return Principal(None, "admin")
         return None
 
+    async def _admit(self, scope: Scope, send: Send) -> bool:
+        """Put the request's principal in ``scope``; or answer 503 (token store damaged) or 401
+        and return False."""
+        token = _bearer(scope)
+        try:
+            principal = self.tokens.check(token) if token else None
+            self._damage_logged = None
+        except (ConfigError, OSError) as exc:
+            principal = self._admin_despite(token, exc)
+            if principal is None:
+                await _send_error(send, 503, "TokenStoreError", _DAMAGED)
+                return False
+        if principal is None:
+            what = "a valid bearer token" if token else "a bearer token (Authorization: Bearer <token>)"
+            await _send_error(send, 401, "Unauthorized", f"this request needs {what}",
+                              [(b"www-authenticate", b"Bearer")])  # fmt: skip
+            return False
+        scope[PRINCIPAL_KEY] = principal
+        return True
+
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        if scope["path"] not in self.open_paths:
-            token = _bearer(scope)
-            try:
-                principal = self.tokens.check(token) if token else None
-                self._damage_logged = None
-            except (ConfigError, OSError) as exc:
-                principal = self._admin_despite(token, exc)
-                if principal is None:
-                    await _send_error(send, 503, "TokenStoreError", _DAMAGED)
-                    return
-            if principal is None:
-                what = "a valid bearer token" if token else "a bearer token (Authorization: Bearer <token>)"
-                await _send_error(send, 401, "Unauthorized", f"this request needs {what}",
-                                  [(b"www-authenticate", b"Bearer")])  # fmt: skip
-                return
-            scope[PRINCIPAL_KEY] = principal
+        if scope["path"] not in self.open_paths and not await self._admit(scope, send):
+            return
         length = _content_length(scope)
         if length is not None and (length < 0 or length > self.max_body_bytes):
             await _send_error(

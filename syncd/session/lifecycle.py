@@ -47,7 +47,7 @@ class SessionPolicy:
 def _aware(name: str, value: dt.datetime) -> dt.datetime:
     if not isinstance(value, dt.datetime) or value.tzinfo is None or value.utcoffset() is None:
         raise SessionError(name, "must be a timezone-aware datetime")
-    return value.astimezone(dt.timezone.utc)
+    return value.astimezone(dt.UTC)
 
 
 def last_reset_boundary(now: dt.datetime, hour: int) -> dt.datetime:

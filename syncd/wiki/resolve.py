@@ -144,16 +144,8 @@ class Resolver:
         if name == n and len(group) == 1:
             return Resolution(group[0], (group[0],), False)
         folder = _dirname(source).lower()
-        if n.startswith("./") or n.startswith("../"):
-            if n.startswith("./../"):
-                n = n[2:]
-            if n.startswith("./"):
-                n = (folder + "/" if folder else "") + n[2:]
-            else:
-                while n.startswith("../"):
-                    n = n[3:]
-                    folder = _dirname(folder)
-                n = (folder + "/" if folder else "") + n
+        if n.startswith(("./", "../")):
+            n, folder = _from_folder(n, folder)
             for path in group:
                 if path.lower() == n:
                     return Resolution(path, (path,), False)
@@ -164,20 +156,39 @@ class Resolver:
                 return Resolution(path, (path,), False)
         if linkpath.startswith("/"):
             return _UNRESOLVED
-        near: list[str] = []
-        far: list[str] = []
-        for path in group:
-            lower = path.lower()
-            if lower.endswith(n):
-                (near if lower.startswith(folder) else far).append(path)
-        near.sort(key=len)
-        far.sort(key=len)
-        ordered = tuple(near + far)
-        if not ordered:
-            return _UNRESOLVED
-        first = near if near else far
-        tied = len(first) > 1 and len(first[0]) == len(first[1])
-        return Resolution(ordered[0], ordered, tied)
+        return _nearest(group, n, folder)
+
+
+def _nearest(group: Sequence[str], n: str, folder: str) -> Resolution:
+    """Of the files in ``group`` whose path ends in ``n``, those under ``folder`` first, then
+    the rest, each shortest first (how Obsidian picks among files of one name)."""
+    near: list[str] = []
+    far: list[str] = []
+    for path in group:
+        lower = path.lower()
+        if lower.endswith(n):
+            (near if lower.startswith(folder) else far).append(path)
+    near.sort(key=len)
+    far.sort(key=len)
+    ordered = tuple(near + far)
+    if not ordered:
+        return _UNRESOLVED
+    first = near if near else far
+    tied = len(first) > 1 and len(first[0]) == len(first[1])
+    return Resolution(ordered[0], ordered, tied)
+
+
+def _from_folder(n: str, folder: str) -> tuple[str, str]:
+    """A ``./`` or ``../`` link path ``n`` written in ``folder`` as a vault path, and the folder
+    it climbed to (where the nearest-first order then looks from)."""
+    if n.startswith("./../"):
+        n = n[2:]
+    if n.startswith("./"):
+        return (folder + "/" if folder else "") + n[2:], folder
+    while n.startswith("../"):
+        n = n[3:]
+        folder = _dirname(folder)
+    return (folder + "/" if folder else "") + n, folder
 
 
 def subpath_exists(
