@@ -68,10 +68,10 @@ def sessions_group(ctx: click.Context, user: str | None, as_json: bool, home: Pa
         return
     click.echo(f"{'USER':<16} {'SESSION':<28} {'TURNS':>5}  {'LAST ACTIVE':<25} RESET DUE")
     for r in rows:
-        due = r["reset_reason"] if r["reset_due"] else "no"
+        reset = r["reset_reason"] if r["reset_due"] else "no"
         # To the second, with its UTC offset: the stored milliseconds would push the columns apart.
         active = dt.datetime.fromisoformat(r["last_active_at"]).isoformat(sep=" ", timespec="seconds")
-        click.echo(f"{r['user']:<16} {r['session']:<28} {r['turn_count']:>5}  {active:<25} {due}")
+        click.echo(f"{r['user']:<16} {r['session']:<28} {r['turn_count']:>5}  {active:<25} {reset}")
 
 
 @sessions_group.command("show")

@@ -133,7 +133,8 @@ class ControlServer:
             request = decode(line)
             if request.get("v") != PROTOCOL_VERSION:
                 return _error("ProtocolError", f"protocol version {request.get('v')!r} is not {PROTOCOL_VERSION}")
-            method = self._methods.get(request.get("method"))
+            name = request.get("method")
+            method = self._methods.get(name) if isinstance(name, str) else None
             if method is None:
                 return _error("ProtocolError", f"unknown method {request.get('method')!r}")
             params = request.get("params") or {}

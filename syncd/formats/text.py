@@ -29,6 +29,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from pathlib import Path
+from typing import AnyStr
 
 from ..errors import ParseError
 
@@ -187,7 +188,7 @@ def atx_heading(line: str) -> tuple[int, str] | None:
     return len(m.group(1)), text
 
 
-def _common_run(old: str | bytes, new: str | bytes, limit: int, from_end: bool) -> int:
+def _common_run(old: AnyStr, new: AnyStr, limit: int, from_end: bool) -> int:
     """Length of the longest common prefix (or suffix) of two texts, at most ``limit``. Compared in
     blocks of 64 Ki, then 4 Ki, 256, 16, 1 characters, each a C memcmp: linear, and a few dozen
     steps for texts that part once."""
@@ -205,7 +206,7 @@ def _common_run(old: str | bytes, new: str | bytes, limit: int, from_end: bool) 
     return done
 
 
-def shared_ends(old: str | bytes, new: str | bytes) -> tuple[int, int]:
+def shared_ends(old: AnyStr, new: AnyStr) -> tuple[int, int]:
     """Lengths of a common head and tail of two texts (both str or both bytes), each made of
     whole lines and not overlapping: what lies between is all an edit changed (a few lines of a
     big log). The tail starts a line in both texts; it may be a last line without a newline."""

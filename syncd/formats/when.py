@@ -180,7 +180,8 @@ def _period(name: str, match: re.Match[str], anchor: dt.date) -> tuple[dt.date, 
         return _shift(anchor, "day", days)
     if name == "ago":
         n = _count(groups["n"])
-        return None if n is None else _shift(anchor, unit, -n)
+        # The pattern always captures the unit; the test says so to the type checker.
+        return None if n is None or unit is None else _shift(anchor, unit, -n)
     if name in ("last_weekday", "next_weekday"):
         target = WEEKDAYS.index(groups["wd"].capitalize())
         if name == "last_weekday":
@@ -194,7 +195,7 @@ def _period(name: str, match: re.Match[str], anchor: dt.date) -> tuple[dt.date, 
         return _shift(anchor, "weekend", 0)
     if name == "next_weekend":
         return _shift(anchor, "weekend", 1)
-    if name in ("last", "next", "this"):
+    if name in ("last", "next", "this") and unit is not None:
         return _shift(anchor, unit, {"last": -1, "next": 1, "this": 0}[name])
     return None
 

@@ -193,7 +193,7 @@ class TextIndex:
         while len(self._segments) > 1 and len(self._segments[-1].rows) * _MERGE_RATIO >= len(self._segments[-2].rows):
             newer, older = self._segments.pop().pairs(), self._segments.pop().pairs()
             merged = [np.concatenate(columns) for columns in zip(older, newer)]
-            self._segments.append(_postings(*merged[:2], len(vocabulary), merged[2], merged[3]))
+            self._segments.append(_postings(merged[0], merged[1], len(vocabulary), merged[2], merged[3]))
 
     def search(self, query: str, alive: np.ndarray, allowed: np.ndarray, k: int) -> list[tuple[int, float]]:
         """Top ``k`` (row, BM25) among rows both alive and ``allowed``, best first; rows that match

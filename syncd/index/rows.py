@@ -239,8 +239,8 @@ def _daily_log_rows(rel: str, text: str, scope) -> list[EntryRow]:
     for span in log.text_spans():
         n = seen.get(span.text, 0)
         seen[span.text] = n + 1
-        before = kept_chunks.get((span.text, n))
-        row = before[1] if before is not None and before[0] is span else _chunk_row(rel, scope, date, span, n)
+        kept = kept_chunks.get((span.text, n))
+        row = kept[1] if kept is not None and kept[0] is span else _chunk_row(rel, scope, date, span, n)
         rows.append(row)
         chunk_rows[(span.text, n)] = (span, row)
     with _last_reads_lock:

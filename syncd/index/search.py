@@ -214,7 +214,7 @@ def hybrid_search(
         raise InvalidInputError(f"unknown kind {kind!r}: use 'fact', 'chunk', 'transcript' or None for facts and chunks")
     scope = ScopeMask(user=user_id, chat=chat_id, kind=kind, memory_only=memory_only, content_only=True)
     pool = candidates or max(limit * 4, 40)
-    now = now or dt.datetime.now(dt.timezone.utc)
+    now = now or dt.datetime.now(dt.UTC)
 
     if callable(query_vector):
         query_vector = query_vector()
@@ -279,9 +279,9 @@ def hybrid_search(
         # Only rows scoring at least the limit-th best can make the cut (ties included).
         kth = np.partition(score[order], len(order) - limit)[len(order) - limit]
         order = order[score[order] >= kth]
-    order = sorted(order, key=lambda i: (-score[i], payloads[i]["path"], payloads[i]["line"], payloads[i]["id"]))
+    best = sorted(order, key=lambda i: (-score[i], payloads[i]["path"], payloads[i]["line"], payloads[i]["id"]))
     hits = []
-    for i in order[:limit]:
+    for i in best[:limit]:
         row = payloads[i]
         hits.append(
             Hit(

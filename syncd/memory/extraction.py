@@ -122,7 +122,7 @@ def as_turn(turn: ConversationTurn | Mapping | Sequence[Mapping] | str) -> Conve
     try:
         if isinstance(turn, Mapping):
             return ConversationTurn.model_validate(dict(turn))
-        if isinstance(turn, Sequence) and all(isinstance(m, Mapping) for m in turn):
+        if isinstance(turn, Sequence) and not isinstance(turn, str) and all(isinstance(m, Mapping) for m in turn):
             return _from_messages(turn)
     except ValidationError as exc:
         raise ExtractionError(f"not a conversation turn: {_first_error(exc)}") from None

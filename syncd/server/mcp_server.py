@@ -123,8 +123,10 @@ def _tool_function(op: Operation, backend: Backend, default: Principal, context_
     for name, field in op.input.model_fields.items():
         if name in fixed:
             continue
-        # The field's type, constraints and validators; its default goes on the parameter.
-        annotation = Annotated[(field.annotation, *field.metadata, Field(description=field.description))]
+        # The field's type, constraints and validators; its default goes on the parameter. Built at
+        # run time from the model's fields: a value a type checker cannot read as a type.
+        annotated: Any = Annotated
+        annotation = annotated[(field.annotation, *field.metadata, Field(description=field.description))]
         default_value = inspect.Parameter.empty if field.is_required() else field.get_default(call_default_factory=True)
         params.append(
             inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default_value, annotation=annotation)
@@ -148,7 +150,8 @@ def _tool_function(op: Operation, backend: Backend, default: Principal, context_
 
     tool.__name__ = op.name
     tool.__doc__ = op.description
-    tool.__signature__ = inspect.Signature(params, return_annotation=str)
+    # inspect.signature() reads __signature__ off any function; typeshed's function type lacks it.
+    tool.__signature__ = inspect.Signature(params, return_annotation=str)  # type: ignore[attr-defined]
     tool.__annotations__ = annotations
     return tool
 

@@ -14,9 +14,9 @@ home is shown home-relative.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from http import HTTPStatus
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
@@ -34,6 +34,7 @@ from ..errors import (
     ExtractionError,
     GitBusyError,
     HomeError,
+    IndexUnreachable,
     InvalidInputError,
     LockedError,
     NotFoundError,
@@ -42,7 +43,6 @@ from ..errors import (
     StorageError,
     SyncdError,
 )
-from ..index.backend import IndexUnreachable
 from .gate import PRINCIPAL_KEY
 from .scrub import scrubber
 from .service import MemoryService
@@ -55,10 +55,12 @@ log = logging.getLogger(__name__)
 # Paths served without a token: the API's description and a liveness probe hold nobody's memory.
 OPEN_PATHS = ("/health", "/openapi.json", "/docs", "/docs/oauth2-redirect")
 
-_ERRORS = {code: {"model": s.ErrorBody} for code in (400, 401, 403, 404, 409, 413, 422, 503, 507)}
+_ERRORS: dict[int | str, dict[str, Any]] = {
+    code: {"model": s.ErrorBody} for code in (400, 401, 403, 404, 409, 413, 422, 503, 507)
+}
 
 # What each error says about whose problem it is (first match wins: subclasses first).
-_STATUS: Sequence[tuple[type[BaseException], int]] = (
+_STATUS: Sequence[tuple[type[Exception], int]] = (
     (AccessError, 403),
     (NotFoundError, 404),
     (BlockLimitError, 422),
@@ -94,7 +96,7 @@ def status_of(exc: BaseException) -> int | None:
     return None
 
 
-def _error(status: int, kind: str, message: str, headers: dict | None = None) -> JSONResponse:
+def _error(status: int, kind: str, message: str, headers: Mapping[str, str] | None = None) -> JSONResponse:
     return JSONResponse({"error": {"type": kind, "message": message}}, status_code=status, headers=headers)
 
 

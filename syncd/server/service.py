@@ -333,7 +333,7 @@ class MemoryService:
 
         wiki = WikiManager.for_home(self.home.root)
         findings = await asyncio.to_thread(wiki.lint)
-        return s.LintResult(findings=[s.Finding(**f.to_dict()) for f in findings])
+        return s.LintResult(findings=[s.Finding.model_validate(f.to_dict()) for f in findings])
 
 
 @dataclass(frozen=True)

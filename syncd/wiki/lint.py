@@ -199,24 +199,7 @@ def _check_edges(graph: VaultGraph, out: list[Finding]) -> None:
                     f"{_shown(edge)} opens no file in this vault: create '{link.path}', or fix the name{hint}"))  # fmt: skip
             continue
         if not edge.subpath_ok:
-            node = graph.pages.get(res.target)
-            parts = [p for p in link.subpath.split("#") if p]
-            if len(parts) == 1 and parts[0].startswith("^"):
-                ids = ", ".join(f"^{b}" for b in (node.block_ids if node else ())[:5]) or "none"
-                out.append(_finding("broken-block", src, link.line,
-                    f"{_shown(edge)}: {res.target} has no block '{parts[0]}' (block ids there: {ids}); "
-                    f"end the paragraph with ' {parts[0]}' or fix the id"))  # fmt: skip
-            else:
-                headings = node.headings if node else ()
-                heads = ", ".join(h for _, h in headings[:6]) or "none"
-                slugged = _slug_match(parts, headings)
-                fix = "fix the heading text or the link"
-                if slugged:
-                    fix = (f"'#{parts[0]}' is a GitHub-style anchor, but Obsidian matches the heading's text: "
-                           f"write {_with_subpath(link, '#' + slugged)}")  # fmt: skip
-                out.append(_finding("broken-heading", src, link.line,
-                    f"{_shown(edge)}: {res.target} has no heading '{'#'.join(parts)}' (headings there: {heads}); "
-                    f"{fix}"))  # fmt: skip
+            _check_subpath(graph, edge, res.target, out)
         if res.ambiguous and link.path:
             others = ", ".join(res.candidates[1:4])
             why = ("Obsidian's pick among equally short paths depends on load order" if res.tied
@@ -224,6 +207,30 @@ def _check_edges(graph: VaultGraph, out: list[Finding]) -> None:
             out.append(_finding("ambiguous-link", src, link.line,
                 f"{_shown(edge)} opens {res.target} but also matches {others}; {why}. "
                 f"Write {_written(link, res.target, link.alias)} to say which"))  # fmt: skip
+
+
+def _check_subpath(graph: VaultGraph, edge: Edge, target: str, out: list[Finding]) -> None:
+    """The finding for a link to ``target``, a file that exists, whose ``#heading`` or
+    ``#^block`` does not."""
+    link, res, src = edge.link, edge.resolution, edge.source
+    node = graph.pages.get(target)
+    parts = [p for p in link.subpath.split("#") if p]
+    if len(parts) == 1 and parts[0].startswith("^"):
+        ids = ", ".join(f"^{b}" for b in (node.block_ids if node else ())[:5]) or "none"
+        out.append(_finding("broken-block", src, link.line,
+            f"{_shown(edge)}: {res.target} has no block '{parts[0]}' (block ids there: {ids}); "
+            f"end the paragraph with ' {parts[0]}' or fix the id"))  # fmt: skip
+    else:
+        headings = node.headings if node else ()
+        heads = ", ".join(h for _, h in headings[:6]) or "none"
+        slugged = _slug_match(parts, headings)
+        fix = "fix the heading text or the link"
+        if slugged:
+            fix = (f"'#{parts[0]}' is a GitHub-style anchor, but Obsidian matches the heading's text: "
+                   f"write {_with_subpath(link, '#' + slugged)}")  # fmt: skip
+        out.append(_finding("broken-heading", src, link.line,
+            f"{_shown(edge)}: {res.target} has no heading '{'#'.join(parts)}' (headings there: {heads}); "
+            f"{fix}"))  # fmt: skip
 
 
 def _with_subpath(link: LinkRef, subpath: str) -> str:
@@ -275,12 +282,12 @@ def _check_names(graph: VaultGraph, out: list[Finding]) -> None:
     owners = _alias_owners(graph)
     for alias, group in owners.items():
         pages = sorted(set(group))
-        named = [p for p in graph.resolver.files_named(alias + ".md")]
+        named = list(graph.resolver.files_named(alias + ".md"))
         for path in pages:
-            others = [p for p in pages if p != path]
-            if others:
+            sharing = [p for p in pages if p != path]
+            if sharing:
                 out.append(_finding("duplicate-alias", path, 1,
-                    f"alias '{alias}' is also an alias of {', '.join(others)}; keep it on one page"))  # fmt: skip
+                    f"alias '{alias}' is also an alias of {', '.join(sharing)}; keep it on one page"))  # fmt: skip
             clash = [p for p in named if p != path]
             if clash:
                 out.append(_finding("duplicate-alias", path, 1,
@@ -341,7 +348,7 @@ def _check_provenance(graph: VaultGraph, git: GitFacts | None, out: list[Finding
 
 
 def _date(ts: int) -> str:
-    return dt.datetime.fromtimestamp(ts, dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    return dt.datetime.fromtimestamp(ts, dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
 
 
 def source_ref(graph: VaultGraph, page: str, source: str) -> tuple[str, str]:
