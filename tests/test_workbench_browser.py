@@ -1,6 +1,7 @@
 """The workbench in a real browser: JupyterLab on 127.0.0.1 (a token, a temporary root), Debian's
 chromium driven by Playwright, the notebook run, a search typed, a fact edited and its commit seen
-in History; a screenshot of each tab is written (the path is printed)."""
+in History, the memory viewed as the commit before the edit left it and back to now; a screenshot
+of each step is written (the path is printed)."""
 
 from __future__ import annotations
 
@@ -56,10 +57,27 @@ def test_workbench_in_jupyterlab_and_chromium(tmp_path, embedder):
         page.wait_for_selector(".syncd-commit-detail:has-text('Likes jasmine tea in the evening.')")
         shot("4-history")
 
+        # The time control: the memory as the commit before the edit left it, then back to now.
+        page.locator(".syncd-when input").fill("HEAD~1")
+        page.click(".syncd-view-at")
+        page.wait_for_selector(".syncd-header:has-text('NOT NOW')", timeout=60_000)
+        wbb.tab(page, "Search")
+        wbb.search(page, "what tea does ana drink", "Likes green tea in the morning.")
+        # the hits of this search, not the first one's still on screen
+        page.wait_for_selector(".syncd-search-status:has-text('what tea does ana drink'):has-text('as of')",
+                               timeout=120_000)
+        assert page.locator(".syncd-hit:has-text('jasmine')").count() == 0
+        page.click(".syncd-hit-open >> nth=0")
+        page.wait_for_selector(".syncd-hit-detail:has-text('Likes green tea')")
+        shot("5-as-of")
+        wbb.tab(page, "History")
+        page.click(".syncd-view-now")
+        page.wait_for_selector(".syncd-header:not(:has-text('NOT NOW'))", timeout=30_000)
+
         wbb.tab(page, "Health")
         page.wait_for_selector(".syncd-health-status:has-text('healthy')")
         page.wait_for_selector(".syncd-plot-days .js-plotly-plot", timeout=30_000)
-        shot("5-health")
+        shot("6-health")
 
     assert "Likes jasmine tea in the evening." in (home / ANA_LOG_REL).read_text()
     assert git(home, "log", "-1", "--format=%an|%s").strip() == "workbench|Edit fact f-tea"

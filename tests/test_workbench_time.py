@@ -61,6 +61,9 @@ def test_search_browse_and_blocks_as_a_commit_left_them_then_back_to_now(travell
     assert any("green tea" in row for row in shown) and not any("coffee" in row for row in shown)
     # browse: the day's facts and the core blocks as they were
     assert [f.fact.content for f in bench.data.day_facts("ana", "2026-11-22")][0] == "Likes green tea in the morning."
+    # where a line of the past came from: blamed in that commit's file, not in today's
+    tea = bench.data.provenance(ANA_LOG, 4, "Likes green tea in the morning.")
+    assert tea.history is not None and tea.history.introduced.sha == before
     rows = {r.label: r for r in bench.data.blocks("ana", None)}
     assert rows["context"].content == "Ana prefers short answers."
     # an edit is of now: the Edit tab waits

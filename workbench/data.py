@@ -221,7 +221,7 @@ class HomeData:
     def provenance(self, rel: str, line: int, text: str, source: str = "") -> Provenance:
         session, transcript_line = parse_provenance(source)
         try:
-            history = syncd.engine.audit.fact_history(self.root, rel, line, text) if line > 0 and not self.at else None
+            history = syncd.engine.audit.fact_history(self.root, rel, line, text, self.at) if line > 0 else None
         except syncd.SyncdError as exc:
             return Provenance(rel, line, session, transcript_line, None, str(exc))
         return Provenance(rel, line, session, transcript_line, history)

@@ -127,7 +127,8 @@ class SearchTab(w.VBox):
             self.status.value = note(str(exc), "err")
         else:
             scope = f" for {user}" + (f" in chat {chat}" if chat else "") if user else ""
-            self.status.value = note(f"{len(self.hits)} hit(s) for “{query}”{scope}")
+            when = f", as of {self.data.at[:10]}" if self.data.at else ""
+            self.status.value = note(f"{len(self.hits)} hit(s) for “{query}”{scope}{when}")
         self.selected = None
         self.detail.value = ""
         self.edit.layout.display = "none"

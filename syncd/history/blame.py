@@ -36,14 +36,18 @@ class FactHistory:
         }
 
 
-def fact_history(root: Path, path: str, line: int, text: str) -> FactHistory:
-    """Blame one line of the working tree, then follow that line back through history
-    (``git log -L``): the oldest commit is the one that introduced it."""
+def fact_history(root: Path, path: str, line: int, text: str, at: str | None = None) -> FactHistory:
+    """Blame one line of the working tree (or of the file as commit ``at`` left it), then follow
+    that line back through history (``git log -L``): the oldest commit is the one that
+    introduced it."""
     repo_or_raise(root)
     if head_sha(root) is None:
         return FactHistory(path, line, text, None, (), True)
+    revision = () if at is None else (at,)
     try:
-        porcelain = run_git(root, "blame", "--porcelain", f"-L{line},{line}", "--", path).decode("utf-8", "replace")
+        porcelain = run_git(root, "blame", "--porcelain", f"-L{line},{line}", *revision, "--", path).decode(
+            "utf-8", "replace"
+        )
     except HistoryError as exc:
         raise NotFoundError(f"{path}:{line} has no history in git: {exc.detail}") from None
     sha, orig_line = porcelain.split()[0], int(porcelain.split()[1])
