@@ -1,11 +1,14 @@
-"""Two machines sharing one home through a bare git remote (real git, real homes, real index):
-facts added on both sides all arrive on both, each once; a page both edited keeps both versions
-in a callout; an edit outweighs a deletion; no conflict marker anywhere; each index equals a
-rebuild; a push never forces."""
+"""Machines sharing one home through a bare git remote (real git, real homes, real index): facts
+added on both sides all arrive on both, each once; a page both edited keeps both versions in a
+callout; an edit outweighs a deletion; three clones writing anything in any interleaving
+converge; no conflict marker anywhere; each index equals a rebuild; a push never forces."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import datetime as dt
+import json
 import subprocess
 from pathlib import Path
 
@@ -17,8 +20,11 @@ import syncd
 from syncd.engine.sharing import pull, push, share
 from syncd.errors import InvalidInputError
 from syncd.formats.merging import CONFLICT_CALLOUT
+from syncd.formats.transcripts import make_entry
 from syncd.memory import MemoryManager
+from syncd.session import SessionRunner, TranscriptManager, read_transcript_file
 
+from .daemon_helpers import warm_embed_cache
 from .helpers import assert_matches_rebuild
 from .strategies import examples
 
@@ -39,11 +45,13 @@ def machines(tmp_path, embedder):
     remote = tmp_path / "remote.git"
     subprocess.run(["git", "init", "-q", "--bare", "-b", "main", str(remote)], check=True)
     a_root = syncd.init(tmp_path / "a").home
+    warm_embed_cache(a_root, embedder)
     with syncd.open(a_root, embedder=embedder) as a:
         share(a, "origin", str(remote))
         assert push(a, "origin").head is not None
     subprocess.run(["git", "clone", "-q", str(remote), str(tmp_path / "b")], check=True)
     b_root = syncd.init(tmp_path / "b").home
+    warm_embed_cache(b_root, embedder)
     with syncd.open(a_root, embedder=embedder) as a, syncd.open(b_root, embedder=embedder) as b:
         yield a, b
 
@@ -123,57 +131,139 @@ def test_bad_remotes_are_clear_errors(machines, tmp_path):
         share(a, "-x", str(tmp_path / "x.git"))
 
 
+def _turn(engine, session: str, when: dt.datetime, words: str):
+    """One agent turn (no extraction: this is about the session's files), at ``when``."""
+    runner = SessionRunner(MemoryManager(engine, default_user_id="ana"), extract=False, clock=lambda: when)
+    state = {"version": 2, "steps": [], "tools": [words], "serialized_at": when.isoformat(timespec="seconds")}
+    return asyncio.run(runner.process_turn(session, words, "Noted.", user_id="ana", state=state))
+
+
+def _session(engine, session: str) -> tuple[dict, dict, list[str]]:
+    base = engine.home.root / "memory/users/ana/sessions" / session
+    said = [e["content"] for e in read_transcript_file(engine.home, "ana", session) if e["role"] == "user"]
+    return json.loads((base / "session.json").read_text()), json.loads((base / "state.json").read_text()), said
+
+
+def test_a_session_run_on_two_machines_keeps_the_later_state_and_counts_every_turn(machines):
+    """Turns of one session on both machines: the merged transcript holds every turn once, the
+    turn count is what it holds, and the later side's state (and last_active_at) wins."""
+    a, b = machines
+    at = dt.datetime(2026, 11, 20, 10, 0, tzinfo=dt.UTC)
+    _turn(a, "s-1", at, "first, on the laptop")
+    push(a, "origin")
+    pull(b, "origin")
+    _turn(a, "s-1", at + dt.timedelta(minutes=5), "second, on the laptop")
+    _turn(a, "s-1", at + dt.timedelta(minutes=10), "third, on the laptop")
+    _turn(b, "s-1", at + dt.timedelta(minutes=20), "fourth, on the server")  # the later side
+    push(a, "origin")
+    push(b, "origin")  # b merges
+    meta, state, said = _session(b, "s-1")
+    assert sorted(said) == sorted(["first, on the laptop", "second, on the laptop", "third, on the laptop",
+                                   "fourth, on the server"])
+    assert meta["turn_count"] == len(said) == 4
+    assert meta["last_active_at"].startswith("2026-11-20T10:20") and state["tools"] == ["fourth, on the server"]
+    pull(a, "origin")
+    assert tree(a.home.root) == tree(b.home.root)
+    # Now the laptop is the later one: its state wins wherever the merge happens.
+    _turn(b, "s-1", at + dt.timedelta(minutes=25), "fifth, on the server")
+    _turn(a, "s-1", at + dt.timedelta(minutes=30), "sixth, on the laptop")
+    push(b, "origin")
+    push(a, "origin")  # a merges
+    pull(b, "origin")
+    for engine in (a, b):
+        meta, state, said = _session(engine, "s-1")
+        assert meta["turn_count"] == len(said) == len(set(said)) == 6
+        assert meta["last_active_at"].startswith("2026-11-20T10:30") and state["tools"] == ["sixth, on the laptop"]
+        assert_matches_rebuild(engine)
+
+
+CLONES = 3
 STEP = st.one_of(
-    st.tuples(st.just("fact"), st.integers(0, 1), st.sampled_from(["ana", "bob"])),
-    st.tuples(st.just("page"), st.integers(0, 1), st.sampled_from(["Plans", "Trips"])),
-    st.tuples(st.just("push"), st.integers(0, 1), st.just("")),
-    st.tuples(st.just("pull"), st.integers(0, 1), st.just("")),
+    st.tuples(st.just("fact"), st.integers(0, CLONES - 1), st.sampled_from(["ana", "bob"])),
+    st.tuples(st.just("page"), st.integers(0, CLONES - 1), st.sampled_from(["Plans", "Trips"])),
+    st.tuples(st.just("block"), st.integers(0, CLONES - 1), st.sampled_from(["context", "user"])),
+    st.tuples(st.just("turn"), st.integers(0, CLONES - 1), st.sampled_from(["s-1", "s-2"])),
+    st.tuples(st.just("push"), st.integers(0, CLONES - 1), st.just("")),
+    st.tuples(st.just("pull"), st.integers(0, CLONES - 1), st.just("")),
 )
+
+
+def _clones(folder: Path, embedder) -> list[Path]:
+    """A home pushed to a bare remote and CLONES - 1 clones of it (each adopted as a home)."""
+    remote = folder / "remote.git"
+    subprocess.run(["git", "init", "-q", "--bare", "-b", "main", str(remote)], check=True)
+    first = syncd.init(folder / "c0").home
+    warm_embed_cache(first, embedder)
+    with syncd.open(first, embedder=embedder) as engine:
+        share(engine, "origin", str(remote))
+        push(engine, "origin")
+    roots = [first]
+    for n in range(1, CLONES):
+        subprocess.run(["git", "clone", "-q", str(remote), str(folder / f"c{n}")], check=True)
+        roots.append(syncd.init(folder / f"c{n}").home)
+        warm_embed_cache(roots[-1], embedder)
+    return roots
+
+
+def _write_step(engine, which: int, what: str, name: str, n: int) -> str:
+    """One write of a clone's (through the APIs agents use, or as a person edits a page); the
+    text it wrote, to look for once every clone has synced."""
+    text = f"Clone {which} step {n}: {name} remembers a detail."
+    if what == "fact":
+        add(engine, name, text)
+    elif what == "block":
+        asyncio.run(MemoryManager(engine).update_memory_block(name, text, user_id="ana"))
+    elif what == "turn":
+        entry = make_entry("user", text, ts=dt.datetime.now(dt.UTC))
+        TranscriptManager(engine, "ana").append_entries(name, [entry])
+    else:
+        page = engine.home.root / "vault" / f"{name}.md"
+        old = page.read_text() if page.exists() else f"# {name}\n"
+        page.write_text(old + f"\n{text}\n")
+        engine.sync()
+        engine.commit()
+    return text
 
 
 @settings(max_examples=examples(2), deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
-@given(steps=st.lists(STEP, min_size=2, max_size=8))
-def test_any_interleaving_of_writes_pulls_and_pushes_converges_losing_nothing(tmp_path_factory, embedder, steps):
-    """Two clones writing facts and pages, pulling and pushing in any order: after a last round
-    of push and pull on each, both hold the same tree, every fact once, no conflict marker, and
-    each index equals a rebuild."""
-    folder = tmp_path_factory.mktemp("share")
-    remote = folder / "remote.git"
-    subprocess.run(["git", "init", "-q", "--bare", "-b", "main", str(remote)], check=True)
-    a_root = syncd.init(folder / "a").home
-    with syncd.open(a_root, embedder=embedder) as a:
-        share(a, "origin", str(remote))
-        push(a, "origin")
-    subprocess.run(["git", "clone", "-q", str(remote), str(folder / "b")], check=True)
-    b_root = syncd.init(folder / "b").home
-    facts: list[str] = []
-    with syncd.open(a_root, embedder=embedder) as a, syncd.open(b_root, embedder=embedder) as b:
-        clones = (a, b)
+@given(steps=st.lists(STEP, min_size=2, max_size=10))
+def test_any_interleaving_over_three_clones_converges_losing_nothing(tmp_path_factory, embedder, steps):
+    """Three clones writing facts, core blocks, transcript lines and pages, pulling and pushing
+    in any order: after a last round (each pushes in turn, then the first two pull) all hold the
+    same tree, every fact and transcript line exactly once, every page line and the last text
+    of each block still there, no conflict marker, and each index equals a rebuild."""
+    roots = _clones(tmp_path_factory.mktemp("share"), embedder)
+    written: dict[str, list[str]] = {"fact": [], "turn": [], "page": []}
+    last_block: dict[str, str] = {}
+    with contextlib.ExitStack() as stack:
+        clones = [stack.enter_context(syncd.open(root, embedder=embedder)) for root in roots]
         for n, (what, which, name) in enumerate(steps):
             engine = clones[which]
-            if what == "fact":
-                facts.append(f"Machine {which} step {n}: {name} remembers a detail.")
-                add(engine, name, facts[-1])
-            elif what == "page":
-                page = engine.home.root / "vault" / f"{name}.md"
-                old = page.read_text() if page.exists() else f"# {name}\n"
-                page.write_text(old + f"\nLine of machine {which} at step {n}.\n")
-                engine.sync()
-                engine.commit()
-            elif what == "push":
+            if what == "push":
                 push(engine, "origin")
-            else:
+            elif what == "pull":
                 pull(engine, "origin")
-        for engine in (a, b, a):
+            elif what == "block":
+                last_block[name] = _write_step(engine, which, what, name, n)
+            else:
+                written[what].append(_write_step(engine, which, what, name, n))
+        for engine in clones:
             push(engine, "origin")
-        pull(b, "origin")
-        assert tree(a.home.root) == tree(b.home.root)
-        text = "".join(tree(a.home.root).values())
-        for fact in facts:
-            assert text.count(fact) == 1, fact
+        for engine in clones[:-1]:
+            pull(engine, "origin")
+        trees = [tree(engine.home.root) for engine in clones]
+        assert trees[1] == trees[0] and trees[2] == trees[0]
+        text = "".join(trees[0].values())
+        for line in written["fact"] + written["turn"]:
+            assert text.count(line) == 1, line
+        for line in written["page"]:
+            assert line in text, line
+        for label, line in last_block.items():
+            assert line in trees[0][f"memory/users/ana/core/{label}.md"], label
         assert "<<<<<<<" not in text and ">>>>>>>" not in text and "=======" not in text
         for engine in clones:
+            assert git(engine.home.root, "status", "--porcelain").strip() == ""
             assert_matches_rebuild(engine)
 
 
@@ -184,15 +274,29 @@ def _daemon_log(root: Path) -> str:
         return ""
 
 
-def test_two_daemons_share_a_home_through_a_remote(tmp_path, embedder):
-    """`syncd watch --remote origin` on two machines' homes: a fact added on one becomes
-    searchable on the other through the bare remote; kill -9 of one mid-way loses nothing and
-    leaves no merge half-done."""
+def _rest_search(url: str, token: str, query: str) -> list[str]:
+    import httpx
+
+    with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=60) as client:
+        answer = client.get("/memory/archival", params={"query": query, "user_id": "ana"})
+    return [hit["content"] for hit in answer.json()["hits"]] if answer.status_code == 200 else []
+
+
+def test_a_daemon_and_a_server_share_a_home_through_a_remote(tmp_path, embedder, capsys):
+    """`syncd watch --remote origin` on one machine's home, `syncd serve --remote origin` on the
+    other's: a fact added on the first becomes searchable through the second's REST API; kill -9
+    of the server mid-way, then a restart, loses nothing and leaves no merge half-done. A remote
+    the home lacks, or --remote on a read-only server, is a one-line error, nothing served."""
     import signal
     import sys
     import time
 
-    from .daemon_helpers import start_cli_daemon, wait_for, warm_embed_cache
+    from syncd.cli import main
+    from syncd.home import Home
+    from syncd.server.tokens import TokenStore
+
+    from .daemon_helpers import start_cli_daemon, wait_for
+    from .server_helpers import server_url, start_serve_process
 
     remote = tmp_path / "remote.git"
     subprocess.run(["git", "init", "-q", "--bare", "-b", "main", str(remote)], check=True)
@@ -202,37 +306,37 @@ def test_two_daemons_share_a_home_through_a_remote(tmp_path, embedder):
         push(a, "origin")
     subprocess.run(["git", "clone", "-q", str(remote), str(tmp_path / "b")], check=True)
     b_root = syncd.init(tmp_path / "b").home
-    unknown = subprocess.run([sys.executable, "-m", "syncd", "watch", "--home", str(b_root), "--remote", "nowhere"],
-                             capture_output=True, text=True, timeout=120, check=False)
-    assert unknown.returncode == 1 and "no remote 'nowhere'" in unknown.stderr and "Traceback" not in unknown.stderr
+    for command, bad, message in (("watch", ["--remote", "nowhere"], "no remote 'nowhere'"),
+                                  ("serve", ["--remote", "nowhere", "--port", "0"], "no remote 'nowhere'"),
+                                  ("serve", ["--remote", "origin", "--read-only"], "a --read-only server holds none")):
+        assert main([command, "--home", str(b_root), *bad]) != 0  # in this process: the CLI's own error path
+        refused = capsys.readouterr().err
+        assert message in refused and "Traceback" not in refused and len(refused.strip().splitlines()) == 1
     for root in (a_root, b_root):
         warm_embed_cache(root, embedder)
-    daemons = [start_cli_daemon(root, "--remote", "origin", "--pull-every", "1") for root in (a_root, b_root)]
+    daemon = start_cli_daemon(a_root, "--remote", "origin", "--pull-every", "1")
+    server = start_serve_process(b_root, "--remote", "origin", "--pull-every", "1")
     try:
-        for root in (a_root, b_root):
-            wait_for(lambda root=root: "watching" in _daemon_log(root), 120, "the daemons to start")
+        wait_for(lambda: "watching" in _daemon_log(a_root), 120, "the daemon to start")
+        url, admin = server_url(b_root, server), TokenStore.of(Home(b_root)).admin_token()
         asyncio.run(MemoryManager(a_root).add_memory("Ana keeps her passport in the blue drawer.", "ana",
                                                      dedup=False))  # handed to a's daemon
-        with syncd.open(b_root, read_only=True, embedder=embedder) as reader:
-            def arrived():
-                hits = reader.search("Where is the passport?", user_id="ana", limit=3)
-                return hits and "blue drawer" in hits[0].content
-
-            wait_for(arrived, 120, "a's fact to reach b's index through the remote")
+        wait_for(lambda: any("blue drawer" in h for h in _rest_search(url, admin, "Where is the passport?")), 120,
+                 "a's fact to be searchable on b's server through the remote")
         shown = subprocess.run([sys.executable, "-m", "syncd", "status", "--home", str(a_root)], capture_output=True,
                                text=True, timeout=60, check=True).stdout
         assert "remote   origin: last pull" in shown and "last push never" not in shown, shown
-        daemons[1].send_signal(signal.SIGKILL)
-        daemons[1].wait(30)
+        server.send_signal(signal.SIGKILL)
+        server.wait(30)
         asyncio.run(MemoryManager(a_root).add_memory("Ana's train leaves at nine.", "ana", dedup=False))
         time.sleep(3)
-        daemons[1] = start_cli_daemon(b_root, "--remote", "origin", "--pull-every", "1")
+        server = start_serve_process(b_root, "--remote", "origin", "--pull-every", "1")
         wait_for(lambda: "train leaves at nine" in "".join(tree(b_root).values()), 120, "b to catch up")
     finally:
-        for daemon in daemons:
-            daemon.send_signal(signal.SIGTERM)
-        for daemon in daemons:
-            daemon.wait(60)
+        for process in (daemon, server):
+            process.send_signal(signal.SIGTERM)
+        for process in (daemon, server):
+            process.wait(60)
     for root in (a_root, b_root):
         assert not (root / ".git" / "MERGE_HEAD").exists()
         assert git(root, "status", "--porcelain", "--", "memory").strip() == ""

@@ -40,9 +40,14 @@ __all__ = ["COMMANDS"]
               help="The PostgreSQL index to read (postgresql://...; default: the home's own).")
 @click.option("--index-schema", "index_schema", metavar="NAME", default=None,
               help="The home's schema in that database (its writer's `git config syncd.indexschema`).")
+@click.option("--remote", default=None, metavar="NAME",
+              help="Share the home through the git remote NAME, as `syncd watch --remote` does: pull every "
+                   "--pull-every seconds and push what is new (see `syncd remote add`).")
+@click.option("--pull-every", type=click.FloatRange(min=1), default=10.0, show_default=True, metavar="SECONDS",
+              help="With --remote: how often to pull (an unreachable remote is retried less and less often).")
 @home_option
 def serve_command(host: str, port: int, cors_origins: tuple[str, ...], read_only: bool, index_url: str | None,
-                  index_schema: str | None, home: Path | None) -> None:
+                  index_schema: str | None, remote: str | None, pull_every: float, home: Path | None) -> None:
     """Run the daemon plus the REST API and MCP (streamable HTTP at /mcp) in one process that
     holds the home. Every request needs a bearer token: the first serve writes the admin token
     to .git/syncd/admin.token (mode 0600); `syncd token add --user U` issues a user's token.
@@ -50,7 +55,12 @@ def serve_command(host: str, port: int, cors_origins: tuple[str, ...], read_only
 
     With --read-only it holds nothing and runs no daemon: it answers searches, stats and
     core-block reads from the index its home's writer keeps (a PostgreSQL index any number of
-    servers on other machines share, each over a clone of the home), and refuses writes."""
+    servers on other machines share, each over a clone of the home), and refuses writes.
+
+    With --remote NAME it also shares the home through that git remote (pull, merge by file
+    kind, push), as `syncd watch --remote` does; not with --read-only, which holds nothing."""
+    if remote is not None and read_only:
+        raise click.UsageError("--remote shares a home this server holds; a --read-only server holds none")
     from ..daemon.logfile import daemon_log
     from ..home import Home
     from ..server.serve import serve
@@ -73,6 +83,8 @@ def serve_command(host: str, port: int, cors_origins: tuple[str, ...], read_only
             on_ready=lambda url: click.echo(f"syncd serving {Home(root).root} on {url} (MCP: {url}/mcp)"
                                             + (", read-only" if read_only else ""), err=True),
             read_only=read_only,
+            remote=remote,
+            pull_every=pull_every,
         )
     finally:
         logging.getLogger("syncd").removeHandler(handler)

@@ -10,6 +10,7 @@ the files it changed are indexed as any sync indexes them, so only what changed 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import HistoryError
@@ -27,6 +28,8 @@ merge_driver = git_remote.merge_driver
 
 # A push that finds the remote moved on pulls and tries again, this many times in all.
 PUSH_ATTEMPTS = 3
+# The journal of a merge under way, in the home's private folder.
+PULL_JOURNAL = "pull.json"
 
 
 @dataclass(frozen=True)
@@ -56,17 +59,25 @@ class PushReport:
         return f"pushed {self.head[:10] if self.head else 'nothing'} to {self.remote}/{self.branch}"
 
 
+def _journal(engine: Engine) -> Path:
+    """Where a pull says it is merging (the home's private folder: never in the tree)."""
+    return engine.home.private_dir / PULL_JOURNAL
+
+
 def share(engine: Engine, remote: str, url: str | None) -> bool:
     """Set the home up for sharing through ``remote`` (added with ``url`` when given): syncd's
-    merge driver in git's config, its routes in ``.gitattributes`` (committed). True when
+    merge driver in git's config, its routes in ``.gitattributes`` (committed); and finish or
+    undo a pull that was killed mid-merge (history/remote.py, ``recover_merge``). True when
     ``.gitattributes`` changed."""
     root = engine.home.root
     if url is not None:
         git_remote.add_remote(root, remote, url)
     with engine.writes.quiesced():
+        name, email = user_identity(root)
+        git_remote.recover_merge(root, _journal(engine), name or engine.settings.human_name,
+                                 email or engine.settings.human_email)
         changed = git_remote.configure_merges(root)
         if changed:
-            name, email = user_identity(root)
             commit_paths(root, [".gitattributes"], "Share memory through git remotes: merge it by file kind",
                          name or engine.settings.human_name, email or engine.settings.human_email,
                          {"Syncd-Source": "sharing"})
@@ -88,7 +99,7 @@ def pull(engine: Engine, remote: str = "origin") -> PullReport:
     name, email = user_identity(root)
     with engine.writes.quiesced():
         result = git_remote.merge_fetched(root, remote, branch, theirs, name or engine.settings.human_name,
-                                          email or engine.settings.human_email)
+                                          email or engine.settings.human_email, _journal(engine))
     if result.head is not None:
         engine.sync()
         engine.note_aligned_commit(head_sha(root))

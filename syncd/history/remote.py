@@ -12,16 +12,31 @@ helpers, three-way merges); syncd adds what memory needs:
   driver that failed) is finished by keeping what is there: the edited file stays, and any
   marker left becomes a callout. Nothing is dropped silently; what kept both versions is reported.
 * A push never forces: a remote that moved on is pulled first, then pushed again.
+* A pull killed mid-merge (kill -9, a power cut) is finished or undone by the next one
+  (:func:`recover_merge`): the merge writes a journal (who, from where, onto what) before it
+  starts and removes it once its commit is made. Found with its process gone, the journal
+  says what that process left: git's ``index.lock`` it held (taken before the merge drivers
+  run; removed, the merge never having written the tree, with the copies git gave the driver),
+  a merge git had stopped at conflicts
+  (``MERGE_HEAD`` naming the journal's commit: finished as :func:`merge_fetched` finishes one),
+  or a merge whose result is in the index but whose commit was never made (the moment git
+  runs ``pre-merge-commit``: that index is committed as the merge). A kill in the middle of
+  git's checkout of the result, the one moment left, leaves files of the merge in the tree
+  uncommitted: they are committed as edits before the next pull merges again, so nothing is
+  lost, though a page may then show its callout twice.
 
-Callers hold the write path quiesced around :func:`merge_fetched` (engine/sharing.py), so no agent
-write lands in the tree mid-merge.
+Callers hold the write path quiesced around :func:`merge_fetched` and :func:`recover_merge`
+(engine/sharing.py), so no agent write lands in the tree mid-merge.
 """
 
 from __future__ import annotations
 
+import json
 import logging
+import os
 import shlex
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
@@ -32,13 +47,15 @@ from ..formats.merging import (
     callouts_for_conflicts,
     merge_appends,
     merge_daily_log,
+    merge_session_meta,
     merge_state,
 )
 from ..home import classify_path, git_dir
 from .git import head_sha, identity_env, run_git
+from .processes import running_git_writers
 
 __all__ = ["MergeResult", "add_remote", "configure_merges", "current_branch", "fetch", "merge_driver", "merge_fetched",
-           "push", "remotes"]
+           "push", "recover_merge", "remotes"]
 
 log = logging.getLogger(__name__)
 
@@ -146,7 +163,7 @@ def _finish(root: Path, label: str) -> list[str]:
             if b"<" * MARKER_SIZE in data or b"<<<<<<< " in data:
                 text = data.decode("utf-8", "surrogateescape").replace("<<<<<<< ", "<" * MARKER_SIZE + " ")
                 text = text.replace("\n=======\n", "\n" + "=" * MARKER_SIZE + "\n").replace(
-                    "\n>>>>>>> ", "\n" + ">" * MARKER_SIZE + " ")
+                    "\n>>>>>>> ", "\n" + ">" * MARKER_SIZE + " ").replace("\n||||||| ", "\n" + "|" * MARKER_SIZE + " ")
                 path.write_bytes(callouts_for_conflicts(text, label).text.encode("utf-8", "surrogateescape"))
             run_git(root, "add", "--", rel)
         else:
@@ -154,10 +171,28 @@ def _finish(root: Path, label: str) -> list[str]:
     return resolved
 
 
-def merge_fetched(root: Path, remote: str, branch: str, theirs: str, name: str, email: str) -> MergeResult:
+def _message(remote: str, branch: str) -> str:
+    return f"Merge {remote}/{branch} (syncd pull)\n\nSyncd-Source: merge\nSyncd-Remote: {remote}\n"
+
+
+def _commit_stopped_merge(root: Path, label: str, identity: dict[str, str]) -> list[str]:
+    """Finish a merge git stopped at conflicts (MERGE_HEAD set): keep what is in the tree, then
+    commit. The paths resolved; GitBusyError (the merge undone) when the commit fails."""
+    kept = _finish(root, label)
+    try:
+        run_git(root, "commit", "--no-edit", "--quiet", env=identity)
+    except (HistoryError, GitBusyError) as again:
+        run_git(root, "merge", "--abort", ok=(0, 128))
+        raise GitBusyError(f"not pulled: the merge could not be finished ({again}); nothing changed") from None
+    return kept
+
+
+def merge_fetched(root: Path, remote: str, branch: str, theirs: str, name: str, email: str,
+                  journal: Path | None = None) -> MergeResult:
     """Merge the fetched ``theirs`` into the current branch, with syncd's driver, as ``name``.
     GitBusyError (nothing merged, the merge undone) when git refuses to start (changes not
-    committed yet in the way) or cannot finish."""
+    committed yet in the way) or cannot finish. ``journal``: where to say that a merge is under
+    way, for :func:`recover_merge` should this process die before its commit."""
     before = head_sha(root)
     if before == theirs:
         return MergeResult(None)
@@ -171,24 +206,121 @@ def merge_fetched(root: Path, remote: str, branch: str, theirs: str, name: str, 
     if kept_list is not None:
         kept_list.unlink(missing_ok=True)
     config = ["-c", f"merge.{DRIVER}.driver={_driver_command()}", "-c", f"merge.{DRIVER}.name=syncd"]
-    message = f"Merge {remote}/{branch} (syncd pull)\n\nSyncd-Source: merge\nSyncd-Remote: {remote}\n"
+    if journal is not None:
+        _write_journal(journal, {"pid": os.getpid(), "started": time.time(), "before": before, "theirs": theirs,
+                                 "remote": remote, "branch": branch})
     try:
-        run_git(root, *config, "merge", "--no-edit", "-m", message, theirs, env=identity)
-    except (HistoryError, GitBusyError) as exc:
-        if folder is None or not (folder / "MERGE_HEAD").exists():
-            raise GitBusyError(f"not pulled: {exc}; commit or wait for the changes in the way, then pull again") from None
-        label = f"{remote}/{branch}"
-        kept = _finish(root, label)
         try:
-            run_git(root, "commit", "--no-edit", "--quiet", env=identity)
-        except (HistoryError, GitBusyError) as again:
-            run_git(root, "merge", "--abort", ok=(0, 128))
-            raise GitBusyError(f"not pulled: the merge could not be finished ({again}); nothing changed") from None
-        kept_both = sorted({*kept, *_read_kept(kept_list)})
-        log.warning("pull from %s kept both versions in %s", label, ", ".join(kept_both))
-        return MergeResult(head_sha(root), False, tuple(kept_both))
+            run_git(root, *config, "merge", "--no-edit", "-m", _message(remote, branch), theirs, env=identity)
+        except (HistoryError, GitBusyError) as exc:
+            if folder is None or not (folder / "MERGE_HEAD").exists():
+                raise GitBusyError(f"not pulled: {exc}; commit or wait for the changes in the way, then pull again") from None
+            label = f"{remote}/{branch}"
+            kept = _commit_stopped_merge(root, label, identity)
+            kept_both = sorted({*kept, *_read_kept(kept_list)})
+            log.warning("pull from %s kept both versions in %s", label, ", ".join(kept_both))
+            return MergeResult(head_sha(root), False, tuple(kept_both))
+    finally:
+        if journal is not None:
+            journal.unlink(missing_ok=True)
     after = head_sha(root)
     return MergeResult(after, fast_forward=after == theirs, kept_both=tuple(_read_kept(kept_list)))
+
+
+def _write_journal(path: Path, data: dict) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    with open(tmp, "w", encoding="utf-8") as handle:
+        handle.write(json.dumps(data))
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(tmp, path)
+
+
+def _alive(pid: object) -> bool:
+    """Whether the pull that wrote a journal may still run: its pid is alive and (where /proc
+    says) still a syncd process, not another program the pid was given to since."""
+    if not isinstance(pid, int) or pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as handle:
+            return b"syncd" in handle.read()
+    except FileNotFoundError:
+        return not Path("/proc/self").exists()  # no /proc here: alive is all we can know
+    except OSError:
+        return True
+
+
+def recover_merge(root: Path, journal: Path, name: str, email: str) -> str | None:
+    """Finish or undo what a pull killed mid-merge left (see the module docstring); a line
+    saying what was done, or None when no pull was interrupted. GitBusyError while the pull
+    that wrote the journal is still running."""
+    try:
+        state = json.loads(journal.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(state, dict):
+        journal.unlink(missing_ok=True)
+        return None
+    if state.get("pid") != os.getpid() and _alive(state.get("pid")):
+        raise GitBusyError(f"a pull (pid {state['pid']}) is merging now; try again once it is done")
+    folder = git_dir(root)
+    done = "nothing was left half-done"
+    if folder is not None:
+        lock = folder / "index.lock"
+        try:
+            ours = lock.stat().st_mtime >= float(state.get("started", 0)) - 1
+        except OSError:
+            ours = False
+        # The killed merge's lock (taken after the journal was written), and no git command of
+        # the person's running that could be holding it now.
+        if ours and not running_git_writers(root):
+            lock.unlink(missing_ok=True)
+            done = "git's index.lock of the killed merge removed (the tree was not written yet)"
+            _remove_driver_files(root, float(state.get("started", 0)))
+        identity = identity_env(name, email)
+        remote, branch, theirs = str(state.get("remote")), str(state.get("branch")), str(state.get("theirs"))
+        merge_head = folder / "MERGE_HEAD"
+        stopped = merge_head.read_text(encoding="utf-8").strip() if merge_head.exists() else None
+        if stopped == theirs:
+            kept = _commit_stopped_merge(root, f"{remote}/{branch}", identity)
+            done = "the merge git had stopped at conflicts finished" + (f" (both kept in {', '.join(kept)})"
+                                                                       if kept else "")
+        elif stopped is None and state.get("before") and head_sha(root) == state["before"] and _index_moved(root):
+            # git wrote the merge's result to the index, then died before its commit: commit it.
+            tree = run_git(root, "write-tree").decode().strip()
+            commit = run_git(root, "commit-tree", tree, "-p", state["before"], "-p", theirs,
+                             input=_message(remote, branch).encode(), env=identity).decode().strip()
+            run_git(root, "update-ref", "-m", "syncd: a killed pull's merge committed", "HEAD", commit,
+                    state["before"])
+            done = "the killed pull's merge, written but not committed, committed"
+    journal.unlink(missing_ok=True)
+    log.warning("an interrupted pull found: %s", done)
+    return done
+
+
+def _remove_driver_files(root: Path, since: float) -> None:
+    """The copies git hands a merge driver (``.merge_file_XXXXXX`` at the top of the tree), left
+    by a merge killed while its driver ran: git removes them itself when it lives."""
+    for path in root.glob(".merge_file_*"):
+        try:
+            if path.is_file() and not path.is_symlink() and path.stat().st_mtime >= since - 1:
+                path.unlink()
+        except OSError:
+            continue
+
+
+def _index_moved(root: Path) -> bool:
+    """Whether the index differs from HEAD with nothing unmerged (a merge's result staged)."""
+    if _unmerged(root):
+        return False
+    return run_git(root, "diff-index", "--cached", "--name-only", "HEAD", "--").strip() != b""
 
 
 def _read_kept(path: Path | None) -> list[str]:
@@ -232,6 +364,8 @@ def merge_driver(base: Path, ours: Path, theirs: Path, rel: str) -> Merged:
         merged = merge_daily_log(*texts, rel)
     elif texts and name.endswith(".jsonl"):
         merged = merge_appends(*texts)
+    elif texts and name == "session.json":
+        merged = merge_session_meta(*texts)
     elif texts and name.endswith(".json"):
         merged = merge_state(*texts)
     else:

@@ -28,6 +28,7 @@ from pathlib import Path
 
 from ..config import Settings
 from ..daemon.loop import Daemon
+from ..daemon.sharing import RemoteSharing
 from ..engine.facade import open_engine
 from ..memory import MemoryManager
 from .gate import Gate
@@ -130,12 +131,15 @@ def serve(
     handle: ServerHandle | None = None,
     manager_options: dict | None = None,
     read_only: bool = False,
+    remote: str | None = None,
+    pull_every: float = 10.0,
 ) -> None:
     """Hold ``home`` and serve it until SIGTERM or SIGINT (handled when called on the main
     thread) or ``handle.stop()``. ``manager_options`` go to the MemoryManager (``llm_options``,
     ``job_llm_options``...). ``read_only``: hold nothing and run no daemon; answer reads from
     the index as its writer leaves it (a shared PostgreSQL index, for servers on other machines)
-    and refuse writes."""
+    and refuse writes. ``remote``: share the home through that git remote as ``syncd watch
+    --remote`` does (pull every ``pull_every`` seconds, push what is new; daemon/sharing.py)."""
     import uvicorn
 
     # The lock comes first: a second server (or a `syncd watch`) fails here, naming the holder.
@@ -171,6 +175,8 @@ def serve(
             if handle._stopped:
                 stop()
 
+        # Started before the daemon and the server: a remote the home lacks fails here, serving nothing.
+        shared = None if remote is None or daemon is None else RemoteSharing(engine, remote, pull_every).start()
         previous = {}
         if threading.current_thread() is threading.main_thread():
             previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGINT)}
@@ -180,6 +186,8 @@ def serve(
         try:
             server.run()
         finally:
+            if shared is not None:
+                shared.stop()
             if worker is not None:
                 info_path.unlink(missing_ok=True)
                 # The requests are answered; now the batch in hand, the last commit, the lock.

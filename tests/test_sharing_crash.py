@@ -1,0 +1,163 @@
+"""kill -9 of a real ``syncd pull`` / ``syncd push`` at a chosen moment, then a restart: no merge
+left half-done (no MERGE_HEAD, no git lock, no journal), nothing lost (every fact of both
+machines once), the index equal to a rebuild.
+
+The moments are made deterministic by the process itself announcing it got there and waiting to
+be killed: git's own hooks (``pre-merge-commit``: the merge's result is in the index and the tree,
+its commit not made; the remote's ``pre-receive``: the push is on the wire) and, inside the merge
+driver (git holds ``index.lock`` while drivers run), a ``sitecustomize`` on PYTHONPATH that stops
+the driver's Python process: nothing of syncd's code knows it is being tested.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import syncd
+from syncd.engine.sharing import PULL_JOURNAL, push, share
+
+from .daemon_helpers import wait_for, warm_embed_cache
+from .helpers import assert_matches_rebuild, write
+
+LOG = "memory/users/ana/2026-11-20.md"
+HEAD_OF_LOG = "# 2026-11-20\n\n## 10:00\n"
+PAUSE = '''import os, sys, time
+mark = os.environ.get("SYNCD_TEST_DRIVER_MARK")
+if mark and "merge-driver" in getattr(sys, "orig_argv", ()):
+    open(mark, "w").close()
+    time.sleep(600)
+'''
+
+
+def _facts(side: str, n: int) -> str:
+    return "".join(f"- [context] Fact {i} of machine {side}. <!-- id:f-{side}{i} imp:0.5 -->\n" for i in range(n))
+
+
+def _git(root: Path, *args: str) -> str:
+    return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, check=True).stdout
+
+
+@pytest.fixture
+def diverged(tmp_path, embedder):
+    """Home a and its clone b, each with facts the other lacks in one daily log; a pushed."""
+    remote = tmp_path / "remote.git"
+    subprocess.run(["git", "init", "-q", "--bare", "-b", "main", str(remote)], check=True)
+    a_root = syncd.init(tmp_path / "a").home
+    warm_embed_cache(a_root, embedder)
+    write(a_root, LOG, HEAD_OF_LOG)
+    with syncd.open(a_root, embedder=embedder) as a:
+        a.sync()
+        a.commit()
+        share(a, "origin", str(remote))
+        push(a, "origin")
+    subprocess.run(["git", "clone", "-q", str(remote), str(tmp_path / "b")], check=True)
+    b_root = syncd.init(tmp_path / "b").home
+    warm_embed_cache(b_root, embedder)
+    with syncd.open(a_root, embedder=embedder) as a, syncd.open(b_root, embedder=embedder) as b:
+        share(b, "origin", None)
+        for engine, side in ((a, "a"), (b, "b")):
+            write(engine.home.root, LOG, HEAD_OF_LOG + _facts(side, 3))
+            engine.sync()
+            engine.commit()
+        push(a, "origin")
+    return remote, a_root, b_root
+
+
+def _syncd(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "syncd", *args], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, **(env or {})}, check=False)
+
+
+def _kill_when(marker: Path, *args: str, env: dict[str, str] | None = None) -> None:
+    """Run ``syncd ARGS`` in a process group of its own; once ``marker`` appears, kill -9 the
+    whole group (syncd, the git it runs, git's hooks and drivers)."""
+    process = subprocess.Popen([sys.executable, "-m", "syncd", *args], env={**os.environ, **(env or {})},
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+    try:
+        wait_for(lambda: marker.exists() or process.poll() is not None, 180, f"{marker.name}")
+        assert process.poll() is None, process.stderr.read().decode()[-2000:]
+        os.killpg(process.pid, signal.SIGKILL)
+    finally:
+        process.wait(60)
+        process.stderr.close()
+
+
+def _hook(folder: Path, name: str, marker: Path) -> Path:
+    hook = folder / "hooks" / name
+    hook.write_text(f"#!/bin/sh\ntouch '{marker}'\nsleep 600\n")
+    hook.chmod(0o755)
+    return hook
+
+
+def _assert_whole(b_root: Path, embedder, merged_onto: str) -> None:
+    """No merge left half-done, and the one merge commit onto what b had when it was killed."""
+    git_dir = b_root / ".git"
+    assert not (git_dir / "MERGE_HEAD").exists() and not (git_dir / "index.lock").exists()
+    assert not (git_dir / "syncd" / PULL_JOURNAL).exists()
+    assert _git(b_root, "status", "--porcelain").strip() == ""
+    text = (b_root / LOG).read_text()
+    for side in ("a", "b"):
+        for i in range(3):
+            assert text.count(f"Fact {i} of machine {side}.") == 1, text
+    assert "Syncd-Source: merge" in _git(b_root, "log", "-1", "--format=%B")
+    parents = _git(b_root, "log", "-1", "--format=%P").split()
+    assert len(parents) == 2 and parents[0] == merged_onto  # the merge itself, not a commit of its pieces
+    with syncd.open(b_root, embedder=embedder) as b:
+        hits = b.search("Fact 2 of machine a", user_id="ana", limit=3)
+        assert hits and "machine a" in hits[0].content
+        assert_matches_rebuild(b)
+
+
+def test_a_pull_killed_while_the_merge_driver_runs_is_undone_then_redone(diverged, tmp_path, embedder):
+    _remote, _a, b_root = diverged
+    pause = tmp_path / "pause"
+    pause.mkdir()
+    (pause / "sitecustomize.py").write_text(PAUSE)
+    marker = tmp_path / "in-driver"
+    before = _git(b_root, "rev-parse", "HEAD").strip()
+    path = os.pathsep.join(p for p in (str(pause), os.environ.get("PYTHONPATH", "")) if p)
+    _kill_when(marker, "pull", "--home", str(b_root), env={"PYTHONPATH": path, "SYNCD_TEST_DRIVER_MARK": str(marker)})
+    # Killed mid-merge: git's lock is left, the journal says whose it is, the tree is untouched.
+    assert (b_root / ".git" / "index.lock").exists() and (b_root / ".git" / "syncd" / PULL_JOURNAL).exists()
+    assert "machine a" not in (b_root / LOG).read_text()
+    again = _syncd("pull", "--home", str(b_root))
+    assert again.returncode == 0 and "merged" in again.stdout, again.stderr[-2000:]
+    _assert_whole(b_root, embedder, before)
+
+
+def test_a_pull_killed_before_the_merge_commit_is_committed_by_the_next(diverged, tmp_path, embedder):
+    _remote, _a, b_root = diverged
+    marker = tmp_path / "before-commit"
+    hook = _hook(b_root / ".git", "pre-merge-commit", marker)
+    before = _git(b_root, "rev-parse", "HEAD").strip()
+    _kill_when(marker, "pull", "--home", str(b_root))
+    hook.unlink()
+    # The merge's result is in the tree and the index; HEAD has not moved.
+    assert "Fact 2 of machine a." in (b_root / LOG).read_text()
+    assert "Syncd-Source: merge" not in _git(b_root, "log", "-1", "--format=%B")
+    again = _syncd("pull", "--home", str(b_root))
+    assert again.returncode == 0, again.stderr[-2000:]
+    _assert_whole(b_root, embedder, before)
+
+
+def test_a_push_killed_on_the_wire_is_pushed_by_the_next(diverged, tmp_path, embedder):
+    remote, a_root, b_root = diverged
+    marker = tmp_path / "receiving"
+    hook = _hook(remote, "pre-receive", marker)
+    before, ours = _git(remote, "rev-parse", "main").strip(), _git(b_root, "rev-parse", "HEAD").strip()
+    _kill_when(marker, "push", "--home", str(b_root))
+    hook.unlink()
+    assert _git(remote, "rev-parse", "main").strip() == before  # the remote took nothing
+    again = _syncd("push", "--home", str(b_root))
+    assert again.returncode == 0 and "pushed" in again.stdout, again.stderr[-2000:]
+    assert _git(remote, "rev-parse", "main").strip() == _git(b_root, "rev-parse", "HEAD").strip()
+    _assert_whole(b_root, embedder, ours)
+    pulled = _syncd("pull", "--home", str(a_root))
+    assert pulled.returncode == 0 and "fast-forward" in pulled.stdout, pulled.stderr[-2000:]
+    assert (a_root / LOG).read_text() == (b_root / LOG).read_text()
