@@ -98,6 +98,28 @@ def rebuilt_at(engine: Engine, sha: str, workdir: Path, query: str, user: str, n
         git(engine.home.root, "worktree", "remove", "--force", str(tree))
 
 
+def compare_latency(engine: Engine, sha: str, queries: int) -> None:
+    """Search p50/p95 now and at ``sha`` (its past index already made), the same queries
+    alternating, so both meet the same load."""
+    rng = random.Random(5)
+    engine.search("warm up", user_id="u0", at=sha)  # opened again if it was closed since
+    now_s, then_s = [], []
+    for _ in range(queries):
+        query = f"{rng.choice(VERBS)} {rng.choice(SUBJECTS)} {rng.choice(DETAILS)}"
+        user = f"u{rng.randrange(20)}"
+        for at, into in ((None, now_s), (sha, then_s)):
+            t = time.perf_counter()
+            engine.search(query, user_id=user, limit=10, at=at)
+            into.append(time.perf_counter() - t)
+
+    def pct(xs: list[float], p: float) -> float:
+        return sorted(xs)[min(len(xs) - 1, int(len(xs) * p))] * 1000
+
+    print(f"search, {queries} queries: now p50 {pct(now_s, .5):.1f} ms p95 {pct(now_s, .95):.1f} ms; at {sha[:10]} "
+          f"p50 {pct(then_s, .5):.1f} ms p95 {pct(then_s, .95):.1f} ms "
+          f"({pct(then_s, .5) / pct(now_s, .5):.2f}x / {pct(then_s, .95) / pct(now_s, .95):.2f}x)")  # fmt: skip
+
+
 def folder_mb(path: Path) -> float:
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file()) / 1e6
 
@@ -113,6 +135,7 @@ def main() -> None:
     parser.add_argument("--workdir", default=None)
     parser.add_argument("--embed-cache", default=None, help="a warm embed_cache.sqlite to start from")
     parser.add_argument("--revisions", default="1,10,100,500,last", help="HEAD~N for each N ('last': the first commit)")
+    parser.add_argument("--queries", type=int, default=100, help="queries for the now / as-of latency comparison")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         workdir = Path(args.workdir or tmp)
@@ -153,6 +176,11 @@ def main() -> None:
                 kept = folder_mb(engine.home.state_dir / "asof" / sha)
                 print(f"{'HEAD~' + str(n):>10} {differ:>12} {first_s:>7.2f}s {again_s:>7.2f}s {rebuild_s:>7.2f}s "
                       f"{rebuild_s / first_s:>6.1f}x {kept:>8.0f} {rss:>7.0f}  {exact}", flush=True)  # fmt: skip
+            compare_latency(engine, git(root, "rev-parse", f"HEAD~{min(100, total - 1)}").strip(), args.queries)
+            live = folder_mb(engine.home.state_dir / "index")
+            past = folder_mb(engine.home.state_dir / "asof")
+            print(f"disk: the index {live:.0f} MB; with the {asof.KEEP} past revisions kept {live + past:.0f} MB "
+                  f"({(live + past) / live:.2f}x; each kept revision costs about one index)")
     print("first: the first search at the revision; again: the next one (the past engine kept open); rebuild: a "
           "fresh index of a checkout")
     print("ratio: rebuild / first. exact: the same hits, ids and scores, as the rebuild's.")

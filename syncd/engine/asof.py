@@ -158,7 +158,10 @@ def _start_from_nearest(engine: Engine, sha: str, tree: Path) -> None:
             candidates.append((_changed_files(root, sha, kept.name), index_dir))
     if not candidates:
         return  # the sync builds it from nothing (the embedding cache still spares the model)
-    _, nearest = min(candidates, key=lambda c: (c[0], c[1] is None))
+    differ, nearest = min(candidates, key=lambda c: (c[0], c[1] is None))
+    files = run_git(root, "ls-tree", "-r", "-z", "--name-only", sha).count(b"\0")
+    if differ * 2 > files:
+        return  # mostly other files (an old revision of a grown home): copying would cost more
     source = own if nearest is None else Index(nearest, own.dim, own.model_id, read_only=True)
     if not source.compatible():
         return
@@ -239,8 +242,10 @@ def past_engine(engine: Engine, at: str) -> Iterator[Engine]:
     engine while it is one of the OPEN_KEEP most recent (a repeated question costs one search)."""
     engine_class = type(engine)  # as in _build
 
-    sha = resolve_revision(engine.home.root, at)
     base = engine.home.ensure_state_dir() / _FOLDER
+    # A full sha already made into a past index names a commit: no git process to ask again.
+    known = isinstance(at, str) and _SHA.fullmatch(at) is not None and (base / at / _COMPLETE).is_file()
+    sha = at if known else resolve_revision(engine.home.root, at)
     folder = base / sha
     with _LOCK:
         base.mkdir(exist_ok=True)
