@@ -241,7 +241,7 @@ def test_delete_removes_exactly_one_line_and_commits(manager, home):
     assert run(manager.delete_memory(gone.id, "bob")) is False  # not bob's to delete
     assert run(manager.delete_memory(gone.id, "alice")) is True
     after_lines = path.read_text().splitlines(keepends=True)
-    assert [line for line in before_lines if line not in after_lines] == [l for l in before_lines if gone.id in l]
+    assert [line for line in before_lines if line not in after_lines] == [line for line in before_lines if gone.id in line]
     assert len(after_lines) == len(before_lines) - 1
     latest = commits(home)[0]
     assert latest.parents[0].hexsha == head and "Forget" in latest.summary

@@ -44,8 +44,6 @@ from pathlib import Path
 
 import pytest
 
-os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # no network here: skip the fetch
-
 import syncd
 from syncd.config import Settings
 from syncd.errors import GitBusyError, ParseError

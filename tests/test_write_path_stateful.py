@@ -47,15 +47,13 @@ from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule, run_state_machine_as_test
 
-os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # no network here: skip the fetch
-
 import syncd
+from syncd.api.schemas import BlockUpdateInput
 from syncd.config import Settings
 from syncd.errors import CommitDeferredError, GitBusyError
 from syncd.history.intents import Intent
 from syncd.memory import MemoryManager
 from syncd.memory.tools import update_block
-from syncd.api.schemas import BlockUpdateInput
 from syncd.session import SessionRunner
 
 from .daemon_helpers import GIT_ENV, daily_log, git, isolate_git_identity, running_daemon
