@@ -74,9 +74,12 @@ async def _every_tool(client, home, user):
     assert hits["hits"][0]["id"] == fact
     await _call(client, "core_memory_replace", label="user", content="Keeps bees.", user_id=user)
     await _call(client, "core_memory_append", label="user", content="Lives in Porto.", user_id=user)
+    in_porto = git(home, "rev-parse", "HEAD").strip()  # an acknowledged write is committed
     await _call(client, "core_memory_search_replace", label="user", old_content="Porto", content="Braga", user_id=user)
     core = await _call(client, "core_memory_get", user_id=user)
     assert core["blocks"]["user"]["content"] == "Keeps bees.\nLives in Braga."
+    then = await _call(client, "core_memory_get", user_id=user, at=in_porto)  # as that commit left it
+    assert then["blocks"]["user"]["content"] == "Keeps bees.\nLives in Porto."
     logs = await _call(client, "daily_logs_recent", days=1, user_id=user)
     assert [f["id"] for f in logs["logs"][0]["facts"]] == [fact]
     blame = await _call(client, "memory_blame", fact_id=fact, user_id=user)
