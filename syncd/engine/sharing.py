@@ -114,7 +114,7 @@ def push(engine: Engine, remote: str = "origin") -> PushReport:
     share(engine, remote, None)
     engine.sync()
     engine.commit()
-    pulls = []
+    pulls: list[PullReport] = []
     for _ in range(PUSH_ATTEMPTS):
         if git_remote.push(root, remote, branch):
             return PushReport(remote, branch, head_sha(root), tuple(pulls))

@@ -201,9 +201,9 @@ def _resolve_fact(lines: list[str], found: _Found, keep: str) -> list[str]:
         return lines[:comment] + lines[comment + 1:]  # their version stays as a fact of its own
     out = list(lines)
     if keep == "theirs":
-        ours_fact, their_fact = (parse_fact_line(lines[mine]) if mine is not None else None,
-                                 parse_fact_line(conflict.theirs[0]))
-        if ours_fact is None or their_fact is None:
+        ours_fact = parse_fact_line(lines[mine]) if mine is not None else None
+        their_fact = parse_fact_line(conflict.theirs[0])
+        if mine is None or ours_fact is None or their_fact is None:
             return lines[:comment] + lines[comment + 1:]  # ours is gone: theirs stays where it is
         # Their words under our id: the fact stays the same fact, now as they had it.
         ending = lines[mine][len(_bare(lines[mine])):]

@@ -101,7 +101,7 @@ def _their_runs(old: _Keyed, mine: _Keyed, their: _Keyed, restated: list[tuple[s
             continue
         run = []
         for key, element in their[j1:j2]:
-            if key[0] == "f":
+            if isinstance(element, FactLine):  # keyed ("f", id)
                 if key in present and key not in old_facts and not _same(element, ours_added[key]):
                     restated.append((key[1], element))  # appended on both sides under one id: both stay
                     continue
@@ -235,7 +235,8 @@ def callouts_for_conflicts(text: str, theirs_label: str) -> Merged:
     start, base, middle, end = "<" * MARKER_SIZE, "|" * MARKER_SIZE, "=" * MARKER_SIZE, ">" * MARKER_SIZE
     out: list[str] = []
     kept: list[str] = []
-    state, theirs, ours = "", [], 0
+    state, ours = "", 0
+    theirs: list[str] = []
     for line in text.splitlines(keepends=True):
         bare = line.rstrip("\r\n")
         if state == "" and bare.startswith(start):

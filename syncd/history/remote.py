@@ -361,7 +361,7 @@ def merge_driver(base: Path, ours: Path, theirs: Path, rel: str) -> Merged:
             break
     name = PurePosixPath(rel).name
     if texts and classify_path(rel).kind == "daily_log":
-        merged = merge_daily_log(*texts, rel)
+        merged = merge_daily_log(texts[0], texts[1], texts[2], rel)
     elif texts and name.endswith(".jsonl"):
         merged = merge_appends(*texts)
     elif texts and name == "session.json":
