@@ -103,5 +103,5 @@ def test_law_a_memo_of_last_reads_parses_as_a_full_parse(cases, logs):
     texts = [text for case in cases for text in case]
     for n, text in enumerate(texts):
         _same_parse(memo.parse(n % 2, text), parse_daily_log(text))
-        assert len(memo._memo) <= max(logs, 1)
-        assert len(memo._memo) == 1 or memo._held <= 400
+        assert len(memo) <= max(logs, 1)
+        assert len(memo) == 1 or memo.chars <= 400

@@ -28,6 +28,17 @@ class LogMemo:
         self._held = 0
         self._lock = threading.Lock()
 
+    def __len__(self) -> int:
+        """How many logs are held now."""
+        with self._lock:
+            return len(self._memo)
+
+    @property
+    def chars(self) -> int:
+        """How many characters of text the held logs have."""
+        with self._lock:
+            return self._held
+
     def parse(self, key: object, text: str) -> DailyLog:
         """``parse_daily_log(text)``, from the last version of ``key`` read, when there is one."""
         with self._lock:
