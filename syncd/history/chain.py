@@ -96,7 +96,9 @@ def _person(name: str, email: str, when: str) -> bytes:
     return f"{clean(name) or 'syncd'} <{clean(email)}> {when}".encode("utf-8", "replace")
 
 
-def commit_chain(
+# One function on purpose (hence the C901 noqa): everything between staging and the move of HEAD
+# happens under git's index lock held here, in an order the docstring's guarantees depend on.
+def commit_chain(  # noqa: C901
     root: Path,
     planned: Sequence[PlannedCommit],
     describe: Callable[[list[list[DiffEntry]], BlobReader], list[str]],
@@ -172,6 +174,7 @@ def commit_chain(
                 made += 1
         with held.locked():
             if made:
+                assert head is not None  # the last commit written
                 note = f"commit: {subject}" if made == 1 else f"commit: {made} commits, the last: {subject}"
                 zero = "0" * len(head)
                 try:

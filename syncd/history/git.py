@@ -242,14 +242,14 @@ def _unmerged(root: Path) -> list[str]:
     # Taken before git reads the file: if it changes meanwhile, the next identity differs and git
     # is asked again; never an answer about one version filed under another's identity.
     identity = _index_identity(folder) if folder is not None else None
-    if identity is not None:
+    if key is not None and identity is not None:
         with _UNMERGED_LOCK:
             seen = _UNMERGED_SEEN.get(key)
         if seen is not None and seen[0] == identity:
             return list(seen[1])
     out = run_git(root, "ls-files", "-u", "-z")
     found = sorted({entry.partition("\t")[2] for entry in out.decode("utf-8", "replace").split("\0") if "\t" in entry})
-    if identity is not None:
+    if key is not None and identity is not None:
         with _UNMERGED_LOCK:
             _UNMERGED_SEEN[key] = (identity, found)
     return list(found)
@@ -783,7 +783,8 @@ def commit_paths(
     from .messages import format_message
 
     root = Path(repo)
-    present, removed = [], []
+    present: list[str] = []
+    removed: list[str] = []
     for rel in set(paths):
         (present if os.path.lexists(root / rel) else removed).append(rel)
     full = format_message(message, trailers=trailers) if trailers else message

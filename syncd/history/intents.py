@@ -121,7 +121,7 @@ def find_intents(home: Home, paths: Iterable[str]) -> dict[str, tuple[str, Inten
         except OSError:
             continue  # unreadable: not committed either
         intent = peek_intent(home, rel, sha) if sha else None
-        if intent is not None:
+        if sha and intent is not None:
             found[rel] = (sha, intent)
     _drop_stale(home)
     return found

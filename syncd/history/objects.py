@@ -226,7 +226,7 @@ class ObjectStore:
         if known is None:
             known = _parse_tree(self._read(oid, b"tree"), len(oid))
             _TREES.put(oid, known)
-        return known  # type: ignore[return-value]  # shared: never changed in place
+        return known  # shared: never changed in place
 
     def commit_tree(self, commit: str) -> bytes:
         """The id of a commit's tree."""
@@ -238,7 +238,7 @@ class ObjectStore:
                 raise HistoryError("cat-file", f"commit {commit} names no tree")
             known = bytes.fromhex(first[5:].decode("ascii", "replace"))
             _COMMIT_TREES.put(oid, known)
-        return known  # type: ignore[return-value]
+        return known
 
     def blobs(self, tree: bytes | None, paths: Iterable[str]) -> dict[str, Entry]:
         """``{path: (mode, hex id)}`` of the files among ``paths`` in ``tree`` (None: empty)."""

@@ -57,7 +57,7 @@ class ChangeGroup:
         self.lock: Any = None  # the home lock, when borrowed
         self.journal: GroupJournal | None = None
         self._outer: ChangeGroup | None = None
-        self._token: contextvars.Token | None = None
+        self._token: contextvars.Token[ChangeGroup | None] | None = None
 
     def adopt(self, intent: Intent | None) -> Intent | None:
         """The intent a write in this group records: the group's, else the first one given."""
@@ -77,6 +77,7 @@ class ChangeGroup:
     def __exit__(self, kind: object, *exc: object) -> None:
         if self._outer is not None:
             return
+        assert self._token is not None  # set by __enter__ for a group that is not nested
         _CURRENT.reset(self._token)
         self.owner.end(self, failed=kind is not None)
 
@@ -94,7 +95,11 @@ class ChangeGroup:
         except asyncio.CancelledError:
             # The thread still takes what it waits for (the write turn, the home lock): give it
             # back as soon as it has, or every later change would wait for it forever.
-            begun.add_done_callback(lambda f: f.cancelled() or f.exception() or self.owner.release(self))
+            def give_back(f: asyncio.Future) -> None:
+                if not (f.cancelled() or f.exception()):
+                    self.owner.release(self)
+
+            begun.add_done_callback(give_back)
             raise
         self._token = _CURRENT.set(self)
         return self
@@ -102,6 +107,7 @@ class ChangeGroup:
     async def __aexit__(self, kind: object, *exc: object) -> None:
         if self._outer is not None:
             return
+        assert self._token is not None  # set by __aenter__ for a group that is not nested
         _CURRENT.reset(self._token)
         # A cancelled turn (the client went away) is a failed one: its files go back.
         await asyncio.to_thread(self.owner.end, self, kind is not None)

@@ -54,11 +54,14 @@ class Original:
     def absent(self) -> bool:
         return self.data is None and self.size is None
 
-    def restore(self, current: bytes) -> bytes | None:
-        """The file's bytes with the group's writes undone (None: the file did not exist)."""
+    def restore(self, current: bytes | None) -> bytes | None:
+        """The file's bytes with the group's writes undone (None: the file did not exist), given
+        what it holds now (None: absent)."""
         if self.data is not None:
             return self.data
         if self.size is not None:
+            # Only an append is undone by size, and an appended file is there to cut back.
+            assert current is not None
             return current[: self.size]
         return None
 

@@ -8,12 +8,16 @@ import contextlib
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from typing import Generic, TypeVar, cast
+
+R = TypeVar("R")  # what indexing a batch returns, handed to settle
+C = TypeVar("C")  # what a commit returns, handed to every group of its batches
 
 __all__ = ["CommitQueue"]
 
 
 @dataclass(eq=False)
-class _Batch:
+class _Batch(Generic[R]):
     """Groups' paths taken from the queue together: tickets ``first``..``last``."""
 
     paths: set[str]
@@ -21,10 +25,10 @@ class _Batch:
     last: int
     indexed: bool = False
     failure: BaseException | None = None  # of its indexing
-    receipt: object = None  # what indexing returned, for ``settle``
+    receipt: R | None = None  # what indexing returned, for ``settle``
 
 
-class CommitQueue:
+class CommitQueue(Generic[R, C]):
     """Change groups waiting for their files to be indexed and committed, done together (group
     commit), in two stages that overlap.
 
@@ -50,9 +54,9 @@ class CommitQueue:
 
     def __init__(
         self,
-        index: Callable[[set[str]], object],
-        commit: Callable[[set[str]], object],
-        settle: Callable[[object], object] = lambda receipt: None,
+        index: Callable[[set[str]], R],
+        commit: Callable[[set[str]], C],
+        settle: Callable[[R], object] = lambda receipt: None,
     ):
         self._index, self._commit, self._settle = index, commit, settle
         self._cond = threading.Condition()
@@ -63,7 +67,7 @@ class CommitQueue:
         self._unindexed: set[str] = set()
         # Written by groups since undone: for the daemon to commit what they hold now.
         self._undone: set[str] = set()
-        self._batches: list[_Batch] = []  # taken from the queue, not committed yet, in order
+        self._batches: list[_Batch[R]] = []  # taken from the queue, not committed yet, in order
         self._indexing = False
         self._committing = False
         self._stage_waiting = 0  # commits outside the queue waiting for the stage: they go first
@@ -89,7 +93,7 @@ class CommitQueue:
             self._held.pop(ticket, None)
             self._cond.notify_all()
 
-    def wait(self, ticket: int) -> object:
+    def wait(self, ticket: int) -> C | None:
         """Return what the commit of ``ticket``'s paths returned, once it is made, doing a
         stage's work whenever one is free and has work. If their indexing or their commit
         failed, that error is raised here, in every group of the batch."""
@@ -117,7 +121,7 @@ class CommitQueue:
 
     def _index_next(self) -> None:
         """Index everything queued (called and returning with ``_cond`` held)."""
-        batch = _Batch(self._queued, self._last_taken() + 1, self._issued)
+        batch: _Batch[R] = _Batch(self._queued, self._last_taken() + 1, self._issued)
         self._queued = set()
         self._batches.append(batch)
         self._indexing = True
@@ -134,19 +138,20 @@ class CommitQueue:
 
     def _commit_indexed(self) -> None:
         """Commit every batch indexed so far, oldest first, as one (called with ``_cond`` held)."""
-        ready: list[_Batch] = []
+        ready: list[_Batch[R]] = []
         while len(ready) < len(self._batches) and self._batches[len(ready)].indexed:
             ready.append(self._batches[len(ready)])
         self._committing = True
         self._cond.release()
         failures = [batch.failure for batch in ready]
-        result = None
+        result: C | None = None
         try:
             result = self._commit(set().union(*(batch.paths for batch in ready)))
             for n, batch in enumerate(ready):
                 if failures[n] is None:
                     try:
-                        self._settle(batch.receipt)
+                        # Indexed without a failure: its receipt is what index() returned.
+                        self._settle(cast(R, batch.receipt))
                     except BaseException as exc:  # noqa: BLE001 - raised in this batch's groups
                         failures[n] = exc
         except BaseException as exc:  # noqa: BLE001 - handed to every group of these batches

@@ -7,6 +7,7 @@ which lock protects what. This module is the one place that takes those locks.
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import os
 import time
@@ -102,7 +103,7 @@ class WritePath:
     def changes(self, intent: Intent | None = None) -> ChangeGroup:
         return ChangeGroup(self, intent)
 
-    def write_file(self, rel: str, data: bytes, expected_sha: str | None | object = _ANY,
+    def write_file(self, rel: str, data: bytes, expected_sha: str | object | None = _ANY,
                    intent: Intent | None = None) -> str:
         check_tree_writable(self.home.root)  # the person's merge or rebase: refused, nothing written
         path = self.home.root / rel
@@ -207,7 +208,7 @@ class WritePath:
                     self._commit_foreign(rel)
             elif group.mode == "handoff":
                 self._await_unheld(rel, group)
-            group.journal.before_write(rel, sha, original)
+            _journal(group).before_write(rel, sha, original)
             if group.mode != "handoff":
                 self._check_not_rewound(rel)
             if recorded is not None:
@@ -289,7 +290,7 @@ class WritePath:
             if failed:
                 self._undo(group)
             elif group.mode == "handoff":
-                group.journal.close()  # the daemon may commit our paths now
+                _journal(group).close()  # the daemon may commit our paths now
                 self._wait_committed(group.written)
             elif group.written and group.mode == "own":
                 # Indexed and committed by the queue (group commit), once this group has let go
@@ -328,7 +329,7 @@ class WritePath:
             landed = commit() or {}
         except StorageError as exc:
             if exc.saved:  # committed, not indexed: kept, and the next sync indexes it
-                group.journal.close()
+                _journal(group).close()
             else:
                 self._undo(group)
             raise
@@ -342,7 +343,7 @@ class WritePath:
                 f"not kept, retry: {', '.join(missing)} changed under the commit (a git command of yours "
                 "rewrote the working tree meanwhile); nothing of this change was committed"
             )
-        group.journal.close()
+        _journal(group).close()
 
     def _undo(self, group: ChangeGroup) -> None:
         """Put the group's files back as they were, forget its provenance, and bring the index
@@ -350,7 +351,7 @@ class WritePath:
         try:
             root = self.home.root
             # A file HEAD holds as the group wrote it is committed: never taken back out of the tree.
-            restored = group.journal.rollback(root, committed=lambda rel, data: head_holds(root, rel, data))
+            restored = _journal(group).rollback(root, committed=lambda rel, data: head_holds(root, rel, data))
             if restored:
                 log.warning("undid an unfinished change: %s", ", ".join(restored))
             # They may now differ from HEAD (a person's change under the undone write), and the
@@ -364,7 +365,7 @@ class WritePath:
                 self._queue.written(group.written)
                 self.flush(only=group.written.__contains__)
         finally:
-            group.journal.close()
+            _journal(group).close()
 
     # -- indexing and committing -------------------------------------------------------------------
 
@@ -406,7 +407,7 @@ class WritePath:
         # before HEAD moved: those landed, whatever the tree holds by now. Otherwise a file
         # unchanged from before the pass to after it was committed as it is.
         staged_checked = _object_format(root) == "sha1"
-        landed = {}
+        landed: dict[str, str | None] = {}
         for rel in paths:
             if staged_checked and rel in expected:
                 landed[rel] = expected[rel]
@@ -515,7 +516,7 @@ class WritePath:
         free; kept, so not to be written again."""
         deadline = time.monotonic() + self.settings.lock_wait_s
         late = [rel for rel, sha in written.items()
-                if not self._wait_for(rel, sha, lambda rel=rel: blob_at_head(self.home.root, rel), deadline)]
+                if not self._wait_for(rel, sha, functools.partial(blob_at_head, self.home.root, rel), deadline)]
         if late:
             raise CommitDeferredError(f"saved but not committed within {self.settings.lock_wait_s:.0f} s "
                                       f"({', '.join(late)}): the daemon commits it once git is free; "
@@ -550,6 +551,12 @@ class WritePath:
     def held(self) -> set[str]:
         """Paths of groups still open or waiting for their commit, in any live process."""
         return held_paths(self.home)
+
+
+def _journal(group: ChangeGroup) -> GroupJournal:
+    """The journal ``begin`` opened for ``group``: every group that writes has one."""
+    assert group.journal is not None
+    return group.journal
 
 
 def not_indexed(paths: set[str], exc: Exception) -> StorageError:
