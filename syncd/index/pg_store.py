@@ -33,6 +33,7 @@ import threading
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from typing import overload
 
 import numpy as np
 import pyarrow as pa
@@ -69,12 +70,21 @@ _TEXT_FIELDS = frozenset({"id", "text", "category", "heading", "provenance", "la
 _MARK = "\ue000"
 
 
+# A text column's value: a str stays a str, None stays None.
+@overload
+def encode_text(value: str) -> str: ...
+@overload
+def encode_text(value: str | None) -> str | None: ...
 def encode_text(value: str | None) -> str | None:
     if value is None or ("\x00" not in value and _MARK not in value):
         return value
     return value.replace(_MARK, _MARK + "1").replace("\x00", _MARK + "0")
 
 
+@overload
+def decode_text(value: str) -> str: ...
+@overload
+def decode_text(value: str | None) -> str | None: ...
 def decode_text(value: str | None) -> str | None:
     if value is None or _MARK not in value:
         return value

@@ -555,7 +555,7 @@ class Index:
             if due:
                 try:
                     self._compact(due)
-                except Exception as exc:  # housekeeping: the rows are written, compact later
+                except Exception as exc:  # noqa: BLE001 (housekeeping: the rows are written, compact later)
                     self._writes.update(dict.fromkeys(due, 0))
                     log.warning("could not compact the index at %s: %s", self.folder, self._describe(exc))
 
@@ -609,7 +609,7 @@ class Index:
                 self._due = False
             try:
                 self.persist()
-            except Exception as exc:  # remembered as unwritten: the next sync redoes those files
+            except Exception as exc:  # noqa: BLE001 (remembered as unwritten: the next sync redoes those files)
                 log.warning("%s", exc)  # the message names the index and what happens next
 
     def close(self) -> None:
@@ -696,6 +696,7 @@ class Index:
     def _rebuild_mirror(self) -> None:
         """Copy the files table, with each file's fact and chunk counts, into the mirror: read
         from the table itself, not from memory, which may run ahead of it (pending writes)."""
+        assert self._mirror is not None  # only a writer keeps the mirror, and only it rebuilds it
         records = [FileRecord(**row) for row in self._files.to_arrow().to_pylist()]
         per_kind = self._entries.to_arrow().select(["path", "kind"]).group_by(["path", "kind"]).aggregate(
             [("kind", "count")]
