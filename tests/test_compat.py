@@ -6,6 +6,7 @@ alone (only a warning says so); here an upgrade that moved them fails loudly ins
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 
 import pytest
@@ -76,3 +77,25 @@ def test_a_moved_fastembed_internal_is_reported():
 
     problems = patches.fastembed_layout_problems(Model())
     assert len(problems) == 2
+
+
+def test_lance_namespace_still_has_what_the_lancedb_patch_defers():
+    assert patches.lancedb_layout_problems() == []
+
+
+def test_lancedb_imports_without_the_rest_apis_which_still_import_when_asked_for():
+    """In a fresh process: after the patch, importing lancedb runs none of the REST API modules,
+    and the REST client package still hands out its names (its __init__ runs then)."""
+    code = (
+        "import sys\n"
+        "from syncd.compat.patches import lancedb_defer_rest_client\n"
+        "lancedb_defer_rest_client()\n"
+        "import lancedb\n"
+        "apis = [m for m in sys.modules if m.startswith('lance_namespace_urllib3_client.api.')]\n"
+        "assert apis == [], apis\n"
+        "import lance_namespace_urllib3_client as client\n"
+        "assert client.TableApi.__name__ == 'TableApi' and client.ApiClient.__name__ == 'ApiClient'\n"
+        "assert 'lance_namespace_urllib3_client.api.table_api' in sys.modules\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr

@@ -1,5 +1,5 @@
-"""Patches of watchdog's inotify observer and of fastembed's onnxruntime session (see the
-package's docstring for the rule they follow)."""
+"""Patches of watchdog's inotify observer, of fastembed's onnxruntime session and of what
+importing lancedb imports (see the package's docstring for the rule they follow)."""
 
 from __future__ import annotations
 
@@ -15,6 +15,8 @@ __all__ = [
     "fastembed_layout_problems",
     "fastembed_quiet_session",
     "fastembed_truncation",
+    "lancedb_defer_rest_client",
+    "lancedb_layout_problems",
     "watchdog_decline_watches",
     "watchdog_forget_vanished_watches",
     "watchdog_layout_problems",
@@ -207,3 +209,54 @@ def fastembed_truncation(model: Any) -> dict:
     """How ``model``'s tokenizer truncates (``max_length``, ``direction``), or {} when unknown."""
     tokenizer = getattr(getattr(model, "model", None), "tokenizer", None)
     return getattr(tokenizer, "truncation", None) or {}
+
+
+# -- lancedb ---------------------------------------------------------------------------------------
+
+# lance_namespace's generated REST client: its package __init__ imports every REST API class.
+_LANCE_REST_CLIENT = "lance_namespace_urllib3_client"
+
+
+def lancedb_layout_problems() -> list[str]:
+    """What the lancedb patch relies on and is missing (empty: all there): lance_namespace's REST
+    client as a package found on the path, whose __init__ can be run later. Without the package
+    there is nothing to defer."""
+    import importlib.util
+
+    spec = importlib.util.find_spec(_LANCE_REST_CLIENT)
+    if spec is None:
+        return []
+    if spec.submodule_search_locations is None or spec.loader is None:
+        return [f"{_LANCE_REST_CLIENT} is no longer a package with a loader"]
+    return []
+
+
+def lancedb_defer_rest_client() -> None:
+    """``import lancedb`` imports lance_namespace, which imports the models of its generated REST
+    client, whose package ``__init__`` also imports every REST API class: some 370 methods that
+    pydantic's ``validate_call`` builds a validator for at import, about half of the import of
+    lancedb (seconds on a loaded machine), for REST namespaces syncd never uses. Before lancedb
+    is imported, the package is put in ``sys.modules`` without running its ``__init__``: its
+    modules import as before (the models lancedb uses), and the ``__init__`` runs on the first
+    name anyone asks of the package itself, so nothing is lost to code that does use it."""
+    import importlib.util
+
+    if _LANCE_REST_CLIENT in sys.modules or "lancedb" in sys.modules:
+        return
+    problems = lancedb_layout_problems()
+    if problems:
+        log.warning("lance_namespace changed (%s): lancedb imports it as it does", "; ".join(problems))
+        return
+    spec = importlib.util.find_spec(_LANCE_REST_CLIENT)
+    if spec is None or spec.loader is None:
+        return
+    package = importlib.util.module_from_spec(spec)
+    loader = spec.loader
+
+    def run_init_on_first_use(name: str) -> Any:
+        del package.__getattr__  # type: ignore[attr-defined]
+        loader.exec_module(package)
+        return getattr(package, name)
+
+    package.__getattr__ = run_init_on_first_use  # type: ignore[attr-defined]
+    sys.modules[_LANCE_REST_CLIENT] = package

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 __all__ = [
@@ -13,6 +13,7 @@ __all__ = [
     "EntryRow",
     "FileRecord",
     "FileUpdate",
+    "StaleRows",
     "heading_only",
     "meta_compatible",
     "page_breadcrumb",
@@ -145,3 +146,12 @@ class FileUpdate:
         if not self.unchanged:
             return self.rows or []
         return [row for row in self.rows or () if row.id not in self.unchanged]
+
+
+class StaleRows(Exception):
+    """An update's ``unchanged`` rows were answered before the index last changed: the caller
+    redoes those files whole (embeds every row). Internal to a sync; never reaches a user."""
+
+    def __init__(self, paths: Sequence[str]):
+        super().__init__(f"rows changed since they were compared: {', '.join(paths[:3])}")
+        self.paths = list(paths)

@@ -33,27 +33,32 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import timedelta
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import lancedb
 import numpy as np
 import pyarrow as pa
-from lancedb.index import BTree
 
+from ..compat.patches import lancedb_defer_rest_client
 from ..errors import IndexError_, StorageError, SyncdError
 from ..home import atomic_write, disk_failure
-from .files_mirror import FilesMirror
-from .pending import PendingWrites, replaces_whole, row_delete_filters
-from .records import SCHEMA_VERSION, EntryRow, FileRecord, FileUpdate, meta_compatible
+from .files_mirror import FilesMirror, read_mirror
+from .pending import PendingWrites, replaces_whole
+from .records import SCHEMA_VERSION, EntryRow, FileRecord, FileUpdate, StaleRows, meta_compatible
 from .rowcache import RowCache
+from .table_rows import ENTRY_FIELDS as _ENTRY_FIELDS
+from .table_rows import FILE_SCHEMA, entry_schema, unchanged_in_table
+from .table_rows import payload as _payload
+from .table_writes import paths_with_rows, sql_literal, write_entries, write_records
 
-__all__ = ["Index", "SCHEMA_VERSION", "StaleRows", "sql_literal"]
+if TYPE_CHECKING:
+    import lancedb
+
+__all__ = ["Index", "SCHEMA_VERSION", "StaleRows", "entry_schema", "sql_literal"]
 
 log = logging.getLogger(__name__)
 
 _FILES = "files"
 _ENTRIES = "entries"
-# Delete/add in slices so one SQL filter never grows without bound on a huge batch.
-_PATHS_PER_FILTER = 500
 # Compact after at least this many small writes: each is a new LanceDB version and fragment.
 _WRITES_BEFORE_OPTIMIZE = 40
 # Versions a compaction leaves for readers still on them. Compacting rewrites the whole table
@@ -66,68 +71,6 @@ _REMEMBERED_PATHS = 64
 _OLD_FULLTEXT_INDEX = "search_text_idx"
 # LanceDB ends its messages with where in its Rust source they were raised: no use to a reader.
 _RUST_LOCATION = re.compile(r",?\s*/\S+\.rs:\d+:\d+")
-
-FILE_SCHEMA = pa.schema(
-    [
-        ("path", pa.string()),
-        ("kind", pa.string()),
-        ("sha", pa.string()),
-        ("size", pa.int64()),
-        ("mtime_ns", pa.int64()),
-        ("error", pa.string()),
-    ]
-)
-
-
-def entry_schema(dim: int) -> pa.Schema:
-    return pa.schema(
-        [
-            ("id", pa.string()),
-            ("kind", pa.string()),
-            ("source", pa.string()),
-            ("path", pa.string()),
-            ("line", pa.int32()),
-            ("text", pa.string()),
-            ("search_text", pa.string()),
-            ("user", pa.string()),
-            ("chat", pa.string()),
-            ("session", pa.string()),
-            ("category", pa.string()),
-            ("tags", pa.list_(pa.string())),
-            ("importance", pa.float32()),
-            ("created_at", pa.string()),
-            ("heading", pa.string()),
-            ("provenance", pa.string()),
-            ("label", pa.string()),
-            ("title", pa.string()),
-            ("vector", pa.list_(pa.float32(), dim)),
-        ]
-    )
-
-
-_ENTRY_FIELDS = [f for f in entry_schema(1).names if f not in ("vector", "search_text")]
-
-
-class StaleRows(Exception):
-    """An update's ``unchanged`` rows were answered before the index last changed: the caller
-    redoes those files whole (embeds every row). Internal to a sync; never reaches a user."""
-
-    def __init__(self, paths: Sequence[str]):
-        super().__init__(f"rows changed since they were compared: {', '.join(paths[:3])}")
-        self.paths = list(paths)
-
-
-def sql_literal(value: str) -> str:
-    """A SQL string literal for ``value``. Only used for paths read from our own tree walk and for
-    already validated ids, but escaped anyway so a quote in a file name cannot change a filter."""
-    if "\x00" in value:
-        raise IndexError_(f"NUL in a filter value: {value!r}")
-    return "'" + value.replace("'", "''") + "'"
-
-
-def _in_filter(column: str, values: Sequence[str]) -> str:
-    return f"{column} IN ({', '.join(sql_literal(v) for v in values)})"
-
 
 def writes_before_optimize(rows: int) -> int:
     """How many small writes to let pile up before compacting a table of ``rows`` rows (each
@@ -173,6 +116,9 @@ class Index:
         # and apply() only trusts an answer of the current one (see StaleRows).
         self._generation = 0
         self._diffed: dict[str, int] = {}
+        # With no rows in memory, the ids the table held of each path unchanged_rows() read, and
+        # the generation it read them in: what apply() deletes of them (_apply_to_tables).
+        self._table_ids: dict[str, tuple[int, frozenset[str]]] = {}
         # The row objects of the latest apply of recently written paths, while the rows in memory
         # are still those: a row handed in again as the very same object is unchanged without
         # being compared (the rows module reuses the objects of what an edit did not touch).
@@ -190,18 +136,49 @@ class Index:
         self._write_failures: list[tuple[int, int, SyncdError]] = []  # (after, up to, error), recent
         self._written_cond = threading.Condition(threading.Lock())
         folder.mkdir(parents=True, exist_ok=True)
-        # Readers re-check the latest version on every read so they see the daemon's writes.
-        self._db = lancedb.connect(
-            str(folder / "lance"), read_consistency_interval=timedelta(0) if self.shared else None
-        )
-        self._files = self._open_or_create(_FILES, FILE_SCHEMA)
-        self._entries = self._open_or_create(_ENTRIES, entry_schema(dim))
+        # The LanceDB tables, opened on first use (_open_tables): importing LanceDB and opening
+        # them costs most of a second, which a writer whose files mirror is current does not pay
+        # until it reads or writes rows (a no-op `syncd sync` never does).
+        self._db: lancedb.DBConnection | None = None
+        self._lance_files: lancedb.table.Table | None = None
+        self._lance_entries: lancedb.table.Table | None = None
+        self._opening = threading.Lock()
         self._has_id_index = False
         # What `syncd status` reads instead of LanceDB; kept by the writer, checked by readers.
         self._mirror = None if read_only else FilesMirror(folder)
-        if self._mirror is not None and not self._mirror.current(self._mirror.stamp()):
-            self._rebuild_mirror()
+        if self._mirror is None or self._disk_identity() is None or not self._mirror.current(self._mirror.stamp()):
+            self._open_tables()
+            if self._mirror is not None and not self._mirror.current(self._mirror.stamp()):
+                self._rebuild_mirror()
         self._disk = self._disk_identity()
+
+    def _open_tables(self) -> None:
+        with self._opening:
+            if self._lance_entries is not None:
+                return
+            lancedb_defer_rest_client()
+            import lancedb
+
+            # Readers re-check the latest version on every read so they see the daemon's writes.
+            self._db = lancedb.connect(
+                str(self.folder / "lance"), read_consistency_interval=timedelta(0) if self.shared else None
+            )
+            self._lance_files = self._open_or_create(_FILES, FILE_SCHEMA)
+            self._lance_entries = self._open_or_create(_ENTRIES, entry_schema(self.dim))
+
+    @property
+    def _files(self) -> lancedb.table.Table:
+        if self._lance_entries is None:
+            self._open_tables()
+        assert self._lance_files is not None
+        return self._lance_files
+
+    @property
+    def _entries(self) -> lancedb.table.Table:
+        if self._lance_entries is None:
+            self._open_tables()
+        assert self._lance_entries is not None
+        return self._lance_entries
 
     def _disk_identity(self) -> tuple[tuple[int, int], ...] | None:
         """The folders this index lives in (device and inode of its folder, of the LanceDB
@@ -237,6 +214,7 @@ class Index:
     # -- lifecycle -------------------------------------------------------------------------------
 
     def _open_or_create(self, name: str, schema: pa.Schema) -> lancedb.table.Table:
+        assert self._db is not None
         try:
             table = self._db.open_table(name)
         except (ValueError, FileNotFoundError):
@@ -381,6 +359,12 @@ class Index:
         reading the table costs several) and reads the table again only when it has moved on."""
         if self._records is not None and not self.shared:
             return self._records
+        if self._records is None and not self.shared:
+            # The files mirror, when it vouches for the tables on disk, holds these records.
+            mirrored = read_mirror(self.folder)
+            if mirrored is not None:
+                self._records = dict(mirrored.files)
+                return self._records
         version = self._files.version
         if self._records is None or self._records_version != version:
             # Read after the version: a write in between leaves a newer table under an older
@@ -418,12 +402,19 @@ class Index:
         """Ids of ``rows`` (a file's new rows) that the index already holds for ``path`` exactly
         so: same fields, same full-text string, so the same vector. An edit of one line in a log
         of 100,000 facts then embeds and writes the few rows it changed, not the file. The answer
-        holds until the index next changes; apply() checks that (StaleRows)."""
+        holds until the index next changes; apply() checks that (StaleRows).
+
+        With no rows in memory (a fresh process: a one-shot ``syncd sync``, a daemon's first
+        pass) only this path's rows are read from the table, without their vectors: loading every
+        row of the home to compare one file's cost seconds at 16,000 facts, and a sync that does
+        not search never needs them (apply then writes the table without them)."""
         with self._lock:
-            self._ensure_matrix()
             self._diffed[path] = self._generation
             if len({r.id for r in rows}) != len(rows):
                 return frozenset()  # the file is replaced whole (see RowCache.unchanged)
+            if self._matrix_version is None:
+                return self._unchanged_in_table(path, rows)
+            self._ensure_matrix()
             applied = self._applied_rows.get(path, {})
             rest = [r for r in rows if applied.get(r.id) is not r]
             same = self._matrix.unchanged(path, [(r.id, _payload(r), r.search_text) for r in rest]) if rest else set()
@@ -444,20 +435,80 @@ class Index:
         if not updates:
             return
         with self._lock:
+            loaded = self._matrix_version is not None
+        if not loaded:
+            # No rows in memory: write the tables now and leave memory unloaded (the next query
+            # loads it from them). Both locks, in persist()'s order, stay held until the tables
+            # are written, so no query loads a table that lacks this write.
+            with self._writing, self._lock:
+                if self._matrix_version is None:
+                    self._apply_to_tables(updates)
+                    return
+        with self._lock:
             self._ensure_matrix()
             records = self._ensure_records()
-            stale = [u.path for u in updates if u.unchanged and self._diffed.get(u.path) != self._generation]
-            for u in updates:
-                self._diffed.pop(u.path, None)
-            if stale:
-                raise StaleRows(stale)
-            self._generation += 1
+            self._check_diffed(updates)
             self._apply_in_memory(updates, records)
             self._applied += 1
         if defer:
             self._persist_soon()
         else:
             self.persist()
+
+    def _check_diffed(self, updates: Sequence[FileUpdate]) -> None:
+        """Raise StaleRows unless every update's ``unchanged`` was answered for the rows held
+        now; then start a new generation (under ``_lock``)."""
+        stale = [u.path for u in updates if u.unchanged and self._diffed.get(u.path) != self._generation]
+        for u in updates:
+            self._diffed.pop(u.path, None)
+        if stale:
+            raise StaleRows(stale)
+        self._generation += 1
+
+    def _unchanged_in_table(self, path: str, rows: Sequence[EntryRow]) -> frozenset[str]:
+        """unchanged_rows() from the table's rows of ``path`` (no vectors), under ``_lock`` with
+        no rows in memory. Their ids are kept for apply(), which deletes those not kept."""
+        self._table_ids.pop(path, None)
+        if path in self._pending.paths:
+            return frozenset()  # the table is behind memory for this path: replace it whole
+        held = (self._entries.search().where(f"path = {sql_literal(path)}").select([*_ENTRY_FIELDS, "search_text"])
+                .limit(None).to_arrow())
+        found = unchanged_in_table(held, rows)
+        if found is None:
+            return frozenset()
+        ids, same = found
+        self._table_ids[path] = (self._generation, ids)
+        return same
+
+    def _apply_to_tables(self, updates: Sequence[FileUpdate]) -> None:
+        """apply() with no rows in memory, holding both locks: the records change in memory, the
+        rows only in the tables, written before this returns (never behind: memory, unloaded,
+        could not answer for rows still pending). Which paths replaced whole the table holds rows
+        of is read in one query (a new file has none to delete); a path diffed by
+        unchanged_rows() loses exactly the rows not kept."""
+        records = self._ensure_records()
+        held = paths_with_rows(self._entries, [u.path for u in updates if replaces_whole(u)])
+        gone: dict[int, list[str]] = {}
+        for n, update in enumerate(updates):
+            if update.rows is not None and not replaces_whole(update):
+                known = self._table_ids.pop(update.path, None)
+                if known is None or known[0] != self._generation:
+                    # Diffed against rows in memory, since unloaded: redo the file whole.
+                    self._diffed.pop(update.path, None)
+                    raise StaleRows([update.path])
+                gone[n] = sorted(known[1] - update.unchanged)
+                if known[1]:
+                    held.add(update.path)
+        self._check_diffed(updates)
+        for n, update in enumerate(updates):
+            path = update.path
+            self._pending.add(update, path in held, gone.get(n, []), path in records)
+            if update.record is None:
+                records.pop(path, None)
+            else:
+                records[path] = update.record
+        self._applied += 1
+        self.persist()
 
     def _apply_in_memory(self, updates: Sequence[FileUpdate], records: dict[str, FileRecord]) -> None:
         """Patch the rows and records in memory with ``updates`` and leave their table writes
@@ -516,8 +567,8 @@ class Index:
                 return
             before = self._mirror.stamp() if self._mirror is not None else None
             try:
-                entries_version = self._write_entries(batch)
-                records_version = self._write_records(batch)
+                entries_version = write_entries(self._entries, batch, self.dim)
+                records_version = write_records(self._files, batch)
             except BaseException as exc:
                 with self._lock:
                     # Memory ran ahead of tables that now hold something else: reload both on
@@ -645,54 +696,6 @@ class Index:
         """LanceDB's message without the Rust source locations it appends."""
         return _RUST_LOCATION.sub("", str(exc)).strip() or type(exc).__name__
 
-    def _write_entries(self, batch: PendingWrites) -> int | None:
-        """Delete and add the pending rows: deletes of whole files by path, changed rows of the
-        others by (path, id) in one filter, then one add. The table's new version, if any."""
-        version = None
-        whole = batch.whole_deletes()
-        for start in range(0, len(whole), _PATHS_PER_FILTER):
-            version = self._entries.delete(_in_filter("path", whole[start : start + _PATHS_PER_FILTER])).version
-        for where in row_delete_filters(batch.row_deletes(), _PATHS_PER_FILTER, sql_literal):
-            version = self._entries.delete(where).version
-        rows, vectors = batch.new_rows()
-        if rows:
-            version = self._entries.add(self._entries_table(rows, vectors)).version
-        return version
-
-    def _write_records(self, batch: PendingWrites) -> int | None:
-        """Write the files' latest records, after their rows. A new file's record is appended;
-        the common write, one known file changed, updates its record in place: one LanceDB
-        commit where a delete and an append took two (an upsert, merge_insert, costs more)."""
-        latest = {path: w.record for path, w in batch.paths.items()}
-        held = [path for path, w in batch.paths.items() if w.record_in_table]
-        records = [record for record in latest.values() if record is not None]
-        version = None
-        if len(held) == 1 and latest[held[0]] is not None:
-            version = self._update_record(latest[held[0]])
-            if version is not None:
-                records = [record for record in records if record.path != held[0]]
-                held = []
-        for start in range(0, len(held), _PATHS_PER_FILTER):
-            version = self._files.delete(_in_filter("path", held[start : start + _PATHS_PER_FILTER])).version
-        if records:
-            version = self._files.add(pa.Table.from_pylist([r.__dict__ for r in records], schema=FILE_SCHEMA)).version
-        return version
-
-    def _update_record(self, record: FileRecord) -> int | None:
-        """Update the one row of ``record.path`` in place; the table's new version, or None when
-        it has no such row (or a value no SQL literal can carry): then it is deleted and added."""
-        if any("\x00" in value for value in (record.kind, record.sha, record.error or "")):
-            return None
-        values = {
-            "kind": sql_literal(record.kind),
-            "sha": sql_literal(record.sha),
-            "size": str(int(record.size)),
-            "mtime_ns": str(int(record.mtime_ns)),
-            "error": "NULL" if record.error is None else sql_literal(record.error),
-        }
-        result = self._files.update(where=f"path = {sql_literal(record.path)}", values_sql=values)
-        return result.version if result.rows_updated else None
-
     def _rebuild_mirror(self) -> None:
         """Copy the files table, with each file's fact and chunk counts, into the mirror: read
         from the table itself, not from memory, which may run ahead of it (pending writes)."""
@@ -705,19 +708,6 @@ class Index:
         for path, kind, n in zip(*(per_kind[c].to_pylist() for c in ("path", "kind", "kind_count"))):
             counts.setdefault(path, [0, 0])[0 if kind == "fact" else 1] += n
         self._mirror.replace(records, {p: (f, c) for p, (f, c) in counts.items()})
-
-    def _entries_table(self, rows: Sequence[EntryRow], vectors: np.ndarray) -> pa.Table:
-        columns: dict[str, list] = {name: [] for name in _ENTRY_FIELDS}
-        search_text = []
-        for row in rows:
-            for name in _ENTRY_FIELDS:
-                value = getattr(row, name)
-                columns[name].append(list(value) if name == "tags" else value)
-            search_text.append(row.search_text)
-        columns["search_text"] = search_text
-        flat = pa.array(np.ascontiguousarray(vectors, dtype=np.float32).ravel())
-        columns["vector"] = pa.FixedSizeListArray.from_arrays(flat, self.dim)
-        return pa.Table.from_pydict(columns, schema=entry_schema(self.dim))
 
     def optimize(self) -> None:
         """Compact small writes, fold new rows into the id index, drop old versions. Holds only
@@ -755,6 +745,8 @@ class Index:
             # Full text is searched in memory now; the old index would only slow every optimize.
             self._entries.drop_index(_OLD_FULLTEXT_INDEX)
         if "id_idx" not in names:
+            from lancedb.index import BTree
+
             self._entries.create_index("id", config=BTree(), replace=True, name="id_idx")
         self._has_id_index = True
 
@@ -789,12 +781,3 @@ class Index:
             self._ensure_matrix()
             yield self._matrix
 
-
-def _payload(row: EntryRow) -> dict:
-    """A row as LanceDB returns it (float32 importance included), so a hit reads the same
-    whether it came from our own write or from a reload."""
-    out = {name: getattr(row, name) for name in _ENTRY_FIELDS}
-    out["tags"] = list(row.tags)
-    if row.importance is not None:
-        out["importance"] = float(np.float32(row.importance))
-    return out

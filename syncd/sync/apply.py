@@ -15,9 +15,8 @@ from ..errors import ParseError
 from ..home import Home, blob_sha, classify_path
 from ..index.backend import IndexBackend as Index
 from ..index.embed_cache import CachedEmbedder
-from ..index.records import FileRecord, FileUpdate
+from ..index.records import FileRecord, FileUpdate, StaleRows
 from ..index.rows import TranscriptChunking, parse_file_checked
-from ..index.store import StaleRows
 from .plan import SyncPlan, plan_sync
 from .progress import Progress, ProgressTracker, SyncProgress
 from .progress_file import ProgressFile

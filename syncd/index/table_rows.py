@@ -1,0 +1,99 @@
+"""The index's rows as LanceDB tables hold them: the two schemas, a row's payload as a read
+returns it, the Arrow table a write adds, and a file's new rows compared with its rows in the
+table (what an edit of one line in a big log leaves as it is). No LanceDB here: pyarrow only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pyarrow as pa
+
+from .records import EntryRow
+
+__all__ = ["ENTRY_FIELDS", "FILE_SCHEMA", "entries_table", "entry_schema", "payload", "unchanged_in_table"]
+
+FILE_SCHEMA = pa.schema(
+    [
+        ("path", pa.string()),
+        ("kind", pa.string()),
+        ("sha", pa.string()),
+        ("size", pa.int64()),
+        ("mtime_ns", pa.int64()),
+        ("error", pa.string()),
+    ]
+)
+
+
+def entry_schema(dim: int) -> pa.Schema:
+    return pa.schema(
+        [
+            ("id", pa.string()),
+            ("kind", pa.string()),
+            ("source", pa.string()),
+            ("path", pa.string()),
+            ("line", pa.int32()),
+            ("text", pa.string()),
+            ("search_text", pa.string()),
+            ("user", pa.string()),
+            ("chat", pa.string()),
+            ("session", pa.string()),
+            ("category", pa.string()),
+            ("tags", pa.list_(pa.string())),
+            ("importance", pa.float32()),
+            ("created_at", pa.string()),
+            ("heading", pa.string()),
+            ("provenance", pa.string()),
+            ("label", pa.string()),
+            ("title", pa.string()),
+            ("vector", pa.list_(pa.float32(), dim)),
+        ]
+    )
+
+
+# The payload of a row: every column but its vector and its full-text string.
+ENTRY_FIELDS = [f for f in entry_schema(1).names if f not in ("vector", "search_text")]
+
+
+def payload(row: EntryRow) -> dict:
+    """A row as LanceDB returns it (float32 importance included), so a hit reads the same
+    whether it came from our own write or from a reload."""
+    out = {name: getattr(row, name) for name in ENTRY_FIELDS}
+    out["tags"] = list(row.tags)
+    if row.importance is not None:
+        out["importance"] = float(np.float32(row.importance))
+    return out
+
+
+def entries_table(rows: Sequence[EntryRow], vectors: np.ndarray, dim: int) -> pa.Table:
+    """The Arrow table that adds ``rows`` with their ``vectors`` to the entries table."""
+    columns: dict[str, list] = {name: [] for name in ENTRY_FIELDS}
+    search_text = []
+    for row in rows:
+        for name in ENTRY_FIELDS:
+            value = getattr(row, name)
+            columns[name].append(list(value) if name == "tags" else value)
+        search_text.append(row.search_text)
+    columns["search_text"] = search_text
+    flat = pa.array(np.ascontiguousarray(vectors, dtype=np.float32).ravel())
+    columns["vector"] = pa.FixedSizeListArray.from_arrays(flat, dim)
+    return pa.Table.from_pydict(columns, schema=entry_schema(dim))
+
+
+def unchanged_in_table(held: pa.Table, rows: Sequence[EntryRow]) -> tuple[frozenset[str], frozenset[str]] | None:
+    """For ``held``, a file's rows as the table holds them (the payload columns and
+    ``search_text``), and ``rows``, its new rows: (the ids held, the ids of ``rows`` held exactly
+    so: same payload and full-text string, hence the same vector, since what is embedded is made
+    of payload fields). None when the table repeats an id: then the file is replaced whole."""
+    ids = held["id"].to_pylist()
+    if len(set(ids)) != len(ids):
+        return None
+    wanted = {row.id: row for row in rows}
+    texts = held["search_text"].to_pylist()
+    same = []
+    for at, found in enumerate(held.select(ENTRY_FIELDS).to_pylist()):
+        row = wanted.get(found["id"])
+        if row is not None and (texts[at] or "") == row.search_text and found == payload(row):
+            same.append(row.id)
+    return frozenset(ids), frozenset(same)
