@@ -1,6 +1,6 @@
 """How fast the `syncd` command answers, measured side by side in one run.
 
-    python benchmarks/bench_cli.py [--files 10000] [--runs 5] [--workdir DIR]
+    python benchmarks/bench_cli.py [--files 10000] [--runs 5] [--workdir DIR] [--old REV]
 
 Builds a home of real markdown files (daily logs of many users; the default is 10,000 files),
 indexes it, then runs each command as its own process (`python -m syncd ...`) and reports the
@@ -8,9 +8,13 @@ median wall time, its CPU time and its peak resident memory (from /usr/bin/time)
   1. `syncd --help`;
   2. `syncd status` on the whole home;
   3. `syncd search` without a daemon (the process loads LanceDB and the model itself);
-  4. `syncd search` while `syncd watch` runs (the process asks the daemon over .syncd/daemon.sock).
-Ratios against the targets of issue 9 (search with a daemon <= 0.3 s and <= 60 MB for the client
-process; status <= 1 s at 10,000 files). Nothing here asserts a timing.
+  4. a no-op `syncd sync` without a daemon (nothing changed since the last sync);
+  5. `syncd search` while `syncd watch` runs (the process asks the daemon over .syncd/daemon.sock).
+With ``--old REV`` the commands without a daemon also run on the code of revision REV, in turns
+with this checkout's, and the two are printed side by side. Ratios against the targets of issue 9
+(search with a daemon <= 0.3 s and <= 60 MB for the client process; status <= 1 s at 10,000 files)
+and issue 30 (without a daemon: search <= 1.0 s and <= 250 MB, a no-op sync <= 0.5 s). Nothing
+here asserts a timing.
 """
 
 from __future__ import annotations
@@ -26,6 +30,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from revisions import REPO, env_for, extract
+
+sys.path.insert(0, str(REPO))
 import syncd
 from syncd.control.client import ask_daemon
 
@@ -35,7 +42,8 @@ FACTS = [
     "Reads science fiction.", "Learns Japanese.", "Bakes sourdough bread.", "Drinks dark roast coffee.",
     "Deploys with Docker on a small VPS.",
 ]
-TARGETS = {"search with daemon": (0.3, 60.0), "status": (1.0, None)}
+TARGETS = {"search with daemon": (0.3, 60.0), "status": (1.0, None), "search without daemon": (1.0, 250.0),
+           "no-op sync": (0.5, None)}
 
 
 def build_home(root: Path, files: int) -> Path:
@@ -57,13 +65,14 @@ def build_home(root: Path, files: int) -> Path:
     return home
 
 
-def run(args: list[str], cwd: Path) -> tuple[float, float, float, str]:
-    """(wall s, CPU s, peak RSS MB, stdout) of one `python -m syncd ARGS` process, measured by
-    /usr/bin/time: a child forked from this (large) process would count our memory as its own."""
+def run(args: list[str], cwd: Path, code: Path = REPO) -> tuple[float, float, float, str]:
+    """(wall s, CPU s, peak RSS MB, stdout) of one `python -m syncd ARGS` process running the
+    syncd at ``code``, measured by /usr/bin/time: a child forked from this (large) process would
+    count our memory as its own."""
     with tempfile.NamedTemporaryFile("r", suffix=".time") as report:
         started = time.perf_counter()
         result = subprocess.run(["/usr/bin/time", "-f", "%U %S %M", "-o", report.name, sys.executable, "-m", "syncd",
-                                 *args], cwd=cwd, capture_output=True, text=True)
+                                 *args], cwd=cwd, capture_output=True, text=True, env=env_for(code))
         wall = time.perf_counter() - started
         if result.returncode != 0:
             raise SystemExit(f"syncd {' '.join(args)} failed with {result.returncode}: {result.stderr[-500:]}")
@@ -71,13 +80,21 @@ def run(args: list[str], cwd: Path) -> tuple[float, float, float, str]:
     return wall, float(user) + float(system), int(rss_kb) / 1024, result.stdout
 
 
-def measure(name: str, args: list[str], cwd: Path, runs: int, results: dict) -> None:
-    samples = [run(args, cwd) for _ in range(runs)]
-    wall = statistics.median(s[0] for s in samples)
-    cpu = statistics.median(s[1] for s in samples)
-    rss = max(s[2] for s in samples)
-    results[name] = (wall, rss)
-    print(f"  {name:<22} {wall * 1000:8.0f} ms wall  {cpu * 1000:8.0f} ms CPU  {rss:6.1f} MB", flush=True)
+def measure(name: str, args: list[str], cwd: Path, runs: int, results: dict, codes: dict[str, Path] | None = None) -> None:
+    """Median wall and CPU, peak RSS of ``runs`` runs of each code in ``codes`` (this checkout's
+    alone by default), the codes taking turns so that each sees the same machine."""
+    codes = codes or {"new": REPO}
+    samples: dict[str, list] = {label: [] for label in codes}
+    for _ in range(runs):
+        for label, code in codes.items():
+            samples[label].append(run(args, cwd, code))
+    for label, taken in samples.items():
+        wall = statistics.median(s[0] for s in taken)
+        cpu = statistics.median(s[1] for s in taken)
+        rss = max(s[2] for s in taken)
+        results[name if label == "new" else f"{name} ({label})"] = (wall, rss)
+        shown = name if len(codes) == 1 else f"{name} ({label})"
+        print(f"  {shown:<30} {wall * 1000:8.0f} ms wall  {cpu * 1000:8.0f} ms CPU  {rss:6.1f} MB", flush=True)
 
 
 def main() -> None:
@@ -85,6 +102,7 @@ def main() -> None:
     parser.add_argument("--files", type=int, default=10_000)
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--workdir", type=Path, default=None, help="keep the home here (default: a temp dir)")
+    parser.add_argument("--old", default=None, metavar="REV", help="also run the commands without a daemon on REV's code")
     args = parser.parse_args()
 
     root = args.workdir or Path(tempfile.mkdtemp(prefix="syncd-bench-cli-"))
@@ -95,10 +113,12 @@ def main() -> None:
     results: dict[str, tuple[float, float]] = {}
     print(f"home {home}, {args.runs} runs each (median wall and CPU, peak RSS of the command's process); "
           f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
+    codes = {"old": extract(args.old, root / "old-code"), "new": REPO} if args.old else None
     try:
-        measure("--help", ["--help"], root, args.runs, results)
-        measure("status", ["status", "--home", str(home)], root, args.runs, results)
-        measure("search without daemon", query, root, args.runs, results)
+        measure("--help", ["--help"], root, args.runs, results, codes)
+        measure("status", ["status", "--home", str(home)], root, args.runs, results, codes)
+        measure("search without daemon", query, root, args.runs, results, codes)
+        measure("no-op sync", ["sync", "-q", "--home", str(home)], root, args.runs, results, codes)
         daemon = subprocess.Popen([sys.executable, "-m", "syncd", "watch", "--home", str(home)], cwd=root,
                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
@@ -120,6 +140,10 @@ def main() -> None:
     print("\nratios")
     print(f"  search: without / with daemon   wall {without[0] / with_daemon[0]:5.1f}x   "
           f"RSS {without[1] / with_daemon[1]:5.1f}x")
+    if codes:
+        for name in ("--help", "status", "search without daemon", "no-op sync"):
+            (old_wall, old_rss), (new_wall, new_rss) = results[f"{name} (old)"], results[name]
+            print(f"  {name:<22} new/old: wall {new_wall / old_wall:5.2f}   RSS {new_rss / old_rss:5.2f}")
     for name, (wall_target, rss_target) in TARGETS.items():
         wall, rss = results[name]
         line = f"  {name:<22} wall {wall:.3f} s / target {wall_target} s = {wall / wall_target:.2f}"

@@ -1,0 +1,162 @@
+"""A one-line edit in a big daily log until it is searchable: the code of another revision and
+this checkout's side by side in one run (issue 30, item 5: <= 0.5 s whatever the log's size).
+
+    python benchmarks/bench_log_edit.py [--facts 16000] [--old HEAD] [--runs 3] [--workdir DIR]
+
+One home holds one daily log of ``--facts`` facts (indexed once). Each code then, in turns:
+  fresh   a new process opens the engine after a line was edited in place, and times
+          ``engine.sync([log])`` (what a one-shot ``syncd sync`` does for it) and the search that
+          finds the new words (its first search loads the rows into memory);
+  daemon  one engine kept open (it has searched and synced, as a daemon has): edit, sync,
+          search until found, three times;
+  cli     ``python -m syncd sync`` as its own process after an edit: wall and peak RSS
+          (/usr/bin/time), imports and model load included.
+The model is the bundled offline one; the embedding cache holds the log's texts, as it would.
+Prints medians side by side and the ratios; asserts nothing about time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from revisions import REPO, env_for, extract
+
+REL = "memory/users/ana/2026-05-01.md"
+WORDS = ("theremin kayak origami falconry calligraphy beekeeping fencing pottery juggling archery "
+         "woodcarving snorkelling glassblowing bouldering").split()
+
+
+def write_log(home: Path, facts: int) -> None:
+    lines = ["# 2026-05-01", ""]
+    for i in range(facts):
+        if i % 20 == 0:
+            lines += ["", f"## {(i // 20) // 60 % 24:02d}:{(i // 20) % 60:02d} chat:c1 session:s{i // 20}"]
+        lines.append(f"- [context] Ana mentioned the garden and the river (fact {i}).")
+    path = home / REL
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+def edit(home: Path, n: int) -> str:
+    """Edit one line in place (a line near the middle, another each time); the new word."""
+    path = home / REL
+    text = path.read_text(encoding="utf-8")
+    word = f"{WORDS[n % len(WORDS)]}"
+    marker = f"(fact {8000 + n % 4000})."
+    start = text.index(marker)
+    line_start = text.rindex("\n", 0, start) + 1
+    line_end = text.index("\n", start)
+    path.write_text(text[:line_start] + f"- [context] Ana took up {word} lessons (edit {n})." + text[line_end:],
+                    encoding="utf-8")
+    return word
+
+
+def child(mode: str, home: Path, n: int) -> dict:
+    import syncd
+
+    started = time.perf_counter()
+    if mode == "fresh":
+        word = edit(home, n)
+        with syncd.open(home) as engine:
+            opened = time.perf_counter()
+            report = engine.sync([REL])
+            synced = time.perf_counter()
+            hits = engine.search(f"{word} lessons", user_id="ana", limit=1)
+            done = time.perf_counter()
+        return {"open_s": opened - started, "sync_s": synced - opened, "search_s": done - synced,
+                "found": bool(hits) and word in hits[0].content, "embedded": report.embedded_texts,
+                "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+    times, found = [], []
+    with syncd.open(home) as engine:
+        engine.search("garden", user_id="ana", limit=1)
+        engine.sync()
+        for k in range(3):
+            word = edit(home, n + k)
+            started = time.perf_counter()
+            engine.sync([REL])
+            hits = engine.search(f"{word} lessons", user_id="ana", limit=1)
+            times.append(time.perf_counter() - started)
+            found.append(bool(hits) and word in hits[0].content)
+    return {"searchable_s": statistics.median(times), "found": all(found)}
+
+
+def run_child(code: Path, mode: str, home: Path, n: int) -> dict:
+    done = subprocess.run([sys.executable, __file__, "_child", mode, str(home), str(n)], env=env_for(code),
+                          capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise SystemExit(f"{mode} with {code} failed:\n{done.stderr[-3000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def run_cli(code: Path, home: Path, n: int) -> dict:
+    edit(home, n)
+    with tempfile.NamedTemporaryFile("r", suffix=".time") as report:
+        started = time.perf_counter()
+        done = subprocess.run(["/usr/bin/time", "-f", "%M", "-o", report.name, sys.executable, "-m", "syncd", "sync",
+                               "-q", "--home", str(home)], env=env_for(code), capture_output=True, text=True)
+        wall = time.perf_counter() - started
+        if done.returncode != 0:
+            raise SystemExit(f"syncd sync with {code} failed: {done.stderr[-2000:]}")
+        rss = int(report.read().split()[-1]) / 1024
+    return {"wall_s": wall, "rss_mb": rss}
+
+
+def main() -> None:
+    if len(sys.argv) > 1 and sys.argv[1] == "_child":
+        print(json.dumps(child(sys.argv[2], Path(sys.argv[3]), int(sys.argv[4]))))
+        return
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--facts", type=int, default=16_000)
+    parser.add_argument("--old", default="HEAD", help="the revision to compare with (default: HEAD)")
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--workdir", type=Path, default=None, help="keep the home here (reused by the next run)")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="syncd-log-edit-") as tmp:
+        work = args.workdir or Path(tmp)
+        codes = {"old": extract(args.old, work / "old"), "new": REPO}
+        sys.path.insert(0, str(REPO))
+        import syncd
+
+        home = work / "home"
+        if not (home / ".syncd/index").exists():  # a --workdir of an earlier run keeps its home
+            home = syncd.init(home).home
+            write_log(home, args.facts)
+        with syncd.open(home) as engine:
+            started = time.perf_counter()
+            engine.sync()
+            engine.commit()
+            facts = engine.counts()["facts"]
+            print(f"indexed {facts:,} facts in one log in {time.perf_counter() - started:.1f} s", flush=True)
+        results: dict[str, dict[str, list[dict]]] = {name: {"fresh": [], "daemon": [], "cli": []} for name in codes}
+        n = 0
+        for _ in range(args.runs):
+            for name, code in codes.items():  # alternating, so both see the same machine
+                results[name]["fresh"].append(run_child(code, "fresh", home, n))
+                results[name]["daemon"].append(run_child(code, "daemon", home, n + 1))
+                results[name]["cli"].append(run_cli(code, home, n + 4))
+                n += 5
+        print(f"\n{facts:,}-fact log, one line edited in place; median of {args.runs} runs "
+              f"(old = {args.old}, new = this checkout)")
+        rows = [("fresh engine: sync", "fresh", "sync_s"), ("fresh engine: then search", "fresh", "search_s"),
+                ("fresh engine: open", "fresh", "open_s"), ("fresh engine: peak RSS MB", "fresh", "rss_mb"),
+                ("daemon: edit -> searchable", "daemon", "searchable_s"), ("syncd sync (CLI) wall", "cli", "wall_s"),
+                ("syncd sync (CLI) peak RSS MB", "cli", "rss_mb")]
+        print(f"  {'':32} {'old':>9} {'new':>9} {'new/old':>8}")
+        for label, mode, key in rows:
+            old, new = (statistics.median(r[key] for r in results[name][mode]) for name in ("old", "new"))
+            print(f"  {label:32} {old:9.3f} {new:9.3f} {new / old:8.2f}")
+        for name in codes:
+            found = all(r["found"] for mode in ("fresh", "daemon") for r in results[name][mode])
+            print(f"  {name}: every edit found by its search: {found}")
+
+
+if __name__ == "__main__":
+    main()
