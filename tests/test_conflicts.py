@@ -21,15 +21,15 @@ from hypothesis import strategies as st
 import syncd
 from syncd.cli import cli
 from syncd.engine.conflicts import find_conflicts, resolve_conflict
-from syncd.engine.sharing import push, share
+from syncd.engine.sharing import push
 from syncd.errors import InvalidInputError, NotFoundError
 from syncd.formats import parse_daily_log
 from syncd.formats.conflicts import find_conflicts as conflicts_in_text
 from syncd.formats.conflicts import resolve_conflict as resolve_text
 from syncd.formats.merging import MARKER_SIZE, callouts_for_conflicts, merge_daily_log
 
-from .daemon_helpers import warm_embed_cache
 from .helpers import assert_matches_rebuild, write
+from .sharing_helpers import shared_homes
 from .workbench_helpers import git, import_workbench
 
 # -------------------------------------------------------------------------- callouts, by git's law
@@ -163,20 +163,7 @@ def _edit(root: Path, side: str) -> None:
 @pytest.fixture
 def conflicted(tmp_path, embedder) -> Path:
     """Home b after pulling home a's edits of the fact, page and block b edited differently."""
-    remote = tmp_path / "remote.git"
-    subprocess.run(["git", "init", "-q", "--bare", "-b", "main", str(remote)], check=True)
-    a_root = syncd.init(tmp_path / "a").home
-    warm_embed_cache(a_root, embedder)
-    for rel, text in BASE.items():
-        write(a_root, rel, text)
-    with syncd.open(a_root, embedder=embedder) as a:
-        a.sync()
-        a.commit()
-        share(a, "origin", str(remote))
-        push(a, "origin")
-    subprocess.run(["git", "clone", "-q", str(remote), str(tmp_path / "b")], check=True)
-    b_root = syncd.init(tmp_path / "b").home
-    warm_embed_cache(b_root, embedder)
+    _remote, (a_root, b_root) = shared_homes(tmp_path, embedder, files=BASE)
     with syncd.open(a_root, embedder=embedder) as a, syncd.open(b_root, embedder=embedder) as b:
         for engine, side in ((a, "a"), (b, "b")):
             _edit(engine.home.root, side)

@@ -24,8 +24,8 @@ from syncd.formats.transcripts import make_entry
 from syncd.memory import MemoryManager
 from syncd.session import SessionRunner, TranscriptManager, read_transcript_file
 
-from .daemon_helpers import warm_embed_cache
 from .helpers import assert_matches_rebuild
+from .sharing_helpers import bare_remote, shared_homes
 from .strategies import examples
 
 
@@ -42,16 +42,7 @@ def tree(root: Path) -> dict[str, str]:
 @pytest.fixture
 def machines(tmp_path, embedder):
     """Home A pushed to a bare remote, home B cloned from it; both open as writers."""
-    remote = tmp_path / "remote.git"
-    subprocess.run(["git", "init", "-q", "--bare", "-b", "main", str(remote)], check=True)
-    a_root = syncd.init(tmp_path / "a").home
-    warm_embed_cache(a_root, embedder)
-    with syncd.open(a_root, embedder=embedder) as a:
-        share(a, "origin", str(remote))
-        assert push(a, "origin").head is not None
-    subprocess.run(["git", "clone", "-q", str(remote), str(tmp_path / "b")], check=True)
-    b_root = syncd.init(tmp_path / "b").home
-    warm_embed_cache(b_root, embedder)
+    _remote, (a_root, b_root) = shared_homes(tmp_path, embedder)
     with syncd.open(a_root, embedder=embedder) as a, syncd.open(b_root, embedder=embedder) as b:
         yield a, b
 
@@ -188,23 +179,6 @@ STEP = st.one_of(
 )
 
 
-def _clones(folder: Path, embedder) -> list[Path]:
-    """A home pushed to a bare remote and CLONES - 1 clones of it (each adopted as a home)."""
-    remote = folder / "remote.git"
-    subprocess.run(["git", "init", "-q", "--bare", "-b", "main", str(remote)], check=True)
-    first = syncd.init(folder / "c0").home
-    warm_embed_cache(first, embedder)
-    with syncd.open(first, embedder=embedder) as engine:
-        share(engine, "origin", str(remote))
-        push(engine, "origin")
-    roots = [first]
-    for n in range(1, CLONES):
-        subprocess.run(["git", "clone", "-q", str(remote), str(folder / f"c{n}")], check=True)
-        roots.append(syncd.init(folder / f"c{n}").home)
-        warm_embed_cache(roots[-1], embedder)
-    return roots
-
-
 def _write_step(engine, which: int, what: str, name: str, n: int) -> str:
     """One write of a clone's (through the APIs agents use, or as a person edits a page); the
     text it wrote, to look for once every clone has synced."""
@@ -233,7 +207,7 @@ def test_any_interleaving_over_three_clones_converges_losing_nothing(tmp_path_fa
     in any order: after a last round (each pushes in turn, then the first two pull) all hold the
     same tree, every fact and transcript line exactly once, every page line and the last text
     of each block still there, no conflict marker, and each index equals a rebuild."""
-    roots = _clones(tmp_path_factory.mktemp("share"), embedder)
+    _remote, roots = shared_homes(tmp_path_factory.mktemp("share"), embedder, CLONES)
     written: dict[str, list[str]] = {"fact": [], "turn": [], "page": []}
     last_block: dict[str, str] = {}
     with contextlib.ExitStack() as stack:
@@ -298,22 +272,13 @@ def test_a_daemon_and_a_server_share_a_home_through_a_remote(tmp_path, embedder,
     from .daemon_helpers import start_cli_daemon, wait_for
     from .server_helpers import server_url, start_serve_process
 
-    remote = tmp_path / "remote.git"
-    subprocess.run(["git", "init", "-q", "--bare", "-b", "main", str(remote)], check=True)
-    a_root = syncd.init(tmp_path / "a").home
-    with syncd.open(a_root, embedder=embedder) as a:
-        share(a, "origin", str(remote))
-        push(a, "origin")
-    subprocess.run(["git", "clone", "-q", str(remote), str(tmp_path / "b")], check=True)
-    b_root = syncd.init(tmp_path / "b").home
+    _remote, (a_root, b_root) = shared_homes(tmp_path, embedder)
     for command, bad, message in (("watch", ["--remote", "nowhere"], "no remote 'nowhere'"),
                                   ("serve", ["--remote", "nowhere", "--port", "0"], "no remote 'nowhere'"),
                                   ("serve", ["--remote", "origin", "--read-only"], "a --read-only server holds none")):
         assert main([command, "--home", str(b_root), *bad]) != 0  # in this process: the CLI's own error path
         refused = capsys.readouterr().err
         assert message in refused and "Traceback" not in refused and len(refused.strip().splitlines()) == 1
-    for root in (a_root, b_root):
-        warm_embed_cache(root, embedder)
     daemon = start_cli_daemon(a_root, "--remote", "origin", "--pull-every", "1")
     server = start_serve_process(b_root, "--remote", "origin", "--pull-every", "1")
     try:
@@ -349,8 +314,7 @@ def test_the_command_line_shares_a_home(tmp_path):
 
     from syncd.cli import cli
 
-    remote = tmp_path / "remote.git"
-    subprocess.run(["git", "init", "-q", "--bare", "-b", "main", str(remote)], check=True)
+    remote = bare_remote(tmp_path)
     a_root = syncd.init(tmp_path / "a").home
     runner = CliRunner()
 

@@ -22,8 +22,9 @@ import pytest
 import syncd
 from syncd.engine.sharing import PULL_JOURNAL, push, share
 
-from .daemon_helpers import wait_for, warm_embed_cache
+from .daemon_helpers import wait_for
 from .helpers import assert_matches_rebuild, write
+from .sharing_helpers import shared_homes
 
 LOG = "memory/users/ana/2026-11-20.md"
 HEAD_OF_LOG = "# 2026-11-20\n\n## 10:00\n"
@@ -46,19 +47,7 @@ def _git(root: Path, *args: str) -> str:
 @pytest.fixture
 def diverged(tmp_path, embedder):
     """Home a and its clone b, each with facts the other lacks in one daily log; a pushed."""
-    remote = tmp_path / "remote.git"
-    subprocess.run(["git", "init", "-q", "--bare", "-b", "main", str(remote)], check=True)
-    a_root = syncd.init(tmp_path / "a").home
-    warm_embed_cache(a_root, embedder)
-    write(a_root, LOG, HEAD_OF_LOG)
-    with syncd.open(a_root, embedder=embedder) as a:
-        a.sync()
-        a.commit()
-        share(a, "origin", str(remote))
-        push(a, "origin")
-    subprocess.run(["git", "clone", "-q", str(remote), str(tmp_path / "b")], check=True)
-    b_root = syncd.init(tmp_path / "b").home
-    warm_embed_cache(b_root, embedder)
+    remote, (a_root, b_root) = shared_homes(tmp_path, embedder, files={LOG: HEAD_OF_LOG})
     with syncd.open(a_root, embedder=embedder) as a, syncd.open(b_root, embedder=embedder) as b:
         share(b, "origin", None)
         for engine, side in ((a, "a"), (b, "b")):

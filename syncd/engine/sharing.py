@@ -69,19 +69,25 @@ def share(engine: Engine, remote: str, url: str | None) -> bool:
     merge driver in git's config, its routes in ``.gitattributes`` (committed); and finish or
     undo a pull that was killed mid-merge (history/remote.py, ``recover_merge``). True when
     ``.gitattributes`` changed."""
+    return _set_up(engine, remote, url)[0]
+
+
+def _set_up(engine: Engine, remote: str, url: str | None) -> tuple[bool, str | None]:
+    """:func:`share`'s work: whether ``.gitattributes`` changed, and what a killed pull left
+    that was finished or undone (None: nothing)."""
     root = engine.home.root
     if url is not None:
         git_remote.add_remote(root, remote, url)
     with engine.writes.quiesced():
         name, email = user_identity(root)
-        git_remote.recover_merge(root, _journal(engine), name or engine.settings.human_name,
-                                 email or engine.settings.human_email)
+        recovered = git_remote.recover_merge(root, _journal(engine), name or engine.settings.human_name,
+                                             email or engine.settings.human_email)
         changed = git_remote.configure_merges(root)
         if changed:
             commit_paths(root, [".gitattributes"], "Share memory through git remotes: merge it by file kind",
                          name or engine.settings.human_name, email or engine.settings.human_email,
                          {"Syncd-Source": "sharing"})
-    return changed
+    return changed, recovered
 
 
 def pull(engine: Engine, remote: str = "origin") -> PullReport:
@@ -90,9 +96,12 @@ def pull(engine: Engine, remote: str = "origin") -> PullReport:
     (retry later); HistoryError when the remote cannot be reached."""
     root = engine.home.root
     branch = git_remote.current_branch(root)
-    share(engine, remote, None)
+    _, recovered = _set_up(engine, remote, None)
     theirs = git_remote.fetch(root, remote, branch)
     if theirs is None:
+        return PullReport(remote, branch, None, False, ())
+    if recovered is None and git_remote.holds(root, theirs):
+        # Nothing came in: no scan of the home (a daemon pulls every few seconds).
         return PullReport(remote, branch, None, False, ())
     engine.sync()
     engine.commit()
@@ -103,6 +112,8 @@ def pull(engine: Engine, remote: str = "origin") -> PullReport:
     if result.head is not None:
         engine.sync()
         engine.note_aligned_commit(head_sha(root))
+    # What came in is indexed: a kill from here on leaves nothing for the next pull to pick up.
+    _journal(engine).unlink(missing_ok=True)
     return PullReport(remote, branch, result.head, result.fast_forward, result.kept_both)
 
 

@@ -14,16 +14,16 @@ helpers, three-way merges); syncd adds what memory needs:
 * A push never forces: a remote that moved on is pulled first, then pushed again.
 * A pull killed mid-merge (kill -9, a power cut) is finished or undone by the next one
   (:func:`recover_merge`): the merge writes a journal (who, from where, onto what) before it
-  starts and removes it once its commit is made. Found with its process gone, the journal
-  says what that process left: git's ``index.lock`` it held (taken before the merge drivers
-  run; removed, the merge never having written the tree, with the copies git gave the driver),
-  a merge git had stopped at conflicts
-  (``MERGE_HEAD`` naming the journal's commit: finished as :func:`merge_fetched` finishes one),
-  or a merge whose result is in the index but whose commit was never made (the moment git
-  runs ``pre-merge-commit``: that index is committed as the merge). A kill in the middle of
-  git's checkout of the result, the one moment left, leaves files of the merge in the tree
-  uncommitted: they are committed as edits before the next pull merges again, so nothing is
-  lost, though a page may then show its callout twice.
+  starts, and the pull removes it once what came in is indexed. Found with its process gone,
+  the journal says what that process left: git's ``index.lock`` it held (taken before the
+  merge drivers run; removed, the merge never having written the tree, with the copies git gave
+  the driver), a merge git had stopped at conflicts (``MERGE_HEAD`` naming the journal's
+  commit: finished as :func:`merge_fetched` finishes one), or a merge whose result is in the
+  index but whose commit was never made (the moment git runs ``pre-merge-commit``: that index
+  is committed as the merge); a merge committed but not indexed is indexed by the caller. A
+  kill in the middle of git's checkout of the result, the one moment left, leaves files of the
+  merge in the tree uncommitted: they are committed as edits before the next pull merges
+  again, so nothing is lost, though a page may then show its callout twice.
 
 Callers hold the write path quiesced around :func:`merge_fetched` and :func:`recover_merge`
 (engine/sharing.py), so no agent write lands in the tree mid-merge.
@@ -54,8 +54,8 @@ from ..home import classify_path, git_dir
 from .git import head_sha, identity_env, run_git
 from .processes import running_git_writers
 
-__all__ = ["MergeResult", "add_remote", "configure_merges", "current_branch", "fetch", "merge_driver", "merge_fetched",
-           "push", "recover_merge", "remotes"]
+__all__ = ["MergeResult", "add_remote", "configure_merges", "current_branch", "fetch", "holds", "merge_driver",
+           "merge_fetched", "push", "recover_merge", "remotes"]
 
 log = logging.getLogger(__name__)
 
@@ -187,19 +187,25 @@ def _commit_stopped_merge(root: Path, label: str, identity: dict[str, str]) -> l
     return kept
 
 
+def holds(root: Path, theirs: str) -> bool:
+    """Whether HEAD already holds the commit ``theirs`` (nothing to merge)."""
+    before = head_sha(root)
+    if before is None:
+        return False
+    return before == theirs or run_git(root, "merge-base", before, theirs, ok=(0, 1)).decode().strip() == theirs
+
+
 def merge_fetched(root: Path, remote: str, branch: str, theirs: str, name: str, email: str,
                   journal: Path | None = None) -> MergeResult:
     """Merge the fetched ``theirs`` into the current branch, with syncd's driver, as ``name``.
     GitBusyError (nothing merged, the merge undone) when git refuses to start (changes not
     committed yet in the way) or cannot finish. ``journal``: where to say that a merge is under
-    way, for :func:`recover_merge` should this process die before its commit."""
-    before = head_sha(root)
-    if before == theirs:
+    way, for :func:`recover_merge` should this process die before its commit; it is left there
+    after a merge, for the caller to remove once it has indexed what came in (a kill before that
+    is then found too), and removed here when the merge fails."""
+    if holds(root, theirs):
         return MergeResult(None)
-    if before is not None:
-        base = run_git(root, "merge-base", before, theirs, ok=(0, 1)).decode().strip()
-        if base == theirs:
-            return MergeResult(None)  # theirs is already in ours
+    before = head_sha(root)
     identity = identity_env(name, email)
     folder = git_dir(root)
     kept_list = folder / _KEPT_BOTH if folder is not None else None
@@ -220,9 +226,10 @@ def merge_fetched(root: Path, remote: str, branch: str, theirs: str, name: str, 
             kept_both = sorted({*kept, *_read_kept(kept_list)})
             log.warning("pull from %s kept both versions in %s", label, ", ".join(kept_both))
             return MergeResult(head_sha(root), False, tuple(kept_both))
-    finally:
+    except BaseException:
         if journal is not None:
             journal.unlink(missing_ok=True)
+        raise
     after = head_sha(root)
     return MergeResult(after, fast_forward=after == theirs, kept_both=tuple(_read_kept(kept_list)))
 
