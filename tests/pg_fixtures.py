@@ -5,11 +5,17 @@ there is no skipping a backend."""
 from __future__ import annotations
 
 import itertools
+import os
 import shutil
+import socket
+import subprocess
+import sys
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 
 import syncd
@@ -71,3 +77,34 @@ def pg_home(tmp_path, pg_url) -> Path:
     root = syncd.init(tmp_path / "pghome").home
     record_home_index(root, pg_url)
     return root
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_reader(clone: Path, url: str, schema: str, timeout: float = 120) -> tuple[subprocess.Popen, str]:
+    """``syncd serve --read-only`` over ``clone`` (a git clone of the home) and the home's schema
+    in ``url``'s database, in its own process: (the process, its base URL) once it answers."""
+    port = free_port()
+    err = open(clone.parent / f"reader-{time.monotonic_ns()}.err", "w+")  # noqa: SIM115 - the child owns it
+    reader = subprocess.Popen([sys.executable, "-m", "syncd", "serve", "--read-only", "--index", url,
+                               "--index-schema", schema, "--home", str(clone), "--port", str(port)],
+                              stdout=subprocess.DEVNULL, stderr=err, env=os.environ.copy())
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + timeout
+    while True:
+        if reader.poll() is not None:
+            err.seek(0)
+            raise AssertionError(f"the read-only server exited: {err.read()}")
+        try:
+            if httpx.get(f"{base}/health", timeout=2).status_code == 200:
+                return reader, base
+        except httpx.HTTPError:
+            pass
+        if time.monotonic() > deadline:
+            reader.kill()
+            raise AssertionError("the read-only server did not start")
+        time.sleep(0.2)

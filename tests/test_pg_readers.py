@@ -4,10 +4,7 @@ delay, answers stats and core blocks, refuses writes, and answers 503 while the 
 
 from __future__ import annotations
 
-import os
-import socket
 import subprocess
-import sys
 import time
 
 import httpx
@@ -17,17 +14,12 @@ from syncd.home import Home
 from syncd.server.tokens import TokenStore
 
 from .helpers import write
+from .pg_fixtures import start_reader
 
 LOG = "memory/users/ana/2026-11-28.md"
 # Far above the delays measured (benchmarks/bench_postgres.py: tens of milliseconds): a bound that
 # only a reader that never sees the write breaks.
 _SEEN_WITHIN_S = 30.0
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _git(cwd, *args: str) -> str:
@@ -43,23 +35,8 @@ def test_a_read_only_server_sees_every_acknowledged_write(pg_server, pg_home, em
         url, schema = _git(pg_home, "config", "syncd.index"), writer.index.schema
         clone = tmp_path / "clone"
         _git(tmp_path, "clone", "-q", str(pg_home), str(clone))
-        port = _free_port()
-        err = open(tmp_path / "reader.err", "w+")  # noqa: SIM115 - the child owns it
-        reader = subprocess.Popen([sys.executable, "-m", "syncd", "serve", "--read-only", "--index", url,
-                                   "--index-schema", schema, "--home", str(clone), "--port", str(port)],
-                                  stdout=subprocess.DEVNULL, stderr=err, env=os.environ.copy())
+        reader, base = start_reader(clone, url, schema)
         try:
-            base = f"http://127.0.0.1:{port}"
-            deadline = time.monotonic() + 120
-            while True:
-                assert reader.poll() is None, (tmp_path / "reader.err").read_text()
-                try:
-                    if httpx.get(f"{base}/health", timeout=2).status_code == 200:
-                        break
-                except httpx.HTTPError:
-                    pass
-                assert time.monotonic() < deadline, "the read-only server did not start"
-                time.sleep(0.2)
             token = TokenStore.of(Home(clone)).admin_token()
             client = httpx.Client(base_url=base, headers={"Authorization": f"Bearer {token}"}, timeout=60)
             delays = []

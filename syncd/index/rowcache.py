@@ -370,6 +370,9 @@ class RowCache:
     # Row-level access for hybrid search. Row numbers are valid while the caller holds the rows
     # still (Index.reading()); everything above speaks (path, id) keys, which always are.
 
+    def prefetch(self, query: np.ndarray, text: str, scope: ScopeMask, pool: int, reach: int) -> None:
+        """Nothing to gather for a query: every row is in memory (pg_search.PgRows gathers)."""
+
     def search_rows(self, query: np.ndarray, scope: ScopeMask, k: int) -> np.ndarray:
         """Rows of :meth:`search`'s hits, best first."""
         return np.fromiter((self._row_of_key[(p, i)] for p, i, _ in self.search(query, scope, k)), np.int64)

