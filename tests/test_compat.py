@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 from syncd.compat import patches
@@ -65,6 +66,23 @@ def test_the_quiet_session_embeds_as_fastembeds_own_did(text_embedding):
     assert patches.fastembed_layout_problems(text_embedding) == []  # still a session of the model
     after = next(iter(text_embedding.embed(["Keeps bees on the roof."])))
     assert float(abs(before - after).max()) < 1e-5
+
+
+def test_a_lazily_loaded_model_gets_one_quiet_session_and_embeds_the_same(text_embedding, tmp_path_factory):
+    """syncd builds its TextEmbedding with lazy_load (no session) and gives it the one session
+    it runs on: the vectors are those of fastembed's own session."""
+    from fastembed import TextEmbedding
+
+    folder = default_model_dir(tmp_path_factory.mktemp("models"))
+    lazy = TextEmbedding(DEFAULT_EMBED_MODEL, specific_model_path=str(folder), cache_dir=str(folder), threads=1,
+                         lazy_load=True)
+    assert getattr(lazy.model, "model", None) is None and patches.fastembed_lazy_problems(lazy) == []
+    patches.fastembed_quiet_session(lazy, threads=1)
+    assert patches.fastembed_layout_problems(lazy) == []  # a session of the model, and its tokenizer
+    texts = ["Keeps bees on the roof.", "Prefers short answers in the morning."]
+    got = np.array(list(lazy.embed(texts)))
+    want = np.array(list(text_embedding.embed(texts)))
+    assert float(abs(got - want).max()) < 1e-5
 
 
 def test_a_moved_fastembed_internal_is_reported():

@@ -298,7 +298,8 @@ class FastEmbedBackend:
         started = time.perf_counter()
         folder = self._source.prepare()
         text_embedding = _import_text_embedding()
-        kwargs: dict[str, Any] = {"threads": self.threads}
+        # No session yet: fastembed_quiet_session gives it the one session it runs on.
+        kwargs: dict[str, Any] = {"threads": self.threads, "lazy_load": True}
         if folder is not None:
             kwargs["specific_model_path"] = str(folder)
             # fastembed creates its cache folder even when it will not download; keep it ours.
@@ -307,6 +308,8 @@ class FastEmbedBackend:
             kwargs["cache_dir"] = str(self._cache_dir / "fastembed")
         try:
             model = text_embedding(self._source.model_name, **kwargs)
+            # onnxruntime's idle threads sleep instead of spinning (syncd.compat.patches says why).
+            fastembed_quiet_session(model, self.threads)
         except Exception as exc:
             if folder is not None:
                 raise EmbeddingError(f"cannot load {self._source.describe}: {exc}") from exc
@@ -316,8 +319,6 @@ class FastEmbedBackend:
                 "use the bundled default, or set SYNCD_EMBED_MODEL_PATH to a folder holding "
                 "model.onnx and its tokenizer files"
             ) from exc
-        # onnxruntime's idle threads sleep instead of spinning (syncd.compat.patches says why).
-        fastembed_quiet_session(model, self.threads)
         self._cut = _text_cutter(model)
         log.info("loaded %s in %.2fs", self._source.describe, time.perf_counter() - started)
         return model

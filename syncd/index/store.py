@@ -15,6 +15,13 @@ store every process shares. The files table is kept in memory the same way (``fi
 write knows from both copies which LanceDB operations it can skip: each one, even a delete that
 matches nothing, is a LanceDB commit of several milliseconds.
 
+The copy of the entries is loaded by the first query, not by writes: a process that only syncs
+(``syncd sync``, a daemon before its first search) compares a changed file with the table's rows
+of that file alone and writes the tables directly (``_apply_to_tables``). LanceDB itself is
+imported and its tables opened on first use; until then a writer takes the files from the files
+mirror (files_mirror.py) when it vouches for the tables, so a sync that finds nothing changed
+never loads LanceDB.
+
 Filters are built from validated ids and from paths escaped as SQL literals; nothing a query or a
 user typed is ever pasted into a filter.
 """
