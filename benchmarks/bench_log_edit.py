@@ -50,8 +50,9 @@ def edit(home: Path, n: int) -> str:
     path = home / REL
     text = path.read_text(encoding="utf-8")
     word = f"{WORDS[n % len(WORDS)]}"
-    marker = f"(fact {8000 + n % 4000})."
-    start = text.index(marker)
+    # A fact line no earlier edit (of this run or of an earlier one on the same home) replaced.
+    start = next(text.find(f"(fact {8000 + k % 4000}).") for k in range(n, n + 4000)
+                 if f"(fact {8000 + k % 4000})." in text)
     line_start = text.rindex("\n", 0, start) + 1
     line_end = text.index("\n", start)
     path.write_text(text[:line_start] + f"- [context] Ana took up {word} lessons (edit {n})." + text[line_end:],
