@@ -163,7 +163,7 @@ def main() -> None:
                 differ = len(git(root, "diff", "--name-only", sha).split())
                 query = f"{rng.choice(VERBS)} {rng.choice(SUBJECTS)} {rng.choice(DETAILS)}"
                 user = f"u{rng.randrange(20)}"
-                now = dt.datetime.now(dt.timezone.utc)  # one moment for all three: recency moves with time
+                now = dt.datetime.now(dt.UTC)  # one moment for all three: recency moves with time
                 t = time.perf_counter()
                 first = asof.search_at(engine, query, sha, user_id=user, limit=10, now=now)
                 first_s = time.perf_counter() - t

@@ -84,7 +84,7 @@ def test_a_search_at_a_revision_equals_a_fresh_home_checked_out_there(tmp_path_f
             sha = shas[index % len(shas)]
             query = f"What about {TOPICS[topic]}?"
             # One moment for both: recency moves every score a little with each second.
-            now = dt.datetime.now(dt.timezone.utc)
+            now = dt.datetime.now(dt.UTC)
             got = search_at(engine, query, sha, user_id=user, limit=5, now=now)
             checkout = folder / f"checkout-{sha[:8]}"
             if not checkout.exists():

@@ -60,7 +60,7 @@ def test_search_browse_and_blocks_as_a_commit_left_them_then_back_to_now(travell
     shown = _search(bench, "what does ana drink")
     assert any("green tea" in row for row in shown) and not any("coffee" in row for row in shown)
     # browse: the day's facts and the core blocks as they were
-    assert [f.fact.content for f in bench.data.day_facts("ana", "2026-11-22")][0] == "Likes green tea in the morning."
+    assert bench.data.day_facts("ana", "2026-11-22")[0].fact.content == "Likes green tea in the morning."
     # where a line of the past came from: blamed in that commit's file, not in today's
     tea = bench.data.provenance(ANA_LOG, 4, "Likes green tea in the morning.")
     assert tea.history is not None and tea.history.introduced.sha == before

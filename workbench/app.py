@@ -161,9 +161,12 @@ class Workbench(w.VBox):
         self.edit.fact.load_fact(user, fact_id)
 
     def close(self) -> None:
-        if getattr(self, "_task", None) is not None:
-            self._task.cancel()
-        if getattr(self, "data", None) is not None:
-            self.data.close()
-            self.data = None
+        # Either may be missing: close() also runs for a workbench whose __init__ failed midway.
+        task = getattr(self, "_task", None)
+        if task is not None:
+            task.cancel()
+        data = getattr(self, "data", None)
+        if data is not None:
+            data.close()
+            del self.data
         super().close()

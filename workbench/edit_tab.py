@@ -210,6 +210,7 @@ class FactAdder(w.VBox):
         except (syncd.SyncdError, ValueError) as exc:
             self.status.value = note(str(exc), "err")
             return
+        assert fact is not None  # without dedup a fact is always added
         self.status.value = note(f"Added {fact.id} to today's log of {self.user.value.strip()}.", "ok")
         self.content.value = ""
         self.changed()

@@ -121,7 +121,7 @@ class HealthTab(w.VBox):
             self.findings = []
             self.lint_summary.value = note(str(exc), "err")
             return
-        by = {}
+        by: dict[str, int] = {}
         for f in self.findings:
             by[f.severity] = by.get(f.severity, 0) + 1
         counts = ", ".join(f"{n} {sev}" for sev, n in sorted(by.items())) or "no findings"

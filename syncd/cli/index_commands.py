@@ -14,12 +14,12 @@ import threading
 import time
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import click
 
-from ..errors import GitBusyError, HistoryError
 from ..engine.search import DEFAULT_LIMIT, KINDS
-
+from ..errors import GitBusyError, HistoryError
 from .common import home_option, id_option, json_option, load_settings, print_json, resolve_home
 
 __all__ = ["COMMANDS"]
@@ -207,8 +207,9 @@ def search_command(query: str, user: str | None, chat: str | None, limit: int, k
     from ..control.client import ask_daemon
 
     root = resolve_home(home)
-    params = {"query": query, "user_id": user, "chat_id": chat, "limit": limit, "kind": kind,
-              "include_wiki": include_wiki, **({"at": at} if at is not None else {})}
+    # The socket's JSON parameters (the same keywords search_answer takes).
+    params: dict[str, Any] = {"query": query, "user_id": user, "chat_id": chat, "limit": limit, "kind": kind,
+                              "include_wiki": include_wiki, **({"at": at} if at is not None else {})}
     # A past commit is searched here, not by the daemon: its index is built aside from git's objects.
     answer = ask_daemon(root, "search", params) if at is None else None
     advice = "the running daemon is indexing them"
@@ -244,8 +245,8 @@ def status_command(as_json: bool, home: Path | None) -> None:
     """What the index holds and exactly which files are stale (reads no model, no LanceDB), and
     where a merge with another machine kept both versions (a conflict to resolve)."""
     from ..engine.status import INDEX_OK
-    from ..index.backend import INDEX_UNREACHABLE
     from ..engine.status_read import read_status
+    from ..index.backend import INDEX_UNREACHABLE
 
     root = resolve_home(home)
     status = read_status(root, load_settings())
@@ -271,6 +272,11 @@ def status_command(as_json: bool, home: Path | None) -> None:
         _echo_remote(remote)
     _echo_conflicts(conflicts)
     _echo_sync_state(status)
+    _echo_freshness(status)
+
+
+def _echo_freshness(status) -> None:
+    """Whether the index reflects the files on disk, and if not which files it does not."""
     stale = {k: v for k, v in status.stale.items() if v}
     if status.healthy:
         click.echo("fresh    the index reflects every file on disk")

@@ -110,15 +110,15 @@ def _check_out(root: Path, sha: str, folder: Path) -> None:
 
 
 @contextlib.contextmanager
-def past_files(engine: Engine, at: str, folders: Sequence[str]) -> Iterator[Home]:
+def past_files(home: Home, at: str, folders: Sequence[str]) -> Iterator[Home]:
     """A scratch home holding the files under ``folders`` (home-relative) as commit ``at`` left
     them, nothing else and no index: for reads of a few files (core memory as of a revision),
     which need no past index. Removed when the block ends."""
-    root = engine.home.root
+    root = home.root
     sha = resolve_revision(root, at)
     listed = run_git(root, "ls-tree", "-r", "-z", "--name-only", sha, "--", *folders) if folders else b""
     names = [n for n in listed.decode("utf-8", "surrogateescape").split("\0") if n]
-    scratch = engine.home.ensure_state_dir() / _FOLDER / f".read-{uuid.uuid4().hex[:8]}"
+    scratch = home.ensure_state_dir() / _FOLDER / f".read-{uuid.uuid4().hex[:8]}"
     scratch.mkdir(parents=True)
     try:
         if names:
@@ -162,7 +162,11 @@ def _start_from_nearest(engine: Engine, sha: str, tree: Path) -> None:
     files = run_git(root, "ls-tree", "-r", "-z", "--name-only", sha).count(b"\0")
     if differ * 2 > files:
         return  # mostly other files (an old revision of a grown home): copying would cost more
-    source = own if nearest is None else Index(nearest, own.dim, own.model_id, read_only=True)
+    if nearest is None:
+        assert isinstance(own, Index)  # the home's own index is a candidate only if it is one
+        source = own
+    else:
+        source = Index(nearest, own.dim, own.model_id, read_only=True)
     if not source.compatible():
         return
     index_dir = Home(tree).ensure_state_dir() / "index"
@@ -173,7 +177,7 @@ def _start_from_nearest(engine: Engine, sha: str, tree: Path) -> None:
         # aligned commit, which names the source's history, not this revision.
         target.write_meta(**{k: v for k, v in source.meta().items() if k == "transcripts"})
         target.close()
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 (a failed copy costs the head start, never the answer)
         # Only a head start is lost (a kept index evicted by another process meanwhile, a full
         # disk): the sync then builds this revision from nothing, as exactly.
         log.warning("past index of %s made from nothing: copying the nearest index failed: %s", sha[:12], exc)

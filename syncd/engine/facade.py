@@ -133,6 +133,7 @@ class Engine:
     def declare_daemon(self) -> None:
         """This engine now serves as the home's daemon: other processes hand it their writes."""
         self._require_writer()
+        assert self._lock is not None  # a writer holds the home's lock until it is closed
         self._lock.relabel(DAEMON_ROLE)
 
     def exclusive(self) -> FairLock:
@@ -242,7 +243,7 @@ class Engine:
         then held: anything it waits for must not wait for that turn)."""
         return current_group(self.writes) is not None
 
-    def write_file(self, rel: str, data: bytes, expected_sha: str | None | object = _ANY, intent: Intent | None = None) -> str:
+    def write_file(self, rel: str, data: bytes, expected_sha: str | object | None = _ANY, intent: Intent | None = None) -> str:
         """Write one file of the home atomically (compare-and-swap when ``expected_sha`` is given:
         a blob sha, or None for "must not exist") and leave its provenance for the committer.
         Outside a group it is a group of one. Returns the new sha once a commit on the branch

@@ -213,7 +213,7 @@ class MemoryManager:
             return resolve_blocks(self.home, self.settings, user, chat)
         scopes = [(None, None)] + ([(user, None)] if user else []) + ([(user, chat)] if user and chat else [])
         folders = [self.home.rel(self.home.block_path(CORE_LABELS[0], u, c).parent) for u, c in scopes]
-        with past_files(self.engine, at, folders) as past:
+        with past_files(self.home, at, folders) as past:
             return resolve_blocks(past, self.settings, user, chat)
 
     async def get_core_memory(
@@ -369,9 +369,9 @@ class MemoryManager:
         user, chat = self._user(user_id), self._chat(chat_id)
         if not isinstance(query, str) or not query.strip():
             raise QueryError(query, "the search query is empty: say what to look for")
-        options = {"kind": kind, "include_wiki": include_wiki, "hybrid": use_hybrid, "settings": self.settings, "at": at}
         return await asyncio.to_thread(
-            lambda: search(self.engine, query, user_id=user, chat_id=chat, limit=limit, **options)
+            lambda: search(self.engine, query, user_id=user, chat_id=chat, limit=limit, kind=kind,
+                           include_wiki=include_wiki, hybrid=use_hybrid, settings=self.settings, at=at)
         )
 
     async def retrieve_relevant_memories(
@@ -448,8 +448,9 @@ class MemoryManager:
             return
         with self._screening_locks_guard:
             lock = self._screening_locks.setdefault(user, threading.Lock())
-        # Polled, not awaited in a thread: a cancelled caller never leaves the lock taken.
-        while not lock.acquire(blocking=False):
+        # Polled, not awaited in a thread: a cancelled caller never leaves the lock taken (the lock
+        # is a thread lock, shared with callers outside this event loop: no asyncio.Event serves).
+        while not lock.acquire(blocking=False):  # noqa: ASYNC110
             await asyncio.sleep(_SCREEN_POLL_S)
         try:
             yield await asyncio.to_thread(self._screen, facts, user)

@@ -30,7 +30,7 @@ __all__ = ["MemoryAddTool", "MemoryBlockUpdateTool", "MemorySearchTool", "format
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
-I = TypeVar("I", bound=Input)
+InputT = TypeVar("InputT", bound=Input)
 
 # Labels that describe one conversation rather than the person: written at chat scope.
 CHAT_SCOPED_LABELS = frozenset({"context"})
@@ -84,7 +84,7 @@ class _MemoryTool(abc.ABC):
     def __call__(self, *args: Any, **kwargs: Any) -> str:
         return self.forward(*args, **kwargs)
 
-    def _validated(self, model: type[I], **arguments: Any) -> I:
+    def _validated(self, model: type[InputT], **arguments: Any) -> InputT:
         """The agent's arguments checked by the tool's shared input model (the same the REST API
         and the MCP tools use), with this tool's conversation filled in."""
         try:

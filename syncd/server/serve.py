@@ -151,7 +151,8 @@ def serve(
         daemon = None if read_only else Daemon(engine, settings, control_methods=control_methods(lambda: service))
         app = build_server_app(service, tokens, host=host, cors_origins=cors_origins)
         config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on",
-                                timeout_graceful_shutdown=graceful_s, access_log=False,
+                                # uvicorn annotates an int but hands it to asyncio.wait_for: a float serves.
+                                timeout_graceful_shutdown=graceful_s, access_log=False,  # type: ignore[arg-type]
                                 http=bounded_http(settings.server_header_timeout_s, settings.server_body_timeout_s))  # fmt: skip
         info_path = engine.home.ensure_private_dir() / SERVER_FILE
 
@@ -188,7 +189,7 @@ def serve(
         finally:
             if shared is not None:
                 shared.stop()
-            if worker is not None:
+            if worker is not None and daemon is not None:
                 info_path.unlink(missing_ok=True)
                 # The requests are answered; now the batch in hand, the last commit, the lock.
                 daemon.stop()
