@@ -202,6 +202,7 @@ def token_revoke(token_id: str | None, user: str | None, home: Path | None) -> N
         t = store.revoke(token_id)
         click.echo(f"revoked token {t.id} of user {t.user}")
         return
+    assert user is not None  # one of the two, as checked above
     gone = store.revoke_user(user)
     click.echo(f"revoked {len(gone)} token{'s' if len(gone) != 1 else ''} of user {user}: {', '.join(t.id for t in gone)}")
 
