@@ -31,6 +31,10 @@ def watch_command(reconcile_interval: float | None, remote: str | None, pull_eve
     from ..engine.facade import open_engine
 
     settings = load_settings()
+    if remote is not None:
+        from ..engine.sharing import check_remote
+
+        check_remote(resolve_home(home), remote)  # before the model and the index are loaded
     if reconcile_interval is not None:
         settings = settings.model_copy(update={"reconcile_interval_s": reconcile_interval})
     # The lock comes first: a second daemon fails here, naming the pid that holds it.

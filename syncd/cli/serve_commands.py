@@ -66,6 +66,10 @@ def serve_command(host: str, port: int, cors_origins: tuple[str, ...], read_only
     from ..server.serve import serve
 
     root = resolve_home(home)
+    if remote is not None:
+        from ..engine.sharing import check_remote
+
+        check_remote(root, remote)  # before the model, the index and the port are taken
     settings = load_settings()
     if index_url is not None or index_schema is not None:
         from ..index.backend import validate_url

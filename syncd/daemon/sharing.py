@@ -22,9 +22,8 @@ import time
 from pathlib import Path
 
 from ..engine import sharing
-from ..errors import InvalidInputError, SyncdError
+from ..errors import SyncdError
 from ..history.git import head_sha
-from ..history.remote import remotes
 
 __all__ = ["MAX_BACKOFF_S", "RemoteSharing", "read_remote_state"]
 
@@ -64,9 +63,7 @@ class RemoteSharing:
 
     def start(self) -> RemoteSharing:
         """Set the home up for sharing and start; InvalidInputError for a remote the home lacks."""
-        if self.remote not in remotes(self.engine.home.root):
-            raise InvalidInputError(f"no remote {self.remote!r} in this home; add it with "
-                                    f"`syncd remote add {self.remote} URL`")
+        sharing.check_remote(self.engine.home.root, self.remote)
         sharing.share(self.engine, self.remote, None)
         self._thread.start()
         return self

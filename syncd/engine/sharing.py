@@ -13,14 +13,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..errors import HistoryError
+from ..errors import HistoryError, InvalidInputError
 from ..history import remote as git_remote
 from ..history.git import commit_paths, head_sha, user_identity
 
 if TYPE_CHECKING:
     from .facade import Engine
 
-__all__ = ["PullReport", "PushReport", "merge_driver", "pull", "push", "remotes", "share"]
+__all__ = ["PullReport", "PushReport", "check_remote", "merge_driver", "pull", "push", "remotes", "share"]
 
 # The git side, for the front ends (the command line's `remote list` and the driver git calls).
 remotes = git_remote.remotes
@@ -57,6 +57,13 @@ class PushReport:
 
     def summary(self) -> str:
         return f"pushed {self.head[:10] if self.head else 'nothing'} to {self.remote}/{self.branch}"
+
+
+def check_remote(root: Path, remote: str) -> None:
+    """InvalidInputError for a remote the home lacks: what `watch --remote` and `serve --remote`
+    check before they open anything."""
+    if remote not in remotes(root):
+        raise InvalidInputError(f"no remote {remote!r} in this home; add it with `syncd remote add {remote} URL`")
 
 
 def _journal(engine: Engine) -> Path:
