@@ -194,6 +194,7 @@ def fastembed_quiet_session(model: Any, threads: int | None) -> None:
     if problems:
         log.warning("fastembed changed (%s); keeping onnxruntime's default threads", "; ".join(problems))
         return
+    assert inner is not None  # _session_problems found it there
     session = inner.model
     path = session._model_path
     options = _quiet_options(threads)
@@ -297,9 +298,10 @@ def lancedb_defer_rest_client() -> None:
     loader = spec.loader
 
     def run_init_on_first_use(name: str) -> Any:
-        del package.__getattr__  # type: ignore[attr-defined]
+        del package.__getattr__
         loader.exec_module(package)
         return getattr(package, name)
 
-    package.__getattr__ = run_init_on_first_use  # type: ignore[attr-defined]
+    # A module's __getattr__ (PEP 562) is an attribute set on it; typeshed declares ModuleType's a method.
+    package.__getattr__ = run_init_on_first_use  # type: ignore[method-assign]
     sys.modules[_LANCE_REST_CLIENT] = package
