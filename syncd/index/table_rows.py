@@ -52,6 +52,9 @@ def entry_schema(dim: int) -> pa.Schema:
     )
 
 
+# Held rows turned into Python values at a time by unchanged_in_table().
+_ROWS_PER_SLICE = 2048
+
 # The payload of a row: every column but its vector and its full-text string.
 ENTRY_FIELDS = [f for f in entry_schema(1).names if f not in ("vector", "search_text")]
 
@@ -90,10 +93,13 @@ def unchanged_in_table(held: pa.Table, rows: Sequence[EntryRow]) -> tuple[frozen
     if len(set(ids)) != len(ids):
         return None
     wanted = {row.id: row for row in rows}
-    texts = held["search_text"].to_pylist()
     same = []
-    for at, found in enumerate(held.select(ENTRY_FIELDS).to_pylist()):
-        row = wanted.get(found["id"])
-        if row is not None and (texts[at] or "") == row.search_text and found == payload(row):
-            same.append(row.id)
+    # A slice at a time: a dict per held row for the whole of a 100,000-fact log would be
+    # hundreds of megabytes at once.
+    for part in held.to_batches(max_chunksize=_ROWS_PER_SLICE):
+        texts = part.column("search_text").to_pylist()
+        for at, found in enumerate(part.select(ENTRY_FIELDS).to_pylist()):
+            row = wanted.get(found["id"])
+            if row is not None and (texts[at] or "") == row.search_text and found == payload(row):
+                same.append(row.id)
     return frozenset(ids), frozenset(same)
