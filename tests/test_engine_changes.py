@@ -235,6 +235,27 @@ def test_a_group_cancelled_while_it_waits_does_not_block_the_next_one(engine, mo
     assert engine.search("written after a cancel", limit=1)[0].path == "vault/after.md"
 
 
+def test_more_writers_than_the_event_loops_threads_all_finish(engine):
+    """Writers waiting for the turn must not hold the loop's executor threads: the group holding
+    the turn needs one to write and to end. With a 2-thread executor and 6 writers, waiting there
+    hung every writer for good (as 8 adds through one MemoryManager did on 2 cores)."""
+    import concurrent.futures
+
+    manager = MemoryManager(engine)
+
+    async def scenario() -> None:
+        asyncio.get_running_loop().set_default_executor(concurrent.futures.ThreadPoolExecutor(2))
+
+        async def writer(k: int) -> None:
+            for i in range(2):
+                await manager.remember(f"Writer {k} notes kite number {k * 10 + i}.", f"w{k}", None, dedup=False)
+
+        await asyncio.wait_for(asyncio.gather(*(writer(k) for k in range(6))), timeout=240)
+
+    run(scenario())
+    assert sum(engine.counts(user_id=f"w{k}")["facts"] for k in range(6)) == 12
+
+
 def test_a_write_handed_to_the_daemon_never_builds_on_a_group_not_yet_committed(home, embedder):
     """A refused write's bytes must never ride in another writer's commit (the state machine's
     "refused, yet committed"). A group of the daemon's process has written a page and not yet

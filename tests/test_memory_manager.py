@@ -300,7 +300,7 @@ def test_the_public_api_is_pinned():
         "MemoryManager", "MarkdownMemoryStore", "MemorySearchTool", "MemoryBlockUpdateTool", "MemoryAddTool",
         "ConversationTurn",
         "CoreBlock", "DailyLogFile", "StoredFact", "CORE_LABELS", "DEFAULT_BLOCKS", "PROMPT_VERSION",
-        "NO_LLM_MESSAGE", "wrap_injected", "strip_injected",
+        "NO_LLM_MESSAGE", "wrap_injected", "strip_injected", "LanceDBMemoryStore", "PostgresMemoryStore",
     ])
     assert all(hasattr(syncd.memory, name) for name in syncd.memory.__all__)
 

@@ -67,7 +67,7 @@ SEED_API: dict[type, dict[str, tuple[str, str]]] = {
         ),
         "add_memory": (ASYNC, "content, user_id=, chat_id=, *, category=, importance=, tags=, session_id=, dedup="),
         "close": (SYNC, ""),
-        "core_blocks": (SYNC, "*, chat_id=, user_id="),
+        "core_blocks": (SYNC, "*, chat_id=, user_id=, at="),
         "delete_memory": (ASYNC, "memory_id, user_id=, *, expected="),
         "edit_memory_block": (ASYNC, "label, edit, chat_id=, user_id=, *, scope="),
         "format_core_memory_for_context": (ASYNC, "chat_id=, user_id="),

@@ -11,7 +11,9 @@ committed (see journal.py).
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextvars
+import threading
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
@@ -42,6 +44,27 @@ class GroupOwner(Protocol):
     def end(self, group: ChangeGroup, failed: bool) -> None: ...
 
     def release(self, group: ChangeGroup) -> None: ...
+
+
+def _begin_aside(owner: GroupOwner, group: ChangeGroup) -> concurrent.futures.Future[None]:
+    """``owner.begin(group)`` (waiting for the write turn) on a thread of its own, in the caller's
+    context. Not on asyncio's default executor: there, enough groups waiting at once fill every
+    one of its threads (min(32, cores + 4): 6 on 2 cores) while the group holding the turn needs
+    one to write and to end, so no group ever ends (8 concurrent adds through one MemoryManager
+    hung for good). A thread waiting here costs only its stack, and there are as many as writers."""
+    done: concurrent.futures.Future[None] = concurrent.futures.Future()
+    context = contextvars.copy_context()
+
+    def run() -> None:
+        try:
+            context.run(owner.begin, group)
+        except BaseException as exc:  # noqa: BLE001 - handed to the awaiting caller
+            done.set_exception(exc)
+        else:
+            done.set_result(None)
+
+    threading.Thread(target=run, name="syncd-write-turn", daemon=True).start()
+    return done
 
 
 class ChangeGroup:
@@ -89,17 +112,19 @@ class ChangeGroup:
         if self.owner.try_begin(self):  # the common case, without a thread hop
             self._token = _CURRENT.set(self)
             return self
-        begun = asyncio.ensure_future(asyncio.to_thread(self.owner.begin, self))
+        waiting = _begin_aside(self.owner, self)
         try:
-            await asyncio.shield(begun)
+            await asyncio.shield(asyncio.wrap_future(waiting))
         except asyncio.CancelledError:
             # The thread still takes what it waits for (the write turn, the home lock): give it
-            # back as soon as it has, or every later change would wait for it forever.
-            def give_back(f: asyncio.Future) -> None:
-                if not (f.cancelled() or f.exception()):
+            # back as soon as it has, or every later change would wait for it forever. The
+            # callback runs in that thread (or here, if it is done), never needing this loop,
+            # which may be closed by then.
+            def give_back(f: concurrent.futures.Future[None]) -> None:
+                if f.exception() is None:
                     self.owner.release(self)
 
-            begun.add_done_callback(give_back)
+            waiting.add_done_callback(give_back)
             raise
         self._token = _CURRENT.set(self)
         return self
