@@ -236,13 +236,16 @@ class Daemon:
             return self._noticed, self.batches
 
     def _preload(self) -> None:
-        """Load the model now, so the first change after start is indexed as fast as the rest."""
+        """Load the model and the index's rows now, so the first change after start is indexed
+        and the first query answered as fast as the rest, and the rows in memory outlive a
+        deleted ``.syncd/`` while it is rebuilt (Engine.load_rows)."""
         inner = getattr(self.engine.embedder, "embedder", self.engine.embedder)
         load = getattr(inner, "load", None)
         if load is not None:
             started = time.monotonic()
             load()
             log.info("embedding model ready in %.1f s", time.monotonic() - started)
+        self.engine.load_rows()
 
     def _startup(self) -> None:
         # A kill -9 between an atomic write and its rename leaves a hidden temp file: never

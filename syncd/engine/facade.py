@@ -187,6 +187,16 @@ class Engine:
         self.index.write_meta(transcripts=self._transcript_mode)
         return report
 
+    def load_rows(self) -> None:
+        """Load the index's rows into memory now. For a long-lived process (the daemon, a server):
+        its first query then does not pay for it, and the rows outlive tables deleted under it
+        (``rm -rf .syncd``), answering queries while the tables are rebuilt. A one-shot sync never
+        needs them (it compares a changed file with that file's rows in the table). Rows of
+        another model or layout are not loaded: the next sync rebuilds them."""
+        if self.index.compatible():
+            with self.index.reading():
+                pass
+
     def follow_index(self, follower: IndexFollower) -> None:
         """Call ``follower`` with every batch of updates this engine applies to the index from
         now on (each file's new record and parse), and ``follower.reset()`` when the index is
