@@ -51,8 +51,13 @@ log = logging.getLogger(__name__)
 
 # However busy the tree, a change waits at most this long before it is indexed.
 _MAX_BATCH_DELAY_S = 0.5
-# A burst (a checkout) is reconciled once it is over: wait for this much quiet first.
+# A burst (a checkout) is reconciled once it is over: wait for this much quiet first, but no
+# longer than _BURST_MAX_BATCH_S after its first event. Agents writing steadily make events without
+# a pause: waiting for quiet up to 30 s put a person's page saved meanwhile off by as long (CI,
+# test_acknowledged_writes). A checkout still writing holds index.lock, which reconcile waits out
+# for up to _BURST_MAX_WAIT_S, so ending the wait for quiet early never reconciles halfway.
 _BURST_QUIET_S = 0.25
+_BURST_MAX_BATCH_S = 2.0
 _BURST_MAX_WAIT_S = 30.0
 # Commit at the latest this long after the first uncommitted change, even if edits keep coming.
 _COMMIT_MAX_DELAY_S = 5.0
@@ -183,7 +188,7 @@ class Daemon:
 
     def _batch_ready_at(self) -> float:
         if len(self._events) > self.settings.burst_threshold:
-            return min(self._last_event + _BURST_QUIET_S, self._first_event + _BURST_MAX_WAIT_S)
+            return min(self._last_event + _BURST_QUIET_S, self._first_event + _BURST_MAX_BATCH_S)
         debounce = self.settings.debounce_ms / 1000
         return min(self._last_event + debounce, self._first_event + _MAX_BATCH_DELAY_S)
 
