@@ -9,7 +9,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from syncd.formats.when import Period, date_words, named_periods, period_words, resolve, resolved_words
+from syncd.formats.when import (
+    _PATTERNS,
+    Period,
+    _by_every_rule,
+    date_words,
+    named_periods,
+    period_words,
+    resolve,
+    resolved_words,
+)
 
 MONDAY = dt.date(2023, 5, 8)  # a Monday
 SUNDAY = dt.date(2023, 5, 14)
@@ -150,6 +159,35 @@ def test_law_a_phrase_moves_a_date_by_what_it_says_no_more(phrase_bounds, anchor
 def test_law_text_without_a_phrase_is_left_alone(text, anchor):
     assert resolve(text, anchor) == []
     assert resolved_words(text, anchor) == ""
+
+
+# The characters other than its own two cases that IGNORECASE matches to an ASCII letter.
+_FOLDED = {"i": "\u0130\u0131", "s": "\u017f", "k": "\u212a"}
+
+
+@st.composite
+def near_a_rule(draw) -> str:
+    """Text some rule matches (in any case, in random text, as each rule's regex generates it),
+    a letter at times swapped for another character IGNORECASE matches to it, and at times cut
+    or spliced, so some are near a phrase without being one."""
+    _, pattern = draw(st.sampled_from(_PATTERNS))
+    text = draw(st.from_regex(pattern))
+    swaps = draw(st.lists(st.integers(0, max(len(text) - 1, 0)), max_size=3))
+    for at in swaps:
+        if text[at:at + 1].lower() in _FOLDED:
+            text = text[:at] + draw(st.sampled_from(_FOLDED[text[at].lower()])) + text[at + 1:]
+    if draw(st.booleans()):
+        cut = draw(st.integers(0, len(text)))
+        text = text[:cut] + draw(st.sampled_from(["", " ", "x", "-", "é", "_"])) + text[cut + 1:]
+    return text
+
+
+@given(st.one_of(near_a_rule(), st.text(max_size=80)), ANCHORS)
+@settings(max_examples=500)
+def test_law_the_precheck_rejects_only_text_no_rule_resolves(text, anchor):
+    """resolve's one-regex pre-check (it rules out text holding none of the rules' words) never
+    drops a phrase some rule would have resolved."""
+    assert resolve(text, anchor) == _by_every_rule(text, anchor)
 
 
 @given(st.text(max_size=200), ANCHORS)
