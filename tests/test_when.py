@@ -20,6 +20,8 @@ from syncd.formats.when import (
     resolved_words,
 )
 
+from .strategies import examples
+
 MONDAY = dt.date(2023, 5, 8)  # a Monday
 SUNDAY = dt.date(2023, 5, 14)
 D = dt.date
@@ -73,6 +75,16 @@ def test_vague_and_foreign_phrases_are_not_dates():
                  "Yesterday's Child is a song title? no: yesterdays"):
         got = resolve(text, MONDAY)
         assert all(p.phrase.lower() == "yesterday" for p in got), (text, got)
+
+
+def test_letters_the_rules_fold_mean_what_their_ascii_spelling_means():
+    """IGNORECASE matches "ſ" as "s", "K" (Kelvin) as "k", "İ" and "ı" as "i": such a phrase is
+    resolved as its ASCII spelling is (a weekday spelled so once raised: str.capitalize keeps "ſ")."""
+    for folded, plain in [("this coming tue\u017fday", "this coming tuesday"), ("last fr\u0130day", "last friday"),
+                          ("last fr\u0131day", "last friday"), ("\u017fix days ago", "six days ago"),
+                          ("two wee\u212as ago", "two weeks ago")]:
+        got, want = resolve(folded, MONDAY), resolve(plain, MONDAY)
+        assert [(p.first, p.last, p.unit) for p in got] == [(p.first, p.last, p.unit) for p in want] != [], folded
 
 
 def test_the_longest_phrase_wins_where_rules_overlap():
@@ -183,7 +195,7 @@ def near_a_rule(draw) -> str:
 
 
 @given(st.one_of(near_a_rule(), st.text(max_size=80)), ANCHORS)
-@settings(max_examples=500)
+@settings(max_examples=examples(500))
 def test_law_the_precheck_rejects_only_text_no_rule_resolves(text, anchor):
     """resolve's one-regex pre-check (it rules out text holding none of the rules' words) never
     drops a phrase some rule would have resolved."""

@@ -52,6 +52,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 __all__ = ["Period", "date_words", "named_periods", "period_words", "resolve", "resolved_words"]
@@ -125,9 +126,14 @@ _PATTERNS: list[tuple[str, re.Pattern[str]]] = [
 ]
 
 
+def _named(word: str, names: Iterable[str]) -> str | None:
+    """The one of ``names`` that ``word`` matched as the rules match: IGNORECASE also takes "ſ"
+    for "s", "K" (Kelvin) for "k", "İ" and "ı" for "i", which str.lower() does not map back."""
+    return next((name for name in names if re.fullmatch(re.escape(name), word, re.IGNORECASE)), None)
+
+
 def _count(word: str) -> int | None:
-    word = " ".join(word.lower().split())
-    value = int(word) if word.isdigit() else _NUMBERS.get(word)
+    value = int(word) if word.isdigit() else _NUMBERS.get(_named(word, _NUMBERS) or "")
     return value if value is not None and 0 < value <= _MAX_COUNT else None
 
 
@@ -171,8 +177,8 @@ def _shift(anchor: dt.date, unit: str, n: int) -> tuple[dt.date, dt.date, str] |
 
 def _period(name: str, match: re.Match[str], anchor: dt.date) -> tuple[dt.date, dt.date, str] | None:
     groups = match.groupdict()
-    unit = groups.get("u") or groups.get("u2")
-    unit = unit.lower() if unit else None
+    said = groups.get("u") or groups.get("u2")
+    unit = _named(said, ("day", "week", "month", "year")) if said else None
     if name == "today":
         return _shift(anchor, "day", 0)
     if name in ("yesterday", "tomorrow", "day_before_yesterday", "day_after_tomorrow"):
@@ -183,7 +189,10 @@ def _period(name: str, match: re.Match[str], anchor: dt.date) -> tuple[dt.date, 
         # The pattern always captures the unit; the test says so to the type checker.
         return None if n is None or unit is None else _shift(anchor, unit, -n)
     if name in ("last_weekday", "next_weekday"):
-        target = WEEKDAYS.index(groups["wd"].capitalize())
+        weekday = _named(groups["wd"], WEEKDAYS)
+        if weekday is None:  # the pattern names only these; the test says so to the type checker
+            return None
+        target = WEEKDAYS.index(weekday)
         if name == "last_weekday":
             back = (anchor.weekday() - target) % 7 or 7
             return _shift(anchor, "day", -back)
