@@ -22,6 +22,7 @@ import datetime as dt
 import hashlib
 import threading
 from collections import OrderedDict
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ..errors import ParseError
@@ -136,6 +137,8 @@ def _section_heading(section) -> str:
 
 
 def _day(date: str | None) -> dt.date | None:
+    if not date:
+        return None  # most facts carry no timestamp of their own: no exception raised for each
     try:
         return dt.date.fromisoformat((date or "")[:10])
     except ValueError:  # no date, or a file name like 2026-02-30.md
@@ -161,28 +164,35 @@ def _headings(facts) -> list[str]:
     return headings
 
 
-def _context_windows(facts, headings: list[str], date: str | None) -> list[str]:
-    """Each fact's context window for full text: the facts just before and after it in the same
-    section (its conversation; ``headings`` are the facts' section headings), and its date words:
-    the day it was said ("Saturday 14 March 2026") and the days its relative time expressions
-    mean, resolved against that day ("yesterday" said then is "Friday 13 March 2026"; see
-    syncd.formats.when). A section written by one agent call holds only that call's facts, so a
-    fact remembered on its own has only its dates. The neighbours come after a NEIGHBOURS mark
-    (records.py): full text counts their words at half the weight of the fact's own."""
+def _neighbours(facts: Sequence[LocatedFact], headings: list[str]) -> list[tuple[LocatedFact, ...]]:
+    """Each fact's neighbours in its conversation (the facts of its section; ``headings`` are the
+    facts' section headings): the one just before and the one just after it."""
     conversations: dict[str, list[int]] = {}
     for n, heading in enumerate(headings):
         conversations.setdefault(heading, []).append(n)
-    when = _date_words(date)
-    windows = [""] * len(facts)
+    around: list[tuple[LocatedFact, ...]] = [()] * len(facts)
     for members in conversations.values():
-        contents = [facts[m].fact.content for m in members]
+        talk = [facts[n] for n in members]
         for at, n in enumerate(members):
-            fact = facts[n].fact
-            resolved = resolved_words(fact.content, _day(fact.timestamp) or _day(date))
-            around = contents[at - 1 : at + 2 : 2] if at else contents[1:2]  # the one before, the one after
-            own = "\n".join(w for w in (when, resolved) if w)
-            windows[n] = "\n".join([*filter(None, [own]), NEIGHBOURS, *around]) if around else own
-    return windows
+            around[n] = tuple(talk[at - 1 : at + 2 : 2] if at else talk[1:2])
+    return around
+
+
+def _own_words(located: LocatedFact, when: str, day: dt.date | None) -> str:
+    """A fact's date words: the day it was said ("Saturday 14 March 2026", ``when``: the log's
+    day) and the days its relative time expressions mean, resolved against that day ("yesterday"
+    said then is "Friday 13 March 2026"; see syncd.formats.when)."""
+    resolved = resolved_words(located.fact.content, _day(located.fact.timestamp) or day)
+    return "\n".join(w for w in (when, resolved) if w)
+
+
+def _context_window(own: str, around: list[str]) -> str:
+    """A fact's context window for full text: its date words (``own``), then the facts just
+    before and after it in its conversation (``around``). A section written by one agent call
+    holds only that call's facts, so a fact remembered on its own has only its dates. The
+    neighbours come after a NEIGHBOURS mark (records.py): full text counts their words at half
+    the weight of the fact's own."""
+    return "\n".join([*filter(None, [own]), NEIGHBOURS, *around]) if around else own
 
 
 @dataclass(frozen=True)
@@ -196,8 +206,20 @@ class _LastRead:
     log: DailyLog
     date: str | None
     ids: FactIdMemo
-    facts: dict[str, tuple[LocatedFact, EntryRow]]
+    facts: dict[str, _FactRead]
     chunks: dict[tuple[str, int], tuple[TextSpan, EntryRow]]
+
+
+@dataclass(frozen=True, slots=True)
+class _FactRead:
+    """A fact as the last read built its row: its date words and its neighbours are the inputs
+    of the row's context window, so a fact that is the very object it was, beside the very
+    neighbours, keeps its row with no window built again (an edit's re-read costs its lines)."""
+
+    located: LocatedFact
+    row: EntryRow
+    own: str
+    around: tuple[LocatedFact, ...]
 
 
 # The logs remembered: the ones being written to (a daemon serving many users appends to many
@@ -221,18 +243,28 @@ def _daily_log_rows(rel: str, text: str, scope) -> list[EntryRow]:
     ids = FactIdMemo(rel, last.ids.norms, last.ids.ids) if last else FactIdMemo(rel)
     fact_ids = log.fact_ids(rel, ids)
     headings = _headings(facts)
-    windows = _context_windows(facts, headings, date)
+    neighbours = _neighbours(facts, headings)
+    when, day = _date_words(date), _day(date)
     kept_facts = last.facts if last else {}
     rows: list[EntryRow] = []
-    fact_rows: dict[str, tuple[LocatedFact, EntryRow]] = {}
-    for located, fact_id, window, heading in zip(facts, fact_ids, windows, headings):
+    fact_rows: dict[str, _FactRead] = {}
+    for located, fact_id, heading, around in zip(facts, fact_ids, headings, neighbours, strict=True):
         before = kept_facts.get(fact_id)
-        if before is not None and before[0] is located and before[1].context == window:
-            row = before[1]
+        if before is not None and before.located is located:
+            # The same fact of the same date (a new date kept nothing): the same date words.
+            own = before.own
+            if before.around == around:  # the very neighbours (a tuple compares identity first)
+                row = before.row
+            else:
+                window = _context_window(own, [f.fact.content for f in around])
+                row = before.row if before.row.context == window else _fact_row(
+                    rel, scope, date, located, fact_id, window, heading)
         else:
+            own = _own_words(located, when, day)
+            window = _context_window(own, [f.fact.content for f in around])
             row = _fact_row(rel, scope, date, located, fact_id, window, heading)
         rows.append(row)
-        fact_rows[fact_id] = (located, row)
+        fact_rows[fact_id] = _FactRead(located, row, own, around)
     kept_chunks = last.chunks if last else {}
     chunk_rows: dict[tuple[str, int], tuple[TextSpan, EntryRow]] = {}
     seen: dict[str, int] = {}
