@@ -10,13 +10,18 @@ import subprocess
 import time
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.compute
+import pyarrow.parquet as pq
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import syncd
+from syncd.engine import asof
 from syncd.engine.asof import past_engine, resolve_revision, search_at
 from syncd.errors import InvalidInputError, NotFoundError
+from syncd.index import snapshot
 
 from .strategies import examples
 
@@ -92,8 +97,17 @@ def test_a_search_at_a_revision_equals_a_fresh_home_checked_out_there(tmp_path_f
             with syncd.open(checkout, embedder=embedder) as fresh:
                 fresh.sync()
                 expected = fresh.search(query, user_id=user, limit=5, now=now)
+                expected_rows = rows(fresh)
             assert view(got) == view(expected)
             assert all(h.user_id in (user, None) for h in got)
+            # The kept past index holds the rebuild's very rows: every column, and the vectors
+            # it takes from the home's embedding cache (syncd.index.frozen).
+            with past_engine(engine, sha) as past:
+                assert rows(past) == expected_rows
+
+
+def rows(engine) -> list[dict]:
+    return sorted(engine.index.all_rows(with_vectors=True).to_pylist(), key=lambda r: (r["path"], r["id"]))
 
 
 @pytest.fixture(scope="module")
@@ -215,6 +229,100 @@ def test_the_rest_api_searches_a_past_commit_within_the_tokens_user(tmp_path, em
             # bob's token searches bob's past only, whatever the revision
             assert not any("Ana" in h for h in hits(bob, at="HEAD~1"))
             assert bob.get("/memory/archival", params={"query": "bees", "at": "nope"}).status_code == 404
+
+
+def forget_open_pasts() -> None:
+    """Close this process's open past engines: the next search at a revision reads its folder."""
+    with asof._LOCK:
+        while asof._OPEN:
+            asof._OPEN.popitem()[1].close()
+
+
+def test_a_kept_revision_holds_rows_not_vectors_and_outlives_every_change_of_now(tmp_path, embedder):
+    root = syncd.init(tmp_path / "home").home
+    with syncd.open(root, embedder=embedder) as engine:
+        for n, step in enumerate([("add", "ana", 0), ("add", "ana", 1), ("page", "ana", 2), ("add", "bob", 3)]):
+            apply_step(root, step, n)
+            engine.sync()
+            engine.commit()
+        sha = git(root, "rev-parse", "HEAD~1").strip()
+        now = dt.datetime.now(dt.UTC)
+
+        def then() -> list[tuple]:
+            return view(search_at(engine, "green tea and the cello", sha, user_id="ana", limit=5, now=now))
+
+        before = then()
+        assert before
+        folder = engine.home.state_dir / "asof" / sha
+        # Rows without vectors, no LanceDB table, none of the commit's files: the vectors are the
+        # embedding cache's, shared with now and with every other revision.
+        assert "vector" not in pq.read_schema(folder / "rows.parquet").names
+        assert not list(folder.rglob("*.lance")) and not (folder / "tree" / "memory").exists()
+        # Now changes every way it can: new commits, a rebuild, a compaction.
+        for n, step in enumerate([("edit", "ana", 0), ("delete", "ana", 1), ("unpage", "ana", 2)]):
+            apply_step(root, step, 10 + n)
+            engine.sync()
+            engine.commit()
+        engine.reindex()
+        engine.index.optimize()
+        forget_open_pasts()
+        assert then() == before
+        # The embedding cache deleted (it is derived data): the past's vectors are made again.
+        (engine.home.state_dir / "embed_cache.sqlite").unlink()
+        forget_open_pasts()
+        assert then() == before
+        # A reader of files gets the commit's files, checked out into the past folder once.
+        with past_engine(engine, sha, files=True) as past:
+            log = "memory/users/ana/2026-11-20.md"
+            assert (past.home.root / log).read_text() == git(root, "show", f"{sha}:{log}")
+        assert (folder / "tree" / "memory").is_dir()
+
+
+def test_a_past_index_starts_from_a_state_the_writer_vouched_for(tmp_path, embedder, monkeypatch):
+    """A writer (a daemon, in another process) stores a change in two commits, rows and then file
+    records. Caught between them, the index of now holds a row of the log whose record still
+    names the log as the commit has it: a past index starting from that pair would keep the row."""
+    import lancedb
+
+    root = syncd.init(tmp_path / "home").home
+    with syncd.open(root, embedder=embedder) as engine:
+        for n in range(3):
+            apply_step(root, ("add", "ana", n), n)
+            engine.sync()
+            engine.commit()
+        sha = git(root, "rev-parse", "HEAD").strip()
+        entries = lancedb.connect(str(engine.home.state_dir / "index" / "lance")).open_table("entries")
+        row = entries.to_arrow().filter(pa.compute.equal(entries.to_arrow()["user"], "ana")).slice(0, 1).to_pylist()[0]
+        text = "Ana talks about old maps, written by a writer between its two commits."
+        row |= {"id": "h-0123456789abcdef", "line": 99, "text": text, "search_text": text,
+                "vector": embedder.embed([text])[0].tolist()}  # fmt: skip
+        # A copy that started at a point the writer vouched for reads the rows of that point,
+        # even when the writer commits right after it was taken.
+        stamps: list = []
+        look = snapshot.lance_stamp
+
+        def stamp_then_write(lance: Path):
+            stamps.append(look(lance))
+            if len(stamps) == 2:  # the look that confirms the point
+                entries.add([row])
+            return stamps[-1]
+
+        monkeypatch.setattr(snapshot, "lance_stamp", stamp_then_write)
+        records, rows_then = snapshot.consistent_tables(engine.home.state_dir / "index", embedder.dim)
+        monkeypatch.undo()
+        assert row["id"] not in rows_then.read_all()["id"].to_pylist()
+        assert set(records["path"].to_pylist()) == set(engine.indexed_files())
+        # The writer caught between its two commits again: its mirror vouches for nothing then,
+        # and the past index is made from nothing rather than from that pair.
+        entries.add([row | {"id": "h-fedcba9876543210", "line": 100}])
+        now = dt.datetime.now(dt.UTC)
+        got = view(search_at(engine, "old maps", sha, user_id="ana", limit=5, now=now))
+    checkout = tmp_path / "checkout"
+    git(root, "worktree", "add", "--detach", "--quiet", str(checkout), sha)
+    with syncd.open(checkout, embedder=embedder) as fresh:
+        fresh.sync()
+        assert got == view(fresh.search("old maps", user_id="ana", limit=5, now=now))
+    assert not {"h-0123456789abcdef", "h-fedcba9876543210"} & {hit[0] for hit in got}
 
 
 def _write_blocks(root: Path, blocks: dict[str, str | None]) -> None:

@@ -127,7 +127,7 @@ class HomeData:
             return None
         sha = syncd.engine.asof.resolve_revision(self.root, at)
         past = contextlib.ExitStack()
-        engine = past.enter_context(syncd.engine.asof.past_engine(self.engine, sha))
+        engine = past.enter_context(syncd.engine.asof.past_engine(self.engine, sha, files=True))
         self._past.close()
         self._past, self.at, self._reader = past, sha, MemoryManager(engine, author=AUTHOR)
         self._headings.clear()

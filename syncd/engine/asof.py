@@ -6,18 +6,36 @@ last commit on the current branch at or before it). The answer is exact by const
 tree of the commit is checked out from git's objects into ``.syncd/asof/<sha>/`` (git's own
 index and working tree are never touched) and indexed there by the same sync every home gets.
 
-Cheap because the past index does not start empty: it starts as a copy of the rows of the index
-nearest to that commit (the home's own index, or a past one kept here, whichever differs from the
-commit in the fewest files), and the sync then redoes only the files whose content differs from
-what those rows were made of. Exact because that is the incremental = rebuild law every sync
-keeps (tests/test_rows_incremental.py and the as-of law in tests/test_asof.py): rows of a file
-whose content is the commit's are the rows a rebuild would make of it. So a revision costs one
-copy of the rows (sequential, no parse, no embedding) plus its difference from the nearest
-index; a text embedded once, now or then, is never embedded again (the home's embedding cache
-stands behind the past index's own). A past index is built aside and published whole, never
-written again: any process reads it without a lock. The few most recently asked revisions are
-kept on disk (``KEEP``) and the last ``OPEN_KEEP`` stay open in the process, so asking again
-costs one search.
+Cheap to make because the past index does not start empty: it starts as a copy of the rows of the
+index nearest to that commit (the home's own index, or a past one kept here, whichever differs
+from the commit in the fewest files), and the sync then redoes only the files whose content
+differs from what those rows were made of. Exact because that is the incremental = rebuild law
+every sync keeps (tests/test_rows_incremental.py and the as-of law in tests/test_asof.py): rows
+of a file whose content is the commit's are the rows a rebuild would make of it. A text embedded
+once, now or then, is never embedded again (the home's embedding cache stands behind the sync).
+
+Cheap to keep because a kept revision shares its vectors: once synced, the past index is frozen
+(syncd/index/frozen.py) into its rows without vectors (~4.5 MB of Parquet at 100,000 facts,
+where the index with vectors is ~170 MB), and a reader takes the vectors from the home's
+embedding cache, which holds each text's vector once for now and every revision (and every
+vector of the frozen rows, freezing makes sure). The checked-out files and the LanceDB tables
+the sync wrote are deleted. So nothing of a kept revision refers to the home's index: the index
+of now may change, compact or be rebuilt, and the past stays exact; evicting a revision deletes
+its folder, which frees all it took. The files of the commit are checked out again only for a
+reader of files (the workbench: ``past_engine(..., files=True)``).
+
+Who protects what. A past folder is built aside (a private name) by one thread of one process
+(``_LOCK``, also guarding the open engines and the use counts of this process) and published
+whole by a rename, with a mark that it is complete (``_COMPLETE``); after that it is never
+written again, so any process reads it without a lock, and two processes building the same
+revision at once both answer (the second rename loses and uses the first). The home's index is
+only read, beside a daemon writing it, and without a lock: its two tables as of one point its
+writer vouched for (index/snapshot.py: records and rows of different writes would make a wrong
+past); the embedding cache takes its writers in turns (SQLite's lock). The files of a
+revision are checked out into its folder once, under an flock on ``files.lock`` (two processes
+asking at once wait for one checkout). The few most recently asked revisions are kept on disk
+(``KEEP``) and the last ``OPEN_KEEP`` stay open in the process (asking again costs one search);
+one in use in this process (the workbench viewing the past) is never evicted nor closed.
 
 Why not rows carrying the span of commits in which they hold, filtered by the revision: the
 index follows the working tree, not commits (rows are written before their commit, and many
@@ -30,6 +48,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import datetime as dt
+import fcntl
 import logging
 import os
 import re
@@ -40,9 +59,10 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..errors import InvalidInputError, NotFoundError
+from ..errors import IndexError_, InvalidInputError, NotFoundError
 from ..history.git import run_git
 from ..home import Home
+from ..index.records import meta_compatible
 
 if TYPE_CHECKING:
     from ..index.search import Hit
@@ -62,8 +82,11 @@ _LOCK = threading.Lock()  # one past index built at a time per process: they sha
 _IN_USE: collections.Counter[Path] = collections.Counter()
 _OPEN: collections.OrderedDict[Path, Engine] = collections.OrderedDict()
 OPEN_KEEP = 2
-# In a past folder once its index is whole (see _build).
-_COMPLETE = "complete"
+# In a past folder once its frozen index is whole (see _build). An older syncd marked its folders,
+# which held LanceDB tables, "complete": this one makes those again.
+_COMPLETE = "frozen"
+# In a past folder once the commit's files are checked out into its tree (past_engine's files).
+_FILES = "files"
 
 
 def resolve_revision(root: Path, at: str) -> str:
@@ -96,17 +119,48 @@ def describe_revision(root: Path, sha: str) -> str:
 def _check_out(root: Path, sha: str, folder: Path) -> None:
     """The tree of ``sha`` as files under ``folder``, through a private index (git's own index,
     HEAD and working tree stay as they are)."""
-    folder.parent.mkdir(parents=True, exist_ok=True)
+    folder.mkdir(parents=True)
+    _check_out_files(root, sha, folder)
+    # A home of its own (the engine's locks and journals live in a git directory), never committed;
+    # without the template's sample hooks (~70 KB a revision of nothing).
+    run_git(folder, "init", "--quiet", "--template=")
+
+
+def _check_out_files(root: Path, sha: str, folder: Path) -> None:
+    """The files of ``sha`` written into the existing folder ``folder``."""
     private = folder.parent / f"index-{uuid.uuid4().hex[:8]}"
     env = {"GIT_INDEX_FILE": str(private)}
     try:
         run_git(root, "read-tree", sha, env=env)
-        folder.mkdir(parents=True)
         run_git(root, "--work-tree", str(folder), "checkout-index", "--all", "--force", env=env)
     finally:
         private.unlink(missing_ok=True)
-    # A home of its own (the engine's locks and journals live in a git directory), never committed.
-    run_git(folder, "init", "--quiet")
+
+
+def _only_home(tree: Path) -> None:
+    """Leave of ``tree`` a home with nothing in it (its git directory, an empty state folder):
+    what a frozen index's engine stands on. The files and the tables they were synced into go."""
+    for entry in tree.iterdir():
+        if entry.name == ".git":
+            continue
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry)
+        else:
+            entry.unlink()
+    Home(tree).ensure_state_dir()
+
+
+def _with_files(root: Path, sha: str, folder: Path) -> None:
+    """The files of commit ``sha`` in the tree of its past folder, checked out once: for readers
+    of files (the workbench browses the past through them). An flock on ``files.lock`` makes two
+    processes asking at once wait for one checkout; the mark says it is whole."""
+    if (folder / _FILES).is_file():
+        return
+    with open(folder / "files.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (folder / _FILES).is_file():
+            _check_out_files(root, sha, folder / "tree")
+            (folder / _FILES).touch()
 
 
 @contextlib.contextmanager
@@ -144,6 +198,8 @@ def _changed_files(root: Path, sha: str, since: str | None) -> int:
 def _start_from_nearest(engine: Engine, sha: str, tree: Path) -> None:
     """Copy into the past index at ``tree`` the rows of the index nearest to commit ``sha``: the
     home's own (when it is a LanceDB index of the same model and layout) or a kept past one."""
+    from ..index.frozen import FrozenIndex
+    from ..index.snapshot import consistent_tables
     from ..index.store import Index  # LanceDB: loaded only when a past index is made
 
     root = engine.home.root
@@ -153,26 +209,30 @@ def _start_from_nearest(engine: Engine, sha: str, tree: Path) -> None:
         candidates.append((_changed_files(root, sha, None), None))
     base = tree.parent.parent
     for kept in base.iterdir():
-        index_dir = Home(kept / "tree").state_dir / "index"
-        if kept.name != sha and _is_kept(kept) and (kept / _COMPLETE).is_file():
-            candidates.append((_changed_files(root, sha, kept.name), index_dir))
+        if kept.name != sha and _is_kept(kept) and _usable(kept, own.model_id):
+            candidates.append((_changed_files(root, sha, kept.name), kept))
     if not candidates:
         return  # the sync builds it from nothing (the embedding cache still spares the model)
     differ, nearest = min(candidates, key=lambda c: (c[0], c[1] is None))
     files = run_git(root, "ls-tree", "-r", "-z", "--name-only", sha).count(b"\0")
     if differ * 2 > files:
         return  # mostly other files (an old revision of a grown home): copying would cost more
+    source: Index | FrozenIndex
     if nearest is None:
         assert isinstance(own, Index)  # the home's own index is a candidate only if it is one
         source = own
     else:
-        source = Index(nearest, own.dim, own.model_id, read_only=True)
-    if not source.compatible():
-        return
+        source = FrozenIndex(nearest, own.dim, own.model_id, _cache_path(engine), embedder=_model(engine))
     index_dir = Home(tree).ensure_state_dir() / "index"
     target = Index(index_dir, source.dim, source.model_id)
     try:
-        target.copy_rows_from(source)
+        if isinstance(source, FrozenIndex):
+            source.copy_into(target)
+        else:
+            pair = consistent_tables(source.folder, source.dim)
+            if pair is None:
+                raise IndexError_("its writer vouched for no state of its tables in time")
+            target.fill_rows(*pair)
         # Whose rows these are (model, layout, transcript setting), as the source says; not its
         # aligned commit, which names the source's history, not this revision.
         target.write_meta(**{k: v for k, v in source.meta().items() if k == "transcripts"})
@@ -183,9 +243,13 @@ def _start_from_nearest(engine: Engine, sha: str, tree: Path) -> None:
         log.warning("past index of %s made from nothing: copying the nearest index failed: %s", sha[:12], exc)
         target.close()
         shutil.rmtree(index_dir, ignore_errors=True)
-    finally:
-        if source is not own:
-            source.close()
+
+
+def _usable(folder: Path, model_id: str) -> bool:
+    """Whether ``folder`` holds a whole frozen index of this model and row layout."""
+    from ..index.frozen import frozen_meta
+
+    return (folder / _COMPLETE).is_file() and meta_compatible(frozen_meta(folder), model_id, empty=False)
 
 
 def _is_kept(folder: Path) -> bool:
@@ -204,17 +268,24 @@ def _evict(base: Path, keep: Path) -> None:
 
 def _build(engine: Engine, sha: str, folder: Path) -> None:
     """Make the past index of ``sha`` aside and publish it at ``folder`` whole: checked out, its
-    rows copied from the nearest index, synced (with the home's embedding cache behind it), and
-    only then renamed into place with a mark that it is complete. So a published past index is
-    never written again, and any process may read it without a lock."""
-    engine_class = type(engine)  # the facade's, without importing the module that imports this one
+    rows copied from the nearest index, synced (with the home's embedding cache behind it),
+    frozen (its rows without vectors, every vector in the home's cache), its files and tables
+    deleted, and only then renamed into place with a mark that it is complete. So a published
+    past index is never written again, and any process may read it without a lock."""
+    from ..index.embed_cache import EmbeddingCache
+    from ..index.frozen import freeze
 
+    engine_class = type(engine)  # the facade's, without importing the module that imports this one
     building = folder.parent / f".{sha}-{uuid.uuid4().hex[:8]}"
     try:
-        _check_out(engine.home.root, sha, building / "tree")
-        _start_from_nearest(engine, sha, building / "tree")
-        with engine_class(Home(building / "tree"), _local(engine), embedder=engine.embedder) as past:
+        tree = building / "tree"
+        _check_out(engine.home.root, sha, tree)
+        _start_from_nearest(engine, sha, tree)
+        with engine_class(Home(tree), _local(engine), embedder=engine.embedder) as past:
             past.sync()
+            with EmbeddingCache(_cache_path(engine)) as cache:
+                freeze(past.index, building, cache)
+        _only_home(tree)
         (building / _COMPLETE).touch()
         shutil.rmtree(folder, ignore_errors=True)  # an incomplete one an older syncd or a kill left
         try:
@@ -225,6 +296,16 @@ def _build(engine: Engine, sha: str, folder: Path) -> None:
             # another process published it meanwhile: theirs is as good
     finally:
         shutil.rmtree(building, ignore_errors=True)
+
+
+def _cache_path(engine: Engine) -> Path:
+    """The home's embedding cache: where a frozen index's vectors are."""
+    return Path(engine.embedder.cache.path)
+
+
+def _model(engine: Engine) -> Any:
+    # Queries need the model, not the home's embedding cache (which its engine may close).
+    return getattr(engine.embedder, "embedder", engine.embedder)
 
 
 def _local(engine: Engine) -> Any:
@@ -240,28 +321,35 @@ def _close_unused() -> None:
 
 
 @contextlib.contextmanager
-def past_engine(engine: Engine, at: str) -> Iterator[Engine]:
+def past_engine(engine: Engine, at: str, files: bool = False) -> Iterator[Engine]:
     """A read-only engine over the home as commit ``at`` left it (see the module docstring).
     The first call for a revision builds its past index; later ones in this process reuse the
-    engine while it is one of the OPEN_KEEP most recent (a repeated question costs one search)."""
-    engine_class = type(engine)  # as in _build
+    engine while it is one of the OPEN_KEEP most recent (a repeated question costs one search).
+    ``files``: the commit's files are also in the engine's home (``past.home.root``), for a
+    reader of files; search needs none."""
+    from ..index.frozen import FrozenIndex
 
+    engine_class = type(engine)  # as in _build
     base = engine.home.ensure_state_dir() / _FOLDER
+    model_id = engine.embedder.model_id
     # A full sha already made into a past index names a commit: no git process to ask again.
-    known = isinstance(at, str) and _SHA.fullmatch(at) is not None and (base / at / _COMPLETE).is_file()
+    known = isinstance(at, str) and _SHA.fullmatch(at) is not None and _usable(base / at, model_id)
     sha = at if known else resolve_revision(engine.home.root, at)
     folder = base / sha
     with _LOCK:
         base.mkdir(exist_ok=True)
         past = _OPEN.get(folder)
-        if past is None or not (folder / _COMPLETE).is_file():
+        if past is None or not _usable(folder, model_id):
             if past is not None and not _IN_USE[folder]:
                 _OPEN.pop(folder).close()  # its folder was deleted under it (rm -rf .syncd)
-            if not (folder / _COMPLETE).is_file():
+            if not _usable(folder, model_id):
                 _build(engine, sha, folder)
-            # Queries need the model, not the home's embedding cache (which its engine may close).
-            model = getattr(engine.embedder, "embedder", engine.embedder)
-            past = _OPEN[folder] = engine_class(Home(folder / "tree"), _local(engine), read_only=True, embedder=model)
+            model = _model(engine)
+            rows = FrozenIndex(folder, model.dim, model_id, _cache_path(engine), embedder=model)
+            past = _OPEN[folder] = engine_class(Home(folder / "tree"), _local(engine), read_only=True, embedder=model,
+                                                index=rows)  # fmt: skip
+        if files:
+            _with_files(engine.home.root, sha, folder)
         _OPEN.move_to_end(folder)
         os.utime(folder)
         _IN_USE[folder] += 1

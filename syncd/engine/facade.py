@@ -49,7 +49,7 @@ from ..home import (
     classify_path,
     find_home,
 )
-from ..index.backend import home_index, open_index
+from ..index.backend import IndexBackend, home_index, open_index
 from ..index.embed_cache import CachedEmbedder, EmbeddingCache
 from ..index.records import FileRecord, FileUpdate
 from ..index.rowcache import ScopeMask
@@ -83,7 +83,10 @@ _POLL_S = 0.02
 class Engine:
     """Sync, search and status over one memory home; the backend of ``syncd.memory``."""
 
-    def __init__(self, home: Home, settings: Settings, read_only: bool = False, embedder: Embedder | None = None):
+    def __init__(self, home: Home, settings: Settings, read_only: bool = False, embedder: Embedder | None = None,
+                 index: IndexBackend | None = None):  # fmt: skip
+        """``index``: the rows to read instead of the home's own index (read-only engines only:
+        a past revision's frozen index, syncd.engine.asof)."""
         self.home = home
         self.settings = settings
         self.read_only = read_only
@@ -99,8 +102,10 @@ class Engine:
             self._cache = EmbeddingCache(home.state_dir / "embed_cache.sqlite")
             self.embedder = CachedEmbedder(inner, self._cache)
             # Without the lifetime lock, others write this index too: re-check it on every read.
-            self.index = open_index(home.state_dir, inner.dim, inner.model_id, shared=read_only,
-                                    location=home_index(home.root, settings))
+            if index is None:
+                index = open_index(home.state_dir, inner.dim, inner.model_id, shared=read_only,
+                                   location=home_index(home.root, settings))  # fmt: skip
+            self.index = index
             # Parts above the engine that keep something derived from the same parses (the
             # wiki's link graph) follow every batch the index applies: follow_index.
             self._followers: list[IndexFollower] = []

@@ -158,18 +158,26 @@ class EmbeddingCache:
 
         The fastest way in: a caller that fills a matrix converts all hits with one copy.
         """
+        return dict(self._select("text_sha256, vector", model_id, keys))
+
+    def held_keys(self, model_id: str, keys: Sequence[bytes]) -> set[bytes]:
+        """Which of ``keys`` the cache holds a vector of under ``model_id`` (without reading the
+        vectors: what freezing a past revision's index checks, index/frozen.py)."""
+        return {key for (key,) in self._select("text_sha256", model_id, keys)}
+
+    def _select(self, columns: str, model_id: str, keys: Sequence[bytes]) -> list[tuple]:
+        """``columns`` of the rows of ``keys`` under ``model_id``, a bounded IN list at a time."""
         unique = list(dict.fromkeys(keys))
-        found: dict[bytes, bytes] = {}
+        found: list[tuple] = []
         with self._lock:
             conn = self._connection()
             try:
                 for start in range(0, len(unique), _KEYS_PER_QUERY):
                     chunk = unique[start : start + _KEYS_PER_QUERY]
                     marks = ",".join("?" * len(chunk))
-                    found.update(
+                    found.extend(
                         conn.execute(
-                            "SELECT text_sha256, vector FROM vectors"
-                            f" WHERE model_id = ? AND text_sha256 IN ({marks})",
+                            f"SELECT {columns} FROM vectors WHERE model_id = ? AND text_sha256 IN ({marks})",
                             (model_id, *chunk),
                         )
                     )

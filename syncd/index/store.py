@@ -53,7 +53,7 @@ from .pending import PendingWrites, replaces_whole
 from .records import SCHEMA_VERSION, EntryRow, FileRecord, FileUpdate, StaleRows, meta_compatible
 from .rowcache import RowCache
 from .table_rows import ENTRY_FIELDS as _ENTRY_FIELDS
-from .table_rows import FILE_SCHEMA, entry_schema, unchanged_in_table
+from .table_rows import FILE_SCHEMA, entry_schema, load_into, unchanged_in_table
 from .table_rows import payload as _payload
 from .table_writes import paths_with_rows, sql_literal, write_entries, write_records
 
@@ -330,17 +330,13 @@ class Index:
                 self._mirror.close()
                 self._rebuild_mirror()
 
-    def copy_rows_from(self, source: Index) -> None:
-        """Fill this new, unopened-by-anyone-else index with ``source``'s file records and rows as
-        the tables hold them (engine/asof.py starts a past revision's index so, and a sync then
-        brings it to that revision). Records are read before rows: a write of ``source`` landing
-        in between leaves a file whose rows are newer than its record, which the sync sees as
-        changed and redoes; the other order could pair old rows with a newer record, which no
-        sync would notice. Writes ``source`` holds in memory only are not copied (the sync finds
-        those files changed too)."""
+    def fill_rows(self, files: pa.Table, entries: pa.Table | pa.RecordBatchReader) -> None:
+        """Overwrite this new index's tables with ``files`` (file records) and then ``entries``
+        (rows with their vectors): a past revision's index starts so (engine/asof.py), from
+        another index's tables as one consistent pair (snapshot.py) or a frozen index's rows."""
         with self._writing, self._lock:
-            for mine, theirs in ((self._files, source._files), (self._entries, source._entries)):
-                mine.add(theirs.search().limit(None).to_batches(), mode="overwrite")
+            self._files.add(files, mode="overwrite")
+            self._entries.add(entries, mode="overwrite")
             self._generation += 1
             self._matrix.clear()
             self._matrix_version = None
@@ -775,10 +771,7 @@ class Index:
         self._generation += 1
         self._matrix.clear()
         self._applied_rows.clear()
-        if table.num_rows:
-            vectors = table["vector"].combine_chunks().values.to_numpy().reshape(-1, self.dim)
-            texts = [text or "" for text in table["search_text"].to_pylist()]
-            self._matrix.add(vectors, table.select(_ENTRY_FIELDS).to_pylist(), texts)
+        load_into(self._matrix, table)
         self._matrix_version = version
 
     @contextmanager

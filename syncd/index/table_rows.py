@@ -6,13 +6,17 @@ table (what an edit of one line in a big log leaves as it is). No LanceDB here: 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
 
 from .records import EntryRow
 
-__all__ = ["ENTRY_FIELDS", "FILE_SCHEMA", "entries_table", "entry_schema", "payload", "unchanged_in_table"]
+if TYPE_CHECKING:
+    from .rowcache import RowCache
+
+__all__ = ["ENTRY_FIELDS", "FILE_SCHEMA", "entries_table", "entry_schema", "load_into", "payload", "unchanged_in_table"]
 
 FILE_SCHEMA = pa.schema(
     [
@@ -67,6 +71,15 @@ def payload(row: EntryRow) -> dict:
     if row.importance is not None:
         out["importance"] = float(np.float32(row.importance))
     return out
+
+
+def load_into(matrix: RowCache, table: pa.Table) -> None:
+    """Add the rows of ``table`` (the entries table's columns, vectors included) to ``matrix``:
+    how an index's rows come into memory, from LanceDB (store.py) or a frozen index (frozen.py)."""
+    if table.num_rows:
+        vectors = table["vector"].combine_chunks().values.to_numpy().reshape(table.num_rows, -1)
+        texts = [text or "" for text in table["search_text"].to_pylist()]
+        matrix.add(vectors, table.select(ENTRY_FIELDS).to_pylist(), texts)
 
 
 def entries_table(rows: Sequence[EntryRow], vectors: np.ndarray, dim: int) -> pa.Table:
