@@ -12,6 +12,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import syncd.embedding.fastembed_backend as embed_mod
 import syncd.index.embed_cache
@@ -28,10 +30,13 @@ from syncd.embedding.fastembed_backend import (
     load_embedder,
     verify_sha256,
 )
+from syncd.embedding.onnx_runner import OnnxTextModel
 from syncd.errors import EmbeddingError
 from syncd.index.embed_cache import CachedEmbedder, EmbeddingCache, text_key
+from syncd.index.tokens import TokenSpanner
 
 from .helpers import run_concurrently
+from .strategies import examples
 
 MODEL_FILES = ("model.onnx", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
                "config.json")
@@ -170,17 +175,22 @@ def test_the_cut_before_tokenising_changes_no_vector_of_ordinary_text(backend: F
     np.testing.assert_allclose(backend.embed_query(huge), backend.embed_query(huge[:8192]), atol=1e-6)
 
 
-# A real failure to import fastembed that is not a missing package: its shared libraries cannot
-# be mapped once the address space is full (as when a process has run out of memory mappings).
+# A real failure to import what runs the model that is not a missing package: its shared
+# libraries cannot be mapped once the address space is full (as when a process has run out of
+# memory mappings). The bundled model runs on onnxruntime alone; a model folder runs on fastembed.
 _NO_ROOM_SCRIPT = """
 import resource, sys
 from pathlib import Path
 from syncd.config import Settings
 from syncd.errors import EmbeddingError
 from syncd.embedding.fastembed_backend import load_embedder
-embedder = load_embedder(Settings(), cache_dir=Path(sys.argv[1]))
+folder = {"bundled": None, "folder": sys.argv[3] if len(sys.argv) > 3 else None}[sys.argv[2]]
+embedder = load_embedder(Settings(embed_model_path=folder), cache_dir=Path(sys.argv[1]))
 used = int(open("/proc/self/statm").read().split()[0]) * resource.getpagesize()
-resource.setrlimit(resource.RLIMIT_AS, (used + 64 * 2**20, resource.RLIM_INFINITY))
+# Room for less than the runtime's shared libraries (onnxruntime's alone is smaller than fastembed's
+# imports: with more room it maps, and the tokenizer's allocations abort the process instead).
+room = {"bundled": 16, "folder": 64}[sys.argv[2]] * 2**20
+resource.setrlimit(resource.RLIMIT_AS, (used + room, resource.RLIM_INFINITY))
 try:
     embedder.embed(["x"])
 except EmbeddingError as exc:
@@ -188,23 +198,30 @@ except EmbeddingError as exc:
 """
 
 
-def test_fastembed_that_cannot_be_mapped_is_not_called_missing(model_cache: Path) -> None:
+@pytest.mark.parametrize(("model", "runtime"), [("bundled", "onnxruntime"), ("folder", "fastembed")])
+def test_a_runtime_that_cannot_be_mapped_is_not_called_missing(model_cache: Path, model: str, runtime: str) -> None:
+    folder = [str(default_model_dir(model_cache))] if model == "folder" else []
     out = subprocess.run(
-        [sys.executable, "-c", _NO_ROOM_SCRIPT, str(model_cache)],
+        [sys.executable, "-c", _NO_ROOM_SCRIPT, str(model_cache), model, *folder],
         capture_output=True, text=True, timeout=300, check=False,
     )
     message = out.stdout.strip()
     assert "not installed" not in message
-    assert "fastembed is installed but failed to load" in message
+    assert f"{runtime} is installed but failed to load" in message
     assert "memory mappings" in message
 
 
-def test_a_missing_fastembed_is_called_missing(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def test_a_missing_fastembed_is_called_missing_and_the_bundled_model_needs_none(
+    monkeypatch: pytest.MonkeyPatch, model_cache: Path, backend: FastEmbedBackend
+) -> None:
     # None in sys.modules makes the import raise ModuleNotFoundError, exactly as an uninstalled
     # package does.
     monkeypatch.setitem(sys.modules, "fastembed", None)
+    folder = default_model_dir(model_cache)
     with pytest.raises(EmbeddingError, match="fastembed is not installed"):
-        FastEmbedBackend.bundled(tmp_path / "models").embed(["x"])
+        FastEmbedBackend(DEFAULT_EMBED_MODEL, folder).embed(["x"])
+    bundled = FastEmbedBackend.bundled(model_cache)
+    np.testing.assert_array_equal(bundled.embed(["Likes green tea."]), backend.embed(["Likes green tea."]))
 
 
 def test_concurrent_first_use_loads_once_and_agrees(
@@ -389,14 +406,51 @@ def test_the_session_sleeps_between_runs_and_embeds_exactly_like_fastembeds_own(
     """Our replacement onnxruntime session changes thread behaviour only, never a vector."""
     from fastembed import TextEmbedding
 
-    session = backend._get_model().model.model
+    model = backend._get_model()
+    assert isinstance(model, OnnxTextModel)  # the bundled model runs without fastembed
+    session = model.session
     options = session.get_session_options()
     assert options.get_session_config_entry("session.intra_op.allow_spinning") == "0"
     folder = default_model_dir(model_cache)
     plain = TextEmbedding(backend.model_name, specific_model_path=str(folder), cache_dir=str(folder))
-    texts = ["Likes green tea in the morning.", "a longer text " * 40, ""]
+    texts = ["Likes green tea in the morning.", "a longer text " * 40, "", "past the 256 pieces " * 80]
     np.testing.assert_allclose(backend.embed(texts), np.array(list(plain.embed(texts))), atol=1e-6)
     np.testing.assert_allclose(backend.embed_query("green tea"), next(iter(plain.query_embed("green tea"))), atol=1e-6)
+
+
+@pytest.fixture(scope="module")
+def fastembeds_own(backend: FastEmbedBackend, model_cache: Path):
+    """The bundled model's folder run by fastembed itself, as syncd ran it before onnx_runner.py."""
+    from fastembed import TextEmbedding
+
+    folder = default_model_dir(model_cache)
+    return TextEmbedding(backend.model_name, specific_model_path=str(folder), cache_dir=str(folder))
+
+
+# Texts of any script, of lengths that make the batch pad (a text past the tokenizer's 256 word
+# pieces costs most of a second to run, so truncation is the example test's above).
+@given(st.lists(st.text(max_size=120), min_size=1, max_size=6))
+@settings(max_examples=examples(30), deadline=None)
+def test_law_the_bundled_model_embeds_as_fastembed_does(backend: FastEmbedBackend, fastembeds_own, texts) -> None:
+    """Run on onnxruntime directly (onnx_runner.py), the bundled model gives fastembed's own
+    vectors: the same word pieces, truncation, padding to the batch's longest, pooling and
+    normalisation; a query is its text's vector."""
+    model = backend._get_model()
+    got = np.array(list(model.embed(texts, batch_size=len(texts))))
+    want = np.array(list(fastembeds_own.embed(texts, batch_size=len(texts))))
+    np.testing.assert_allclose(got, want, atol=1e-6)
+    np.testing.assert_allclose(next(iter(model.query_embed(texts[-1]))),
+                               next(iter(fastembeds_own.query_embed(texts[-1]))), atol=1e-6)
+
+
+def test_transcript_chunks_count_the_word_pieces_of_the_model_that_embeds(
+    backend: FastEmbedBackend, tmp_path: Path
+) -> None:
+    """TokenSpanner takes the tokenizer of the loaded model (the bundled model's runner holds it
+    itself): "tokenization" is two word pieces, not one word, and nothing is cut at 256 pieces."""
+    spans = TokenSpanner(CachedEmbedder(backend, EmbeddingCache(tmp_path / "cache.sqlite")))
+    assert list(spans("tokenization")) == [(0, 5), (5, 12)]
+    assert len(spans("tea " * 600)) == 600
 
 
 def test_unknown_model_name_explains_the_offline_way(tmp_path: Path) -> None:

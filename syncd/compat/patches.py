@@ -19,6 +19,7 @@ __all__ = [
     "fastembed_truncation",
     "lancedb_defer_rest_client",
     "lancedb_layout_problems",
+    "quiet_session_options",
     "watchdog_decline_watches",
     "watchdog_forget_vanished_watches",
     "watchdog_layout_problems",
@@ -188,7 +189,7 @@ def fastembed_quiet_session(model: Any, threads: int | None) -> None:
 
     inner = getattr(model, "model", None)
     if inner is not None and getattr(inner, "model", None) is None:  # lazy: no such attribute yet
-        _quiet_lazy_session(inner, _quiet_options(threads))
+        _quiet_lazy_session(inner, quiet_session_options(threads))
         return
     problems = _session_problems(model)
     if problems:
@@ -197,7 +198,7 @@ def fastembed_quiet_session(model: Any, threads: int | None) -> None:
     assert inner is not None  # _session_problems found it there
     session = inner.model
     path = session._model_path
-    options = _quiet_options(threads)
+    options = quiet_session_options(threads)
     providers = session.get_providers()
     # Let the first session go before the second is built, so its memory is reused, not added.
     inner.model = session = None
@@ -207,8 +208,9 @@ def fastembed_quiet_session(model: Any, threads: int | None) -> None:
         log.warning("keeping onnxruntime's default threads for %s: %s", path, exc)
 
 
-def _quiet_options(threads: int | None) -> Any:
-    """onnxruntime session options as fastembed sets them, with idle threads that sleep."""
+def quiet_session_options(threads: int | None) -> Any:
+    """onnxruntime session options as fastembed sets them, with idle threads that sleep (also
+    those of the bundled model's session, which syncd runs without fastembed: onnx_runner.py)."""
     import onnxruntime as ort
 
     options = ort.SessionOptions()

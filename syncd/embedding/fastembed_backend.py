@@ -3,7 +3,9 @@
 Resolution order (``load_embedder``): a configured model folder (``embed_model_path``), then a
 fastembed model name (``embed_model``, which may download), then the bundled offline default.
 Loading is lazy: building an embedder costs a few ``stat`` calls, the model is read on the first
-``embed`` so commands that never embed (``syncd status``) never pay for it.
+``embed`` so commands that never embed (``syncd status``) never pay for it. The bundled default
+runs on onnxruntime directly, exactly as fastembed would run it (onnx_runner.py): importing
+fastembed was most of a one-shot command's model load.
 
 Every embedder has a ``model_id`` naming the model *and its weights*; the persistent
 ``EmbeddingCache`` is keyed by (model_id, sha256 of the text), so vectors of two models never mix
@@ -57,6 +59,8 @@ from .model_files import (
 
 if TYPE_CHECKING:
     from fastembed import TextEmbedding
+
+    from .onnx_runner import OnnxTextModel
 
 # The model files' names (model_files.py) are re-exported: this was their home before the split.
 __all__ = [
@@ -171,6 +175,9 @@ class _ModelSource:
     describe: str
     # Returns the folder to pass as fastembed's specific_model_path, or None for a hub model.
     prepare: Callable[[], Path | None]
+    # Run on onnxruntime without fastembed (onnx_runner.py): the bundled model, whose folder
+    # syncd assembles itself.
+    direct: bool = False
 
 
 class FastEmbedBackend:
@@ -243,6 +250,7 @@ class FastEmbedBackend:
             dim=_DEFAULT_DIM,
             describe=f"bundled all-MiniLM-L6-v2 int8 ({onnx})",
             prepare=lambda: default_model_dir(cache_dir, onnx, expected_sha256),
+            direct=True,
         )
         self = cls.__new__(cls)
         self._setup(source, batch_size, threads, cache_dir)
@@ -257,7 +265,7 @@ class FastEmbedBackend:
         self.batch_size = batch_size
         self.threads = threads
         self._cache_dir = Path(cache_dir) if cache_dir is not None else None
-        self._model: TextEmbedding | None = None
+        self._model: TextEmbedding | OnnxTextModel | None = None
         self._cut: Callable[[str], str] = _no_cut
         self._load_lock = threading.Lock()
         self._run_lock = threading.Lock()
@@ -285,7 +293,7 @@ class FastEmbedBackend:
         """Load the model now rather than on the first embed (idempotent)."""
         self._get_model()
 
-    def _get_model(self) -> TextEmbedding:
+    def _get_model(self) -> TextEmbedding | OnnxTextModel:
         model = self._model
         if model is not None:
             return model
@@ -294,9 +302,14 @@ class FastEmbedBackend:
                 self._model = self._load()
             return self._model
 
-    def _load(self) -> TextEmbedding:
+    def _load(self) -> TextEmbedding | OnnxTextModel:
         started = time.perf_counter()
         folder = self._source.prepare()
+        if self._source.direct and folder is not None:
+            direct = _load_direct(folder, self.threads, self._source.describe)
+            self._cut = _text_cutter(direct.truncation)
+            log.info("loaded %s in %.2fs", self._source.describe, time.perf_counter() - started)
+            return direct
         text_embedding = _import_text_embedding()
         # No session yet: fastembed_quiet_session gives it the one session it runs on.
         kwargs: dict[str, Any] = {"threads": self.threads, "lazy_load": True}
@@ -319,7 +332,7 @@ class FastEmbedBackend:
                 "use the bundled default, or set SYNCD_EMBED_MODEL_PATH to a folder holding "
                 "model.onnx and its tokenizer files"
             ) from exc
-        self._cut = _text_cutter(model)
+        self._cut = _text_cutter(fastembed_truncation(model))
         log.info("loaded %s in %.2fs", self._source.describe, time.perf_counter() - started)
         return model
 
@@ -371,10 +384,24 @@ def _no_cut(text: str) -> str:
     return text
 
 
-def _text_cutter(model: TextEmbedding) -> Callable[[str], str]:
-    """Cuts a text to ``_CHARS_PER_PIECE`` characters per word piece ``model`` sees, at the end its
-    tokenizer truncates (the right, unless its config says left)."""
-    truncation = fastembed_truncation(model)
+def _load_direct(folder: Path, threads: int | None, describe: str) -> OnnxTextModel:
+    """The bundled model on onnxruntime; a failure to import onnxruntime or tokenizers, or to
+    build the session, is said as what it is (as _import_text_embedding says fastembed's)."""
+    try:
+        from .onnx_runner import OnnxTextModel
+    except ModuleNotFoundError as exc:
+        raise EmbeddingError(f"{exc.name or 'onnxruntime'} is not installed: {exc}") from exc
+    except (ImportError, OSError, MemoryError) as exc:
+        raise EmbeddingError(f"onnxruntime is installed but failed to load: {exc}{_memory_hint(exc)}") from exc
+    try:
+        return OnnxTextModel(folder, threads)
+    except Exception as exc:
+        raise EmbeddingError(f"cannot load {describe}: {exc}{_memory_hint(exc)}") from exc
+
+
+def _text_cutter(truncation: dict) -> Callable[[str], str]:
+    """Cuts a text to ``_CHARS_PER_PIECE`` characters per word piece the model sees (its tokenizer's
+    ``truncation``), at the end its tokenizer truncates (the right, unless its config says left)."""
     pieces = truncation.get("max_length") or _DEFAULT_MAX_PIECES
     limit = int(pieces) * _CHARS_PER_PIECE
     if truncation.get("direction") == "left":

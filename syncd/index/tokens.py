@@ -2,7 +2,7 @@
 
 Chunk sizes are counted in the tokens of the model that embeds them (the seed's 400 tokens with
 80 of overlap mean the model's word pieces, not words). The tokenizer is taken from the loaded
-fastembed model and copied without its truncation and padding: the model cuts at 256 pieces, and
+model and copied without its truncation and padding: the model cuts at 256 pieces, and
 a chunker that saw only the first 256 would never find the rest.
 """
 
@@ -50,7 +50,9 @@ class TokenSpanner:
         get_model = getattr(inner, "_get_model", None)
         tokenizer = None
         if get_model is not None:
-            tokenizer = getattr(getattr(get_model(), "model", None), "tokenizer", None)
+            # The bundled model's runner holds it (embedding/onnx_runner.py), fastembed's model its inner model.
+            model = get_model()
+            tokenizer = getattr(model, "tokenizer", None) or getattr(getattr(model, "model", None), "tokenizer", None)
         if tokenizer is None:
             log.warning("%r exposes no tokenizer; transcript chunks are counted in words", inner)
             return _word_spans
