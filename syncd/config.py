@@ -34,12 +34,14 @@ class Settings(BaseSettings):
     )
 
     # Search: the weights of a hit's score parts (see syncd.index.search; the seed's four, and
-    # context, the share of relevance a fact's conversation neighbours pass on to it).
+    # context, the share of relevance a fact's conversation neighbours pass on to it, and time,
+    # what a row's date says to the days a query names or to a query asking "when").
     search_weight_semantic: float = Field(0.7, ge=0)
     search_weight_fulltext: float = Field(0.3, ge=0)
     search_weight_context: float = Field(0.5, ge=0)
     search_weight_importance: float = Field(0.2, ge=0)
     search_weight_recency: float = Field(0.1, ge=0)
+    search_weight_time: float = Field(0.1, ge=0)
     # Recall (MemoryManager search, retrieve_relevant_memories, the agent tools) leaves out a row
     # holding no word of the query whose cosine is below this. Calibrated for the bundled
     # all-MiniLM-L6-v2 with `benchmarks/bench_recall.py --calibrate` on LoCoMo dev conversations:

@@ -78,10 +78,11 @@ def test_hits_carry_their_source_and_score_parts(populated):
     assert top.user_id == "bob" and top.chat_id == "c2" and top.session_id == "s1"
     # The weighted parts the score adds up, and beside them the absolute ones (same value, same
     # meaning for any query): raw BM25, the query's idf-weighted coverage and its rare words' part.
-    assert set(top.parts) == {"semantic", "fulltext", "context", "importance", "recency", "bm25", "coverage", "rare"}
+    assert set(top.parts) == {"semantic", "fulltext", "context", "importance", "recency", "time", "bm25", "coverage",
+                              "rare"}
     assert top.parts["bm25"] > 0 and 0 < top.parts["coverage"] <= 1 and top.relevant
     expected = (0.7 * top.parts["semantic"] + 0.3 * top.parts["fulltext"] + 0.5 * top.parts["context"]
-                + 0.2 * top.parts["importance"] + 0.1 * top.parts["recency"])
+                + 0.2 * top.parts["importance"] + 0.1 * top.parts["recency"] + 0.1 * top.parts["time"])
     assert top.score == expected  # summed in the same order: the parts add up exactly
     assert top.parts["context"] > 0  # its section's other facts say something about the query too
     assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)

@@ -6,12 +6,15 @@ import asyncio
 import datetime as dt
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import syncd
 from syncd.index.search import Weights, answered, chance_cosine
 from syncd.memory import MemoryManager
 
 from .helpers import assert_matches_rebuild, write
+from .strategies import examples
 
 LOG = "memory/users/ana/2023-05-08.md"
 CONVERSATION = """# 2023-05-08
@@ -125,3 +128,76 @@ def test_time_resolved_rows_equal_a_rebuild(tmp_path, embedder):
         write(root, LOG, text + "- [dialog] Bo: Three weeks ago I was in Porto too.\n")
         engine.sync()
         assert_matches_rebuild(engine)
+
+
+DAYS = {
+    "memory/users/cy/2023-05-01.md": """# 2023-05-01
+
+## 10:00 session:s1
+- [dialog] Cy: We had a picnic by the river with the kids.
+- [dialog] Cy: Lyon is such a lovely city to go to.
+""",
+    "memory/users/cy/2023-05-20.md": """# 2023-05-20
+
+## 10:00 session:s2
+- [dialog] Cy: We had a picnic in the park with friends.
+- [dialog] Cy: I went to Lyon last week, it was great.
+""",
+}
+TIME_QUERIES = ["What did Cy do on 20 May 2023?", "When did Cy go to Lyon?", "What did Cy do in May 2023?",
+                "Where was Cy in the week before 20 May 2023?", "picnic with the kids", "Lyon"]
+
+
+@pytest.fixture(scope="module")
+def days(tmp_path_factory, embedder):
+    root = syncd.init(tmp_path_factory.mktemp("days") / "home").home
+    for rel, text in DAYS.items():
+        write(root, rel, text)
+    engine = syncd.open(root, embedder=embedder)
+    engine.sync()
+    yield engine
+    engine.close()
+
+
+def test_a_day_the_question_names_favours_what_was_said_that_day(days):
+    hits = days.search("What did Cy do on 20 May 2023?", user_id="cy", kind="fact", limit=4, now=NOW)
+    time = {h.content: h.parts["time"] for h in hits}
+    assert time["Cy: We had a picnic in the park with friends."] == 1.0
+    assert time["Cy: We had a picnic by the river with the kids."] == 0.0
+    assert hits[0].content.startswith("Cy: We had a picnic in the park")
+    # "last week" said on 20 May means 8-14 May: inside a question about May, wholly.
+    may = days.search("What did Cy do in May 2023?", user_id="cy", kind="fact", limit=4, now=NOW)
+    assert all(h.parts["time"] == 1.0 for h in may)
+    week = days.search("Where was Cy in the week before 20 May 2023?", user_id="cy", kind="fact", limit=4, now=NOW)
+    assert {h.content: h.parts["time"] for h in week}["Cy: I went to Lyon last week, it was great."] == 1.0
+
+
+def test_a_question_asking_when_favours_what_says_a_time(days):
+    hits = days.search("When did Cy go to Lyon?", user_id="cy", kind="fact", limit=4, now=NOW)
+    time = {h.content: h.parts["time"] for h in hits}
+    assert time["Cy: I went to Lyon last week, it was great."] == 0.5
+    assert time["Cy: Lyon is such a lovely city to go to."] == 0.0
+    # A question asking nothing of time leaves the part at 0 for every row.
+    assert all(h.parts["time"] == 0.0 for h in days.search("Lyon", user_id="cy", limit=4, now=NOW))
+
+
+def test_without_the_time_weight_time_changes_nothing(days, embedder):
+    plain = days.settings.model_copy(update={"search_weight_time": 0.0})
+    with syncd.open(days.home.root, settings=plain, embedder=embedder, read_only=True) as engine:
+        hits = engine.search("When did Cy go to Lyon?", user_id="cy", kind="fact", limit=4, now=NOW)
+        assert all(h.parts["time"] == 0.0 for h in hits)
+    weighted = {h.content: h.score for h in days.search("When did Cy go to Lyon?", user_id="cy", kind="fact", limit=4,
+                                                         now=NOW)}
+    plain_scores = {h.content: h.score for h in hits}
+    said = "Cy: I went to Lyon last week, it was great."
+    assert weighted[said] == pytest.approx(plain_scores[said] + 0.1 * 0.5)
+    assert weighted["Cy: Lyon is such a lovely city to go to."] == plain_scores["Cy: Lyon is such a lovely city to go to."]
+
+
+@settings(max_examples=examples(30), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(query=st.sampled_from(TIME_QUERIES), limit=st.integers(1, 4))
+def test_the_best_k_are_the_first_k_of_a_longer_search(days, query, limit):
+    """The time part is read only for rows that could reach the best ``limit`` (search.py): the
+    hits are exactly those of a search that reads it for every row (a limit past every row)."""
+    everything = days.search(query, user_id="cy", limit=50, now=NOW)
+    assert days.search(query, user_id="cy", limit=limit, now=NOW) == everything[:limit]

@@ -268,12 +268,16 @@ _NAMED = [
     re.compile(r"\b(?P<iy>\d{4})-(?P<im>\d{2})-(?P<id>\d{2})\b"),  # 2023-10-03
 ]
 
+_FOUR_DIGITS = re.compile(r"\d{4}")
+
 
 def named_periods(text: str) -> list[Period]:
     """The days and months ``text`` names outright ("on October 3, 2023", "3 Oct 2023", "in May
     2023", "2023-10-03"), in order; impossible dates (30 February) are not dates."""
     taken: list[tuple[int, int]] = []
     found: list[Period] = []
+    if not _FOUR_DIGITS.search(text):  # every pattern names a year; most texts name none
+        return found
     for pattern in _NAMED:
         for match in pattern.finditer(text):
             start, end = match.span()

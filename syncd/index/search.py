@@ -1,6 +1,7 @@
 """Hybrid search: vector and full-text candidates, normalised, combined with weighted parts.
 
-score = 0.7 * semantic + 0.3 * full text + 0.5 * context + 0.2 * importance + 0.1 * recency, where
+score = 0.7 * semantic + 0.3 * full text + 0.5 * context + 0.2 * importance + 0.1 * recency
+        + 0.1 * time, where
 
 - semantic is the cosine (clamped at 0); full text is BM25 over the best BM25 in scope (both
   computed row by row for every candidate, however it was found, so the parts are comparable).
@@ -12,10 +13,17 @@ score = 0.7 * semantic + 0.3 * full text + 0.5 * context + 0.2 * importance + 0.
   ("Where did you go?" / "Lyon, last spring"), so the neighbours of every candidate are ranked
   too. Chunks and facts alone in their section have no context;
 - importance is the fact's own (0.5 when it has none); recency halves every 30 days, and a row
-  without a date of its own (MEMORY.md, a block, a wiki page) gets 0.5, the middle.
+  without a date of its own (MEMORY.md, a block, a wiki page) gets 0.5, the middle;
+- time is what the row's date says to what the query asks of time (syncd.formats.question_time):
+  1 when the query names a period ("on 25 May, 2022", "the week before 16 November 2023", "last
+  weekend") and the row was said on one of its days, or the share of what the row's relative
+  time means ("yesterday", "last week") that lies inside it; for a query asking "when" and naming none,
+  0.5 when the row is a fact that says a time (a date, "yesterday", "last year"): the answer to
+  "when" is one.
+  0 otherwise, and for every row of a query that asks nothing of time.
 
-The first four weights are the seed's and stay the default; context (0.5, halving per step away)
-is new: a neighbour one place away passes on half its relevance, so a fact outranks the turn
+The seed's weights (semantic, full text, importance, recency) stay the default; context (0.5,
+halving per step away) and time are new: a neighbour one place away passes on half its relevance, so a fact outranks the turn
 that matched only if its own words or meaning make up the other half. ``Weights`` (and the
 ``search_weight_*`` settings) change any of them; a context weight of 0 turns it off.
 
@@ -39,6 +47,8 @@ from statistics import NormalDist
 import numpy as np
 
 from ..errors import InvalidInputError
+from ..formats.question_time import asked_periods, asks_when, meant_periods, says_when
+from ..formats.when import Period
 from ..home import validate_id
 from .backend import IndexBackend
 from .fulltext import best_rows
@@ -79,6 +89,7 @@ class Weights:
     context: float = 0.5
     importance: float = 0.2
     recency: float = 0.1
+    time: float = 0.1
 
     @classmethod
     def from_settings(cls, settings) -> Weights:
@@ -165,6 +176,50 @@ def _recency(created: np.ndarray, now: dt.datetime) -> np.ndarray:
     half-life old (0.5), as a fact without an importance gets the middle one."""
     age_days = np.maximum((now.timestamp() - created) / 86400.0, 0.0)
     return np.nan_to_num(np.power(0.5, age_days / _RECENCY_HALF_LIFE_DAYS), nan=_UNDATED_RECENCY)
+
+
+def _row_day(created_at: str | None) -> dt.date | None:
+    """The day a row was said on, as its own timestamp writes it (the log's day, not UTC's)."""
+    try:
+        return dt.date.fromisoformat((created_at or "")[:10])
+    except ValueError:
+        return None
+
+
+def _time_match(query_text: str, now: dt.datetime, payloads: list[dict], rows: np.ndarray) -> np.ndarray:
+    """Each row's time part (see the module's docstring): for a query naming periods, 1 for a
+    row said on one of their days, else the largest share of a period the row's words mean
+    ("yesterday", "last week": syncd.formats.when) that lies inside them (a week fully inside
+    is 1, a month meant by "last month" of which one day is asked is 1/30); for a query asking
+    "when" and naming none, 0.5 for a fact that says a time. Only ``rows`` (a mask) are read."""
+    out = np.zeros(len(payloads))
+    periods = asked_periods(query_text, now.date())
+    if periods:
+        for n in np.flatnonzero(rows):
+            row = payloads[n]
+            day = _row_day(row["created_at"])
+            if day is None:
+                continue
+            if any(period.first <= day <= period.last for period in periods):
+                out[n] = 1.0
+            elif row["kind"] == "fact":
+                out[n] = max((_inside(meant, periods) for meant in meant_periods(row["text"], day)), default=0.0)
+    elif asks_when(query_text):
+        for n in np.flatnonzero(rows):
+            row = payloads[n]
+            if row["kind"] == "fact" and says_when(row["text"], _row_day(row["created_at"])):
+                out[n] = 0.5
+    return out
+
+
+def _inside(meant: Period, periods: list[Period]) -> float:
+    """The largest share of ``meant``'s days that one of ``periods`` holds."""
+    days = (meant.last - meant.first).days + 1
+    best = 0
+    for period in periods:
+        first, last = max(meant.first, period.first), min(meant.last, period.last)
+        best = max(best, (last - first).days + 1)
+    return best / days
 
 
 def _take(signal: np.ndarray, rows: np.ndarray) -> np.ndarray:
@@ -273,6 +328,17 @@ def hybrid_search(
     }
     # Summed part by part in this order, as the parts a hit shows would be: they add up exactly.
     score = sum(getattr(weights, name) * value for name, value in parts.items())
+    # The time part last, and only for the rows it could carry into the best ``limit``: reading
+    # a row's time expressions costs regular expressions, and a row scoring more than the
+    # part's weight under the limit-th best cannot get there (its time part is then left at 0,
+    # and it is no hit).
+    parts["time"] = np.zeros(len(payloads))
+    if weights.time and keep.any():
+        kept = score[keep]
+        kth = np.partition(kept, max(len(kept) - limit, 0))[max(len(kept) - limit, 0)]
+        contenders = keep & (score >= kth - weights.time)
+        parts["time"] = _time_match(query_text, now, payloads, contenders)
+        score = score + weights.time * parts["time"]
     # Beside the weighted parts, the absolute ones: the same value means the same for any query.
     parts["bm25"] = bm25[at].astype(np.float64)
     parts["coverage"] = coverage[at]

@@ -1,0 +1,78 @@
+"""What a question asks of time: the days it names, and whether it asks when.
+
+A memory's rows are dated (a daily-log fact by its log's day), and what they say is often
+relative to that day (:mod:`syncd.formats.when`). A question meets them from the other side:
+
+- it may name a period outright ("on 25 May, 2022", "in July 2023") or relative to a day it names
+  ("in the week before 16 November 2023") or to the day it is asked ("last weekend", "two days
+  ago"): :func:`asked_periods` reads them, and search favours the rows of those days;
+- it may ask *when* something happened ("When did she paint a sunrise?", "How long ago was his
+  birthday?"): :func:`asks_when` says so, and search favours the rows that say a time ("I painted
+  it last year", "we went yesterday"), which :func:`says_when` finds. An answer to "when" is a
+  time; a turn that names none can hardly hold it.
+
+English patterns, like the rest of the time module: a question in another language simply names
+no period and asks no "when", and search ranks it as before.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from functools import lru_cache
+
+from .when import Period, named_periods, resolve
+
+__all__ = ["asked_periods", "asks_when", "meant_periods", "says_when"]
+
+# Rows are read again by query after query (a memory's conversation is searched many times), and
+# reading one's time expressions costs a dozen regular expressions: the last rows read are kept
+# (a few MB at most).
+_READ_ROWS = 32_768
+
+# A question that asks for a time: "When ...", "How long ago ...", "What date/day/year did ...",
+# "In which month was ...", "Since when ...". "How long" alone asks for a duration, not a date,
+# and "What day trips ..." or "What time-saving ..." ask for things: the time word must be
+# followed by a verb of the question or end it.
+_ASKS_WHEN = re.compile(
+    r"^\W*(?:(?:and|so|but)\s+)?(?:since\s+)?(?:when\b|how\s+long\s+ago\b"
+    r"|(?:(?:on|in|at|by|during)\s+)?(?:what|which)\s+(?:date|day|month|year|week|weekend|time)"
+    r"(?:\s+(?:did|does|do|is|was|were|are|will|would|has|have|had|should|can|could)\b|\s*\?))",
+    re.IGNORECASE,
+)
+
+
+def asks_when(question: str) -> bool:
+    """Whether ``question`` asks when something happened (its answer is a time)."""
+    return bool(_ASKS_WHEN.search(question))
+
+
+def asked_periods(question: str, today: dt.date) -> list[Period]:
+    """The periods ``question`` asks about, in order: the days and months it names
+    (:func:`~syncd.formats.when.named_periods`), and its relative expressions resolved against
+    the first day it names ("the week before 16 November 2023"), or, when it names none, against
+    ``today``, the day it is asked ("what did I do last weekend?")."""
+    named = named_periods(question)
+    days = [period for period in named if period.unit == "day"]
+    anchor = days[0].first if days else today
+    relative = [
+        period for period in resolve(question, anchor)
+        if not any(period.start < other.end and other.start < period.end for other in named)
+    ]
+    return sorted([*named, *relative], key=lambda period: (period.start, period.end))
+
+
+@lru_cache(maxsize=_READ_ROWS)
+def says_when(text: str, day: dt.date | None) -> bool:
+    """Whether ``text`` says a time a "when" question could be answered by: a date it names, or
+    a relative expression that resolves against ``day`` (the day it was said)."""
+    if day is not None and resolve(text, day):
+        return True
+    return bool(named_periods(text))
+
+
+@lru_cache(maxsize=_READ_ROWS)
+def meant_periods(text: str, day: dt.date) -> tuple[Period, ...]:
+    """The periods the relative time expressions of ``text``, said on ``day``, mean
+    (:func:`~syncd.formats.when.resolve`), kept for the next query that reads the same row."""
+    return tuple(resolve(text, day))

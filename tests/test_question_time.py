@@ -1,0 +1,107 @@
+"""What a question asks of time (syncd.formats.question_time): the periods it names, "when"."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from syncd.formats.question_time import asked_periods, asks_when, meant_periods, says_when
+from syncd.formats.when import date_words, named_periods, resolve
+
+from .strategies import examples
+
+TODAY = dt.date(2023, 11, 30)  # a Thursday
+
+
+@pytest.mark.parametrize("question", [
+    "When did Melanie paint a sunrise?",
+    "when did she move?",
+    "So when did Ana start pottery?",
+    "Since when has Bo lived in Porto?",
+    "How long ago was Caroline's 18th birthday?",
+    "What date is the dentist appointment?",
+    "In which month did they go camping?",
+    "On what day did John meet his teammates?",
+    "What year did she graduate?",
+])
+def test_questions_asking_when(question):
+    assert asks_when(question)
+
+
+@pytest.mark.parametrize("question", [
+    "What did Ana do on 7 May 2023?",
+    "How long has Caroline had her friends?",  # a duration, not a date
+    "Where did Ana go when she was in Lyon?",  # "when" not asked
+    "What time-saving tips did Bo share?",
+    "Whenever she paints, what does she feel?",
+    "",
+])
+def test_questions_not_asking_when(question):
+    assert not asks_when(question)
+
+
+def test_named_days_and_months_are_asked():
+    periods = asked_periods("What did Nate do for Joanna on 25 May, 2022 and in July 2022?", TODAY)
+    assert [(p.first, p.last, p.unit) for p in periods] == [
+        (dt.date(2022, 5, 25), dt.date(2022, 5, 25), "day"),
+        (dt.date(2022, 7, 1), dt.date(2022, 7, 31), "month"),
+    ]
+
+
+def test_relative_time_is_resolved_against_the_day_named():
+    periods = asked_periods("Where was Tim in the week before 16 November 2023?", TODAY)
+    assert [(p.first, p.last, p.unit) for p in periods] == [
+        (dt.date(2023, 11, 6), dt.date(2023, 11, 12), "week"),  # the week before that Thursday's
+        (dt.date(2023, 11, 16), dt.date(2023, 11, 16), "day"),
+    ]
+
+
+def test_relative_time_without_a_named_day_is_resolved_against_today():
+    assert [(p.first, p.last) for p in asked_periods("What did I do yesterday?", TODAY)] == [
+        (dt.date(2023, 11, 29), dt.date(2023, 11, 29))]
+    weekend = asked_periods("Where did we go last weekend?", TODAY)
+    assert [(p.first, p.last, p.unit) for p in weekend] == [(dt.date(2023, 11, 25), dt.date(2023, 11, 26), "weekend")]
+    assert asked_periods("What does Ana like to drink?", TODAY) == []
+
+
+def test_a_row_says_when_by_a_date_or_a_relative_time():
+    day = dt.date(2023, 5, 8)
+    assert says_when("I went to a pottery class yesterday.", day)
+    assert says_when("The show is on 3 June 2023.", None)
+    assert says_when("We moved here two years ago.", day)
+    assert not says_when("Pottery is so relaxing.", day)
+    assert not says_when("I went to a pottery class yesterday.", None)  # no day to resolve it by
+    assert meant_periods("I went there last week.", day) == tuple(resolve("I went there last week.", day))
+
+
+_DAYS = st.dates(min_value=dt.date(1900, 1, 1), max_value=dt.date(2200, 12, 31))
+
+
+@settings(max_examples=examples(100))
+@given(text=st.text(max_size=80), today=_DAYS)
+def test_any_question_is_read_without_raising_and_the_same_way_twice(text, today):
+    first = asked_periods(text, today)
+    assert asked_periods(text, today) == first
+    assert asks_when(text) == asks_when(text)
+    for period in first:
+        assert period.first <= period.last
+    # The relative periods are those resolve finds outside the named ones: nothing is invented.
+    named = named_periods(text)
+    assert all(p in named or p.text in text for p in first)
+
+
+@settings(max_examples=examples(100))
+@given(day=_DAYS, today=_DAYS, before=st.text(alphabet="abc ?", max_size=12), after=st.text(alphabet="abc ?", max_size=12))
+def test_a_day_named_in_any_question_is_asked(day, today, before, after):
+    question = f"{before} What happened on {date_words(day)} {after}"
+    assert any(p.first <= day <= p.last for p in asked_periods(question, today))
+
+
+@settings(max_examples=examples(100))
+@given(text=st.text(max_size=80), day=st.one_of(st.none(), _DAYS))
+def test_says_when_is_what_the_time_module_finds(text, day):
+    expected = bool(named_periods(text)) or (day is not None and bool(resolve(text, day)))
+    assert says_when(text, day) == expected
