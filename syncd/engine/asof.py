@@ -266,12 +266,13 @@ def _evict(base: Path, keep: Path) -> None:
         shutil.rmtree(old, ignore_errors=True)
 
 
-def _build(engine: Engine, sha: str, folder: Path) -> None:
+def _build(engine: Engine, sha: str, folder: Path) -> Any:
     """Make the past index of ``sha`` aside and publish it at ``folder`` whole: checked out, its
     rows copied from the nearest index, synced (with the home's embedding cache behind it),
     frozen (its rows without vectors, every vector in the home's cache), its files and tables
     deleted, and only then renamed into place with a mark that it is complete. So a published
-    past index is never written again, and any process may read it without a lock."""
+    past index is never written again, and any process may read it without a lock. Returns its
+    rows with their vectors (a pyarrow Table), for the engine opened on it next."""
     from ..index.embed_cache import EmbeddingCache
     from ..index.frozen import freeze
 
@@ -284,7 +285,7 @@ def _build(engine: Engine, sha: str, folder: Path) -> None:
         with engine_class(Home(tree), _local(engine), embedder=engine.embedder) as past:
             past.sync()
             with EmbeddingCache(_cache_path(engine)) as cache:
-                freeze(past.index, building, cache)
+                rows = freeze(past.index, building, cache)
         _only_home(tree)
         (building / _COMPLETE).touch()
         shutil.rmtree(folder, ignore_errors=True)  # an incomplete one an older syncd or a kill left
@@ -296,6 +297,7 @@ def _build(engine: Engine, sha: str, folder: Path) -> None:
             # another process published it meanwhile: theirs is as good
     finally:
         shutil.rmtree(building, ignore_errors=True)
+    return rows
 
 
 def _cache_path(engine: Engine) -> Path:
@@ -342,10 +344,9 @@ def past_engine(engine: Engine, at: str, files: bool = False) -> Iterator[Engine
         if past is None or not _usable(folder, model_id):
             if past is not None and not _IN_USE[folder]:
                 _OPEN.pop(folder).close()  # its folder was deleted under it (rm -rf .syncd)
-            if not _usable(folder, model_id):
-                _build(engine, sha, folder)
+            built = None if _usable(folder, model_id) else _build(engine, sha, folder)
             model = _model(engine)
-            rows = FrozenIndex(folder, model.dim, model_id, _cache_path(engine), embedder=model)
+            rows = FrozenIndex(folder, model.dim, model_id, _cache_path(engine), embedder=model, rows=built)
             past = _OPEN[folder] = engine_class(Home(folder / "tree"), _local(engine), read_only=True, embedder=model,
                                                 index=rows)  # fmt: skip
         if files:

@@ -62,10 +62,12 @@ def _keys(rows: pa.Table | pa.RecordBatch) -> list[bytes]:
             for values in rows.select(fields).to_pylist()]  # fmt: skip
 
 
-def freeze(index: IndexBackend, folder: Path, cache: EmbeddingCache) -> None:
+def freeze(index: IndexBackend, folder: Path, cache: EmbeddingCache) -> pa.Table:
     """Write ``index``'s rows (without vectors), file records and meta into ``folder`` and make
     sure the cache holds every one of their vectors (see the module docstring). ``index`` is a
-    finished index nobody writes any more (a past revision just synced)."""
+    finished index nobody writes any more (a past revision just synced). Returns the rows with
+    their vectors: a reader opened at once takes them (``FrozenIndex(rows=)``) rather than
+    reading them back."""
     index.persist()
     folder.mkdir(parents=True, exist_ok=True)
     model_id = index.model_id
@@ -85,6 +87,7 @@ def freeze(index: IndexBackend, folder: Path, cache: EmbeddingCache) -> None:
                    folder / FILES, compression="zstd")  # fmt: skip
     meta = index.meta() | {"model_id": model_id, "dim": index.dim}
     (folder / META).write_text(json.dumps(meta, indent=2, sort_keys=True), encoding="utf-8")
+    return entries
 
 
 def frozen_meta(folder: Path) -> dict:
@@ -128,7 +131,9 @@ class FrozenIndex:
 
     read_only = True
 
-    def __init__(self, folder: Path, dim: int, model_id: str, cache_path: Path, embedder: Embedder | None = None):
+    def __init__(self, folder: Path, dim: int, model_id: str, cache_path: Path, embedder: Embedder | None = None,
+                 rows: pa.Table | None = None):  # fmt: skip
+        """``rows``: the frozen rows with their vectors, when the caller has them (just frozen)."""
         self.folder = folder
         self.dim = dim
         self.model_id = model_id
@@ -138,6 +143,7 @@ class FrozenIndex:
         # RowCache keeps caches of its own that a query fills.
         self._lock = threading.RLock()
         self._matrix: RowCache | None = None
+        self._rows = rows
         self._records: dict[str, FileRecord] | None = None
 
     # -- what the index reflects
@@ -184,9 +190,11 @@ class FrozenIndex:
         with self._lock:
             if self._matrix is None:
                 matrix = RowCache(self.dim)
-                with EmbeddingCache(self._cache_path) as cache:
-                    load_into(matrix, rows_with_vectors(self.folder, self.dim, self.model_id, cache, self._embedder))
-                self._matrix = matrix
+                if self._rows is None:
+                    with EmbeddingCache(self._cache_path) as cache:
+                        self._rows = rows_with_vectors(self.folder, self.dim, self.model_id, cache, self._embedder)
+                load_into(matrix, self._rows)
+                self._matrix, self._rows = matrix, None
             yield self._matrix
 
     # -- writing: none
