@@ -56,10 +56,12 @@ _BATCH = 8192
 
 
 def _keys(rows: pa.Table | pa.RecordBatch) -> list[bytes]:
-    """The embedding cache key of each row: the sha256 of what the embedder saw of it."""
-    fields = [f for f in ENTRY_FIELDS if f != "tags"]
-    return [text_key(EntryRow(**values, tags=()).embed_text)
-            for values in rows.select(fields).to_pylist()]  # fmt: skip
+    """The embedding cache key of each row: the sha256 of what the embedder saw of it. A row is
+    made of the four fields its embedded text is made of (the others do not change it): making
+    it of every field took twice as long (~2 s at 100,000 rows)."""
+    columns = (rows.column(name).to_pylist() for name in ("kind", "text", "title", "heading"))
+    return [text_key(EntryRow("", kind, "", "", 0, text, title=title, heading=heading or "").embed_text)
+            for kind, text, title, heading in zip(*columns)]  # fmt: skip
 
 
 def freeze(index: IndexBackend, folder: Path, cache: EmbeddingCache) -> pa.Table:
@@ -113,7 +115,7 @@ def rows_with_vectors(folder: Path, dim: int, model_id: str, cache: EmbeddingCac
             raise IndexError_(f"the embedding cache lacks {len(lost)} vector(s) of the index frozen in {folder}")
         fields = [f for f in ENTRY_FIELDS if f != "tags"]
         again = rows.take(lost).select(fields).to_pylist()
-        vectors = np.asarray(embedder.embed([EntryRow(**v, tags=()).embed_text for v in again]), dtype=np.float32)
+        vectors = np.asarray(embedder.embed([EntryRow(**v).embed_text for v in again]), dtype=np.float32)
         cache.put_by_keys(model_id, [keys[n] for n in lost], vectors)
         blobs |= {keys[n]: vector.tobytes() for n, vector in zip(lost, vectors)}
     flat = np.frombuffer(b"".join(blobs[key] for key in keys), dtype=np.float32)
