@@ -105,8 +105,11 @@ def run_cli(code: Path, home: Path, n: int) -> dict:
     edit(home, n)
     with tempfile.NamedTemporaryFile("r", suffix=".time") as report:
         started = time.perf_counter()
+        # Run from the home: `python -m` puts the working folder first on sys.path, so started in
+        # this checkout, "old" would import this checkout's syncd.
         done = subprocess.run(["/usr/bin/time", "-f", "%U %S %M", "-o", report.name, sys.executable, "-m", "syncd",
-                               "sync", "-q", "--home", str(home)], env=env_for(code), capture_output=True, text=True)
+                               "sync", "-q", "--home", str(home)], env=env_for(code), capture_output=True, text=True,
+                              cwd=home)
         wall = time.perf_counter() - started
         if done.returncode != 0:
             raise SystemExit(f"syncd sync with {code} failed: {done.stderr[-2000:]}")

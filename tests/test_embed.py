@@ -159,6 +159,42 @@ def test_a_huge_single_line_costs_no_more_memory_than_a_short_one(model_cache: P
     assert grown_mb < 64, f"embedding a 2 MB line raised the peak RSS by {grown_mb} MB"
 
 
+# Long chunks (each past the model's 256 word pieces) after short texts: the peak may not grow
+# with them beyond what a call of a few holds (16,000 characters a call raised it by 270 MB).
+_LONG_CHUNKS_SCRIPT = """
+import resource, sys
+from pathlib import Path
+from syncd.config import Settings
+from syncd.embedding.fastembed_backend import load_embedder
+embedder = load_embedder(Settings(), cache_dir=Path(sys.argv[1]))
+embedder.embed([f"Likes green tea, fact {i}." for i in range(64)])
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+words = "the river garden meeting notes about budgets planning roadmap review".split()
+embedder.embed([" ".join(words[(i + j) % len(words)] for j in range(300)) for i in range(20)])
+print((resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) // 1024)
+"""
+
+
+def test_long_chunks_cost_no_more_peak_memory_than_short_facts(model_cache: Path) -> None:
+    out = subprocess.run(
+        [sys.executable, "-c", _LONG_CHUNKS_SCRIPT, str(model_cache)],
+        capture_output=True, text=True, check=True, timeout=600,
+    )
+    grown_mb = int(out.stdout.split()[-1])
+    assert grown_mb < 64, f"embedding 20 long chunks raised the peak RSS by {grown_mb} MB"
+
+
+@given(st.lists(st.text(max_size=3000), max_size=40), st.integers(1, 64))
+def test_law_batches_keep_order_and_their_size(texts: list[str], max_texts: int) -> None:
+    """_batches cuts texts into consecutive calls of at most ``max_texts`` texts whose longest
+    times their count stays within the character budget (a text longer than it goes alone)."""
+    batches = list(embed_mod._batches(texts, max_texts))
+    assert [t for batch in batches for t in batch] == texts
+    for batch in batches:
+        assert 0 < len(batch) <= max_texts
+        assert len(batch) == 1 or max(map(len, batch)) * len(batch) <= embed_mod._BATCH_CHAR_BUDGET
+
+
 def test_the_cut_before_tokenising_changes_no_vector_of_ordinary_text(backend: FastEmbedBackend) -> None:
     """Only the model's first 256 word pieces count, and ordinary text reaches them long before
     the cut: the vector of a long text is the one fastembed gives for the whole of it."""

@@ -412,7 +412,11 @@ def _text_cutter(truncation: dict) -> Callable[[str], str]:
 # Characters per model call. Activation memory grows with batch x sequence length (attention with
 # its square), so a batch of long chunks is cut short: this keeps onnxruntime's arena, which never
 # shrinks, at the size short facts need instead of growing by gigabytes on a page-heavy rebuild.
-_BATCH_CHAR_BUDGET = 16_000
+# Measured on the bundled model (issue 30): at 16,000, 90 chunks of ~1,700 characters (past the
+# 256 word pieces, so 9 a call) raised the peak by 270 MB and 1,500 facts of ~115 characters by
+# 36 MB; at 4,000 (2 chunks a call; a call of 34 such facts) by nothing, at the same texts per
+# CPU second (7 and ~100: past a few texts a call, a bigger call saves no work on 2 cores).
+_BATCH_CHAR_BUDGET = 4_000
 
 
 def _batches(texts: list[str], max_texts: int) -> Iterator[list[str]]:
