@@ -67,7 +67,9 @@ def _keys(rows: pa.Table | pa.RecordBatch) -> list[bytes]:
 def freeze(index: IndexBackend, folder: Path, cache: EmbeddingCache) -> pa.Table:
     """Write ``index``'s rows (without vectors), file records and meta into ``folder`` and make
     sure the cache holds every one of their vectors (see the module docstring). ``index`` is a
-    finished index nobody writes any more (a past revision just synced). Returns the rows with
+    finished index nobody writes any more (a past revision just synced), ``folder`` the
+    builder's own until it publishes it (engine/asof.py): neither needs a lock; the vectors put
+    into the cache take SQLite's write lock in turn with the home's writer. Returns the rows with
     their vectors: a reader opened at once takes them (``FrozenIndex(rows=)``) rather than
     reading them back."""
     index.persist()

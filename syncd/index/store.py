@@ -333,7 +333,8 @@ class Index:
     def fill_rows(self, files: pa.Table, entries: pa.Table | pa.RecordBatchReader) -> None:
         """Overwrite this new index's tables with ``files`` (file records) and then ``entries``
         (rows with their vectors): a past revision's index starts so (engine/asof.py), from
-        another index's tables as one consistent pair (snapshot.py) or a frozen index's rows."""
+        another index's tables as one consistent pair (snapshot.py) or a frozen index's rows.
+        Under both locks, in persist()'s order; the index is new, so no other process has it."""
         with self._writing, self._lock:
             self._files.add(files, mode="overwrite")
             self._entries.add(entries, mode="overwrite")
