@@ -67,7 +67,7 @@ def test_public_api_is_pinned() -> None:
         "BUNDLED_TOKENIZER_DIR", "DEFAULT_MODEL_ID", "DEFAULT_MODEL_SHA256",
         "Embedder", "FastEmbedBackend", "OPTIONAL_MODEL_FILES",
         "REQUIRED_MODEL_FILES", "assemble_model_dir", "bundled_onnx_path", "check_texts",
-        "default_model_dir", "load_embedder", "verify_sha256",
+        "default_model_dir", "load_embedder", "release_after_query", "verify_sha256",
     ])
     assert sorted(syncd.index.embed_cache.__all__) == ["CachedEmbedder", "EmbeddingCache", "text_key"]
 
@@ -258,6 +258,20 @@ def test_a_missing_fastembed_is_called_missing_and_the_bundled_model_needs_none(
         FastEmbedBackend(DEFAULT_EMBED_MODEL, folder).embed(["x"])
     bundled = FastEmbedBackend.bundled(model_cache)
     np.testing.assert_array_equal(bundled.embed(["Likes green tea."]), backend.embed(["Likes green tea."]))
+
+
+def test_a_model_released_after_its_query_loads_again_with_the_same_vectors(
+    model_cache: Path, backend: FastEmbedBackend, tmp_path: Path
+) -> None:
+    """What a one-shot `syncd search` does: the query's vector lets the model go (found through
+    the cache's wrapper), and an embed after it loads the model again, giving the same vectors."""
+    fresh = FastEmbedBackend.bundled(model_cache)
+    embed_mod.release_after_query(CachedEmbedder(fresh, EmbeddingCache(tmp_path / "cache.sqlite")))
+    query = fresh.embed_query("what does she drink in the morning")
+    assert not fresh.loaded
+    np.testing.assert_array_equal(query, backend.embed_query("what does she drink in the morning"))
+    np.testing.assert_array_equal(fresh.embed(["Likes green tea."]), backend.embed(["Likes green tea."]))
+    assert fresh.loaded
 
 
 def test_concurrent_first_use_loads_once_and_agrees(

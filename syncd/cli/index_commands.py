@@ -214,10 +214,13 @@ def search_command(query: str, user: str | None, chat: str | None, limit: int, k
     answer = ask_daemon(root, "search", params) if at is None else None
     advice = "the running daemon is indexing them"
     if answer is None:
+        from ..embedding.fastembed_backend import release_after_query
         from ..engine.facade import open_engine
         from ..engine.search import search_answer
 
         with open_engine(root, read_only=True, settings=load_settings()) as engine:
+            if at is None:  # one query is all this process embeds (a past commit's index embeds its files)
+                release_after_query(engine.embedder)
             answer = search_answer(engine, **params)
         advice = "run `syncd sync` (or keep `syncd watch` running)"
     hits, stale = answer["hits"], answer["stale"]
