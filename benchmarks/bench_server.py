@@ -38,12 +38,17 @@ def pct(xs: list[float], p: float) -> float:
     return sorted(xs)[min(len(xs) - 1, int(len(xs) * p))] * 1000
 
 
-def start_server(root: Path) -> tuple[subprocess.Popen, str, str]:
+def start_server(root: Path, env: dict[str, str] | None = None, verbose: bool = False
+                 ) -> tuple[subprocess.Popen, str, str]:
+    """``syncd serve`` on the home (``env``: another revision's code, benchmarks/revisions.py;
+    ``verbose``: its debug log in ``serve.err`` beside the home)."""
     info = Home(root).private_dir / SERVER_FILE
     info.unlink(missing_ok=True)
     err = open(root.parent / "serve.err", "w")  # noqa: SIM115 - the child owns it
-    proc = subprocess.Popen([sys.executable, "-m", "syncd", "serve", "--home", str(root), "--port", "0"],
-                            stdout=subprocess.DEVNULL, stderr=err)  # fmt: skip
+    command = [sys.executable, "-m", "syncd", *(["-vv"] if verbose else []), "serve", "--home", str(root), "--port", "0"]
+    # Started beside the home, not in the checkout: `python -m` puts the working folder first on
+    # sys.path, which would run this checkout's syncd whatever ``env`` names.
+    proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=err, env=env, cwd=root.parent)
     deadline = time.monotonic() + 600
     while not info.exists():
         if proc.poll() is not None or time.monotonic() > deadline:

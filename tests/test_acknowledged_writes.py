@@ -211,11 +211,9 @@ def _person_commit(home: Path, name: str) -> str:
     def added() -> str:
         return git(home, "log", "-1", "--diff-filter=A", "--format=%H", "--", page).strip()
 
-    # What this test claims is that nothing is lost, so the page must be committed, not how soon:
-    # under four agents writing without a pause, a clean clone's full run (right after mypy) saw
-    # the daemon commit it after more than 30 s in 2 runs of 2 (issue 23's open defect: a person's
-    # commit can be starved by agents' writes). That latency is a speed property, for a benchmark,
-    # not a timed assert; a page never committed still fails here.
+    # What this test claims is that nothing is lost, so the page must be committed; how soon is a
+    # speed property (benchmarks/bench_load.py; tests/test_group_commit.py checks it is committed
+    # while agents keep writing). The bound is generous: a page never committed fails here.
     return wait_for(added, 120, "the page's commit")
 
 
@@ -259,6 +257,9 @@ def test_acknowledged_adds_survive_the_persons_git_commands(home, embedder):
                 _check_round(home, agents, [b.format(r=round_) for b in branches], f"{name} {round_}")
                 total += len(agents.kept)
                 refused += len(agents.refused)
-    assert total > 100, (total, refused)
+    # The agents wrote during the person's commands, not only before them: each round began once
+    # every agent had an add acknowledged (Agents.__enter__); more than that were acknowledged.
+    # (A count of adds per round would measure the machine's load, not this test's claim.)
+    assert total > len(steps) * ROUNDS * AGENTS, (total, refused)
     with syncd.open(home, embedder=embedder) as engine:
         assert_matches_rebuild(engine)

@@ -286,10 +286,15 @@ class Daemon:
         if batch.git_moved:
             self._note_head()
             if self._pending:
-                # The user's commit, checkout or switch may be what our waiting commit waited for.
+                # The user's commit, checkout or switch may be what our waiting commit waited for:
+                # try soon, but never later than already due. Agents' commit passes move HEAD
+                # several times a second; pushing the due time back on each move put a person's
+                # page off until the agents paused (bench_load.py: 4 agents adding, a page saved
+                # every 3 s waited up to 61 s for its commit).
                 self._retry_s = _RETRY_MIN_S
+                soon = time.monotonic() + self.settings.commit_quiet_ms / 1000
                 with self._cond:
-                    self._commit_due = time.monotonic() + self.settings.commit_quiet_ms / 1000
+                    self._commit_due = soon if self._commit_due is None else min(self._commit_due, soon)
         if not (batch.full or batch.paths or batch.dirs):
             return None
         paths = None if batch.full else self._expand(batch)
@@ -369,14 +374,28 @@ class Daemon:
 
     def commit_pending(self, quiet_s: float | None = None) -> list[str]:
         """Commit the indexed changes, unless the user's own git work is under way (then the
-        changes wait, on disk and indexed, and the commit is retried with a backoff)."""
+        changes wait, on disk and indexed, and the commit is retried with a backoff).
+
+        Everything from the first look at git to the commit is done holding the write path's
+        commit stage (WritePath.commit_stage): no commit pass of ours is then half done, so git
+        having moved by one of them is seen for what it is (our own pass, settled), not as a
+        person's git command to wait out. Looked at outside the stage, a look falling inside a
+        pass (index.lock held, or the index written and HEAD not yet) put the commit off by
+        ``commit_quiet_ms``, and under agents writing without a pause it could fall there again."""
         if not self._pending:
             self._commit_due = None
             return []
+        log.debug("committing %d indexed path(s): waiting for the commit stage", len(self._pending))
+        with self.engine.writes.commit_stage():
+            return self._commit_pending_staged(quiet_s)
+
+    def _commit_pending_staged(self, quiet_s: float | None) -> list[str]:
+        """commit_pending's work, holding the commit stage."""
         state = busy_state(self.root)
         if state is not None and state.transient:
-            # A lock held for a moment, most often by a commit pass of our own while agents write:
-            # try again shortly, never backing off (doubling delays let a person's edit wait 30 s).
+            # A lock held for a moment (by a git command of the person's or another process's
+            # pass: none of ours runs now): try again shortly, never backing off (doubling delays
+            # let a person's edit wait 30 s).
             log.info("%s; will commit in a moment", state.reason)
             with self._cond:
                 self._commit_due = time.monotonic() + _RETRY_MIN_S
@@ -396,7 +415,7 @@ class Daemon:
         self._put_back_rewound(self._pending - held)
         try:
             ready = sorted(self._pending - held)
-            shas = writes.commit_editor(ready) if ready else []
+            shas = writes.commit_staged(ready) if ready else []
         except GitBusyError as exc:
             # A lock taken between our look and the commit is the ordinary, transient case; a
             # detached HEAD is not.
@@ -445,6 +464,7 @@ class Daemon:
         not, the commit is put off until it would be."""
         due = self.engine.writes.settle_due(quiet_s)
         if due > 0:
+            log.debug("git moved a moment ago, not by a commit pass of ours: committing in %.2f s", due)
             with self._cond:
                 self._commit_due = time.monotonic() + due
         return due == 0

@@ -470,6 +470,17 @@ class WritePath:
         with self._queue.commit_stage():
             return self._commit(paths, expected)
 
+    def commit_stage(self) -> contextlib.AbstractContextManager[None]:
+        """The commit stage (one commit at a time in this process, the queue's passes included),
+        for a caller that must look at git and commit with no pass of ours half done meanwhile
+        (the daemon: what moved git since our last pass is then the person's, or another
+        process's). Not reentrant: inside it, commit with :meth:`commit_staged`."""
+        return self._queue.commit_stage()
+
+    def commit_staged(self, paths: Iterable[str] | None) -> list[str]:
+        """:meth:`commit_editor` for a caller holding :meth:`commit_stage`."""
+        return self._commit(paths, None)
+
     def _commit(self, paths: Iterable[str] | None, expected: dict[str, str] | None) -> list[str]:
         """commit_editor's work, for a caller holding the commit stage (the queue's pass does)."""
         from ..history.committer import commit_changes
