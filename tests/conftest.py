@@ -13,6 +13,7 @@ import syncd
 from syncd.config import Settings
 from syncd.embedding.fastembed_backend import load_embedder
 
+from .daemon_helpers import new_home
 from .pg_fixtures import pg_home, pg_server, pg_url  # noqa: F401  (PostgreSQL fixtures)
 
 # Property tests here touch real files, LanceDB and the real model: fewer, slower examples. A law
@@ -84,8 +85,11 @@ def embedder(tmp_path_factory):
 
 
 @pytest.fixture
-def home(tmp_path) -> Path:
-    return syncd.init(tmp_path / "home").home
+def home(tmp_path, embedder) -> Path:
+    """A fresh home whose embedding cache already holds the vault seed's vectors: the seed's first
+    embedding costs about 1.5 s of CPU, paid once per run instead of by every test that syncs (the
+    cache is derived, per home; a test of a home's very first embedding makes its own home)."""
+    return new_home(tmp_path / "home", embedder)
 
 
 @pytest.fixture

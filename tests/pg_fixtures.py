@@ -18,8 +18,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-import syncd
 from syncd.index.backend import record_home_index
+
+from .daemon_helpers import new_home
 
 _databases = itertools.count()
 
@@ -72,9 +73,10 @@ def pg_url(pg_server) -> str:
 
 
 @pytest.fixture
-def pg_home(tmp_path, pg_url) -> Path:
-    """A new home whose index lives in ``pg_url``'s database (as ``syncd init --index`` makes)."""
-    root = syncd.init(tmp_path / "pghome").home
+def pg_home(tmp_path, pg_url, embedder) -> Path:
+    """A new home whose index lives in ``pg_url``'s database (as ``syncd init --index`` makes), its
+    embedding cache warmed as the ``home`` fixture's."""
+    root = new_home(tmp_path / "pghome", embedder)
     record_home_index(root, pg_url)
     return root
 

@@ -24,6 +24,7 @@ from syncd.index.pg_search import PgRows
 from syncd.index.rowcache import ScopeMask
 from syncd.index.store import Index
 
+from .daemon_helpers import new_home
 from .helpers import PROBE_TEXTS, search_view, write
 from .strategies import examples
 
@@ -116,7 +117,7 @@ def test_engine_opens_postgres_by_url(pg_home, tmp_path, embedder):
 @given(home=homes, asked=st.lists(queries, min_size=1, max_size=3))
 def test_postgres_rows_and_hits_equal_lancedb(pg_url, embedder, home, asked):
     with tempfile.TemporaryDirectory() as tmp:
-        root = syncd.init(Path(tmp) / "home").home
+        root = new_home(Path(tmp) / "home", embedder)
         write_home(root, home)
         with syncd.open(root, embedder=embedder, settings=Settings()) as lance:
             lance.sync()
@@ -158,7 +159,7 @@ edits = st.lists(st.tuples(st.sampled_from(USERS), st.sampled_from(["2026-11-01"
 @given(home=homes, steps=edits)
 def test_incremental_equals_rebuild_on_postgres(pg_url, embedder, home, steps):
     with tempfile.TemporaryDirectory() as tmp:
-        root = syncd.init(Path(tmp) / "home").home
+        root = new_home(Path(tmp) / "home", embedder)
         write_home(root, home)
         with syncd.open(root, embedder=embedder, settings=pg_settings(pg_url)) as engine:
             engine.sync()
@@ -180,7 +181,7 @@ def test_incremental_equals_rebuild_on_postgres(pg_url, embedder, home, steps):
 @given(home=homes, query=queries, user=st.one_of(st.sampled_from(USERS), st.sampled_from(["../ana", "a b", "", "x'--"])))
 def test_a_user_never_sees_another_users_rows(pg_url, embedder, home, query, user):
     with tempfile.TemporaryDirectory() as tmp:
-        root = syncd.init(Path(tmp) / "home").home
+        root = new_home(Path(tmp) / "home", embedder)
         write_home(root, home)
         with syncd.open(root, embedder=embedder, settings=pg_settings(pg_url)) as engine:
             engine.sync()
@@ -203,7 +204,7 @@ def test_a_user_never_sees_another_users_rows(pg_url, embedder, home, query, use
 @given(first=homes, second=homes, query=queries)
 def test_two_homes_in_one_database_never_meet(pg_url, embedder, first, second, query):
     with tempfile.TemporaryDirectory() as tmp:
-        roots = [syncd.init(Path(tmp) / name).home for name in ("one", "two")]
+        roots = [new_home(Path(tmp) / name, embedder) for name in ("one", "two")]
         for root, home in zip(roots, (first, second)):
             write_home(root, home)
         engines = [syncd.open(root, embedder=embedder, settings=pg_settings(pg_url)) for root in roots]

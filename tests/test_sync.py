@@ -15,6 +15,7 @@ from syncd.index.records import FileRecord
 from syncd.sync.plan import plan_sync
 from syncd.sync.scan import DiskFile
 
+from .daemon_helpers import new_home
 from .helpers import assert_matches_rebuild, assert_same_index, snapshot, write
 from .strategies import examples
 
@@ -111,7 +112,7 @@ def _apply(root, op) -> None:
 @settings(max_examples=examples(6))
 @given(ops=st.lists(operation, min_size=1, max_size=7))
 def test_incremental_sync_equals_rebuild(tmp_path_factory, embedder, ops):
-    root = syncd.init(tmp_path_factory.mktemp("home")).home
+    root = new_home(tmp_path_factory.mktemp("home"), embedder)
     with syncd.open(root, embedder=embedder) as engine:
         engine.sync()
         for op in ops:

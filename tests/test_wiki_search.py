@@ -20,6 +20,7 @@ from syncd.index.records import SCHEMA_VERSION, page_breadcrumb
 from syncd.index.rows import parse_file
 from syncd.index.store import entry_schema
 
+from .daemon_helpers import new_home
 from .helpers import assert_matches_rebuild, write
 
 PAGES = {
@@ -144,7 +145,7 @@ def _edit(root, rel: str, how: str, word: str) -> None:
 @settings(max_examples=8)
 @given(edits=_TITLE_EDITS)
 def test_titles_after_edits_equal_a_rebuild(tmp_path_factory, embedder, edits):
-    root = syncd.init(tmp_path_factory.mktemp("titles")).home
+    root = new_home(tmp_path_factory.mktemp("titles"), embedder)
     with syncd.open(root, embedder=embedder) as engine:
         engine.sync()
         for rel, how, word in edits:
