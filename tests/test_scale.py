@@ -13,6 +13,7 @@ from syncd.home import Home, read_at_most
 from syncd.index.fulltext import MAX_ANALYZED_CHARS, TextIndex, analyze
 from syncd.sync.scan import scan_disk
 
+from .daemon_helpers import new_home
 from .helpers import assert_matches_rebuild, write
 from .strategies import examples
 
@@ -110,7 +111,7 @@ _KINDS = ["words", "meta", "insert", "delete", "move", "heading", "duplicate", "
 def test_editing_a_log_in_place_equals_a_rebuild(tmp_path_factory, embedder, ops) -> None:
     """Files updated row by row (only the rows an edit changed are rewritten) still equal a
     rebuild of the same tree: tables, vectors, full text and every fact's conversation."""
-    root = syncd.init(tmp_path_factory.mktemp("home")).home
+    root = new_home(tmp_path_factory.mktemp("home"), embedder)
     lines = _log_lines(24)
     write(root, LOG, "\n".join(lines) + "\n")
     with syncd.open(root, embedder=embedder) as engine:

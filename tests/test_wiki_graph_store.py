@@ -16,6 +16,8 @@ from syncd.wiki.graph import page_node
 from syncd.wiki.manager import WikiManager
 from syncd.wiki.store import GraphCache, build_graph, snapshot, store_path
 
+from .daemon_helpers import new_home
+
 NAMES = ["A.md", "B.md", "sub/A.md", "sub/C.md", "deep/sub/C.md", "img.png", "sub/img.png"]
 PIECES = st.sampled_from(
     ["[[A]]", "[[B#H]]", "[[sub/A]]", "[[C#^x]]", "![[img.png]]", "[[C]]", "# H\n", "text ^x\n", "\n",
@@ -147,7 +149,7 @@ def _store_matches_the_files(home: Path) -> None:
 @settings(max_examples=6)
 @given(ops=HOME_OPS)
 def test_the_sync_keeps_the_graph_in_step_and_equal_to_a_rebuild(tmp_path_factory, embedder, ops):
-    home = syncd.init(tmp_path_factory.mktemp("home")).home
+    home = new_home(tmp_path_factory.mktemp("home"), embedder)
     wiki = WikiManager.for_home(home)
     with syncd.open(home, embedder=embedder) as engine:
         engine.sync()
