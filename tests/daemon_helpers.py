@@ -131,14 +131,15 @@ def running_daemon(home: Path, embedder, **overrides) -> Iterator[Running]:
 
 def start_cli_daemon(home: Path, *extra: str, prefix: list[str] | None = None) -> subprocess.Popen:
     """``syncd watch`` in its own process (``prefix`` wraps it, e.g. in setpriv). Its stderr goes
-    to a file, not a pipe nobody reads: a full pipe would block the daemon's logging."""
-    err = open(home.parent / f"daemon-{time.monotonic_ns()}.err", "w+")  # noqa: SIM115 - the child owns it
-    return subprocess.Popen(
-        [*(prefix or []), sys.executable, "-m", "syncd", "watch", "--home", str(home), *extra],
-        stdout=subprocess.DEVNULL,
-        stderr=err,
-        text=True,
-    )
+    to a file, not a pipe nobody reads: a full pipe would block the daemon's logging. The child
+    writes to its own copy of the file's descriptor; ours is closed at once (not leaked)."""
+    with open(home.parent / f"daemon-{time.monotonic_ns()}.err", "w+") as err:
+        return subprocess.Popen(
+            [*(prefix or []), sys.executable, "-m", "syncd", "watch", "--home", str(home), *extra],
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+            text=True,
+        )
 
 
 def daily_log(facts: list[str], day: str = "2026-11-22") -> str:

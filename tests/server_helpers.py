@@ -71,15 +71,16 @@ def served_in_thread(home: Path, embedder, *, host: str = "127.0.0.1", cors_orig
 
 
 def start_serve_process(home: Path, *extra: str) -> subprocess.Popen:
-    """`syncd serve --port 0` in its own process; its stderr goes to a file next to the home."""
-    err = open(home.parent / f"serve-{time.monotonic_ns()}.err", "w+")  # noqa: SIM115 - the child owns it
-    return subprocess.Popen(
-        [sys.executable, "-m", "syncd", "serve", "--home", str(home), "--port", "0", *extra],
-        stdout=subprocess.DEVNULL,
-        stderr=err,
-        text=True,
-        env=os.environ.copy(),
-    )
+    """`syncd serve --port 0` in its own process; its stderr goes to a file next to the home (the
+    child's own copy of the descriptor: ours is closed at once, not leaked)."""
+    with open(home.parent / f"serve-{time.monotonic_ns()}.err", "w+") as err:
+        return subprocess.Popen(
+            [sys.executable, "-m", "syncd", "serve", "--home", str(home), "--port", "0", *extra],
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+            text=True,
+            env=os.environ.copy(),
+        )
 
 
 def server_url(home: Path, proc: subprocess.Popen, timeout: float = 120) -> str:
