@@ -88,6 +88,7 @@ def _stop_at(home: Path, command: str, marker: str, signum: int) -> tuple[int, s
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+        proc.stderr.close()
     return proc.returncode, "".join(seen) + rest
 
 
