@@ -10,6 +10,7 @@ from pathlib import Path
 
 import syncd
 
+from .daemon_helpers import new_home
 from .helpers import write
 
 ANA_LOG_REL = "memory/users/ana/2026-11-22.md"
@@ -55,7 +56,7 @@ def import_workbench():
 
 
 def build_home(root: Path, embedder, extra: dict[str, str] | None = None) -> Path:
-    home = syncd.init(root).home
+    home = new_home(root, embedder)
     for rel, text in {**FILES, **(extra or {})}.items():
         write(home, rel, text)
     with syncd.open(home, embedder=embedder) as engine:
