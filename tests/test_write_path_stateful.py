@@ -230,7 +230,7 @@ class WritePathMachine(RuleBasedStateMachine):
             f"log:\n{self._git('log', '--format=%h [%an] %s', '-8').stdout}"
             f"writes in flight: {[f.what for f in self.in_flight]}; journals: {journals}; "
             f"held: {sorted(self.run.engine.writes.held())}; refused: {[r.what for r in self.refused[-3:]]}\n"
-            f"person's failed git commands: {self.git_failures[-6:]}"
+            f"person's failed git commands: {self.git_failures[:3]} ... {self.git_failures[-6:]}"
         )
 
     def _edit(self, rel: str, line: str) -> None:
@@ -492,6 +492,12 @@ class WritePathMachine(RuleBasedStateMachine):
             if "CONFLICT" not in merged.stdout:
                 if merged.returncode == 0:
                     _event("merge went through without a conflict")
+                elif (self.home / ".git" / "MERGE_HEAD").exists():
+                    # A merge that failed after starting (its merge commit's ref update lost a
+                    # race with a commit pass: git's own compare-and-swap) leaves MERGE_HEAD, as
+                    # git then tells the person; they abort it, as they would.
+                    _event("person's git merge failed midway")
+                    self._insist("merge --abort", "merge", "--abort")
                 return
             time.sleep(0.2)  # agents write meanwhile
             if not self._insist("merge --abort", "merge", "--abort"):
