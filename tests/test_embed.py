@@ -150,12 +150,17 @@ print((resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) // 1024)
 """
 
 
-def test_a_huge_single_line_costs_no_more_memory_than_a_short_one(model_cache: Path) -> None:
+def _peak_growth_mb(script: str, model_cache: Path) -> int:
+    """How many MB a fresh process's peak RSS grew by over what ``script`` measures (it prints it)."""
     out = subprocess.run(
-        [sys.executable, "-c", _HUGE_TEXT_SCRIPT, str(model_cache)],
+        [sys.executable, "-c", script, str(model_cache)],
         capture_output=True, text=True, check=True, timeout=600,
     )
-    grown_mb = int(out.stdout.split()[-1])
+    return int(out.stdout.split()[-1])
+
+
+def test_a_huge_single_line_costs_no_more_memory_than_a_short_one(model_cache: Path) -> None:
+    grown_mb = _peak_growth_mb(_HUGE_TEXT_SCRIPT, model_cache)
     assert grown_mb < 64, f"embedding a 2 MB line raised the peak RSS by {grown_mb} MB"
 
 
@@ -176,11 +181,7 @@ print((resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) // 1024)
 
 
 def test_long_chunks_cost_no_more_peak_memory_than_short_facts(model_cache: Path) -> None:
-    out = subprocess.run(
-        [sys.executable, "-c", _LONG_CHUNKS_SCRIPT, str(model_cache)],
-        capture_output=True, text=True, check=True, timeout=600,
-    )
-    grown_mb = int(out.stdout.split()[-1])
+    grown_mb = _peak_growth_mb(_LONG_CHUNKS_SCRIPT, model_cache)
     assert grown_mb < 64, f"embedding 20 long chunks raised the peak RSS by {grown_mb} MB"
 
 
