@@ -128,6 +128,22 @@ def test_our_temp_files_are_never_committed_and_are_cleaned_up(home):
     assert not stale.exists() and young.exists()  # a young one may be a write in flight
 
 
+def test_a_temp_file_of_a_write_in_flight_is_left_alone_by_the_persons_stash(home):
+    # CI saw `git stash -u` take a write's temp file away mid-write and `stash pop` bring it back
+    # after the write had given up: an orphan that stayed in the tree. git must not list them at all.
+    _commit(home)  # any commit tells the repository to ignore them, as the daemon's start does
+    in_flight = write(home, "memory/users/ana/.2026-11-22.md.q1w2e3r4.syncd-tmp", daily_log(FACTS[:1]))
+    write(home, "vault/Untracked.md", "# Untracked\n")
+    assert "syncd-tmp" not in git(home, "status", "--porcelain", "--untracked-files=all")
+    git(home, "stash", "push", "-q", "--include-untracked")
+    assert in_flight.exists() and not (home / "vault/Untracked.md").exists()
+    git(home, "stash", "pop", "-q")
+    assert (home / "vault/Untracked.md").exists()
+    excludes = (home / ".git/info/exclude").read_text()
+    _commit(home)
+    assert (home / ".git/info/exclude").read_text() == excludes  # said once, not once per commit
+
+
 def test_unmerged_paths_after_a_stash_pop_are_never_staged_or_committed(home):
     (home / ".gitattributes").unlink()  # a home from before union merges of daily logs
     git(home, "commit", "-qm", "no union merge", "--", ".gitattributes")

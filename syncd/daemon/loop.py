@@ -32,7 +32,7 @@ from ..config import Settings
 from ..errors import GitBusyError, HistoryError, SyncdError
 from ..history.git import busy_state, head_sha, uncommitted_paths
 from ..history.intents import Intent, record_intent
-from ..home import atomic_write, blob_sha, remove_stale_temp_files
+from ..home import atomic_write, blob_sha, ignore_write_temp_files, remove_stale_temp_files
 from ..sync.apply import SyncReport
 from ..sync.events import Batch, Event, coalesce
 from ..sync.progress import log_every
@@ -257,6 +257,7 @@ class Daemon:
         # indexed or committed, but litter; the write it belonged to was never acknowledged.
         for rel in remove_stale_temp_files(self.root):
             log.info("removed %s, left by an interrupted write", rel)
+        ignore_write_temp_files(self.root)  # before any write: a stash must never take one in flight
         self.reconcile()
         # Whatever an earlier run indexed but had no time to commit (a crash, a kill -9).
         self._add_pending(uncommitted_paths(self.root))

@@ -45,7 +45,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import GitBusyError, HistoryError, NotFoundError
-from ..home import git_dir, is_indexable
+from ..home import git_dir, ignore_write_temp_files, is_indexable
 from .processes import process_clock, wait_for_git_writers
 
 log = logging.getLogger(__name__)
@@ -151,11 +151,12 @@ def _last_line(text: str) -> str:
 
 def open_or_init_repo(root: Path) -> tuple[Path, bool]:
     """The repository whose top is ``root`` (its path, for :func:`commit_paths`), and whether it
-    had to be created (branch ``main``)."""
-    if git_dir(root) is not None:
-        return Path(root), False
-    run_git(root, "init", "-q", "--initial-branch=main")
-    return Path(root), True
+    had to be created (branch ``main``). Either way git is told to ignore syncd's temp files."""
+    created = git_dir(root) is None
+    if created:
+        run_git(root, "init", "-q", "--initial-branch=main")
+    ignore_write_temp_files(root)
+    return Path(root), created
 
 
 def repo_or_raise(root: Path) -> Path:

@@ -18,6 +18,7 @@ from .disk import (
     file_blob_sha,
     find_home,
     git_dir,
+    ignore_write_temp_files,
     read_at_most,
     read_regular,
     remove_stale_temp_files,
@@ -38,7 +39,7 @@ from .layout import (
 
 __all__ = [
     "DAEMON_ROLE", "Home", "HomeLock", "atomic_write", "blob_sha", "disk_failure", "durable_append",
-    "file_blob_sha", "find_home", "git_dir", "read_at_most", "read_regular", "remove_stale_temp_files",
+    "file_blob_sha", "find_home", "git_dir", "ignore_write_temp_files", "read_at_most", "read_regular", "remove_stale_temp_files",
     "write_some", "ID_MAX_LEN", "ID_RULE", "KINDS", "SESSION_FILES", "FileScope", "check_text",
     "classify_path", "is_indexable", "validate_id", "validate_label",
 ]

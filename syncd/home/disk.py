@@ -26,6 +26,7 @@ __all__ = [
     "read_at_most",
     "disk_failure",
     "atomic_write",
+    "ignore_write_temp_files",
     "remove_stale_temp_files",
     "read_regular",
     "durable_append",
@@ -446,6 +447,42 @@ def git_dir(root: Path) -> Path | None:
         target = Path(text[len("gitdir:"):].strip())
         return target if target.is_absolute() else (Path(root) / target)
     return None
+
+
+# What a repository's own exclude file gets so that git never lists atomic_write's temp files.
+_TEMP_EXCLUDE = f"# syncd: a write in flight; never the person's, never to be stashed or committed\n.*{_TEMP_SUFFIX}\n"
+
+
+def ignore_write_temp_files(root: Path) -> None:
+    """Make git ignore :func:`atomic_write`'s temp files in the repository whose top is ``root``.
+
+    Why: git lists an untracked temp file of a write in flight, so ``git stash -u`` took one
+    away mid-write and ``git stash pop`` brought it back after the write had given up, where it
+    stayed, an orphan nobody's process owned. Ignored files are left alone by ``stash -u``,
+    ``status`` and ``add -A``. The repository's ``info/exclude`` (shared by its worktrees) rather
+    than any ``.gitignore`` in the tree: it is never committed and edits none of the person's
+    files. Idempotent and cheap (one small read) once done; a repository we cannot write to is
+    left as it is, since the committer skips these files anyway."""
+    folder = git_dir(root)
+    if folder is None:
+        return
+    common = folder / "commondir"  # a linked worktree's git folder names the shared one
+    with contextlib.suppress(OSError, UnicodeDecodeError):
+        shared = Path(common.read_text(encoding="utf-8").strip())
+        folder = shared if shared.is_absolute() else folder / shared
+    exclude = folder / "info" / "exclude"
+    try:
+        current = exclude.read_bytes()
+    except FileNotFoundError:
+        current = b""
+    except OSError:
+        return
+    if _TEMP_EXCLUDE.encode() in current:
+        return
+    with contextlib.suppress(OSError):
+        exclude.parent.mkdir(parents=True, exist_ok=True)
+        separator = b"" if not current or current.endswith(b"\n") else b"\n"
+        atomic_write(exclude, current + separator + _TEMP_EXCLUDE.encode())
 
 
 # What ``.syncd/.gitignore`` says: everything in it is derived, so git never lists or commits it.
