@@ -582,7 +582,15 @@ class WritePathMachine(RuleBasedStateMachine):
                 and (line.startswith("-- [") or any(t in line for t in acked))
             ):
                 self.editor_removals.append(f"{commit}: {line}")
-        assert not self.editor_removals, f"commits made as the person removed agents' lines: {self.editor_removals[:5]}"
+        if self.editor_removals:
+            first = self.editor_removals[0]
+            text = first.split(": -", 1)[1].split(" <!--", 1)[0].split("] ", 1)[-1]
+            acknowledged = any(text in t or t in text for t in acked)
+            raise AssertionError(
+                f"commits made as the person removed agents' lines: {self.editor_removals[:5]}\n"
+                f"the first one acknowledged: {acknowledged}; {self._explain(text)}\n"
+                f"person's failed git commands: {self.git_failures[-5:]}"
+            )
 
     def _check_refused(self, every: bool = False) -> None:
         """A write answered GitBusyError ("nothing of this change was committed") left nothing in
