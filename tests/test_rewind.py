@@ -74,3 +74,42 @@ def test_the_daemon_puts_back_what_a_git_command_took_out_as_its_own_change(home
     editor = git(home, "log", "--format=%H", "--grep=Syncd-Source: editor", "--", log).split()
     for sha in editor:
         assert "-- [" not in git(home, "show", "--format=", sha)
+
+
+def test_undoing_a_group_never_takes_lines_out_that_a_commit_took_in(home):
+    # A group wrote twice and gave up (its commit found git busy); between its writes the person
+    # committed the file as it then was (`git commit -a`, or a stash popped back and committed as
+    # their edit). Put back as it was before the group, the file would lose lines HEAD holds, and
+    # the next commit, made as the person, would delete them: the undo leaves such a file alone.
+    from functools import partial
+
+    from syncd.home import Home, atomic_write, blob_sha
+    from syncd.writes.journal import GroupJournal, Original
+    from syncd.writes.rewind import undo_would_uncommit
+
+    base = daily_log(["Likes green tea."]).encode()
+    write(home, LOG, base.decode())
+    git(home, "add", "-A")
+    git(home, "commit", "-qm", "base")
+    first = base + b"- [personal] Swims on Sundays. <!-- id:m-1111111111111111 -->\n"
+    second = first + b"- [personal] Reads crime novels. <!-- id:m-2222222222222222 -->\n"
+    other = "memory/users/ana/notes-by-the-group.md"
+
+    journal = GroupJournal.open(Home(home))
+    try:
+        for data in (first, second):
+            journal.before_write(LOG, blob_sha(data), lambda: Original(data=base))
+            atomic_write(home / LOG, data)
+            if data is first:
+                git(home, "commit", "-qam", "the person's commit between the group's writes")
+        journal.before_write(other, blob_sha(b"# Notes\n"), lambda: Original())
+        atomic_write(home / other, b"# Notes\n")
+        assert journal.rollback(home, keep=partial(undo_would_uncommit, home)) == [other]
+    finally:
+        journal.close()
+    assert (home / LOG).read_bytes() == second and not (home / other).exists()
+    # The rule alone: nothing committed of what is undone, the undo goes ahead.
+    assert not undo_would_uncommit(home, LOG, second, first)
+    assert undo_would_uncommit(home, LOG, second, base)
+    assert undo_would_uncommit(home, LOG, first, base)  # HEAD holds it as it is
+    assert not undo_would_uncommit(home, other, b"# Notes\n", None)  # not in HEAD at all

@@ -333,16 +333,6 @@ def blob_at_head(root: Path, rel: str) -> str | None:
     return out.decode().strip() or None
 
 
-def head_holds(root: Path, rel: str, data: bytes) -> bool:
-    """Whether HEAD holds ``rel`` with exactly ``data`` (compared by content, so it holds in a
-    SHA-256 repository too). False when it cannot be told (no commit, git busy)."""
-    try:
-        out = run_git(root, "cat-file", "blob", f"HEAD:{rel}")
-    except (GitBusyError, HistoryError):
-        return False
-    return out == data
-
-
 _HEX = frozenset("0123456789abcdef")
 
 

@@ -81,6 +81,11 @@ def _folder(home: Home) -> Path:
     return home.private_dir / "groups"
 
 
+# ``keep(rel, current, before)``: leave ``rel`` as it is rather than put ``before`` (None: absent)
+# back in place of ``current``, because that would take committed lines out of the tree.
+Keep = Callable[[str, bytes, "bytes | None"], bool]
+
+
 @dataclass
 class _Entry:
     original: Original
@@ -131,11 +136,11 @@ class GroupJournal:
     def paths(self) -> set[str]:
         return set(self.entries)
 
-    def rollback(self, root: Path, committed: Callable[[str, bytes], bool] = lambda rel, data: False) -> list[str]:
+    def rollback(self, root: Path, keep: Keep = lambda rel, current, before: False) -> list[str]:
         """Put every file the group wrote back as it was, where it still holds one of the group's
-        writes (else someone changed it since, and their version stays) and ``committed(rel,
-        data)`` does not say HEAD holds it so. Returns the paths put back."""
-        return _restore(root, self.entries, committed)
+        writes (else someone changed it since, and their version stays) and ``keep(rel, current,
+        before)`` does not say to leave it (its lines are committed). Returns the paths put back."""
+        return _restore(root, self.entries, keep)
 
     def close(self) -> None:
         """The group is over (committed, or rolled back): forget its journal."""
@@ -147,7 +152,7 @@ class GroupJournal:
         self._fd = None
 
 
-def _restore(root: Path, entries: dict[str, _Entry], committed: Callable[[str, bytes], bool]) -> list[str]:
+def _restore(root: Path, entries: dict[str, _Entry], keep: Keep) -> list[str]:
     restored = []
     for rel, entry in sorted(entries.items()):
         try:
@@ -156,11 +161,13 @@ def _restore(root: Path, entries: dict[str, _Entry], committed: Callable[[str, b
             log.warning("cannot read %s to undo an unfinished change: %s", rel, exc.strerror or exc)
             continue
         sha = None if current is None else blob_sha(current)
-        if sha not in entry.shas or (current is not None and committed(rel, current)):
-            continue  # changed by someone else since, or the group's content is committed
+        if sha not in entry.shas:
+            continue  # changed by someone else since: their version stays
         target = root / rel
         try:
             before = entry.original.restore(current)
+            if current is not None and keep(rel, current, before):
+                continue  # what the group wrote is committed (by whoever): never taken back out
             if before is None:
                 target.unlink()
             else:
@@ -224,10 +231,10 @@ def held_paths(home: Home, besides: GroupJournal | None = None) -> set[str]:
     return held
 
 
-def recover_abandoned(home: Home, committed: Callable[[str, bytes], bool]) -> list[str]:
+def recover_abandoned(home: Home, keep: Keep) -> list[str]:
     """Undo the groups whose process ended before their commit (see the module doc).
-    ``committed(rel, data)`` says whether HEAD holds ``rel`` with exactly these bytes. Returns
-    the paths put back; the caller re-indexes them."""
+    ``keep(rel, current, before)`` says to leave a file as it is (see Keep). Returns the paths
+    put back; the caller re-indexes them."""
     restored: list[str] = []
     for path, alive in _journals(home):
         if alive:
@@ -237,7 +244,7 @@ def recover_abandoned(home: Home, committed: Callable[[str, bytes], bool]) -> li
         except OSError as exc:
             log.warning("cannot read the journal %s: %s", path.name, exc.strerror or exc)
             continue
-        undone = _restore(home.root, entries, committed)
+        undone = _restore(home.root, entries, keep)
         # Its provenance goes with it: no commit of these shas will ever be the dead group's.
         for rel, entry in entries.items():
             for sha in entry.shas:

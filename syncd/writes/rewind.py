@@ -35,7 +35,7 @@ from ..history.git import run_git
 from ..history.objects import committed_blob
 from ..home import blob_sha, read_regular
 
-__all__ = ["find_rewound", "lost_facts", "merge_back"]
+__all__ = ["find_rewound", "lost_facts", "merge_back", "undo_would_uncommit"]
 
 log = logging.getLogger(__name__)
 
@@ -153,3 +153,20 @@ def find_rewound(root: Path, paths: Iterable[str]) -> dict[str, bytes]:
             continue
         found[rel] = merge_back(root, head, _base(root, rel, work), work)
     return found
+
+
+def undo_would_uncommit(root: Path, rel: str, current: bytes, before: bytes | None) -> bool:
+    """Whether putting ``before`` (None: no file) back in place of ``current`` would take out of
+    the tree lines HEAD holds: HEAD holds the file as it is, or a commit of someone else's took
+    the group's lines in (its bytes taken by a `git stash`, popped back and committed as the
+    person's edit before the group gave up). Undone then, the next commit would be a deletion
+    nobody asked for; left, the bytes stay as they were committed. False when HEAD cannot be
+    read (git busy, no commit, the file not in HEAD): the undo goes ahead as before."""
+    try:
+        head = run_git(root, "cat-file", "blob", f"HEAD:{rel}", env={"GIT_LITERAL_PATHSPECS": "1"})
+    except (GitBusyError, HistoryError):
+        return False
+    if head == current:
+        return True
+    kept = set(before.splitlines()) if before is not None else set()
+    return bool((set(head.splitlines()) & set(current.splitlines())) - kept)

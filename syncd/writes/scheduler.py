@@ -31,7 +31,6 @@ from ..history.git import (
     check_tree_writable,
     git_fingerprint,
     git_last_moved,
-    head_holds,
     operation_in_progress,
 )
 from ..history.intents import Intent, drop_intents, record_intent
@@ -40,7 +39,7 @@ from ..home import Home, HomeLock, atomic_write, blob_sha, durable_append, file_
 from .groups import ChangeGroup, current_group
 from .journal import GroupJournal, Original, held_paths, recover_abandoned
 from .queue import CommitQueue
-from .rewind import find_rewound
+from .rewind import find_rewound, undo_would_uncommit
 from .turn import FairLock
 
 __all__ = ["Indexer", "WritePath"]
@@ -351,7 +350,7 @@ class WritePath:
         try:
             root = self.home.root
             # A file HEAD holds as the group wrote it is committed: never taken back out of the tree.
-            restored = _journal(group).rollback(root, committed=lambda rel, data: head_holds(root, rel, data))
+            restored = _journal(group).rollback(root, keep=functools.partial(undo_would_uncommit, root))
             if restored:
                 log.warning("undid an unfinished change: %s", ", ".join(restored))
             # They may now differ from HEAD (a person's change under the undone write), and the
@@ -557,7 +556,7 @@ class WritePath:
     def recover(self) -> list[str]:
         """Undo the groups of processes that died before their commit (see journal.py)."""
         root = self.home.root
-        return recover_abandoned(self.home, lambda rel, data: head_holds(root, rel, data))
+        return recover_abandoned(self.home, functools.partial(undo_would_uncommit, root))
 
     def held(self) -> set[str]:
         """Paths of groups still open or waiting for their commit, in any live process."""
