@@ -15,7 +15,9 @@ The journal is also the group's *hold*: a committer in another process (the daem
 of the paths of a live journal, so a slow turn still lands as one commit. A journal whose flock is
 free belongs to a process that ended before its group was committed: :func:`recover_abandoned`
 puts each of its files back, unless someone changed the file since (then it is theirs and stays)
-or the group's content is already committed (the process died after its commit).
+or lines the group wrote are committed (the process died after its commit, or a commit of the
+person's took them in): taking committed lines back out would make the next commit a deletion
+nobody asked for (rewind.undo_would_uncommit).
 
 It lives under the git directory, not under the disposable ``.syncd/``: deleting ``.syncd/``
 must never turn a half-written turn into a committed one.
