@@ -26,7 +26,7 @@ from pathlib import Path
 
 from .records import FileRecord
 
-__all__ = ["MIRROR_NAME", "FilesMirror", "MirrorSnapshot", "lance_stamp", "read_meta", "read_mirror"]
+__all__ = ["MIRROR_NAME", "FilesMirror", "MirrorSnapshot", "lance_stamp", "read_meta", "read_mirror", "table_stamp"]
 
 log = logging.getLogger(__name__)
 
@@ -62,15 +62,21 @@ def _newest_manifest(versions: Path) -> str | None:
     return f"{best[0]}:{st.st_ino}:{st.st_mtime_ns}"
 
 
+def table_stamp(lance_dir: Path, table: str) -> str | None:
+    """Which version of one LanceDB table is on disk now (its newest manifest's version, inode
+    and mtime); None when it is missing or not laid out as expected."""
+    try:
+        return _newest_manifest(lance_dir / f"{table}.lance" / "_versions")
+    except OSError:
+        return None
+
+
 def lance_stamp(lance_dir: Path) -> str | None:
     """Which versions of the LanceDB tables are on disk now; None when a table is missing or
     its folder is not laid out as expected (then nothing is believed)."""
     parts = []
     for table in _TABLES:
-        try:
-            newest = _newest_manifest(lance_dir / f"{table}.lance" / "_versions")
-        except OSError:
-            return None
+        newest = table_stamp(lance_dir, table)
         if newest is None:
             return None
         parts.append(f"{table}={newest}")

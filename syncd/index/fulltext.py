@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -39,7 +39,7 @@ from py_rust_stemmers import SnowballStemmer
 
 from .records import NEIGHBOURS
 
-__all__ = ["MAX_ANALYZED_CHARS", "TextIndex", "analyze", "best_rows", "passage_terms", "term_signals"]
+__all__ = ["MAX_ANALYZED_CHARS", "TextIndex", "analyze", "best_rows", "passage_terms", "query_signals", "term_signals"]
 
 MAX_ANALYZED_CHARS = 1_000_000
 # A term is rare in the rows a query sees when its idf is at least this share of an unseen term's.
@@ -231,24 +231,62 @@ class TextIndex:
         words hold the term."""
         self._flush()
         n = len(self._lengths)
-        # Terms in sorted order, not vocabulary order, so the float sums (and so the scores) do
-        # not depend on the order rows were added in: incremental equals rebuilt, bit for bit.
-        asked = sorted(set(analyze(query)))
-        terms = [t for t in asked if t in self._vocabulary]
-        visible = alive[:n] & allowed[:n]
-        docs = int(np.count_nonzero(visible)) if n else 0
-        if not terms or not docs:
-            return term_signals(n, len(asked), [], 0, self._passage_lengths, 1.0)
-        lengths = self._passage_lengths
-        avgdl = float(lengths[visible].mean()) or 1.0
-        postings = []
-        for term in terms:
-            hits = [segment.postings(self._vocabulary[term]) for segment in self._segments]
-            rows = np.concatenate([r for r, _, _ in hits])
-            keep = visible[rows]
-            freqs = np.concatenate([f for _, f, _ in hits])[keep]  # own words and neighbours'
-            postings.append((rows[keep], freqs, np.concatenate([o for _, _, o in hits])[keep]))
-        return term_signals(n, len(asked), postings, docs, lengths, avgdl)
+        return query_signals(query, self.postings, alive[:n] & allowed[:n], self._passage_lengths)
+
+    def postings(self, term: str) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+        """The postings of ``term`` as (rows, passage freqs, own freqs), rows ascending within
+        each segment; None when no row ever held it."""
+        at = self._vocabulary.get(term)
+        if at is None:
+            return None
+        hits = [segment.postings(at) for segment in self._segments]
+        return tuple(np.concatenate([h[part] for h in hits]) for part in range(3))  # type: ignore[return-value]
+
+    def image(self, alive: np.ndarray) -> tuple[list[str], np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """The postings of the rows where ``alive`` is true, numbered 0..m-1 in their order, as
+        one segment whose terms are in sorted order: (terms, offsets, rows, passage freqs, own
+        freqs, passage lengths), what rows_image.py persists. Nothing here changes."""
+        self._flush()
+        alive = alive[: len(self._lengths)]
+        renumbered = np.cumsum(alive) - 1
+        terms = sorted(self._vocabulary)
+        rank = np.empty(len(self._vocabulary), dtype=np.int64)
+        rank[[self._vocabulary[t] for t in terms]] = np.arange(len(terms))
+        parts = [segment.pairs() for segment in self._segments]
+        term_ids, rows, freqs, own = (np.concatenate([p[i] for p in parts]) if parts else np.zeros(0) for i in range(4))
+        kept = alive[rows.astype(np.int64)] if len(rows) else np.zeros(0, dtype=bool)
+        term_ids, rows = rank[term_ids[kept].astype(np.int64)], renumbered[rows[kept].astype(np.int64)]
+        order = np.lexsort((rows, term_ids))
+        offsets = np.searchsorted(term_ids[order], np.arange(len(terms) + 1))
+        return (terms, offsets, rows[order], freqs[kept][order].astype(np.float32), own[kept][order].astype(np.float32),
+                self._passage_lengths[alive])
+
+
+def query_signals(
+    query: str,
+    postings: Callable[[str], tuple[np.ndarray, np.ndarray, np.ndarray] | None],
+    visible: np.ndarray,
+    lengths: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:meth:`TextIndex.signals` over any store of postings: ``postings(term)`` gives a term's
+    (rows, passage freqs, own freqs) or None, ``visible`` which of the n rows the query sees,
+    ``lengths`` their passage lengths. The rows in memory and their persisted image
+    (rows_image.py) both answer through here, so they agree to the last bit."""
+    n = len(lengths)
+    # Terms in sorted order, not vocabulary order, so the float sums (and so the scores) do
+    # not depend on the order rows were added in: incremental equals rebuilt, bit for bit.
+    asked = sorted(set(analyze(query)))
+    docs = int(np.count_nonzero(visible)) if n else 0
+    found = [(term, postings(term)) for term in asked] if docs else []
+    held = [p for _, p in found if p is not None]
+    if not held or not docs:
+        return term_signals(n, len(asked), [], 0, lengths, 1.0)
+    avgdl = float(lengths[visible].mean()) or 1.0
+    kept = []
+    for rows, freqs, own in held:
+        keep = visible[rows]
+        kept.append((rows[keep], freqs[keep], own[keep]))  # freqs: own words and neighbours'
+    return term_signals(n, len(asked), kept, docs, lengths, avgdl)
 
 
 def passage_terms(text: str) -> tuple[list[str], list[str]]:

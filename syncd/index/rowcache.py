@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import datetime as dt
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -295,25 +295,8 @@ class RowCache:
     def _mask(self, scope: ScopeMask) -> np.ndarray:
         base = self._scope_cache.get(scope)
         if base is None:
-            base = np.ones(len(self._paths), dtype=bool)
-            if scope.user is not None:
-                user = self._codes.get(scope.user, -2)
-                base &= (self._user_codes == user) | (self._user_codes == -1)
-                if scope.chat is not None:
-                    chat = self._codes.get(scope.chat, -2)
-                    base &= (self._chat_codes == chat) | (self._chat_codes == -1)
-            # Transcripts are raw conversation, searched only when asked for by kind: beside the
-            # facts drawn from them they would crowd recall with what was merely said.
-            if scope.kind == "transcript":
-                base &= self._transcript_rows
-            else:
-                base &= ~self._transcript_rows
-                if scope.kind is not None:
-                    base &= self._fact_rows if scope.kind == "fact" else ~self._fact_rows
-            if scope.memory_only:
-                base &= self._memory_rows
-            if scope.content_only:
-                base &= ~self._heading_rows
+            base = scope_rows(scope, self._codes, self._user_codes, self._chat_codes,
+                              (self._transcript_rows, self._fact_rows, self._memory_rows, self._heading_rows))
             if len(self._scope_cache) > 64:
                 self._scope_cache.clear()
             self._scope_cache[scope] = base
@@ -343,29 +326,8 @@ class RowCache:
         allowed = int(mask.sum())
         if not allowed:
             return []
-        k = min(k, allowed)
-        query = np.asarray(query, dtype=np.float32)
-        # One dense product over every row, then mask: gathering the allowed rows first copies
-        # the matrix and costs several times the product itself.
-        approximate = n > _EXACT_UP_TO
-        scores = self._int8_scores(query) if approximate else _products(self._vectors, query)
-        if allowed != n:
-            scores = np.where(mask, scores, np.float32(-np.inf))
-        width = min(allowed, max(k * _SHORTLIST_FACTOR, _MIN_SHORTLIST)) if approximate else k
-        candidates = np.argpartition(-scores, width - 1)[:width]
-        exact = _products(self._vectors[candidates], query) if approximate else scores[candidates]
-        order = np.argsort(-exact, kind="stable")[:k]
-        return [(self._paths[i], self._ids[i], float(exact[j])) for i, j in zip(candidates[order], order)]
-
-    def _int8_scores(self, query: np.ndarray) -> np.ndarray:
-        """Approximate cosines of every row (in proportion to them: the query's own scale is
-        left out, which changes no ranking). On the calling thread: a memory-bound product gains
-        nothing from a second thread, while OpenMP's idle threads spin after it and take the CPU
-        from whatever runs next (benchmarks/bench_products.py compares the two); every add runs
-        such a search to deduplicate, so the spinning would be paid on every write."""
-        codes, _ = _quantize(query.reshape(1, -1))
-        raw = simsimd.cdist(codes, self._codes8, metric="dot", out_dtype="float32", threads=1)
-        return np.asarray(raw).reshape(-1) * self._scales
+        rows, exact = nearest_rows(self._vectors, self._codes8, self._scales, mask, allowed, query, k)
+        return [(self._paths[i], self._ids[i], float(score)) for i, score in zip(rows, exact)]
 
     # Row-level access for hybrid search. Row numbers are valid while the caller holds the rows
     # still (Index.reading()); everything above speaks (path, id) keys, which always are.
@@ -388,27 +350,14 @@ class RowCache:
         a (rows, 2 * reach) array of row numbers, -1 where there is none (or it is out of
         ``scope``), and each column's distance."""
         self._flush()
-        columns, distances = [], []
-        for step in (self._prev, self._next):
-            at = np.asarray(rows, dtype=np.int64)
-            for distance in range(1, reach + 1):
-                at = np.where(at >= 0, step[np.maximum(at, 0)], -1)
-                columns.append(at)
-                distances.append(distance)
-        if not columns:
-            return np.zeros((len(rows), 0), dtype=np.int64), np.zeros(0, dtype=np.int64)
-        near = np.stack(columns, axis=1)
-        mask = self._mask(scope)
-        near = np.where((near >= 0) & mask[np.maximum(near, 0)], near, -1)
-        return near, np.array(distances, dtype=np.int64)
+        return neighbours(self._prev, self._next, self._mask(scope), rows, reach)
 
     def row_cosines(self, query: np.ndarray, rows: np.ndarray) -> np.ndarray:
         """Exact cosine of each row, computed row by row in float64: a row's score depends on its
         own vector alone, never on which other rows happen to be held (a matrix product rounds
         differently, by the last bit, with the matrix's size)."""
         self._flush()
-        products = self._vectors[np.asarray(rows, dtype=np.int64)].astype(np.float64)
-        return (products * np.asarray(query, dtype=np.float64)).sum(axis=1)
+        return exact_cosines(self._vectors, rows, query)
 
     def row_created(self, rows: np.ndarray) -> np.ndarray:
         """When each row was created, in POSIX seconds (NaN when unknown)."""
@@ -437,6 +386,115 @@ class RowCache:
             return []
         hits = self._text_index.search(query, self._alive, self._mask(scope), k)
         return [(self._paths[row], self._ids[row], score) for row, score in hits]
+
+    def image(self) -> dict:
+        """The alive rows as arrays, numbered 0..m-1 in their order, for rows_image.py to
+        persist: every array a query reads (vectors, scope codes, conversation links, postings),
+        each row's payload, and ``key_row``, the row each row's (path, id) names (its first one:
+        :meth:`search_rows` maps hits back through that key)."""
+        self._flush()
+        keep = np.flatnonzero(self._alive)
+        renumbered = np.full(len(self._alive) + 1, -1, dtype=np.int64)
+        renumbered[keep] = np.arange(len(keep))
+        terms, offsets, rows, freqs, own, lengths = self._text_index.image(self._alive)
+        return {
+            "codes": dict(self._codes),
+            "payloads": [self._payloads[i] for i in keep],
+            "terms": terms,
+            "arrays": {
+                "vectors": self._vectors[keep], "codes8": self._codes8[keep], "scales": self._scales[keep],
+                "user_codes": self._user_codes[keep], "chat_codes": self._chat_codes[keep],
+                "fact_rows": self._fact_rows[keep], "memory_rows": self._memory_rows[keep],
+                "transcript_rows": self._transcript_rows[keep], "heading_rows": self._heading_rows[keep],
+                "created": self._created[keep], "prev": renumbered[self._prev[keep]], "next": renumbered[self._next[keep]],
+                "key_row": renumbered[[self._row_of_key[(self._paths[i], self._ids[i])] for i in keep]],
+                "term_offsets": offsets, "post_rows": rows, "post_freqs": freqs, "post_own": own,
+                "passage_lengths": lengths,
+            },
+        }
+
+
+def scope_rows(scope: ScopeMask, codes: Mapping[str | None, int], user_codes: np.ndarray, chat_codes: np.ndarray,
+               kinds: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]) -> np.ndarray:
+    """Which rows ``scope`` reaches, alive or not: scope columns as small-int codes (``codes``:
+    value to code, -1 for none) and ``kinds``, the (transcript, fact, memory/, heading-only)
+    flags of each row."""
+    transcript_rows, fact_rows, memory_rows, heading_rows = kinds
+    base = np.ones(len(user_codes), dtype=bool)
+    if scope.user is not None:
+        user = codes.get(scope.user, -2)
+        base &= (user_codes == user) | (user_codes == -1)
+        if scope.chat is not None:
+            chat = codes.get(scope.chat, -2)
+            base &= (chat_codes == chat) | (chat_codes == -1)
+    # Transcripts are raw conversation, searched only when asked for by kind: beside the
+    # facts drawn from them they would crowd recall with what was merely said.
+    if scope.kind == "transcript":
+        base &= transcript_rows
+    else:
+        base &= ~transcript_rows
+        if scope.kind is not None:
+            base &= fact_rows if scope.kind == "fact" else ~fact_rows
+    if scope.memory_only:
+        base &= memory_rows
+    if scope.content_only:
+        base &= ~heading_rows
+    return base
+
+
+def nearest_rows(vectors: np.ndarray, codes8: np.ndarray, scales: np.ndarray, mask: np.ndarray, allowed: int,
+                 query: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """The ``k`` rows of ``mask`` (``allowed`` of them, at least one) nearest to ``query``, best
+    first, with their exact cosines (:meth:`RowCache.search`)."""
+    n = len(mask)
+    k = min(k, allowed)
+    query = np.asarray(query, dtype=np.float32)
+    # One dense product over every row, then mask: gathering the allowed rows first copies
+    # the matrix and costs several times the product itself.
+    approximate = n > _EXACT_UP_TO
+    scores = _int8_scores(codes8, scales, query) if approximate else _products(vectors, query)
+    if allowed != n:
+        scores = np.where(mask, scores, np.float32(-np.inf))
+    width = min(allowed, max(k * _SHORTLIST_FACTOR, _MIN_SHORTLIST)) if approximate else k
+    candidates = np.argpartition(-scores, width - 1)[:width]
+    exact = _products(vectors[candidates], query) if approximate else scores[candidates]
+    order = np.argsort(-exact, kind="stable")[:k]
+    return candidates[order], exact[order]
+
+
+def neighbours(prev: np.ndarray, next_: np.ndarray, mask: np.ndarray, rows: np.ndarray, reach: int
+               ) -> tuple[np.ndarray, np.ndarray]:
+    """:meth:`RowCache.around` from the conversation links (``prev``, ``next_``: the row before
+    and after each, -1 for none) and the rows in scope (``mask``)."""
+    columns, distances = [], []
+    for step in (prev, next_):
+        at = np.asarray(rows, dtype=np.int64)
+        for distance in range(1, reach + 1):
+            at = np.where(at >= 0, step[np.maximum(at, 0)], -1)
+            columns.append(at)
+            distances.append(distance)
+    if not columns:
+        return np.zeros((len(rows), 0), dtype=np.int64), np.zeros(0, dtype=np.int64)
+    near = np.stack(columns, axis=1)
+    near = np.where((near >= 0) & mask[np.maximum(near, 0)], near, -1)
+    return near, np.array(distances, dtype=np.int64)
+
+
+def exact_cosines(vectors: np.ndarray, rows: np.ndarray, query: np.ndarray) -> np.ndarray:
+    """:meth:`RowCache.row_cosines` of ``rows`` of ``vectors``."""
+    products = vectors[np.asarray(rows, dtype=np.int64)].astype(np.float64)
+    return (products * np.asarray(query, dtype=np.float64)).sum(axis=1)
+
+
+def _int8_scores(codes8: np.ndarray, scales: np.ndarray, query: np.ndarray) -> np.ndarray:
+    """Approximate cosines of every row (in proportion to them: the query's own scale is
+    left out, which changes no ranking). On the calling thread: a memory-bound product gains
+    nothing from a second thread, while OpenMP's idle threads spin after it and take the CPU
+    from whatever runs next (benchmarks/bench_products.py compares the two); every add runs
+    such a search to deduplicate, so the spinning would be paid on every write."""
+    codes, _ = _quantize(query.reshape(1, -1))
+    raw = simsimd.cdist(codes, codes8, metric="dot", out_dtype="float32", threads=1)
+    return np.asarray(raw).reshape(-1) * scales
 
 
 def _posix(created_at: str | None) -> float:

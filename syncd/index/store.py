@@ -11,7 +11,8 @@ process redoes them too, rather than only a full sync.
 
 Queries run on an in-memory copy of the entries (rowcache.py: exact vectors, BM25 postings, the
 rows themselves), loaded from the table and patched by our own writes; LanceDB is the durable
-store every process shares. The files table is kept in memory the same way (``files()``), and a
+store every process shares. A reader with no rows loaded (a one-shot ``syncd search``) answers
+from the rows image instead (rows_image.py) while it holds the table on disk: no LanceDB imported. The files table is kept in memory the same way (``files()``), and a
 write knows from both copies which LanceDB operations it can skip: each one, even a delete that
 matches nothing, is a LanceDB commit of several milliseconds.
 
@@ -32,7 +33,6 @@ import json
 import logging
 import math
 import os
-import re
 import shutil
 import threading
 from collections import OrderedDict
@@ -46,16 +46,17 @@ import numpy as np
 import pyarrow as pa
 
 from ..compat.patches import lancedb_defer_rest_client
-from ..errors import IndexError_, StorageError, SyncdError
-from ..home import atomic_write, disk_failure
-from .files_mirror import FilesMirror, read_mirror
+from ..errors import IndexError_, SyncdError
+from ..home import atomic_write
+from .files_mirror import FilesMirror, lance_stamp, read_mirror
 from .pending import PendingWrites, replaces_whole
 from .records import SCHEMA_VERSION, EntryRow, FileRecord, FileUpdate, StaleRows, meta_compatible
 from .rowcache import RowCache
+from .rows_image import ImageKeeper, ImageRows
 from .table_rows import ENTRY_FIELDS as _ENTRY_FIELDS
 from .table_rows import FILE_SCHEMA, entry_schema, load_into, unchanged_in_table
 from .table_rows import payload as _payload
-from .table_writes import paths_with_rows, sql_literal, write_entries, write_records
+from .table_writes import describe_error, paths_with_rows, sql_literal, write_entries, write_error, write_records
 
 if TYPE_CHECKING:
     import lancedb
@@ -76,8 +77,6 @@ _KEEP_OLD_VERSIONS = timedelta(minutes=1)
 _REMEMBERED_PATHS = 64
 # LanceDB's full-text index, which indexes made before full text moved into memory still carry.
 _OLD_FULLTEXT_INDEX = "search_text_idx"
-# LanceDB ends its messages with where in its Rust source they were raised: no use to a reader.
-_RUST_LOCATION = re.compile(r",?\s*/\S+\.rs:\d+:\d+")
 
 def writes_before_optimize(rows: int) -> int:
     """How many small writes to let pile up before compacting a table of ``rows`` rows (each
@@ -116,6 +115,10 @@ class Index:
         # writes, and in a shared index re-read whenever the table has a newer version.
         self._records: dict[str, FileRecord] | None = None
         self._records_version: int | None = None
+        # A reader's records taken from the files mirror: the tables' stamp they hold for.
+        self._records_stamp: str | None = None
+        # A reader with no rows loaded answers from the rows image (rows_image.py).
+        self._images = ImageKeeper(folder, dim)
         # Writes to each table since it was last compacted (see writes_before_optimize).
         self._writes = {"entries": 0, "files": 0}
         self._unwritten: set[str] = set()
@@ -369,6 +372,18 @@ class Index:
             if mirrored is not None:
                 self._records = dict(mirrored.files)
                 return self._records
+        if self.shared:
+            # A reader too takes the mirror while it names the tables on disk: no LanceDB to
+            # import for a one-shot search's count of stale files. The stamp is read first, so
+            # a write in between leaves records newer than it, read again next time.
+            stamp = lance_stamp(self.folder / "lance")
+            if stamp is not None and self._records is not None and stamp == self._records_stamp:
+                return self._records
+            mirrored = read_mirror(self.folder) if stamp is not None else None
+            if mirrored is not None:
+                self._records, self._records_stamp, self._records_version = dict(mirrored.files), stamp, None
+                return self._records
+            self._records_stamp = None
         version = self._files.version
         if self._records is None or self._records_version != version:
             # Read after the version: a write in between leaves a newer table under an older
@@ -587,7 +602,7 @@ class Index:
                 if isinstance(exc, SyncdError):
                     error = exc
                 elif isinstance(exc, Exception):
-                    error = self._write_error(exc, len(lost))
+                    error = write_error(exc, self.folder / "lance", len(lost))
                 else:  # interrupted: waiters still learn that these writes did not happen
                     error = IndexError_(f"the index write was interrupted ({type(exc).__name__})")
                 self._mark_written(upto, error)
@@ -612,7 +627,7 @@ class Index:
                     self._compact(due)
                 except Exception as exc:  # noqa: BLE001 (housekeeping: the rows are written, compact later)
                     self._writes.update(dict.fromkeys(due, 0))
-                    log.warning("could not compact the index at %s: %s", self.folder, self._describe(exc))
+                    log.warning("could not compact the index at %s: %s", self.folder, describe_error(exc))
 
     def _held_rows(self, table: str) -> int:
         with self._lock:  # len() merges pending rows: the matrix is only touched under the lock
@@ -683,23 +698,6 @@ class Index:
         with self._lock:
             return frozenset(self._unwritten)
 
-    def _write_error(self, exc: Exception, files: int) -> SyncdError:
-        where = self.folder / "lance"
-        reason = disk_failure(exc, where)
-        if reason is not None:
-            return StorageError(
-                f"cannot write the index at {where}: {reason}; the {files} file(s) being indexed "
-                "stay stale and the next sync redoes them",
-                where,
-                saved=False,
-            )
-        return IndexError_(f"cannot write the index at {where}: {self._describe(exc)}")
-
-    @staticmethod
-    def _describe(exc: Exception) -> str:
-        """LanceDB's message without the Rust source locations it appends."""
-        return _RUST_LOCATION.sub("", str(exc)).strip() or type(exc).__name__
-
     def _rebuild_mirror(self) -> None:
         """Copy the files table, with each file's fact and chunk counts, into the mirror: read
         from the table itself, not from memory, which may run ahead of it (pending writes)."""
@@ -765,6 +763,7 @@ class Index:
         """
         if self._matrix_version is not None and not self.shared:
             return
+        stamp = self._images.stamp() if self.shared else None  # before the table: see ImageKeeper
         version = self._entries.version
         if self._matrix_version == version:
             return
@@ -774,11 +773,19 @@ class Index:
         self._applied_rows.clear()
         load_into(self._matrix, table)
         self._matrix_version = version
+        if stamp is not None:
+            self._images.loaded(stamp, self._matrix)
 
     @contextmanager
-    def reading(self) -> Iterator[RowCache]:
-        """The rows as of now, held still (no write, no reload) for the length of one query."""
+    def reading(self) -> Iterator[RowCache | ImageRows]:
+        """The rows as of now, held still (no write, no reload) for the length of one query: a
+        reader's rows image while it holds the table on disk (no LanceDB, no postings to build),
+        else the rows in memory."""
         with self._lock:
+            image = self._images.current() if self.shared and self._matrix_version is None else None
+            if image is not None:
+                yield image
+                return
             self._ensure_matrix()
             yield self._matrix
 

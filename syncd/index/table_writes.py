@@ -5,12 +5,15 @@ are built from escaped literals only. The tables are handed in: nothing here imp
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
-from ..errors import IndexError_
+from ..errors import IndexError_, StorageError, SyncdError
+from ..home import disk_failure
 from .pending import PendingWrites, row_delete_filters
 from .records import FileRecord
 from .table_rows import FILE_SCHEMA, entries_table
@@ -18,10 +21,30 @@ from .table_rows import FILE_SCHEMA, entries_table
 if TYPE_CHECKING:
     import lancedb
 
-__all__ = ["paths_with_rows", "sql_literal", "write_entries", "write_records"]
+__all__ = ["describe_error", "paths_with_rows", "sql_literal", "write_entries", "write_error", "write_records"]
 
 # Delete/add in slices so one SQL filter never grows without bound on a huge batch.
 _PATHS_PER_FILTER = 500
+# LanceDB ends its messages with where in its Rust source they were raised: no use to a reader.
+_RUST_LOCATION = re.compile(r",?\s*/\S+\.rs:\d+:\d+")
+
+
+def describe_error(exc: Exception) -> str:
+    """LanceDB's message without the Rust source locations it appends."""
+    return _RUST_LOCATION.sub("", str(exc)).strip() or type(exc).__name__
+
+
+def write_error(exc: Exception, where: Path, files: int) -> SyncdError:
+    """What a failed write of the tables at ``where`` (``files`` files being indexed) is raised as."""
+    reason = disk_failure(exc, where)
+    if reason is not None:
+        return StorageError(
+            f"cannot write the index at {where}: {reason}; the {files} file(s) being indexed "
+            "stay stale and the next sync redoes them",
+            where,
+            saved=False,
+        )
+    return IndexError_(f"cannot write the index at {where}: {describe_error(exc)}")
 
 
 def sql_literal(value: str) -> str:

@@ -1,0 +1,180 @@
+"""The rows image (syncd/index/rows_image.py): a reader answers from it exactly as from the rows
+loaded from the table, and never believes one that does not hold the table on disk."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import syncd
+from syncd.index import rows_image
+from syncd.index.rowcache import RowCache, ScopeMask
+from syncd.index.rows_image import IMAGE_NAME, ImageRows
+from syncd.index.search import hybrid_search
+from syncd.index.store import Index
+
+from .daemon_helpers import new_home
+from .strategies import examples
+
+WORDS = ["tea", "coffee", "Lyon", "cello", "sourdough", "café", "nurse", "docker", "runs", "sundays", "green",
+         "morning", "cat", "miso", "peanuts", "Straße", "learns", "japanese"]
+USERS = ["ana", "bob"]
+NOW = dt.datetime(2026, 11, 27, tzinfo=dt.UTC)
+QUERIES = ["what does she drink in the morning", "tea", "café Lyon", "docker nurse cello", "nothing matches xq",
+           "runs on sundays", "strasse"]
+
+
+def _fact(draw_words: list[str], category: str, importance: float | None) -> str:
+    comment = f" <!-- imp:{importance} -->" if importance is not None else ""
+    return f"- [{category}] {' '.join(draw_words).capitalize()}.{comment}\n"
+
+
+facts = st.builds(_fact, st.lists(st.sampled_from(WORDS), min_size=1, max_size=5),
+                  st.sampled_from(["preference", "note", "work"]), st.one_of(st.none(), st.sampled_from([0.2, 0.9])))
+# One file's new text: a daily log of a user (turns of facts) or a wiki page, or None to delete it.
+logs = st.lists(st.lists(facts, min_size=1, max_size=4), min_size=1, max_size=3).map(
+    lambda turns: "# 2026-11-20\n\n" + "".join(f"## 10:{n:02d} chat:c{n % 2}\n" + "".join(t) for n, t in enumerate(turns)))
+pages = st.lists(st.sampled_from(WORDS), min_size=1, max_size=8).map(lambda w: f"# Page\n\n## Part\n\n{' '.join(w)}\n")
+steps = st.lists(
+    st.one_of(
+        st.tuples(st.sampled_from([f"memory/users/{u}/2026-11-2{d}.md" for u in USERS for d in (0, 1)]),
+                  st.one_of(st.none(), logs)),
+        st.tuples(st.just("vault/page.md"), st.one_of(st.none(), pages)),
+    ),
+    min_size=1,
+    max_size=5,
+)
+
+
+def _both(folder: Path, dim: int, model_id: str) -> tuple[RowCache, ImageRows]:
+    """The rows loaded from the table by a reader (which writes the image as it loads them), and
+    the image a second reader opens instead."""
+    truth = Index(folder, dim, model_id, shared=True)
+    truth._ensure_matrix()
+    with truth.reading() as loaded:
+        assert isinstance(loaded, RowCache)
+    imaged = Index(folder, dim, model_id, shared=True)
+    with imaged.reading() as image:
+        assert isinstance(image, ImageRows)
+    return loaded, image
+
+
+def _same(loaded: RowCache, image: ImageRows, vectors: dict[str, np.ndarray]) -> None:
+    for user in (None, *USERS):
+        for kind in (None, "fact", "chunk"):
+            scope = ScopeMask(user=user, kind=kind, memory_only=kind == "fact", content_only=True)
+            assert image.count(scope) == loaded.count(scope)
+            for query in QUERIES:
+                for got, want in zip(image.text_signals(query, scope), loaded.text_signals(query, scope)):
+                    assert np.array_equal(got, want)  # bit for bit
+                vector = vectors[query]
+                assert np.array_equal(image.search_rows(vector, scope, 7), loaded.search_rows(vector, scope, 7))
+                assert image.search(vector, scope, 5) == loaded.search(vector, scope, 5)
+                assert image.text_search(query, scope, 5) == loaded.text_search(query, scope, 5)
+
+
+class _Held:
+    """An IndexBackend whose reading() yields given rows: hybrid search over either side."""
+
+    def __init__(self, rows):
+        self.rows = rows
+
+    def reading(self):
+        from contextlib import nullcontext
+
+        return nullcontext(self.rows)
+
+
+@given(steps)
+@settings(max_examples=examples(12), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_law_search_over_the_image_equals_search_over_the_rows(tmp_path_factory, embedder, changes):
+    """After any sequence of writes, edits and deletes synced into the index, a reader's image
+    answers every query, scope and part as the rows loaded from the table do (hits, scores, the
+    full-text signals bit for bit, the rows found by meaning)."""
+    home = new_home(tmp_path_factory.mktemp("image"), embedder)
+    vectors = {q: embedder.embed_query(q) for q in QUERIES}
+    folder = home / ".syncd/index"
+    with syncd.open(home, embedder=embedder) as engine:
+        for rel, text in changes:
+            path = home / rel
+            if text is None:
+                path.unlink(missing_ok=True)
+            else:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_text(text, encoding="utf-8")
+            engine.sync()
+            engine.index.persist()
+            loaded, image = _both(folder, embedder.dim, embedder.model_id)
+            _same(loaded, image, vectors)
+            for user in (None, "ana"):
+                for query in QUERIES:
+                    got = hybrid_search(_Held(image), vectors[query], query, user, limit=6, now=NOW)
+                    assert got == hybrid_search(_Held(loaded), vectors[query], query, user, limit=6, now=NOW)
+
+
+def _synced_log(home: Path, embedder) -> Path:
+    """A daily log of ana's holding one fact, synced into the index."""
+    log = home / "memory/users/ana/2026-11-20.md"
+    log.parent.mkdir(parents=True)
+    log.write_text("# 2026-11-20\n\n## 10:00\n- [preference] Likes green tea.\n")
+    with syncd.open(home, embedder=embedder) as engine:
+        engine.sync()
+    return log
+
+
+def test_a_write_after_the_image_makes_readers_load_the_table(home, embedder):
+    log = _synced_log(home, embedder)
+    with syncd.open(home, embedder=embedder) as engine:
+        with syncd.open(home, read_only=True, embedder=embedder) as reader:
+            assert reader.search("green tea", user_id="ana")  # loads the table, writes the image
+        with syncd.open(home, read_only=True, embedder=embedder) as reader:
+            with reader.index.reading() as rows:
+                assert isinstance(rows, ImageRows)
+            log.write_text(log.read_text() + "- [preference] Plays the cello on sundays.\n")
+            engine.sync()
+            # The image names the table before that write: not believed, the table is read.
+            with reader.index.reading() as rows:
+                assert isinstance(rows, RowCache)
+            assert "cello" in reader.search("cello", user_id="ana")[0].content
+
+
+@pytest.mark.parametrize("damage", ["torn", "garbage", "other code", "other dim"])
+def test_an_image_that_cannot_vouch_is_never_believed(home, embedder, monkeypatch, damage):
+    _synced_log(home, embedder)
+    folder = home / ".syncd/index"
+    _both(folder, embedder.dim, embedder.model_id)
+    image = folder / IMAGE_NAME
+    dim = embedder.dim
+    if damage == "torn":
+        image.write_bytes(image.read_bytes()[: image.stat().st_size // 2])
+    elif damage == "garbage":
+        image.write_bytes(os.urandom(4096))
+    elif damage == "other code":
+        monkeypatch.setattr(rows_image, "_code_digest", "made by another syncd")
+    else:
+        dim += 1
+    assert Index(folder, dim, embedder.model_id, shared=True)._images.current() is None
+
+
+def test_a_one_shot_search_with_a_current_image_imports_no_lancedb(home, embedder):
+    _synced_log(home, embedder)
+    script = (
+        "import sys, syncd\n"
+        "from syncd.engine.search import search_answer\n"
+        f"with syncd.open({str(home)!r}, read_only=True) as engine:\n"
+        "    answer = search_answer(engine, 'green tea', user_id='ana')\n"
+        "print(answer['hits'][0]['content'], answer['stale'], 'lancedb' in sys.modules)\n"
+    )
+    runs = [subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout.split()
+            for _ in range(2)]
+    # The first loads the table (and writes the image); the second reads the image alone.
+    assert runs[0] == ["Likes", "green", "tea.", "0", "True"]
+    assert runs[1] == ["Likes", "green", "tea.", "0", "False"]
