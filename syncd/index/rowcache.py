@@ -21,7 +21,7 @@ import simsimd
 from .fulltext import TextIndex
 from .records import heading_only
 
-__all__ = ["RowCache", "ScopeMask"]
+__all__ = ["RowCache", "ScopeMask", "exact_cosines", "nearest_rows", "neighbours", "quantize", "row_columns", "scope_rows"]
 
 # Up to this many rows the float32 product is cheap enough to be the whole search.
 _EXACT_UP_TO = 8192
@@ -174,7 +174,7 @@ class RowCache:
         start = len(self._paths)
         blocks = [vecs for vecs, _, _ in self._pending]
         added_vectors = blocks[0] if len(blocks) == 1 else np.concatenate(blocks, axis=0)
-        codes, scales = _quantize(added_vectors)
+        codes, scales = quantize(added_vectors)
         # Loading a big index arrives as one block: keep it as it is rather than copy 150 MB
         # twice. Later additions go into room kept past the end (see _appended), so a daemon's
         # small writes do not copy the whole matrix each.
@@ -254,18 +254,13 @@ class RowCache:
         n = len(self._users) - start
         users = np.fromiter((self._code(u) for u in self._users[start:]), np.int32, n)
         chats = np.fromiter((self._code(c) for c in self._chats[start:]), np.int32, n)
-        facts = np.fromiter((k == "fact" for k in self._kinds[start:]), bool, n)
-        memory = np.fromiter((p.startswith("memory/") for p in self._paths[start:]), bool, n)
-        transcripts = np.fromiter((k == "transcript" for k in self._kinds[start:]), bool, n)
-        headings = np.fromiter((k == "chunk" and heading_only(p.get("text") or "")
-                                for k, p in zip(self._kinds[start:], self._payloads[start:])), bool, n)
+        facts, memory, transcripts, headings, created = row_columns(self._payloads[start:])
         self._user_codes = np.concatenate([self._user_codes[:start], users])
         self._chat_codes = np.concatenate([self._chat_codes[:start], chats])
         self._fact_rows = np.concatenate([self._fact_rows[:start], facts])
         self._memory_rows = np.concatenate([self._memory_rows[:start], memory])
         self._transcript_rows = np.concatenate([self._transcript_rows[:start], transcripts])
         self._heading_rows = np.concatenate([self._heading_rows[:start], headings])
-        created = np.fromiter((_posix(p.get("created_at")) for p in self._payloads[start:]), np.float64, n)
         self._created = np.concatenate([self._created[:start], created])
         self._prev = np.concatenate([self._prev[:start], np.full(n, -1, dtype=np.int64)])
         self._next = np.concatenate([self._next[:start], np.full(n, -1, dtype=np.int64)])
@@ -400,6 +395,7 @@ class RowCache:
         return {
             "codes": dict(self._codes),
             "payloads": [self._payloads[i] for i in keep],
+            "paths": [self._paths[i] for i in keep],
             "terms": terms,
             "arrays": {
                 "vectors": self._vectors[keep], "codes8": self._codes8[keep], "scales": self._scales[keep],
@@ -492,9 +488,22 @@ def _int8_scores(codes8: np.ndarray, scales: np.ndarray, query: np.ndarray) -> n
     nothing from a second thread, while OpenMP's idle threads spin after it and take the CPU
     from whatever runs next (benchmarks/bench_products.py compares the two); every add runs
     such a search to deduplicate, so the spinning would be paid on every write."""
-    codes, _ = _quantize(query.reshape(1, -1))
+    codes, _ = quantize(query.reshape(1, -1))
     raw = simsimd.cdist(codes, codes8, metric="dot", out_dtype="float32", threads=1)
     return np.asarray(raw).reshape(-1) * scales
+
+
+def row_columns(payloads: Sequence[dict]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Per-row columns of ``payloads`` that scopes and recency read: (fact, under memory/,
+    transcript, heading-only chunk, created_at in POSIX seconds or NaN)."""
+    n = len(payloads)
+    return (
+        np.fromiter((p["kind"] == "fact" for p in payloads), bool, n),
+        np.fromiter((p["path"].startswith("memory/") for p in payloads), bool, n),
+        np.fromiter((p["kind"] == "transcript" for p in payloads), bool, n),
+        np.fromiter((p["kind"] == "chunk" and heading_only(p.get("text") or "") for p in payloads), bool, n),
+        np.fromiter((_posix(p.get("created_at")) for p in payloads), np.float64, n),
+    )
 
 
 def _posix(created_at: str | None) -> float:
@@ -522,7 +531,7 @@ def _products(matrix: np.ndarray, query: np.ndarray) -> np.ndarray:
     return np.asarray(raw).reshape(-1)
 
 
-def _quantize(vectors: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def quantize(vectors: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """int8 rows, each scaled so its largest component is 127, and the scale that undoes it.
     Done in blocks so quantising a loaded index needs no float copy of all of it."""
     codes = np.empty(vectors.shape, dtype=np.int8)

@@ -16,7 +16,10 @@ and the code that made it (a digest of the modules that analyse text and lay row
 to the table after it, a rebuild, a compaction or another syncd's analysis leave it unbelieved,
 and the reader loads the rows from LanceDB as before. It is written from rows just loaded from
 the table, in the table's order, with the stamp read before the table was: rows newer than the
-stamp can only make it mismatch. Search over an image equals search over those rows in memory
+stamp can only make it mismatch. A writer that loads no rows (``syncd sync``) keeps a current
+image in step with each write it makes to the table (patch_image: the new rows' texts analysed,
+the kept rows' renumbered); a writer holding the rows (a daemon) does not, and the next reader
+to load the table writes a new one. Search over an image equals search over those rows in memory
 (the same functions answer both: rowcache.nearest_rows, neighbours, fulltext.query_signals), a
 law in tests/test_rows_image.py.
 """
@@ -31,17 +34,19 @@ import mmap
 import os
 import sys
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
 
 from .files_mirror import table_stamp
-from .fulltext import best_rows, query_signals
-from .records import SCHEMA_VERSION
-from .rowcache import RowCache, ScopeMask, exact_cosines, nearest_rows, neighbours, scope_rows
+from .fulltext import TextIndex, best_rows, query_signals
+from .pending import PendingWrites
+from .records import SCHEMA_VERSION, EntryRow
+from .rowcache import RowCache, ScopeMask, exact_cosines, nearest_rows, neighbours, quantize, row_columns, scope_rows
+from .table_rows import payload as table_payload
 
-__all__ = ["IMAGE_NAME", "ImageKeeper", "ImageRows", "entries_stamp", "open_image", "write_image"]
+__all__ = ["IMAGE_NAME", "ImageKeeper", "ImageRows", "entries_stamp", "open_image", "patch_image", "write_image"]
 
 log = logging.getLogger(__name__)
 
@@ -76,26 +81,45 @@ def entries_stamp(folder: Path) -> str | None:
     return table_stamp(folder / "lance", "entries")
 
 
+def _blob(strings: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+    """Strings as one UTF-8 byte array and the offsets of each (surrogates kept as they are)."""
+    encoded = [t.encode("utf-8", "surrogatepass") for t in strings]
+    return np.frombuffer(b"".join(encoded), dtype=np.uint8), np.cumsum([0, *map(len, encoded)], dtype=np.int64)
+
+
+def _strings(data: np.ndarray, starts: np.ndarray) -> list[str]:
+    raw = data.tobytes()
+    return [raw[a:b].decode("utf-8", "surrogatepass") for a, b in zip(starts[:-1].tolist(), starts[1:].tolist())]
+
+
 def write_image(folder: Path, stamp: str, rows: RowCache) -> None:
-    """Persist ``rows`` (just loaded from the entries table at ``stamp``) as ``folder``'s image.
-    Derived data: a failure to write is logged and leaves the old image, which its stamp already
-    disowns. Written to a temporary file, synced and renamed, so a reader sees a whole image or
-    the one before."""
+    """Persist ``rows`` (just loaded from the entries table at ``stamp``) as ``folder``'s image."""
     parts = rows.image()
-    payloads = [json.dumps(p, separators=(",", ":")).encode() for p in parts["payloads"]]
-    terms = [t.encode("utf-8", "surrogatepass") for t in parts["terms"]]
     arrays: dict[str, np.ndarray] = dict(parts["arrays"])
-    arrays["payload_bytes"] = np.frombuffer(b"".join(payloads), dtype=np.uint8)
-    arrays["payload_starts"] = np.cumsum([0, *map(len, payloads)], dtype=np.int64)
-    arrays["term_bytes"] = np.frombuffer(b"".join(terms), dtype=np.uint8)
-    arrays["term_starts"] = np.cumsum([0, *map(len, terms)], dtype=np.int64)
+    arrays["payload_bytes"], arrays["payload_starts"] = _blob([_json(p) for p in parts["payloads"]])
+    arrays["term_bytes"], arrays["term_starts"] = _blob(parts["terms"])
+    paths = list(dict.fromkeys(parts["paths"]))
+    code_of = {path: n for n, path in enumerate(paths)}
+    arrays["path_bytes"], arrays["path_starts"] = _blob(paths)
+    arrays["path_codes"] = np.fromiter((code_of[p] for p in parts["paths"]), np.int32, len(parts["paths"]))
+    _write(folder, stamp, rows.dim, parts["codes"], arrays)
+
+
+def _json(payload: dict) -> str:
+    return json.dumps(payload, separators=(",", ":"))
+
+
+def _write(folder: Path, stamp: str, dim: int, codes: dict[str | None, int], arrays: dict[str, np.ndarray]) -> None:
+    """Write an image. Derived data: a failure is logged and leaves the old image, which its
+    stamp already disowns. Written to a temporary file, synced and renamed, so a reader sees a
+    whole image or the one before."""
     layout: dict[str, tuple[str, list[int], int]] = {}
     offset = 0
     for name, array in arrays.items():
         layout[name] = (array.dtype.str, list(array.shape), offset)
         offset += -(-array.nbytes // _ALIGN) * _ALIGN
-    header = json.dumps({"stamp": stamp, "code": _code(), "dim": rows.dim, "rows": len(payloads),
-                         "codes": [[value, code] for value, code in parts["codes"].items()], "arrays": layout}).encode()
+    header = json.dumps({"stamp": stamp, "code": _code(), "dim": dim, "rows": len(arrays["payload_starts"]) - 1,
+                         "codes": [[value, code] for value, code in codes.items()], "arrays": layout}).encode()
     start = -(-(len(_MAGIC) + _LENGTH_BYTES + len(header)) // _ALIGN) * _ALIGN
     target = folder / IMAGE_NAME
     tmp = None
@@ -117,6 +141,122 @@ def write_image(folder: Path, stamp: str, rows: RowCache) -> None:
         if tmp is not None:
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
+
+
+def patch_image(folder: Path, image: ImageRows, stamp: str, dropped: Collection[str],
+                dropped_rows: Mapping[str, Collection[str]], added: Sequence[EntryRow], vectors: np.ndarray) -> None:
+    """Write the image of the entries table at ``stamp``, which one write made of the table
+    ``image`` holds: the rows of the ``dropped`` paths deleted, those of ``dropped_rows`` ({path:
+    ids}) too, then ``added`` appended with their ``vectors``, as table_writes.write_entries
+    writes them (a delete keeps the other rows in their order; an add appends). A sync that
+    does not load the rows keeps the image so without reading the table: only the new rows'
+    texts are analysed, the kept rows' postings renumbered. A law holds it equal to an image
+    written from the table's rows (tests/test_rows_image.py)."""
+    a = image._a
+    paths = _strings(a["path_bytes"], a["path_starts"])
+    code_of = {path: n for n, path in enumerate(paths)}
+    path_codes = a["path_codes"]
+    keep = np.ones(len(image), dtype=bool)
+    for path in dropped:
+        if path in code_of:
+            keep &= path_codes != code_of[path]
+    for path, listed in dropped_rows.items():
+        ids = set(listed)
+        if path in code_of and ids:
+            rows = np.flatnonzero(path_codes == code_of[path])
+            keep[np.array([r for r in rows.tolist() if image._payload(r)["id"] in ids], dtype=np.int64)] = False
+    kept = np.flatnonzero(keep)
+    m = len(kept)
+    renumbered = np.full(len(image) + 1, -1, dtype=np.int64)
+    renumbered[kept] = np.arange(m)
+    new = [table_payload(row) for row in added]
+    codes = dict(image._codes)
+    for value in [p["user"] for p in new] + [p["chat"] for p in new]:
+        codes.setdefault(value, len(codes))
+    for path in (p["path"] for p in new):
+        if path not in code_of:
+            code_of[path] = len(paths)
+            paths.append(path)
+    out: dict[str, np.ndarray] = {}
+    vectors = np.asarray(vectors, dtype=np.float32).reshape(len(new), image.dim)
+    codes8, scales = quantize(vectors)
+    fact, memory, transcript, heading, created = row_columns(new)
+    for name, column in (("vectors", vectors), ("codes8", codes8), ("scales", scales), ("fact_rows", fact),
+                         ("memory_rows", memory), ("transcript_rows", transcript), ("heading_rows", heading),
+                         ("created", created),
+                         ("user_codes", np.array([codes[p["user"]] for p in new], dtype=np.int32)),
+                         ("chat_codes", np.array([codes[p["chat"]] for p in new], dtype=np.int32)),
+                         ("path_codes", np.array([code_of[p["path"]] for p in new], dtype=np.int32))):
+        out[name] = np.concatenate([a[name][kept], column.astype(a[name].dtype, copy=False)])
+    _patch_postings(image, keep, renumbered, [row.search_text or "" for row in added], out)
+    lengths = np.diff(a["payload_starts"])
+    bytes_kept = a["payload_bytes"][np.repeat(keep, lengths)]
+    added_bytes, added_starts = _blob([_json(p) for p in new])
+    out["payload_bytes"] = np.concatenate([bytes_kept, added_bytes])
+    out["payload_starts"] = np.concatenate([np.cumsum([0, *lengths[keep].tolist()], dtype=np.int64),
+                                            len(bytes_kept) + added_starts[1:]])
+    out["path_bytes"], out["path_starts"] = _blob(paths)
+    touched = {code_of[p] for p in [*dropped, *dropped_rows, *(q["path"] for q in new)] if p in code_of}
+    _relink(image, kept, renumbered, new, touched, out)
+    _write(folder, stamp, image.dim, codes, out)
+
+
+def _patch_postings(image: ImageRows, keep: np.ndarray, renumbered: np.ndarray, texts: list[str],
+                    out: dict[str, np.ndarray]) -> None:
+    """The kept rows' postings renumbered and the new rows' added, terms in sorted order, a term
+    no row holds any more dropped (as a load from the table would never have it)."""
+    a = image._a
+    fresh = TextIndex()
+    fresh.add(texts)
+    new_terms, new_offsets, new_rows, new_freqs, new_own, new_lengths = fresh.image(np.ones(len(texts), dtype=bool))
+    old_terms = _strings(a["term_bytes"], a["term_starts"])
+    merged = sorted(set(old_terms).union(new_terms))
+    at = {term: n for n, term in enumerate(merged)}
+    old_ids = np.repeat(np.array([at[t] for t in old_terms], dtype=np.int64), np.diff(a["term_offsets"]))
+    held = keep[a["post_rows"]]
+    new_ids = np.repeat(np.array([at[t] for t in new_terms], dtype=np.int64), np.diff(new_offsets))
+    terms = np.concatenate([old_ids[held], new_ids])
+    rows = np.concatenate([renumbered[a["post_rows"][held]], int(keep.sum()) + new_rows])
+    freqs = np.concatenate([a["post_freqs"][held], new_freqs])
+    own = np.concatenate([a["post_own"][held], new_own])
+    used = np.unique(terms)
+    order = np.lexsort((rows, terms))
+    compact = np.searchsorted(used, terms[order])
+    out["term_bytes"], out["term_starts"] = _blob([merged[t] for t in used.tolist()])
+    out["term_offsets"] = np.searchsorted(compact, np.arange(len(used) + 1))
+    out["post_rows"], out["post_freqs"], out["post_own"] = rows[order], freqs[order], own[order]
+    out["passage_lengths"] = np.concatenate([a["passage_lengths"][keep], new_lengths])
+
+
+def _relink(image: ImageRows, kept: np.ndarray, renumbered: np.ndarray, new: list[dict], touched: set[int],
+            out: dict[str, np.ndarray]) -> None:
+    """Conversation links and key rows: kept as they were (renumbered) for the paths the write
+    did not touch; made again, as a load links them, for the rows of the paths it touched."""
+    a = image._a
+    m = len(kept)
+    prev = np.concatenate([renumbered[a["prev"][kept]], np.full(len(new), -1, dtype=np.int64)])
+    nxt = np.concatenate([renumbered[a["next"][kept]], np.full(len(new), -1, dtype=np.int64)])
+    key_row = np.concatenate([renumbered[a["key_row"][kept]], np.zeros(len(new), dtype=np.int64)])
+    payload_of = {int(renumbered[r]): image._payload(int(r))
+                  for r in kept[np.isin(a["path_codes"][kept], list(touched))].tolist()}
+    payload_of.update({m + n: p for n, p in enumerate(new)})
+    by_path: dict[str, list[int]] = {}
+    for row in sorted(payload_of):
+        by_path.setdefault(payload_of[row]["path"], []).append(row)
+    for members in by_path.values():
+        first: dict[str, int] = {}
+        conversations: dict[str, list[int]] = {}
+        for row in members:
+            payload = payload_of[row]
+            key_row[row] = first.setdefault(payload["id"], row)
+            prev[row] = nxt[row] = -1
+            if payload["kind"] == "fact":
+                conversations.setdefault(payload.get("heading") or "", []).append(row)
+        for chain in conversations.values():
+            chain.sort(key=lambda r: payload_of[r].get("line") or 0)
+            prev[chain] = [-1, *chain[:-1]]
+            nxt[chain] = [*chain[1:], -1]
+    out["prev"], out["next"], out["key_row"] = prev, nxt, key_row
 
 
 def open_image(folder: Path, stamp: str | None, dim: int) -> ImageRows | None:
@@ -291,3 +431,13 @@ class ImageKeeper:
         if not self._written:
             self._written = True
             write_image(self.folder, stamp, rows)
+
+    def patched(self, image: ImageRows, batch: PendingWrites) -> None:
+        """``batch`` was just written to the table ``image`` held (write_entries): write the
+        image of the table it made (see patch_image)."""
+        rows, vectors = batch.new_rows()
+        stamp = self.stamp()
+        if stamp is not None:
+            patch_image(self.folder, image, stamp, batch.whole_deletes(), batch.row_deletes(), rows,
+                        vectors if vectors is not None else np.zeros((0, self.dim), dtype=np.float32))
+        self._image = None

@@ -585,6 +585,8 @@ class Index:
                 self._mark_written(upto)
                 return
             before = self._mirror.stamp() if self._mirror is not None else None
+            # A writer with no rows loaded (a one-shot sync) keeps a current image in step.
+            image = self._images.current() if self._matrix_version is None else None
             try:
                 entries_version = write_entries(self._entries, batch, self.dim)
                 records_version = write_records(self._files, batch)
@@ -610,6 +612,8 @@ class Index:
                     raise
                 raise error from exc
             self._mark_written(upto)
+            if image is not None and entries_version is not None:
+                self._images.patched(image, batch)
             with self._lock:
                 if entries_version is not None and self._matrix_version is not None:
                     self._matrix_version = entries_version
