@@ -226,6 +226,66 @@ def search_times(index, users: int, queries: int, synthetic: Synthetic) -> list[
     return times
 
 
+def bench_ann(url: str, users: int, sizes: list[int], queries: int, k: int = 40) -> None:
+    """PostgreSQL alone, exact scan against the HNSW index, on the same rows of ``users`` users
+    grown through ``sizes``: per-user hybrid search p50/p95 each way, and the recall of the
+    index's ``k`` nearest rows against the exact scan's (pg_ann.py). The index is built at the
+    first size and kept up by every later insert; the build time is printed."""
+    from syncd.index.pg_ann import AnnIndex
+    from syncd.index.pg_store import PgIndex
+    from syncd.index.rowcache import ScopeMask
+
+    exact = PgIndex(url, "bench_ann", _DIM, "bench-random")
+    exact.drop()
+    # Every scope through the index (``min_rows`` 1), over the same tables and connections.
+    ann = PgIndex(url, "bench_ann", _DIM, "bench-random", connections=exact._db, ann_min_rows=1)
+    made, done, table = Synthetic(users), 0, []
+    for size in sizes:
+        files = size // (100 * users)
+        start = time.perf_counter()
+        updates = list(made.files(done, files))
+        for at in range(0, len(updates), 50):
+            exact.apply(updates[at:at + 50])
+        exact.optimize()
+        applied, done, built = time.perf_counter() - start, files, 0.0
+        if not table:
+            start = time.perf_counter()
+            ann.ann.build()
+            built = time.perf_counter() - start
+        ann.ann = AnnIndex(exact._db, exact._sql, "bench_ann", exact.where, 1)  # sees the index anew
+        hybrid_search(ann, made.vectors(1)[0], "warm", user_id="u0000", limit=10, now=_NOW)
+        rows = exact.counts()["facts"]
+        exact_times = search_times(exact, users, queries, Synthetic(users, seed=9))
+        ann_times = search_times(ann, users, queries, Synthetic(users, seed=9))
+        probe, rng, found = Synthetic(users, seed=13), random.Random(4), []
+        nearest: dict[str, list[float]] = {"exact": [], "hnsw": []}
+        for vector in probe.vectors(queries):
+            scope = ScopeMask(user=f"u{rng.randrange(users):04d}")
+            with exact.reading() as mine, ann.reading() as theirs:
+                mine.count(scope), theirs.count(scope)  # the scope's size is asked first, as a search does
+                ids = {}
+                for name, view in (("exact", mine), ("hnsw", theirs)):
+                    start = time.perf_counter()
+                    numbers = view.search_rows(vector, scope, k)  # the one statement the two paths differ in
+                    nearest[name].append(time.perf_counter() - start)
+                    ids[name] = {p["id"] for p in view.row_payloads(numbers)}
+            found.append(len(ids["exact"] & ids["hnsw"]) / max(len(ids["exact"]), 1))
+        result = {"search exact p50 (ms)": pct(exact_times, .5), "search exact p95 (ms)": pct(exact_times, .95),
+                  "search hnsw p50 (ms)": pct(ann_times, .5), "search hnsw p95 (ms)": pct(ann_times, .95),
+                  f"nearest {k} exact p50 (ms)": pct(nearest["exact"], .5),
+                  f"nearest {k} hnsw p50 (ms)": pct(nearest["hnsw"], .5),
+                  f"hnsw recall@{k}": float(np.mean(found)), "apply (s)": applied, "hnsw build (s)": built}
+        table.append(result)
+        print(f"\n{rows:,} rows, {rows // users:,} a user ({users:,} users; random unit vectors):")
+        for key, value in result.items():
+            print(f"  {key:<26} {value:>10.3f}")
+        print(f"  hnsw / exact, search p50   {result['search hnsw p50 (ms)'] / result['search exact p50 (ms)']:>6.2f}x")
+        print(f"  hnsw / exact, nearest p50  {result[f'nearest {k} hnsw p50 (ms)'] / result[f'nearest {k} exact p50 (ms)']:>6.2f}x",
+              flush=True)
+    exact.drop()
+    exact.close()
+
+
 def bench_scale(url: str, work: Path, users: int, sizes: list[int], queries: int) -> None:
     from syncd.index.pg_store import PgIndex
     from syncd.index.store import Index
@@ -288,6 +348,8 @@ def main() -> None:
                         help="home: time the adds alone, in --home itself (a copy this script indexed before)")
     parser.add_argument("--users", type=int, default=1000)
     parser.add_argument("--rows", type=int, nargs="+", default=[100_000, 1_000_000])
+    parser.add_argument("--ann", action="store_true",
+                        help="scale: PostgreSQL's exact scan against its HNSW index instead of the two backends")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(dir=args.work) as tmp:
         work = Path(tmp)
@@ -295,6 +357,8 @@ def main() -> None:
         try:
             if args.part == "home":
                 bench_home(args.home, url, work, args.queries, args.clients, args.add_seconds, args.adds_only)
+            elif args.ann:
+                bench_ann(url, args.users, args.rows, args.queries)
             else:
                 bench_scale(url, work, args.users, args.rows, args.queries)
         finally:

@@ -38,13 +38,25 @@ class PgServer:
     def url(self, database: str = "postgres") -> str:
         return self._server.get_uri(database)
 
-    def new_database(self) -> str:
+    def new_database(self, *settings: str) -> str:
+        """A fresh database's URL; ``settings`` (``"name = 'value'"``) are made its own."""
         import psycopg
 
         name = f"t{next(_databases)}"
         with psycopg.connect(self.url(), autocommit=True) as conn:
             conn.execute(f"CREATE DATABASE {name}")
+            for setting in settings:
+                conn.execute(f"ALTER DATABASE {name} SET {setting}")
         return self.url(name)
+
+    def new_database_without_pgvector(self) -> str:
+        """A fresh database of this server in which no extension is available, pgvector included:
+        what a PostgreSQL without pgvector installed looks like to a client. PostgreSQL 18 looks
+        for extensions in ``extension_control_path``, set here (for this database only) to an
+        empty folder."""
+        empty = Path(tempfile.mkdtemp(prefix="syncd-no-extensions-"))
+        empty.chmod(0o755)  # the server may run as another user (see pg_server)
+        return self.new_database(f"extension_control_path = '{empty}'")
 
     def stop(self) -> None:
         from pgserver._commands import pg_ctl  # what pgserver itself stops a server with (as its user)
@@ -90,11 +102,25 @@ def free_port() -> int:
 def start_reader(clone: Path, url: str, schema: str, timeout: float = 120) -> tuple[subprocess.Popen, str]:
     """``syncd serve --read-only`` over ``clone`` (a git clone of the home) and the home's schema
     in ``url``'s database, in its own process: (the process, its base URL) once it answers."""
+    return _start_read_only(["--index-schema", schema, "--home", str(clone)], url, clone.parent, timeout)
+
+
+def start_database_reader(url: str, folder: Path, timeout: float = 120) -> tuple[subprocess.Popen, str]:
+    """``syncd serve --read-only --index URL`` with no home: every home of ``url``'s database, in
+    its own process (its stderr kept in ``folder``): (the process, its base URL) once it answers."""
+    return _start_read_only([], url, folder, timeout)
+
+
+def _start_read_only(args: list[str], url: str, folder: Path, timeout: float) -> tuple[subprocess.Popen, str]:
     port = free_port()
-    err = open(clone.parent / f"reader-{time.monotonic_ns()}.err", "w+")  # noqa: SIM115 - the child owns it
-    reader = subprocess.Popen([sys.executable, "-m", "syncd", "serve", "--read-only", "--index", url,
-                               "--index-schema", schema, "--home", str(clone), "--port", str(port)],
-                              stdout=subprocess.DEVNULL, stderr=err, env=os.environ.copy())
+    env = {k: v for k, v in os.environ.items() if k != "SYNCD_HOME"}
+    with open(folder / f"reader-{time.monotonic_ns()}.err", "w+") as err:
+        reader = subprocess.Popen([sys.executable, "-m", "syncd", "serve", "--read-only", "--index", url, *args,
+                                   "--port", str(port)], stdout=subprocess.DEVNULL, stderr=err, env=env)
+        return reader, _wait_listening(reader, port, err, timeout)
+
+
+def _wait_listening(reader: subprocess.Popen, port: int, err, timeout: float) -> str:
     base = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + timeout
     while True:
@@ -103,7 +129,7 @@ def start_reader(clone: Path, url: str, schema: str, timeout: float = 120) -> tu
             raise AssertionError(f"the read-only server exited: {err.read()}")
         try:
             if httpx.get(f"{base}/health", timeout=2).status_code == 200:
-                return reader, base
+                return base
         except httpx.HTTPError:
             pass
         if time.monotonic() > deadline:

@@ -71,9 +71,9 @@ def test_kill_9_and_a_database_restart_lose_nothing_a_reader_sees_it_all(pg_serv
     reader, base = start_reader(clone, url, schema)
     writer, client = _writer(pg_home)
     kept: list[str] = []  # every add the writer answered as written (indexed, or saved while the database was down)
+    token = TokenStore.of(Home(clone)).admin_token()
+    readers = httpx.Client(base_url=base, headers={"Authorization": f"Bearer {token}"}, timeout=60)
     try:
-        token = TokenStore.of(Home(clone)).admin_token()
-        readers = httpx.Client(base_url=base, headers={"Authorization": f"Bearer {token}"}, timeout=60)
 
         def seen(word: str) -> bool:
             answer = readers.get("/memory/archival", params={"query": word, "user_id": "ana"})
@@ -117,6 +117,7 @@ def test_kill_9_and_a_database_restart_lose_nothing_a_reader_sees_it_all(pg_serv
         committed = _git(pg_home, "log", "-p", "--", "memory/users/ana")
         assert [word for word in kept if word not in committed] == [], "acknowledged adds not committed"
         # A new writer catches up by itself; the reader then finds every add.
+        client.close()
         writer, client = _writer(pg_home)
         started = time.monotonic()
         for word in kept:
@@ -124,6 +125,8 @@ def test_kill_9_and_a_database_restart_lose_nothing_a_reader_sees_it_all(pg_serv
         caught_up = time.monotonic() - started
         print(f"reader saw all {len(kept)} kept adds {caught_up:.2f} s after the new writer started")
     finally:
+        client.close()
+        readers.close()
         writer.terminate()
         writer.wait(60)
         reader.terminate()

@@ -36,9 +36,9 @@ def test_a_read_only_server_sees_every_acknowledged_write(pg_server, pg_home, em
         clone = tmp_path / "clone"
         _git(tmp_path, "clone", "-q", str(pg_home), str(clone))
         reader, base = start_reader(clone, url, schema)
+        token = TokenStore.of(Home(clone)).admin_token()
+        client = httpx.Client(base_url=base, headers={"Authorization": f"Bearer {token}"}, timeout=60)
         try:
-            token = TokenStore.of(Home(clone)).admin_token()
-            client = httpx.Client(base_url=base, headers={"Authorization": f"Bearer {token}"}, timeout=60)
             delays = []
             for n in range(4):
                 word = f"quokka{n}zz"
@@ -73,5 +73,6 @@ def test_a_read_only_server_sees_every_acknowledged_write(pg_server, pg_home, em
             back = client.get("/memory/archival", params={"query": "tea", "user_id": "ana"})
             assert back.status_code == 200 and back.json()["hits"], back.text
         finally:
+            client.close()
             reader.terminate()
             reader.wait(30)

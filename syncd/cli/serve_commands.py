@@ -56,6 +56,9 @@ def serve_command(host: str, port: int, cors_origins: tuple[str, ...], read_only
     With --read-only it holds nothing and runs no daemon: it answers searches, stats and
     core-block reads from the index its home's writer keeps (a PostgreSQL index any number of
     servers on other machines share, each over a clone of the home), and refuses writes.
+    With --read-only --index URL and no --home nor --index-schema, it serves every home of that
+    database with no copy of any: GET /homes, then /homes/HOME/memory/archival, .../core and
+    .../stats, each checked against the tokens of the home it names (its writer publishes them).
 
     With --remote NAME it also shares the home through that git remote (pull, merge by file
     kind, push), as `syncd watch --remote` does; not with --read-only, which holds nothing."""
@@ -65,6 +68,9 @@ def serve_command(host: str, port: int, cors_origins: tuple[str, ...], read_only
     from ..home import Home
     from ..server.serve import serve
 
+    if read_only and index_url is not None and home is None and index_schema is None:
+        _serve_database(index_url, host, port)
+        return
     root = resolve_home(home)
     if remote is not None:
         from ..engine.sharing import check_remote
@@ -93,6 +99,18 @@ def serve_command(host: str, port: int, cors_origins: tuple[str, ...], read_only
     finally:
         logging.getLogger("syncd").removeHandler(handler)
         handler.close()
+
+
+def _serve_database(index_url: str, host: str, port: int) -> None:
+    """``syncd serve --read-only --index URL``: every home of the database (server.database_server)."""
+    from ..index.backend import validate_url
+    from ..server.database_server import serve_database
+
+    settings = load_settings()
+    settings = settings.model_copy(update={"index_url": validate_url(index_url)})
+    serve_database(settings.index_url, settings, host, port,
+                   on_ready=lambda url: click.echo(f"syncd serving every home of the index database on {url}, "
+                                                   "read-only", err=True))
 
 
 @click.command("mcp")

@@ -60,6 +60,7 @@ from ..sync.apply import Progress, SyncReport, sync
 from ..writes.groups import ChangeGroup, current_group
 from ..writes.scheduler import WritePath
 from ..writes.turn import FairLock
+from .database import ranked_search
 from .status import Status, build_status, count_stale, incompatibility, missing_status
 
 __all__ = ["Engine", "IndexFollower", "Status", "open_engine"]
@@ -102,9 +103,12 @@ class Engine:
             self._cache = EmbeddingCache(home.state_dir / "embed_cache.sqlite")
             self.embedder = CachedEmbedder(inner, self._cache)
             # Without the lifetime lock, others write this index too: re-check it on every read.
+            # An index handed in (a past revision's) is its giver's to close.
+            self._owns_index = index is None
             if index is None:
                 index = open_index(home.state_dir, inner.dim, inner.model_id, shared=read_only,
-                                   location=home_index(home.root, settings))  # fmt: skip
+                                   location=home_index(home.root, settings),
+                                   ann_min_rows=settings.vector_index_min_rows)  # fmt: skip
             self.index = index
             # Parts above the engine that keep something derived from the same parses (the
             # wiki's link graph) follow every batch the index applies: follow_index.
@@ -123,7 +127,8 @@ class Engine:
 
     def close(self) -> None:
         index = getattr(self, "index", None)  # absent when opening failed before it
-        if index is not None and self._lock is not None:
+        if index is not None and getattr(self, "_owns_index", False):
+            # A read-only engine's too: a PostgreSQL index holds connections until it is closed.
             index.close()
         if self._lock is not None:
             self._lock.release()
@@ -385,20 +390,9 @@ class Engine:
             return search_at(self, query, at, user_id=user_id, chat_id=chat_id, limit=limit, kind=kind, now=now,
                              text=text, min_cosine=min_cosine, memory_only=memory_only, floor=floor)  # fmt: skip
         self._fresh(user_id)
-        return hybrid_search(
-            self.index,
-            lambda: self.embedder.embed_query(query),
-            query if text else "",
-            user_id,
-            chat_id,
-            limit,
-            kind,
-            weights=Weights.from_settings(self.settings),
-            now=now,
-            min_cosine=min_cosine,
-            memory_only=memory_only,
-            floor=floor,
-        )
+        return ranked_search(self.index, self.embedder.embed_query, self.settings, query, user_id=user_id,
+                             chat_id=chat_id, limit=limit, kind=kind, now=now, text=text, min_cosine=min_cosine,
+                             memory_only=memory_only, floor=floor)
 
     def search_by_vector(
         self,

@@ -160,9 +160,10 @@ def _slug(name: str) -> str:
 
 
 def open_index(state_dir: Path, dim: int, model_id: str, *, shared: bool, read_only: bool = False,
-               location: tuple[str, str] | None = None) -> IndexBackend:
+               location: tuple[str, str] | None = None, ann_min_rows: int | None = None) -> IndexBackend:
     """The home's index: LanceDB under ``state_dir/index`` or, with ``location`` (``home_index``),
-    its PostgreSQL schema."""
+    its PostgreSQL schema (whose scopes of ``ann_min_rows`` rows or more search through its
+    HNSW index: pg_ann.py)."""
     if location is None:
         from .store import Index
 
@@ -170,7 +171,17 @@ def open_index(state_dir: Path, dim: int, model_id: str, *, shared: bool, read_o
     from .pg_store import PgIndex
 
     url, schema = location
-    return PgIndex(url, schema, dim, model_id, read_only=read_only)
+    index = PgIndex(url, schema, dim, model_id, read_only=read_only, ann_min_rows=ann_min_rows)
+    if not read_only:
+        # A database that cannot serve as an index (no pgvector) will not get better by waiting:
+        # the writer refuses to start, saying so. One that is down may come back: the writer
+        # starts, writes the markdown, and catches the index up then.
+        try:
+            index.check_database()
+        except BaseException:
+            index.close()
+            raise
+    return index
 
 
 def iter_chunks(values: Sequence, size: int) -> Iterator[Sequence]:

@@ -29,10 +29,22 @@ from collections.abc import Callable, Iterable
 import numpy as np
 
 from .fulltext import analyze, best_rows, term_signals
+from .pg_ann import EF_SEARCH
 from .pg_store import ENTRY_COLUMNS, decode_text, encode_text, payload_of_row
 from .rowcache import ScopeMask, _posix
 
 __all__ = ["PgRows", "scope_clause", "terms_clause"]
+
+# The exact scan's order: by distance, ties by row. "+ 0" (the same numbers) keeps the planner off
+# the HNSW index: with one, it would serve the distance order from the index, approximate, and
+# sort only the ties (an incremental sort), making the exact path approximate.
+_EXACT_ORDER = "(e.vector <#> %s) + 0, e.rid"
+
+# The nearest rows in scope through the HNSW index (ordered by distance alone, as the index
+# serves them; the exact scan's ``rid`` tie-break would keep the planner off the index). Ordered
+# again by distance: ``relaxed_order`` may hand them back slightly out of order.
+_ANN_NEAREST = ("SELECT n.rid FROM (SELECT e.rid, e.vector <#> %s AS d FROM {{s}}.entries e WHERE {where} "
+                "ORDER BY e.vector <#> %s LIMIT %s) n ORDER BY n.d, n.rid")
 
 
 
@@ -72,10 +84,16 @@ def scope_clause(scope: ScopeMask) -> tuple[str, list]:
 class PgRows:
     """One query's view of the rows (see the module's docstring); valid inside Index.reading()."""
 
-    def __init__(self, conn, sql: Callable, dim: int):
+    def __init__(self, conn, sql: Callable, dim: int, ann_min_rows: int | None = None):
         self._conn = conn
         self._sql = sql
         self.dim = dim
+        # Scopes of at least so many rows find their nearest rows through the HNSW index
+        # (pg_ann.py: approximate); None: every scope is scanned exactly.
+        self._ann_min_rows = ann_min_rows
+        self._ann_set = False
+        # Whether a query of this view took its vector candidates from the HNSW index.
+        self.approximate = False
         self._rids: list[int] = []
         self._number: dict[int, int] = {}
         self._payloads: dict[int, dict] = {}
@@ -153,19 +171,33 @@ class PgRows:
         where, params = scope_clause(scope)
         held, held_params = terms_clause(scope)
         vector = np.asarray(query, dtype=np.float32)
+        limit = max(min(pool, 2**62), 0)
+        nearest_sql = f"SELECT e.rid FROM {{s}}.entries e WHERE {where} ORDER BY {_EXACT_ORDER} LIMIT %s"
+        nearest_params = [*params, vector, limit]
+        if self._ann_min_rows is not None:
+            # The scope's size, known inside this statement only, picks one of two branches (a
+            # one-time filter each: the other is never run): the exact scan, or the HNSW index.
+            self._use_ann(limit)
+            nearest_sql = (f"(SELECT e.rid FROM {{s}}.entries e WHERE (SELECT n FROM s) < %s AND {where} "
+                       f"ORDER BY {_EXACT_ORDER} LIMIT %s) UNION ALL "
+                       f"(SELECT a.rid FROM ({_ANN_NEAREST.format(where=where)}) a WHERE (SELECT n FROM s) >= %s)")
+            nearest_params = [self._ann_min_rows, *params, vector, limit, vector, *params, vector, limit,
+                              self._ann_min_rows]
         found = self._conn.execute(self._sql(
             f"WITH s AS (SELECT count(*) AS n, coalesce(sum(e.passage_len), 0) AS total FROM {{s}}.entries e "
             f"WHERE {where}), "
             "p AS (SELECT t.term, t.rid, t.freq, t.own, e.passage_len FROM {s}.terms t "
             f"JOIN {{s}}.entries e ON e.rid = t.rid WHERE t.term = ANY(%s) AND {held} AND {where}), "
-            f"v AS (SELECT e.rid FROM {{s}}.entries e WHERE {where} ORDER BY e.vector <#> %s, e.rid LIMIT %s) "
+            f"v AS ({nearest_sql}) "
             "SELECT 0, NULL::text, n, total, 0::real, 0::real FROM s "
             "UNION ALL SELECT 1, term, rid, passage_len, freq, own FROM p "
             "UNION ALL SELECT 2, NULL, rid, 0, 0, 0 FROM v"),
-            [*params, asked, *held_params, *params, *params, vector, max(min(pool, 2**62), 0)]).fetchall()
+            [*params, asked, *held_params, *params, *nearest_params]).fetchall()
         postings = sorted((r[1], r[2], r[4], r[5], r[3]) for r in found if r[0] == 1)
         stats = next(r for r in found if r[0] == 0)
         self._counts[scope] = (int(stats[2]), int(stats[3]))
+        if self._ann_min_rows is not None and int(stats[2]) >= self._ann_min_rows:
+            self.approximate = True
         self._signals[(text, scope)] = signals = self._signals_of(asked, postings, scope)
         nearest = self._numbers(r[2] for r in found if r[0] == 2)
         self._nearest[(vector.tobytes(), scope, pool)] = nearest
@@ -255,10 +287,24 @@ class PgRows:
         if held is not None:
             return held
         where, params = scope_clause(scope)
-        found = self._conn.execute(self._sql(f"SELECT e.rid FROM {{s}}.entries e WHERE {where} "
-                                             "ORDER BY e.vector <#> %s, e.rid LIMIT %s"),
-                                   [*params, vector, min(k, 2**62)]).fetchall()
+        if self._ann_min_rows is not None and self._stats(scope)[0] >= self._ann_min_rows:
+            self._use_ann(min(k, 2**62))
+            self.approximate = True
+            found = self._conn.execute(self._sql(_ANN_NEAREST.format(where=where)),
+                                       [vector, *params, vector, min(k, 2**62)]).fetchall()
+        else:
+            found = self._conn.execute(self._sql(f"SELECT e.rid FROM {{s}}.entries e WHERE {where} "
+                                                 f"ORDER BY {_EXACT_ORDER} LIMIT %s"),
+                                       [*params, vector, min(k, 2**62)]).fetchall()
         return self._numbers(r[0] for r in found)
+
+    def _use_ann(self, limit: int) -> None:
+        """Set this query's HNSW walk (for the transaction only): the scope filtered as the
+        graph is walked, until ``limit`` rows in scope are found."""
+        if not self._ann_set:
+            self._conn.execute("SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true), "
+                               "set_config('hnsw.ef_search', %s, true)", (str(max(EF_SEARCH, min(limit, 1000))),))
+            self._ann_set = True
 
     def text_signals(self, query: str, scope: ScopeMask) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """BM25 of every numbered row's passage, its coverage and its rare words' part, from the

@@ -42,10 +42,11 @@ from ..errors import ConfigError, IndexError_
 from .backend import IndexUnreachable, iter_chunks, redact_url
 from .fulltext import passage_terms
 from .pending import replaces_whole
+from .pg_ann import AnnIndex
 from .records import SCHEMA_VERSION, EntryRow, FileRecord, FileUpdate, heading_only, meta_compatible
 from .store import StaleRows, entry_schema
 
-__all__ = ["ENTRY_COLUMNS", "IndexUnreachable", "PgIndex", "decode_text", "encode_text", "payload_of_row"]
+__all__ = ["ENTRY_COLUMNS", "IndexUnreachable", "PgDatabase", "PgIndex", "decode_text", "encode_text", "payload_of_row"]
 
 log = logging.getLogger(__name__)
 
@@ -53,7 +54,9 @@ log = logging.getLogger(__name__)
 # 2: ``terms`` carries its row's user, so a query reads the postings of its scope's users only;
 #    vectors stay in the row (never TOASTed: a scan of a user's rows read three pages a vector);
 #    conversations are found by (path, heading, line) as queried.
-PG_LAYOUT = 2
+# 3: ``texts`` keeps the whole text of core blocks and MEMORY.md files (rows.KEPT_TEXT_KINDS),
+#    so a reader holding no copy of the home answers core-block reads and stats.
+PG_LAYOUT = 3
 _SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]{0,53}")
 _REBUILD_SUFFIX = "__rebuild"
 _CONNECT_TIMEOUT_S = 5
@@ -112,6 +115,9 @@ class _Connections:
         self.shown = redact_url(url)
         self._idle: list = []
         self._lock = threading.Lock()
+        # Once closed, a connection given back is closed rather than kept (a reader may still be
+        # inside a query when its engine closes).
+        self._closed = False
 
     @contextmanager
     def get(self) -> Iterator:
@@ -125,7 +131,7 @@ class _Connections:
                 conn.execute("SELECT 1")
             except psycopg.Error:
                 conn.close()
-                self.close()  # the other idle ones went with the same server
+                self._drop_idle()  # the other idle ones went with the same server
                 conn = None
         try:
             if conn is None or conn.closed:
@@ -150,17 +156,23 @@ class _Connections:
             raise
         else:
             with self._lock:
-                if len(self._idle) < _IDLE_CONNECTIONS and not conn.closed:
+                if not self._closed and len(self._idle) < _IDLE_CONNECTIONS and not conn.closed:
                     self._idle.append(conn)
                     conn = None
             if conn is not None:
                 conn.close()
 
-    def close(self) -> None:
+    def _drop_idle(self) -> None:
         with self._lock:
             idle, self._idle = self._idle, []
         for conn in idle:
             conn.close()
+
+    def close(self) -> None:
+        """Close every connection: those idle now, and each in use once it is given back."""
+        with self._lock:
+            self._closed = True
+        self._drop_idle()
 
 
 def check_database(url: str) -> None:
@@ -169,8 +181,12 @@ def check_database(url: str) -> None:
     from .backend import validate_url
 
     validate_url(url)
-    with _Connections(url).get():
-        pass
+    connections = _Connections(url)
+    try:
+        with connections.get():
+            pass
+    finally:
+        connections.close()
 
 
 def _first_line(exc: Exception) -> str:
@@ -241,7 +257,9 @@ class PgIndex:
     """One home's index in its own schema of a PostgreSQL database (see the module's docstring)."""
 
     def __init__(self, url: str, schema: str, dim: int, model_id: str, read_only: bool = False,
-                 connections: _Connections | None = None):
+                 connections: _Connections | None = None, ann_min_rows: int | None = None):
+        """``ann_min_rows``: scopes of at least so many rows find their nearest rows through the
+        HNSW index, built once the table is that large (pg_ann.py); None: always exactly."""
         if not _SCHEMA_NAME.fullmatch(schema):
             raise ConfigError(f"invalid index schema name {schema!r}: lowercase letters, digits and _ only")
         self.url = url
@@ -258,6 +276,7 @@ class PgIndex:
         self._applied = 0
         self._unwritten: set[str] = set()
         self._failures: dict[int, IndexError_] = {}
+        self.ann = AnnIndex(self._db, self._sql, schema, self.where, ann_min_rows)
 
     def __repr__(self) -> str:
         return f"PgIndex({self._db.shown!r}, schema={self.schema!r})"
@@ -302,6 +321,15 @@ class PgIndex:
             conn.execute(self._sql(_TABLES.replace("DIM", str(int(self.dim)))))
             conn.execute(self._sql("INSERT INTO {s}.meta VALUES ('layout', %s)"), (json.dumps(PG_LAYOUT),))
         self._ready = True
+
+    def check_database(self) -> None:
+        """ConfigError when the database cannot hold an index (no pgvector, nor the right to
+        enable it); nothing when it can, or cannot be reached now (see backend.open_index)."""
+        try:
+            with self._db.get():
+                pass
+        except IndexUnreachable:
+            pass
 
     def exists(self) -> bool:
         with self._db.get() as conn:
@@ -371,6 +399,52 @@ class PgIndex:
         table = pa.Table.from_pylist(rows, schema=entry_schema(self.dim))
         return table if with_vectors else table.drop_columns(["vector"])
 
+    def texts(self, folders: Sequence[str]) -> dict[str, str]:
+        """The kept texts (core blocks, MEMORY.md: records.FileUpdate.text) of the files directly
+        in each of ``folders`` (home-relative, without a trailing slash), by path."""
+        with self._conn() as conn:
+            found = conn.execute(self._sql("SELECT t.path, t.text FROM {s}.texts t JOIN unnest(%s::text[]) AS f(folder) "
+                                           "ON starts_with(t.path, f.folder || '/') "
+                                           "AND strpos(substr(t.path, length(f.folder) + 2), '/') = 0"),
+                                 (list(folders),)).fetchall()
+        return {path: decode_text(text) for path, text in found}
+
+    def files_in(self, folder: str, kind: str) -> list[str]:
+        """Paths of the indexed files of ``kind`` directly in ``folder`` (home-relative)."""
+        with self._conn() as conn:
+            found = conn.execute(self._sql("SELECT path FROM {s}.files WHERE kind = %s AND starts_with(path, %s) "
+                                           "AND strpos(substr(path, %s), '/') = 0 ORDER BY path"),
+                                 (kind, folder + "/", len(folder) + 2)).fetchall()
+        return [r[0] for r in found]
+
+    def fact_categories(self, user: str) -> dict[str, int]:
+        """How many facts of ``user``'s daily logs the index holds, by category."""
+        with self._conn() as conn:
+            found = conn.execute(self._sql("SELECT category, count(*) FROM {s}.entries WHERE kind = 'fact' "
+                                           "AND source = 'daily_log' AND user_id = %s GROUP BY category"),
+                                 (encode_text(user),)).fetchall()
+        return {decode_text(category): int(n) for category, n in found}
+
+    # -- the home's token hashes, for readers that hold no copy of the home ----------------------
+
+    def tokens(self) -> dict | None:
+        """The token hashes the home's writer published (write_tokens), None if none were."""
+        with self._conn() as conn:
+            row = conn.execute(self._sql("SELECT value FROM {s}.meta WHERE key = 'tokens'")).fetchone()
+        return None if row is None else dict(row[0])
+
+    def write_tokens(self, hashes: Mapping) -> bool:
+        """Publish the home's token hashes (``{"admin": sha256 or None, "users": [{"id", "user",
+        "sha256"}]}``: hashes only, never a token) unless the database holds them already; True
+        when it did not."""
+        with self._conn() as conn, conn.transaction():
+            row = conn.execute(self._sql("SELECT value FROM {s}.meta WHERE key = 'tokens' FOR UPDATE")).fetchone()
+            if row is not None and row[0] == hashes:
+                return False
+            conn.execute(self._sql("INSERT INTO {s}.meta VALUES ('tokens', %s) ON CONFLICT (key) DO UPDATE "
+                                   "SET value = excluded.value"), (json.dumps(hashes),))
+        return True
+
     def find_fact(self, fact_id: str) -> list[dict]:
         with self._conn() as conn:
             cur = conn.cursor(row_factory=_dict_rows)
@@ -383,9 +457,11 @@ class PgIndex:
         """The rows as of one snapshot of the database, for the length of one query."""
         from .pg_search import PgRows
 
-        with self._conn() as conn, conn.transaction():
-            conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
-            yield PgRows(conn, self._sql, self.dim)
+        with self._conn() as conn:
+            ann = self.ann.usable(conn)
+            with conn.transaction():
+                conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
+                yield PgRows(conn, self._sql, self.dim, ann_min_rows=ann)
 
     # -- writing ---------------------------------------------------------------------------------
 
@@ -437,6 +513,9 @@ class PgIndex:
                 self._failures[self._applied] = exc
                 raise
             self._unwritten -= paths
+            if self.ann.due():
+                with self._conn() as conn:
+                    self.ann.after_write(conn)
 
     def _write(self, conn, update: FileUpdate) -> None:
         path = update.path
@@ -445,6 +524,10 @@ class PgIndex:
         elif update.rows is not None:
             conn.execute(self._sql("DELETE FROM {s}.entries WHERE path = %s AND NOT (id = ANY(%s))"),
                          (path, sorted(encode_text(i) for i in update.unchanged)))
+        if update.record is None or update.rows is not None:  # rows None: only the file's stat changed
+            conn.execute(self._sql("DELETE FROM {s}.texts WHERE path = %s"), (path,))
+            if update.record is not None and update.text is not None:
+                conn.execute(self._sql("INSERT INTO {s}.texts VALUES (%s, %s)"), (path, encode_text(update.text)))
         changed = update.changed_rows if update.rows else []
         if changed:
             vectors = np.asarray(update.vectors, dtype=np.float32).reshape(len(changed), -1)
@@ -522,6 +605,9 @@ class PgIndex:
             # meta.json does the LanceDB tables'.
             kept = (self.meta() if self.exists() else {}) | aside.meta()
             with self._db.get() as conn, conn.transaction():
+                if self.exists():  # the home's published token hashes outlive its rows too
+                    conn.execute(aside._sql("INSERT INTO {s}.meta SELECT key, value FROM ") + self._sql(
+                        "{s}.meta WHERE key = 'tokens' ON CONFLICT (key) DO UPDATE SET value = excluded.value"))
                 conn.execute(self._sql("DROP SCHEMA IF EXISTS {s} CASCADE"))
                 conn.execute(aside._sql("ALTER SCHEMA {s} RENAME TO ") + self._sql("{s}"))
             self._ready = False
@@ -535,10 +621,51 @@ class PgIndex:
         self._ready = False
 
     def optimize(self) -> None:
-        """Refresh the planner's statistics (PostgreSQL compacts on its own: autovacuum)."""
+        """Refresh the planner's statistics (PostgreSQL compacts on its own: autovacuum), and
+        start building the HNSW index if the table has grown large enough for it (pg_ann.py)."""
         with self._conn() as conn:
             for table in ("entries", "terms", "files"):
                 conn.execute(self._sql("ANALYZE {s}." + table))
+            if not self.read_only:
+                self.ann.after_write(conn, force=True)
+
+    def close(self) -> None:
+        self._db.close()
+
+
+class PgDatabase:
+    """A database holding the indexes of many homes (a schema each), as a reader that holds no
+    home sees it: which homes it holds, and each one's index read-only, all over one set of
+    connections."""
+
+    def __init__(self, url: str):
+        self.url = url
+        self._db = _Connections(url)
+        self.shown = self._db.shown
+
+    def homes(self) -> dict[str, dict]:
+        """``{schema: meta}`` of every home whose index is ready to read here (this layout; not a
+        rebuild under way, which replaces its home's schema when it ends)."""
+        from psycopg import sql
+
+        with self._db.get() as conn:
+            names = [r[0] for r in conn.execute(
+                "SELECT n.nspname FROM pg_namespace n JOIN pg_class c ON c.relnamespace = n.oid "
+                "WHERE c.relname = 'meta' AND c.relkind = 'r' ORDER BY n.nspname").fetchall()]
+            found = {}
+            for name in names:
+                if not _SCHEMA_NAME.fullmatch(name) or name.endswith(_REBUILD_SUFFIX):
+                    continue
+                held = dict(conn.execute(sql.SQL("SELECT key, value FROM {}.meta WHERE key IN ('layout', 'meta')")
+                                         .format(sql.Identifier(name))).fetchall())
+                if held.get("layout") == PG_LAYOUT and "meta" in held:
+                    found[name] = dict(held["meta"])
+        return found
+
+    def index(self, schema: str, dim: int, model_id: str, ann_min_rows: int | None = None) -> PgIndex:
+        """The home ``schema``'s index, read-only, over this database's connections."""
+        return PgIndex(self.url, schema, dim, model_id, read_only=True, connections=self._db,
+                       ann_min_rows=ann_min_rows)
 
     def close(self) -> None:
         self._db.close()
@@ -572,6 +699,7 @@ ALTER TABLE {s}.entries ALTER COLUMN vector SET STORAGE PLAIN;
 CREATE INDEX ON {s}.entries (path, id);
 CREATE INDEX ON {s}.entries (user_id, kind);
 CREATE INDEX ON {s}.entries (path, (coalesce(heading, '')), line) WHERE kind = 'fact';
+CREATE TABLE {s}.texts (path text PRIMARY KEY, text text NOT NULL);
 CREATE TABLE {s}.terms (rid bigint NOT NULL REFERENCES {s}.entries ON DELETE CASCADE, term text NOT NULL,
                         user_id text, freq real NOT NULL, own real NOT NULL);
 CREATE INDEX ON {s}.terms (rid);

@@ -140,6 +140,9 @@ class FileUpdate:
     # A wiki page's parse (``ParsedFile.page``), for the link graph kept beside the index.
     page: object = field(default=None, repr=False)
     unchanged: frozenset[str] = frozenset()
+    # The file's whole text, for a core block or MEMORY.md (rows.KEPT_TEXT_KINDS): a PostgreSQL
+    # index keeps it so that a reader holding no copy of the home serves core blocks and stats.
+    text: str | None = field(default=None, repr=False)
 
     @property
     def changed_rows(self) -> list[EntryRow]:

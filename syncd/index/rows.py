@@ -35,7 +35,7 @@ from ..formats.when import date_words, resolved_words
 from ..home import classify_path
 from .records import HEADING_SEPARATOR, NEIGHBOURS, EntryRow
 
-__all__ = ["ParsedFile", "TranscriptChunking", "parse_file", "parse_file_checked", "chunk_id", "page_title"]
+__all__ = ["KEPT_TEXT_KINDS", "ParsedFile", "TranscriptChunking", "parse_file", "parse_file_checked", "chunk_id", "page_title"]
 
 
 def chunk_id(rel: str, key: str, occurrence: int) -> str:
@@ -52,6 +52,13 @@ class ParsedFile:
     # A wiki page's parse, for its node in the link graph (parsed once for both); None for
     # other files and for a page whose bytes were not all UTF-8 (the graph says so itself).
     page: Page | None = None
+    # The file's text when it is a core block or a MEMORY.md (KEPT_TEXT_KINDS): files a reader
+    # with no copy of the home serves whole, so an index that can hold them keeps them.
+    text: str | None = None
+
+
+# Kinds of file whose whole text the index keeps beside their rows (see ParsedFile.text).
+KEPT_TEXT_KINDS = ("block", "memory_md")
 
 
 @dataclass(frozen=True)
@@ -81,7 +88,8 @@ def parse_file_checked(rel: str, data: bytes, transcripts: TranscriptChunking | 
         return ParsedFile(_daily_log_rows(rel, text, scope), warning)
     page = parse_page(text)
     graph_page = page if scope.kind == "vault_page" and not warning else None
-    return ParsedFile(_page_rows(rel, page, scope), warning, graph_page)
+    kept = text if scope.kind in KEPT_TEXT_KINDS else None
+    return ParsedFile(_page_rows(rel, page, scope), warning, graph_page, kept)
 
 
 def parse_file(rel: str, data: bytes, transcripts: TranscriptChunking | None = None) -> list[EntryRow]:

@@ -9,6 +9,7 @@ added some, is kept on every rewrite, and a ``limit`` key in it overrides the de
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,9 +22,11 @@ __all__ = [
     "CORE_LABELS",
     "DEFAULT_BLOCKS",
     "CoreBlock",
+    "block_folders",
     "block_limit",
     "read_block",
     "resolve_blocks",
+    "resolve_kept_blocks",
     "render_block",
     "format_blocks",
 ]
@@ -77,6 +80,41 @@ def _read_page(path: Path, home: Home) -> Page | None:
     return parse_page(text)
 
 
+class _OnDisk:
+    """Block files read from the home's tree."""
+
+    def __init__(self, home: Home):
+        self.home = home
+
+    def page(self, path: Path) -> Page | None:
+        return _read_page(path, self.home)
+
+    def names(self, folder: Path) -> list[str]:
+        if not folder.is_dir() or folder.is_symlink():
+            return []
+        return [item.name for item in folder.glob("*.md")]
+
+
+class _Kept:
+    """Block files as an index kept their texts (``{home-relative path: text}``), for a reader
+    holding no copy of the home: the same resolution over the same texts."""
+
+    def __init__(self, texts: Mapping[str, str]):
+        self.home = Home("/")  # only for its path rules: every path is made relative to it again
+        self.texts = texts
+
+    def _rel(self, path: Path) -> str:
+        return path.relative_to(self.home.root).as_posix()
+
+    def page(self, path: Path) -> Page | None:
+        text = self.texts.get(self._rel(path))
+        return None if text is None else parse_page(text)
+
+    def names(self, folder: Path) -> list[str]:
+        prefix = self._rel(folder) + "/"
+        return [rel[len(prefix):] for rel in self.texts if rel.startswith(prefix) and "/" not in rel[len(prefix):]]
+
+
 def _scopes(home: Home, label: str, user_id: str | None, chat_id: str | None) -> list[tuple[str, Path]]:
     scopes = []
     if user_id is not None and chat_id is not None:
@@ -87,38 +125,56 @@ def _scopes(home: Home, label: str, user_id: str | None, chat_id: str | None) ->
     return scopes
 
 
-def read_block(home: Home, settings: Settings, label: str, user_id: str | None, chat_id: str | None) -> CoreBlock:
-    """The block ``label`` as this user in this chat sees it."""
+def _block(files: _OnDisk | _Kept, settings: Settings, label: str, user_id: str | None,
+           chat_id: str | None) -> CoreBlock:
     validate_label(label)
-    for scope, path in _scopes(home, label, user_id, chat_id):
-        page = _read_page(path, home)
+    for scope, path in _scopes(files.home, label, user_id, chat_id):
+        page = files.page(path)
         if page is not None and page.body.strip():
-            rel = path.relative_to(home.root).as_posix()
+            rel = path.relative_to(files.home.root).as_posix()
             return CoreBlock(label, page.body.strip(), scope, rel, block_limit(page, settings))
     return CoreBlock(label, DEFAULT_BLOCKS.get(label, ""), "default", None, settings.block_char_limit)
 
 
-def _labels_on_disk(home: Home, user_id: str | None, chat_id: str | None) -> set[str]:
-    labels = set()
-    for _, path in _scopes(home, "persona", user_id, chat_id):
-        folder = path.parent
-        if folder.is_dir() and not folder.is_symlink():
-            for item in folder.glob("*.md"):
-                try:
-                    labels.add(validate_label(item.name[:-3]))
-                except ValueError:
-                    continue
-    return labels
+def read_block(home: Home, settings: Settings, label: str, user_id: str | None, chat_id: str | None) -> CoreBlock:
+    """The block ``label`` as this user in this chat sees it."""
+    return _block(_OnDisk(home), settings, label, user_id, chat_id)
 
 
-def resolve_blocks(home: Home, settings: Settings, user_id: str | None, chat_id: str | None) -> dict[str, CoreBlock]:
-    """The four core labels (always, defaults filling gaps) plus any other block on disk."""
+def _resolve(files: _OnDisk | _Kept, settings: Settings, user_id: str | None,
+             chat_id: str | None) -> dict[str, CoreBlock]:
     if user_id is not None:
         validate_id("user", user_id)
     if chat_id is not None:
         validate_id("chat", chat_id)
-    extra = sorted(_labels_on_disk(home, user_id, chat_id) - set(CORE_LABELS))
-    return {label: read_block(home, settings, label, user_id, chat_id) for label in (*CORE_LABELS, *extra)}
+    labels = set()
+    for _, path in _scopes(files.home, "persona", user_id, chat_id):
+        for name in files.names(path.parent):
+            if name.endswith(".md"):
+                try:
+                    labels.add(validate_label(name[:-3]))
+                except ValueError:
+                    continue
+    extra = sorted(labels - set(CORE_LABELS))
+    return {label: _block(files, settings, label, user_id, chat_id) for label in (*CORE_LABELS, *extra)}
+
+
+def resolve_blocks(home: Home, settings: Settings, user_id: str | None, chat_id: str | None) -> dict[str, CoreBlock]:
+    """The four core labels (always, defaults filling gaps) plus any other block on disk."""
+    return _resolve(_OnDisk(home), settings, user_id, chat_id)
+
+
+def block_folders(user_id: str | None, chat_id: str | None) -> list[str]:
+    """The home-relative folders whose block files make up ``resolve_blocks``' answer."""
+    home = Home("/")
+    return [path.parent.relative_to(home.root).as_posix() for _, path in _scopes(home, "persona", user_id, chat_id)]
+
+
+def resolve_kept_blocks(texts: Mapping[str, str], settings: Settings, user_id: str | None,
+                        chat_id: str | None) -> dict[str, CoreBlock]:
+    """``resolve_blocks`` over the block files' texts an index kept (``{path: text}``, those of
+    :func:`block_folders`), for a reader with no copy of the home: the same blocks."""
+    return _resolve(_Kept(texts), settings, user_id, chat_id)
 
 
 def render_block(current: str | None, label: str, content: str, settings: Settings) -> str:

@@ -17,7 +17,7 @@ from typing import Any
 from ..errors import ConfigError
 from .tokens import Principal, TokenStore
 
-__all__ = ["PRINCIPAL_KEY", "Gate", "principal_of_scope"]
+__all__ = ["PRINCIPAL_KEY", "Gate", "bearer_of", "principal_of_scope", "send_error"]
 
 log = logging.getLogger(__name__)
 
@@ -36,7 +36,7 @@ class _TooLarge(Exception):
     pass
 
 
-async def _send_error(send: Send, status: int, kind: str, message: str, headers: list | None = None) -> None:
+async def send_error(send: Send, status: int, kind: str, message: str, headers: list | None = None) -> None:
     body = json.dumps({"error": {"type": kind, "message": message}}).encode()
     await send({
         "type": "http.response.start",
@@ -47,7 +47,7 @@ async def _send_error(send: Send, status: int, kind: str, message: str, headers:
     await send({"type": "http.response.body", "body": body})
 
 
-def _bearer(scope: Scope) -> str | None:
+def bearer_of(scope: Scope) -> str | None:
     for name, value in scope.get("headers") or ():
         if name == b"authorization":
             scheme, _, token = value.decode("latin-1").partition(" ")
@@ -102,18 +102,18 @@ class Gate:
     async def _admit(self, scope: Scope, send: Send) -> bool:
         """Put the request's principal in ``scope``; or answer 503 (token store damaged) or 401
         and return False."""
-        token = _bearer(scope)
+        token = bearer_of(scope)
         try:
             principal = self.tokens.check(token) if token else None
             self._damage_logged = None
         except (ConfigError, OSError) as exc:
             principal = self._admin_despite(token, exc)
             if principal is None:
-                await _send_error(send, 503, "TokenStoreError", _DAMAGED)
+                await send_error(send, 503, "TokenStoreError", _DAMAGED)
                 return False
         if principal is None:
             what = "a valid bearer token" if token else "a bearer token (Authorization: Bearer <token>)"
-            await _send_error(send, 401, "Unauthorized", f"this request needs {what}",
+            await send_error(send, 401, "Unauthorized", f"this request needs {what}",
                               [(b"www-authenticate", b"Bearer")])  # fmt: skip
             return False
         scope[PRINCIPAL_KEY] = principal
@@ -127,7 +127,7 @@ class Gate:
             return
         length = _content_length(scope)
         if length is not None and (length < 0 or length > self.max_body_bytes):
-            await _send_error(
+            await send_error(
                 send, 413, "PayloadTooLarge", f"request bodies are limited to {self.max_body_bytes} bytes"
             )
             return
@@ -144,7 +144,7 @@ class Gate:
                 if received > self.max_body_bytes:
                     if not started and not answered:
                         answered = True
-                        await _send_error(send, 413, "PayloadTooLarge", too_large)
+                        await send_error(send, 413, "PayloadTooLarge", too_large)
                     raise _TooLarge()
             return message
 

@@ -14,7 +14,7 @@ home is shown home-relative.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from http import HTTPStatus
 from typing import Annotated, Any
 
@@ -48,7 +48,7 @@ from .scrub import scrubber
 from .service import MemoryService
 from .tokens import Principal
 
-__all__ = ["OPEN_PATHS", "UserParam", "Who", "bearer", "create_app", "status_of"]
+__all__ = ["OPEN_PATHS", "UserParam", "Who", "answer_errors", "bearer", "create_app", "status_of"]
 
 log = logging.getLogger(__name__)
 
@@ -237,8 +237,13 @@ def create_app(
 
     for router in (_memory_routes(service), _home_routes(service), _vault_routes(service), *routers):
         app.include_router(router)
+    answer_errors(app, scrubber(service.home.root, service.home.state_dir))
+    return app
 
-    scrub = scrubber(service.home.root, service.home.state_dir)
+
+def answer_errors(app: FastAPI, scrub: Callable[[str], str]) -> None:
+    """Answer every error of ``app`` in the API's one JSON shape with the status of ``status_of``
+    (500 for a bug of ours, logged), each message passed through ``scrub`` (see scrub.py)."""
 
     @app.exception_handler(RequestValidationError)
     async def invalid_request(request: Request, exc: RequestValidationError):
@@ -274,5 +279,3 @@ def create_app(
     for kind in {kind for kind, _ in _STATUS}:
         app.add_exception_handler(kind, refused)
     app.add_exception_handler(Exception, failed)
-
-    return app

@@ -32,7 +32,7 @@ from ..session.state import read_state_file
 from ..session.transcripts import read_transcript_file
 from .tokens import Principal
 
-__all__ = ["LOCAL_ADMIN", "OPERATIONS", "MemoryService", "Operation"]
+__all__ = ["LOCAL_ADMIN", "OPERATIONS", "MemoryService", "Operation", "user_for"]
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +48,18 @@ LOCAL_ADMIN = Principal(None, "local")
 WRITERS_IN_FLIGHT = 16
 # The event loop's worker threads (asyncio.to_thread): the waiting writers plus reads beside them.
 WORKER_THREADS = 32
+
+
+def user_for(principal: Principal, requested: str | None, default: str) -> str:
+    """The user a request acts for: a user token's own (AccessError when the request names
+    another), else the user the admin names, else ``default``."""
+    if principal.user is not None:
+        if requested is not None and requested != principal.user:
+            raise AccessError(f"this token belongs to user {principal.user!r}; it cannot act for {requested!r}")
+        return principal.user
+    if requested is None:
+        return default
+    return requested
 
 
 def _hit(hit) -> s.MemoryHit:
@@ -106,13 +118,7 @@ class MemoryService:
 
     def user_for(self, principal: Principal, requested: str | None) -> str:
         """The user a request acts for."""
-        if principal.user is not None:
-            if requested is not None and requested != principal.user:
-                raise AccessError(f"this token belongs to user {principal.user!r}; it cannot act for {requested!r}")
-            return principal.user
-        if requested is None:
-            return self.manager.default_user_id
-        return requested
+        return user_for(principal, requested, self.manager.default_user_id)
 
     @staticmethod
     def require_admin(principal: Principal, what: str) -> None:

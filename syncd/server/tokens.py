@@ -34,7 +34,7 @@ from pathlib import Path
 from ..errors import ConfigError, NotFoundError
 from ..home import Home, validate_id
 
-__all__ = ["ADMIN_FILE", "USERS_FILE", "Principal", "TokenInfo", "TokenStore"]
+__all__ = ["ADMIN_FILE", "USERS_FILE", "Principal", "TokenInfo", "TokenStore", "match_token"]
 
 ADMIN_FILE = "admin.token"
 USERS_FILE = "tokens.json"
@@ -232,16 +232,31 @@ class TokenStore:
 
     def check(self, token: str) -> Principal | None:
         """Who ``token`` stands for, or None when it is no token of this home."""
-        presented = _hash(token)
         with self._mutex:
             self._refresh()
             admin_hash, users = self._admin_hash, self._users
-        match: Principal | None = None
-        # Every comparison is made, in constant time each: how long this takes says nothing
-        # about which token (if any) is closest.
-        if admin_hash is not None and hmac.compare_digest(presented, admin_hash):
-            match = Principal(None, "admin")
-        for record in users:
-            if hmac.compare_digest(presented, str(record["sha256"])) and match is None:
-                match = Principal(str(record["user"]), str(record["id"]))
-        return match
+        return match_token(token, admin_hash, users)
+
+    def hashes(self) -> dict:
+        """What readers of a shared index check this home's tokens against (published into the
+        index by the home's writer): the admin token's hash and each user token's id, user and
+        hash. Never a token itself."""
+        with self._mutex:
+            self._refresh()
+            return {"admin": self._admin_hash,
+                    "users": [{"id": str(t["id"]), "user": str(t["user"]), "sha256": str(t["sha256"])}
+                              for t in self._users]}
+
+
+def match_token(token: str, admin_hash: str | None, users: builtins.list[dict]) -> Principal | None:
+    """Who ``token`` stands for among a home's token hashes (TokenStore.hashes' fields), or None."""
+    presented = _hash(token)
+    match: Principal | None = None
+    # Every comparison is made, in constant time each: how long this takes says nothing
+    # about which token (if any) is closest.
+    if admin_hash is not None and hmac.compare_digest(presented, str(admin_hash)):
+        match = Principal(None, "admin")
+    for record in users:
+        if hmac.compare_digest(presented, str(record["sha256"])) and match is None:
+            match = Principal(str(record["user"]), str(record["id"]))
+    return match

@@ -174,21 +174,21 @@ def _parse_one(
     if data is not None and blob_sha(data) != f.sha:
         # Changed again since the scan: index what we actually read, and record its real sha.
         f = DiskFile(path, len(data), f.mtime_ns, sha=blob_sha(data))
-    rows, page = [], None
+    rows, page, text = [], None, None
     if error is None and data is not None:
         try:
             parsed = parse_file_checked(path, data, transcripts)
         except ParseError as exc:
             error = str(exc)
         else:
-            rows, error, page = parsed.rows, parsed.warning, parsed.page
+            rows, error, page, text = parsed.rows, parsed.warning, parsed.page, parsed.text
     if error:
         # Every caller gets it in the report and shows it once (the CLI prints it, the daemon
         # logs it); a warning here as well would say everything twice.
         report.errors[path] = error
         log.info("%s: %s", path, error)
     record = FileRecord(path, kind, f.sha or "", f.size, scan.recorded_mtime(f.mtime_ns), error)
-    return FileUpdate(path, record, rows, page=page)
+    return FileUpdate(path, record, rows, page=page, text=text)
 
 
 def sync(

@@ -1,0 +1,159 @@
+"""Homes read from a shared PostgreSQL index alone, by a process that holds none of them: the
+engine side of a read-only server for every home of one database (``syncd serve --read-only
+--index URL``, syncd.server.database_server).
+
+A home's writer (its ``syncd serve``/``watch``) keeps the home's schema: rows, vectors, term
+statistics, the whole text of its core blocks and MEMORY.md files (``texts``), and the hashes of
+its server tokens (published by the writer: :func:`publish_tokens`). A reader needs nothing
+else, so it answers search, stats and core-block reads for any home of the database with no copy
+of its files. What it cannot answer without the files or git (a past revision, a daily log's
+text, a transcript) it refuses; those belong to the home's own server.
+
+Each home is searched exactly as its own engine searches it (:func:`ranked_search`, shared with
+``Engine.search``), with this process's embedding model; a home indexed with another model is
+refused, not searched with vectors that mean something else.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import threading
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ..config import Settings
+from ..embedding.fastembed_backend import Embedder, load_embedder
+from ..errors import ConfigError, InvalidInputError, NotFoundError, QueryError
+from ..index.backend import IndexBackend, validate_url
+from ..index.rowcache import ScopeMask
+from ..index.search import Hit, Weights, hybrid_search
+
+__all__ = ["DatabaseHomes", "IndexedHome", "publish_tokens", "ranked_search", "shares_index"]
+
+
+def ranked_search(index: IndexBackend, embed_query: Any, settings: Settings, query: str, *, user_id: str | None,
+                  chat_id: str | None, limit: int, kind: str | None, now: dt.datetime | None, text: bool,
+                  min_cosine: float | None, memory_only: bool, floor: bool) -> list[Hit]:
+    """The index's ranking of ``query`` in the scope given (Engine.search's, without its write
+    path or history): hybrid search with the settings' weights. ``embed_query``: text -> vector."""
+    return hybrid_search(
+        index,
+        lambda: embed_query(query),
+        query if text else "",
+        user_id,
+        chat_id,
+        limit,
+        kind,
+        weights=Weights.from_settings(settings),
+        now=now,
+        min_cosine=min_cosine,
+        memory_only=memory_only,
+        floor=floor,
+    )
+
+
+def shares_index(engine: Any) -> bool:
+    """Whether the engine's index is one that readers holding no copy of the home read (a
+    PostgreSQL schema), so that the home's token hashes belong in it."""
+    return hasattr(engine.index, "write_tokens")
+
+
+def publish_tokens(engine: Any, hashes: Mapping) -> bool:
+    """Publish the home's server-token hashes into its shared index, where readers of the
+    database check the tokens of requests naming this home (see the module's docstring); True
+    when the index held other ones. IndexUnreachable while its database is down."""
+    return bool(engine.index.write_tokens(hashes))
+
+
+class IndexedHome:
+    """One home of a database, read from its schema alone (the module's docstring)."""
+
+    read_only = True
+
+    def __init__(self, name: str, index: Any, embedder: Any, settings: Settings):
+        self.name = name
+        self.index = index
+        self.embedder = embedder
+        self.settings = settings
+
+    def search(self, query: str, *, user_id: str | None = None, chat_id: str | None = None, limit: int = 10,
+               kind: str | None = None, now: dt.datetime | None = None, text: bool = True,
+               min_cosine: float | None = None, memory_only: bool = False, floor: bool = False,
+               at: str | None = None) -> list[Hit]:
+        """Engine.search over this home's index; ``at`` is refused (a past revision needs git)."""
+        if not isinstance(query, str) or not query.strip():
+            raise QueryError(query, "the search query is empty: say what to look for")
+        if at is not None:
+            raise InvalidInputError("a reader of the shared index has no history: ask the home's own server "
+                                    "for a search as of a past revision")
+        return ranked_search(self.index, self.embedder.embed_query, self.settings, query, user_id=user_id,
+                             chat_id=chat_id, limit=limit, kind=kind, now=now, text=text, min_cosine=min_cosine,
+                             memory_only=memory_only, floor=floor)
+
+    def counts(self, *, user_id: str) -> dict[str, int]:
+        """The facts and chunks ``user_id``'s searches reach (Engine.counts)."""
+        with self.index.reading() as rows:
+            return {"facts": rows.count(ScopeMask(user=user_id, kind="fact")),
+                    "chunks": rows.count(ScopeMask(user=user_id, kind="chunk"))}
+
+    def texts(self, folders: Sequence[str]) -> dict[str, str]:
+        """The kept texts of the core blocks and MEMORY.md files directly in ``folders``."""
+        return self.index.texts(folders)
+
+    def files_in(self, folder: str, kind: str) -> list[str]:
+        return self.index.files_in(folder, kind)
+
+    def fact_categories(self, user_id: str) -> dict[str, int]:
+        return self.index.fact_categories(user_id)
+
+    def token_hashes(self) -> dict | None:
+        """The token hashes the home's writer published (None: none yet, so no token opens it)."""
+        return self.index.tokens()
+
+
+class DatabaseHomes:
+    """Every home of one PostgreSQL database, for a reader holding none of them. Homes are named
+    by their schema (``git config syncd.indexschema`` in the home)."""
+
+    def __init__(self, url: str, settings: Settings, embedder: Embedder | None = None):
+        from ..index.pg_store import PgDatabase
+
+        self.settings = settings
+        self.database = PgDatabase(validate_url(url))
+        self.embedder: Any = embedder or load_embedder(settings)  # FastEmbedBackend: embed_query too
+        self._homes: dict[str, IndexedHome] = {}
+        self._lock = threading.Lock()
+
+    @property
+    def where(self) -> str:
+        """The database, for messages (its URL without the password)."""
+        return self.database.shown
+
+    def names(self) -> list[str]:
+        """The homes whose index this database holds, by name."""
+        return sorted(self.database.homes())
+
+    def home(self, name: str) -> IndexedHome:
+        """The home ``name``; NotFoundError when the database holds no such home, ConfigError
+        when its index was made with another embedding model than this reader's."""
+        with self._lock:
+            held = self._homes.get(name)
+        if held is not None:
+            return held
+        meta = self.database.homes().get(name)
+        if meta is None:
+            raise NotFoundError(f"the database holds no home {name!r} (GET /homes lists them)")
+        model = self.embedder.model_id
+        if meta.get("model_id") != model or meta.get("dim") != self.embedder.dim:
+            raise ConfigError(f"home {name!r} is indexed with the model {meta.get('model_id')!r}; this reader "
+                              f"embeds queries with {model!r}: start it with that home's model")
+        index = self.database.index(name, self.embedder.dim, model, self.settings.vector_index_min_rows)
+        with self._lock:
+            return self._homes.setdefault(name, IndexedHome(name, index, self.embedder, self.settings))
+
+    def warm(self) -> None:
+        """Load the embedding model now, so the first search does not pay for it."""
+        self.embedder.embed_query("warm")
+
+    def close(self) -> None:
+        self.database.close()

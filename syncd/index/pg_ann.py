@@ -1,0 +1,127 @@
+"""The approximate (HNSW) vector index of a PostgreSQL index, and when a query uses it.
+
+A query's nearest rows are found by an exact scan of its scope (pg_search.py) until the scope
+holds ``min_rows`` rows (``Settings.vector_index_min_rows``); from there on by pgvector's HNSW
+index over every row, filtered to the scope as the index is walked (``hnsw.iterative_scan``), so
+the time of a search stops growing with the rows in scope (benchmarks/bench_backends.py
+``scale --ann`` measured where the exact scan stops being the faster one; see the README).
+
+**Which answers are approximate.** Only the vector candidates of a query whose scope holds at
+least ``min_rows`` rows, once the index is built and valid: such a query may miss some of the
+truly nearest rows (recall measured in the benchmark). Everything else stays exact: every
+candidate's cosine is still recomputed in float64 from its stored vector, the words, the
+conversation context and the rest of the score parts are computed as before, and every scope
+below ``min_rows`` (every test that holds PostgreSQL's answers equal to LanceDB's) is scanned
+exactly.
+
+**Building.** The index is built once the table holds ``min_rows`` rows, by the home's writer,
+on a thread of its own and ``CONCURRENTLY`` (writes and searches go on meanwhile; until it is
+valid, searches scan exactly). A build cut short (the writer stopped) leaves an invalid index,
+dropped and built again by the next writer.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+from ..errors import SyncdError
+
+__all__ = ["ANN_INDEX", "AnnIndex", "EF_SEARCH"]
+
+log = logging.getLogger(__name__)
+
+ANN_INDEX = "entries_vector_hnsw"
+# Candidates pgvector keeps while walking the graph: at least the candidates a search asks for.
+EF_SEARCH = 100
+# How long a writer or a reader trusts what it last saw of the index (built? valid?).
+_RECHECK_S = 30.0
+_BUILD_MEMORY = "256MB"
+
+
+class AnnIndex:
+    """The HNSW index of one home's schema: whether queries may use it, and its build.
+    ``connections``: the index's (pg_store._Connections); ``sql``: its ``{s}`` formatter."""
+
+    def __init__(self, connections, sql, schema: str, where: str, min_rows: int | None):
+        self._db = connections
+        self._sql = sql
+        self.schema = schema
+        self.where = where
+        self.min_rows = min_rows
+        self._valid = False
+        self._checked = float("-inf")
+        self._building: threading.Thread | None = None
+        self._lock = threading.Lock()
+
+    def usable(self, conn) -> int | None:
+        """``min_rows`` when queries of scopes that large may use the index (it is built and
+        valid), else None. Checked on ``conn`` once every _RECHECK_S."""
+        if self.min_rows is None:
+            return None
+        if time.monotonic() - self._checked > _RECHECK_S:
+            self._valid = self._state(conn) == "valid"
+            self._checked = time.monotonic()
+        return self.min_rows if self._valid else None
+
+    def _state(self, conn) -> str | None:
+        row = conn.execute("SELECT i.indisvalid FROM pg_index i WHERE i.indexrelid = to_regclass(%s)",
+                           (f'"{self.schema}".{ANN_INDEX}',)).fetchone()
+        return None if row is None else ("valid" if row[0] else "invalid")
+
+    def due(self) -> bool:
+        """Whether a writer's apply should look at the index now (after_write)."""
+        return self.min_rows is not None and not self._valid and time.monotonic() - self._checked > _RECHECK_S
+
+    def after_write(self, conn, force: bool = False) -> None:
+        """After a writer's apply (``force``: after it refreshed the planner's statistics): start
+        the build once the table is large enough (checked once every _RECHECK_S, from the
+        planner's estimate of the table's rows)."""
+        if not (self.due() or (force and self.min_rows is not None and not self._valid)):
+            return
+        with self._lock:
+            if self._building is not None and self._building.is_alive():
+                return
+            state = self._state(conn)
+            self._checked = time.monotonic()
+            self._valid = state == "valid"
+            if self._valid:
+                return
+            rows = conn.execute("SELECT greatest(reltuples, 0) FROM pg_class WHERE oid = to_regclass(%s)",
+                                (f'"{self.schema}".entries',)).fetchone()
+            if rows is None or rows[0] < self.min_rows:
+                return
+            self._building = threading.Thread(target=self._build_quietly, name="syncd-hnsw-build", daemon=True)
+            self._building.start()
+
+    def _build_quietly(self) -> None:
+        try:
+            self.build()
+        except SyncdError as exc:  # the exact scan goes on answering; the next check tries again
+            log.warning("the vector index of %s could not be built: %s", self.where, exc)
+
+    def build(self) -> None:
+        """Build the HNSW index now (an invalid one left by a cut-short build is dropped first)."""
+        started = time.monotonic()
+        with self._db.get() as conn:
+            if self._state(conn) == "invalid":
+                conn.execute(self._sql(f"DROP INDEX CONCURRENTLY IF EXISTS {{s}}.{ANN_INDEX}"))
+            # No statement timeout for a build that takes minutes; memory enough for the graph.
+            conn.execute("SET statement_timeout = 0")
+            conn.execute(f"SET maintenance_work_mem = '{_BUILD_MEMORY}'")
+            try:
+                conn.execute(self._sql(f"CREATE INDEX CONCURRENTLY IF NOT EXISTS {ANN_INDEX} ON {{s}}.entries "
+                                             "USING hnsw (vector vector_ip_ops)"))
+            finally:
+                conn.execute("RESET statement_timeout")
+                conn.execute("RESET maintenance_work_mem")
+            self._valid = self._state(conn) == "valid"
+            self._checked = time.monotonic()
+        log.info("built the vector index of %s in %.1f s", self.where, time.monotonic() - started)
+
+    def wait(self) -> None:
+        """Wait for a build under way (tests, benchmarks)."""
+        building = self._building
+        if building is not None:
+            building.join()
