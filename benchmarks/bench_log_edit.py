@@ -10,7 +10,8 @@ One home holds one daily log of ``--facts`` facts (indexed once). Each code then
   daemon  one engine kept open (it has searched and synced, as a daemon has): edit, sync,
           search until found, three times;
   cli     ``python -m syncd sync`` as its own process after an edit: wall and peak RSS
-          (/usr/bin/time), imports and model load included.
+          (/usr/bin/time), imports and model load included; then ``python -m syncd search``
+          for the new words as its own process (no daemon): the edit searchable one-shot.
 The model is the bundled offline one; the embedding cache holds the log's texts, as it would.
 Prints medians side by side and the ratios; asserts nothing about time.
 """
@@ -101,21 +102,29 @@ def run_child(code: Path, mode: str, home: Path, n: int) -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def run_cli(code: Path, home: Path, n: int) -> dict:
-    edit(home, n)
+def _timed_cli(code: Path, home: Path, *args: str) -> tuple[float, float, float, str]:
+    """(wall s, CPU s, peak RSS MB, stdout) of ``python -m syncd ARGS`` run with ``code``."""
     with tempfile.NamedTemporaryFile("r", suffix=".time") as report:
         started = time.perf_counter()
         # Run from the home: `python -m` puts the working folder first on sys.path, so started in
         # this checkout, "old" would import this checkout's syncd.
         done = subprocess.run(["/usr/bin/time", "-f", "%U %S %M", "-o", report.name, sys.executable, "-m", "syncd",
-                               "sync", "-q", "--home", str(home)], env=env_for(code), capture_output=True, text=True,
-                              cwd=home)
+                               *args, "--home", str(home)], env=env_for(code), capture_output=True, text=True, cwd=home)
         wall = time.perf_counter() - started
         if done.returncode != 0:
-            raise SystemExit(f"syncd sync with {code} failed: {done.stderr[-2000:]}")
+            raise SystemExit(f"syncd {args[0]} with {code} failed: {done.stderr[-2000:]}")
         user, system, rss_kb = report.read().split()[-3:]
-    embedded = int(done.stdout.split(" texts embedded")[0].rsplit(" ", 1)[-1])
-    return {"wall_s": wall, "cpu_s": float(user) + float(system), "rss_mb": int(rss_kb) / 1024, "embedded": embedded}
+    return wall, float(user) + float(system), int(rss_kb) / 1024, done.stdout
+
+
+def run_cli(code: Path, home: Path, n: int) -> dict:
+    word = edit(home, n)
+    wall, cpu, rss, out = _timed_cli(code, home, "sync", "-q")
+    embedded = int(out.split(" texts embedded")[0].rsplit(" ", 1)[-1])
+    search_wall, search_cpu, search_rss, found = _timed_cli(code, home, "search", f"{word} lessons", "--user", "ana",
+                                                            "--limit", "1", "--json")
+    return {"wall_s": wall, "cpu_s": cpu, "rss_mb": rss, "embedded": embedded, "search_wall_s": search_wall,
+            "search_cpu_s": search_cpu, "search_rss_mb": search_rss, "found": word in found}
 
 
 def main() -> None:
@@ -163,13 +172,15 @@ def main() -> None:
                 ("fresh engine: open", "fresh", "open_s"), ("fresh engine: peak RSS MB", "fresh", "rss_mb"),
                 ("daemon: edit -> searchable", "daemon", "searchable_s"),
                 ("daemon: edit -> searchable CPU", "daemon", "searchable_cpu_s"), ("syncd sync (CLI) wall", "cli", "wall_s"),
-                ("syncd sync (CLI) CPU", "cli", "cpu_s"), ("syncd sync (CLI) peak RSS MB", "cli", "rss_mb")]
+                ("syncd sync (CLI) CPU", "cli", "cpu_s"), ("syncd sync (CLI) peak RSS MB", "cli", "rss_mb"),
+                ("then syncd search (CLI) wall", "cli", "search_wall_s"), ("then syncd search (CLI) CPU", "cli", "search_cpu_s"),
+                ("then syncd search (CLI) RSS MB", "cli", "search_rss_mb")]
         print(f"  {'':32} {'old':>9} {'new':>9} {'new/old':>8}")
         for label, mode, key in rows:
             old, new = (statistics.median(r[key] for r in results[name][mode]) for name in ("old", "new"))
             print(f"  {label:32} {old:9.3f} {new:9.3f} {new / old:8.2f}")
         for name in codes:
-            found = all(r["found"] for mode in ("fresh", "daemon") for r in results[name][mode])
+            found = all(r["found"] for mode in ("fresh", "daemon", "cli") for r in results[name][mode])
             embedded = [r["embedded"] for mode in ("fresh", "cli") for r in results[name][mode]]
             print(f"  {name}: every edit found by its search: {found}; texts embedded by each fresh and CLI "
                   f"sync: {embedded}")

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 import syncd
 from syncd.index import rows_image
 from syncd.index.rowcache import RowCache, ScopeMask
-from syncd.index.rows_image import IMAGE_NAME, ImageRows
+from syncd.index.rows_image import IMAGE_NAME, ImageRows, _strings
 from syncd.index.search import hybrid_search
 from syncd.index.store import Index
 
@@ -86,10 +86,14 @@ def _same_arrays(kept: ImageRows, written: ImageRows) -> None:
     same rows in the same order (the table's), the same postings; codes may be numbered apart."""
     for name, array in written._a.items():
         if name in ("user_codes", "chat_codes", "path_codes", "path_bytes", "path_starts", "payload_bytes",
-                    "payload_starts"):
+                    "payload_starts", "heading_codes", "heading_bytes", "heading_starts"):
             continue
         assert np.array_equal(kept._a[name], array, equal_nan=array.dtype.kind == "f"), name
     assert kept.row_payloads(range(len(kept))) == written.row_payloads(range(len(written)))
+    for field in ("path", "heading"):
+        values = [_strings(image._a[f"{field}_bytes"], image._a[f"{field}_starts"]) for image in (kept, written)]
+        assert ([values[0][c] for c in kept._a[f"{field}_codes"].tolist()]
+                == [values[1][c] for c in written._a[f"{field}_codes"].tolist()]), field
     for name in ("user_codes", "chat_codes"):
         values = [{code: value for value, code in image._codes.items()} for image in (kept, written)]
         assert [values[0][c] for c in kept._a[name].tolist()] == [values[1][c] for c in written._a[name].tolist()]

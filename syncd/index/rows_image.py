@@ -98,11 +98,31 @@ def write_image(folder: Path, stamp: str, rows: RowCache) -> None:
     arrays: dict[str, np.ndarray] = dict(parts["arrays"])
     arrays["payload_bytes"], arrays["payload_starts"] = _blob([_json(p) for p in parts["payloads"]])
     arrays["term_bytes"], arrays["term_starts"] = _blob(parts["terms"])
-    paths = list(dict.fromkeys(parts["paths"]))
-    code_of = {path: n for n, path in enumerate(paths)}
-    arrays["path_bytes"], arrays["path_starts"] = _blob(paths)
-    arrays["path_codes"] = np.fromiter((code_of[p] for p in parts["paths"]), np.int32, len(parts["paths"]))
+    # What a write's patch reads of each row without decoding its payload: its path, id, and
+    # the heading and line its conversation is linked by.
+    arrays["path_bytes"], arrays["path_starts"], arrays["path_codes"] = _coded(parts["paths"])
+    payloads = parts["payloads"]
+    arrays["heading_bytes"], arrays["heading_starts"], arrays["heading_codes"] = _coded([_heading(p) for p in payloads])
+    arrays["id_bytes"], arrays["id_starts"] = _blob([p["id"] for p in payloads])
+    arrays["lines"] = np.fromiter((p.get("line") or 0 for p in payloads), np.int64, len(payloads))
     _write(folder, stamp, rows.dim, parts["codes"], arrays)
+
+
+def _heading(payload: dict) -> str:
+    return payload.get("heading") or ""
+
+
+def _coded(values: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The distinct ``values`` as a blob (see _blob) and each value's number in it."""
+    distinct = list(dict.fromkeys(values))
+    code_of = {value: n for n, value in enumerate(distinct)}
+    return (*_blob(distinct), np.fromiter((code_of[v] for v in values), np.int32, len(values)))
+
+
+def _pick(data: np.ndarray, starts: np.ndarray, rows: np.ndarray) -> list[str]:
+    """The strings of a blob at ``rows``."""
+    raw = data.tobytes()
+    return [raw[starts[r] : starts[r + 1]].decode("utf-8", "surrogatepass") for r in rows.tolist()]
 
 
 def _json(payload: dict) -> str:
@@ -164,7 +184,8 @@ def patch_image(folder: Path, image: ImageRows, stamp: str, dropped: Collection[
         ids = set(listed)
         if path in code_of and ids:
             rows = np.flatnonzero(path_codes == code_of[path])
-            keep[np.array([r for r in rows.tolist() if image._payload(r)["id"] in ids], dtype=np.int64)] = False
+            found = _pick(a["id_bytes"], a["id_starts"], rows)
+            keep[rows[np.fromiter((i in ids for i in found), bool, len(rows))]] = False
     kept = np.flatnonzero(keep)
     m = len(kept)
     renumbered = np.full(len(image) + 1, -1, dtype=np.int64)
@@ -173,10 +194,13 @@ def patch_image(folder: Path, image: ImageRows, stamp: str, dropped: Collection[
     codes = dict(image._codes)
     for value in [p["user"] for p in new] + [p["chat"] for p in new]:
         codes.setdefault(value, len(codes))
-    for path in (p["path"] for p in new):
-        if path not in code_of:
-            code_of[path] = len(paths)
-            paths.append(path)
+    headings = _strings(a["heading_bytes"], a["heading_starts"])
+    heading_of = {heading: n for n, heading in enumerate(headings)}
+    for payload in new:
+        for value, values, number in ((payload["path"], paths, code_of), (_heading(payload), headings, heading_of)):
+            if value not in number:
+                number[value] = len(values)
+                values.append(value)
     out: dict[str, np.ndarray] = {}
     vectors = np.asarray(vectors, dtype=np.float32).reshape(len(new), image.dim)
     codes8, scales = quantize(vectors)
@@ -186,7 +210,9 @@ def patch_image(folder: Path, image: ImageRows, stamp: str, dropped: Collection[
                          ("created", created),
                          ("user_codes", np.array([codes[p["user"]] for p in new], dtype=np.int32)),
                          ("chat_codes", np.array([codes[p["chat"]] for p in new], dtype=np.int32)),
-                         ("path_codes", np.array([code_of[p["path"]] for p in new], dtype=np.int32))):
+                         ("path_codes", np.array([code_of[p["path"]] for p in new], dtype=np.int32)),
+                         ("heading_codes", np.array([heading_of[_heading(p)] for p in new], dtype=np.int32)),
+                         ("lines", np.array([p.get("line") or 0 for p in new], dtype=np.int64))):
         out[name] = np.concatenate([a[name][kept], column.astype(a[name].dtype, copy=False)])
     _patch_postings(image, keep, renumbered, [row.search_text or "" for row in added], out)
     lengths = np.diff(a["payload_starts"])
@@ -196,8 +222,14 @@ def patch_image(folder: Path, image: ImageRows, stamp: str, dropped: Collection[
     out["payload_starts"] = np.concatenate([np.cumsum([0, *lengths[keep].tolist()], dtype=np.int64),
                                             len(bytes_kept) + added_starts[1:]])
     out["path_bytes"], out["path_starts"] = _blob(paths)
-    touched = {code_of[p] for p in [*dropped, *dropped_rows, *(q["path"] for q in new)] if p in code_of}
-    _relink(image, kept, renumbered, new, touched, out)
+    out["heading_bytes"], out["heading_starts"] = _blob(headings)
+    ids_kept = a["id_bytes"][np.repeat(keep, np.diff(a["id_starts"]))]
+    new_ids, new_id_starts = _blob([p["id"] for p in new])
+    out["id_bytes"] = np.concatenate([ids_kept, new_ids])
+    out["id_starts"] = np.concatenate([np.cumsum([0, *np.diff(a["id_starts"])[keep].tolist()], dtype=np.int64),
+                                       len(ids_kept) + new_id_starts[1:]])
+    touched = [code_of[p] for p in {*dropped, *dropped_rows, *(q["path"] for q in new)} if p in code_of]
+    _relink(image, kept, renumbered, len(new), touched, out)
     _write(folder, stamp, image.dim, codes, out)
 
 
@@ -215,47 +247,44 @@ def _patch_postings(image: ImageRows, keep: np.ndarray, renumbered: np.ndarray, 
     old_ids = np.repeat(np.array([at[t] for t in old_terms], dtype=np.int64), np.diff(a["term_offsets"]))
     held = keep[a["post_rows"]]
     new_ids = np.repeat(np.array([at[t] for t in new_terms], dtype=np.int64), np.diff(new_offsets))
-    terms = np.concatenate([old_ids[held], new_ids])
-    rows = np.concatenate([renumbered[a["post_rows"][held]], int(keep.sum()) + new_rows])
-    freqs = np.concatenate([a["post_freqs"][held], new_freqs])
-    own = np.concatenate([a["post_own"][held], new_own])
-    used = np.unique(terms)
-    order = np.lexsort((rows, terms))
-    compact = np.searchsorted(used, terms[order])
-    out["term_bytes"], out["term_starts"] = _blob([merged[t] for t in used.tolist()])
-    out["term_offsets"] = np.searchsorted(compact, np.arange(len(used) + 1))
-    out["post_rows"], out["post_freqs"], out["post_own"] = rows[order], freqs[order], own[order]
+    # Both sides are sorted by (term, row) already (the old ids and the renumbering keep order):
+    # the new postings are inserted where they belong, with no sort of the whole.
+    total = int(keep.sum()) + len(texts) + 1
+    old_rows, new_rows = renumbered[a["post_rows"][held]], int(keep.sum()) + new_rows
+    at_old = np.searchsorted(old_ids[held] * total + old_rows, new_ids * total + new_rows)
+    terms = np.insert(old_ids[held], at_old, new_ids)
+    rows = np.insert(old_rows, at_old, new_rows)
+    freqs = np.insert(a["post_freqs"][held], at_old, new_freqs)
+    own = np.insert(a["post_own"][held], at_old, new_own)
+    starts = np.flatnonzero(np.diff(terms, prepend=-1)) if len(terms) else np.zeros(0, dtype=np.int64)
+    out["term_bytes"], out["term_starts"] = _blob([merged[t] for t in terms[starts].tolist()])
+    out["term_offsets"] = np.append(starts, len(terms)).astype(np.int64)
+    out["post_rows"], out["post_freqs"], out["post_own"] = rows, freqs, own
     out["passage_lengths"] = np.concatenate([a["passage_lengths"][keep], new_lengths])
 
 
-def _relink(image: ImageRows, kept: np.ndarray, renumbered: np.ndarray, new: list[dict], touched: set[int],
+def _relink(image: ImageRows, kept: np.ndarray, renumbered: np.ndarray, added: int, touched: list[int],
             out: dict[str, np.ndarray]) -> None:
     """Conversation links and key rows: kept as they were (renumbered) for the paths the write
-    did not touch; made again, as a load links them, for the rows of the paths it touched."""
+    did not touch; made again, as a load makes them (RowCache._link: a section's facts in line
+    order, ties in row order; a key's first row), for the rows of the paths it touched."""
     a = image._a
     m = len(kept)
-    prev = np.concatenate([renumbered[a["prev"][kept]], np.full(len(new), -1, dtype=np.int64)])
-    nxt = np.concatenate([renumbered[a["next"][kept]], np.full(len(new), -1, dtype=np.int64)])
-    key_row = np.concatenate([renumbered[a["key_row"][kept]], np.zeros(len(new), dtype=np.int64)])
-    payload_of = {int(renumbered[r]): image._payload(int(r))
-                  for r in kept[np.isin(a["path_codes"][kept], list(touched))].tolist()}
-    payload_of.update({m + n: p for n, p in enumerate(new)})
-    by_path: dict[str, list[int]] = {}
-    for row in sorted(payload_of):
-        by_path.setdefault(payload_of[row]["path"], []).append(row)
-    for members in by_path.values():
-        first: dict[str, int] = {}
-        conversations: dict[str, list[int]] = {}
-        for row in members:
-            payload = payload_of[row]
-            key_row[row] = first.setdefault(payload["id"], row)
-            prev[row] = nxt[row] = -1
-            if payload["kind"] == "fact":
-                conversations.setdefault(payload.get("heading") or "", []).append(row)
-        for chain in conversations.values():
-            chain.sort(key=lambda r: payload_of[r].get("line") or 0)
-            prev[chain] = [-1, *chain[:-1]]
-            nxt[chain] = [*chain[1:], -1]
+    prev = np.concatenate([renumbered[a["prev"][kept]], np.full(added, -1, dtype=np.int64)])
+    nxt = np.concatenate([renumbered[a["next"][kept]], np.full(added, -1, dtype=np.int64)])
+    key_row = np.concatenate([renumbered[a["key_row"][kept]], np.zeros(added, dtype=np.int64)])
+    rows = np.concatenate([np.flatnonzero(np.isin(out["path_codes"][:m], touched)), np.arange(m, m + added)])
+    prev[rows] = nxt[rows] = -1
+    facts = rows[out["fact_rows"][rows]]
+    path, heading = out["path_codes"][facts], out["heading_codes"][facts]
+    order = np.lexsort((facts, out["lines"][facts], heading, path))
+    chain, path, heading = facts[order], path[order], heading[order]
+    same = (path[1:] == path[:-1]) & (heading[1:] == heading[:-1])
+    prev[chain[1:][same]] = chain[:-1][same]
+    nxt[chain[:-1][same]] = chain[1:][same]
+    first: dict[tuple[int, str], int] = {}
+    for row, code, row_id in zip(rows.tolist(), out["path_codes"][rows].tolist(), _pick(out["id_bytes"], out["id_starts"], rows)):
+        key_row[row] = first.setdefault((code, row_id), row)
     out["prev"], out["next"], out["key_row"] = prev, nxt, key_row
 
 
