@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import datetime as dt
 import threading
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -29,6 +30,9 @@ from ..index.rowcache import ScopeMask
 from ..index.search import Hit, Weights, hybrid_search
 
 __all__ = ["DatabaseHomes", "IndexedHome", "publish_tokens", "ranked_search", "shares_index"]
+
+# How old the list of the database's homes may be: a home made since is served within it.
+_HOMES_TTL_S = 1.0
 
 
 def ranked_search(index: IndexBackend, embed_query: Any, settings: Settings, query: str, *, user_id: str | None,
@@ -123,15 +127,25 @@ class DatabaseHomes:
         self.embedder: Any = embedder or load_embedder(settings)  # FastEmbedBackend: embed_query too
         self._homes: dict[str, IndexedHome] = {}
         self._lock = threading.Lock()
+        self._held: tuple[float, dict[str, dict]] = (float("-inf"), {})
 
     @property
     def where(self) -> str:
         """The database, for messages (its URL without the password)."""
         return self.database.shown
 
+    def _held_homes(self) -> dict[str, dict]:
+        """``{name: meta}`` of the database's homes, asked at most once a second (a request naming
+        no home must not cost a look at every schema)."""
+        at, held = self._held
+        if time.monotonic() - at > _HOMES_TTL_S:
+            held = self.database.homes()
+            self._held = (time.monotonic(), held)
+        return held
+
     def names(self) -> list[str]:
         """The homes whose index this database holds, by name."""
-        return sorted(self.database.homes())
+        return sorted(self._held_homes())
 
     def home(self, name: str) -> IndexedHome:
         """The home ``name``; NotFoundError when the database holds no such home, ConfigError
@@ -140,7 +154,7 @@ class DatabaseHomes:
             held = self._homes.get(name)
         if held is not None:
             return held
-        meta = self.database.homes().get(name)
+        meta = self._held_homes().get(name)
         if meta is None:
             raise NotFoundError(f"the database holds no home {name!r} (GET /homes lists them)")
         model = self.embedder.model_id

@@ -506,8 +506,11 @@ class PgIndex:
             paths = {u.path for u in updates}
             try:
                 with self._conn() as conn, conn.transaction():
-                    for update in updates:
-                        self._write(conn, update)
+                    if len(paths) == len(updates):
+                        self._write_all(conn, updates)
+                    else:  # a path written twice: in order, each on what the one before left
+                        for update in updates:
+                            self._write_all(conn, [update])
             except IndexError_ as exc:
                 self._unwritten |= paths
                 self._failures[self._applied] = exc
@@ -517,29 +520,43 @@ class PgIndex:
                 with self._conn() as conn:
                     self.ann.after_write(conn)
 
-    def _write(self, conn, update: FileUpdate) -> None:
-        path = update.path
-        if replaces_whole(update):
-            conn.execute(self._sql("DELETE FROM {s}.entries WHERE path = %s"), (path,))
-        elif update.rows is not None:
-            conn.execute(self._sql("DELETE FROM {s}.entries WHERE path = %s AND NOT (id = ANY(%s))"),
-                         (path, sorted(encode_text(i) for i in update.unchanged)))
-        if update.record is None or update.rows is not None:  # rows None: only the file's stat changed
-            conn.execute(self._sql("DELETE FROM {s}.texts WHERE path = %s"), (path,))
-            if update.record is not None and update.text is not None:
-                conn.execute(self._sql("INSERT INTO {s}.texts VALUES (%s, %s)"), (path, encode_text(update.text)))
-        changed = update.changed_rows if update.rows else []
-        if changed:
-            vectors = np.asarray(update.vectors, dtype=np.float32).reshape(len(changed), -1)
-            self._insert(conn, changed, vectors)
-        record = update.record
-        if record is None:
-            conn.execute(self._sql("DELETE FROM {s}.files WHERE path = %s"), (path,))
-        else:
-            conn.execute(self._sql("INSERT INTO {s}.files VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (path) DO UPDATE "
+    def _write_all(self, conn, updates: Sequence[FileUpdate]) -> None:
+        """Write ``updates`` (each of another path) in a few statements whatever their number: a
+        sync after a burst of saves re-records thousands of files whose stat alone moved, and a
+        statement per file cost a round trip each (3,000 files: 3.0 s of a 3.8 s sync that
+        changed nothing else)."""
+        whole = sorted(u.path for u in updates if replaces_whole(u))
+        if whole:
+            conn.execute(self._sql("DELETE FROM {s}.entries WHERE path = ANY(%s)"), (whole,))
+        for update in updates:
+            if not replaces_whole(update) and update.rows is not None:
+                conn.execute(self._sql("DELETE FROM {s}.entries WHERE path = %s AND NOT (id = ANY(%s))"),
+                             (update.path, sorted(encode_text(i) for i in update.unchanged)))
+        # rows None: only the file's stat changed, and its kept text with it stays.
+        retexted = [u for u in updates if u.record is None or u.rows is not None]
+        if retexted:
+            conn.execute(self._sql("DELETE FROM {s}.texts WHERE path = ANY(%s)"), (sorted(u.path for u in retexted),))
+            texts = [(u.path, encode_text(u.text)) for u in retexted if u.record is not None and u.text is not None]
+            if texts:
+                conn.execute(self._sql("INSERT INTO {s}.texts SELECT * FROM unnest(%s::text[], %s::text[])"),
+                             ([p for p, _ in texts], [x for _, x in texts]))
+        fresh = [u for u in updates if u.rows and u.changed_rows]
+        if fresh:
+            rows = [row for u in fresh for row in u.changed_rows]
+            vectors = np.concatenate([np.asarray(u.vectors, dtype=np.float32).reshape(len(u.changed_rows), -1)
+                                      for u in fresh])
+            self._insert(conn, rows, vectors)
+        gone = sorted(u.path for u in updates if u.record is None)
+        kept = [u.record for u in updates if u.record is not None]
+        if gone:
+            conn.execute(self._sql("DELETE FROM {s}.files WHERE path = ANY(%s)"), (gone,))
+        if kept:
+            conn.execute(self._sql("INSERT INTO {s}.files SELECT * FROM unnest(%s::text[], %s::text[], %s::text[], "
+                                   "%s::bigint[], %s::bigint[], %s::text[]) ON CONFLICT (path) DO UPDATE "
                                    "SET kind = excluded.kind, sha = excluded.sha, size = excluded.size, "
                                    "mtime_ns = excluded.mtime_ns, error = excluded.error"),
-                         (record.path, record.kind, record.sha, record.size, record.mtime_ns, encode_text(record.error)))
+                         ([r.path for r in kept], [r.kind for r in kept], [r.sha for r in kept],
+                          [r.size for r in kept], [r.mtime_ns for r in kept], [encode_text(r.error) for r in kept]))
 
     def _insert(self, conn, rows: Sequence[EntryRow], vectors: np.ndarray) -> None:
         """Rows and their terms by COPY (binary: vectors go over exactly as float32)."""
