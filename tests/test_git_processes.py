@@ -100,9 +100,9 @@ def test_a_pass_keeps_the_index_lock_until_a_command_begun_before_it_ends(tmp_pa
 
 
 def test_a_pass_waits_a_bounded_time_for_a_command_that_does_not_end(tmp_path, monkeypatch):
-    from syncd.history import git as history_git
+    from syncd.history import staging
 
-    monkeypatch.setattr(history_git, "_SETTLE_LIMIT_S", 0.3)
+    monkeypatch.setattr(staging, "_SETTLE_LIMIT_S", 0.3)
     root = _repo(tmp_path / "r")
     (root / "a.md").write_text("A\n")
     person = _waiting_git(root, "apply", "--index")

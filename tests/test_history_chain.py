@@ -15,7 +15,8 @@ from hypothesis import strategies as st
 from syncd.errors import GitBusyError
 from syncd.history import chain as history_chain
 from syncd.history.chain import PlannedCommit, commit_chain
-from syncd.history.git import commit_exact, head_sha
+from syncd.history.git import head_sha
+from syncd.history.staging import commit_exact
 
 from .daemon_helpers import git, isolate_git_identity
 

@@ -19,8 +19,9 @@ from syncd.cli import main
 from syncd.errors import GitBusyError, HistoryError
 from syncd.formats.facts import parse_daily_log
 from syncd.history.committer import commit_changes
-from syncd.history.git import changed_paths, check_tree_writable, uncommitted_paths
+from syncd.history.git import check_tree_writable
 from syncd.history.messages import fact_delta
+from syncd.history.status import changed_paths, uncommitted_paths
 from syncd.home import Home, remove_stale_temp_files
 
 from .daemon_helpers import daily_log, git, isolate_git_identity, subjects

@@ -15,10 +15,11 @@ import syncd
 from syncd.config import Settings
 from syncd.errors import GitBusyError
 from syncd.history import chain as history_chain
-from syncd.history import git as history_git
+from syncd.history import staging
 from syncd.history.committer import commit_changes
-from syncd.history.git import check_tree_writable, commit_exact, head_sha
+from syncd.history.git import check_tree_writable, head_sha
 from syncd.history.intents import Intent
+from syncd.history.staging import commit_exact
 from syncd.home import Home
 from syncd.memory import MemoryManager
 
@@ -163,14 +164,14 @@ def test_a_git_add_of_the_users_during_one_exact_commit_is_not_committed(home, m
     aside, without that file."""
     write(home, LOG, daily_log(["Likes tea."]))
     write(home, "vault/Theirs.md", "# Theirs\n")
-    real = history_git.run_git
+    real = staging.run_git
 
     def racing(root, *args, **kwargs):
         if args[:1] == ("write-tree",) and not kwargs.get("env"):
             subprocess.run(["git", "add", "vault/Theirs.md"], cwd=root, check=True)
         return real(root, *args, **kwargs)
 
-    monkeypatch.setattr(history_git, "run_git", racing)
+    monkeypatch.setattr(staging, "run_git", racing)
     commit_exact(home, [LOG], [], "one exact commit\n", "a", "a@x")
     assert git(home, "show", "--name-only", "--format=", "HEAD").split() == [LOG]
     assert git(home, "status", "--porcelain").splitlines() == ["A  vault/Theirs.md"]

@@ -30,8 +30,9 @@ from typing import TYPE_CHECKING
 
 from ..config import Settings
 from ..errors import GitBusyError, HistoryError, SyncdError
-from ..history.git import busy_state, head_sha, uncommitted_paths
+from ..history.git import busy_state, head_sha
 from ..history.intents import Intent, record_intent
+from ..history.status import uncommitted_paths
 from ..home import atomic_write, blob_sha, ignore_write_temp_files, remove_stale_temp_files
 from ..sync.apply import SyncReport
 from ..sync.events import Batch, Event, coalesce

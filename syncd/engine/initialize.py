@@ -13,7 +13,8 @@ from pathlib import Path
 
 from ..config import Settings
 from ..errors import HomeError
-from ..history.git import commit_paths, open_or_init_repo
+from ..history.git import open_or_init_repo
+from ..history.staging import commit_paths
 from ..home import Home, atomic_write
 from ..home.seed import vault_seed
 

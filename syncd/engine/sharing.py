@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING
 
 from ..errors import HistoryError, InvalidInputError
 from ..history import remote as git_remote
-from ..history.git import commit_paths, head_sha, user_identity
+from ..history.git import head_sha, user_identity
+from ..history.staging import commit_paths
 
 if TYPE_CHECKING:
     from .facade import Engine

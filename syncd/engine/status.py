@@ -132,7 +132,7 @@ def build_status(
     max_file_bytes: int,
 ) -> Status:
     """The status of ``home`` given what its index knows of files (``known``) and holds (``counts``)."""
-    from ..history.git import uncommitted_paths
+    from ..history.status import uncommitted_paths
     from ..sync.progress_file import read_progress
     from ..sync.scan import printable_path
 

@@ -29,17 +29,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import ChangedMeanwhileError, GitBusyError, HistoryError
-from .git import (
-    PATHSPEC_MAX,
-    DiffEntry,
-    HeldIndex,
-    git_dir,
-    guard_commit,
-    head_sha,
-    run_git,
-    stage_paths,
-)
+from .git import PATHSPEC_MAX, git_dir, head_sha, run_git
 from .objects import BlobReader, ObjectStore
+from .staging import DiffEntry, HeldIndex, guard_commit, stage_paths
 
 __all__ = ["PlannedCommit", "commit_chain"]
 

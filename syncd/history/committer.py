@@ -9,12 +9,7 @@ from collections.abc import Iterable, Mapping
 from ..errors import ChangedMeanwhileError
 from ..home import file_blob_sha
 from .chain import PlannedCommit, commit_chain
-from .git import (
-    DiffEntry,
-    changed_paths,
-    open_or_init_repo,
-    user_identity,
-)
+from .git import open_or_init_repo, user_identity
 from .intents import Intent, drop_intents, find_intents
 from .messages import (
     DETAILED_FILES,
@@ -24,6 +19,8 @@ from .messages import (
     format_message,
 )
 from .objects import BlobReader
+from .staging import DiffEntry
+from .status import changed_paths
 
 __all__ = ["commit_changes"]
 

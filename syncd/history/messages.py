@@ -2,7 +2,7 @@
 counts over many files, and ``Key: value`` trailers.
 
 Pure: the message is a function of what the commit really changes (``git diff-tree`` of its tree,
-see :func:`syncd.history.git.commit_exact`) and of the blobs on both sides, so it never claims a
+see :func:`syncd.history.staging.commit_exact`) and of the blobs on both sides, so it never claims a
 change its diff lacks. Counting is linear in the size of the files: the lines both sides share
 cancel out as multisets, and only the lines left over are read as facts, so a one-line edit in a
 log of 100,000 facts reads two lines, not 200,000.

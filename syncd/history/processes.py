@@ -4,7 +4,7 @@ Why it matters: a command such as ``git merge`` reads HEAD and the index when it
 ``index.lock`` only later, to write its result. If a commit pass of syncd's moves HEAD in between,
 the merge writes an index computed from the old HEAD under the new one: ``git status`` then shows
 syncd's files staged backwards, and ``git merge --abort`` refuses ("Entry ... not uptodate"). The
-commit pass holds ``index.lock`` while it moves HEAD (git.HeldIndex) and keeps holding it until
+commit pass holds ``index.lock`` while it moves HEAD (staging.HeldIndex) and keeps holding it until
 every such command that began before the move has ended: each one then either wrote the index
 before the pass took the lock (the pass sees the index changed and commits next time), or finds
 the lock taken and stops with git's own "index.lock exists" message having changed nothing, or
