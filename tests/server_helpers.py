@@ -9,12 +9,15 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
+import httpx2
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
 
 from syncd.config import Settings
 from syncd.home import Home
@@ -36,6 +39,16 @@ class Served:
     def client(self, token: str | None = None, **kwargs) -> httpx.Client:
         headers = {} if token is None else {"Authorization": f"Bearer {token}"}
         return httpx.Client(base_url=self.url, headers=headers, timeout=60, **kwargs)
+
+
+@asynccontextmanager
+async def mcp_over_http(served: Served, token: str) -> AsyncIterator[Client]:
+    """An MCP session (the SDK's own client) over streamable HTTP at ``/mcp``, as ``token``. The
+    SDK leaves an HTTP client it was handed open (the caller's to close): it is closed here with
+    the session, else its socket stays open until collected (a ResourceWarning)."""
+    async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=60) as http:
+        async with Client(streamable_http_client(f"{served.url}/mcp", http_client=http)) as client:
+            yield client
 
 
 @contextmanager

@@ -11,13 +11,10 @@ import json
 from pathlib import Path
 
 import anyio
-import httpx2
 import pytest
 from hypothesis import given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
-from mcp import Client
-from mcp.client.streamable_http import streamable_http_client
 
 import syncd
 from syncd.api.schemas import BlockUpdateInput
@@ -27,7 +24,7 @@ from syncd.memory import MemoryBlockUpdateTool, MemoryManager
 from syncd.memory.tools import update_block
 
 from .daemon_helpers import git, isolate_git_identity
-from .server_helpers import served_in_thread
+from .server_helpers import mcp_over_http, served_in_thread
 
 BAD = ["a\x00b", "a\x1bb", "\x7f"]
 
@@ -180,9 +177,8 @@ def test_rest_and_mcp_refuse_control_characters_with_a_4xx_and_write_nothing(ser
         assert _state(server.home) == before
 
     async def over_mcp() -> list[tuple[bool, str]]:
-        client = httpx2.AsyncClient(headers={"Authorization": f"Bearer {server.admin}"}, timeout=60)
         answers = []
-        async with Client(streamable_http_client(f"{server.url}/mcp", http_client=client)) as mcp:
+        async with mcp_over_http(server, server.admin) as mcp:
             for bad in BAD:
                 for name, arguments in (
                     ("memory_add", {"content": bad}),

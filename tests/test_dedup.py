@@ -8,12 +8,9 @@ import asyncio
 import json
 from pathlib import Path
 
-import httpx2
 import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
-from mcp import Client
-from mcp.client.streamable_http import streamable_http_client
 
 import syncd
 from syncd.formats import parse_daily_log
@@ -21,7 +18,7 @@ from syncd.memory import MemoryAddTool, MemoryManager
 from syncd.memory.dedup import _NEGATIONS, dedup_key, restates
 
 from .daemon_helpers import git, isolate_git_identity
-from .server_helpers import served_in_thread
+from .server_helpers import mcp_over_http, served_in_thread
 
 run = asyncio.run
 
@@ -221,8 +218,7 @@ def test_rest_stores_corrections_and_names_the_duplicate(server):
 
 def test_mcp_add_names_the_duplicate_and_update_changes_it(server):
     async def main():
-        http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {server.admin}"}, timeout=60)
-        async with Client(streamable_http_client(f"{server.url}/mcp", http_client=http)) as client:
+        async with mcp_over_http(server, server.admin) as client:
             async def call(name, **arguments):
                 result = await client.call_tool(name, arguments)
                 assert not result.is_error, result.content[0].text

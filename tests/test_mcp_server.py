@@ -11,17 +11,15 @@ import sys
 from pathlib import Path
 
 import anyio
-import httpx2
 import pytest
 from mcp import Client, StdioServerParameters
-from mcp.client.streamable_http import streamable_http_client
 
 import syncd
 from syncd.control.protocol import socket_path
 from syncd.server.service import OPERATIONS
 
 from .daemon_helpers import git, isolate_git_identity
-from .server_helpers import served_in_thread
+from .server_helpers import mcp_over_http, served_in_thread
 
 
 @pytest.fixture(scope="module")
@@ -34,11 +32,6 @@ def server(tmp_path_factory, embedder):
             yield served
     finally:
         mp.undo()
-
-
-def _http(server, token):
-    client = httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=60)
-    return Client(streamable_http_client(f"{server.url}/mcp", http_client=client))
 
 
 def _stdio(home, *extra):
@@ -101,10 +94,10 @@ def test_every_tool_over_streamable_http_and_a_user_tokens_scope(server):
     _, carol_token = server.tokens.add("carol")
 
     async def main():
-        async with _http(server, server.admin) as admin:
+        async with mcp_over_http(server, server.admin) as admin:
             await _every_tool(admin, server.home, "dan")
             secret = await _call(admin, "memory_add", content="Dan's safe code is 1234.", user_id="dan")
-        async with _http(server, carol_token) as carol:
+        async with mcp_over_http(server, carol_token) as carol:
             denied = await _call(carol, "memory_search", query="safe code", user_id="dan")
             assert "AccessError" in denied["error"]
             own = await _call(carol, "memory_search", query="safe code")

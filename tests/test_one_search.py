@@ -9,10 +9,7 @@ import asyncio
 import json
 import re
 
-import httpx2
 import pytest
-from mcp import Client
-from mcp.client.streamable_http import streamable_http_client
 
 import syncd
 from syncd.api.schemas import MemoryHit
@@ -22,7 +19,7 @@ from syncd.memory import MemoryManager, MemorySearchTool
 
 from .daemon_helpers import isolate_git_identity
 from .helpers import write
-from .server_helpers import served_in_thread
+from .server_helpers import mcp_over_http, served_in_thread
 from .workbench_helpers import import_workbench
 
 FILES = {
@@ -95,9 +92,8 @@ def _rest(client, query, user, chat, kind, wiki, limit) -> list[dict]:
 
 
 async def _mcp(server, cases) -> list[list[dict]]:
-    http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {server.admin}"}, timeout=60)
     answers = []
-    async with Client(streamable_http_client(f"{server.url}/mcp", http_client=http)) as client:
+    async with mcp_over_http(server, server.admin) as client:
         for query, user, chat, kind, wiki, limit in cases:
             arguments = {"query": query, "user_id": user, "include_wiki": wiki}
             arguments |= {"chat_id": chat} if chat else {}

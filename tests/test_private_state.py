@@ -5,6 +5,7 @@ while the index on disk is gone, and `syncd serve` starts on a fresh clone (no .
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import signal
 import sqlite3
@@ -153,11 +154,14 @@ def test_rm_rf_syncd_under_a_running_server(tmp_path, monkeypatch, embedder):
     _, ana = TokenStore(home / ".syncd").add("ana")
     monkeypatch.setenv("SYNCD_WATCHER_CHECK_S", "0.3")
     proc = start_serve_process(home)
+    clients = contextlib.ExitStack()  # the test's HTTP clients, closed with the server (else their sockets leak)
     try:
         url = server_url(home, proc)
         admin = TokenStore.of(Home(home)).admin_token()
-        as_admin = httpx.Client(base_url=url, headers={"Authorization": f"Bearer {admin}"}, timeout=60)
-        as_ana = httpx.Client(base_url=url, headers={"Authorization": f"Bearer {ana}"}, timeout=60)
+        as_admin = clients.enter_context(httpx.Client(base_url=url, headers={"Authorization": f"Bearer {admin}"},
+                                                      timeout=60))
+        as_ana = clients.enter_context(httpx.Client(base_url=url, headers={"Authorization": f"Bearer {ana}"},
+                                                    timeout=60))
         wait_for(lambda: as_admin.get("/status").json()["fresh"], 60, "the server to index the home")
         before = as_admin.get("/status").json()
         assert before["facts"] == len(FACTS)
@@ -202,6 +206,7 @@ def test_rm_rf_syncd_under_a_running_server(tmp_path, monkeypatch, embedder):
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(60) == 0
     finally:
+        clients.close()
         if proc.poll() is None:
             proc.kill()
     with syncd.open(home, embedder=embedder) as engine:
@@ -223,9 +228,9 @@ def test_serve_starts_on_a_fresh_clone(tmp_path, embedder):
     try:
         url = server_url(clone, proc)
         admin = TokenStore.of(Home(clone)).admin_token()
-        client = httpx.Client(base_url=url, headers={"Authorization": f"Bearer {admin}"}, timeout=60)
-        wait_for(lambda: client.get("/status").json()["fresh"], 120, "the clone to be indexed")
-        assert client.get("/status").json()["facts"] == len(FACTS)
+        with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {admin}"}, timeout=60) as client:
+            wait_for(lambda: client.get("/status").json()["fresh"], 120, "the clone to be indexed")
+            assert client.get("/status").json()["facts"] == len(FACTS)
         assert (clone / ".syncd/.gitignore").exists() and (clone / ".syncd/daemon.log").exists()
         assert not git(clone, "status", "--porcelain")
         proc.send_signal(signal.SIGTERM)

@@ -49,6 +49,12 @@ def _error(response, status):
     return body["error"]
 
 
+def _once(server, token: str | None, method: str, path: str, **kwargs):
+    """One request on a client of its own, closed after (a client left open keeps its socket)."""
+    with server.client(token) as client:
+        return client.request(method, path, **kwargs)
+
+
 def test_every_memory_endpoint_with_the_admin_token(server, admin):
     home = server.home
     added = _ok(
@@ -173,10 +179,10 @@ def test_home_and_vault_endpoints(server, admin):
 
 
 def test_tokens_scope_every_request_to_their_user(server, admin):
-    _error(server.client().get("/memory/archival", params={"query": "tea"}), 401)
-    _error(server.client("sda_not-a-token").get("/memory/archival", params={"query": "tea"}), 401)
-    _error(server.client().post("/mcp", json={}), 401)
-    assert server.client().get("/health").json()["status"] == "ok"
+    _error(_once(server, None, "GET", "/memory/archival", params={"query": "tea"}), 401)
+    _error(_once(server, "sda_not-a-token", "GET", "/memory/archival", params={"query": "tea"}), 401)
+    _error(_once(server, None, "POST", "/mcp", json={}), 401)
+    assert _once(server, None, "GET", "/health").json()["status"] == "ok"
 
     _, bob_token = server.tokens.add("bob")
     ana_fact = _ok(admin.post("/memory/archival", json={"content": "Her locker code is 4711.", "user_id": "ana"}))[
@@ -213,7 +219,7 @@ def test_tokens_scope_every_request_to_their_user(server, admin):
         assert _ok(bob.get("/vault/page", params={"path": "index.md"}))["content"]  # the vault is shared
 
     server.tokens.revoke_user("bob")
-    _error(server.client(bob_token).get("/memory/archival", params={"query": "vinyl"}), 401)
+    _error(_once(server, bob_token, "GET", "/memory/archival", params={"query": "vinyl"}), 401)
     for name in ("admin.token", "tokens.json"):
         assert stat.S_IMODE((server.tokens.dir / name).stat().st_mode) == 0o600
     assert bob_token not in (server.tokens.dir / "tokens.json").read_text()  # only its hash is kept

@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 
 import httpx
 
@@ -38,27 +39,27 @@ def test_sigterm_answers_in_flight_requests_commits_and_exits_0(tmp_path, monkey
         )
         assert second.returncode == 1 and "only one writer" in second.stderr and str(proc.pid) in second.stderr
         answers: list[httpx.Response] = []
-        client = httpx.Client(base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=60)
-        client.post("/memory/archival", json={"content": "Warm-up fact.", "user_id": "ana"})
+        with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=60) as client:
+            client.post("/memory/archival", json={"content": "Warm-up fact.", "user_id": "ana"})
 
-        def add(n: int) -> None:
-            answers.append(
-                client.post(
-                    "/memory/archival",
-                    json={"content": f"Fact number {n} about kites.", "user_id": "ana", "dedup": False},
+            def add(n: int) -> None:
+                answers.append(
+                    client.post(
+                        "/memory/archival",
+                        json={"content": f"Fact number {n} about kites.", "user_id": "ana", "dedup": False},
+                    )
                 )
-            )
 
-        writers = [threading.Thread(target=add, args=(n,)) for n in range(6)]
-        for w in writers:
-            w.start()
-        # Once the server is busy with them, ask it to stop: each request is still answered.
-        while not (home / f"memory/users/ana/{dt.date.today()}.md").read_text().count("kites"):
-            pass
-        proc.send_signal(signal.SIGTERM)
-        for w in writers:
-            w.join(60)
-        assert proc.wait(60) == 0
+            writers = [threading.Thread(target=add, args=(n,)) for n in range(6)]
+            for w in writers:
+                w.start()
+            # Once the server is busy with them, ask it to stop: each request is still answered.
+            while not (home / f"memory/users/ana/{dt.date.today()}.md").read_text().count("kites"):
+                time.sleep(0.01)  # a poll of another process's file: no spinning on a core the server needs
+            proc.send_signal(signal.SIGTERM)
+            for w in writers:
+                w.join(60)
+            assert proc.wait(60) == 0
     finally:
         if proc.poll() is None:
             proc.kill()
