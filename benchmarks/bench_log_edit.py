@@ -10,8 +10,9 @@ One home holds one daily log of ``--facts`` facts (indexed once). Each code then
   daemon  one engine kept open (it has searched and synced, as a daemon has): edit, sync,
           search until found, three times;
   cli     ``python -m syncd sync`` as its own process after an edit: wall and peak RSS
-          (/usr/bin/time), imports and model load included; then ``python -m syncd search``
-          for the new words as its own process (no daemon): the edit searchable one-shot.
+          (/usr/bin/time), imports and model load included, after an untimed one-shot search;
+          then ``python -m syncd search`` for the new words as its own process (no daemon):
+          the edit searchable one-shot.
 The model is the bundled offline one; the embedding cache holds the log's texts, as it would.
 Prints medians side by side and the ratios; asserts nothing about time.
 """
@@ -118,6 +119,9 @@ def _timed_cli(code: Path, home: Path, *args: str) -> tuple[float, float, float,
 
 
 def run_cli(code: Path, home: Path, n: int) -> dict:
+    # A person who searched before the edit (untimed): what a code keeps beside the index for a
+    # one-shot search is then current, as the other code's and the daemon's writes left it not.
+    _timed_cli(code, home, "search", "garden", "--user", "ana", "--limit", "1")
     word = edit(home, n)
     wall, cpu, rss, out = _timed_cli(code, home, "sync", "-q")
     embedded = int(out.split(" texts embedded")[0].rsplit(" ", 1)[-1])
