@@ -28,6 +28,9 @@ _EXACT_UP_TO = 8192
 # Past it, int8 scores pick a shortlist of this many times k, which float32 then ranks exactly.
 _SHORTLIST_FACTOR = 4
 _MIN_SHORTLIST = 200
+# A scope holding at most 1/16 of the rows is searched over its own rows alone (nearest_rows):
+# gathering them costs less than one int8 product over every row up to about 1/14 of them.
+_GATHER_BELOW = 16
 _QUANTIZE_BLOCK = 8192
 
 
@@ -445,8 +448,16 @@ def nearest_rows(vectors: np.ndarray, codes8: np.ndarray, scales: np.ndarray, ma
     n = len(mask)
     k = min(k, allowed)
     query = np.asarray(query, dtype=np.float32)
-    # One dense product over every row, then mask: gathering the allowed rows first copies
-    # the matrix and costs several times the product itself.
+    if allowed * _GATHER_BELOW <= n:
+        # A small scope (one user's facts in a large home; every add searches one to
+        # deduplicate): its own rows, gathered and ranked exactly, cost a sliver of a product
+        # over every row (at 100,000 rows, 30 of them: 0.04 against 6.5 ms).
+        rows = np.flatnonzero(mask)
+        scores = _products(vectors[rows], query)
+        order = np.argsort(-scores, kind="stable")[:k]
+        return rows[order], scores[order]
+    # Otherwise one dense product over every row, then mask: gathering many allowed rows first
+    # copies the matrix and costs more than the product itself.
     approximate = n > _EXACT_UP_TO
     scores = _int8_scores(codes8, scales, query) if approximate else _products(vectors, query)
     if allowed != n:
