@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import itertools
 import os
 import subprocess
@@ -30,6 +31,7 @@ from syncd.memory.tools import update_block
 from .daemon_helpers import git, isolate_git_identity, warm_embed_cache
 from .helpers import run_concurrently
 from .server_helpers import served_in_thread
+from .strategies import examples
 
 BLOCK = "memory/users/ana/core/user.md"
 
@@ -133,20 +135,22 @@ def test_appends_from_several_processes_keep_every_line(home, embedder):
     names, count = ["p0", "p1", "p2"], 5
     command = [sys.executable, "-c", _CHILD, str(home)]
     pipes = {"stdin": subprocess.PIPE, "stdout": subprocess.PIPE, "text": True, "env": env}
-    children = [subprocess.Popen([*command, name, str(count)], **pipes) for name in names]
-    try:
-        for child in children:
-            assert child.stdout.readline().strip() == "ready"
-        for child in children:
-            child.stdin.write("go\n")
-            child.stdin.flush()
-        for child in children:
-            assert child.stdout.readline().strip() == "done"
-            assert child.wait(timeout=120) == 0
-    finally:
-        for child in children:
-            if child.poll() is None:
-                child.kill()
+    # Each Popen's context closes its pipes and waits for it once the finally has killed any left.
+    with contextlib.ExitStack() as stack:
+        children = [stack.enter_context(subprocess.Popen([*command, name, str(count)], **pipes)) for name in names]
+        try:
+            for child in children:
+                assert child.stdout.readline().strip() == "ready"
+            for child in children:
+                child.stdin.write("go\n")
+                child.stdin.flush()
+            for child in children:
+                assert child.stdout.readline().strip() == "done"
+                assert child.wait(timeout=120) == 0
+        finally:
+            for child in children:
+                if child.poll() is None:
+                    child.kill()
     expected = {f"{name} line {n}." for name in names for n in range(count)}
     lines = _lines((home / BLOCK).read_text())
     assert sorted(lines) == sorted(expected)
@@ -218,7 +222,8 @@ def test_search_replace_whose_passage_vanished_meanwhile_is_an_error_not_a_clobb
 _labels = itertools.count()
 
 
-@hsettings(max_examples=25)
+# Each example is a real engine and git commit per append: 10 in CI, ten times that under --slow.
+@hsettings(max_examples=examples(10))
 @given(
     schedule=st.lists(st.tuples(st.booleans(), st.integers(min_value=0, max_value=3)), min_size=1, max_size=6),
     start_empty=st.booleans(),

@@ -43,13 +43,14 @@ OTHER = textwrap.dedent(
 def other(home, embedder):
     warm_embed_cache(home, embedder)
     env = dict(os.environ, PYTHONPATH=str(Path(syncd.__file__).parent.parent) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    proc = subprocess.Popen(
+    # The Popen's context closes our ends of its pipes (left open, each is a ResourceWarning).
+    with subprocess.Popen(
         [sys.executable, "-c", OTHER, str(home)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env
-    )
-    assert proc.stdout.readline().strip() == "ready"
-    yield proc
-    proc.stdin.close()
-    assert proc.wait(timeout=60) == 0
+    ) as proc:
+        assert proc.stdout.readline().strip() == "ready"
+        yield proc
+        proc.stdin.close()
+        assert proc.wait(timeout=60) == 0
 
 
 def ask(proc: subprocess.Popen, fact: str) -> str:

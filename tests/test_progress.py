@@ -215,21 +215,21 @@ def test_the_bar_on_a_terminal_is_left_as_the_summary(home):
     write(home, "vault/Cellar.md", _big_page(20))
     master, slave = pty.openpty()
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 160, 0, 0))
-    proc = subprocess.Popen([sys.executable, "-m", "syncd", "sync", "--home", str(home)],
-                            stdout=subprocess.PIPE, stderr=slave, env=os.environ | {"PYTHONPATH": str(REPO)})
-    os.close(slave)
-    shown = b""
-    while True:
-        try:
-            data = os.read(master, 4096)
-        except OSError:  # the child closed the terminal
-            break
-        if not data:
-            break
-        shown += data
-    os.close(master)
-    out = proc.stdout.read().decode()
-    assert proc.wait(timeout=60) == 0
+    with subprocess.Popen([sys.executable, "-m", "syncd", "sync", "--home", str(home)],
+                          stdout=subprocess.PIPE, stderr=slave, env=os.environ | {"PYTHONPATH": str(REPO)}) as proc:
+        os.close(slave)
+        shown = b""
+        while True:
+            try:
+                data = os.read(master, 4096)
+            except OSError:  # the child closed the terminal
+                break
+            if not data:
+                break
+            shown += data
+        os.close(master)
+        out = proc.stdout.read().decode()
+        assert proc.wait(timeout=60) == 0
     screen = shown.decode(errors="replace").replace("\r\n", "\n")
     # What stays on screen: the last redraw of the bar's line, then the summary on stdout.
     final = screen.rstrip("\n").split("\n")[-1].split("\r")[-1]
