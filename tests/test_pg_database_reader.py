@@ -19,12 +19,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import syncd
-from syncd.engine.database import publish_tokens
+from syncd.engine.database import TokenMirror, publish_tokens
 from syncd.engine.search import hit_record, search
 from syncd.home import Home
 from syncd.memory import MemoryManager
 from syncd.server.database_server import TOKENS_TTL_S
-from syncd.server.serve import TokenMirror
 from syncd.server.tokens import TokenStore
 
 from .daemon_helpers import new_home
@@ -165,8 +164,9 @@ def test_a_token_reads_only_its_own_home_and_user_and_reads_what_the_home_holds(
 
 
 def test_the_writers_mirror_publishes_a_new_token_and_a_revocation(world):
-    """What `syncd serve` runs beside the home (serve.TokenMirror): a token added or revoked in
-    the home's files reaches every reader within the mirror's round plus the readers' TTL."""
+    """What the home's writer runs (engine.database.TokenMirror, in the daemon of `syncd serve` and
+    `watch`): a token added or revoked in the home's files reaches every reader within the
+    mirror's round plus the readers' TTL."""
     homes, client = world["homes"], world["client"]
     a = homes["a"]
     mirror = TokenMirror(a["engine"], a["tokens"], every_s=0.2).start()

@@ -177,16 +177,19 @@ def token_group() -> None:
 @json_option
 @home_option
 def token_add(user: str, as_json: bool, home: Path | None) -> None:
-    """Issue a token for one user. It is shown once; only its hash is kept."""
+    """Issue a token for one user. It is shown once; only its hash is kept (and, with a
+    PostgreSQL index, published to the database's read-only servers)."""
     from ..home import Home
     from ..server.tokens import TokenStore
 
-    info, token = TokenStore.of(Home(resolve_home(home))).add(user)
+    root = resolve_home(home)
+    info, token = TokenStore.of(Home(root)).add(user)
     if as_json:
         print_json({"id": info.id, "user": info.user, "created": info.created, "token": token})
-        return
-    click.echo(token)
-    click.echo(f"token {info.id} for user {info.user}: shown only now, keep it safe", err=True)
+    else:
+        click.echo(token)
+        click.echo(f"token {info.id} for user {info.user}: shown only now, keep it safe", err=True)
+    _publish_tokens(root)
 
 
 @token_group.command("list")
@@ -213,20 +216,43 @@ def token_list(as_json: bool, home: Path | None) -> None:
 @home_option
 def token_revoke(token_id: str | None, user: str | None, home: Path | None) -> None:
     """Revoke one token, TOKEN_ID (see `syncd token list`), or with --user every token of one
-    user. A running server refuses them from its next request."""
+    user. A running server refuses them from its next request; with a PostgreSQL index, the
+    database's read-only servers within a second (or once the home's writer runs, if the
+    database is down now)."""
     from ..home import Home
     from ..server.tokens import TokenStore
 
     if (token_id is None) == (user is None):
         raise click.UsageError("name a TOKEN_ID or --user USER (one of the two)")
-    store = TokenStore.of(Home(resolve_home(home)))
+    root = resolve_home(home)
+    store = TokenStore.of(Home(root))
     if token_id is not None:
         t = store.revoke(token_id)
         click.echo(f"revoked token {t.id} of user {t.user}")
-        return
-    assert user is not None  # one of the two, as checked above
-    gone = store.revoke_user(user)
-    click.echo(f"revoked {len(gone)} token{'s' if len(gone) != 1 else ''} of user {user}: {', '.join(t.id for t in gone)}")
+    else:
+        assert user is not None  # one of the two, as checked above
+        gone = store.revoke_user(user)
+        click.echo(f"revoked {len(gone)} token{'s' if len(gone) != 1 else ''} of user {user}: "
+                   f"{', '.join(t.id for t in gone)}")
+    _publish_tokens(root)
+
+
+def _publish_tokens(root: Path) -> None:
+    """Tell the read-only servers of a shared PostgreSQL index about a token change now, not
+    only when the home's writer next runs (engine.database.publish_home_tokens). The change is
+    made and kept either way: a database that cannot take it now is said on stderr, and the
+    writer's start publishes it."""
+    from ..engine.database import publish_home_tokens
+    from ..errors import IndexUnreachable, SyncdError
+
+    later = "the index's read-only servers learn it when the home's writer (syncd serve or watch) next runs"
+    try:
+        if publish_home_tokens(root, load_settings()) is not None:
+            click.echo("published to the index's read-only servers (they apply it within a second)", err=True)
+    except IndexUnreachable as exc:
+        click.echo(f"warning: {exc}; {later}", err=True)
+    except SyncdError as exc:
+        click.echo(f"note: not published to the index's read-only servers ({exc}); {later}", err=True)
 
 
 COMMANDS = [serve_command, mcp_command, token_group]

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..config import Settings
+from ..engine.database import TokenMirror, shares_index
 from ..errors import GitBusyError, HistoryError, SyncdError
 from ..history.git import busy_state, head_sha
 from ..history.intents import Intent, record_intent
@@ -134,6 +135,8 @@ class Daemon:
         # Watch first, then reconcile: whatever changes during the reconcile is queued, not lost.
         self._watcher.start()
         server = ControlServer(self.engine, self._generation, self.control_methods).start() if self.serve else None
+        # The home's writer keeps its token hashes published for the readers of a shared index.
+        mirror = TokenMirror(self.engine).start() if shares_index(self.engine) else None
         try:
             log.info("watching %s (pid %d)", self.root, os.getpid())
             self._guarded(self._preload)
@@ -145,6 +148,8 @@ class Daemon:
                 self._guarded(self._tick, events)
             self._guarded(self._shutdown)
         finally:
+            if mirror is not None:
+                mirror.stop()
             if server is not None:
                 server.stop()
             self._watcher.stop()

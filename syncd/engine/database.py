@@ -17,19 +17,26 @@ refused, not searched with vectors that mean something else.
 from __future__ import annotations
 
 import datetime as dt
+import logging
 import threading
 import time
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from ..config import Settings
 from ..embedding.fastembed_backend import Embedder, load_embedder
-from ..errors import ConfigError, InvalidInputError, NotFoundError, QueryError
-from ..index.backend import IndexBackend, validate_url
+from ..errors import ConfigError, InvalidInputError, NotFoundError, QueryError, SyncdError
+from ..home import Home
+from ..home.tokens import TokenStore
+from ..index.backend import IndexBackend, home_index, validate_url
 from ..index.rowcache import ScopeMask
 from ..index.search import Hit, Weights, hybrid_search
 
-__all__ = ["DatabaseHomes", "IndexedHome", "publish_tokens", "ranked_search", "shares_index"]
+__all__ = ["DatabaseHomes", "IndexedHome", "TokenMirror", "publish_home_tokens", "publish_tokens", "ranked_search",
+           "shares_index"]
+
+log = logging.getLogger(__name__)
 
 # How old the list of the database's homes may be: a home made since is served within it.
 _HOMES_TTL_S = 1.0
@@ -67,6 +74,71 @@ def publish_tokens(engine: Any, hashes: Mapping) -> bool:
     database check the tokens of requests naming this home (see the module's docstring); True
     when the index held other ones. IndexUnreachable while its database is down."""
     return bool(engine.index.write_tokens(hashes))
+
+
+class TokenMirror:
+    """Keeps the home's token hashes published in its shared index, run by the home's writer
+    whichever it is (the daemon of ``syncd serve``, ``watch`` and ``mcp``: Daemon.run): at its
+    start, then once every ``every_s``, so a token added or revoked while no writer ran, or while
+    the database was down, reaches the readers once both are up again, and a database rebuilt or
+    restarted meanwhile gets them again. ``syncd token add|revoke`` publish at once besides
+    (:func:`publish_home_tokens`); this is the catch-up, never the only way."""
+
+    def __init__(self, engine: Any, tokens: TokenStore | None = None, every_s: float = 1.0):
+        self.engine = engine
+        self.tokens = tokens or TokenStore.of(engine.home)
+        self.every_s = every_s
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._failing: str | None = None
+
+    def publish(self) -> None:
+        """Publish now; a failure is logged once while it lasts (the next round retries)."""
+        try:
+            if self.tokens.publish(lambda hashes: publish_tokens(self.engine, hashes)):
+                log.info("published the home's token hashes for the readers of its index")
+            self._failing = None
+        except (SyncdError, OSError) as exc:
+            if str(exc) != self._failing:
+                log.warning("cannot publish the home's token hashes for the readers of its index: %s", exc)
+            self._failing = str(exc)
+
+    def start(self) -> TokenMirror:
+        """Publish on a thread of its own, at once and then every round: a database that does not
+        answer (a connect timeout) never holds up the writer's start."""
+        self._thread = threading.Thread(target=self._run, name="syncd-token-mirror", daemon=True)
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        self.publish()
+        while not self._stop.wait(self.every_s):
+            self.publish()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+
+
+def publish_home_tokens(root: Path, settings: Settings) -> bool | None:
+    """Publish the token hashes of the home at ``root`` into its PostgreSQL index now, for
+    ``syncd token add|revoke`` (no engine, no lock, no model: only the schema's ``meta`` is
+    written). None when the home's index is LanceDB (no reader to tell). IndexUnreachable while
+    the database is down, IndexError_ while the home's writer has not made its schema yet: either
+    way its writer's TokenMirror publishes them once it runs."""
+    from ..index.pg_store import PgIndex
+
+    location = home_index(root, settings)
+    if location is None:
+        return None
+    # Read-only: a writer of the meta row alone, which never makes tables (their vector width is
+    # the writer's model's, unknown here) nor changes a schema of another layout.
+    index = PgIndex(*location, dim=1, model_id="", read_only=True)
+    try:
+        return TokenStore.of(Home(root)).publish(index.write_tokens)
+    finally:
+        index.close()
 
 
 class IndexedHome:

@@ -3,6 +3,7 @@
   layout  pure path rules: scope from a path, id validation (no I/O)
   disk    disk I/O: atomic and compare-and-swap writes, durable appends, the single-writer lock
   seed    the files a new home starts with (the wiki vault's template)
+  tokens  the bearer tokens of its servers, in its private folder (imported by name, not here)
 
 Every other part of syncd stands on this floor, so its names are imported from the package.
 """

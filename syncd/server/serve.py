@@ -29,7 +29,6 @@ from pathlib import Path
 from ..config import Settings
 from ..daemon.loop import Daemon
 from ..daemon.sharing import RemoteSharing
-from ..engine.database import shares_index
 from ..engine.facade import open_engine
 from ..memory import MemoryManager
 from .gate import Gate
@@ -40,8 +39,7 @@ from .routes_session import session_routers
 from .service import WORKER_THREADS, MemoryService
 from .tokens import TokenStore
 
-__all__ = ["LOOPBACK", "MAX_BODY_BYTES", "SERVER_FILE", "ServerHandle", "TokenMirror", "build_server_app", "serve",
-           "uvicorn_server"]
+__all__ = ["LOOPBACK", "MAX_BODY_BYTES", "SERVER_FILE", "ServerHandle", "build_server_app", "serve", "uvicorn_server"]
 
 log = logging.getLogger(__name__)
 
@@ -81,50 +79,6 @@ def build_server_app(service: MemoryService, tokens: TokenStore, *, host: str = 
     app.router.routes.append(Route("/mcp", endpoint=StreamableHTTPASGIApp(sessions), methods=["POST"],
                                    include_in_schema=False))  # fmt: skip
     return Gate(app, tokens, max_body_bytes, OPEN_PATHS)
-
-
-class TokenMirror:
-    """Keeps the home's token hashes published in its shared PostgreSQL index, where read-only
-    servers of the database check requests naming this home (database_server.py): at the start,
-    then once a second, so a token added or revoked reaches them within a second, and a database
-    rebuilt, restarted or down meanwhile gets them again once it answers."""
-
-    def __init__(self, engine, tokens: TokenStore, every_s: float = 1.0):
-        self.engine = engine
-        self.tokens = tokens
-        self.every_s = every_s
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-        self._failing: str | None = None
-
-    def publish(self) -> None:
-        """Publish now; a failure is logged once while it lasts (the next round retries)."""
-        from ..engine.database import publish_tokens
-        from ..errors import SyncdError
-
-        try:
-            if publish_tokens(self.engine, self.tokens.hashes()):
-                log.info("published the home's token hashes for the readers of its index")
-            self._failing = None
-        except (SyncdError, OSError) as exc:
-            if str(exc) != self._failing:
-                log.warning("cannot publish the home's token hashes for the readers of its index: %s", exc)
-            self._failing = str(exc)
-
-    def start(self) -> TokenMirror:
-        self.publish()
-        self._thread = threading.Thread(target=self._run, name="syncd-token-mirror", daemon=True)
-        self._thread.start()
-        return self
-
-    def _run(self) -> None:
-        while not self._stop.wait(self.every_s):
-            self.publish()
-
-    def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join()
 
 
 class ServerHandle:
@@ -224,7 +178,6 @@ def serve(
 
         # Started before the daemon and the server: a remote the home lacks fails here, serving nothing.
         shared = None if remote is None or daemon is None else RemoteSharing(engine, remote, pull_every).start()
-        mirror = TokenMirror(engine, tokens).start() if daemon is not None and shares_index(engine) else None
         previous = {}
         if threading.current_thread() is threading.main_thread():
             previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGINT)}
@@ -234,8 +187,6 @@ def serve(
         try:
             server.run()
         finally:
-            if mirror is not None:
-                mirror.stop()
             if shared is not None:
                 shared.stop()
             if worker is not None and daemon is not None:
