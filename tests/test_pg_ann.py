@@ -1,7 +1,8 @@
 """The HNSW index of a PostgreSQL index (syncd/index/pg_ann.py), on a real server: a scope below
 ``min_rows`` is scanned exactly even once the index exists (the equality law with LanceDB lives on
-that path), a scope of ``min_rows`` rows or more takes its vector candidates from the index, and no
-path ever returns a row out of the query's scope."""
+that path), and so is one holding less than MIN_SHARE of the table (a walk filtered that hard
+loses recall); a scope of ``min_rows`` rows and that share takes its vector candidates from the
+index, and no path ever returns a row out of the query's scope."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from syncd.index.pg_ann import ANN_INDEX
+from syncd.index.pg_ann import ANN_INDEX, MIN_SHARE
 from syncd.index.pg_search import _ANN_NEAREST, scope_clause
 from syncd.index.pg_store import PgIndex
 from syncd.index.records import EntryRow, FileRecord, FileUpdate
@@ -23,8 +24,9 @@ from .strategies import examples
 
 DIM = 16
 MIN_ROWS = 1000
-# "big" holds more rows than MIN_ROWS (through the index), "small" fewer (always exact).
-USERS = {"big": 3000, "small": 120}
+# "big" holds more rows than MIN_ROWS and MIN_SHARE of the table (through the index); "middle"
+# more than MIN_ROWS but less than that share, "small" fewer than MIN_ROWS (both always exact).
+USERS = {"big": 3000, "middle": 1200, "small": 120}
 NOW = dt.datetime(2026, 12, 1, tzinfo=dt.UTC)
 
 
@@ -61,6 +63,12 @@ def indexes(pg_server):
         ann.close()
 
 
+def _walked(user: str) -> bool:
+    """Whether the user's scope is one the index serves (pg_ann.AnnIndex.usable)."""
+    held = USERS.get(user, 0)
+    return held >= MIN_ROWS and held >= MIN_SHARE * sum(USERS.values())
+
+
 def _uses_index(rows, user: str) -> bool:
     rows.search_rows(np.ones(DIM, dtype=np.float32) / np.sqrt(DIM), ScopeMask(user=user), 10)
     return rows.approximate
@@ -78,6 +86,9 @@ def test_the_index_is_built_and_only_large_scopes_use_it(indexes):
         assert _uses_index(rows, "big")
     with ann.reading() as rows:
         assert not _uses_index(rows, "small")
+    with ann.reading() as rows:
+        assert not _uses_index(rows, "middle")  # rows enough, but too small a share of the table
+    assert [u for u in USERS if _walked(u)] == ["big"]  # the law below sees every path
     # The plans: the index serves the approximate statement; the exact one never touches it.
     where, params = scope_clause(ScopeMask(user="big"))
     q = np.ones(DIM, dtype=np.float32)
@@ -97,7 +108,7 @@ def test_small_scopes_stay_exact_and_no_path_leaves_its_scope(indexes, seed, use
         want = [p["id"] for p in truth.row_payloads(truth.search_rows(query, scope, k))]
         got = [p["id"] for p in rows.row_payloads(rows.search_rows(query, scope, k))]
         assert all(fid.startswith(f"{user}-") for fid in got)
-        if USERS.get(user, 0) < MIN_ROWS:
+        if not _walked(user):
             assert got == want  # exact, the HNSW index notwithstanding
         else:
             # Approximate: as many rows, all in scope; at this size the walk finds nearly all.
@@ -106,6 +117,6 @@ def test_small_scopes_stay_exact_and_no_path_leaves_its_scope(indexes, seed, use
     # and a small scope's hits equal the exact ones, part for part.
     mine = hybrid_search(ann, query, "fact", user_id=user, limit=min(k, 10), now=NOW)
     assert all(h.id.startswith(f"{user}-") for h in mine)
-    if USERS.get(user, 0) < MIN_ROWS:
+    if not _walked(user):
         theirs = hybrid_search(exact, query, "fact", user_id=user, limit=min(k, 10), now=NOW)
         assert [(h.id, h.parts) for h in mine] == [(h.id, h.parts) for h in theirs]
