@@ -210,3 +210,13 @@ def test_a_one_shot_search_with_a_current_image_imports_no_lancedb(home, embedde
     # The first loads the table (and writes the image); the second reads the image alone.
     assert runs[0] == ["Likes", "green", "tea.", "0", "True"]
     assert runs[1] == ["Likes", "green", "tea.", "0", "False"]
+
+
+def test_an_index_without_rows_has_an_image_that_answers_nothing(tmp_path, embedder):
+    # The writer of an image once failed on zero-length arrays (test_engine_writers' empty home).
+    folder = tmp_path / "index"
+    Index(folder, embedder.dim, embedder.model_id).close()
+    loaded, image = _both(folder, embedder.dim, embedder.model_id)
+    assert len(image) == len(loaded) == 0
+    assert image.search(embedder.embed(["tea"])[0], ScopeMask(), 5) == []
+    assert image.text_search("tea", ScopeMask(), 5) == []

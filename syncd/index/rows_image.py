@@ -148,6 +148,8 @@ def _write(folder: Path, stamp: str, dim: int, codes: dict[str | None, int], arr
         with os.fdopen(fd, "wb") as out:
             out.write(_MAGIC + len(header).to_bytes(_LENGTH_BYTES, "little") + header)
             for name, array in arrays.items():
+                if not array.nbytes:
+                    continue  # an index without rows (or without a term): nothing to lay out
                 out.seek(start + layout[name][2])
                 out.write(np.ascontiguousarray(array).data.cast("B"))
             out.truncate(start + offset)
