@@ -72,7 +72,9 @@ def generate(root: Path, facts: int, commits: int, seed: int = 7) -> None:
             path = root / "memory/users" / f"u{u}" / f"{date}.md"
             lines = lines_of.setdefault(path, [f"# {date}", "", f"## 10:{u:02d} chat:c{u % 3} session:s{day}-{u}"])
             imp = rng.random()
-            lines.append(f"- [{rng.choice(CATEGORIES)}] {fact_text(rng, written)} `t{written % 13}` <!-- imp:{imp:.2f} -->")
+            lines.append(
+                f"- [{rng.choice(CATEGORIES)}] {fact_text(rng, written)} `t{written % 13}` <!-- imp:{imp:.2f} -->"
+            )
             written += 1
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text("\n".join(lines) + "\n")
@@ -124,7 +126,7 @@ def compare_latency(engine: Engine, sha: str, queries: int) -> tuple[tuple[float
     def pct(xs: list[float], p: float) -> float:
         return sorted(xs)[min(len(xs) - 1, int(len(xs) * p))] * 1000
 
-    return (pct(now_s, .5), pct(now_s, .95)), (pct(then_s, .5), pct(then_s, .95))
+    return (pct(now_s, 0.5), pct(now_s, 0.95)), (pct(then_s, 0.5), pct(then_s, 0.95))
 
 
 def folder_mb(path: Path) -> float:
@@ -223,8 +225,12 @@ def main() -> None:
     parser.add_argument("--revisions", default="1,10,100,500,last", help="HEAD~N for each N ('last': the first commit)")
     parser.add_argument("--queries", type=int, default=100, help="queries for the now / as-of latency comparison")
     parser.add_argument("--old", default=None, help="also run this git revision's syncd, first, on the same home")
-    parser.add_argument("--no-reference", dest="reference", action="store_false",
-                        help="skip the rebuild from a checkout (the reference of exactness)")
+    parser.add_argument(
+        "--no-reference",
+        dest="reference",
+        action="store_false",
+        help="skip the rebuild from a checkout (the reference of exactness)",
+    )
     parser.add_argument("--json", default=None, help=argparse.SUPPRESS)  # a child's results, for --old
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:

@@ -42,13 +42,25 @@ import syncd
 from syncd.control.client import ask_daemon
 
 FACTS = [
-    "Likes green tea in the morning.", "Works as a nurse in Lyon.", "Is allergic to peanuts.",
-    "Has a cat called Miso.", "Prefers short answers.", "Runs on Sundays.", "Plays the cello.",
-    "Reads science fiction.", "Learns Japanese.", "Bakes sourdough bread.", "Drinks dark roast coffee.",
+    "Likes green tea in the morning.",
+    "Works as a nurse in Lyon.",
+    "Is allergic to peanuts.",
+    "Has a cat called Miso.",
+    "Prefers short answers.",
+    "Runs on Sundays.",
+    "Plays the cello.",
+    "Reads science fiction.",
+    "Learns Japanese.",
+    "Bakes sourdough bread.",
+    "Drinks dark roast coffee.",
     "Deploys with Docker on a small VPS.",
 ]
-TARGETS = {"search with daemon": (0.3, 60.0), "status": (1.0, None), "search without daemon": (1.0, 250.0),
-           "no-op sync": (0.5, None)}
+TARGETS = {
+    "search with daemon": (0.3, 60.0),
+    "status": (1.0, None),
+    "search without daemon": (1.0, 250.0),
+    "no-op sync": (0.5, None),
+}
 
 
 def build_home(root: Path, files: int) -> Path:
@@ -76,8 +88,13 @@ def run(args: list[str], cwd: Path, code: Path = REPO) -> tuple[float, float, fl
     count our memory as its own."""
     with tempfile.NamedTemporaryFile("r", suffix=".time") as report:
         started = time.perf_counter()
-        result = subprocess.run(["/usr/bin/time", "-f", "%U %S %M", "-o", report.name, sys.executable, "-m", "syncd",
-                                 *args], cwd=cwd, capture_output=True, text=True, env=env_for(code))
+        result = subprocess.run(
+            ["/usr/bin/time", "-f", "%U %S %M", "-o", report.name, sys.executable, "-m", "syncd", *args],
+            cwd=cwd,
+            capture_output=True,
+            text=True,
+            env=env_for(code),
+        )
         wall = time.perf_counter() - started
         if result.returncode != 0:
             raise SystemExit(f"syncd {' '.join(args)} failed with {result.returncode}: {result.stderr[-500:]}")
@@ -85,8 +102,15 @@ def run(args: list[str], cwd: Path, code: Path = REPO) -> tuple[float, float, fl
     return wall, float(user) + float(system), int(rss_kb) / 1024, result.stdout
 
 
-def measure(name: str, args: list[str], cwd: Path, runs: int, results: dict, codes: dict[str, Path] | None = None,
-            before: Callable[[Path], object] | None = None) -> None:
+def measure(
+    name: str,
+    args: list[str],
+    cwd: Path,
+    runs: int,
+    results: dict,
+    codes: dict[str, Path] | None = None,
+    before: Callable[[Path], object] | None = None,
+) -> None:
     """Median wall and CPU, peak RSS of ``runs`` runs of each code in ``codes`` (this checkout's
     alone by default), the codes taking turns so that each sees the same machine, after one
     untimed run each; ``before(code)`` runs untimed before every run."""
@@ -113,7 +137,9 @@ def main() -> None:
     parser.add_argument("--files", type=int, default=10_000)
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--workdir", type=Path, default=None, help="keep the home here (default: a temp dir)")
-    parser.add_argument("--old", default=None, metavar="REV", help="also run the commands without a daemon on REV's code")
+    parser.add_argument(
+        "--old", default=None, metavar="REV", help="also run the commands without a daemon on REV's code"
+    )
     args = parser.parse_args()
 
     root = args.workdir or Path(tempfile.mkdtemp(prefix="syncd-bench-cli-"))
@@ -122,8 +148,10 @@ def main() -> None:
         build_home(root, args.files)
     query = ["search", "what does she drink in the morning", "--user", "u0001", "--limit", "5", "--home", str(home)]
     results: dict[str, tuple[float, float]] = {}
-    print(f"home {home}, {args.runs} runs each (median wall and CPU, peak RSS of the command's process); "
-          f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
+    print(
+        f"home {home}, {args.runs} runs each (median wall and CPU, peak RSS of the command's process); "
+        f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs"
+    )
     codes = {"old": extract(args.old, root / "old-code"), "new": REPO} if args.old else None
     try:
         measure("--help", ["--help"], root, args.runs, results, codes)
@@ -141,10 +169,21 @@ def main() -> None:
             run(["sync", "-q", "--home", str(home)], root, code)
 
         measure("search after a 1-file sync", query, root, args.runs, results, codes, before=edit_and_sync)
-        measure("search, image deleted", query, root, args.runs, results, codes,
-                before=lambda code: (home / ".syncd/index/rows.image").unlink(missing_ok=True))
-        daemon = subprocess.Popen([sys.executable, "-m", "syncd", "watch", "--home", str(home)], cwd=root,
-                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        measure(
+            "search, image deleted",
+            query,
+            root,
+            args.runs,
+            results,
+            codes,
+            before=lambda code: (home / ".syncd/index/rows.image").unlink(missing_ok=True),
+        )
+        daemon = subprocess.Popen(
+            [sys.executable, "-m", "syncd", "watch", "--home", str(home)],
+            cwd=root,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         try:
             deadline = time.monotonic() + 300
             while ask_daemon(home, "ping") is None:
@@ -162,11 +201,19 @@ def main() -> None:
 
     without, with_daemon = results["search without daemon"], results["search with daemon"]
     print("\nratios")
-    print(f"  search: without / with daemon   wall {without[0] / with_daemon[0]:5.1f}x   "
-          f"RSS {without[1] / with_daemon[1]:5.1f}x")
+    print(
+        f"  search: without / with daemon   wall {without[0] / with_daemon[0]:5.1f}x   "
+        f"RSS {without[1] / with_daemon[1]:5.1f}x"
+    )
     if codes:
-        for name in ("--help", "status", "search without daemon", "no-op sync", "search after a 1-file sync",
-                     "search, image deleted"):
+        for name in (
+            "--help",
+            "status",
+            "search without daemon",
+            "no-op sync",
+            "search after a 1-file sync",
+            "search, image deleted",
+        ):
             (old_wall, old_rss), (new_wall, new_rss) = results[f"{name} (old)"], results[name]
             print(f"  {name:<22} new/old: wall {new_wall / old_wall:5.2f}   RSS {new_rss / old_rss:5.2f}")
     for name, (wall_target, rss_target) in TARGETS.items():

@@ -77,13 +77,17 @@ def main() -> None:
     }
 
     restatements = sum(truth)
-    print(f"{len(pairs)} pairs: {restatements} restatements, {len(pairs) - restatements} corrections "
-          f"({args.data.name}; model {embedder.model_id})\n")
+    print(
+        f"{len(pairs)} pairs: {restatements} restatements, {len(pairs) - restatements} corrections "
+        f"({args.data.name}; model {embedder.model_id})\n"
+    )
     print(f"{'rule':28} {'precision':>9} {'recall':>7} {'corrections dropped':>20} {'restatements kept twice':>24}")
     for name, said in rules.items():
         precision, recall, fp, fn = scores(said, truth)
-        print(f"{name:28} {precision:9.3f} {recall:7.3f} {fp:>14} of {len(pairs) - restatements:<3} "
-              f"{fn:>17} of {restatements:<3}")
+        print(
+            f"{name:28} {precision:9.3f} {recall:7.3f} {fp:>14} of {len(pairs) - restatements:<3} "
+            f"{fn:>17} of {restatements:<3}"
+        )
 
     by_kind: dict[tuple[bool, str], list[int]] = defaultdict(list)
     for i, pair in enumerate(pairs):

@@ -68,8 +68,10 @@ def main() -> None:
             cached.embed(texts)
             warm = time.perf_counter() - started
             print(f"cached, cold   {args.sentences / cold:8.0f} sentences/s")
-            print(f"cached, warm   {args.sentences / warm:8.0f} sentences/s  "
-                  f"({cold / warm:.0f}x the cold run, {cached.calls} model call in all)")
+            print(
+                f"cached, warm   {args.sentences / warm:8.0f} sentences/s  "
+                f"({cold / warm:.0f}x the cold run, {cached.calls} model call in all)"
+            )
 
         # 10,000 cached texts, as a reindex of an unchanged tree sees them, from a reopened file.
         many = sentences(10_000)
@@ -86,9 +88,11 @@ def main() -> None:
             started = time.perf_counter()
             hits = cache.get_many(embedder.model_id, many)
             lookup = time.perf_counter() - started
-            print(f"warm 10,000    {min(timings) * 1000:8.1f} ms best, "
-                  f"{sorted(timings)[2] * 1000:.1f} ms median  (CachedEmbedder.embed, "
-                  f"{cached.calls} model calls)")
+            print(
+                f"warm 10,000    {min(timings) * 1000:8.1f} ms best, "
+                f"{sorted(timings)[2] * 1000:.1f} ms median  (CachedEmbedder.embed, "
+                f"{cached.calls} model calls)"
+            )
             print(f"get_many 10,000 {lookup * 1000:7.1f} ms  ({len(hits)} hits, dict of rows)")
 
 

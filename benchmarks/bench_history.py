@@ -45,8 +45,12 @@ def _case(kind: str, size: int) -> dict:
 
     home = syncd.init(Path(tempfile.mkdtemp(prefix="bench-history-")) / "home").home
     settings = syncd.Settings()
-    env = os.environ | {"GIT_AUTHOR_NAME": "b", "GIT_AUTHOR_EMAIL": "b@x", "GIT_COMMITTER_NAME": "b",
-                        "GIT_COMMITTER_EMAIL": "b@x"}
+    env = os.environ | {
+        "GIT_AUTHOR_NAME": "b",
+        "GIT_AUTHOR_EMAIL": "b@x",
+        "GIT_COMMITTER_NAME": "b",
+        "GIT_COMMITTER_EMAIL": "b@x",
+    }
     if kind == "edit":
         (home / LOG).parent.mkdir(parents=True, exist_ok=True)
         (home / LOG).write_bytes(_daily_log(size))
@@ -76,17 +80,26 @@ def _case(kind: str, size: int) -> dict:
         start = time.perf_counter()
         shas = commit_changes(Home(home), settings, paths)
         seconds = time.perf_counter() - start
-        subject = subprocess.run(["git", "log", "-1", "--format=%s"], cwd=home, capture_output=True, text=True,
-                                 check=True).stdout.strip()
+        subject = subprocess.run(
+            ["git", "log", "-1", "--format=%s"], cwd=home, capture_output=True, text=True, check=True
+        ).stdout.strip()
     finally:
         shutil.rmtree(home.parent, ignore_errors=True)  # a 100k-file or 200 MB home each: never left behind
-    return {"kind": kind, "size": size, "seconds": seconds, "commits": len(shas), "subject": subject,
-            "rss_before_mb": rss_before, "rss_mb": _rss_mb(resource.RUSAGE_SELF)}
+    return {
+        "kind": kind,
+        "size": size,
+        "seconds": seconds,
+        "commits": len(shas),
+        "subject": subject,
+        "rss_before_mb": rss_before,
+        "rss_mb": _rss_mb(resource.RUSAGE_SELF),
+    }
 
 
 def _run(kind: str, size: int) -> dict:
-    done = subprocess.run([sys.executable, __file__, "--one", kind, str(size)], capture_output=True, text=True,
-                          check=True)
+    done = subprocess.run(
+        [sys.executable, __file__, "--one", kind, str(size)], capture_output=True, text=True, check=True
+    )
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
@@ -108,11 +121,15 @@ def main() -> None:
     base = results[0]["seconds"]
     print(f"{'case':<36} {'commit s':>9} {'vs first':>9} {'RSS MB':>8} {'(before)':>9}  subject")
     for r in results:
-        label = {"edit": f"one-line edit, log of {r['size']:,} facts",
-                 "files": f"{r['size']:,} new small files",
-                 "big": f"edit of a {r['size']} MB log (over limit)"}[r["kind"]]
-        print(f"{label:<36} {r['seconds']:>9.3f} {r['seconds'] / base:>8.1f}x {r['rss_mb']:>8.0f} "
-              f"{r['rss_before_mb']:>9.0f}  {r['subject'][:48]}")
+        label = {
+            "edit": f"one-line edit, log of {r['size']:,} facts",
+            "files": f"{r['size']:,} new small files",
+            "big": f"edit of a {r['size']} MB log (over limit)",
+        }[r["kind"]]
+        print(
+            f"{label:<36} {r['seconds']:>9.3f} {r['seconds'] / base:>8.1f}x {r['rss_mb']:>8.0f} "
+            f"{r['rss_before_mb']:>9.0f}  {r['subject'][:48]}"
+        )
 
 
 if __name__ == "__main__":

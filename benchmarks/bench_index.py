@@ -30,19 +30,58 @@ from syncd.config import Settings
 from syncd.embedding.fastembed_backend import load_embedder
 from syncd.index.rows import parse_file
 
-SUBJECTS = ["green tea", "the night shift", "a half marathon", "Python", "the cat Miso", "Lyon",
-            "dark roast coffee", "the garden", "a trip to Kyoto", "the piano", "Docker", "sourdough",
-            "the hospital", "a new bike", "chess openings", "the book club", "yoga", "the vegetable box"]
-VERBS = ["likes", "talked about", "wants to learn", "worries about", "plans around", "recommends",
-         "asked about", "is tired of", "spent the weekend on", "keeps notes on"]
-DETAILS = ["every morning", "since last spring", "with her sister", "before work", "on weekends",
-           "when it rains", "for the third time", "after the meeting", "despite the cost", "at night"]
+SUBJECTS = [
+    "green tea",
+    "the night shift",
+    "a half marathon",
+    "Python",
+    "the cat Miso",
+    "Lyon",
+    "dark roast coffee",
+    "the garden",
+    "a trip to Kyoto",
+    "the piano",
+    "Docker",
+    "sourdough",
+    "the hospital",
+    "a new bike",
+    "chess openings",
+    "the book club",
+    "yoga",
+    "the vegetable box",
+]
+VERBS = [
+    "likes",
+    "talked about",
+    "wants to learn",
+    "worries about",
+    "plans around",
+    "recommends",
+    "asked about",
+    "is tired of",
+    "spent the weekend on",
+    "keeps notes on",
+]
+DETAILS = [
+    "every morning",
+    "since last spring",
+    "with her sister",
+    "before work",
+    "on weekends",
+    "when it rains",
+    "for the third time",
+    "after the meeting",
+    "despite the cost",
+    "at night",
+]
 CATEGORIES = ["preference", "goal", "personal", "context", "technical"]
 
 
 def fact_text(rng: random.Random, i: int) -> str:
-    return (f"{rng.choice(['Ana', 'Bob', 'Chen', 'Dara'])} {rng.choice(VERBS)} {rng.choice(SUBJECTS)} "
-            f"{rng.choice(DETAILS)} (note {i}).")
+    return (
+        f"{rng.choice(['Ana', 'Bob', 'Chen', 'Dara'])} {rng.choice(VERBS)} {rng.choice(SUBJECTS)} "
+        f"{rng.choice(DETAILS)} (note {i})."
+    )
 
 
 def write_tree(root: Path, facts: int, pages: int, seed: int = 7) -> None:
@@ -54,7 +93,11 @@ def write_tree(root: Path, facts: int, pages: int, seed: int = 7) -> None:
         for u in range(users):
             if n >= facts:
                 break
-            lines = [f"# 2026-{1 + day // 28:02d}-{1 + day % 28:02d}", "", f"## 10:{u:02d} chat:c{u % 3} session:s{day}-{u}"]
+            lines = [
+                f"# 2026-{1 + day // 28:02d}-{1 + day % 28:02d}",
+                "",
+                f"## 10:{u:02d} chat:c{u % 3} session:s{day}-{u}",
+            ]
             for _ in range(min(per_file, facts - n)):
                 imp = rng.random()
                 lines.append(f"- [{rng.choice(CATEGORIES)}] {fact_text(rng, n)} `t{n % 13}` <!-- imp:{imp:.2f} -->")
@@ -108,10 +151,11 @@ def bench_rebuild(args) -> None:
             rebuild_runs.append(rebuild_s)
             peaks.append(peak_mb)
     for i, (e, r) in enumerate(zip(embed_runs, rebuild_runs), 1):
-        print(f"round {i}: raw embedding {e:.1f} s ({len(texts) / e:.0f} texts/s), cold rebuild {r:.1f} s, "
-              f"ratio {r / e:.3f}")
-    print(f"ratio rebuild / embedding (sum over rounds): {sum(rebuild_runs) / sum(embed_runs):.3f}   "
-          f"(target <= 1.25)")
+        print(
+            f"round {i}: raw embedding {e:.1f} s ({len(texts) / e:.0f} texts/s), cold rebuild {r:.1f} s, "
+            f"ratio {r / e:.3f}"
+        )
+    print(f"ratio rebuild / embedding (sum over rounds): {sum(rebuild_runs) / sum(embed_runs):.3f}   (target <= 1.25)")
     print(f"peak memory of the rebuild process: {max(peaks):.0f} MB")
 
 
@@ -144,8 +188,10 @@ def bench_noop(args) -> None:
                 report = engine.sync()
                 times.append(time.perf_counter() - start)
                 assert report.plan.empty, report.plan.summary()
-    print(f"{args.files} files: first sync {first:.1f} s; no-op sync median {sorted(times)[2]:.3f} s, "
-          f"max {max(times):.3f} s   (target < 1.5 s)")
+    print(
+        f"{args.files} files: first sync {first:.1f} s; no-op sync median {sorted(times)[2]:.3f} s, "
+        f"max {max(times):.3f} s   (target < 1.5 s)"
+    )
 
 
 def bench_search(args) -> None:
@@ -202,16 +248,21 @@ def bench_search(args) -> None:
     def pct(xs, p):
         return sorted(xs)[min(len(xs) - 1, int(len(xs) * p))] * 1000
 
-    print(f"hybrid search (embed query + vector + full text + fetch), {len(queries)} queries: "
-          f"p50 {pct(hybrid, .5):.1f} ms, p95 {pct(hybrid, .95):.1f} ms   (target p95 <= 25 ms)")
-    print(f"user+chat scoped hybrid: p50 {pct(scoped, .5):.1f} ms, p95 {pct(scoped, .95):.1f} ms")
-    print(f"the same unscoped queries from a read-only reader: p50 {pct(read_only, .5):.1f} ms, "
-          f"p95 {pct(read_only, .95):.1f} ms")
-    print(f"exact numpy brute force over the same vectors: p50 {pct(exact, .5):.1f} ms, p95 {pct(exact, .95):.1f} ms")
+    print(
+        f"hybrid search (embed query + vector + full text + fetch), {len(queries)} queries: "
+        f"p50 {pct(hybrid, 0.5):.1f} ms, p95 {pct(hybrid, 0.95):.1f} ms   (target p95 <= 25 ms)"
+    )
+    print(f"user+chat scoped hybrid: p50 {pct(scoped, 0.5):.1f} ms, p95 {pct(scoped, 0.95):.1f} ms")
+    print(
+        f"the same unscoped queries from a read-only reader: p50 {pct(read_only, 0.5):.1f} ms, "
+        f"p95 {pct(read_only, 0.95):.1f} ms"
+    )
+    print(f"exact numpy brute force over the same vectors: p50 {pct(exact, 0.5):.1f} ms, p95 {pct(exact, 0.95):.1f} ms")
     print(f"recall@10 of the vector part vs exact: {np.mean(recalls):.3f}   (target >= 0.95)")
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(f"peak memory of this process (writer + reader copies of the rows, the baseline's own "
-          f"matrix): {peak_mb:.0f} MB")
+    print(
+        f"peak memory of this process (writer + reader copies of the rows, the baseline's own matrix): {peak_mb:.0f} MB"
+    )
 
 
 def engine_scope():

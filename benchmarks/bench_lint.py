@@ -154,8 +154,10 @@ def main() -> None:
         print(f"cold (no derived store)      {cold:6.2f} s wall {cpu['cold']:6.2f} s cpu   target <= 3 s")
         print(f"first warm (re-hash racy)    {first_warm:6.2f} s wall {cpu['first']:6.2f} s cpu")
         print(f"warm (nothing changed)       {warm:6.2f} s wall {cpu['warm']:6.2f} s cpu   target <= 0.5 s")
-        print(f"after editing one page       {edit:6.2f} s wall {cpu['edit']:6.2f} s cpu   "
-              f"({len(after) - len(findings):+d} findings)")
+        print(
+            f"after editing one page       {edit:6.2f} s wall {cpu['edit']:6.2f} s cpu   "
+            f"({len(after) - len(findings):+d} findings)"
+        )
         print(f"no cache at all              {no_cache:6.2f} s wall {cpu['none']:6.2f} s cpu")
         print(f"cold / warm                  {cold / warm:6.1f} x")
     finally:

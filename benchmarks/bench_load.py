@@ -67,8 +67,12 @@ def _person(root: Path, deadline: float, every: float, waits: list[float], late:
                                   capture_output=True, check=False).returncode == 0  # fmt: skip
             if held:
                 waits.append(time.monotonic() - saved)
-                print(f"  {page!r} saved at {time.strftime('%H:%M:%S', time.localtime(time.time() - waits[-1]))}, "
-                      f"committed after {waits[-1]:.1f} s", file=sys.stderr, flush=True)
+                print(
+                    f"  {page!r} saved at {time.strftime('%H:%M:%S', time.localtime(time.time() - waits[-1]))}, "
+                    f"committed after {waits[-1]:.1f} s",
+                    file=sys.stderr,
+                    flush=True,
+                )
                 break
             if time.monotonic() - saved > 180:
                 late.append(page)
@@ -151,8 +155,10 @@ def run(args, where: Path, env: dict[str, str]) -> None:
         if xs:
             print(f"  {op:6s} n={len(xs):5d}  p50 {pct(xs, 0.5):7.1f} ms  p95 {pct(xs, 0.95):7.1f} ms")
     if waits:
-        print(f"  a person's page saved -> committed: n={len(waits)}  p50 {pct(waits, 0.5):7.1f} ms  "
-              f"p95 {pct(waits, 0.95):7.1f} ms  max {max(waits) * 1000:7.1f} ms; not committed in 180 s: {len(late)}")
+        print(
+            f"  a person's page saved -> committed: n={len(waits)}  p50 {pct(waits, 0.5):7.1f} ms  "
+            f"p95 {pct(waits, 0.95):7.1f} ms  max {max(waits) * 1000:7.1f} ms; not committed in 180 s: {len(late)}"
+        )
     for e in errors[:5]:
         print("  error:", e)
     print(f"server exit code after SIGTERM: {code}")

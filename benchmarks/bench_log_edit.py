@@ -33,8 +33,10 @@ from pathlib import Path
 from revisions import REPO, env_for, extract
 
 REL = "memory/users/ana/2026-05-01.md"
-WORDS = ("theremin kayak origami falconry calligraphy beekeeping fencing pottery juggling archery "
-         "woodcarving snorkelling glassblowing bouldering").split()
+WORDS = (
+    "theremin kayak origami falconry calligraphy beekeeping fencing pottery juggling archery "
+    "woodcarving snorkelling glassblowing bouldering"
+).split()
 
 
 def write_log(home: Path, facts: int) -> None:
@@ -54,12 +56,14 @@ def edit(home: Path, n: int) -> str:
     text = path.read_text(encoding="utf-8")
     word = f"{WORDS[n % len(WORDS)]}"
     # A fact line no earlier edit (of this run or of an earlier one on the same home) replaced.
-    start = next(text.find(f"(fact {8000 + k % 4000}).") for k in range(n, n + 4000)
-                 if f"(fact {8000 + k % 4000})." in text)
+    start = next(
+        text.find(f"(fact {8000 + k % 4000}).") for k in range(n, n + 4000) if f"(fact {8000 + k % 4000})." in text
+    )
     line_start = text.rindex("\n", 0, start) + 1
     line_end = text.index("\n", start)
-    path.write_text(text[:line_start] + f"- [context] Ana took up {word} lessons (edit {n})." + text[line_end:],
-                    encoding="utf-8")
+    path.write_text(
+        text[:line_start] + f"- [context] Ana took up {word} lessons (edit {n})." + text[line_end:], encoding="utf-8"
+    )
     return word
 
 
@@ -77,9 +81,15 @@ def child(mode: str, home: Path, n: int) -> dict:
             sync_cpu = time.process_time() - cpu
             hits = engine.search(f"{word} lessons", user_id="ana", limit=1)
             done = time.perf_counter()
-        return {"open_s": opened - started, "sync_s": synced - opened, "sync_cpu_s": sync_cpu, "search_s": done - synced,
-                "found": bool(hits) and word in hits[0].content, "embedded": report.embedded_texts,
-                "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+        return {
+            "open_s": opened - started,
+            "sync_s": synced - opened,
+            "sync_cpu_s": sync_cpu,
+            "search_s": done - synced,
+            "found": bool(hits) and word in hits[0].content,
+            "embedded": report.embedded_texts,
+            "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        }
     times, found = [], []
     with syncd.open(home) as engine:
         engine.search("garden", user_id="ana", limit=1)
@@ -91,13 +101,21 @@ def child(mode: str, home: Path, n: int) -> dict:
             hits = engine.search(f"{word} lessons", user_id="ana", limit=1)
             times.append((time.perf_counter() - started, time.process_time() - cpu))
             found.append(bool(hits) and word in hits[0].content)
-    return {"searchable_s": statistics.median(t for t, _ in times), "searchable_cpu_s": statistics.median(c for _, c in times),
-            "found": all(found)}
+    return {
+        "searchable_s": statistics.median(t for t, _ in times),
+        "searchable_cpu_s": statistics.median(c for _, c in times),
+        "found": all(found),
+    }
 
 
 def run_child(code: Path, mode: str, home: Path, n: int) -> dict:
-    done = subprocess.run([sys.executable, __file__, "_child", mode, str(home), str(n)], env=env_for(code),
-                          capture_output=True, text=True, check=False)
+    done = subprocess.run(
+        [sys.executable, __file__, "_child", mode, str(home), str(n)],
+        env=env_for(code),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     if done.returncode != 0:
         raise SystemExit(f"{mode} with {code} failed:\n{done.stderr[-3000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -109,8 +127,25 @@ def _timed_cli(code: Path, home: Path, *args: str) -> tuple[float, float, float,
         started = time.perf_counter()
         # Run from the home: `python -m` puts the working folder first on sys.path, so started in
         # this checkout, "old" would import this checkout's syncd.
-        done = subprocess.run(["/usr/bin/time", "-f", "%U %S %M", "-o", report.name, sys.executable, "-m", "syncd",
-                               *args, "--home", str(home)], env=env_for(code), capture_output=True, text=True, cwd=home)
+        done = subprocess.run(
+            [
+                "/usr/bin/time",
+                "-f",
+                "%U %S %M",
+                "-o",
+                report.name,
+                sys.executable,
+                "-m",
+                "syncd",
+                *args,
+                "--home",
+                str(home),
+            ],
+            env=env_for(code),
+            capture_output=True,
+            text=True,
+            cwd=home,
+        )
         wall = time.perf_counter() - started
         if done.returncode != 0:
             raise SystemExit(f"syncd {args[0]} with {code} failed: {done.stderr[-2000:]}")
@@ -125,10 +160,19 @@ def run_cli(code: Path, home: Path, n: int) -> dict:
     word = edit(home, n)
     wall, cpu, rss, out = _timed_cli(code, home, "sync", "-q")
     embedded = int(out.split(" texts embedded")[0].rsplit(" ", 1)[-1])
-    search_wall, search_cpu, search_rss, found = _timed_cli(code, home, "search", f"{word} lessons", "--user", "ana",
-                                                            "--limit", "1", "--json")
-    return {"wall_s": wall, "cpu_s": cpu, "rss_mb": rss, "embedded": embedded, "search_wall_s": search_wall,
-            "search_cpu_s": search_cpu, "search_rss_mb": search_rss, "found": word in found}
+    search_wall, search_cpu, search_rss, found = _timed_cli(
+        code, home, "search", f"{word} lessons", "--user", "ana", "--limit", "1", "--json"
+    )
+    return {
+        "wall_s": wall,
+        "cpu_s": cpu,
+        "rss_mb": rss,
+        "embedded": embedded,
+        "search_wall_s": search_wall,
+        "search_cpu_s": search_cpu,
+        "search_rss_mb": search_rss,
+        "found": word in found,
+    }
 
 
 def main() -> None:
@@ -168,17 +212,26 @@ def main() -> None:
                 results[name]["daemon"].append(run_child(code, "daemon", home, n + 1))
                 results[name]["cli"].append(run_cli(code, home, n + 4))
                 n += 5
-        print(f"\n{facts:,}-fact log, one line edited in place; median of {args.runs} runs "
-              f"(old = {args.old}, new = this checkout); load average {os.getloadavg()[1]:.1f} (5 min) on "
-              f"{os.cpu_count()} CPUs")
-        rows = [("fresh engine: sync", "fresh", "sync_s"), ("fresh engine: sync CPU", "fresh", "sync_cpu_s"),
-                ("fresh engine: then search", "fresh", "search_s"),
-                ("fresh engine: open", "fresh", "open_s"), ("fresh engine: peak RSS MB", "fresh", "rss_mb"),
-                ("daemon: edit -> searchable", "daemon", "searchable_s"),
-                ("daemon: edit -> searchable CPU", "daemon", "searchable_cpu_s"), ("syncd sync (CLI) wall", "cli", "wall_s"),
-                ("syncd sync (CLI) CPU", "cli", "cpu_s"), ("syncd sync (CLI) peak RSS MB", "cli", "rss_mb"),
-                ("then syncd search (CLI) wall", "cli", "search_wall_s"), ("then syncd search (CLI) CPU", "cli", "search_cpu_s"),
-                ("then syncd search (CLI) RSS MB", "cli", "search_rss_mb")]
+        print(
+            f"\n{facts:,}-fact log, one line edited in place; median of {args.runs} runs "
+            f"(old = {args.old}, new = this checkout); load average {os.getloadavg()[1]:.1f} (5 min) on "
+            f"{os.cpu_count()} CPUs"
+        )
+        rows = [
+            ("fresh engine: sync", "fresh", "sync_s"),
+            ("fresh engine: sync CPU", "fresh", "sync_cpu_s"),
+            ("fresh engine: then search", "fresh", "search_s"),
+            ("fresh engine: open", "fresh", "open_s"),
+            ("fresh engine: peak RSS MB", "fresh", "rss_mb"),
+            ("daemon: edit -> searchable", "daemon", "searchable_s"),
+            ("daemon: edit -> searchable CPU", "daemon", "searchable_cpu_s"),
+            ("syncd sync (CLI) wall", "cli", "wall_s"),
+            ("syncd sync (CLI) CPU", "cli", "cpu_s"),
+            ("syncd sync (CLI) peak RSS MB", "cli", "rss_mb"),
+            ("then syncd search (CLI) wall", "cli", "search_wall_s"),
+            ("then syncd search (CLI) CPU", "cli", "search_cpu_s"),
+            ("then syncd search (CLI) RSS MB", "cli", "search_rss_mb"),
+        ]
         print(f"  {'':32} {'old':>9} {'new':>9} {'new/old':>8}")
         for label, mode, key in rows:
             old, new = (statistics.median(r[key] for r in results[name][mode]) for name in ("old", "new"))
@@ -186,8 +239,10 @@ def main() -> None:
         for name in codes:
             found = all(r["found"] for mode in ("fresh", "daemon", "cli") for r in results[name][mode])
             embedded = [r["embedded"] for mode in ("fresh", "cli") for r in results[name][mode]]
-            print(f"  {name}: every edit found by its search: {found}; texts embedded by each fresh and CLI "
-                  f"sync: {embedded}")
+            print(
+                f"  {name}: every edit found by its search: {found}; texts embedded by each fresh and CLI "
+                f"sync: {embedded}"
+            )
 
 
 if __name__ == "__main__":

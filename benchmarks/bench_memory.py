@@ -31,10 +31,48 @@ from syncd.config import Settings
 from syncd.memory import MemoryManager
 from syncd.memory.extraction import complete
 
-_WHO = ["My sister", "The landlord", "A colleague", "Grandpa", "The dentist", "Our neighbour", "The coach", "An old friend"]
-_DOES = ["repairs vintage", "collects rare", "paints", "sells handmade", "photographs", "writes poems about", "restores", "breeds"]
-_WHAT = ["motorcycles", "orchids", "violins", "typewriters", "lighthouses", "sourdough", "chess sets", "kayaks", "telescopes", "beehives"]
-_WHERE = ["in Porto", "near the harbour", "every winter", "on weekends", "for charity", "since 1998", "in a tiny garage", "with the kids"]
+_WHO = [
+    "My sister",
+    "The landlord",
+    "A colleague",
+    "Grandpa",
+    "The dentist",
+    "Our neighbour",
+    "The coach",
+    "An old friend",
+]
+_DOES = [
+    "repairs vintage",
+    "collects rare",
+    "paints",
+    "sells handmade",
+    "photographs",
+    "writes poems about",
+    "restores",
+    "breeds",
+]
+_WHAT = [
+    "motorcycles",
+    "orchids",
+    "violins",
+    "typewriters",
+    "lighthouses",
+    "sourdough",
+    "chess sets",
+    "kayaks",
+    "telescopes",
+    "beehives",
+]
+_WHERE = [
+    "in Porto",
+    "near the harbour",
+    "every winter",
+    "on weekends",
+    "for charity",
+    "since 1998",
+    "in a tiny garage",
+    "with the kids",
+]
 
 
 def sentences(n: int, seed: int) -> list[str]:
@@ -72,7 +110,9 @@ def run_writers(manager: MemoryManager, home: Path, threads: int, per_thread: in
     )
     repo = git.Repo(home)
     tree_text = "\n".join(
-        b.data_stream.read().decode() for b in repo.head.commit.tree.traverse() if b.type == "blob" and b.path.endswith(".md")
+        b.data_stream.read().decode()
+        for b in repo.head.commit.tree.traverse()
+        if b.type == "blob" and b.path.endswith(".md")
     )
     return {
         "threads": threads,
@@ -94,8 +134,12 @@ class StageTimer:
         self.lock = threading.Lock()
         engine = manager.engine
         # The write path calls the engine's inner steps, not its public sync/commit.
-        for name, owner, attr in (("dedup", manager, "_new_facts"), ("index", engine, "_sync"), ("git commit", engine, "_commit"),
-                                  ("write check", engine_module, "check_tree_writable")):
+        for name, owner, attr in (
+            ("dedup", manager, "_new_facts"),
+            ("index", engine, "_sync"),
+            ("git commit", engine, "_commit"),
+            ("write check", engine_module, "check_tree_writable"),
+        ):
             setattr(owner, attr, self.wrap(name, getattr(owner, attr)))
 
     def wrap(self, name, fn):
@@ -117,7 +161,9 @@ class StageTimer:
 
 def turn_latency(manager: MemoryManager, turns: int) -> dict:
     def reply(i: int) -> str:
-        facts = [{"content": s, "category": "context", "importance": 0.5, "tags": ["bench"]} for s in sentences(3, 1000 + i)]
+        facts = [
+            {"content": s, "category": "context", "importance": 0.5, "tags": ["bench"]} for s in sentences(3, 1000 + i)
+        ]
         return json.dumps({"facts": facts})
 
     totals, llm_alone = [], []
@@ -127,7 +173,9 @@ def turn_latency(manager: MemoryManager, turns: int) -> dict:
         t0 = time.perf_counter()
         asyncio.run(complete(manager.settings, "s", "u", {"mock_response": reply(i)}))
         t1 = time.perf_counter()
-        asyncio.run(manager.process_conversation_turn_for_memories(turn, "c1", "turns", session_id="bench", transcript_line=i))
+        asyncio.run(
+            manager.process_conversation_turn_for_memories(turn, "c1", "turns", session_id="bench", transcript_line=i)
+        )
         t2 = time.perf_counter()
         llm_alone.append(t1 - t0)
         totals.append(t2 - t1)
@@ -168,7 +216,9 @@ def main() -> None:
                 )
                 per = {k: v / max(r["written"], 1) * 1000 for k, v in stages.items()}
                 other = r["seconds"] / max(r["written"], 1) * 1000 - sum(per.values())
-                print("    per write: " + ", ".join(f"{k} {v:.0f} ms" for k, v in per.items()) + f", rest {other:.0f} ms")
+                print(
+                    "    per write: " + ", ".join(f"{k} {v:.0f} ms" for k, v in per.items()) + f", rest {other:.0f} ms"
+                )
             lat = turn_latency(manager, args.turns)
             print(f"process_conversation_turn_for_memories, 3 new facts per turn, {lat['turns']} turns:")
             print(

@@ -183,8 +183,10 @@ def write_generated(root: Path) -> None:
     facts = large_facts()
     for d in range(10):
         when = day + dt.timedelta(days=d)
-        body = "".join(f"\n## 1{n % 10}:{n:02d} session:d{d}n{n}\n- [note] {fact}\n"
-                       for n, fact in enumerate(facts[d * 20 : (d + 1) * 20]))
+        body = "".join(
+            f"\n## 1{n % 10}:{n:02d} session:d{d}n{n}\n- [note] {fact}\n"
+            for n, fact in enumerate(facts[d * 20 : (d + 1) * 20])
+        )
         path = root / "memory/users/large" / f"{when}.md"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(f"# {when}\n{body}", encoding="utf-8")
@@ -220,8 +222,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data", type=Path, help="a LoCoMo-format JSON file (else the generated home only)")
     parser.add_argument("--workdir", type=Path, default=None, help="keep the built homes here and reuse them")
-    parser.add_argument("--mode", choices=["before", "after", "none"], default=None,
-                        help="which floor to apply (default: after if this tree has one, else before)")
+    parser.add_argument(
+        "--mode",
+        choices=["before", "after", "none"],
+        default=None,
+        help="which floor to apply (default: after if this tree has one, else before)",
+    )
     parser.add_argument("--show", action="store_true", help="list the off-topic queries that were answered")
     args = parser.parse_args()
 
@@ -238,8 +244,11 @@ def main() -> None:
             engine.reindex() if reuse else engine.sync()
             mode = args.mode or ("after" if "floor" in inspect.signature(engine.search).parameters else "before")
             search = searcher(engine, mode)
-            for name, queries in (("off-topic", OFF_TOPIC), ("common words", COMMON_ONLY),
-                                  ("gibberish", gibberish(100))):
+            for name, queries in (
+                ("off-topic", OFF_TOPIC),
+                ("common words", COMMON_ONLY),
+                ("gibberish", gibberish(100)),
+            ):
                 yes, total, listed = answered(search, queries, ["small", "large"])
                 rows.append((f"generated {name}", yes, total, listed))
             found = sum(any(h.content == fact for h in search(q, "small", limit=3)) for q, fact in SMALL_QUESTIONS)
@@ -258,8 +267,11 @@ def main() -> None:
             with syncd.open(root) as engine:
                 engine.reindex() if reuse else engine.sync()
                 search = searcher(engine, mode)
-                for name, queries in (("off-topic", OFF_TOPIC), ("common words", COMMON_ONLY),
-                                      ("gibberish", gibberish(100))):
+                for name, queries in (
+                    ("off-topic", OFF_TOPIC),
+                    ("common words", COMMON_ONLY),
+                    ("gibberish", gibberish(100)),
+                ):
                     yes, total, listed = answered(search, queries, users)
                     rows.append((f"LoCoMo {name}", yes, total, listed))
                 plain = searcher(engine, "none")

@@ -38,9 +38,7 @@ def daily_log(rng: random.Random, date: str, target: int) -> str:
         turn += 1
         hh, mm = divmod(480 + turn * 7, 60)
         session = f"s-{rng.randrange(16**6):06x}"
-        lines = [
-            f"\n## {hh % 24:02d}:{mm:02d} chat:telegram-{rng.randint(1, 99)} session:{session}\n"
-        ]
+        lines = [f"\n## {hh % 24:02d}:{mm:02d} chat:telegram-{rng.randint(1, 99)} session:{session}\n"]
         for i in range(rng.randint(1, 6)):
             cat = rng.choice(CATEGORIES)
             text = sentence(rng)
@@ -53,9 +51,7 @@ def daily_log(rng: random.Random, date: str, target: int) -> str:
                     f"imp:{rng.random():.2f} src:{session}#{i * 2 + 1} ts:{stamp} -->\n"
                 )
             elif roll < 0.75:  # remembered through the API without a session or importance
-                lines.append(
-                    f"- [{cat}] {text} <!-- id:m-{rng.randrange(16**16):016x} ts:{stamp} -->\n"
-                )
+                lines.append(f"- [{cat}] {text} <!-- id:m-{rng.randrange(16**16):016x} ts:{stamp} -->\n")
             else:
                 lines.append(f"- [{cat}] {text}\n")
         roll = rng.random()
@@ -73,8 +69,10 @@ def daily_log(rng: random.Random, date: str, target: int) -> str:
 
 def vault_page(rng: random.Random, n: int, target: int) -> str:
     out = [
-        (f"---\ntitle: Page {n}\ntags: [{rng.choice(WORDS)}, {rng.choice(WORDS)}]\n"
-         f"created: 2026-01-{n % 28 + 1:02d}\n---\n# Page {n}\n")
+        (
+            f"---\ntitle: Page {n}\ntags: [{rng.choice(WORDS)}, {rng.choice(WORDS)}]\n"
+            f"created: 2026-01-{n % 28 + 1:02d}\n---\n# Page {n}\n"
+        )
     ]
     size = 0
     while size < target:
@@ -132,9 +130,7 @@ def best_of(repeat: int, fn) -> tuple[float, float]:
 
 def rate(label: str, mb: float, times: tuple[float, float], extra: str = "") -> None:
     wall, cpu = times
-    print(
-        f"  {label:<19}{mb / wall:8.1f} MB/s wall {mb / cpu:8.1f} MB/s cpu  ({wall:.2f} s){extra}"
-    )
+    print(f"  {label:<19}{mb / wall:8.1f} MB/s wall {mb / cpu:8.1f} MB/s cpu  ({wall:.2f} s){extra}")
 
 
 def main() -> None:
@@ -149,10 +145,7 @@ def main() -> None:
         root = Path(tmp)
         started = time.perf_counter()
         logs, pages = write_tree(root, int(args.mb * 1e6), int(args.pages_mb * 1e6), args.seed)
-        print(
-            f"generated      {len(logs)} daily logs, {len(pages)} pages in "
-            f"{time.perf_counter() - started:.1f} s"
-        )
+        print(f"generated      {len(logs)} daily logs, {len(pages)} pages in {time.perf_counter() - started:.1f} s")
 
         log_bytes = [p.read_bytes() for p in logs]
         log_texts = [decode_markdown(b) for b in log_bytes]

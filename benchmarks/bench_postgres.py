@@ -97,8 +97,12 @@ def visibility_delays(root: Path, url: str, writes: int) -> list[float]:
         rel = "memory/users/bench-reader/2026-11-28.md"
         for n in range(writes):
             word = f"zorblax{n}q"
-            reader = subprocess.Popen([sys.executable, "-c", _READER, str(root), url, schema, word],
-                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+            reader = subprocess.Popen(
+                [sys.executable, "-c", _READER, str(root), url, schema, word],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                text=True,
+            )
             assert reader.stdout.readline().strip() == "ready"
             reader.stdin.write("go\n")
             reader.stdin.flush()
@@ -151,16 +155,20 @@ def vector_scan(url: str, rows: int, queries: int = 50, k: int = 40) -> None:
         start = time.perf_counter()
         conn.execute("CREATE INDEX ON bench_scan.v USING hnsw (vector vector_ip_ops)")
         built = time.perf_counter() - start
-        print(f"{rows:,} vectors in one scope, top {k}: exact p50 {pct(exact_times, .5):.1f} ms / "
-              f"p95 {pct(exact_times, .95):.1f} ms; HNSW built in {built:.1f} s")
+        print(
+            f"{rows:,} vectors in one scope, top {k}: exact p50 {pct(exact_times, 0.5):.1f} ms / "
+            f"p95 {pct(exact_times, 0.95):.1f} ms; HNSW built in {built:.1f} s"
+        )
         # pgvector's default ef_search (40) and wider searches: random unit vectors in 384
         # dimensions are all about equally far apart, HNSW's worst case (real embeddings cluster).
         for ef in (40, 200, 800):
             conn.execute(f"SET hnsw.ef_search = {ef}")
             hnsw_times, approximate = timed()
             recall = statistics.fmean(len(a & b) / k for a, b in zip(exact, approximate))
-            print(f"  HNSW ef_search {ef}: p50 {pct(hnsw_times, .5):.1f} ms / p95 {pct(hnsw_times, .95):.1f} ms, "
-                  f"recall@{k} {recall:.3f}; exact/HNSW p50 {pct(exact_times, .5) / pct(hnsw_times, .5):.1f}x")
+            print(
+                f"  HNSW ef_search {ef}: p50 {pct(hnsw_times, 0.5):.1f} ms / p95 {pct(hnsw_times, 0.95):.1f} ms, "
+                f"recall@{k} {recall:.3f}; exact/HNSW p50 {pct(exact_times, 0.5) / pct(hnsw_times, 0.5):.1f}x"
+            )
         conn.execute("DROP SCHEMA bench_scan CASCADE")
 
 
@@ -169,8 +177,14 @@ def main() -> None:
     parser.add_argument("--data", type=Path, default=None, help="a LoCoMo-format JSON file (else: --scan only)")
     parser.add_argument("--url", default=None, help="a PostgreSQL database with pgvector (default: a private one)")
     parser.add_argument("--visibility", type=int, default=5, help="writes timed until a reader sees them")
-    parser.add_argument("--scan", type=int, nargs="*", default=[], metavar="ROWS",
-                        help="also time an exact vector scan against HNSW over this many rows in one scope")
+    parser.add_argument(
+        "--scan",
+        type=int,
+        nargs="*",
+        default=[],
+        metavar="ROWS",
+        help="also time an exact vector scan against HNSW over this many rows in one scope",
+    )
     args = parser.parse_args()
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -202,14 +216,22 @@ def compare(tmp: Path, url: str, samples: list[dict], writes: int) -> None:
     pg = measure(root, Settings(index_url=url), samples, dia_of)
     print(f"{len(samples)} conversations, {lance['facts']} facts (PostgreSQL: {pg['facts']})")
     print(f"{'':<18} {'LanceDB':>10} {'PostgreSQL':>11} {'pg/lance':>9}")
-    for name in ("first sync (s)", "rebuild (s)", "no-op sync (ms)", "search p50 (ms)", "search p95 (ms)",
-                 *(f"R@{k}" for k in KS)):
+    for name in (
+        "first sync (s)",
+        "rebuild (s)",
+        "no-op sync (ms)",
+        "search p50 (ms)",
+        "search p95 (ms)",
+        *(f"R@{k}" for k in KS),
+    ):
         a, b = lance[name], pg[name]
         print(f"{name:<18} {a:>10.3f} {b:>11.3f} {b / a if a else float('nan'):>9.2f}")
     if writes:
         delays = visibility_delays(root, url, writes)
-        print(f"write -> reader in another process (PostgreSQL): median {statistics.median(delays) * 1000:.0f} ms, "
-              f"max {max(delays) * 1000:.0f} ms over {len(delays)} writes")
+        print(
+            f"write -> reader in another process (PostgreSQL): median {statistics.median(delays) * 1000:.0f} ms, "
+            f"max {max(delays) * 1000:.0f} ms over {len(delays)} writes"
+        )
 
 
 if __name__ == "__main__":

@@ -53,8 +53,14 @@ def main() -> None:
     many = max(2, os.cpu_count() or 1)
     print(f"{args.rows} rows x 384, {args.calls} calls, {args.gap_ms:.0f} ms between calls, {os.cpu_count()} cpus")
     kinds = {
-        "int8": (rng.integers(-127, 128, size=(args.rows, 384), dtype=np.int8), rng.integers(-127, 128, size=(1, 384), dtype=np.int8)),
-        "float32": (rng.standard_normal((args.rows, 384), dtype=np.float32), rng.standard_normal((1, 384), dtype=np.float32)),
+        "int8": (
+            rng.integers(-127, 128, size=(args.rows, 384), dtype=np.int8),
+            rng.integers(-127, 128, size=(1, 384), dtype=np.int8),
+        ),
+        "float32": (
+            rng.standard_normal((args.rows, 384), dtype=np.float32),
+            rng.standard_normal((1, 384), dtype=np.float32),
+        ),
     }
     for kind, (matrix, query) in kinds.items():
         one = measure(matrix, query, 1, args.calls, args.gap_ms / 1000)

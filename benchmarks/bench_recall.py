@@ -52,9 +52,7 @@ def sessions(conversation: dict) -> list[tuple[int, dt.datetime, list[dict]]]:
         for key, value in conversation.items()
         if key.startswith("session_") and isinstance(value, list)
     )
-    return [
-        (n, session_time(conversation[f"session_{n}_date_time"]), conversation[f"session_{n}"]) for n in numbers
-    ]
+    return [(n, session_time(conversation[f"session_{n}_date_time"]), conversation[f"session_{n}"]) for n in numbers]
 
 
 def turn_fact_id(sample: str, dia_id: str) -> str:
@@ -171,9 +169,9 @@ def calibrate(engine, samples: list[dict], dia_of: dict[str, str]) -> None:
 
     best = [max((h.parts["semantic"] for h in hits), default=0.0) for hits, _ in answerable]
     best_nonsense = [max((h.parts["semantic"] for h in hits), default=0.0) for hits in nonsense]
-    print("best-hit cosine   " + "  ".join(f"p{int(p * 100):02d}" for p in (.01, .05, .5, .95, .99)))
+    print("best-hit cosine   " + "  ".join(f"p{int(p * 100):02d}" for p in (0.01, 0.05, 0.5, 0.95, 0.99)))
     for name, xs in (("questions", best), ("nonsense", best_nonsense)):
-        print(f"{name:<17} " + "  ".join(f"{pct(xs, p):.2f}" for p in (.01, .05, .5, .95, .99)))
+        print(f"{name:<17} " + "  ".join(f"{pct(xs, p):.2f}" for p in (0.01, 0.05, 0.5, 0.95, 0.99)))
     # A made-up or shuffled word can still be a real one ("eon", a number): those queries match
     # by words, which no floor should undo. The floor is about the rest.
     wordless = [hits for hits in nonsense if not any(h.parts["fulltext"] > 0 for h in hits)]
@@ -186,8 +184,10 @@ def calibrate(engine, samples: list[dict], dia_of: dict[str, str]) -> None:
         ]
         empty = sum(not _kept(hits, floor) for hits, _ in answerable)
         answered = sum(bool(_kept(hits, floor)) for hits in wordless)
-        print(f"{floor:>5.2f}  {sum(recall) / len(recall):>8.3f}  {empty:>26}  "
-              f"{answered:>18}/{len(wordless)} ({answered / max(len(wordless), 1):.1%})")
+        print(
+            f"{floor:>5.2f}  {sum(recall) / len(recall):>8.3f}  {empty:>26}  "
+            f"{answered:>18}/{len(wordless)} ({answered / max(len(wordless), 1):.1%})"
+        )
 
 
 def main() -> None:
@@ -195,8 +195,13 @@ def main() -> None:
     parser.add_argument("--data", required=True, type=Path, help="a LoCoMo-format JSON file")
     parser.add_argument("--workdir", type=Path, default=None, help="keep the built home here and reuse it")
     parser.add_argument("--calibrate", action="store_true", help="print the relevance floor's trade-off")
-    parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
-                        help="a Settings field for the run, e.g. --set search_weight_context=0")
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a Settings field for the run, e.g. --set search_weight_context=0",
+    )
     args = parser.parse_args()
     samples = json.loads(args.data.read_text(encoding="utf-8"))
     settings = Settings(**dict(item.split("=", 1) for item in args.set))
@@ -212,8 +217,10 @@ def main() -> None:
             report = engine.reindex() if reuse else engine.sync()
             built = time.perf_counter() - start
             counts = engine.index.counts()
-            print(f"{len(samples)} conversations, {counts['facts']} facts, {counts['chunks']} chunks; "
-                  f"{'re' if reuse else ''}indexed in {built:.1f} s ({report.plan.summary()})")
+            print(
+                f"{len(samples)} conversations, {counts['facts']} facts, {counts['chunks']} chunks; "
+                f"{'re' if reuse else ''}indexed in {built:.1f} s ({report.plan.summary()})"
+            )
             engine.search("warm up", user_id=user_of(samples[0]["sample_id"]), limit=1)
             if args.calibrate:
                 calibrate(engine, samples, dia_of)
@@ -228,8 +235,10 @@ def main() -> None:
     for name in order:
         by_k = recalls[name]
         print(f"{name:<12} {len(by_k[KS[0]]):>5} " + " ".join(f"{sum(v) / len(v):>6.3f}" for v in by_k.values()))
-    print(f"search latency over {len(latencies)} queries: p50 {pct(latencies, .5):.1f} ms, "
-          f"p95 {pct(latencies, .95):.1f} ms")
+    print(
+        f"search latency over {len(latencies)} queries: p50 {pct(latencies, 0.5):.1f} ms, "
+        f"p95 {pct(latencies, 0.95):.1f} ms"
+    )
 
 
 if __name__ == "__main__":

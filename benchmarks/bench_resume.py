@@ -47,8 +47,10 @@ def build_home(root: Path, files: int, facts: int) -> Path:
     for i in range(files):
         day = (start + dt.timedelta(days=i)).isoformat()
         lines = [f"# {day}", "", "## 09:30 chat:c1 session:s1"]
-        lines += [f"- [note] On day {i} Ana wrote down item {i * facts + k}: shelf {k}, box {(i * 7 + k) % 31}."
-                  for k in range(facts)]
+        lines += [
+            f"- [note] On day {i} Ana wrote down item {i * facts + k}: shelf {k}, box {(i * 7 + k) % 31}."
+            for k in range(facts)
+        ]
         path = home / "memory/users/ana" / f"{day}.md"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text("\n".join(lines) + "\n")
@@ -90,13 +92,13 @@ def on_terminal(cmd: list[str]) -> tuple[float, float | None, int, str, str]:
 
 def interrupted_then_resumed(python: str, home: Path, after_s: float) -> dict:
     env = os.environ | {"PYTHONUNBUFFERED": "1"}
-    proc = subprocess.Popen(syncd_cmd(python, home, "sync", "-q"), stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, text=True, env=env)
+    proc = subprocess.Popen(
+        syncd_cmd(python, home, "sync", "-q"), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env
+    )
     time.sleep(after_s)
     proc.send_signal(signal.SIGTERM)
     err = proc.communicate(timeout=600)[1]
-    status = subprocess.run(syncd_cmd(python, home, "status"), capture_output=True, text=True,
-                            check=False).stdout
+    status = subprocess.run(syncd_cmd(python, home, "status"), capture_output=True, text=True, check=False).stdout
     started = time.perf_counter()
     done = subprocess.run(syncd_cmd(python, home, "sync", "-q"), capture_output=True, text=True, check=False)
     wall = time.perf_counter() - started
@@ -119,16 +121,28 @@ def measure(name: str, python: str, source: Path, work: Path, stop_at: float) ->
     shutil.copytree(source, first_home, symlinks=True)
     wall, first, redraws, last, out = on_terminal(syncd_cmd(python, first_home, "sync"))
     match = SUMMARY.search(out)
-    result = {"wall": wall, "first progress": first, "redraws": redraws, "left on screen": last,
-              "files": int(match[1]), "texts": int(match[2])}
-    print(f"  first sync {wall:.1f} s, first progress after {first if first is None else round(first, 1)} s, "
-          f"{redraws} redraws; left: {last!r}", flush=True)
+    result = {
+        "wall": wall,
+        "first progress": first,
+        "redraws": redraws,
+        "left on screen": last,
+        "files": int(match[1]),
+        "texts": int(match[2]),
+    }
+    print(
+        f"  first sync {wall:.1f} s, first progress after {first if first is None else round(first, 1)} s, "
+        f"{redraws} redraws; left: {last!r}",
+        flush=True,
+    )
     cut_home = work / name / "cut"
     shutil.copytree(source, cut_home, symlinks=True)
     result |= interrupted_then_resumed(python, cut_home, stop_at * wall)
-    print(f"  stopped at {stop_at * wall:.1f} s (exit {result['exit']}: {result['said']!r}); status says "
-          f"another model: {result['another model']}; next sync {result['resume wall']:.1f} s, "
-          f"{result['resume files']} files, {result['resume texts']} texts embedded", flush=True)
+    print(
+        f"  stopped at {stop_at * wall:.1f} s (exit {result['exit']}: {result['said']!r}); status says "
+        f"another model: {result['another model']}; next sync {result['resume wall']:.1f} s, "
+        f"{result['resume files']} files, {result['resume texts']} texts embedded",
+        flush=True,
+    )
     return result
 
 

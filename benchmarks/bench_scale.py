@@ -39,8 +39,10 @@ from syncd.config import Settings
 from syncd.embedding.fastembed_backend import load_embedder
 from syncd.index.rows import parse_file
 
-WORDS = ("tea kite river garden piano marathon sourdough chess bike yoga Lyon Kyoto nurse cat "
-         "rain spring harbour lantern violin orchard").split()
+WORDS = (
+    "tea kite river garden piano marathon sourdough chess bike yoga Lyon Kyoto nurse cat "
+    "rain spring harbour lantern violin orchard"
+).split()
 # The raw embedding time is measured on at most this many of the same texts and scaled up.
 _RAW_SAMPLE = 5000
 
@@ -126,9 +128,16 @@ def child_files(home: Path, models: Path) -> dict:
         texts += [row.embed_text for row in parse_file(rel, path.read_bytes())]
     raw, sampled = _raw_embedding_seconds(embedder, texts)
     return {
-        "files": files, "texts": len(texts), "sync_s": first, "noop_s": noop,
-        "noop_changed": not again.plan.empty, "raw_embed_s": raw, "raw_sampled": sampled,
-        "peak_rss_mb": peak_rss, "model_rss_mb": base_rss, "peak_maps": sampler.peak,
+        "files": files,
+        "texts": len(texts),
+        "sync_s": first,
+        "noop_s": noop,
+        "noop_changed": not again.plan.empty,
+        "raw_embed_s": raw,
+        "raw_sampled": sampled,
+        "peak_rss_mb": peak_rss,
+        "model_rss_mb": base_rss,
+        "peak_maps": sampler.peak,
         "embedded": report.embedded_texts,
     }
 
@@ -155,15 +164,33 @@ def child_log(home: Path, models: Path, rel: str) -> dict:
         # and its row's line number with it. Appended: what remembering a fact does.
         edited = "(fact 5000)." if report.facts > 5000 else "(fact 1)."
         inserted = f"(fact {report.facts * 7 // 10 + 1})."
-        edit = searchable(lambda t: t.replace(edited, "and now plays the theremin on Tuesdays.", 1),
-                          "theremin on Tuesdays", "theremin")
-        insert = searchable(lambda t: t.replace(inserted, inserted + "\n- [context] Ana once sailed to Tromsø in "
-                                                "winter.", 1), "sailed to Tromsø", "Tromsø")
-        append = searchable(lambda t: t + "\n## 23:59 chat:c1 session:appended\n- [context] Ana bought a red kayak.\n",
-                            "red kayak", "kayak")
-    return {"facts": report.facts, "index_s": index_s, "edit_searchable_s": edit[0], "found": edit[1],
-            "insert_searchable_s": insert[0], "insert_found": insert[1], "append_searchable_s": append[0],
-            "append_found": append[1], "peak_rss_mb": _peak_rss_mb(), "peak_maps": sampler.peak}
+        edit = searchable(
+            lambda t: t.replace(edited, "and now plays the theremin on Tuesdays.", 1),
+            "theremin on Tuesdays",
+            "theremin",
+        )
+        insert = searchable(
+            lambda t: t.replace(inserted, inserted + "\n- [context] Ana once sailed to Tromsø in winter.", 1),
+            "sailed to Tromsø",
+            "Tromsø",
+        )
+        append = searchable(
+            lambda t: t + "\n## 23:59 chat:c1 session:appended\n- [context] Ana bought a red kayak.\n",
+            "red kayak",
+            "kayak",
+        )
+    return {
+        "facts": report.facts,
+        "index_s": index_s,
+        "edit_searchable_s": edit[0],
+        "found": edit[1],
+        "insert_searchable_s": insert[0],
+        "insert_found": insert[1],
+        "append_searchable_s": append[0],
+        "append_found": append[1],
+        "peak_rss_mb": _peak_rss_mb(),
+        "peak_maps": sampler.peak,
+    }
 
 
 def _run_child(*args: str) -> dict:
@@ -193,10 +220,12 @@ def bench_files(n: int, work: Path) -> None:
         )
     small, big = (results[s] for s in sorted(results))
     ns, nb = sorted(results)
-    print(f"per-file ratio {nb} vs {ns} (1.0 = linear): sync {big['sync_s'] / nb / (small['sync_s'] / ns):.2f}, "
-          f"sync/embedding {big['sync_s'] / big['raw_embed_s']:.2f} vs {small['sync_s'] / small['raw_embed_s']:.2f}, "
-          f"no-op {big['noop_s'] / nb / (small['noop_s'] / ns):.2f}; "
-          f"mappings {big['peak_maps']} vs {small['peak_maps']}")
+    print(
+        f"per-file ratio {nb} vs {ns} (1.0 = linear): sync {big['sync_s'] / nb / (small['sync_s'] / ns):.2f}, "
+        f"sync/embedding {big['sync_s'] / big['raw_embed_s']:.2f} vs {small['sync_s'] / small['raw_embed_s']:.2f}, "
+        f"no-op {big['noop_s'] / nb / (small['noop_s'] / ns):.2f}; "
+        f"mappings {big['peak_maps']} vs {small['peak_maps']}"
+    )
 
 
 def bench_log(n: int, work: Path) -> None:
@@ -205,19 +234,24 @@ def bench_log(n: int, work: Path) -> None:
         home = syncd.init(work / f"log{size}").home
         rel = write_log(home, size)
         r = results[size] = _run_child("_log", str(home), str(work / "models"), rel)
-        print(f"{size:>7} facts in one log: indexed in {r['index_s']:.1f}s "
-              f"({1000 * r['index_s'] / size:.2f} ms/fact); searchable after a one-line edit in "
-              f"{r['edit_searchable_s']:.2f}s (found={r['found']}), an inserted line "
-              f"{r['insert_searchable_s']:.2f}s (found={r['insert_found']}), an appended section "
-              f"{r['append_searchable_s']:.2f}s (found={r['append_found']}); peak RSS {r['peak_rss_mb']:.0f} MB; "
-              f"most memory mappings {r['peak_maps']}", flush=True)
+        print(
+            f"{size:>7} facts in one log: indexed in {r['index_s']:.1f}s "
+            f"({1000 * r['index_s'] / size:.2f} ms/fact); searchable after a one-line edit in "
+            f"{r['edit_searchable_s']:.2f}s (found={r['found']}), an inserted line "
+            f"{r['insert_searchable_s']:.2f}s (found={r['insert_found']}), an appended section "
+            f"{r['append_searchable_s']:.2f}s (found={r['append_found']}); peak RSS {r['peak_rss_mb']:.0f} MB; "
+            f"most memory mappings {r['peak_maps']}",
+            flush=True,
+        )
     ns, nb = sorted(results)
     big, small = results[nb], results[ns]
-    print(f"{nb} vs {ns} facts: per-fact indexing ratio "
-          f"{big['index_s'] / nb / (small['index_s'] / ns):.2f} (1.0 = linear); for 10x the log a one-line "
-          f"edit {big['edit_searchable_s'] / small['edit_searchable_s']:.2f}x, an inserted line "
-          f"{big['insert_searchable_s'] / small['insert_searchable_s']:.2f}x, an appended section "
-          f"{big['append_searchable_s'] / small['append_searchable_s']:.2f}x")
+    print(
+        f"{nb} vs {ns} facts: per-fact indexing ratio "
+        f"{big['index_s'] / nb / (small['index_s'] / ns):.2f} (1.0 = linear); for 10x the log a one-line "
+        f"edit {big['edit_searchable_s'] / small['edit_searchable_s']:.2f}x, an inserted line "
+        f"{big['insert_searchable_s'] / small['insert_searchable_s']:.2f}x, an appended section "
+        f"{big['append_searchable_s'] / small['append_searchable_s']:.2f}x"
+    )
 
 
 def main() -> None:

@@ -38,14 +38,25 @@ def pct(xs: list[float], p: float) -> float:
     return sorted(xs)[min(len(xs) - 1, int(len(xs) * p))] * 1000
 
 
-def start_server(root: Path, env: dict[str, str] | None = None, verbose: bool = False
-                 ) -> tuple[subprocess.Popen, str, str]:
+def start_server(
+    root: Path, env: dict[str, str] | None = None, verbose: bool = False
+) -> tuple[subprocess.Popen, str, str]:
     """``syncd serve`` on the home (``env``: another revision's code, benchmarks/revisions.py;
     ``verbose``: its debug log in ``serve.err`` beside the home)."""
     info = Home(root).private_dir / SERVER_FILE
     info.unlink(missing_ok=True)
     err = open(root.parent / "serve.err", "w")  # noqa: SIM115 - the child owns it
-    command = [sys.executable, "-m", "syncd", *(["-vv"] if verbose else []), "serve", "--home", str(root), "--port", "0"]
+    command = [
+        sys.executable,
+        "-m",
+        "syncd",
+        *(["-vv"] if verbose else []),
+        "serve",
+        "--home",
+        str(root),
+        "--port",
+        "0",
+    ]
     # Started beside the home, not in the checkout: `python -m` puts the working folder first on
     # sys.path, which would run this checkout's syncd whatever ``env`` names.
     proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=err, env=env, cwd=root.parent)
@@ -156,8 +167,12 @@ def main() -> None:
                     remote.append(time.perf_counter() - t)
                     r.raise_for_status()
             print(f"search, user-scoped, limit 10, {len(queries)} queries, sequential:")
-            print(f"  in-process Engine.search                 p50 {pct(local, 0.5):6.1f} ms  p95 {pct(local, 0.95):6.1f} ms")
-            print(f"  in-process MemoryManager.search_memories p50 {pct(managed, 0.5):6.1f} ms  p95 {pct(managed, 0.95):6.1f} ms")
+            print(
+                f"  in-process Engine.search                 p50 {pct(local, 0.5):6.1f} ms  p95 {pct(local, 0.95):6.1f} ms"
+            )
+            print(
+                f"  in-process MemoryManager.search_memories p50 {pct(managed, 0.5):6.1f} ms  p95 {pct(managed, 0.95):6.1f} ms"
+            )
             print(
                 f"  REST GET /memory/archival                p50 {pct(remote, 0.5):6.1f} ms  p95 {pct(remote, 0.95):6.1f} ms  "
                 f"(+{pct(remote, 0.5) - pct(managed, 0.5):.1f} ms at p50, +{pct(remote, 0.95) - pct(managed, 0.95):.1f} ms "

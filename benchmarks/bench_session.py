@@ -35,8 +35,10 @@ from syncd.formats.transcripts import make_entry, render_entry
 from syncd.memory import MemoryManager
 from syncd.session import SessionRunner, TranscriptManager
 
-_WORDS = ("tea garden morning train Lisbon harbour violin sourdough marathon nurse coffee weather friday "
-          "sister landlord orchid kayak telescope beehive typewriter chess garage winter weekend").split()
+_WORDS = (
+    "tea garden morning train Lisbon harbour violin sourdough marathon nurse coffee weather friday "
+    "sister landlord orchid kayak telescope beehive typewriter chess garage winter weekend"
+).split()
 
 
 def sentence(rng: random.Random, n: int) -> str:
@@ -55,7 +57,12 @@ def bench_turns(root: Path, embedder, turns: int) -> dict:
         runner = SessionRunner(MemoryManager(engine, default_user_id="ana"), extract=False)
         times = []
         for n in range(turns):
-            state = {"version": 2, "steps": [{"type": "task", "task": sentence(rng, 12)}], "tools": [], "serialized_at": "t"}
+            state = {
+                "version": 2,
+                "steps": [{"type": "task", "task": sentence(rng, 12)}],
+                "tools": [],
+                "serialized_at": "t",
+            }
             started = time.perf_counter()
             asyncio.run(runner.process_turn(f"s{n % 4}", sentence(rng, 25), sentence(rng, 40), state=state))
             times.append(time.perf_counter() - started)
@@ -93,8 +100,9 @@ def bench_indexing(base: Path, embedder, entries: int) -> dict:
         path.parent.mkdir(parents=True)
         with syncd.open(root, settings=settings, embedder=embedder) as engine:
             engine.sync()  # the home's own pages first: only the transcript is timed
-            path.write_bytes(b"".join(render_entry(make_entry("user" if i % 2 else "assistant", t))
-                                      for i, t in enumerate(texts)))
+            path.write_bytes(
+                b"".join(render_entry(make_entry("user" if i % 2 else "assistant", t)) for i, t in enumerate(texts))
+            )
             started = time.perf_counter()
             engine.sync()
             index_times.append(time.perf_counter() - started)
@@ -103,8 +111,12 @@ def bench_indexing(base: Path, embedder, entries: int) -> dict:
         started = time.perf_counter()
         embedder.embed(rows)  # the raw model, no cache: what the chunks cost to embed at all
         embed_times.append(time.perf_counter() - started)
-    return {"chunks": chunks, "index_s": statistics.median(index_times), "embed_s": statistics.median(embed_times),
-            "ratio": statistics.median(index_times) / statistics.median(embed_times)}
+    return {
+        "chunks": chunks,
+        "index_s": statistics.median(index_times),
+        "embed_s": statistics.median(embed_times),
+        "ratio": statistics.median(index_times) / statistics.median(embed_times),
+    }
 
 
 def main() -> None:
@@ -118,14 +130,20 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         base = Path(tmp)
         turns = bench_turns(syncd.init(base / "turns").home, embedder, args.turns)
-        print(f"runner per-turn overhead (no LLM, one commit each, {args.turns} turns): "
-              f"p50 {turns['p50_ms']:.1f} ms, p95 {turns['p95_ms']:.1f} ms (target p50 <= 100 ms)")
+        print(
+            f"runner per-turn overhead (no LLM, one commit each, {args.turns} turns): "
+            f"p50 {turns['p50_ms']:.1f} ms, p95 {turns['p95_ms']:.1f} ms (target p50 <= 100 ms)"
+        )
         rate = bench_appends(syncd.init(base / "appends").home, embedder, args.appends)
-        print(f"transcript appends: {rate['grouped_per_s']:.0f}/s inside one change group (durable, fsync each); "
-              f"{rate['committed_each_per_s']:.1f}/s each indexed and committed on its own")
+        print(
+            f"transcript appends: {rate['grouped_per_s']:.0f}/s inside one change group (durable, fsync each); "
+            f"{rate['committed_each_per_s']:.1f}/s each indexed and committed on its own"
+        )
         idx = bench_indexing(base, embedder, args.entries)
-        print(f"transcript indexing: {args.entries} entries -> {idx['chunks']} chunks of 400 tokens; index "
-              f"{idx['index_s']:.2f} s vs raw embedding {idx['embed_s']:.2f} s: ratio {idx['ratio']:.2f} (target <= 1.25)")
+        print(
+            f"transcript indexing: {args.entries} entries -> {idx['chunks']} chunks of 400 tokens; index "
+            f"{idx['index_s']:.2f} s vs raw embedding {idx['embed_s']:.2f} s: ratio {idx['ratio']:.2f} (target <= 1.25)"
+        )
 
 
 if __name__ == "__main__":

@@ -68,17 +68,27 @@ def add_to_searchable(a: Path, b: Path, trials: int, every: float) -> list[float
     times = []
     try:
         for root in (a, b):
-            wait(lambda root=root: "watching" in (root / ".syncd/daemon.log").read_text(errors="replace")
-                 if (root / ".syncd/daemon.log").exists() else False, 180, "the daemons")
+            wait(
+                lambda root=root: (
+                    "watching" in (root / ".syncd/daemon.log").read_text(errors="replace")
+                    if (root / ".syncd/daemon.log").exists()
+                    else False
+                ),
+                180,
+                "the daemons",
+            )
         with syncd.open(b, read_only=True) as reader:
             for n in range(trials):
                 token = f"zq{n:03d}x{os.urandom(2).hex()}"
                 started = time.monotonic()
-                asyncio.run(MemoryManager(a).add_memory(f"Parcel {token} waits at the post office.", "ana",
-                                                        dedup=False))
-                wait(lambda token=token: any(token in h.content for h in reader.search(token, user_id="ana",
-                                                                                        limit=3)),
-                     120, "the add to reach b")
+                asyncio.run(
+                    MemoryManager(a).add_memory(f"Parcel {token} waits at the post office.", "ana", dedup=False)
+                )
+                wait(
+                    lambda token=token: any(token in h.content for h in reader.search(token, user_id="ana", limit=3)),
+                    120,
+                    "the add to reach b",
+                )
                 times.append(time.monotonic() - started)
     finally:
         for proc in procs:
@@ -89,8 +99,10 @@ def add_to_searchable(a: Path, b: Path, trials: int, every: float) -> list[float
 
 
 def pull_cost(a: Path, b: Path, facts: int) -> tuple[float, float]:
-    texts = [f"Fact {n} of the other machine: the {['red', 'blue', 'green'][n % 3]} kite number {n} flew "
-             f"over hill {n % 17}." for n in range(facts)]
+    texts = [
+        f"Fact {n} of the other machine: the {['red', 'blue', 'green'][n % 3]} kite number {n} flew over hill {n % 17}."
+        for n in range(facts)
+    ]
     log = a / "memory" / "users" / "ana" / "2026-11-20.md"
     log.parent.mkdir(parents=True, exist_ok=True)
     log.write_text("# 2026-11-20\n\n## 10:00\n" + "".join(f"- [context] {t}\n" for t in texts))
@@ -118,11 +130,15 @@ def main() -> None:
     work.mkdir(parents=True, exist_ok=True)
     a, b = machines(work)
     times = add_to_searchable(a, b, args.trials, args.pull_every)
-    print(f"add on A -> searchable on B through a bare remote (--pull-every {args.pull_every:g} s, {len(times)} adds): "
-          f"p50 {statistics.median(times):.2f} s, p95 {pct(times, 0.95):.2f} s")
+    print(
+        f"add on A -> searchable on B through a bare remote (--pull-every {args.pull_every:g} s, {len(times)} adds): "
+        f"p50 {statistics.median(times):.2f} s, p95 {pct(times, 0.95):.2f} s"
+    )
     took, raw = pull_cost(a, b, args.facts)
-    print(f"pull bringing {args.facts} new facts: {took:.2f} s; raw embedding of the same texts {raw:.2f} s "
-          f"(pull / raw embedding {took / raw:.2f}x)")
+    print(
+        f"pull bringing {args.facts} new facts: {took:.2f} s; raw embedding of the same texts {raw:.2f} s "
+        f"(pull / raw embedding {took / raw:.2f}x)"
+    )
     print(f"load: {os.getloadavg()[0]:.2f} (1-min average) at the end; workdir {work}")
 
 

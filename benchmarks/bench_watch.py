@@ -32,12 +32,23 @@ from syncd.embedding.fastembed_backend import load_embedder
 from syncd.home import blob_sha
 
 FACTS = [
-    "Likes green tea in the morning.", "Works as a nurse in Lyon.", "Is allergic to peanuts.",
-    "Has a cat called Miso.", "Prefers short answers.", "Runs on Sundays.", "Plays the cello.",
-    "Reads science fiction.", "Learns Japanese.", "Bakes sourdough bread.",
+    "Likes green tea in the morning.",
+    "Works as a nurse in Lyon.",
+    "Is allergic to peanuts.",
+    "Has a cat called Miso.",
+    "Prefers short answers.",
+    "Runs on Sundays.",
+    "Plays the cello.",
+    "Reads science fiction.",
+    "Learns Japanese.",
+    "Bakes sourdough bread.",
 ]
-GIT_ENV = {"GIT_AUTHOR_NAME": "bench", "GIT_AUTHOR_EMAIL": "b@b", "GIT_COMMITTER_NAME": "bench",
-           "GIT_COMMITTER_EMAIL": "b@b"}
+GIT_ENV = {
+    "GIT_AUTHOR_NAME": "bench",
+    "GIT_AUTHOR_EMAIL": "b@b",
+    "GIT_COMMITTER_NAME": "bench",
+    "GIT_COMMITTER_EMAIL": "b@b",
+}
 TICKS = os.sysconf("SC_CLK_TCK")
 
 
@@ -71,8 +82,9 @@ class DaemonProcess:
     def __init__(self, home: Path):
         self.home = home
         self.err = open(home.parent / "daemon.err", "a")  # noqa: SIM115 - closed in stop()
-        self.proc = subprocess.Popen([sys.executable, "-m", "syncd", "watch", "--home", str(home)],
-                                     stdout=subprocess.DEVNULL, stderr=self.err)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "syncd", "watch", "--home", str(home)], stdout=subprocess.DEVNULL, stderr=self.err
+        )
         log = home / ".syncd/daemon.log"
         wait_for(lambda: log.exists() and "watching" in log.read_text(), 120, "the daemon to start")
 
@@ -126,15 +138,18 @@ def bench_latency(base: Path, embedder, edits: int) -> None:
             assert any(f"Edit {n}:" in h.content for h in reader.search(f"Edit {n}", limit=5)), "not searchable"
         time.sleep(rng.uniform(0.0, 0.4))  # a person (or an agent) edits again soon, not instantly
     wait_for(lambda: settled(reader), 60, "the last commit")
-    commits = subprocess.run(["git", "rev-list", "--count", "HEAD"], cwd=home, capture_output=True,
-                             text=True, check=True).stdout.strip()
+    commits = subprocess.run(
+        ["git", "rev-list", "--count", "HEAD"], cwd=home, capture_output=True, text=True, check=True
+    ).stdout.strip()
     reader.close()
     daemon.stop()
     ms = sorted(x * 1000 for x in latencies)
     p99 = ms[min(len(ms) - 1, round(0.99 * len(ms)) - 1)]
-    print(f"edit-to-searchable over {edits} single-line edits (default settings): "
-          f"p50 {statistics.median(ms):.0f} ms, p99 {p99:.0f} ms, max {ms[-1]:.0f} ms "
-          f"({commits} commits in the history)")
+    print(
+        f"edit-to-searchable over {edits} single-line edits (default settings): "
+        f"p50 {statistics.median(ms):.0f} ms, p99 {p99:.0f} ms, max {ms[-1]:.0f} ms "
+        f"({commits} commits in the history)"
+    )
 
 
 def bench_burst(base: Path, embedder, files: int) -> None:
@@ -182,10 +197,12 @@ def bench_burst(base: Path, embedder, files: int) -> None:
         engine.reindex()
         reindex = time.perf_counter() - t0
     burst = converged - checked_out
-    print(f"burst of {files} files: checkout took {checked_out - started:.2f} s; daemon converged "
-          f"{burst:.2f} s after it ({converged - started:.2f} s from its start); Engine.reindex of the same "
-          f"tree {reindex:.2f} s; ratio {burst / reindex:.2f} (from checkout start: "
-          f"{(converged - started) / reindex:.2f})")
+    print(
+        f"burst of {files} files: checkout took {checked_out - started:.2f} s; daemon converged "
+        f"{burst:.2f} s after it ({converged - started:.2f} s from its start); Engine.reindex of the same "
+        f"tree {reindex:.2f} s; ratio {burst / reindex:.2f} (from checkout start: "
+        f"{(converged - started) / reindex:.2f})"
+    )
 
 
 def bench_idle_and_memory(base: Path, embedder, idle_s: float, watched: int) -> None:
@@ -209,10 +226,13 @@ def bench_idle_and_memory(base: Path, embedder, idle_s: float, watched: int) -> 
     memory = daemon.memory_kb()
     daemon.stop()
     share = (cpu1 - cpu0) / (t1 - t0) * 100
-    print(f"idle: {cpu1 - cpu0:.2f} s of CPU over {t1 - t0:.0f} s = {share:.2f} % of one core "
-          f"(watching {watched} files)")
-    print(f"memory watching {watched} files (after startup reconcile and 20 edits): "
-          f"peak RSS {memory['VmHWM'] / 1024:.0f} MiB, current RSS {memory['VmRSS'] / 1024:.0f} MiB")
+    print(
+        f"idle: {cpu1 - cpu0:.2f} s of CPU over {t1 - t0:.0f} s = {share:.2f} % of one core (watching {watched} files)"
+    )
+    print(
+        f"memory watching {watched} files (after startup reconcile and 20 edits): "
+        f"peak RSS {memory['VmHWM'] / 1024:.0f} MiB, current RSS {memory['VmRSS'] / 1024:.0f} MiB"
+    )
 
 
 def main() -> None:

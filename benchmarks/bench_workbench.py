@@ -24,8 +24,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import syncd
 from tests import workbench_browser as wbb
 
-WORDS = ("tea kite river garden piano marathon sourdough chess bike yoga Lyon Kyoto nurse cat "
-         "rain spring harbour lantern violin orchard").split()
+WORDS = (
+    "tea kite river garden piano marathon sourdough chess bike yoga Lyon Kyoto nurse cat "
+    "rain spring harbour lantern violin orchard"
+).split()
 CATEGORIES = ("preference", "goal", "context", "plan", "technical", "personal")
 USERS, DAYS = 20, 50
 
@@ -47,7 +49,8 @@ def build(home: Path, facts: int) -> None:
                 n += 1
             (folder / f"{date}.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
     (home / "memory" / "users" / "user00" / "2026-02-23.md").write_text(
-        "# 2026-02-23\n\n- [preference] Likes smoked lapsang souchong tea.\n", encoding="utf-8")
+        "# 2026-02-23\n\n- [preference] Likes smoked lapsang souchong tea.\n", encoding="utf-8"
+    )
     t = time.monotonic()
     with syncd.open(home) as engine:
         engine.sync()
@@ -84,8 +87,10 @@ def main() -> None:
     print(f"home: {facts} facts ({home})")
     print(f"first render (Run All -> widgets shown): {first:.2f} s")
     print(f"search in the browser: first {search1:.2f} s (loads the rows), then {search2:.2f} s")
-    print(f"the same search in-process: {in_process * 1000:.0f} ms "
-          f"(browser/in-process: {search2 / max(in_process, 1e-6):.1f}x)")
+    print(
+        f"the same search in-process: {in_process * 1000:.0f} ms "
+        f"(browser/in-process: {search2 / max(in_process, 1e-6):.1f}x)"
+    )
 
 
 if __name__ == "__main__":

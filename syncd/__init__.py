@@ -36,6 +36,7 @@ def open(home=None, read_only: bool = False, settings: Settings | None = None, e
     follow_index(engine)  # the whole of syncd: the wiki's link graph follows the index
     return engine
 
+
 # Names load on first use: LanceDB and onnxruntime behind the engine, pydantic behind Settings,
 # so `syncd --help` and a search answered by the daemon stay quick.
 _LAZY = {
@@ -65,6 +66,7 @@ def __getattr__(name: str):
         module, attr = _LAZY[name]
         return getattr(importlib.import_module(module), attr)
     raise AttributeError(f"module 'syncd' has no attribute {name!r}")
+
 
 __all__ = [
     "__version__",

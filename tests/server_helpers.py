@@ -52,8 +52,9 @@ async def mcp_over_http(served: Served, token: str) -> AsyncIterator[Client]:
 
 
 @contextmanager
-def served_in_thread(home: Path, embedder, *, host: str = "127.0.0.1", cors_origins: tuple[str, ...] = (),
-                     **settings) -> Iterator[Served]:
+def served_in_thread(
+    home: Path, embedder, *, host: str = "127.0.0.1", cors_origins: tuple[str, ...] = (), **settings
+) -> Iterator[Served]:
     """A real server (uvicorn, daemon, LanceDB, git) on a thread, on ``host`` with a free port;
     the LLM answers with FAKE_FACTS through litellm's own mock_response."""
     warm_embed_cache(home, embedder)

@@ -18,7 +18,9 @@ def bare_remote(folder: Path) -> Path:
     return remote
 
 
-def shared_homes(folder: Path, embedder, count: int = 2, files: dict[str, str] | None = None) -> tuple[Path, list[Path]]:
+def shared_homes(
+    folder: Path, embedder, count: int = 2, files: dict[str, str] | None = None
+) -> tuple[Path, list[Path]]:
     """A bare remote and ``count`` homes sharing it: the first (named ``a``) with ``files``
     committed, set up for sharing and pushed, the others (``b``, ``c``, ...) cloned from the remote
     and adopted. Each home's embedding cache already holds the vault seed's vectors."""

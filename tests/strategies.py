@@ -119,15 +119,11 @@ _ID_CHARS = string.ascii_letters + string.digits + "._@+-"
 
 def _word(first: str, rest: str, max_rest: int, min_rest: int = 0) -> st.SearchStrategy[str]:
     # Cheaper than st.from_regex, which dominates run time when drawn thousands of times.
-    return st.builds(
-        str.__add__, st.sampled_from(first), st.text(rest, min_size=min_rest, max_size=max_rest)
-    )
+    return st.builds(str.__add__, st.sampled_from(first), st.text(rest, min_size=min_rest, max_size=max_rest))
 
 
 categories = _word(_LOWER, _LOWER + string.digits + "_-", 12, min_rest=1)
-safe_ids = _word(string.ascii_letters + string.digits, _ID_CHARS, 12).filter(
-    lambda s: ".." not in s
-)
+safe_ids = _word(string.ascii_letters + string.digits, _ID_CHARS, 12).filter(lambda s: ".." not in s)
 tag_words = st.one_of(
     st.sampled_from(["tea", "morning", "half-marathon", "c++", "日本", "a/b", "x_y", "#x"]),
     _word(string.ascii_letters + "éß日", string.ascii_letters + "-/_.:é", 6),
@@ -135,9 +131,7 @@ tag_words = st.one_of(
 
 _CONTENT_PIECES = st.one_of(
     line_text(12),
-    st.sampled_from(
-        ["`code`", "<!--", "-->", "<!-- note -->", "[x]", "- [pref]", "``", "a:b", "#1", "`a", "b`"]
-    ),
+    st.sampled_from(["`code`", "<!--", "-->", "<!-- note -->", "[x]", "- [pref]", "``", "a:b", "#1", "`a", "b`"]),
 )
 
 
@@ -151,13 +145,11 @@ def fact_contents() -> st.SearchStrategy[str]:
     )
 
 
-_meta_values = st.text(
-    string.ascii_letters + string.digits + ":#./_+-", min_size=1, max_size=8
-).filter(lambda v: "-->" not in v)
+_meta_values = st.text(string.ascii_letters + string.digits + ":#./_+-", min_size=1, max_size=8).filter(
+    lambda v: "-->" not in v
+)
 _extra_pairs = st.lists(
-    st.tuples(
-        _word(string.ascii_letters, string.ascii_letters + string.digits + "_.-", 5), _meta_values
-    ),
+    st.tuples(_word(string.ascii_letters, string.ascii_letters + string.digits + "_.-", 5), _meta_values),
     max_size=2,
 )
 _timestamps = st.sampled_from(
@@ -230,10 +222,7 @@ def engine_shaped_lines(draw: st.DrawFn) -> str:
             ]
         )
     )
-    return (
-        f"- [{draw(categories)}] {draw(fact_contents())}{tags} "
-        f"<!-- id:{draw(ids)} imp:{imp} src:{src} ts:{ts} -->"
-    )
+    return f"- [{draw(categories)}] {draw(fact_contents())}{tags} <!-- id:{draw(ids)} imp:{imp} src:{src} ts:{ts} -->"
 
 
 LOOKALIKE_LINES = [
@@ -290,8 +279,9 @@ def section_headings(draw: st.DrawFn) -> str:
 _endings = st.sampled_from(["\n", "\r\n"])
 
 
-def _draw_log_element(draw: st.DrawFn, lines: list[str], expected: list[tuple[int, Fact]],
-                      hidden_fact: Callable[[], str]) -> None:
+def _draw_log_element(
+    draw: st.DrawFn, lines: list[str], expected: list[tuple[int, Fact]], hidden_fact: Callable[[], str]
+) -> None:
     """One construct of a daily log appended to ``lines`` (a fact also to ``expected``)."""
     kind = draw(st.integers(0, 7))
     if kind <= 1:
@@ -374,26 +364,42 @@ def daily_log_models(draw: st.DrawFn) -> tuple:
         ending = draw(_endings)
         if i == len(elements) - 1 and e.text and draw(st.booleans()):
             ending = ""
-        out.append(
-            FactLine(e.fact, ending) if isinstance(e, FactLine) else TextLine(e.text, ending)
-        )
+        out.append(FactLine(e.fact, ending) if isinstance(e, FactLine) else TextLine(e.text, ending))
     return tuple(out)
 
 
 # Lines that change what the lines after them are: structure a log is re-read around (reparse.py).
 _STATEFUL_LINES = [
-    "## 09:30 chat:c1 session:s1", "## 10:00", "## 23:59 chat:c2 note", "## notes", "## 25:00 bad time",
-    "# 2026-11-22", "# Tuesday", "```", "~~~", "````", "  ```python", "<!--", "<!-- one line -->", "-->",
-    "---", "\ufeff## 11:00", "### deeper", "",
+    "## 09:30 chat:c1 session:s1",
+    "## 10:00",
+    "## 23:59 chat:c2 note",
+    "## notes",
+    "## 25:00 bad time",
+    "# 2026-11-22",
+    "# Tuesday",
+    "```",
+    "~~~",
+    "````",
+    "  ```python",
+    "<!--",
+    "<!-- one line -->",
+    "-->",
+    "---",
+    "\ufeff## 11:00",
+    "### deeper",
+    "",
 ]
 
 
 # Facts whose rows carry the dates their words mean (syncd.formats.when), and whose neighbours
 # then carry them as context: an edit beside them must redo exactly what a first read makes.
 _TIME_FACT_LINES = [
-    "- [dialog] Ana: I went to the support group yesterday.", "- [note] Met Bo last Friday.",
-    "- [note] Moved here two weeks ago. `move`", "- [plan] Flying to Lyon next month.",
-    "- [dialog] Bo: We hiked last weekend and the week before.", "- [note] 3 days ago it snowed.",
+    "- [dialog] Ana: I went to the support group yesterday.",
+    "- [note] Met Bo last Friday.",
+    "- [note] Moved here two weeks ago. `move`",
+    "- [plan] Flying to Lyon next month.",
+    "- [dialog] Bo: We hiked last weekend and the week before.",
+    "- [note] 3 days ago it snowed.",
 ]
 
 
@@ -444,7 +450,7 @@ def daily_log_edits(draw: st.DrawFn) -> tuple[str, str]:
         at = draw(st.integers(0, len(new)))
         cut = draw(st.integers(0, 3))
         typed = draw(st.sampled_from(["", "\n", "\r", "\r\n", "`", "```", "<!--", "-->", "# ", "## 12:00\n", "x"]))
-        new = new[:at] + typed + new[at + cut:]
+        new = new[:at] + typed + new[at + cut :]
     if new == old:
         reject()
     return old, new
@@ -539,17 +545,58 @@ def page_models(draw: st.DrawFn):
 # Query text that would change a filter's meaning if anything pasted it into SQL or FTS syntax.
 HOSTILE_TEXT = st.one_of(
     st.text(max_size=60),
-    st.sampled_from(["' OR 1=1 --", "user = 'bob'", '"; DROP TABLE entries; --', "tea') OR ('1'='1",
-                     "ünïcödé 茶 чай", "*", "\\", "NULL", "%", "AND kind = 'chunk'"]),
+    st.sampled_from(
+        [
+            "' OR 1=1 --",
+            "user = 'bob'",
+            '"; DROP TABLE entries; --',
+            "tea') OR ('1'='1",
+            "ünïcödé 茶 чай",
+            "*",
+            "\\",
+            "NULL",
+            "%",
+            "AND kind = 'chunk'",
+        ]
+    ),
 )
 
 
 # ---------------------------------------------------------------------------------------- paths
 
 # Folder and file names people and tools really make, most of them not valid ids or labels.
-_ODD_NAMES = ["Medical", "bad chat", "josé", "ana b", "...", "..x", "a..b", ".hidden", "-lead", "_x", "UPPER",
-              " ", " x ", "\t", "日本", "e\u0301", "x" * 130, "core", "chats", "MEMORY", "2026-11-22", "a'b",
-              "a\"b", "100%", "*", "?", "a\\b", "\u200b", "\ufeff", "CON"]
+_ODD_NAMES = [
+    "Medical",
+    "bad chat",
+    "josé",
+    "ana b",
+    "...",
+    "..x",
+    "a..b",
+    ".hidden",
+    "-lead",
+    "_x",
+    "UPPER",
+    " ",
+    " x ",
+    "\t",
+    "日本",
+    "e\u0301",
+    "x" * 130,
+    "core",
+    "chats",
+    "MEMORY",
+    "2026-11-22",
+    "a'b",
+    'a"b',
+    "100%",
+    "*",
+    "?",
+    "a\\b",
+    "\u200b",
+    "\ufeff",
+    "CON",
+]
 
 
 def odd_segments() -> st.SearchStrategy[str]:

@@ -102,15 +102,20 @@ def _check_round(home: Path, agents: Agents, branches: list[str], step: str) -> 
     """Every acknowledged add is in the last commit of main, or of the branch the person had
     checked out when it was made (a checkout and back leaves those on that branch)."""
     assert not agents.errors, agents.errors[:3]
-    wait_for(lambda: not git(home, "status", "--porcelain", "--", "memory").strip(), 60,
-             f"a clean memory tree after {step}: {git(home, 'status', '--porcelain')}")
+    wait_for(
+        lambda: not git(home, "status", "--porcelain", "--", "memory").strip(),
+        60,
+        f"a clean memory tree after {step}: {git(home, 'status', '--porcelain')}",
+    )
     assert git(home, "rev-parse", "--abbrev-ref", "HEAD").strip() == "main"
     text = "".join(_tip_text(home, ref) for ref in ["main", *branches])
     lost = [content for _, content in agents.kept if content not in text]
     if lost:
         trail = git(home, "log", "--all", "--format=%h %p %an %s", "-S", lost[0])
         reflog = git(home, "reflog", "-n", "30", "--format=%h %gs")
-    assert not lost, f"{len(lost)} of {len(agents.kept)} acknowledged adds are in no branch: {lost[:3]}\n{trail}\n{reflog}"
+    assert not lost, (
+        f"{len(lost)} of {len(agents.kept)} acknowledged adds are in no branch: {lost[:3]}\n{trail}\n{reflog}"
+    )
     assert not _editor_removed_facts(home)
     assert not _git_ok(home, "ls-files", "-u").stdout.strip(), "unmerged paths left behind"
 
@@ -226,8 +231,9 @@ def _revert_over_rest(served, home: Path, round_: int) -> None:
 
 def _revert_from_the_cli(served, home: Path, round_: int) -> None:
     sha = _person_commit(home, f"UndoCli{round_}")
-    done = subprocess.run([sys.executable, "-m", "syncd", "revert", sha, "--home", str(home)],
-                          capture_output=True, text=True, check=False)
+    done = subprocess.run(
+        [sys.executable, "-m", "syncd", "revert", sha, "--home", str(home)], capture_output=True, text=True, check=False
+    )
     assert done.returncode == 0, done.stderr
 
 

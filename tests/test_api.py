@@ -15,29 +15,66 @@ import syncd.session
 
 
 def test_public_names_are_pinned():
-    assert sorted(syncd.__all__) == sorted([
-        "__version__", "init", "open", "Engine", "Status", "Hit", "Intent", "InitReport", "Settings",
-        "WikiManager", "SyncdError", "ConfigError", "ConflictError", "EmbeddingError", "ExtractionError",
-        "BlockLimitError", "HomeError", "InvalidIdError", "LockedError", "NotFoundError", "ParseError",
-        "TranscriptManager", "StateMirror", "SessionPolicy", "SessionLifecycle", "ContextCompressor",
-        "TranscriptIndexer", "MarkdownIndexer", "SessionRunner",
-    ])
+    assert sorted(syncd.__all__) == sorted(
+        [
+            "__version__",
+            "init",
+            "open",
+            "Engine",
+            "Status",
+            "Hit",
+            "Intent",
+            "InitReport",
+            "Settings",
+            "WikiManager",
+            "SyncdError",
+            "ConfigError",
+            "ConflictError",
+            "EmbeddingError",
+            "ExtractionError",
+            "BlockLimitError",
+            "HomeError",
+            "InvalidIdError",
+            "LockedError",
+            "NotFoundError",
+            "ParseError",
+            "TranscriptManager",
+            "StateMirror",
+            "SessionPolicy",
+            "SessionLifecycle",
+            "ContextCompressor",
+            "TranscriptIndexer",
+            "MarkdownIndexer",
+            "SessionRunner",
+        ]
+    )
     for name in syncd.__all__:
         assert getattr(syncd, name) is not None
 
 
 def test_audit_names_are_pinned():
-    assert sorted(syncd.engine.audit.__all__) == sorted([
-        "LogEntry", "FactHistory", "FactChange", "CommitEffect", "read_log", "log", "fact_history", "blame",
-        "commit_effect", "revert",
-    ])
+    assert sorted(syncd.engine.audit.__all__) == sorted(
+        [
+            "LogEntry",
+            "FactHistory",
+            "FactChange",
+            "CommitEffect",
+            "read_log",
+            "log",
+            "fact_history",
+            "blame",
+            "commit_effect",
+            "revert",
+        ]
+    )
 
 
 @pytest.mark.parametrize("module", [syncd, syncd.memory, syncd.engine.audit, syncd.session], ids=lambda m: m.__name__)
 def test_all_lists_exactly_the_public_names(module):
     """Nothing public slips in (an import left over) or out (a name promised but gone)."""
     defined = {
-        name for name, value in vars(module).items()
+        name
+        for name, value in vars(module).items()
         if not name.startswith("_") and not isinstance(value, types.ModuleType) and name != "annotations"
     }
     lazy = set(getattr(module, "_LAZY", {}))

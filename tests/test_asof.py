@@ -136,7 +136,8 @@ def test_revisions_by_name_and_by_date(history):
     assert not any("Bob" in h.content for h in history.search("sailing to Oslo", user_id="bob"))
     assert any("Bob" in h.content for h in search_at(history, "sailing to Oslo", "HEAD~1", user_id="bob"))
     assert [h.id for h in history.search("sailing to Oslo", user_id="bob", at="HEAD~1")] == [
-        h.id for h in search_at(history, "sailing to Oslo", "HEAD~1", user_id="bob")]
+        h.id for h in search_at(history, "sailing to Oslo", "HEAD~1", user_id="bob")
+    ]
 
 
 def test_bad_revisions_are_clear_errors(history):
@@ -219,6 +220,7 @@ def test_the_rest_api_searches_a_past_commit_within_the_tokens_user(tmp_path, em
     with served_in_thread(root, embedder) as served:
         _, bob_token = served.tokens.add("bob")
         with served.client(served.admin) as admin, served.client(bob_token) as bob:
+
             def hits(client, **params):
                 answer = client.get("/memory/archival", params={"query": "Who keeps bees?", **params})
                 assert answer.status_code == 200, answer.text
@@ -343,7 +345,10 @@ def test_core_memory_as_a_past_commit_left_it(tmp_path, embedder):
     root = syncd.init(tmp_path / "home").home
     steps = [
         {"memory/core/persona.md": "Old global persona.", "memory/users/ana/core/user.md": "Ana likes tea."},
-        {"memory/users/ana/core/user.md": "Ana likes coffee.", "memory/users/ana/chats/c1/core/persona.md": "Chat one."},
+        {
+            "memory/users/ana/core/user.md": "Ana likes coffee.",
+            "memory/users/ana/chats/c1/core/persona.md": "Chat one.",
+        },
         {"memory/users/ana/chats/c1/core/persona.md": None, "memory/core/persona.md": "New global persona."},
     ]
     with syncd.open(root, embedder=embedder) as engine:
@@ -386,6 +391,7 @@ def test_the_rest_api_reads_core_memory_and_the_vault_at_a_past_commit(tmp_path,
     with served_in_thread(root, embedder) as served:
         _, bob_token = served.tokens.add("bob")
         with served.client(bob_token) as bob:
+
             def user_block(**params):
                 answer = bob.get("/memory/core", params=params)
                 assert answer.status_code == 200, answer.text

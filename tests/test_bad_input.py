@@ -27,13 +27,18 @@ from .daemon_helpers import running_daemon, wait_for
 from .helpers import assert_same_index, snapshot, write
 
 LOG = "memory/users/ana/2026-11-22.md"
-DAMAGED = (b"# 2026-11-22\n\n## 09:30 chat:c1 session:s1\n- [preference] Likes green tea.\n"
-           b"- [health] Allergic to pe\xffanuts.\n- [work] Works as a nurse in Lyon.\n")
+DAMAGED = (
+    b"# 2026-11-22\n\n## 09:30 chat:c1 session:s1\n- [preference] Likes green tea.\n"
+    b"- [health] Allergic to pe\xffanuts.\n- [work] Works as a nurse in Lyon.\n"
+)
 
 
 def _manager(engine) -> MemoryManager:
-    return MemoryManager(engine, settings=Settings(llm_model="gpt-4o-mini", core_refresh_importance=0.95),
-                         job_llm_options={"summarise": {"mock_response": "- Likes tea; a nurse."}})
+    return MemoryManager(
+        engine,
+        settings=Settings(llm_model="gpt-4o-mini", core_refresh_importance=0.95),
+        job_llm_options={"summarise": {"mock_response": "- Likes tea; a nurse."}},
+    )
 
 
 # ------------------------------------------------------------------------------ bytes that are not UTF-8
@@ -77,8 +82,13 @@ def test_one_bad_byte_costs_one_line_not_the_daily_log(engine, home, capsys):
 def test_cli_sync_prints_the_problem_once_and_status_is_not_healthy(home, capsys):
     write(home, LOG, DAMAGED)
     env = os.environ | {"PYTHONPATH": str(Path(__file__).resolve().parents[1])}
-    done = subprocess.run([sys.executable, "-m", "syncd", "sync", "--home", str(home), "-q"],
-                          capture_output=True, text=True, env=env, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-m", "syncd", "sync", "--home", str(home), "-q"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr
     assert done.stderr.count("2026-11-22.md") == 1, done.stderr
     assert main(["status", "--home", str(home), "--json"]) == 0
@@ -134,8 +144,12 @@ def test_a_file_name_that_is_not_utf8_is_a_per_file_error(engine, home):
 def test_cli_sync_reindex_and_status_survive_a_bad_name(home, capsys):
     _bad_name(home)
     # --no-commit: committing such a name is the history layer's part (see the report).
-    for command in (["sync", "-q", "--no-commit"], ["reindex", "-q"], ["sync", "-q", "--no-commit"],
-                    ["status", "--json"]):
+    for command in (
+        ["sync", "-q", "--no-commit"],
+        ["reindex", "-q"],
+        ["sync", "-q", "--no-commit"],
+        ["status", "--json"],
+    ):
         assert main([*command, "--home", str(home)]) == 0, command
     out = capsys.readouterr().out
     assert "vault/bad\\\\xffname.md" in out  # in status' JSON, escaped once more
@@ -204,8 +218,10 @@ def test_sync_and_status_reach_any_depth(engine, home, capsys, flattened):
 
 def test_the_daemon_watches_a_deep_tree(home, embedder, caplog, flattened):
     _deep(home / "vault")
-    with caplog.at_level(logging.WARNING, logger="syncd"), \
-            running_daemon(home, embedder, reconcile_interval_s=3600) as run:
+    with (
+        caplog.at_level(logging.WARNING, logger="syncd"),
+        running_daemon(home, embedder, reconcile_interval_s=3600) as run,
+    ):
         run.settle()
         assert run.daemon._watcher.failure is None
         deep = _deep(home / "vault", DEPTH - 10)

@@ -17,8 +17,9 @@ HEAVY = ("lancedb", "onnxruntime", "fastembed", "fastapi", "uvicorn", "mcp", "st
 
 def imported_modules(args: list[str], cwd) -> tuple[subprocess.CompletedProcess, set[str]]:
     """Run ``syncd ARGS`` with ``-X importtime``: every module the process imported, by name."""
-    result = subprocess.run([sys.executable, "-X", "importtime", "-m", "syncd", *args],
-                            capture_output=True, text=True, cwd=cwd, timeout=300)
+    result = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "syncd", *args], capture_output=True, text=True, cwd=cwd, timeout=300
+    )
     names = {line.rsplit("|", 1)[1].strip() for line in result.stderr.splitlines() if line.startswith("import time:")}
     return result, names
 
@@ -38,13 +39,28 @@ def synced_home(home, engine):
 
 @pytest.mark.parametrize(
     "argv",
-    [["--help"], ["--version"], ["search", "--help"], ["serve", "--help"], ["token", "list"], ["status"], ["status", "--json"], ["log"], ["log", "--json"],
-     ["lint"], ["links", "index"], ["backlinks", "index"]],
+    [
+        ["--help"],
+        ["--version"],
+        ["search", "--help"],
+        ["serve", "--help"],
+        ["token", "list"],
+        ["status"],
+        ["status", "--json"],
+        ["log"],
+        ["log", "--json"],
+        ["lint"],
+        ["links", "index"],
+        ["backlinks", "index"],
+    ],
 )
 def test_commands_without_model_or_index_import_neither(synced_home, argv):
-    result, names = imported_modules([*argv, "--home", str(synced_home)] if argv[0] in ("status", "log", "lint", "links", "backlinks", "token")
-                                     else argv,
-                                     synced_home.parent)
+    result, names = imported_modules(
+        [*argv, "--home", str(synced_home)]
+        if argv[0] in ("status", "log", "lint", "links", "backlinks", "token")
+        else argv,
+        synced_home.parent,
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     assert "syncd" in names and "click" in names  # the measurement saw the CLI run
     assert heavy(names) == []
@@ -77,9 +93,29 @@ def test_version_is_the_package_version(tmp_path):
 
 
 def test_every_command_and_option_has_help():
-    assert set(cli.commands) == {"init", "demo", "sync", "reindex", "search", "status", "watch", "log", "blame",
-                                 "revert", "lint", "links", "backlinks", "sessions", "serve", "mcp",
-                                 "token", "remote", "pull", "push", "merge-driver"}
+    assert set(cli.commands) == {
+        "init",
+        "demo",
+        "sync",
+        "reindex",
+        "search",
+        "status",
+        "watch",
+        "log",
+        "blame",
+        "revert",
+        "lint",
+        "links",
+        "backlinks",
+        "sessions",
+        "serve",
+        "mcp",
+        "token",
+        "remote",
+        "pull",
+        "push",
+        "merge-driver",
+    }
     for param in cli.params:
         assert getattr(param, "help", None), f"syncd {param.name} has no help"
     for name, command in cli.commands.items():

@@ -17,13 +17,19 @@ from syncd.index.files_mirror import FilesMirror, read_mirror
 from .helpers import write
 from .strategies import daily_log_texts, examples, page_texts
 
-PATHS = ["memory/users/ana/2026-11-20.md", "memory/users/ana/2026-11-21.md", "memory/users/bob/MEMORY.md",
-         "vault/Tea.md", "vault/notes/Coffee.md"]
+PATHS = [
+    "memory/users/ana/2026-11-20.md",
+    "memory/users/ana/2026-11-21.md",
+    "memory/users/bob/MEMORY.md",
+    "vault/Tea.md",
+    "vault/notes/Coffee.md",
+]
 
 operations = st.lists(
     st.one_of(
-        st.tuples(st.just("write"), st.sampled_from(PATHS), st.one_of(daily_log_texts().map(lambda t: t[0]),
-                                                                     page_texts())),
+        st.tuples(
+            st.just("write"), st.sampled_from(PATHS), st.one_of(daily_log_texts().map(lambda t: t[0]), page_texts())
+        ),
         st.tuples(st.just("bad bytes"), st.sampled_from(PATHS), st.just("")),
         st.tuples(st.just("delete"), st.sampled_from(PATHS), st.just("")),
         st.tuples(st.just("move"), st.sampled_from(PATHS), st.sampled_from(PATHS)),
@@ -76,7 +82,10 @@ def test_status_from_the_mirror_is_the_status_of_the_index(tmp_path_factory, emb
             assert snapshot.files == engine.index.files()
             counts = engine.index.counts()
             assert (len(snapshot.files), snapshot.facts, snapshot.chunks) == (
-                counts["files"], counts["facts"], counts["chunks"])
+                counts["files"],
+                counts["facts"],
+                counts["chunks"],
+            )
             _same(home, engine)
 
 

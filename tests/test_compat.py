@@ -74,8 +74,9 @@ def test_a_lazily_loaded_model_gets_one_quiet_session_and_embeds_the_same(text_e
     from fastembed import TextEmbedding
 
     folder = default_model_dir(tmp_path_factory.mktemp("models"))
-    lazy = TextEmbedding(DEFAULT_EMBED_MODEL, specific_model_path=str(folder), cache_dir=str(folder), threads=1,
-                         lazy_load=True)
+    lazy = TextEmbedding(
+        DEFAULT_EMBED_MODEL, specific_model_path=str(folder), cache_dir=str(folder), threads=1, lazy_load=True
+    )
     assert getattr(lazy.model, "model", None) is None and patches.fastembed_lazy_problems(lazy) == []
     patches.fastembed_quiet_session(lazy, threads=1)
     assert patches.fastembed_layout_problems(lazy) == []  # a session of the model, and its tokenizer

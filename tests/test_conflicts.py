@@ -48,8 +48,25 @@ def _merge_file(folder: Path, base: list[str], ours: list[str], theirs: list[str
         path = folder / name
         path.write_text("".join(f"{line}\n" for line in lines))
         files.append(str(path))
-    done = subprocess.run(["git", "merge-file", "-p", *how, f"--marker-size={MARKER_SIZE}", "-L", "ours", "-L", "base",
-                           "-L", "theirs", *files], capture_output=True, text=True, check=False)
+    done = subprocess.run(
+        [
+            "git",
+            "merge-file",
+            "-p",
+            *how,
+            f"--marker-size={MARKER_SIZE}",
+            "-L",
+            "ours",
+            "-L",
+            "base",
+            "-L",
+            "theirs",
+            *files,
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert done.returncode >= 0, done.stderr
     return done.stdout
 
@@ -108,7 +125,8 @@ REL = "memory/users/ana/2026-11-20.md"
 
 def _log(facts: dict[int, str]) -> str:
     return "# 2026-11-20\n\n## 10:00\n" + "".join(
-        f"- [context] Fact {n} about {text}. <!-- id:m-{n:04x} imp:0.5 -->\n" for n, text in facts.items())
+        f"- [context] Fact {n} about {text}. <!-- id:m-{n:04x} imp:0.5 -->\n" for n, text in facts.items()
+    )
 
 
 def _facts(text: str) -> dict[str, str]:
@@ -117,7 +135,11 @@ def _facts(text: str) -> dict[str, str]:
 
 
 @settings(max_examples=60, deadline=None)
-@given(size=st.integers(1, 6), both=st.sets(st.integers(0, 5), min_size=1), keep=st.sampled_from(["mine", "theirs", "both"]))
+@given(
+    size=st.integers(1, 6),
+    both=st.sets(st.integers(0, 5), min_size=1),
+    keep=st.sampled_from(["mine", "theirs", "both"]),
+)
 def test_a_fact_both_machines_edited_resolves_to_the_version_kept(size, both, keep):
     both = {n for n in both if n < size} or {0}
     base = {n: f"topic {n}" for n in range(size)}
@@ -187,8 +209,11 @@ def _cli(*args: str) -> str:
 
 def test_status_and_lint_report_each_conflict_with_its_file_and_line(conflicted):
     root = conflicted
-    where = {PAGE: _line_of(root, PAGE, "> [!conflict]"), BLOCK: _line_of(root, BLOCK, "> [!conflict]"),
-             LOG: _line_of(root, LOG, "<!-- syncd merge:")}
+    where = {
+        PAGE: _line_of(root, PAGE, "> [!conflict]"),
+        BLOCK: _line_of(root, BLOCK, "> [!conflict]"),
+        LOG: _line_of(root, LOG, "<!-- syncd merge:"),
+    }
     shown = _cli("status", "--home", str(root))
     for rel, line in where.items():
         assert f"conflict {rel}:{line}: both machines changed" in shown, shown
@@ -206,7 +231,8 @@ def test_status_and_lint_report_each_conflict_with_its_file_and_line(conflicted)
     assert f"Plans.md:{where[PAGE]}: warning merge-conflict: both machines changed this" in text
     vault_only = json.loads(_cli("lint", "--json", "--vault", str(root / "vault")))
     assert {(f["path"], f["line"]) for f in vault_only["findings"] if f["code"] == "merge-conflict"} == {
-        ("Plans.md", where[PAGE])}
+        ("Plans.md", where[PAGE])
+    }
 
 
 def test_resolving_through_the_write_path_commits_and_indexes_the_version_kept(conflicted, embedder):
@@ -219,7 +245,10 @@ def test_resolving_through_the_write_path_commits_and_indexes_the_version_kept(c
             resolve_conflict(engine, "../outside.md", 1, "mine")
         resolve_conflict(engine, PAGE, page_line, "theirs", author="tester")
         assert (root / PAGE).read_text() == BASE[PAGE].replace("north", "west")
-        assert git(root, "log", "-1", "--format=%an|%s").strip() == f"tester|Resolve the conflict at {PAGE}:{page_line}: keep theirs"
+        assert (
+            git(root, "log", "-1", "--format=%an|%s").strip()
+            == f"tester|Resolve the conflict at {PAGE}:{page_line}: keep theirs"
+        )
         resolve_conflict(engine, LOG, _line_of(root, LOG, "<!-- syncd merge:"), "mine")
         assert (root / LOG).read_text() == BASE[LOG].replace("tea.", "black tea.")
         resolve_conflict(engine, BLOCK, _line_of(root, BLOCK, "> [!conflict]"), "both")
@@ -242,7 +271,10 @@ def test_the_workbench_lists_conflicts_and_keeps_the_version_picked(conflicted, 
         assert [(c.path, c.kind) for c in panel.conflicts] == [(LOG, "fact"), (BLOCK, "callout"), (PAGE, "callout")]
         assert len(panel.rows.children) == 3 and "3 places" in panel.summary.value
         page_row = panel.rows.children[2]
-        assert "We sail east in May." in page_row.children[1].value and "We sail west in May." in page_row.children[1].value
+        assert (
+            "We sail east in May." in page_row.children[1].value
+            and "We sail west in May." in page_row.children[1].value
+        )
         # Someone edits the page above the callout meanwhile: the line listed is no callout any
         # more, so nothing is written and the list is read again.
         write(root, PAGE, "Added on top.\n" + (root / PAGE).read_text())

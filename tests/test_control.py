@@ -79,7 +79,9 @@ def test_requests_outside_the_protocol_are_refused_with_a_reason(home, embedder)
             encode({"v": PROTOCOL_VERSION, "method": "rm -rf"}): "ProtocolError",
             encode({"v": PROTOCOL_VERSION, "method": "search", "params": {"query": 3}}): "TypeError",
             encode({"v": PROTOCOL_VERSION, "method": "search", "params": {"query": "x", "evil": 1}}): "TypeError",
-            encode({"v": PROTOCOL_VERSION, "method": "search", "params": {"query": "x", "chat_id": "c"}}): "InvalidInputError",
+            encode(
+                {"v": PROTOCOL_VERSION, "method": "search", "params": {"query": "x", "chat_id": "c"}}
+            ): "InvalidInputError",
         }
         for line, kind in cases.items():
             answer = server.answer(line)
@@ -151,8 +153,11 @@ def test_searches_during_index_writes_see_whole_batches(home, embedder):
             for day in range(1, 9):
                 facts = [f"Gardening fact {day}-{n}: plants need water." for n in range(5)]
                 write(home, f"memory/users/ana/2026-10-{day:02d}.md", daily_log(facts, f"2026-10-{day:02d}"))
-                wait_for(lambda d=day: run.engine.index.files().get(f"memory/users/ana/2026-10-{d:02d}.md"), 60,
-                         f"day {day} indexed")
+                wait_for(
+                    lambda d=day: run.engine.index.files().get(f"memory/users/ana/2026-10-{d:02d}.md"),
+                    60,
+                    f"day {day} indexed",
+                )
         finally:
             done.set()
             for thread in searchers:
@@ -190,8 +195,12 @@ def test_the_daemon_loads_the_model_at_start(home, embedder):
 
 
 def test_the_client_imports_nothing_heavy():
-    result = subprocess.run([sys.executable, "-X", "importtime", "-c", "import syncd.control.client"],
-                            capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-X", "importtime", "-c", "import syncd.control.client"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     names = {line.rsplit("|", 1)[1].strip() for line in result.stderr.splitlines() if line.startswith("import time:")}
     assert "syncd.control.client" in names
     assert not {n.split(".")[0] for n in names} & {"lancedb", "numpy", "pyarrow", "pydantic", "git", "fastembed"}
@@ -209,8 +218,10 @@ except (BrokenPipeError, ConnectionResetError):
 """
 
 
-@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("setpriv") is None or not Path("/usr/bin/python3").exists(),
-                    reason="needs root, setpriv and a system python to act as another user")
+@pytest.mark.skipif(
+    os.geteuid() != 0 or shutil.which("setpriv") is None or not Path("/usr/bin/python3").exists(),
+    reason="needs root, setpriv and a system python to act as another user",
+)
 def test_another_user_is_refused_even_when_the_socket_is_opened_to_them(embedder):
     top = Path(tempfile.mkdtemp(prefix="syncd-peer-"))
     try:
@@ -222,8 +233,9 @@ def test_another_user_is_refused_even_when_the_socket_is_opened_to_them(embedder
                 folder.chmod(0o755)
             path.chmod(0o666)
             as_nobody = ["setpriv", "--reuid", "65534", "--regid", "65534", "--clear-groups", "/usr/bin/python3"]
-            result = subprocess.run([*as_nobody, "-c", _PING_AS_NOBODY, str(path)], capture_output=True,
-                                    text=True, timeout=60)
+            result = subprocess.run(
+                [*as_nobody, "-c", _PING_AS_NOBODY, str(path)], capture_output=True, text=True, timeout=60
+            )
             assert result.returncode == 0, result.stderr
             assert result.stdout.strip() == "b''"  # closed without an answer
             assert ask_daemon(home, "ping")["pid"] == os.getpid()  # while its owner is answered

@@ -28,8 +28,14 @@ from .daemon_helpers import (
 )
 from .helpers import assert_matches_rebuild, write
 
-FACTS = ["Likes green tea in the morning.", "Works as a nurse in Lyon.", "Is allergic to peanuts.",
-         "Has a cat called Miso.", "Prefers short answers.", "Runs on Sundays."]
+FACTS = [
+    "Likes green tea in the morning.",
+    "Works as a nurse in Lyon.",
+    "Is allergic to peanuts.",
+    "Has a cat called Miso.",
+    "Prefers short answers.",
+    "Runs on Sundays.",
+]
 NOBODY = 65534
 
 
@@ -52,8 +58,13 @@ def test_two_daemons_on_one_home_cannot_both_run_and_sigterm_commits(home, embed
     first = start_cli_daemon(home)
     try:
         wait_for(lambda: "watching" in _log_text(home), 60, "the first daemon to start")
-        second = subprocess.run([sys.executable, "-m", "syncd", "watch", "--home", str(home)],
-                                capture_output=True, text=True, timeout=60, check=False)
+        second = subprocess.run(
+            [sys.executable, "-m", "syncd", "watch", "--home", str(home)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
         assert second.returncode == 1
         assert f"pid {first.pid}" in second.stderr, second.stderr
         with syncd.open(home, read_only=True, embedder=embedder) as reader:
@@ -75,8 +86,11 @@ def _stage_bulk(home: Path, users: int, days: int) -> Path:
     staging = Path(tempfile.mkdtemp(dir=home.parent))
     for u in range(users):
         for d in range(days):
-            write(staging, f"bulk{u}/2026-{1 + d // 28:02d}-{1 + d % 28:02d}.md",
-                  daily_log([FACTS[(u + d) % 6], FACTS[(u * 7 + d) % 6]]))
+            write(
+                staging,
+                f"bulk{u}/2026-{1 + d // 28:02d}-{1 + d % 28:02d}.md",
+                daily_log([FACTS[(u + d) % 6], FACTS[(u * 7 + d) % 6]]),
+            )
     return staging
 
 
@@ -146,9 +160,14 @@ def test_permission_denied_on_one_file_is_skipped_and_the_daemon_goes_on(home, e
         code, err = _stop(daemon, home)
         assert code == 0, err
         # The index with the unreadable file equals a rebuild made by a process that cannot read it.
-        check = subprocess.run([*WITHOUT_ROOT_READ, sys.executable, "-c", _CHECK, str(home)],
-                               cwd=Path(__file__).parents[1], capture_output=True, text=True, timeout=300,
-                               check=False)
+        check = subprocess.run(
+            [*WITHOUT_ROOT_READ, sys.executable, "-c", _CHECK, str(home)],
+            cwd=Path(__file__).parents[1],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
         assert "rebuild-ok" in check.stdout, check.stderr
         daemon = start_cli_daemon(home, prefix=WITHOUT_ROOT_READ)
         wait_for(lambda: "watching" in _log_text(home).rsplit("stopped watching", 1)[-1], 60, "the restart")

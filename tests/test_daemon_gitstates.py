@@ -29,8 +29,12 @@ from .daemon_helpers import (
 from .helpers import assert_matches_rebuild, write
 
 LOG = "memory/users/ana/2026-11-22.md"
-FACTS = ["Likes green tea in the morning.", "Works as a nurse in Lyon.", "Is allergic to peanuts.",
-         "Has a cat called Miso."]
+FACTS = [
+    "Likes green tea in the morning.",
+    "Works as a nurse in Lyon.",
+    "Is allergic to peanuts.",
+    "Has a cat called Miso.",
+]
 NEW_FACT = "- [preference] Reads crime novels.\n"
 
 
@@ -62,9 +66,21 @@ def _warnings(caplog, text: str) -> list[str]:
 
 
 def _conflict(home, *args: str) -> None:
-    done = subprocess.run(["git", *args], cwd=home, capture_output=True, text=True, check=False,
-                          env=os.environ | {"GIT_AUTHOR_NAME": "P", "GIT_AUTHOR_EMAIL": "p@x", "GIT_COMMITTER_NAME": "P",
-                                            "GIT_COMMITTER_EMAIL": "p@x", "GIT_EDITOR": "true"})
+    done = subprocess.run(
+        ["git", *args],
+        cwd=home,
+        capture_output=True,
+        text=True,
+        check=False,
+        env=os.environ
+        | {
+            "GIT_AUTHOR_NAME": "P",
+            "GIT_AUTHOR_EMAIL": "p@x",
+            "GIT_COMMITTER_NAME": "P",
+            "GIT_COMMITTER_EMAIL": "p@x",
+            "GIT_EDITOR": "true",
+        },
+    )
     assert done.returncode != 0 and "CONFLICT" in done.stdout + done.stderr, done.stdout + done.stderr
 
 
@@ -188,8 +204,11 @@ def test_a_stale_index_lock_is_a_warning_at_once_with_the_fix(home, embedder, ca
         wait_for(lambda: _warnings(caplog, f"rm {lock}"), 5, "a warning with the fix, at once")
 
         def retries() -> list[str]:
-            return [r.getMessage() for r in caplog.records
-                    if r.levelno == logging.INFO and f"rm {lock}" in r.getMessage() and "commit later" in r.getMessage()]
+            return [
+                r.getMessage()
+                for r in caplog.records
+                if r.levelno == logging.INFO and f"rm {lock}" in r.getMessage() and "commit later" in r.getMessage()
+            ]
 
         wait_for(lambda: len(retries()) >= 2, 30, "two retries after the warning")
         assert len(_warnings(caplog, f"rm {lock}")) == 1  # still one warning

@@ -43,7 +43,9 @@ def test_a_text_restates_itself(text):
     assert restates(text, text)
 
 
-@given(_TEXT, st.lists(_SPACE, min_size=40, max_size=40), st.sampled_from([str.upper, str.lower, str.title, str.swapcase]))
+@given(
+    _TEXT, st.lists(_SPACE, min_size=40, max_size=40), st.sampled_from([str.upper, str.lower, str.title, str.swapcase])
+)
 def test_case_and_whitespace_never_make_a_new_fact(text, spaces, case):
     words = text.split()
     variant = spaces[0] + "".join(w + spaces[(i + 1) % len(spaces)] for i, w in enumerate(words))
@@ -188,6 +190,7 @@ def server(tmp_path_factory, embedder):
 
 def test_rest_stores_corrections_and_names_the_duplicate(server):
     with server.client(server.admin) as client:
+
         def add(content: str, **extra) -> dict:
             response = client.post("/memory/archival", json={"content": content, "user_id": "ana", **extra})
             assert response.status_code == 200, response.text
@@ -200,15 +203,21 @@ def test_rest_stores_corrections_and_names_the_duplicate(server):
         again = add("She is allergic to peanuts.")
         assert again["fact"] is None and again["duplicate"] is True
         known = again["duplicate_of"]
-        assert {k: known[k] for k in ("id", "content")} == {"id": first["fact"]["id"], "content": "Is allergic to peanuts."}
+        assert {k: known[k] for k in ("id", "content")} == {
+            "id": first["fact"]["id"],
+            "content": "Is allergic to peanuts.",
+        }
         line = (server.home / known["path"]).read_text().splitlines()[known["line"] - 1]
         assert f"id:{known['id']}" in line
 
         # The agent turns it into an update: the line changes in place, the old text stays in git.
-        response = client.patch(f"/memory/archival/{known['id']}",
-                                json={"content": "Is allergic to peanuts and cashews.", "user_id": "ana"})
+        response = client.patch(
+            f"/memory/archival/{known['id']}", json={"content": "Is allergic to peanuts and cashews.", "user_id": "ana"}
+        )
         assert response.status_code == 200, response.text
-        assert response.json()["id"] == known["id"] and response.json()["content"] == "Is allergic to peanuts and cashews."
+        assert (
+            response.json()["id"] == known["id"] and response.json()["content"] == "Is allergic to peanuts and cashews."
+        )
         assert "Is allergic to peanuts and cashews." in (server.home / known["path"]).read_text()
         history = git(server.home, "log", "-p", "--format=%s", "--", known["path"])
         assert "-- [context] Is allergic to peanuts. " in history and f"Edit fact {known['id']}" in history
@@ -219,6 +228,7 @@ def test_rest_stores_corrections_and_names_the_duplicate(server):
 def test_mcp_add_names_the_duplicate_and_update_changes_it(server):
     async def main():
         async with mcp_over_http(server, server.admin) as client:
+
             async def call(name, **arguments):
                 result = await client.call_tool(name, arguments)
                 assert not result.is_error, result.content[0].text
@@ -230,8 +240,12 @@ def test_mcp_add_names_the_duplicate_and_update_changes_it(server):
             again = await call("memory_add", content="her flight to tokyo is on march 5", user_id="mia")
             assert again["duplicate"] and again["duplicate_of"]["id"] == second["fact"]["id"]
             assert again["duplicate_of"]["content"] == "Her flight to Tokyo is on March 5."
-            updated = await call("memory_update", memory_id=first["fact"]["id"], user_id="mia",
-                                 content="Her flight to Tokyo was moved to March 5; the March 3 one is cancelled.")
+            updated = await call(
+                "memory_update",
+                memory_id=first["fact"]["id"],
+                user_id="mia",
+                content="Her flight to Tokyo was moved to March 5; the March 3 one is cancelled.",
+            )
             assert updated["id"] == first["fact"]["id"] and "cancelled" in updated["content"]
 
     run(main())

@@ -38,8 +38,7 @@ from syncd.index.tokens import TokenSpanner
 from .helpers import run_concurrently
 from .strategies import examples
 
-MODEL_FILES = ("model.onnx", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
-               "config.json")
+MODEL_FILES = ("model.onnx", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "config.json")
 
 
 @pytest.fixture(scope="module")
@@ -63,12 +62,24 @@ def cos(a: np.ndarray, b: np.ndarray) -> float:
 
 
 def test_public_api_is_pinned() -> None:
-    assert sorted(embed_mod.__all__) == sorted([
-        "BUNDLED_TOKENIZER_DIR", "DEFAULT_MODEL_ID", "DEFAULT_MODEL_SHA256",
-        "Embedder", "FastEmbedBackend", "OPTIONAL_MODEL_FILES",
-        "REQUIRED_MODEL_FILES", "assemble_model_dir", "bundled_onnx_path", "check_texts",
-        "default_model_dir", "load_embedder", "release_after_query", "verify_sha256",
-    ])
+    assert sorted(embed_mod.__all__) == sorted(
+        [
+            "BUNDLED_TOKENIZER_DIR",
+            "DEFAULT_MODEL_ID",
+            "DEFAULT_MODEL_SHA256",
+            "Embedder",
+            "FastEmbedBackend",
+            "OPTIONAL_MODEL_FILES",
+            "REQUIRED_MODEL_FILES",
+            "assemble_model_dir",
+            "bundled_onnx_path",
+            "check_texts",
+            "default_model_dir",
+            "load_embedder",
+            "release_after_query",
+            "verify_sha256",
+        ]
+    )
     assert sorted(syncd.index.embed_cache.__all__) == ["CachedEmbedder", "EmbeddingCache", "text_key"]
 
 
@@ -76,9 +87,7 @@ def test_public_api_is_pinned() -> None:
 # The default model, offline
 
 
-def test_default_model_loads_with_no_network(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_default_model_loads_with_no_network(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
 
     def no_network(*args: object, **kwargs: object) -> None:
@@ -154,7 +163,10 @@ def _peak_growth_mb(script: str, model_cache: Path) -> int:
     """How many MB a fresh process's peak RSS grew by over what ``script`` measures (it prints it)."""
     out = subprocess.run(
         [sys.executable, "-c", script, str(model_cache)],
-        capture_output=True, text=True, check=True, timeout=600,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=600,
     )
     return int(out.stdout.split()[-1])
 
@@ -240,7 +252,10 @@ def test_a_runtime_that_cannot_be_mapped_is_not_called_missing(model_cache: Path
     folder = [str(default_model_dir(model_cache))] if model == "folder" else []
     out = subprocess.run(
         [sys.executable, "-c", _NO_ROOM_SCRIPT, str(model_cache), model, *folder],
-        capture_output=True, text=True, timeout=300, check=False,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
     )
     message = out.stdout.strip()
     assert "not installed" not in message
@@ -275,9 +290,7 @@ def test_a_model_released_after_its_query_loads_again_with_the_same_vectors(
     assert fresh.loaded
 
 
-def test_concurrent_first_use_loads_once_and_agrees(
-    tmp_path: Path, backend: FastEmbedBackend
-) -> None:
+def test_concurrent_first_use_loads_once_and_agrees(tmp_path: Path, backend: FastEmbedBackend) -> None:
     fresh = FastEmbedBackend.bundled(tmp_path / "models")
     loads = []
     real_load = fresh._load
@@ -356,9 +369,7 @@ def test_assemble_is_idempotent_and_repairs(tmp_path: Path) -> None:
     assert sorted(p.name for p in target.iterdir()) == ["a.txt", "b.txt"]
 
 
-def test_assemble_copies_where_symlinks_fail(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_assemble_copies_where_symlinks_fail(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     def no_symlinks(*args: object, **kwargs: object) -> None:
         raise OSError("symlinks are not permitted here")
 
@@ -490,8 +501,9 @@ def test_law_the_bundled_model_embeds_as_fastembed_does(backend: FastEmbedBacken
     got = np.array(list(model.embed(texts, batch_size=len(texts))))
     want = np.array(list(fastembeds_own.embed(texts, batch_size=len(texts))))
     np.testing.assert_allclose(got, want, atol=1e-6)
-    np.testing.assert_allclose(next(iter(model.query_embed(texts[-1]))),
-                               next(iter(fastembeds_own.query_embed(texts[-1]))), atol=1e-6)
+    np.testing.assert_allclose(
+        next(iter(model.query_embed(texts[-1]))), next(iter(fastembeds_own.query_embed(texts[-1]))), atol=1e-6
+    )
 
 
 def test_transcript_chunks_count_the_word_pieces_of_the_model_that_embeds(
@@ -593,8 +605,7 @@ def test_cached_embedder_embeds_only_misses(tmp_path: Path, backend: FastEmbedBa
 
     mixed = cached.embed(["beta", "delta", "alpha", "epsilon", "delta"])
     assert (cached.calls, cached.embedded_texts) == (2, 5), "only delta and epsilon are new"
-    np.testing.assert_allclose(mixed, backend.embed(["beta", "delta", "alpha", "epsilon", "delta"]),
-                               atol=1e-6)
+    np.testing.assert_allclose(mixed, backend.embed(["beta", "delta", "alpha", "epsilon", "delta"]), atol=1e-6)
 
     assert cached.embed([]).shape == (0, 384)
     assert cached.calls == 2

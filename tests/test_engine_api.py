@@ -117,8 +117,7 @@ def test_no_module_imports_itself_through_others():
     one concept, or a helper in the wrong one: formats.facts and formats.reparse were)."""
     modules = {_module_name(p): p for p in PACKAGE.rglob("*.py")}
     graph = {
-        module: {t for t in _imports(path) if t in modules and t != module
-                 and not {module, t} <= MODULE_CYCLES_PENDING}
+        module: {t for t in _imports(path) if t in modules and t != module and not {module, t} <= MODULE_CYCLES_PENDING}
         for module, path in modules.items()
     }
     assert _cycle(graph) is None, f"import cycle: {' -> '.join(_cycle(graph))}"
@@ -130,7 +129,12 @@ FLOORS = [
     # settings, errors, the version; other libraries' internals mended (compat)
     {"syncd.errors", "syncd.config", "syncd._version", "syncd.compat"},
     {"syncd.home", "syncd.formats", "syncd.embedding"},  # the home on disk; pure formats; vectors
-    {"syncd.history", "syncd.index", "syncd.control", "syncd.api"},  # git; the index; the socket's wire; the API's models
+    {
+        "syncd.history",
+        "syncd.index",
+        "syncd.control",
+        "syncd.api",
+    },  # git; the index; the socket's wire; the API's models
     {"syncd.sync", "syncd.writes"},  # keeping the index in step; the write path
     {"syncd.engine"},  # the facade and its use cases
     {"syncd.wiki"},  # follows the engine's index by a hook; the engine never imports it
@@ -154,8 +158,10 @@ def test_every_part_of_syncd_has_a_floor():
 def test_every_import_points_down_a_floor():
     upward = [
         f"{source} (floor {_floor(source)}) -> {target} (floor {_floor(target)})"
-        for source, targets in _import_graph().items() if source != "syncd.__main__"
-        for target in targets if _floor(target) >= _floor(source)
+        for source, targets in _import_graph().items()
+        if source != "syncd.__main__"
+        for target in targets
+        if _floor(target) >= _floor(source)
     ]
     assert upward == []
 

@@ -168,7 +168,9 @@ def test_git_busy_past_the_wait_refuses_the_write_and_keeps_nothing(impatient, h
 
 def test_a_lock_held_for_a_moment_is_waited_out(engine, home, busy_git):
     threading.Timer(0.4, busy_git.unlink).start()
-    engine.write_file("vault/note.md", b"# Note\n\nA note about kites.\n", intent=Intent(author="agent", summary="Kites"))
+    engine.write_file(
+        "vault/note.md", b"# Note\n\nA note about kites.\n", intent=Intent(author="agent", summary="Kites")
+    )
     assert commits(home)[0].summary == "Kites"
     assert not git.Repo(home).is_dirty(untracked_files=True)
 

@@ -42,7 +42,9 @@ OTHER = textwrap.dedent(
 @pytest.fixture
 def other(home, embedder):
     warm_embed_cache(home, embedder)
-    env = dict(os.environ, PYTHONPATH=str(Path(syncd.__file__).parent.parent) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    env = dict(
+        os.environ, PYTHONPATH=str(Path(syncd.__file__).parent.parent) + os.pathsep + os.environ.get("PYTHONPATH", "")
+    )
     # The Popen's context closes our ends of its pipes (left open, each is a ResourceWarning).
     with subprocess.Popen(
         [sys.executable, "-c", OTHER, str(home)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env

@@ -37,7 +37,8 @@ def _drawn_tree() -> dict[str, str | None]:
 
 def _classes() -> dict[str, type]:
     return {
-        name: value for name, value in vars(errors).items()
+        name: value
+        for name, value in vars(errors).items()
         if inspect.isclass(value) and issubclass(value, errors.SyncdError) and value.__module__ == errors.__name__
     }
 

@@ -183,9 +183,7 @@ def test_unclosed_frontmatter_is_not_frontmatter():
 
 
 def test_comment_keys():
-    fact = parse_fact_line(
-        "- [health] Allergic to nuts. <!-- ts:2026-01-02 zz:1 id:f-9 src:sess-1 imp:1 aa:b:c -->"
-    )
+    fact = parse_fact_line("- [health] Allergic to nuts. <!-- ts:2026-01-02 zz:1 id:f-9 src:sess-1 imp:1 aa:b:c -->")
     assert fact.id == "f-9"
     assert fact.importance == 1.0
     assert (fact.source_session, fact.source_line) == ("sess-1", None)
@@ -198,8 +196,7 @@ def test_comment_keys():
 
 def test_malformed_or_repeated_known_keys_are_kept_as_extra():
     fact = parse_fact_line(
-        "- [pref] x <!-- imp:high imp:1.5 imp:0.25 id:bad..id id:ok id:again src:#3 "
-        "ts:yesterday -->"
+        "- [pref] x <!-- imp:high imp:1.5 imp:0.25 id:bad..id id:ok id:again src:#3 ts:yesterday -->"
     )
     assert fact.importance == 0.25
     assert fact.id == "ok"
@@ -332,8 +329,7 @@ def test_text_spans_exclude_structure_and_keep_lines():
 def test_derived_ids_are_stable_across_edits_elsewhere():
     before = parse_daily_log("# 2026-11-22\n- [pref] Likes tea.\n- [goal] Run.\n")
     after = parse_daily_log(
-        "# 2026-11-22\nnew prose\n- [goal] Swim. <!-- id:f-1 -->\n- [pref]   likes   TEA. \n"
-        "- [goal] Run a lot.\n"
+        "# 2026-11-22\nnew prose\n- [goal] Swim. <!-- id:f-1 -->\n- [pref]   likes   TEA. \n- [goal] Run a lot.\n"
     )
     tea_before = before.fact_ids(REL)[0]
     assert tea_before.startswith("h-") and len(tea_before) == 18
@@ -380,19 +376,11 @@ def test_replace_and_remove_by_index_explicit_and_derived_id():
     text = "# 2026-11-22\n- [pref] a <!-- id:f-1 -->\r\n- [pref]  b  \n- [pref] c"
     log = parse_daily_log(text)
     new = log.replace_fact("f-1", Fact("A", "pref", id="f-1"))
-    assert render_daily_log(new) == text.replace(
-        "- [pref] a <!-- id:f-1 -->", "- [pref] A <!-- id:f-1 -->"
-    )
+    assert render_daily_log(new) == text.replace("- [pref] a <!-- id:f-1 -->", "- [pref] A <!-- id:f-1 -->")
     derived = log.fact_ids(REL)[1]
     new = log.replace_fact(derived, Fact("B", "pref"), rel_path=REL)
-    assert (
-        render_daily_log(new)
-        == "# 2026-11-22\n- [pref] a <!-- id:f-1 -->\r\n- [pref] B\n- [pref] c"
-    )
-    assert (
-        render_daily_log(log.remove_fact(2))
-        == "# 2026-11-22\n- [pref] a <!-- id:f-1 -->\r\n- [pref]  b  \n"
-    )
+    assert render_daily_log(new) == "# 2026-11-22\n- [pref] a <!-- id:f-1 -->\r\n- [pref] B\n- [pref] c"
+    assert render_daily_log(log.remove_fact(2)) == "# 2026-11-22\n- [pref] a <!-- id:f-1 -->\r\n- [pref]  b  \n"
     assert log.replace_fact(1, log.facts()[1].fact) is log
     for key in (3, -1, "nope", True):
         with pytest.raises(NotFoundError):
@@ -425,9 +413,7 @@ def test_append_section_keeps_the_file_and_its_line_endings():
     assert [f.fact.content for f in revealed.facts()] == ["a"]
 
 
-@pytest.mark.parametrize(
-    ("text", "closer"), [("````\ncode", "````"), ("~~~\n", "~~~"), ("<!--\nhidden", "-->")]
-)
+@pytest.mark.parametrize(("text", "closer"), [("````\ncode", "````"), ("~~~\n", "~~~"), ("<!--\nhidden", "-->")])
 def test_append_section_closes_an_open_block(text, closer):
     log = append_section(parse_daily_log(text), "09:00", facts=[Fact("a", "pref")])
     assert render_daily_log(log).startswith(text.rstrip("\n") + "\n" + closer + "\n")

@@ -213,9 +213,7 @@ def test_frontmatter_tags(fm, tags):
 
 def test_page_from_body_round_trips():
     page = page_from_body("# Persona\nHelpful.\n", {"description": "who I am", "limit": 5000})
-    assert (
-        render_page(page) == "---\ndescription: who I am\nlimit: 5000\n---\n# Persona\nHelpful.\n"
-    )
+    assert render_page(page) == "---\ndescription: who I am\nlimit: 5000\n---\n# Persona\nHelpful.\n"
     assert page.body == "# Persona\nHelpful.\n"
     assert parse_page(render_page(page)) == page
     assert page_from_body("plain").text == "plain"
@@ -330,7 +328,9 @@ def test_comments_hide_tags_and_headings():
 
 
 def test_block_ids_and_footnotes():
-    page = parse_page("para ^abc-1\n- item ^Li\nnot^inline\n^solo\n`code ^no`\n[[P#^no]]\n[^1]: note\n```\nx ^fenced\n```\n")
+    page = parse_page(
+        "para ^abc-1\n- item ^Li\nnot^inline\n^solo\n`code ^no`\n[[P#^no]]\n[^1]: note\n```\nx ^fenced\n```\n"
+    )
     assert [(b.id, b.line) for b in page.block_ids] == [("abc-1", 1), ("Li", 2), ("solo", 4)]
     assert page.footnotes == ("1",)
 

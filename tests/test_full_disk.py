@@ -84,8 +84,10 @@ def _mount(where: Path, size: str) -> Iterator[SmallDisk]:
 
 
 # What LanceDB 13 raised on the real tmpfs when a table write ran out of room (captured there).
-_LANCE_FULL = ("lance error: LanceError(IO): No space left on device (os error 28), /root/.cargo/registry/src/"
-               "index.crates.io-1949cf8c6b5b557f/lance-file-13.0.0/src/writer/structural.rs:258:9")
+_LANCE_FULL = (
+    "lance error: LanceError(IO): No space left on device (os error 28), /root/.cargo/registry/src/"
+    "index.crates.io-1949cf8c6b5b557f/lance-file-13.0.0/src/writer/structural.rs:258:9"
+)
 _LANCE_WRITES = ("add", "delete", "update", "merge_insert", "optimize", "create_index", "drop_index")
 
 

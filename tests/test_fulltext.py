@@ -13,8 +13,28 @@ from syncd.index.fulltext import TextIndex, analyze, best_rows
 
 from .strategies import HOSTILE_TEXT
 
-WORDS = ["tea", "teas", "green", "running", "runs", "marathon", "café", "Cafe", "nurse", "Lyon", "the", "a",
-         "cat", "cats", "Miso", "spring", "peanuts", "allergic", "o'clock", "x" * 41]
+WORDS = [
+    "tea",
+    "teas",
+    "green",
+    "running",
+    "runs",
+    "marathon",
+    "café",
+    "Cafe",
+    "nurse",
+    "Lyon",
+    "the",
+    "a",
+    "cat",
+    "cats",
+    "Miso",
+    "spring",
+    "peanuts",
+    "allergic",
+    "o'clock",
+    "x" * 41,
+]
 
 
 def test_analyze_folds_case_accents_stems_and_drops_stop_words() -> None:
@@ -28,7 +48,12 @@ def test_analyze_folds_case_accents_stems_and_drops_stop_words() -> None:
 
 def test_question_words_and_contraction_pieces_are_stop_words() -> None:
     # Questions are how agents search: only the words that say what is asked about remain.
-    assert analyze("What did Caroline do when she went to the support group?") == ["carolin", "went", "support", "group"]
+    assert analyze("What did Caroline do when she went to the support group?") == [
+        "carolin",
+        "went",
+        "support",
+        "group",
+    ]
     assert analyze("How does he feel about it? Why didn't you've been there") == ["feel"]
     assert analyze("don't you're it's we'll they'd I'm shouldn't") == []
 

@@ -39,8 +39,9 @@ def _repo(root: Path) -> Path:
 
 def _waiting_git(root: Path, *args: str) -> subprocess.Popen:
     """A git command in ``root`` that runs until its stdin is closed."""
-    proc = subprocess.Popen(["git", *args], cwd=root, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        ["git", *args], cwd=root, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     wait_for(lambda: Path(f"/proc/{proc.pid}/comm").read_text() == "git\n", 10, "git to start")
     return proc
 
@@ -83,8 +84,11 @@ def test_a_pass_keeps_the_index_lock_until_a_command_begun_before_it_ends(tmp_pa
     (root / "a.md").write_text("A\n")
     person = _waiting_git(root, "apply", "--index")
     done: list = []
-    worker = threading.Thread(target=lambda: done.append(commit_chain(
-        root, [PlannedCommit(("a.md",), (), "ana-agent", "a@x")], lambda changes, _read: ["add a"])))
+    worker = threading.Thread(
+        target=lambda: done.append(
+            commit_chain(root, [PlannedCommit(("a.md",), (), "ana-agent", "a@x")], lambda changes, _read: ["add a"])
+        )
+    )
     worker.start()
     try:
         wait_for(lambda: head_sha(root) != parent, 20, "the pass to move HEAD")

@@ -138,8 +138,10 @@ def test_a_path_on_its_way_to_a_commit_is_not_written_again_until_committed():
     assert stages.committing.wait(30)
     indexed, _ = stages.start({"next.md"})
     stages.until(("index", {"next.md"}))
-    writers = [threading.Thread(target=lambda rel=rel: (stages.queue.wait_for_path(rel), order.append(rel)))
-               for rel in ("log.md", "next.md")]  # being committed; indexed, waiting for its commit
+    writers = [
+        threading.Thread(target=lambda rel=rel: (stages.queue.wait_for_path(rel), order.append(rel)))
+        for rel in ("log.md", "next.md")
+    ]  # being committed; indexed, waiting for its commit
     for w in writers:
         w.start()
     stages.queue.wait_for_path("other.md")  # another path is free at once

@@ -28,8 +28,12 @@ from .daemon_helpers import (
 from .helpers import assert_matches_rebuild, write
 
 LOG = "memory/users/ana/2026-11-22.md"
-FACTS = ["Likes green tea in the morning.", "Works as a nurse in Lyon.", "Is allergic to peanuts.",
-         "Has a cat called Miso."]
+FACTS = [
+    "Likes green tea in the morning.",
+    "Works as a nurse in Lyon.",
+    "Is allergic to peanuts.",
+    "Has a cat called Miso.",
+]
 
 
 @pytest.fixture(autouse=True)
@@ -66,14 +70,25 @@ def test_messages_say_what_changed(home):
 
 
 def test_one_agent_turn_is_one_commit_with_its_provenance(home, embedder):
-    turn = {"author": "tutor-bot", "user": "ana", "chat": "c1", "session": "s9", "turn": "t3",
-            "transcript_line": 42, "model": "gpt-test", "prompt_version": "extract-v2"}
+    turn = {
+        "author": "tutor-bot",
+        "user": "ana",
+        "chat": "c1",
+        "session": "s9",
+        "turn": "t3",
+        "transcript_line": 42,
+        "model": "gpt-test",
+        "prompt_version": "extract-v2",
+    }
     with running_daemon(home, embedder) as run:
         run.settle()
         with run.reader.changes():  # one turn's writes: one group, one commit
             run.reader.write_file(LOG, daily_log(FACTS[:2]).encode(), intent=Intent(summary="remember tea", **turn))
-            run.reader.write_file("memory/users/ana/MEMORY.md", b"# Ana\n\n- [identity] Nurse in Lyon.\n",
-                                  intent=Intent(summary="update profile", **turn))
+            run.reader.write_file(
+                "memory/users/ana/MEMORY.md",
+                b"# Ana\n\n- [identity] Nurse in Lyon.\n",
+                intent=Intent(summary="update profile", **turn),
+            )
         write(home, "vault/Hand.md", "# Hand\n\nTyped by a person.\n")
         run.settle()
         run.stop()
@@ -81,8 +96,15 @@ def test_one_agent_turn_is_one_commit_with_its_provenance(home, embedder):
         assert len(agent) == 1
         shown = git(home, "show", "--name-only", "--format=%an <%ae>%n%B", agent[0])
         assert "tutor-bot <tutor-bot@agents.syncd.local>" in shown
-        for trailer in ("Syncd-Session: s9", "Syncd-Turn: t3", "Syncd-Transcript-Line: 42", "Syncd-Model: gpt-test",
-                        "Syncd-Prompt-Version: extract-v2", "Syncd-User: ana", "Syncd-Source: api"):
+        for trailer in (
+            "Syncd-Session: s9",
+            "Syncd-Turn: t3",
+            "Syncd-Transcript-Line: 42",
+            "Syncd-Model: gpt-test",
+            "Syncd-Prompt-Version: extract-v2",
+            "Syncd-User: ana",
+            "Syncd-Source: api",
+        ):
             assert trailer in shown
         assert LOG in shown and "memory/users/ana/MEMORY.md" in shown and "vault/Hand.md" not in shown
         human = git(home, "log", "-1", "--format=%an", "--", "vault/Hand.md").strip()
@@ -113,8 +135,12 @@ def test_blame_finds_the_commit_that_introduced_a_fact_and_later_edits(home, eng
     first = _commit(home)[0]
     write(home, LOG, daily_log(FACTS[:2]).replace("- [preference] Works", "- [identity] Works"))
     second = _commit(home)[0]
-    write(home, LOG, daily_log(FACTS[:2]).replace("- [preference] Works", "- [identity] Works") +
-          "- [preference] Is allergic to peanuts.\n")
+    write(
+        home,
+        LOG,
+        daily_log(FACTS[:2]).replace("- [preference] Works", "- [identity] Works")
+        + "- [preference] Is allergic to peanuts.\n",
+    )
     _commit(home)
     engine.sync()
     fact = engine.index.find_fact(_fact_id(engine, FACTS[1]))[0]

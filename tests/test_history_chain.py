@@ -128,11 +128,16 @@ def test_head_moving_before_the_ref_update_loses_nothing(tmp_path, monkeypatch):
             env = {**os.environ, "GIT_INDEX_FILE": str(tmp_path / "their-index")}
             for step in (["read-tree", "HEAD"], ["update-index", "--add", "user.md"]):
                 subprocess.run(["git", *step], cwd=where, env=env, check=True)
-            tree = subprocess.run(["git", "write-tree"], cwd=where, env=env, check=True, capture_output=True,
-                                  text=True).stdout.strip()
-            commit = subprocess.run(["git", "-c", "user.name=u", "-c", "user.email=u@x", "commit-tree", tree, "-p",
-                                     "HEAD", "-m", "theirs"], cwd=where, check=True, capture_output=True,
-                                    text=True).stdout.strip()
+            tree = subprocess.run(
+                ["git", "write-tree"], cwd=where, env=env, check=True, capture_output=True, text=True
+            ).stdout.strip()
+            commit = subprocess.run(
+                ["git", "-c", "user.name=u", "-c", "user.email=u@x", "commit-tree", tree, "-p", "HEAD", "-m", "theirs"],
+                cwd=where,
+                check=True,
+                capture_output=True,
+                text=True,
+            ).stdout.strip()
             subprocess.run(["git", "update-ref", "HEAD", commit], cwd=where, check=True)
         return real(where, *args, **kwargs)
 

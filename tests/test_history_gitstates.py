@@ -29,8 +29,12 @@ from .helpers import write
 
 LOG = "memory/users/ana/2026-11-22.md"
 BOB = "memory/users/bob/2026-11-22.md"
-FACTS = ["Likes green tea in the morning.", "Works as a nurse in Lyon.", "Is allergic to peanuts.",
-         "Has a cat called Miso."]
+FACTS = [
+    "Likes green tea in the morning.",
+    "Works as a nurse in Lyon.",
+    "Is allergic to peanuts.",
+    "Has a cat called Miso.",
+]
 
 
 @pytest.fixture(autouse=True)
@@ -54,7 +58,7 @@ def _message_paths(home, sha="HEAD") -> set[str]:
     named = set()
     for line in text.splitlines():
         if line.startswith("move "):
-            named.update(line[len("move "):].split(" -> "))
+            named.update(line[len("move ") :].split(" -> "))
         elif match := re.match(r"^(?:[+-]\d+ facts?(?:, -\d+ facts?)? in|add|edit|delete) (\S+\.md)$", line):
             named.add(match.group(1))
     return named
@@ -109,7 +113,9 @@ def test_human_edits_carry_the_users_git_identity(home, global_gitconfig):
     global_gitconfig.write_text("[user]\n\tname = Global Person\n\temail = global@example.org\n")
     write(home, "vault/B.md", "# B\n")
     _commit(home)
-    assert git(home, "log", "-1", "--format=%an <%ae> %cn").strip() == "Global Person <global@example.org> Global Person"
+    assert (
+        git(home, "log", "-1", "--format=%an <%ae> %cn").strip() == "Global Person <global@example.org> Global Person"
+    )
     git(home, "config", "user.name", "Ana Lima")
     git(home, "config", "user.email", "ana@example.org")
     write(home, "vault/C.md", "# C\n")
@@ -251,8 +257,16 @@ def test_more_paths_than_a_command_line_holds(home):
     assert subjects(home)[0] == "add 9000 files"
 
 
-_line = st.sampled_from([*(f"- [preference] {f}" for f in FACTS), "- [identity] Likes green tea in the morning.",
-                         "Free text.", "", "## 10:00 chat:c1", "- [ ] not a fact"])
+_line = st.sampled_from(
+    [
+        *(f"- [preference] {f}" for f in FACTS),
+        "- [identity] Likes green tea in the morning.",
+        "Free text.",
+        "",
+        "## 10:00 chat:c1",
+        "- [ ] not a fact",
+    ]
+)
 
 
 @given(st.lists(_line, max_size=12), st.lists(_line, max_size=12))
@@ -262,8 +276,10 @@ def test_fact_counts_equal_the_multiset_difference_of_parsed_facts(old, new):
         return Counter(located.fact.content for located in parse_daily_log(text).facts())
 
     before, after = contents(old), contents(new)
-    added, removed = fact_delta(("# 2026-11-22\n\n" + "".join(x + "\n" for x in old)).encode(),
-                                ("# 2026-11-22\n\n" + "".join(x + "\n" for x in new)).encode())
+    added, removed = fact_delta(
+        ("# 2026-11-22\n\n" + "".join(x + "\n" for x in old)).encode(),
+        ("# 2026-11-22\n\n" + "".join(x + "\n" for x in new)).encode(),
+    )
     assert (added, removed) == (sum((after - before).values()), sum((before - after).values()))
 
 

@@ -109,7 +109,9 @@ def _chain_twice(root: Path) -> list[str | None]:
                         lambda changes, _read: [f"turn {n}\n" for n in range(len(changes))])  # fmt: skip
     (root / "notes" / "a.md").unlink()
     (root / "notes" / "c.md").write_text("C\n")
-    made += commit_chain(root, [PlannedCommit(("notes/c.md",), ("notes/a.md",), "c", "c@x")], lambda changes, _read: ["turn 2\n"])
+    made += commit_chain(
+        root, [PlannedCommit(("notes/c.md",), ("notes/a.md",), "c", "c@x")], lambda changes, _read: ["turn 2\n"]
+    )
     return [sha for sha, _ in made]
 
 

@@ -89,11 +89,23 @@ def test_indexable_files():
     assert is_indexable("vault/a.md")
     for name in ["transcript.jsonl", "state.json", "session.json"]:
         assert is_indexable(f"memory/users/ana/sessions/s1/{name}")
-    for name in ["sessions/transcripts/s1.jsonl", "memory/users/ana/sessions/s1/other.json",
-                 "memory/users/ana/sessions/transcript.jsonl", "memory/users/ana/x/s1/transcript.jsonl"]:
+    for name in [
+        "sessions/transcripts/s1.jsonl",
+        "memory/users/ana/sessions/s1/other.json",
+        "memory/users/ana/sessions/transcript.jsonl",
+        "memory/users/ana/x/s1/transcript.jsonl",
+    ]:
         assert not is_indexable(name), name
-    for name in ["vault/.a.md.swp", "vault/a.md~", ".git/x.md", ".syncd/x.md", "vault/.obsidian/x.md",
-                 "vault/img.png", "vault/.#a.md", "vault/a.md.tmp"]:
+    for name in [
+        "vault/.a.md.swp",
+        "vault/a.md~",
+        ".git/x.md",
+        ".syncd/x.md",
+        "vault/.obsidian/x.md",
+        "vault/img.png",
+        "vault/.#a.md",
+        "vault/a.md.tmp",
+    ]:
         assert not is_indexable(name), name
 
 

@@ -208,7 +208,10 @@ def test_rows_handed_in_again_as_the_same_objects_are_kept_only_while_memory_hol
     engine.index._matrix_version = None  # as after a failed write: memory reloads from the table
     engine.sync([LOG])
     assert {h.content for h in engine.search("green tea sundays night", user_id="ana", limit=5, kind="fact")} == {
-        "Likes green tea.", "Runs on Sundays.", "Reads at night."}
+        "Likes green tea.",
+        "Runs on Sundays.",
+        "Reads at night.",
+    }
     assert_matches_rebuild(engine)
 
 

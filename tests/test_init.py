@@ -52,8 +52,13 @@ def test_init_adopts_an_obsidian_vault_in_a_git_repo_without_touching_it(tmp_pat
     (root / ".gitignore").write_text("*.pdf\n")
     (root / "Inbox.md").write_text("unstaged thoughts\n")
     (root / "staged.md").write_text("staged but not committed\n")
-    env = {"GIT_AUTHOR_NAME": "me", "GIT_AUTHOR_EMAIL": "me@x", "GIT_COMMITTER_NAME": "me",
-           "GIT_COMMITTER_EMAIL": "me@x", "PATH": "/usr/bin:/bin"}
+    env = {
+        "GIT_AUTHOR_NAME": "me",
+        "GIT_AUTHOR_EMAIL": "me@x",
+        "GIT_COMMITTER_NAME": "me",
+        "GIT_COMMITTER_EMAIL": "me@x",
+        "PATH": "/usr/bin:/bin",
+    }
     subprocess.run(["git", "init", "-q", "-b", "trunk", str(root)], check=True)
     subprocess.run(["git", "-C", str(root), "add", "vault", ".gitignore"], check=True)
     subprocess.run(["git", "-C", str(root), "commit", "-qm", "mine"], check=True, env=env)

@@ -26,8 +26,11 @@ from .strategies import odd_segments, safe_ids, user_folder_paths
 
 OTHER = "bob"
 # Owners: valid ids (ana and look-alikes of bob) and anything a folder can be called.
-OWNERS = st.one_of(st.sampled_from(["ana", "Bob", "bob.x", "josé", "ana b", "Ana B", ".bob", "bob..", "-bob"]),
-                   safe_ids, odd_segments()).filter(lambda u: u != OTHER)
+OWNERS = st.one_of(
+    st.sampled_from(["ana", "Bob", "bob.x", "josé", "ana b", "Ana B", ".bob", "bob..", "-bob"]),
+    safe_ids,
+    odd_segments(),
+).filter(lambda u: u != OTHER)
 
 
 def _valid(user: str) -> bool:
@@ -91,8 +94,11 @@ def test_classify_path_never_makes_a_users_file_global(case):
 @pytest.fixture(scope="module")
 def shared(tmp_path_factory, embedder):
     root = syncd.init(tmp_path_factory.mktemp("isolation") / "home").home
-    write(root, f"memory/users/{OTHER}/2026-11-22.md",
-          "# 2026-11-22\n\n## 10:00 chat:c1 session:s1\n- [preference] bob drinks coffee.\n")
+    write(
+        root,
+        f"memory/users/{OTHER}/2026-11-22.md",
+        "# 2026-11-22\n\n## 10:00 chat:c1 session:s1\n- [preference] bob drinks coffee.\n",
+    )
     engine = syncd.open(root, embedder=embedder)
     engine.sync()
     manager = MemoryManager(engine, settings=Settings(llm_model="gpt-4o-mini"))
@@ -151,7 +157,8 @@ def test_the_reported_paths_never_reach_bob_and_bad_owners_are_shown_by_status(t
             assert not any(w in _recall(manager, query, "bob") for w in ("insulin", "divorce", "fridge"))
         # Still ana's own.
         assert {h.path for h in engine.search("insulin diabetes", user_id="ana", limit=50)} >= {
-            "memory/users/ana/core/Medical.md"}
+            "memory/users/ana/core/Medical.md"
+        }
     assert main(["status", "--home", str(root), "--json"]) == 0
     status = json.loads(capsys.readouterr().out)
     assert {"memory/users/josé/2026-11-22.md", "memory/users/ana b/MEMORY.md"} <= status["errors"].keys()

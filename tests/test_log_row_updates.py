@@ -64,8 +64,9 @@ def indexed(tmp_path_factory, embedder):
 _words = st.text(string.ascii_lowercase + " ", min_size=3, max_size=30).map(str.strip).filter(bool)
 # (what, where among the lines, the new fact's words): a fact line rewritten in place, a fact
 # inserted before a line, or a line deleted.
-_ops = st.lists(st.tuples(st.sampled_from(["edit", "insert", "delete"]), st.integers(0, 10_000), _words),
-                min_size=1, max_size=4)
+_ops = st.lists(
+    st.tuples(st.sampled_from(["edit", "insert", "delete"]), st.integers(0, 10_000), _words), min_size=1, max_size=4
+)
 
 
 def apply_ops(lines: list[tuple[int | None, str]], ops) -> tuple[list[tuple[int | None, str]], int]:
@@ -91,8 +92,11 @@ def ids_by_origin(engine, lines) -> dict[int, str]:
     """The id of each fact row, by the origin of the line it is on."""
     table = engine.index.all_rows().to_pylist()
     by_line = {row["line"]: row["id"] for row in table if row["kind"] == "fact" and row["path"] == REL}
-    return {origin: by_line[n + 1] for n, (origin, text) in enumerate(lines)
-            if origin is not None and text.startswith("- [") and n + 1 in by_line}
+    return {
+        origin: by_line[n + 1]
+        for n, (origin, text) in enumerate(lines)
+        if origin is not None and text.startswith("- [") and n + 1 in by_line
+    }
 
 
 @settings(max_examples=examples(6), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -154,8 +158,9 @@ def test_a_fresh_engine_compares_with_the_table_and_leaves_memory_unloaded(index
         assert_matches_rebuild(engine)
 
 
-def test_a_failed_write_with_no_rows_in_memory_fails_the_sync_and_the_next_one_heals(indexed, embedder, tmp_path,
-                                                                                     monkeypatch):
+def test_a_failed_write_with_no_rows_in_memory_fails_the_sync_and_the_next_one_heals(
+    indexed, embedder, tmp_path, monkeypatch
+):
     """With no rows in memory the tables are written before the sync returns: a full disk fails
     that sync (nothing is acknowledged that is not written), and the next one redoes the file."""
     root = tmp_path / "home"

@@ -29,7 +29,7 @@ def test_injected_memory_is_stripped_even_when_cut_off():
     core = wrap_injected("core", "<persona>\nI am Ada.\n</persona>")
     text = f"before {core} middle {wrap_injected('recall', '- [goal] Run a marathon.')} after"
     assert strip_injected(text) == "before  middle  after"
-    assert strip_injected("keep this <syncd-memory kind=\"recall\">\n- truncated recall") == "keep this "
+    assert strip_injected('keep this <syncd-memory kind="recall">\n- truncated recall') == "keep this "
 
 
 def test_the_turn_sent_to_the_llm_has_no_injected_memory_and_no_system_prompt():
@@ -47,44 +47,74 @@ def test_the_turn_sent_to_the_llm_has_no_injected_memory_and_no_system_prompt():
 
 
 def test_message_lists_keep_the_system_prompt_aside():
-    turn = as_turn([
-        {"role": "system", "content": "You are Ada."},
-        {"role": "user", "content": "I live in Oslo."},
-        {"role": "assistant", "content": None, "tool_calls": [{"function": {"name": "weather"}}]},
-        {"role": "tool", "content": "rain"},
-        {"role": "assistant", "content": "Bring an umbrella!"},
-    ])
-    assert (turn.user_message, turn.response, turn.system_prompt) == ("I live in Oslo.", "Bring an umbrella!", "You are Ada.")
+    turn = as_turn(
+        [
+            {"role": "system", "content": "You are Ada."},
+            {"role": "user", "content": "I live in Oslo."},
+            {"role": "assistant", "content": None, "tool_calls": [{"function": {"name": "weather"}}]},
+            {"role": "tool", "content": "rain"},
+            {"role": "assistant", "content": "Bring an umbrella!"},
+        ]
+    )
+    assert (turn.user_message, turn.response, turn.system_prompt) == (
+        "I live in Oslo.",
+        "Bring an umbrella!",
+        "You are Ada.",
+    )
     assert len(turn.steps) == 2 and "You are Ada" not in render_turn(turn)
     with pytest.raises(ExtractionError):
         as_turn(42)
 
 
 def test_a_valid_reply_becomes_facts():
-    reply = "```json\n" + json.dumps({"facts": [
-        {"content": "  Prefers   green tea.\n", "category": "preference", "importance": 1, "tags": ["#Tea", "hot drinks", "tea"]},
-    ]}) + "\n```"
+    reply = (
+        "```json\n"
+        + json.dumps(
+            {
+                "facts": [
+                    {
+                        "content": "  Prefers   green tea.\n",
+                        "category": "preference",
+                        "importance": 1,
+                        "tags": ["#Tea", "hot drinks", "tea"],
+                    },
+                ]
+            }
+        )
+        + "\n```"
+    )
     [fact] = parse_extraction(reply)
     assert fact == Fact("Prefers green tea.", "preference", ("tea", "hot-drinks"), 1.0)
     assert parse_extraction('{"facts": []}') == []
 
 
-@pytest.mark.parametrize("reply, why", [
-    ("Sure! The user likes tea.", "not JSON"),
-    ('{"facts": [{"content": "Likes tea.", "category": "preference"}]}', "importance"),
-    ('{"facts": [{"category": "preference", "importance": 0.5}]}', "content"),
-    ('{"memories": []}', "facts"),
-    ('{"facts": [{"content": "Likes tea.", "category": "preference", "importance": "high"}]}', "importance"),
-    ('{"facts": [{"content": "Likes tea.", "category": "preference", "importance": true}]}', "importance"),
-    ('{"facts": [{"content": "Likes tea.", "category": "preference", "importance": 7}]}', "importance"),
-    ('{"facts": [{"content": 12, "category": "preference", "importance": 0.5}]}', "content"),
-    ('{"facts": [{"content": "Likes tea.", "category": "hobby", "importance": 0.5}]}', "category"),
-    ('{"facts": [{"content": "Likes tea.", "category": "preference", "importance": 0.5, "tags": "tea"}]}', "tags"),
-    ('{"facts": "Likes tea."}', "facts"),
-    (json.dumps({"facts": [{"content": "Likes tea. " * 100, "category": "preference", "importance": 0.5}]}), "content"),
-    (json.dumps({"facts": [{"content": f"Fact {i}.", "category": "context", "importance": 0.5} for i in range(31)]}), "facts"),
-    ("[" * 30000, "limit"),
-])
+@pytest.mark.parametrize(
+    "reply, why",
+    [
+        ("Sure! The user likes tea.", "not JSON"),
+        ('{"facts": [{"content": "Likes tea.", "category": "preference"}]}', "importance"),
+        ('{"facts": [{"category": "preference", "importance": 0.5}]}', "content"),
+        ('{"memories": []}', "facts"),
+        ('{"facts": [{"content": "Likes tea.", "category": "preference", "importance": "high"}]}', "importance"),
+        ('{"facts": [{"content": "Likes tea.", "category": "preference", "importance": true}]}', "importance"),
+        ('{"facts": [{"content": "Likes tea.", "category": "preference", "importance": 7}]}', "importance"),
+        ('{"facts": [{"content": 12, "category": "preference", "importance": 0.5}]}', "content"),
+        ('{"facts": [{"content": "Likes tea.", "category": "hobby", "importance": 0.5}]}', "category"),
+        ('{"facts": [{"content": "Likes tea.", "category": "preference", "importance": 0.5, "tags": "tea"}]}', "tags"),
+        ('{"facts": "Likes tea."}', "facts"),
+        (
+            json.dumps({"facts": [{"content": "Likes tea. " * 100, "category": "preference", "importance": 0.5}]}),
+            "content",
+        ),
+        (
+            json.dumps(
+                {"facts": [{"content": f"Fact {i}.", "category": "context", "importance": 0.5} for i in range(31)]}
+            ),
+            "facts",
+        ),
+        ("[" * 30000, "limit"),
+    ],
+)
 def test_malformed_replies_are_refused_with_a_reason(reply, why):
     with pytest.raises(ExtractionError, match=why):
         parse_extraction(reply)

@@ -25,7 +25,9 @@ NO_FACTS = json.dumps({"facts": []})
 
 
 def reply(*facts: tuple[str, str, float]) -> str:
-    return json.dumps({"facts": [{"content": c, "category": cat, "importance": imp, "tags": ["t"]} for c, cat, imp in facts]})
+    return json.dumps(
+        {"facts": [{"content": c, "category": cat, "importance": imp, "tags": ["t"]} for c, cat, imp in facts]}
+    )
 
 
 def make_manager(engine, **settings) -> MemoryManager:
@@ -63,7 +65,9 @@ TURN = {
 
 
 def test_a_turn_lands_in_the_users_log_in_git_and_in_search(manager, home):
-    set_reply(manager, reply(("Lives in Lisbon since last month.", "personal", 0.7), ("Is learning Portuguese.", "goal", 0.6)))
+    set_reply(
+        manager, reply(("Lives in Lisbon since last month.", "personal", 0.7), ("Is learning Portuguese.", "goal", 0.6))
+    )
     facts = run(manager.process_conversation_turn_for_memories(TURN, "c1", "alice", session_id="s1", transcript_line=7))
     assert [f.content for f in facts] == ["Lives in Lisbon since last month.", "Is learning Portuguese."]
 
@@ -83,8 +87,14 @@ def test_a_turn_lands_in_the_users_log_in_git_and_in_search(manager, home):
     assert head.author.name == "syncd-agent"
     assert head.stats.files.keys() == {path.relative_to(home).as_posix()}
     trailers = head.message
-    for line in ("Syncd-User: alice", "Syncd-Chat: c1", "Syncd-Session: s1", "Syncd-Transcript-Line: 7",
-                 "Syncd-Model: gpt-4o-mini", f"Syncd-Prompt-Version: {PROMPT_VERSION}"):
+    for line in (
+        "Syncd-User: alice",
+        "Syncd-Chat: c1",
+        "Syncd-Session: s1",
+        "Syncd-Transcript-Line: 7",
+        "Syncd-Model: gpt-4o-mini",
+        f"Syncd-Prompt-Version: {PROMPT_VERSION}",
+    ):
         assert line in trailers
 
     hits = run(manager.search_memories("where does the user live", user_id="alice"))
@@ -114,24 +124,30 @@ def test_injected_memory_and_the_system_prompt_are_not_extracted(manager, home):
         "response": "Rust is a great choice!",
     }
     # A careless model repeats the injected memory and the persona; only the new fact may stay.
-    set_reply(manager, reply(
-        ("Favourite colour is teal.", "preference", 0.5),
-        ("Drinks oolong every morning.", "preference", 0.5),
-        ("You are Ada, a cheerful assistant.", "context", 0.5),
-        ("Is learning Rust.", "goal", 0.6),
-    ))
+    set_reply(
+        manager,
+        reply(
+            ("Favourite colour is teal.", "preference", 0.5),
+            ("Drinks oolong every morning.", "preference", 0.5),
+            ("You are Ada, a cheerful assistant.", "context", 0.5),
+            ("Is learning Rust.", "goal", 0.6),
+        ),
+    )
     facts = run(manager.process_conversation_turn_for_memories(turn, "c1", "alice"))
     assert [f.content for f in facts] == ["Is learning Rust."]
     text = daily_logs(home, "alice")[0].read_text()
     assert "teal" not in text and "oolong" not in text and "Ada" not in text
 
 
-@pytest.mark.parametrize("bad", [
-    "Sure! Here are the facts: Lives in Lisbon.",
-    json.dumps({"facts": [{"content": "Lives in Lisbon.", "category": "personal"}]}),
-    json.dumps({"facts": [{"content": "x" * 50, "category": "personal", "importance": 0.5}] * 2000}),
-    json.dumps({"facts": [{"content": "Lives in Lisbon.", "category": "personal", "importance": "high"}]}),
-])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "Sure! Here are the facts: Lives in Lisbon.",
+        json.dumps({"facts": [{"content": "Lives in Lisbon.", "category": "personal"}]}),
+        json.dumps({"facts": [{"content": "x" * 50, "category": "personal", "importance": 0.5}] * 2000}),
+        json.dumps({"facts": [{"content": "Lives in Lisbon.", "category": "personal", "importance": "high"}]}),
+    ],
+)
 def test_malformed_llm_output_writes_nothing(engine, home, bad):
     manager = make_manager(engine)
     set_reply(manager, bad)
@@ -241,7 +257,9 @@ def test_delete_removes_exactly_one_line_and_commits(manager, home):
     assert run(manager.delete_memory(gone.id, "bob")) is False  # not bob's to delete
     assert run(manager.delete_memory(gone.id, "alice")) is True
     after_lines = path.read_text().splitlines(keepends=True)
-    assert [line for line in before_lines if line not in after_lines] == [line for line in before_lines if gone.id in line]
+    assert [line for line in before_lines if line not in after_lines] == [
+        line for line in before_lines if gone.id in line
+    ]
     assert len(after_lines) == len(before_lines) - 1
     latest = commits(home)[0]
     assert latest.parents[0].hexsha == head and "Forget" in latest.summary
@@ -290,18 +308,36 @@ def test_beside_a_daemon_writes_are_indexed_before_returning(home, embedder):
             assert run(manager.delete_memory(fact.id, "alice")) is True
             assert fact.id not in {h.id for h in run(manager.search_memories("tomato", user_id="alice"))}
     # Each write waited for its own commit, so the add and the delete did not fold into one.
-    assert [c.summary for c in commits(home)][:2] == [f"Forget fact {fact.id}", "Remember: Grows tomatoes on the balcony."]
+    assert [c.summary for c in commits(home)][:2] == [
+        f"Forget fact {fact.id}",
+        "Remember: Grows tomatoes on the balcony.",
+    ]
 
 
 def test_the_public_api_is_pinned():
     import syncd.memory
 
-    assert sorted(syncd.memory.__all__) == sorted([
-        "MemoryManager", "MarkdownMemoryStore", "MemorySearchTool", "MemoryBlockUpdateTool", "MemoryAddTool",
-        "ConversationTurn",
-        "CoreBlock", "DailyLogFile", "StoredFact", "CORE_LABELS", "DEFAULT_BLOCKS", "PROMPT_VERSION",
-        "NO_LLM_MESSAGE", "wrap_injected", "strip_injected", "LanceDBMemoryStore", "PostgresMemoryStore",
-    ])
+    assert sorted(syncd.memory.__all__) == sorted(
+        [
+            "MemoryManager",
+            "MarkdownMemoryStore",
+            "MemorySearchTool",
+            "MemoryBlockUpdateTool",
+            "MemoryAddTool",
+            "ConversationTurn",
+            "CoreBlock",
+            "DailyLogFile",
+            "StoredFact",
+            "CORE_LABELS",
+            "DEFAULT_BLOCKS",
+            "PROMPT_VERSION",
+            "NO_LLM_MESSAGE",
+            "wrap_injected",
+            "strip_injected",
+            "LanceDBMemoryStore",
+            "PostgresMemoryStore",
+        ]
+    )
     assert all(hasattr(syncd.memory, name) for name in syncd.memory.__all__)
 
 

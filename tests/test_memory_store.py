@@ -21,7 +21,14 @@ def store(engine):
 
 
 def test_append_writes_one_section_per_call_and_one_commit(store, home):
-    written = store.append_daily_log("c1", [Fact("Likes tea.", "preference", importance=0.4), "Has a dog.", {"content": "Runs.", "category": "goal", "tags": ["sport"]}])
+    written = store.append_daily_log(
+        "c1",
+        [
+            Fact("Likes tea.", "preference", importance=0.4),
+            "Has a dog.",
+            {"content": "Runs.", "category": "goal", "tags": ["sport"]},
+        ],
+    )
     assert all(f.id and f.id.startswith("m-") and f.timestamp == "2026-03-10T09:30:00+00:00" for f in written)
     store.append_daily_log(None, ["Lives in Oslo."], session_id="s9")
     text = (home / "memory/users/alice/2026-03-10.md").read_text()
@@ -30,7 +37,10 @@ def test_append_writes_one_section_per_call_and_one_commit(store, home):
     assert [(s.chat, s.session) for s in log.sections] == [("c1", None), (None, "s9")]
     assert [lf.fact for lf in log.facts()][:3] == written
     repo = git.Repo(home)
-    assert [c.summary for c in list(repo.iter_commits())[:2]] == ["Remember 1 fact for alice", "Remember 3 facts for alice"]
+    assert [c.summary for c in list(repo.iter_commits())[:2]] == [
+        "Remember 1 fact for alice",
+        "Remember 3 facts for alice",
+    ]
     assert store.append_daily_log("c1", []) == []
 
 

@@ -132,16 +132,25 @@ def test_session_state_the_changed_side_wins_else_the_later():
 
 
 def _meta(turns: int, minute: int, resets: int = 0, flushed: tuple[str, ...] = ()) -> str:
-    return json.dumps({"created_at": "2026-11-20T09:00:00+00:00", "last_active_at": f"2026-11-20T10:{minute:02d}:00+00:00",
-                       "turn_count": turns, "resets": resets, "flushed": list(flushed), "compressions": 0})
+    return json.dumps(
+        {
+            "created_at": "2026-11-20T09:00:00+00:00",
+            "last_active_at": f"2026-11-20T10:{minute:02d}:00+00:00",
+            "turn_count": turns,
+            "resets": resets,
+            "flushed": list(flushed),
+            "compressions": 0,
+        }
+    )
 
 
 @settings(max_examples=100, deadline=None)
 @given(base=st.integers(0, 5), mine=st.integers(0, 4), their=st.integers(0, 4), mine_at=st.integers(1, 59),
        their_at=st.integers(1, 59), reset=st.sampled_from([None, "ours", "theirs"]),
        digests=st.lists(st.sampled_from("abcd"), max_size=4))  # fmt: skip
-def test_session_meta_counts_the_turns_of_both_sides_and_keeps_the_later(base, mine, their, mine_at, their_at, reset,
-                                                                         digests):
+def test_session_meta_counts_the_turns_of_both_sides_and_keeps_the_later(
+    base, mine, their, mine_at, their_at, reset, digests
+):
     """session.json changed on both machines: the later side's fields; without a reset since the
     base the turn count is the base's plus each side's new turns (what the merged transcript
     holds); after a reset the later side's count; every flushed digest of either side kept."""

@@ -107,7 +107,9 @@ async def _mcp(server, cases) -> list[list[dict]]:
 
 def _api(manager, query, user, chat, kind, wiki, limit) -> list[dict]:
     limit = {} if limit is None else {"limit": limit}
-    found = asyncio.run(manager.search_memories(query, chat_id=chat, user_id=user, kind=kind, include_wiki=wiki, **limit))
+    found = asyncio.run(
+        manager.search_memories(query, chat_id=chat, user_id=user, kind=kind, include_wiki=wiki, **limit)
+    )
     return [hit_record(h) for h in found]
 
 

@@ -64,8 +64,13 @@ def test_tokens_of_the_old_layout_are_moved_not_lost(tmp_path):
     old = TokenStore(home / ".syncd")  # where tokens were kept before
     admin = old.admin_token(create=True)
     _, ana = old.add("ana")
-    listed = subprocess.run([sys.executable, "-m", "syncd", "token", "list", "--json", "--home", str(home)],
-                            capture_output=True, text=True, timeout=120, check=False)
+    listed = subprocess.run(
+        [sys.executable, "-m", "syncd", "token", "list", "--json", "--home", str(home)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert listed.returncode == 0, listed.stderr
     assert "ana" in listed.stdout
     assert not (home / ".syncd/tokens.json").exists() and not (home / ".syncd/admin.token").exists()
@@ -133,8 +138,12 @@ def test_the_socket_is_reached_at_a_path_longer_than_unix_sockets_allow(tmp_path
 
 def _watch_is_refused(home) -> None:
     """A `syncd watch` beside the server must fail at once on the lock, naming it."""
-    second = subprocess.Popen([sys.executable, "-m", "syncd", "watch", "--home", str(home)],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    second = subprocess.Popen(
+        [sys.executable, "-m", "syncd", "watch", "--home", str(home)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         _, err = second.communicate(timeout=60)
     except subprocess.TimeoutExpired:
@@ -158,10 +167,12 @@ def test_rm_rf_syncd_under_a_running_server(tmp_path, monkeypatch, embedder):
     try:
         url = server_url(home, proc)
         admin = TokenStore.of(Home(home)).admin_token()
-        as_admin = clients.enter_context(httpx.Client(base_url=url, headers={"Authorization": f"Bearer {admin}"},
-                                                      timeout=60))
-        as_ana = clients.enter_context(httpx.Client(base_url=url, headers={"Authorization": f"Bearer {ana}"},
-                                                    timeout=60))
+        as_admin = clients.enter_context(
+            httpx.Client(base_url=url, headers={"Authorization": f"Bearer {admin}"}, timeout=60)
+        )
+        as_ana = clients.enter_context(
+            httpx.Client(base_url=url, headers={"Authorization": f"Bearer {ana}"}, timeout=60)
+        )
         wait_for(lambda: as_admin.get("/status").json()["fresh"], 60, "the server to index the home")
         before = as_admin.get("/status").json()
         assert before["facts"] == len(FACTS)
@@ -186,8 +197,11 @@ def test_rm_rf_syncd_under_a_running_server(tmp_path, monkeypatch, embedder):
             hits = as_ana.get("/memory/archival", params={"query": "tea"})
             assert hits.status_code == 200, hits.text
             _watch_is_refused(home)
-            wait_for(lambda: as_admin.get("/status").json()["fresh"] and read_status(home, Settings()).fresh,
-                     120, "the server to rebuild the index")
+            wait_for(
+                lambda: as_admin.get("/status").json()["fresh"] and read_status(home, Settings()).fresh,
+                120,
+                "the server to rebuild the index",
+            )
         finally:
             stop.set()
             poller.join(60)

@@ -127,7 +127,9 @@ def test_the_cache_keeps_and_reports_each_slice_and_gives_the_same_vectors(tmp_p
 
 
 def _big_page(sections: int) -> str:
-    body = "".join(f"## Section {i}\n\nJar {i} of the cellar holds plum jam from {1900 + i}.\n\n" for i in range(sections))
+    body = "".join(
+        f"## Section {i}\n\nJar {i} of the cellar holds plum jam from {1900 + i}.\n\n" for i in range(sections)
+    )
     return "# The cellar\n\n" + body
 
 
@@ -215,8 +217,12 @@ def test_the_bar_on_a_terminal_is_left_as_the_summary(home):
     write(home, "vault/Cellar.md", _big_page(20))
     master, slave = pty.openpty()
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 160, 0, 0))
-    with subprocess.Popen([sys.executable, "-m", "syncd", "sync", "--home", str(home)],
-                          stdout=subprocess.PIPE, stderr=slave, env=os.environ | {"PYTHONPATH": str(REPO)}) as proc:
+    with subprocess.Popen(
+        [sys.executable, "-m", "syncd", "sync", "--home", str(home)],
+        stdout=subprocess.PIPE,
+        stderr=slave,
+        env=os.environ | {"PYTHONPATH": str(REPO)},
+    ) as proc:
         os.close(slave)
         shown = b""
         while True:

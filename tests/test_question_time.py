@@ -16,29 +16,35 @@ from .strategies import examples
 TODAY = dt.date(2023, 11, 30)  # a Thursday
 
 
-@pytest.mark.parametrize("question", [
-    "When did Melanie paint a sunrise?",
-    "when did she move?",
-    "So when did Ana start pottery?",
-    "Since when has Bo lived in Porto?",
-    "How long ago was Caroline's 18th birthday?",
-    "What date is the dentist appointment?",
-    "In which month did they go camping?",
-    "On what day did John meet his teammates?",
-    "What year did she graduate?",
-])
+@pytest.mark.parametrize(
+    "question",
+    [
+        "When did Melanie paint a sunrise?",
+        "when did she move?",
+        "So when did Ana start pottery?",
+        "Since when has Bo lived in Porto?",
+        "How long ago was Caroline's 18th birthday?",
+        "What date is the dentist appointment?",
+        "In which month did they go camping?",
+        "On what day did John meet his teammates?",
+        "What year did she graduate?",
+    ],
+)
 def test_questions_asking_when(question):
     assert asks_when(question)
 
 
-@pytest.mark.parametrize("question", [
-    "What did Ana do on 7 May 2023?",
-    "How long has Caroline had her friends?",  # a duration, not a date
-    "Where did Ana go when she was in Lyon?",  # "when" not asked
-    "What time-saving tips did Bo share?",
-    "Whenever she paints, what does she feel?",
-    "",
-])
+@pytest.mark.parametrize(
+    "question",
+    [
+        "What did Ana do on 7 May 2023?",
+        "How long has Caroline had her friends?",  # a duration, not a date
+        "Where did Ana go when she was in Lyon?",  # "when" not asked
+        "What time-saving tips did Bo share?",
+        "Whenever she paints, what does she feel?",
+        "",
+    ],
+)
 def test_questions_not_asking_when(question):
     assert not asks_when(question)
 
@@ -61,7 +67,8 @@ def test_relative_time_is_resolved_against_the_day_named():
 
 def test_relative_time_without_a_named_day_is_resolved_against_today():
     assert [(p.first, p.last) for p in asked_periods("What did I do yesterday?", TODAY)] == [
-        (dt.date(2023, 11, 29), dt.date(2023, 11, 29))]
+        (dt.date(2023, 11, 29), dt.date(2023, 11, 29))
+    ]
     weekend = asked_periods("Where did we go last weekend?", TODAY)
     assert [(p.first, p.last, p.unit) for p in weekend] == [(dt.date(2023, 11, 25), dt.date(2023, 11, 26), "weekend")]
     assert asked_periods("What does Ana like to drink?", TODAY) == []
@@ -94,7 +101,9 @@ def test_any_question_is_read_without_raising_and_the_same_way_twice(text, today
 
 
 @settings(max_examples=examples(100))
-@given(day=_DAYS, today=_DAYS, before=st.text(alphabet="abc ?", max_size=12), after=st.text(alphabet="abc ?", max_size=12))
+@given(
+    day=_DAYS, today=_DAYS, before=st.text(alphabet="abc ?", max_size=12), after=st.text(alphabet="abc ?", max_size=12)
+)
 def test_a_day_named_in_any_question_is_asked(day, today, before, after):
     question = f"{before} What happened on {date_words(day)} {after}"
     assert any(p.first <= day <= p.last for p in asked_periods(question, today))

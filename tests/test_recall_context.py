@@ -49,7 +49,9 @@ def test_a_facts_window_is_its_neighbours_in_its_section_and_the_date() -> None:
     assert "wedding" in answer.search_text and "Saturday" in answer.search_text
     # The last fact of a section has only the one before it: the next section is another talk.
     last = rows["Bo: Every morning, the custard tarts were worth the trip."]
-    assert last.context == f"Saturday 14 March 2026\n{NEIGHBOURS}\nAna: Oh no! Did you at least get to try the pastries?"
+    assert (
+        last.context == f"Saturday 14 March 2026\n{NEIGHBOURS}\nAna: Oh no! Did you at least get to try the pastries?"
+    )
     assert "council" not in last.search_text
 
 

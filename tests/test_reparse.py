@@ -24,8 +24,10 @@ def _same_parse(got, want, raw: bool = True) -> None:
 # A title between the restart and the meeting heading is gone in the new text: the two parses may
 # not be joined at that heading (a re-read without its title check joined them).
 TITLE_GONE = (
-    ("## 00:00\n## 09:30 chat:c1 session:s1\n# 2026-11-22\n## 00:00\n## 00:00\n"
-     "## 09:30 chat:c1 session:s1\n## 00:00\n## 09:30 chat:c1 session:s1\n"),
+    (
+        "## 00:00\n## 09:30 chat:c1 session:s1\n# 2026-11-22\n## 00:00\n## 00:00\n"
+        "## 09:30 chat:c1 session:s1\n## 00:00\n## 09:30 chat:c1 session:s1\n"
+    ),
     "## 00:00\n## 00:00\n## 09:30 chat:c1 session:s1\n## 00:00\n## 09:30 chat:c1 session:s1\n",
 )
 

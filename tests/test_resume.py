@@ -44,8 +44,10 @@ def _corpus(home: Path) -> None:
     start = dt.date(2025, 1, 1)
     for i in range(FILES):
         day = (start + dt.timedelta(days=i)).isoformat()
-        facts = [f"Ana noted item {2 * i} of her reading list, number {i}.",
-                 f"Ana moved box {2 * i + 1} to shelf {i % 17}."]
+        facts = [
+            f"Ana noted item {2 * i} of her reading list, number {i}.",
+            f"Ana moved box {2 * i + 1} to shelf {i % 17}.",
+        ]
         write(home, f"memory/users/ana/{day}.md", daily_log(facts, day=day))
 
 
@@ -54,8 +56,14 @@ def _env() -> dict[str, str]:
 
 
 def _syncd(home: Path, *args: str) -> subprocess.CompletedProcess:
-    done = subprocess.run([sys.executable, "-m", "syncd", *args, "--home", str(home)],
-                          capture_output=True, text=True, env=_env(), timeout=600, check=False)
+    done = subprocess.run(
+        [sys.executable, "-m", "syncd", *args, "--home", str(home)],
+        capture_output=True,
+        text=True,
+        env=_env(),
+        timeout=600,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     return done
 
@@ -70,9 +78,14 @@ def _hear_ctrl_c() -> None:
 def _stop_at(home: Path, command: str, marker: str, signum: int) -> tuple[int, str]:
     """Run ``syncd -vv <command>``, send ``signum`` as soon as it logs ``marker``; its exit
     status and stderr."""
-    proc = subprocess.Popen([sys.executable, "-m", "syncd", "-vv", command, "-q", "--home", str(home)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=_env(),
-                            preexec_fn=_hear_ctrl_c)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "syncd", "-vv", command, "-q", "--home", str(home)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=_env(),
+        preexec_fn=_hear_ctrl_c,
+    )
     seen = []
     try:
         for line in proc.stderr:
@@ -197,8 +210,11 @@ def test_an_interrupted_reindex_goes_on_from_what_it_built_aside(home, embedder)
     assert status["reindex_interrupted"] and status["incompatible"] is None
     assert "reindex  interrupted" in _syncd(home, "status").stdout
     out = _syncd(home, "reindex", "-q").stdout
-    match = re.search(r"\((\d+) texts embedded, the rest from the cache\); went on from an interrupted "
-                      r"rebuild that had written (\d+) of them", out)
+    match = re.search(
+        r"\((\d+) texts embedded, the rest from the cache\); went on from an interrupted "
+        r"rebuild that had written (\d+) of them",
+        out,
+    )
     assert match, out
     assert int(match[2]) == written, "files the interrupted rebuild wrote were written again"
     assert int(match[1]) == _texts_cached(home) - cached, "a text the cache held was embedded again"

@@ -24,12 +24,37 @@ from syncd.index.store import Index
 from .daemon_helpers import new_home
 from .strategies import examples
 
-WORDS = ["tea", "coffee", "Lyon", "cello", "sourdough", "café", "nurse", "docker", "runs", "sundays", "green",
-         "morning", "cat", "miso", "peanuts", "Straße", "learns", "japanese"]
+WORDS = [
+    "tea",
+    "coffee",
+    "Lyon",
+    "cello",
+    "sourdough",
+    "café",
+    "nurse",
+    "docker",
+    "runs",
+    "sundays",
+    "green",
+    "morning",
+    "cat",
+    "miso",
+    "peanuts",
+    "Straße",
+    "learns",
+    "japanese",
+]
 USERS = ["ana", "bob"]
 NOW = dt.datetime(2026, 11, 27, tzinfo=dt.UTC)
-QUERIES = ["what does she drink in the morning", "tea", "café Lyon", "docker nurse cello", "nothing matches xq",
-           "runs on sundays", "strasse"]
+QUERIES = [
+    "what does she drink in the morning",
+    "tea",
+    "café Lyon",
+    "docker nurse cello",
+    "nothing matches xq",
+    "runs on sundays",
+    "strasse",
+]
 
 
 def _fact(draw_words: list[str], category: str, importance: float | None) -> str:
@@ -37,16 +62,25 @@ def _fact(draw_words: list[str], category: str, importance: float | None) -> str
     return f"- [{category}] {' '.join(draw_words).capitalize()}.{comment}\n"
 
 
-facts = st.builds(_fact, st.lists(st.sampled_from(WORDS), min_size=1, max_size=5),
-                  st.sampled_from(["preference", "note", "work"]), st.one_of(st.none(), st.sampled_from([0.2, 0.9])))
+facts = st.builds(
+    _fact,
+    st.lists(st.sampled_from(WORDS), min_size=1, max_size=5),
+    st.sampled_from(["preference", "note", "work"]),
+    st.one_of(st.none(), st.sampled_from([0.2, 0.9])),
+)
 # One file's new text: a daily log of a user (turns of facts) or a wiki page, or None to delete it.
 logs = st.lists(st.lists(facts, min_size=1, max_size=4), min_size=1, max_size=3).map(
-    lambda turns: "# 2026-11-20\n\n" + "".join(f"## 10:{n:02d} chat:c{n % 2}\n" + "".join(t) for n, t in enumerate(turns)))
+    lambda turns: (
+        "# 2026-11-20\n\n" + "".join(f"## 10:{n:02d} chat:c{n % 2}\n" + "".join(t) for n, t in enumerate(turns))
+    )
+)
 pages = st.lists(st.sampled_from(WORDS), min_size=1, max_size=8).map(lambda w: f"# Page\n\n## Part\n\n{' '.join(w)}\n")
 steps = st.lists(
     st.one_of(
-        st.tuples(st.sampled_from([f"memory/users/{u}/2026-11-2{d}.md" for u in USERS for d in (0, 1)]),
-                  st.one_of(st.none(), logs)),
+        st.tuples(
+            st.sampled_from([f"memory/users/{u}/2026-11-2{d}.md" for u in USERS for d in (0, 1)]),
+            st.one_of(st.none(), logs),
+        ),
         st.tuples(st.just("vault/page.md"), st.one_of(st.none(), pages)),
     ),
     min_size=1,
@@ -85,15 +119,26 @@ def _same_arrays(kept: ImageRows, written: ImageRows) -> None:
     """An image kept in step by writes holds what one written from the table's rows does: the
     same rows in the same order (the table's), the same postings; codes may be numbered apart."""
     for name, array in written._a.items():
-        if name in ("user_codes", "chat_codes", "path_codes", "path_bytes", "path_starts", "payload_bytes",
-                    "payload_starts", "heading_codes", "heading_bytes", "heading_starts"):
+        if name in (
+            "user_codes",
+            "chat_codes",
+            "path_codes",
+            "path_bytes",
+            "path_starts",
+            "payload_bytes",
+            "payload_starts",
+            "heading_codes",
+            "heading_bytes",
+            "heading_starts",
+        ):
             continue
         assert np.array_equal(kept._a[name], array, equal_nan=array.dtype.kind == "f"), name
     assert kept.row_payloads(range(len(kept))) == written.row_payloads(range(len(written)))
     for field in ("path", "heading"):
         values = [_strings(image._a[f"{field}_bytes"], image._a[f"{field}_starts"]) for image in (kept, written)]
-        assert ([values[0][c] for c in kept._a[f"{field}_codes"].tolist()]
-                == [values[1][c] for c in written._a[f"{field}_codes"].tolist()]), field
+        assert [values[0][c] for c in kept._a[f"{field}_codes"].tolist()] == [
+            values[1][c] for c in written._a[f"{field}_codes"].tolist()
+        ], field
     for name in ("user_codes", "chat_codes"):
         values = [{code: value for value, code in image._codes.items()} for image in (kept, written)]
         assert [values[0][c] for c in kept._a[name].tolist()] == [values[1][c] for c in written._a[name].tolist()]
@@ -113,9 +158,14 @@ class _Held:
 
 @given(steps)
 # One fact of a log edited (its row deleted by id, the others kept), a page added, the log deleted.
-@example([("memory/users/ana/2026-11-20.md", "# 2026-11-20\n\n## 10:00 chat:c0\n- [note] Tea.\n- [note] Cat miso.\n"),
-          ("memory/users/ana/2026-11-20.md", "# 2026-11-20\n\n## 10:00 chat:c0\n- [note] Tea.\n- [note] Cat runs.\n"),
-          ("vault/page.md", "# Page\n\n## Part\n\ncafé Lyon\n"), ("memory/users/ana/2026-11-20.md", None)])
+@example(
+    [
+        ("memory/users/ana/2026-11-20.md", "# 2026-11-20\n\n## 10:00 chat:c0\n- [note] Tea.\n- [note] Cat miso.\n"),
+        ("memory/users/ana/2026-11-20.md", "# 2026-11-20\n\n## 10:00 chat:c0\n- [note] Tea.\n- [note] Cat runs.\n"),
+        ("vault/page.md", "# Page\n\n## Part\n\ncafé Lyon\n"),
+        ("memory/users/ana/2026-11-20.md", None),
+    ]
+)
 @settings(max_examples=examples(12), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 def test_law_search_over_the_image_equals_search_over_the_rows(tmp_path_factory, embedder, changes):
     """After any sequence of writes, edits and deletes synced into the index, a reader's image
@@ -205,8 +255,10 @@ def test_a_one_shot_search_with_a_current_image_imports_no_lancedb(home, embedde
         "    answer = search_answer(engine, 'green tea', user_id='ana')\n"
         "print(answer['hits'][0]['content'], answer['stale'], 'lancedb' in sys.modules)\n"
     )
-    runs = [subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout.split()
-            for _ in range(2)]
+    runs = [
+        subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout.split()
+        for _ in range(2)
+    ]
     # The first loads the table (and writes the image); the second reads the image alone.
     assert runs[0] == ["Likes", "green", "tea.", "0", "True"]
     assert runs[1] == ["Likes", "green", "tea.", "0", "False"]

@@ -107,7 +107,9 @@ _KINDS = ["words", "meta", "insert", "delete", "move", "heading", "duplicate", "
 
 # A real engine per example, up to 6 edits of 9 kinds each (8 before; --slow runs 40).
 @settings(max_examples=examples(4))
-@given(ops=st.lists(st.tuples(st.sampled_from(_KINDS), st.integers(0, 200), st.integers(0, 200)), min_size=1, max_size=6))
+@given(
+    ops=st.lists(st.tuples(st.sampled_from(_KINDS), st.integers(0, 200), st.integers(0, 200)), min_size=1, max_size=6)
+)
 def test_editing_a_log_in_place_equals_a_rebuild(tmp_path_factory, embedder, ops) -> None:
     """Files updated row by row (only the rows an edit changed are rewritten) still equal a
     rebuild of the same tree: tables, vectors, full text and every fact's conversation."""

@@ -18,6 +18,8 @@ from .strategies import HOSTILE_TEXT
 
 QUERY = HOSTILE_TEXT.filter(str.strip)  # an empty query is an error, tested on its own
 SAFE_ID = st.from_regex(r"[A-Za-z0-9][A-Za-z0-9._@+-]{0,20}", fullmatch=True).filter(lambda s: ".." not in s)
+
+
 def _log(facts: list[str], chat: str) -> str:
     return f"# 2026-11-22\n\n## 10:00 chat:{chat} session:s1\n" + "".join(f"- [preference] {f}\n" for f in facts)
 
@@ -30,9 +32,11 @@ def populated(tmp_path_factory, embedder):
     for user, chat in users.items():
         if user == "o'brien":
             continue  # not a valid id: it can never be a user folder that search scopes to
-        write(root, f"memory/users/{user}/2026-11-22.md",
-              _log([f"{user} likes green tea.", f"{user} is allergic to peanuts.", "Shared sentence about tea."],
-                   chat))
+        write(
+            root,
+            f"memory/users/{user}/2026-11-22.md",
+            _log([f"{user} likes green tea.", f"{user} is allergic to peanuts.", "Shared sentence about tea."], chat),
+        )
         write(root, f"memory/users/{user}/chats/{chat}/core/context.md", f"{user} is planning a trip.\n")
     write(root, "vault/Tea.md", "# Tea\n\nGreen tea is steeped at 80 degrees.\n")
     engine = syncd.open(root, embedder=embedder)
@@ -78,11 +82,26 @@ def test_hits_carry_their_source_and_score_parts(populated):
     assert top.user_id == "bob" and top.chat_id == "c2" and top.session_id == "s1"
     # The weighted parts the score adds up, and beside them the absolute ones (same value, same
     # meaning for any query): raw BM25, the query's idf-weighted coverage and its rare words' part.
-    assert set(top.parts) == {"semantic", "fulltext", "context", "importance", "recency", "time", "bm25", "coverage",
-                              "rare"}
+    assert set(top.parts) == {
+        "semantic",
+        "fulltext",
+        "context",
+        "importance",
+        "recency",
+        "time",
+        "bm25",
+        "coverage",
+        "rare",
+    }
     assert top.parts["bm25"] > 0 and 0 < top.parts["coverage"] <= 1 and top.relevant
-    expected = (0.7 * top.parts["semantic"] + 0.3 * top.parts["fulltext"] + 0.5 * top.parts["context"]
-                + 0.2 * top.parts["importance"] + 0.1 * top.parts["recency"] + 0.1 * top.parts["time"])
+    expected = (
+        0.7 * top.parts["semantic"]
+        + 0.3 * top.parts["fulltext"]
+        + 0.5 * top.parts["context"]
+        + 0.2 * top.parts["importance"]
+        + 0.1 * top.parts["recency"]
+        + 0.1 * top.parts["time"]
+    )
     assert top.score == expected  # summed in the same order: the parts add up exactly
     assert top.parts["context"] > 0  # its section's other facts say something about the query too
     assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)

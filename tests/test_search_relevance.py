@@ -144,8 +144,14 @@ DAYS = {
 - [dialog] Cy: I went to Lyon last week, it was great.
 """,
 }
-TIME_QUERIES = ["What did Cy do on 20 May 2023?", "When did Cy go to Lyon?", "What did Cy do in May 2023?",
-                "Where was Cy in the week before 20 May 2023?", "picnic with the kids", "Lyon"]
+TIME_QUERIES = [
+    "What did Cy do on 20 May 2023?",
+    "When did Cy go to Lyon?",
+    "What did Cy do in May 2023?",
+    "Where was Cy in the week before 20 May 2023?",
+    "picnic with the kids",
+    "Lyon",
+]
 
 
 @pytest.fixture(scope="module")
@@ -186,12 +192,15 @@ def test_without_the_time_weight_time_changes_nothing(days, embedder):
     with syncd.open(days.home.root, settings=plain, embedder=embedder, read_only=True) as engine:
         hits = engine.search("When did Cy go to Lyon?", user_id="cy", kind="fact", limit=4, now=NOW)
         assert all(h.parts["time"] == 0.0 for h in hits)
-    weighted = {h.content: h.score for h in days.search("When did Cy go to Lyon?", user_id="cy", kind="fact", limit=4,
-                                                         now=NOW)}
+    weighted = {
+        h.content: h.score for h in days.search("When did Cy go to Lyon?", user_id="cy", kind="fact", limit=4, now=NOW)
+    }
     plain_scores = {h.content: h.score for h in hits}
     said = "Cy: I went to Lyon last week, it was great."
     assert weighted[said] == pytest.approx(plain_scores[said] + 0.1 * 0.5)
-    assert weighted["Cy: Lyon is such a lovely city to go to."] == plain_scores["Cy: Lyon is such a lovely city to go to."]
+    assert (
+        weighted["Cy: Lyon is such a lovely city to go to."] == plain_scores["Cy: Lyon is such a lovely city to go to."]
+    )
 
 
 @settings(max_examples=examples(30), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

@@ -63,7 +63,8 @@ SEED_STORE: dict[str, tuple[str, str]] = {
 SEED_API: dict[type, dict[str, tuple[str, str]]] = {
     MemoryManager: {
         "__init__": (
-            SYNC, "home_or_engine=, settings=, *, embedder=, llm_options=, job_llm_options=, default_user_id=, author=, clock="
+            SYNC,
+            "home_or_engine=, settings=, *, embedder=, llm_options=, job_llm_options=, default_user_id=, author=, clock=",
         ),
         "add_memory": (ASYNC, "content, user_id=, chat_id=, *, category=, importance=, tags=, session_id=, dedup="),
         "close": (SYNC, ""),
@@ -137,7 +138,8 @@ SEED_API: dict[type, dict[str, tuple[str, str]]] = {
     },
     ContextCompressor: {
         "__init__": (
-            SYNC, "memory, *, user_id=, chat_id=, session_id=, max_context_tokens=, keep_last_steps=, token_counter="
+            SYNC,
+            "memory, *, user_id=, chat_id=, session_id=, max_context_tokens=, keep_last_steps=, token_counter=",
         ),
         "compress_context": (ASYNC, "agent, *, session_id=, user_id=, chat_id="),
         "context_tokens": (SYNC, "steps"),

@@ -47,8 +47,14 @@ def store(request, tmp_path, embedder):
 
 def test_add_memory_is_in_the_markdown_and_committed_when_it_returns(store, embedder):
     async def scenario():
-        fact_id = await store.add_memory("Ana drinks green tea every morning.", [0.0] * 3, "ana", "c1",
-                                         {"category": "preference", "tags": ["tea"]}, importance=0.8)
+        fact_id = await store.add_memory(
+            "Ana drinks green tea every morning.",
+            [0.0] * 3,
+            "ana",
+            "c1",
+            {"category": "preference", "tags": ["tea"]},
+            importance=0.8,
+        )
         root = store.manager.home.root
         logs = list((root / "memory/users/ana").glob("*.md"))
         line = next(line for log in logs for line in log.read_text().splitlines() if fact_id in line)
@@ -60,8 +66,9 @@ def test_add_memory_is_in_the_markdown_and_committed_when_it_returns(store, embe
         query = embedder.embed_query("What does Ana drink?")
         found = await store.semantic_search(query.tolist(), "ana", limit=3)
         assert found[0]["id"] == fact_id
-        assert found[0]["similarity"] == pytest.approx(float(np.dot(query, embedder.embed(
-            ["Ana drinks green tea every morning."])[0])), abs=1e-6)
+        assert found[0]["similarity"] == pytest.approx(
+            float(np.dot(query, embedder.embed(["Ana drinks green tea every morning."])[0])), abs=1e-6
+        )
         hybrid = await store.hybrid_search(query, "green tea", "ana", chat_id="c1")
         assert hybrid[0]["id"] == fact_id and hybrid[0]["parts"]["fulltext"] == 1.0
         stats = await store.get_statistics("ana")
@@ -121,10 +128,14 @@ def test_a_lancedb_store_refuses_a_home_indexed_in_postgresql(pg_home, embedder)
 WORDS = ["tea", "green", "marathon", "nurse", "lyon", "cat", "miso", "spring", "coffee", "morning", "running"]
 USERS = ["ana", "bo"]
 facts = st.lists(
-    st.tuples(st.sampled_from(USERS), st.sampled_from([None, "c1"]),
-              st.lists(st.sampled_from(WORDS), min_size=2, max_size=5).map(lambda ws: " ".join(ws).capitalize() + "."),
-              st.sampled_from([0.2, 0.5, 0.9])),
-    min_size=1, max_size=5,
+    st.tuples(
+        st.sampled_from(USERS),
+        st.sampled_from([None, "c1"]),
+        st.lists(st.sampled_from(WORDS), min_size=2, max_size=5).map(lambda ws: " ".join(ws).capitalize() + "."),
+        st.sampled_from([0.2, 0.5, 0.9]),
+    ),
+    min_size=1,
+    max_size=5,
 )
 weights = st.tuples(*(st.sampled_from([0.0, 0.1, 0.3, 0.7, 1.0]) for _ in range(4)))
 
@@ -144,11 +155,17 @@ def test_both_stores_answer_alike_and_never_across_users(pg_server, embedder, fa
                 for chat in (None, "c1"):
                     semantic = await store.semantic_search(vector, user, limit=4, chat_id=chat)
                     hybrid = await store.hybrid_search(vector, query, user, 4, chat, *weights)
-                    owned = {i for i, (u, c, _, _) in zip(ids, facts) if u == user and (chat is None or c in (None, chat))}
+                    owned = {
+                        i for i, (u, c, _, _) in zip(ids, facts) if u == user and (chat is None or c in (None, chat))
+                    }
                     assert {h["id"] for h in semantic + hybrid} <= owned
                     # Recency aside: the second store's facts are seconds younger than the first's.
-                    answers.append([(h["content"], h["score"] - h["parts"]["recency"] * w, h["parts"])
-                                    for h, w in [(h, 0.0) for h in semantic] + [(h, weights[2]) for h in hybrid]])
+                    answers.append(
+                        [
+                            (h["content"], h["score"] - h["parts"]["recency"] * w, h["parts"])
+                            for h, w in [(h, 0.0) for h in semantic] + [(h, weights[2]) for h in hybrid]
+                        ]
+                    )
             return answers
 
     with tempfile.TemporaryDirectory() as folder:
@@ -161,4 +178,5 @@ def test_both_stores_answer_alike_and_never_across_users(pg_server, embedder, fa
             assert score_b == pytest.approx(score_a, abs=1e-9)
             assert parts_b["recency"] == pytest.approx(parts_a["recency"], abs=1e-4)
             assert {k: pytest.approx(v, abs=1e-9) for k, v in parts_a.items() if k != "recency"} == {
-                k: v for k, v in parts_b.items() if k != "recency"}
+                k: v for k, v in parts_b.items() if k != "recency"
+            }

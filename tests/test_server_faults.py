@@ -120,7 +120,9 @@ def test_conflicts_name_paths_inside_the_home_only(server):
         with server.client(server.admin) as admin:
             answers = [
                 admin.post("/memory/archival", json={"content": "Cid bikes to work.", "user_id": "cid"}),
-                admin.put("/memory/core", json={"label": "user", "content": "x", "operation": "append", "user_id": "cid"}),
+                admin.put(
+                    "/memory/core", json={"label": "user", "content": "x", "operation": "append", "user_id": "cid"}
+                ),
             ]
         (server.home / ".git/index.lock").touch()
         try:
@@ -174,7 +176,7 @@ def test_hand_edited_session_files_are_listed_with_what_is_readable(server):
 
 def _expected(count: int, n: int | None) -> list[str]:
     texts = [f"entry {i}" for i in range(count)]
-    return texts if n is None else texts[len(texts) - min(n, len(texts)):]
+    return texts if n is None else texts[len(texts) - min(n, len(texts)) :]
 
 
 @pytest.fixture(scope="module")

@@ -75,9 +75,16 @@ def test_every_memory_endpoint_with_the_admin_token(server, admin):
     assert fact["id"] in log_file.read_text()  # markdown first...
     assert fact["id"] in git(home, "show", f"HEAD:memory/users/ana/{today}.md")  # ...committed on return
     again = _ok(admin.post("/memory/archival", json={"content": "Likes green tea in the morning.", "user_id": "ana"}))
-    assert again == {"fact": None, "duplicate": True, "duplicate_of": {
-        "id": fact["id"], "content": "Likes green tea in the morning.", "path": f"memory/users/ana/{today}.md",
-        "line": again["duplicate_of"]["line"]}}
+    assert again == {
+        "fact": None,
+        "duplicate": True,
+        "duplicate_of": {
+            "id": fact["id"],
+            "content": "Likes green tea in the morning.",
+            "path": f"memory/users/ana/{today}.md",
+            "line": again["duplicate_of"]["line"],
+        },
+    }
 
     hits = _ok(admin.get("/memory/archival", params={"query": "green tea", "user_id": "ana"}))["hits"]
     assert hits[0]["id"] == fact["id"] and hits[0]["path"] == f"memory/users/ana/{today}.md"

@@ -30,8 +30,9 @@ def server(tmp_path_factory, embedder):
     home = syncd.init(tmp_path_factory.mktemp("sessions") / "home").home
     with syncd.open(home, embedder=embedder) as engine:
         ana = TranscriptManager(engine, "ana")
-        for n, (role, text) in enumerate([("user", "Where should I go in May?"), ("assistant", "Lyon."),
-                                          ("user", "Naïve café — ✓")]):
+        for n, (role, text) in enumerate(
+            [("user", "Where should I go in May?"), ("assistant", "Lyon."), ("user", "Naïve café — ✓")]
+        ):
             asyncio.run(ana.append_turn("s-1", role, text, metadata={"n": n}))
         StateMirror(engine, "ana").mirror_state("s-1", json.dumps(STATE).encode())
         asyncio.run(TranscriptManager(engine, "bob").append_turn("s-bob", "user", "Bob's secret plan."))
@@ -56,7 +57,10 @@ def test_transcript_state_and_list_with_the_admin_token(server):
         full = _json(admin.get("/session/s-1/transcript", params={"user_id": "ana"}))
         assert full["path"] == "memory/users/ana/sessions/s-1/transcript.jsonl"
         assert [(e["line"], e["role"], e["content"]) for e in full["entries"]] == [
-            (1, "user", "Where should I go in May?"), (2, "assistant", "Lyon."), (3, "user", "Naïve café — ✓")]
+            (1, "user", "Where should I go in May?"),
+            (2, "assistant", "Lyon."),
+            (3, "user", "Naïve café — ✓"),
+        ]
         assert full["entries"][2]["meta"] == {"n": 2}
         last = _json(admin.get("/session/s-1/transcript", params={"user_id": "ana", "last_n": 1}))
         assert [e["line"] for e in last["entries"]] == [3]

@@ -67,7 +67,8 @@ def server(tmp_path_factory, embedder):
     session = home / "memory/users/bob/sessions/sess-bobhidden"
     session.mkdir(parents=True)
     (session / "transcript.jsonl").write_text(
-        json.dumps({"ts": "2026-11-20T10:00:00+00:00", "role": "user", "content": "The Quokka is called Zanzibar."}) + "\n"
+        json.dumps({"ts": "2026-11-20T10:00:00+00:00", "role": "user", "content": "The Quokka is called Zanzibar."})
+        + "\n"
     )
     _commit_all(home, "Session sess-bobhidden", str(session.relative_to(home)))
     try:
@@ -179,7 +180,9 @@ def test_status_counts_only_what_the_caller_can_reach(server, ana):
     assert before["facts"] == len(hits) == len(ANA_FACTS) + 1
     assert before["aligned_commit"] is None
     with server.client(server.bob) as bob:
-        assert bob.post("/memory/archival", json={"content": "Bob learns the Quokka's favourite leaf."}).status_code == 200
+        assert (
+            bob.post("/memory/archival", json={"content": "Bob learns the Quokka's favourite leaf."}).status_code == 200
+        )
     wait_for(lambda: "favourite leaf" in git(server.home, "log", "-1", "--format=%s"), 60, "bob's commit")
     after = ana.get("/status").json()
     assert {k: after[k] for k in ("files", "facts", "chunks")} == {k: before[k] for k in ("files", "facts", "chunks")}
@@ -244,10 +247,17 @@ def test_what_a_reader_is_shown_of_a_commit():
                      ("memory/users/ana/a.md", "memory/users/bob/b.md"))  # fmt: skip
     shown = seen_by(entry, "ana")
     assert (shown.subject, shown.author, shown.trailers, shown.files) == (
-        "change memory/users/ana/a.md", "", {}, ("memory/users/ana/a.md",))
+        "change memory/users/ana/a.md",
+        "",
+        {},
+        ("memory/users/ana/a.md",),
+    )
     assert seen_by(entry, "cy") is None
     own = LogEntry("s", "a", "e", "d", "Remember: tea", {"Syncd-User": "ana"}, ("memory/users/ana/a.md",))
     assert seen_by(own, "ana") == own
     theirs = LogEntry("s", "a", "e", "d", "Page", {"Syncd-User": "bob"}, ("vault/p.md",))
     assert seen_by(theirs, "ana").subject == "change vault/p.md" and seen_by(theirs, "bob") == theirs
-    assert seen_by(LogEntry("s", "a", "e", "d", "init", {}, ("memory/users/.gitkeep", "vault/i.md")), "ana").subject == "init"
+    assert (
+        seen_by(LogEntry("s", "a", "e", "d", "init", {}, ("memory/users/.gitkeep", "vault/i.md")), "ana").subject
+        == "init"
+    )

@@ -17,18 +17,27 @@ from .test_cli_light import heavy, imported_modules
 
 
 def syncd_cli(home, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "syncd", *args, "--home", str(home)], capture_output=True,
-                          text=True, check=False, env={**os.environ, **(env or {})}, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "syncd", *args, "--home", str(home)],
+        capture_output=True,
+        text=True,
+        check=False,
+        env={**os.environ, **(env or {})},
+        timeout=120,
+    )
 
 
 @pytest.fixture
 def with_sessions(engine, home):
     transcripts = TranscriptManager(engine, "ana")
     asyncio.run(transcripts.append_turn("s1", "user", "Hello there"))
-    asyncio.run(transcripts.append_turn("s1", "assistant", "Hi Ana", actions=[{"type": "final_answer", "answer": "hi"}]))
+    asyncio.run(
+        transcripts.append_turn("s1", "assistant", "Hi Ana", actions=[{"type": "final_answer", "answer": "hi"}])
+    )
     asyncio.run(TranscriptManager(engine, "bob").append_turn("s9", "user", "Bob's secret"))
-    StateMirror(engine, "ana").mirror_state("s1", {"version": 2, "steps": [{"type": "task", "task": "greet"}],
-                                                   "tools": [], "serialized_at": "t"})
+    StateMirror(engine, "ana").mirror_state(
+        "s1", {"version": 2, "steps": [{"type": "task", "task": "greet"}], "tools": [], "serialized_at": "t"}
+    )
     return home
 
 
@@ -52,8 +61,15 @@ def test_sessions_lists_shows_and_states(with_sessions):
     assert json.loads(state.stdout)["steps"] == [{"type": "task", "task": "greet"}]
 
 
-@pytest.mark.parametrize("args", [["sessions", "show", "../x"], ["sessions", "show", "nope"],
-                                  ["sessions", "state", "s9", "--user", "ana"], ["sessions", "--user", "a b"]])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["sessions", "show", "../x"],
+        ["sessions", "show", "nope"],
+        ["sessions", "state", "s9", "--user", "ana"],
+        ["sessions", "--user", "a b"],
+    ],
+)
 def test_bad_input_is_one_line(with_sessions, args):
     out = syncd_cli(with_sessions, *args)
     assert out.returncode != 0 and "Traceback" not in out.stderr
@@ -79,8 +95,12 @@ def test_a_home_made_by_the_older_init_is_adopted_quietly(home, engine):
     engine.sync()
     status = engine.status()
     assert status.healthy, status.to_dict()
-    lint = subprocess.run([sys.executable, "-m", "syncd", "lint", "--json", "--home", str(home)], capture_output=True, text=True,
-                          check=False)
+    lint = subprocess.run(
+        [sys.executable, "-m", "syncd", "lint", "--json", "--home", str(home)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert "sessions/" not in lint.stdout
 
 

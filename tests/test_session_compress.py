@@ -33,9 +33,16 @@ def manager(engine, extract: str) -> MemoryManager:
 def long_steps(n: int = 8) -> list[dict]:
     steps = [{"type": "task", "task": "Find Ana a tea shop"}]
     for i in range(n):
-        steps.append({"type": "action", "step_number": i, "model_output": "searching " + "tea " * 60,
-                      "tool_calls": [{"id": f"c{i}", "name": "search", "arguments": {"q": "tea shop"}}],
-                      "observations": f"shop {i}: " + "leaves " * 60, "error": None})
+        steps.append(
+            {
+                "type": "action",
+                "step_number": i,
+                "model_output": "searching " + "tea " * 60,
+                "tool_calls": [{"id": f"c{i}", "name": "search", "arguments": {"q": "tea shop"}}],
+                "observations": f"shop {i}: " + "leaves " * 60,
+                "error": None,
+            }
+        )
     return steps
 
 

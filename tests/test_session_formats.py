@@ -22,15 +22,24 @@ from syncd.session.serializer import serialize_agent
 from .strategies import unicode_text
 
 UTC = dt.UTC
-JSON_SCALARS = st.one_of(st.none(), st.booleans(), st.integers(-(2**53), 2**53),
-                         st.floats(allow_nan=False, allow_infinity=False), st.text(max_size=20))
-JSON_VALUES = st.recursive(JSON_SCALARS, lambda inner: st.one_of(
-    st.lists(inner, max_size=3), st.dictionaries(st.text(max_size=8), inner, max_size=3)), max_leaves=8)
+JSON_SCALARS = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-(2**53), 2**53),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.text(max_size=20),
+)
+JSON_VALUES = st.recursive(
+    JSON_SCALARS,
+    lambda inner: st.one_of(st.lists(inner, max_size=3), st.dictionaries(st.text(max_size=8), inner, max_size=3)),
+    max_leaves=8,
+)
 # Any str at all, lone surrogates included: a transcript must carry whatever an agent said.
 ANY_TEXT = st.one_of(unicode_text(max_size=40), st.text(max_size=40))
 ENTRIES = st.builds(
-    lambda role, content, actions, meta: make_entry(role, content, actions, meta,
-                                                   dt.datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)),
+    lambda role, content, actions, meta: make_entry(
+        role, content, actions, meta, dt.datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
+    ),
     st.sampled_from(["user", "assistant", "system", "tool"]),
     ANY_TEXT,
     st.one_of(st.none(), st.lists(JSON_VALUES, max_size=3)),
@@ -101,13 +110,21 @@ def test_chunks_are_windows_of_tokens_and_an_append_keeps_every_complete_one():
 STEPS = st.one_of(
     st.fixed_dictionaries({"type": st.just("task"), "task": ANY_TEXT}),
     st.fixed_dictionaries({"type": st.just("planning"), "plan": ANY_TEXT, "facts": st.one_of(st.none(), ANY_TEXT)}),
-    st.fixed_dictionaries({
-        "type": st.just("action"), "step_number": st.integers(0, 1000),
-        "tool_calls": st.lists(st.fixed_dictionaries({"id": st.text(max_size=6), "name": st.text(max_size=10),
-                                                      "arguments": JSON_VALUES}), max_size=3),
-        "observations": st.one_of(st.none(), ANY_TEXT), "model_output": st.one_of(st.none(), ANY_TEXT),
-        "error": st.one_of(st.none(), st.text(max_size=10)),
-    }),
+    st.fixed_dictionaries(
+        {
+            "type": st.just("action"),
+            "step_number": st.integers(0, 1000),
+            "tool_calls": st.lists(
+                st.fixed_dictionaries(
+                    {"id": st.text(max_size=6), "name": st.text(max_size=10), "arguments": JSON_VALUES}
+                ),
+                max_size=3,
+            ),
+            "observations": st.one_of(st.none(), ANY_TEXT),
+            "model_output": st.one_of(st.none(), ANY_TEXT),
+            "error": st.one_of(st.none(), st.text(max_size=10)),
+        }
+    ),
     st.fixed_dictionaries({"type": st.just("final_answer"), "answer": JSON_VALUES}),
 )
 
@@ -156,8 +173,14 @@ def test_a_plain_legacy_pickle_is_read_only_when_asked():
 
 # ------------------------------------------------------------------------------------- lifecycle
 
-ZONES = [UTC, dt.timezone(dt.timedelta(hours=5, minutes=30)), dt.timezone(dt.timedelta(hours=-7)),
-         zoneinfo.ZoneInfo("Europe/Berlin"), zoneinfo.ZoneInfo("America/New_York"), zoneinfo.ZoneInfo("Australia/Lord_Howe")]
+ZONES = [
+    UTC,
+    dt.timezone(dt.timedelta(hours=5, minutes=30)),
+    dt.timezone(dt.timedelta(hours=-7)),
+    zoneinfo.ZoneInfo("Europe/Berlin"),
+    zoneinfo.ZoneInfo("America/New_York"),
+    zoneinfo.ZoneInfo("Australia/Lord_Howe"),
+]
 START = dt.datetime(2026, 3, 7, tzinfo=UTC)  # spans both DST changes of the northern spring
 
 

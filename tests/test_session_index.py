@@ -82,8 +82,10 @@ def test_the_seeds_plain_methods_work_inside_a_running_loop_and_join_its_change_
     assert run(turn()) == ((False, None), (True, steps))
     head = next(repo.iter_commits())
     assert len(list(repo.iter_commits())) == before + 1 and head.summary == "One turn"
-    assert set(head.stats.files) == {"memory/users/ana/sessions/s7/transcript.jsonl",
-                                     "memory/users/ana/sessions/s7/state.json"}
+    assert set(head.stats.files) == {
+        "memory/users/ana/sessions/s7/transcript.jsonl",
+        "memory/users/ana/sessions/s7/state.json",
+    }
 
 
 def test_a_state_mirrored_on_a_home_from_inside_a_loop_is_written_and_committed(home, embedder):

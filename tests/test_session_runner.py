@@ -44,10 +44,26 @@ def test_one_turn_is_one_commit_and_its_revert_removes_it_all(engine, home):
     runner = SessionRunner(manager)
     repo = git.Repo(home)
     before = repo.head.commit
-    steps = [{"type": "action", "step_number": 1, "tool_calls": [{"id": "c1", "name": "search", "arguments": {"q": "bees"}}],
-              "observations": "3 hives", "model_output": None, "error": None}]
-    result = run(runner.process_turn("s-1", "I keep bees on my roof.", "Lovely!", user_id="ana", steps=steps,
-                                     state={"version": 2, "steps": steps, "tools": ["search"], "serialized_at": "x"}))
+    steps = [
+        {
+            "type": "action",
+            "step_number": 1,
+            "tool_calls": [{"id": "c1", "name": "search", "arguments": {"q": "bees"}}],
+            "observations": "3 hives",
+            "model_output": None,
+            "error": None,
+        }
+    ]
+    result = run(
+        runner.process_turn(
+            "s-1",
+            "I keep bees on my roof.",
+            "Lovely!",
+            user_id="ana",
+            steps=steps,
+            state={"version": 2, "steps": steps, "tools": ["search"], "serialized_at": "x"},
+        )
+    )
     head = repo.head.commit
     assert list(head.parents) == [before]  # exactly one new commit
     base = "memory/users/ana/sessions/s-1/"
@@ -64,8 +80,9 @@ def test_one_turn_is_one_commit_and_its_revert_removes_it_all(engine, home):
     entries = read_transcript_file(engine.home, "ana", "s-1")
     assert entries[line - 1]["content"] == "I keep bees on my roof." and entries[line - 1]["line"] == line
     assert entries[-1]["actions"] == steps
-    blame = subprocess.run([sys.executable, "-m", "syncd", "blame", fact.id, "--home", str(home)],
-                           capture_output=True, text=True)
+    blame = subprocess.run(
+        [sys.executable, "-m", "syncd", "blame", fact.id, "--home", str(home)], capture_output=True, text=True
+    )
     assert blame.returncode == 0, blame.stderr
     assert head.hexsha[:7] in blame.stdout and f"Syncd-Transcript-Line: {line}" in blame.stdout
     assert engine.search("bees on the roof", user_id="ana", kind="fact")[0].content == "Keeps bees on the roof."

@@ -149,8 +149,9 @@ def test_a_session_run_on_two_machines_keeps_the_later_state_and_counts_every_tu
     push(a, "origin")
     push(b, "origin")  # b merges
     meta, state, said = _session(b, "s-1")
-    assert sorted(said) == sorted(["first, on the laptop", "second, on the laptop", "third, on the laptop",
-                                   "fourth, on the server"])
+    assert sorted(said) == sorted(
+        ["first, on the laptop", "second, on the laptop", "third, on the laptop", "fourth, on the server"]
+    )
     assert meta["turn_count"] == len(said) == 4
     assert meta["last_active_at"].startswith("2026-11-20T10:20") and state["tools"] == ["fourth, on the server"]
     pull(a, "origin")
@@ -199,8 +200,11 @@ def _write_step(engine, which: int, what: str, name: str, n: int) -> str:
     return text
 
 
-@settings(max_examples=examples(2), deadline=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@settings(
+    max_examples=examples(2),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
 @given(steps=st.lists(STEP, min_size=2, max_size=10))
 def test_any_interleaving_over_three_clones_converges_losing_nothing(tmp_path_factory, embedder, steps):
     """Three clones writing facts, core blocks, transcript lines and pages, pulling and pushing
@@ -273,9 +277,11 @@ def test_a_daemon_and_a_server_share_a_home_through_a_remote(tmp_path, embedder,
     from .server_helpers import server_url, start_serve_process
 
     _remote, (a_root, b_root) = shared_homes(tmp_path, embedder)
-    for command, bad, message in (("watch", ["--remote", "nowhere"], "no remote 'nowhere'"),
-                                  ("serve", ["--remote", "nowhere", "--port", "0"], "no remote 'nowhere'"),
-                                  ("serve", ["--remote", "origin", "--read-only"], "a --read-only server holds none")):
+    for command, bad, message in (
+        ("watch", ["--remote", "nowhere"], "no remote 'nowhere'"),
+        ("serve", ["--remote", "nowhere", "--port", "0"], "no remote 'nowhere'"),
+        ("serve", ["--remote", "origin", "--read-only"], "a --read-only server holds none"),
+    ):
         assert main([command, "--home", str(b_root), *bad]) != 0  # in this process: the CLI's own error path
         refused = capsys.readouterr().err
         assert message in refused and "Traceback" not in refused and len(refused.strip().splitlines()) == 1
@@ -284,12 +290,21 @@ def test_a_daemon_and_a_server_share_a_home_through_a_remote(tmp_path, embedder,
     try:
         wait_for(lambda: "watching" in _daemon_log(a_root), 120, "the daemon to start")
         url, admin = server_url(b_root, server), TokenStore.of(Home(b_root)).admin_token()
-        asyncio.run(MemoryManager(a_root).add_memory("Ana keeps her passport in the blue drawer.", "ana",
-                                                     dedup=False))  # handed to a's daemon
-        wait_for(lambda: any("blue drawer" in h for h in _rest_search(url, admin, "Where is the passport?")), 120,
-                 "a's fact to be searchable on b's server through the remote")
-        shown = subprocess.run([sys.executable, "-m", "syncd", "status", "--home", str(a_root)], capture_output=True,
-                               text=True, timeout=60, check=True).stdout
+        asyncio.run(
+            MemoryManager(a_root).add_memory("Ana keeps her passport in the blue drawer.", "ana", dedup=False)
+        )  # handed to a's daemon
+        wait_for(
+            lambda: any("blue drawer" in h for h in _rest_search(url, admin, "Where is the passport?")),
+            120,
+            "a's fact to be searchable on b's server through the remote",
+        )
+        shown = subprocess.run(
+            [sys.executable, "-m", "syncd", "status", "--home", str(a_root)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        ).stdout
         assert "remote   origin: last pull" in shown and "last push never" not in shown, shown
         server.send_signal(signal.SIGKILL)
         server.wait(30)

@@ -28,12 +28,12 @@ from .sharing_helpers import shared_homes
 
 LOG = "memory/users/ana/2026-11-20.md"
 HEAD_OF_LOG = "# 2026-11-20\n\n## 10:00\n"
-PAUSE = '''import os, sys, time
+PAUSE = """import os, sys, time
 mark = os.environ.get("SYNCD_TEST_DRIVER_MARK")
 if mark and "merge-driver" in getattr(sys, "orig_argv", ()):
     open(mark, "w").close()
     time.sleep(600)
-'''
+"""
 
 
 def _facts(side: str, n: int) -> str:
@@ -59,15 +59,26 @@ def diverged(tmp_path, embedder):
 
 
 def _syncd(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "syncd", *args], capture_output=True, text=True, timeout=300,
-                          env={**os.environ, **(env or {})}, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "syncd", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, **(env or {})},
+        check=False,
+    )
 
 
 def _kill_when(marker: Path, *args: str, env: dict[str, str] | None = None) -> None:
     """Run ``syncd ARGS`` in a process group of its own; once ``marker`` appears, kill -9 the
     whole group (syncd, the git it runs, git's hooks and drivers)."""
-    process = subprocess.Popen([sys.executable, "-m", "syncd", *args], env={**os.environ, **(env or {})},
-                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "syncd", *args],
+        env={**os.environ, **(env or {})},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
     try:
         wait_for(lambda: marker.exists() or process.poll() is not None, 180, f"{marker.name}")
         assert process.poll() is None, process.stderr.read().decode()[-2000:]

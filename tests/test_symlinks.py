@@ -34,7 +34,9 @@ def outside(tmp_path):
 def _leaked(engine, user: str | None = None) -> list:
     rows = engine.index.all_rows().to_pylist()
     hits = engine.search("launch code swordfish", user_id=user, limit=50)
-    return [r["path"] for r in rows if "swordfish" in (r["text"] or "")] + [h.path for h in hits if "swordfish" in h.content]
+    return [r["path"] for r in rows if "swordfish" in (r["text"] or "")] + [
+        h.path for h in hits if "swordfish" in h.content
+    ]
 
 
 def test_links_in_the_tree_are_reported_once_and_never_indexed(engine, home, outside):
@@ -108,7 +110,8 @@ def test_a_linked_daily_log_is_not_read_into_memory(engine, home, outside):
 
 
 @pytest.mark.parametrize(
-    "rel", ["vault/people/secret.md", "vault/link.md", "link/secret.md"],
+    "rel",
+    ["vault/people/secret.md", "vault/link.md", "link/secret.md"],
 )
 def test_read_regular_refuses_a_link_at_any_depth(home, outside, rel):
     os.symlink(outside, home / "vault/people")

@@ -216,8 +216,12 @@ def test_status_names_exactly_the_stale_files(engine, home):
     write(home, "vault/New.md", page(FACTS[3:4]))
     (home / "vault/Old.md").unlink()
     status = engine.status()
-    assert status.stale == {"new": ["vault/New.md"], "changed": ["vault/Tea.md"], "moved": [],
-                            "deleted": ["vault/Old.md"]}
+    assert status.stale == {
+        "new": ["vault/New.md"],
+        "changed": ["vault/Tea.md"],
+        "moved": [],
+        "deleted": ["vault/Old.md"],
+    }
     assert not status.fresh
     engine.sync()
     assert engine.status().fresh

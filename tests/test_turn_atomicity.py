@@ -75,8 +75,11 @@ def reply(*facts: tuple[str, float]) -> str:
 
 def runner_for(engine, extract_reply: str) -> SessionRunner:
     """A runner whose LLM is litellm's own mock (no network); the summary is never asked for."""
-    manager = MemoryManager(engine, settings=Settings(llm_model=MODEL, core_refresh_importance=0.99),
-                            job_llm_options={"extract": {"mock_response": extract_reply}})
+    manager = MemoryManager(
+        engine,
+        settings=Settings(llm_model=MODEL, core_refresh_importance=0.99),
+        job_llm_options={"extract": {"mock_response": extract_reply}},
+    )
     return SessionRunner(manager)
 
 
@@ -110,15 +113,20 @@ def first_turn(home: Path, embedder) -> None:
     warm_embed_cache(home, embedder)
     with syncd.open(home, embedder=embedder) as engine:
         engine.sync()
-        run_turn(engine, "Hello.", "Hi.", reply(("Lives in Lyon.", 0.5)),
-                 state={**STATE, "serialized_at": "2026-11-26T09:00:00+00:00"})
+        run_turn(
+            engine,
+            "Hello.",
+            "Hi.",
+            reply(("Lives in Lyon.", 0.5)),
+            state={**STATE, "serialized_at": "2026-11-26T09:00:00+00:00"},
+        )
 
 
-def run_turn(engine, message: str = MESSAGE, answer: str = ANSWER, extract: str | None = None, state=STATE,
-             **more):
+def run_turn(engine, message: str = MESSAGE, answer: str = ANSWER, extract: str | None = None, state=STATE, **more):
     extract = reply(("Keeps bees on the roof.", 0.5)) if extract is None else extract
-    return asyncio.run(runner_for(engine, extract).process_turn(SESSION, message, answer, user_id="ana",
-                                                                state=state, **more))
+    return asyncio.run(
+        runner_for(engine, extract).process_turn(SESSION, message, answer, user_id="ana", state=state, **more)
+    )
 
 
 def assert_as_before(home: Path, before: dict[str, bytes], commit: str) -> None:
@@ -153,8 +161,7 @@ def assert_retried_once(home: Path, engine, turn_line: int, before: str, turn: i
 # The first turn of a session (its files did not exist), and a later one under a turn id of the
 # caller's (a rolled back turn's id is free again).
 @pytest.mark.parametrize(("earlier_turns", "turn_id"), [(0, None), (1, "msg-2")])
-def test_a_turn_that_raises_leaves_every_file_as_it_was_and_its_retry_is_whole(home, embedder, earlier_turns,
-                                                                              turn_id):
+def test_a_turn_that_raises_leaves_every_file_as_it_was_and_its_retry_is_whole(home, embedder, earlier_turns, turn_id):
     more = {"turn_id": turn_id} if turn_id else {}
     if earlier_turns:
         first_turn(home, embedder)
@@ -200,11 +207,18 @@ class FakeLLM:
                 if text is None:
                     fake._release.wait()
                     return
-                data = json.dumps({
-                    "id": f"chatcmpl-{n}", "object": "chat.completion", "created": 0, "model": "gpt-4o-mini",
-                    "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": text}}],
-                    "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
-                }).encode()
+                data = json.dumps(
+                    {
+                        "id": f"chatcmpl-{n}",
+                        "object": "chat.completion",
+                        "created": 0,
+                        "model": "gpt-4o-mini",
+                        "choices": [
+                            {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": text}}
+                        ],
+                        "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+                    }
+                ).encode()
                 self.send_response(200)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
@@ -290,9 +304,14 @@ def kill_turn_at(home: Path, point: str, read_only: bool = False, turn_id: str =
     ready = home.parent / f"ready-{point}"
     log = open(home.parent / f"child-{point}.log", "w+")  # noqa: SIM115 - closed below
     env = os.environ | {"NO_PROXY": "127.0.0.1", "no_proxy": "127.0.0.1"}
-    child = subprocess.Popen([sys.executable, "-c", CHILD, str(home), llm.url, point, str(ready), str(int(read_only)),
-                              turn_id], stdout=log, stderr=subprocess.STDOUT, env=env)
+    child = subprocess.Popen(
+        [sys.executable, "-c", CHILD, str(home), llm.url, point, str(ready), str(int(read_only)), turn_id],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env=env,
+    )
     try:
+
         def stopped_where_wanted() -> bool:
             if child.poll() is not None:
                 log.seek(0)
@@ -353,8 +372,9 @@ def test_kill_9_mid_turn_beside_a_daemon_the_daemon_rolls_it_back(home, embedder
         line = kill_turn_at(home, point, read_only=True)
         # The daemon undoes the dead turn at its next commit, and commits nothing of it.
         try:
-            wait_for(lambda: tree(home) == before and settled(reader), 60,
-                     "the daemon to put the dead turn's files back")
+            wait_for(
+                lambda: tree(home) == before and settled(reader), 60, "the daemon to put the dead turn's files back"
+            )
         except AssertionError:
             assert_as_before(home, before, commit)  # says what was left, or what was committed
             raise

@@ -42,8 +42,11 @@ def test_vim_save_is_one_modify_of_the_target():
 
 
 def test_temp_file_renamed_over_the_target_is_one_modify():
-    events = [Event("created", "vault/.Tea.md.tmp"), Event("modified", "vault/.Tea.md.tmp"),
-              Event("moved", "vault/.Tea.md.tmp", "vault/Tea.md")]
+    events = [
+        Event("created", "vault/.Tea.md.tmp"),
+        Event("modified", "vault/.Tea.md.tmp"),
+        Event("moved", "vault/.Tea.md.tmp", "vault/Tea.md"),
+    ]
     assert coalesce(events, 500).paths == {"vault/Tea.md"}
 
 
@@ -57,9 +60,14 @@ def test_rename_puts_both_ends_in_the_batch():
 
 
 def test_folder_move_rescans_both_folders_but_not_their_children_twice():
-    batch = coalesce([Event("moved", "vault/x", "vault/y", is_dir=True),
-                      Event("moved", "vault/x/sub", "vault/y/sub", is_dir=True),
-                      Event("modified", "vault", is_dir=True)], 500)
+    batch = coalesce(
+        [
+            Event("moved", "vault/x", "vault/y", is_dir=True),
+            Event("moved", "vault/x/sub", "vault/y/sub", is_dir=True),
+            Event("modified", "vault", is_dir=True),
+        ],
+        500,
+    )
     assert batch.dirs == {"vault/x", "vault/y"} and not batch.paths
 
 
@@ -70,8 +78,15 @@ def test_burst_and_overflow_mean_reconcile_everything():
 
 
 def test_ignored_files_and_git_internals_do_nothing_but_refs_say_history_moved():
-    batch = coalesce([Event("modified", "vault/img.png"), Event("modified", ".obsidian/workspace.md"),
-                      Event("created", ".obsidian", is_dir=True), Event("modified", "vault/x.md.swp")], 10)
+    batch = coalesce(
+        [
+            Event("modified", "vault/img.png"),
+            Event("modified", ".obsidian/workspace.md"),
+            Event("created", ".obsidian", is_dir=True),
+            Event("modified", "vault/x.md.swp"),
+        ],
+        10,
+    )
     assert batch.empty
     assert coalesce([Event("modified", ".git/refs/heads/main")], 10).git_moved
 
@@ -117,8 +132,11 @@ def test_append_a_fact_and_find_it_by_search(home, embedder):
         run.settle()
         with open(home / LOG, "a") as handle:
             handle.write("- [preference] Collects vintage fountain pens.\n")
-        hits = wait_for(lambda: [h for h in run.reader.search("fountain pens", user_id="ana", limit=3)
-                                 if "fountain" in h.content], 30, "the new fact to be searchable")
+        hits = wait_for(
+            lambda: [h for h in run.reader.search("fountain pens", user_id="ana", limit=3) if "fountain" in h.content],
+            30,
+            "the new fact to be searchable",
+        )
         assert hits[0].path == LOG
         _finish(run, f"+1 fact in {LOG}")
 
@@ -169,7 +187,8 @@ def test_move_a_folder(home, embedder):
         run.settle()
         assert run.engine.embedder.embedded_texts == embedded
         assert {p for p in run.reader.index.files() if "drinks" in p or "beverages" in p} == {
-            f"vault/beverages/p{i}.md" for i in range(3)}
+            f"vault/beverages/p{i}.md" for i in range(3)
+        }
         _finish(run, "move 3 files")
 
 
@@ -195,8 +214,11 @@ def test_a_file_that_turns_binary_is_logged_and_skipped(home, embedder, caplog):
         # Still alive: the next edit is indexed as usual.
         with open(home / LOG, "a") as handle:
             handle.write("- [preference] Reads science fiction.\n")
-        wait_for(lambda: any("science fiction" in h.content for h in run.reader.search("science fiction")), 30,
-                 "the edit after the binary file")
+        wait_for(
+            lambda: any("science fiction" in h.content for h in run.reader.search("science fiction")),
+            30,
+            "the edit after the binary file",
+        )
         _finish(run, "edit vault/Tea.md")
 
 
@@ -325,8 +347,11 @@ def test_a_watcher_whose_thread_died_is_restarted_and_nothing_it_missed_stays_st
         wait_for(lambda: run.daemon.watcher_restarts >= 1, 30, "the dead watcher to be noticed")
         run.settle()
         write(home, "vault/after.md", "# After\n\nWritten once the watcher was back.\n")
-        wait_for(lambda: run.reader.status().fresh and run.reader.search("written once the watcher was back"),
-                 30, "the restarted watcher to follow an edit")
+        wait_for(
+            lambda: run.reader.status().fresh and run.reader.search("written once the watcher was back"),
+            30,
+            "the restarted watcher to follow an edit",
+        )
 
 
 def test_the_watch_leaves_out_gits_object_store_and_the_index_files(tmp_path):
@@ -345,7 +370,7 @@ def test_the_watch_leaves_out_gits_object_store_and_the_index_files(tmp_path):
         (tmp_path / "vault/new/page.md").write_text("# Page\n")
         wait_for(lambda: any(e.path == "vault/new/page.md" for e in seen), 10, "the page in a new folder")
         (group,) = [g for e in watcher._observer.emitters for g in [e._inotify]]
-        watched = {os.fsdecode(p)[len(str(tmp_path)):].lstrip("/") for p in group._active_callbacks_by_path}
+        watched = {os.fsdecode(p)[len(str(tmp_path)) :].lstrip("/") for p in group._active_callbacks_by_path}
         assert {"", ".git", ".git/refs", ".git/refs/heads", "memory/users/ana", "vault/new"} <= watched
         assert not [w for w in watched if w.startswith((".syncd", ".git/objects"))], watched
     finally:

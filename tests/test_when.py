@@ -70,9 +70,17 @@ def test_words_are_the_ones_a_question_names_a_date_by():
 
 
 def test_vague_and_foreign_phrases_are_not_dates():
-    for text in ("a few days ago", "some weeks ago", "recently", "two days before the race",
-                 "the following week", "in three months", "weekends are quiet", "I read 300 books",
-                 "Yesterday's Child is a song title? no: yesterdays"):
+    for text in (
+        "a few days ago",
+        "some weeks ago",
+        "recently",
+        "two days before the race",
+        "the following week",
+        "in three months",
+        "weekends are quiet",
+        "I read 300 books",
+        "Yesterday's Child is a song title? no: yesterdays",
+    ):
         got = resolve(text, MONDAY)
         assert all(p.phrase.lower() == "yesterday" for p in got), (text, got)
 
@@ -80,9 +88,13 @@ def test_vague_and_foreign_phrases_are_not_dates():
 def test_letters_the_rules_fold_mean_what_their_ascii_spelling_means():
     """IGNORECASE matches "ſ" as "s", "K" (Kelvin) as "k", "İ" and "ı" as "i": such a phrase is
     resolved as its ASCII spelling is (a weekday spelled so once raised: str.capitalize keeps "ſ")."""
-    for folded, plain in [("this coming tue\u017fday", "this coming tuesday"), ("last fr\u0130day", "last friday"),
-                          ("last fr\u0131day", "last friday"), ("\u017fix days ago", "six days ago"),
-                          ("two wee\u212as ago", "two weeks ago")]:
+    for folded, plain in [
+        ("this coming tue\u017fday", "this coming tuesday"),
+        ("last fr\u0130day", "last friday"),
+        ("last fr\u0131day", "last friday"),
+        ("\u017fix days ago", "six days ago"),
+        ("two wee\u212as ago", "two weeks ago"),
+    ]:
         got, want = resolve(folded, MONDAY), resolve(plain, MONDAY)
         assert [(p.first, p.last, p.unit) for p in got] == [(p.first, p.last, p.unit) for p in want] != [], folded
 
@@ -106,11 +118,33 @@ def test_named_dates_in_a_question():
 
 # ----------------------------------------------------------------------------------- laws
 
-_DAY_PHRASES = {"yesterday": 1, "last night": 1, "the day before yesterday": 2, "tomorrow": 1,
-                "the day after tomorrow": 2, "today": 0, "tonight": 0, "this morning": 0}
+_DAY_PHRASES = {
+    "yesterday": 1,
+    "last night": 1,
+    "the day before yesterday": 2,
+    "tomorrow": 1,
+    "the day after tomorrow": 2,
+    "today": 0,
+    "tonight": 0,
+    "this morning": 0,
+}
 _WEEKDAYS = ["monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"]
-_NUMBER_WORDS = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6,
-                 "seven": 7, "eight": 8, "nine": 9, "ten": 10, "eleven": 11, "twelve": 12}
+_NUMBER_WORDS = {
+    "a": 1,
+    "an": 1,
+    "one": 1,
+    "two": 2,
+    "three": 3,
+    "four": 4,
+    "five": 5,
+    "six": 6,
+    "seven": 7,
+    "eight": 8,
+    "nine": 9,
+    "ten": 10,
+    "eleven": 11,
+    "twelve": 12,
+}
 
 
 @st.composite
@@ -122,7 +156,11 @@ def phrases(draw) -> tuple[str, int, int]:
         phrase = draw(st.sampled_from(sorted(_DAY_PHRASES)))
         return phrase, _DAY_PHRASES[phrase], _DAY_PHRASES[phrase]
     if kind == 1:
-        return f"{draw(st.sampled_from(['last', 'next', 'this past', 'this coming']))} {draw(st.sampled_from(_WEEKDAYS))}", 1, 7
+        return (
+            f"{draw(st.sampled_from(['last', 'next', 'this past', 'this coming']))} {draw(st.sampled_from(_WEEKDAYS))}",
+            1,
+            7,
+        )
     if kind == 2:
         return draw(st.sampled_from(["last weekend", "this weekend", "next weekend", "over the weekend"])), 0, 13
     if kind == 3:
@@ -143,10 +181,14 @@ def phrases(draw) -> tuple[str, int, int]:
 
 ANCHORS = st.dates(min_value=D(1900, 1, 1), max_value=D(2200, 12, 31))
 # Text holding none of the words any rule starts from.
-_TRIGGERS = re.compile(r"yesterday|tomorrow|today|tonight|night|morning|afternoon|evening|ago|last|next|"
-                       r"this|past|weekend|week|over|coming", re.IGNORECASE)
+_TRIGGERS = re.compile(
+    r"yesterday|tomorrow|today|tonight|night|morning|afternoon|evening|ago|last|next|"
+    r"this|past|weekend|week|over|coming",
+    re.IGNORECASE,
+)
 PLAIN = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=60).filter(
-    lambda s: not _TRIGGERS.search(s))
+    lambda s: not _TRIGGERS.search(s)
+)
 
 
 @given(phrases(), ANCHORS, PLAIN, PLAIN)
@@ -186,11 +228,11 @@ def near_a_rule(draw) -> str:
     text = draw(st.from_regex(pattern))
     swaps = draw(st.lists(st.integers(0, max(len(text) - 1, 0)), max_size=3))
     for at in swaps:
-        if text[at:at + 1].lower() in _FOLDED:
-            text = text[:at] + draw(st.sampled_from(_FOLDED[text[at].lower()])) + text[at + 1:]
+        if text[at : at + 1].lower() in _FOLDED:
+            text = text[:at] + draw(st.sampled_from(_FOLDED[text[at].lower()])) + text[at + 1 :]
     if draw(st.booleans()):
         cut = draw(st.integers(0, len(text)))
-        text = text[:cut] + draw(st.sampled_from(["", " ", "x", "-", "é", "_"])) + text[cut + 1:]
+        text = text[:cut] + draw(st.sampled_from(["", " ", "x", "-", "é", "_"])) + text[cut + 1 :]
     return text
 
 

@@ -79,10 +79,10 @@ def test_bootstrap_seeds_once_then_never_writes(tmp_path):
 VAULT = {
     "index.md": "# Index\n- [[Alice]]\n- [[Gone]]\n- [[people/Bob]]\n- [[Same]]\n- [[Attach]]\n",
     "log.md": "# Log\n- 2024-01-02 10:00 agent created: [[Alice]] (seed)\n- not an entry\n"
-              "- 2024-01-01 09:00 agent created: [[Bob]] (late)\n",
+    "- 2024-01-01 09:00 agent created: [[Bob]] (late)\n",
     "Alice.md": "---\naliases: [Ally]\ntags: [ok, 'has space']\n---\n# Alice\nSee [[Bob#Work 2024]] and [[Bob#Nope]].\n"
-                "Quote ^q1\n[[Ally]] ![[photo]] ![[photo.png]] [[Alice#^q1]] [[Alice#^zz]] [[Bob^b1]]\n"
-                "`[[InCode]]` %% [[InComment]] %% <!-- [[InHtml]] --> $[[InMath]]$\n",
+    "Quote ^q1\n[[Ally]] ![[photo]] ![[photo.png]] [[Alice#^q1]] [[Alice#^zz]] [[Bob^b1]]\n"
+    "`[[InCode]]` %% [[InComment]] %% <!-- [[InHtml]] --> $[[InMath]]$\n",
     "people/Bob.md": "# Bob\n## Work: 2024!\npara ^b1\n[[Same]]\n",
     "Same/x.md": "",
     "a/Same.md": "# Same\n",
@@ -200,11 +200,15 @@ def test_parallel_parse_equals_one_core(tmp_path):
     from syncd.wiki import graph as graph_module
     from syncd.wiki import store as store_module
 
-    pages = {f"f{i % 7}/P{i}.md": f"# P{i}\n[[P{i + 1}#P{i + 1}]] ^b{i}\n" for i in range(store_module.PARALLEL_MIN + 5)}
+    pages = {
+        f"f{i % 7}/P{i}.md": f"# P{i}\n[[P{i + 1}#P{i + 1}]] ^b{i}\n" for i in range(store_module.PARALLEL_MIN + 5)
+    }
     write(tmp_path, pages)
     parallel = build_graph(tmp_path)
     items = [(rel, "sha", text.encode()) for rel, text in pages.items()]
-    one_core = {rel: graph_module.PageNode.from_json(rel, "sha", data) for rel, _, data, _ in store_module._parse_batch(items)}
+    one_core = {
+        rel: graph_module.PageNode.from_json(rel, "sha", data) for rel, _, data, _ in store_module._parse_batch(items)
+    }
     assert {rel: node.to_json() for rel, node in parallel.pages.items()} == {
         rel: node.to_json() for rel, node in one_core.items()}  # fmt: skip
     assert [e for e in parallel.edges if not e.subpath_ok or e.resolution.target is None] == [

@@ -81,7 +81,10 @@ def test_cli_search_prints_the_breadcrumb_and_json_carries_it(wiki_engine, capsy
     assert main(["search", "sencha temperature", "--kind", "chunk", "--limit", "1", "--wiki", "--home", home]) == 0
     out = capsys.readouterr().out
     assert "vault/drinks/tea.md:" in out and "Green tea > Brewing > Temperature" in out
-    assert main(["search", "sencha temperature", "--kind", "chunk", "--limit", "1", "--json", "--wiki", "--home", home]) == 0
+    assert (
+        main(["search", "sencha temperature", "--kind", "chunk", "--limit", "1", "--json", "--wiki", "--home", home])
+        == 0
+    )
     [hit] = json.loads(capsys.readouterr().out)
     assert hit["title"] == "Green tea" and hit["breadcrumb"] == "Green tea > Brewing > Temperature"
 

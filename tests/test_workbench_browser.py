@@ -22,8 +22,10 @@ SHOTS = os.environ.get("SYNCD_WORKBENCH_SHOTS", "")
 @pytest.mark.slow
 def test_workbench_in_jupyterlab_and_chromium(tmp_path, embedder):
     if not Path(wbb.CHROMIUM).exists():
-        pytest.fail(f"{wbb.CHROMIUM} is missing: install Debian's chromium (apt-get install -y chromium), "
-                    "as the README's test command does")
+        pytest.fail(
+            f"{wbb.CHROMIUM} is missing: install Debian's chromium (apt-get install -y chromium), "
+            "as the README's test command does"
+        )
     home = build_home(tmp_path / "home", embedder)
     shots = tmp_path / "shots"
     shots.mkdir()
@@ -64,8 +66,9 @@ def test_workbench_in_jupyterlab_and_chromium(tmp_path, embedder):
         wbb.tab(page, "Search")
         wbb.search(page, "what tea does ana drink", "Likes green tea in the morning.")
         # the hits of this search, not the first one's still on screen
-        page.wait_for_selector(".syncd-search-status:has-text('what tea does ana drink'):has-text('as of')",
-                               timeout=120_000)
+        page.wait_for_selector(
+            ".syncd-search-status:has-text('what tea does ana drink'):has-text('as of')", timeout=120_000
+        )
         assert page.locator(".syncd-hit:has-text('jasmine')").count() == 0
         page.click(".syncd-hit-open >> nth=0")
         page.wait_for_selector(".syncd-hit-detail:has-text('Likes green tea')")

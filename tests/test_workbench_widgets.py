@@ -56,8 +56,12 @@ def test_search_shows_scored_hits_and_where_they_came_from(wb, home):
 
 def test_no_widget_renders_more_than_a_page(tmp_path, embedder):
     many = "".join(f"- [context] Fact number {i} about kites.\n" for i in range(95))
-    days = {f"memory/users/ana/2026-10-{d:02d}.md": f"# 2026-10-{d:02d}\n\n- [context] Day {d}.\n" for d in range(1, 26)}
-    home = build_home(tmp_path / "home", embedder, {"memory/users/ana/2026-11-23.md": "# 2026-11-23\n\n" + many, **days})
+    days = {
+        f"memory/users/ana/2026-10-{d:02d}.md": f"# 2026-10-{d:02d}\n\n- [context] Day {d}.\n" for d in range(1, 26)
+    }
+    home = build_home(
+        tmp_path / "home", embedder, {"memory/users/ana/2026-11-23.md": "# 2026-11-23\n\n" + many, **days}
+    )
     bench = wbmod.Workbench(home, poll=0, embedder=embedder)
     try:
         _show(bench, "Browse")
@@ -91,9 +95,13 @@ def test_edit_a_fact_from_browse_commits_it_as_the_workbench(wb, home):
     editor.save.click()
     assert "Saved" in editor.status.value
     text = (home / ANA_LOG).read_text()
-    assert "- [preference] Likes jasmine tea in the evening. `drinks evening` <!-- id:f-tea imp:0.8 src:s-117#12 -->" in text
-    assert "green tea" not in text and text.replace(
-        text.splitlines()[3] + "\n", ANA_DAY.splitlines()[3] + "\n") == ANA_DAY  # only that line changed
+    assert (
+        "- [preference] Likes jasmine tea in the evening. `drinks evening` <!-- id:f-tea imp:0.8 src:s-117#12 -->"
+        in text
+    )
+    assert (
+        "green tea" not in text and text.replace(text.splitlines()[3] + "\n", ANA_DAY.splitlines()[3] + "\n") == ANA_DAY
+    )  # only that line changed
     assert git(home, "log", "-1", "--format=%an|%s").strip() == "workbench|Edit fact f-tea"
     assert git(home, "status", "--porcelain").strip() == ""
     _show(wb, "History")
@@ -122,7 +130,9 @@ def test_a_concurrent_edit_is_shown_never_overwritten(wb, home):
     editor.content.value = "Likes oolong."
     editor.save.click()
     text = (home / ANA_LOG).read_text()
-    assert "Likes oolong." in text and "Other prose" in text and "- [goal] Wants to run a marathon." in text, editor.status.value
+    assert "Likes oolong." in text and "Other prose" in text and "- [goal] Wants to run a marathon." in text, (
+        editor.status.value
+    )
 
 
 def test_delete_with_confirmation_and_add(wb, home):
@@ -206,8 +216,10 @@ def test_history_filters_and_reverts_with_the_index_following(wb, home):
     assert git(home, "log", "-1", "--format=%s").strip().startswith('Revert "Edit fact f-deploy"')
     hits = wb.data.search("blue-green switch", "bob", None, "fact", 3)
     assert hits and "blue-green" in hits[0].content
-    assert not wb.data.search("Fridays", "bob", None, "fact", 3) or "Fridays" not in wb.data.search(
-        "Fridays", "bob", None, "fact", 3)[0].content
+    assert (
+        not wb.data.search("Fridays", "bob", None, "fact", 3)
+        or "Fridays" not in wb.data.search("Fridays", "bob", None, "fact", 3)[0].content
+    )
 
 
 def test_health_shows_freshness_lint_and_plots_and_reindexes(wb, home):

@@ -63,8 +63,9 @@ def test_an_add_memory_costs_six_git_processes(engine, home, git_calls):
     # One unmerged check, status, stage, the staged blobs, one reader (HEAD's trees and the blobs
     # for the message), update-ref: the tree and commit are written by syncd (objects.py), and
     # there is no read-tree of a private index, no second check, no rev-parse.
-    assert calls == Counter({"ls-files -u": 1, "status": 1, "update-index": 1, "ls-files -s": 1,
-                             "cat-file": 1, "update-ref": 1}), calls
+    assert calls == Counter(
+        {"ls-files -u": 1, "status": 1, "update-index": 1, "ls-files -s": 1, "cat-file": 1, "update-ref": 1}
+    ), calls
 
 
 def test_a_group_of_writes_checks_for_unmerged_paths_once(engine, home, git_calls):

@@ -21,13 +21,19 @@ import syncd
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
 ]
 NOTEBOOK = Path(__file__).resolve().parents[1] / "workbench" / "workbench.ipynb"
 # Loads this checkout's workbench/ as syncd.workbench in the kernel when the installed syncd has
 # none (a checkout run over another install, with PYTHONPATH); a pip install needs nothing.
-_SHIM = '''
+_SHIM = """
 import importlib.util, sys
 try:
     import syncd.workbench
@@ -38,7 +44,7 @@ except ModuleNotFoundError:
     module = importlib.util.module_from_spec(spec)
     sys.modules["syncd.workbench"] = module
     spec.loader.exec_module(module)
-'''
+"""
 
 
 def _free_port() -> int:
@@ -62,11 +68,17 @@ def jupyterlab(workdir: Path, home: Path, timeout: float = 60.0) -> Iterator[str
     config = workdir / "jupyter-config"
     (config / "labconfig").mkdir(parents=True, exist_ok=True)
     # The news prompt would cover part of every screenshot.
-    (config / "labconfig" / "page_config.json").write_text(json.dumps(
-        {"disabledExtensions": {"@jupyterlab/apputils-extension:announcements": True}}))
-    env = {**os.environ, "SYNCD_HOME": str(home), "JUPYTER_CONFIG_DIR": str(config),
-           "JUPYTER_RUNTIME_DIR": str(workdir / "jupyter-runtime"), "IPYTHONDIR": str(workdir / "ipython"),
-           "JUPYTER_PLATFORM_DIRS": "1"}
+    (config / "labconfig" / "page_config.json").write_text(
+        json.dumps({"disabledExtensions": {"@jupyterlab/apputils-extension:announcements": True}})
+    )
+    env = {
+        **os.environ,
+        "SYNCD_HOME": str(home),
+        "JUPYTER_CONFIG_DIR": str(config),
+        "JUPYTER_RUNTIME_DIR": str(workdir / "jupyter-runtime"),
+        "IPYTHONDIR": str(workdir / "ipython"),
+        "JUPYTER_PLATFORM_DIRS": "1",
+    }
     if not _installed():
         shim = workdir / "shim"
         shim.mkdir(exist_ok=True)
@@ -76,10 +88,23 @@ def jupyterlab(workdir: Path, home: Path, timeout: float = 60.0) -> Iterator[str
     port, token = _free_port(), secrets.token_hex(16)
     log = open(workdir / "jupyterlab.log", "wb")  # noqa: SIM115 (closed when the server is stopped, below)
     server = subprocess.Popen(
-        [sys.executable, "-m", "jupyterlab", "--no-browser", "--ServerApp.ip=127.0.0.1", f"--ServerApp.port={port}",
-         f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={lab}", "--ServerApp.port_retries=0", "--allow-root",
-         "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"],
-        env=env, stdout=log, stderr=subprocess.STDOUT, cwd=lab,
+        [
+            sys.executable,
+            "-m",
+            "jupyterlab",
+            "--no-browser",
+            "--ServerApp.ip=127.0.0.1",
+            f"--ServerApp.port={port}",
+            f"--IdentityProvider.token={token}",
+            f"--ServerApp.root_dir={lab}",
+            "--ServerApp.port_retries=0",
+            "--allow-root",
+            "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+        ],
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        cwd=lab,
     )
     base = f"http://127.0.0.1:{port}"
     try:

@@ -39,8 +39,16 @@ class _NotNow(w.VBox):
     """The Edit tab's place while the view is of the past."""
 
     def __init__(self) -> None:
-        super().__init__([w.HTML(note("Editing changes the memory as it is now: go back to now (History tab, "
-                                      "Back to now) to edit.", "warn"))])
+        super().__init__(
+            [
+                w.HTML(
+                    note(
+                        "Editing changes the memory as it is now: go back to now (History tab, Back to now) to edit.",
+                        "warn",
+                    )
+                )
+            ]
+        )
         self.add_class("syncd-not-now")
 
     def refresh(self) -> None:
@@ -67,7 +75,9 @@ class Workbench(w.VBox):
         self.header.add_class("syncd-header")
         self.reload = button("Refresh", "syncd-refresh", icon="refresh", layout=w.Layout(width="100px"))
         self.reload.on_click(lambda _: self.refresh())
-        self.live = w.Checkbox(value=poll > 0, description="follow changes", indent=False, layout=w.Layout(width="150px"))
+        self.live = w.Checkbox(
+            value=poll > 0, description="follow changes", indent=False, layout=w.Layout(width="150px")
+        )
         self.poll_s = poll or 2.0
         self._token = self.data.change_token()
         self._task: asyncio.Task | None = None

@@ -30,11 +30,17 @@ class FactsView(w.VBox):
         self.rows.add_class("syncd-facts")
         self.pager = Pager(self._show, FACTS_PER_PAGE, css="syncd-facts-pager")
         right = w.VBox([self.title, self.rows, self.pager], layout=w.Layout(width="100%"))
-        super().__init__([w.HBox([
-            w.VBox([w.HTML("<b>Users</b>"), self.users]),
-            w.VBox([w.HTML("<b>Daily logs</b>"), self.dates]),
-            right,
-        ])])
+        super().__init__(
+            [
+                w.HBox(
+                    [
+                        w.VBox([w.HTML("<b>Users</b>"), self.users]),
+                        w.VBox([w.HTML("<b>Daily logs</b>"), self.dates]),
+                        right,
+                    ]
+                )
+            ]
+        )
 
     def refresh(self) -> None:
         self.users.set_items(self.data.users())
@@ -162,8 +168,11 @@ class VaultView(w.VBox):
             return
         links, backlinks = self.data.page_links(page)
         link_rows = [
-            (esc(_link(e)), esc(e.resolution.target) if e.resolution.target else note("unresolved", "err"),
-             str(e.link.line))
+            (
+                esc(_link(e)),
+                esc(e.resolution.target) if e.resolution.target else note("unresolved", "err"),
+                str(e.link.line),
+            )
             for e in links[:100]
         ]
         back_rows = [(esc(e.source), esc(_link(e)), str(e.link.line)) for e in backlinks[:100]]

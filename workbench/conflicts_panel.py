@@ -49,8 +49,9 @@ class ConflictsPanel(w.VBox):
         self.pager = Pager(self._show, PER_PAGE, css="syncd-conflicts-pager")
         self.status = w.HTML()
         self.status.add_class("syncd-conflicts-status")
-        super().__init__([w.HTML("<b>Conflicts from shared homes</b>"), self.summary, self.rows, self.pager,
-                          self.status])
+        super().__init__(
+            [w.HTML("<b>Conflicts from shared homes</b>"), self.summary, self.rows, self.pager, self.status]
+        )
 
     def refresh(self) -> None:
         try:
@@ -62,7 +63,10 @@ class ConflictsPanel(w.VBox):
             n = len(self.conflicts)
             self.summary.value = note(
                 f"{n} place{'s' if n != 1 else ''} where both machines changed the same thing: keep one version"
-                if n else "none: every merge with another machine went through", "warn" if n else "ok")
+                if n
+                else "none: every merge with another machine went through",
+                "warn" if n else "ok",
+            )
         self.pager.reset(len(self.conflicts), self.pager.page)
 
     def _row(self, conflict) -> w.VBox:
@@ -70,7 +74,8 @@ class ConflictsPanel(w.VBox):
         versions = w.HTML(
             '<table class="syncd"><tr><th>mine (this machine)</th><th>theirs (' + esc(conflict.label) + ")</th></tr>"
             f"<tr><td>{_version(conflict.ours, 'syncd-del')}</td><td>{_version(conflict.theirs, 'syncd-add')}</td></tr>"
-            "</table>")
+            "</table>"
+        )
         buttons = []
         for keep, label in (("mine", "Keep mine"), ("theirs", "Keep theirs"), ("both", "Keep both")):
             b = button(label, f"syncd-keep-{keep}", disabled=keep == "theirs" and conflict.ours is None)
@@ -88,8 +93,9 @@ class ConflictsPanel(w.VBox):
         try:
             self.data.resolve_conflict(conflict.path, conflict.line, keep)
         except syncd.ConflictError:
-            self.status.value = note(f"{conflict.path} changed meanwhile: nothing written; the list is read again.",
-                                     "warn")
+            self.status.value = note(
+                f"{conflict.path} changed meanwhile: nothing written; the list is read again.", "warn"
+            )
         except syncd.SyncdError as exc:
             self.status.value = note(str(exc), "err")
         else:

@@ -202,11 +202,13 @@ class HomeData:
         hints = [r["path"] for r in self._reader.engine.find_fact(fact_id) if r.get("user") == user]
         return self.store(user).find_fact(fact_id, hints)
 
-    def search(self, query: str, user: str | None, chat: str | None, kind: str | None, limit: int,
-               include_wiki: bool = False):
+    def search(
+        self, query: str, user: str | None, chat: str | None, kind: str | None, limit: int, include_wiki: bool = False
+    ):
         """The one search every front end makes (syncd.engine.search); ``user`` None: every user's."""
-        return syncd.engine.search.search(self._reader.engine, query, user_id=user, chat_id=chat, kind=kind, limit=limit,
-                                   include_wiki=include_wiki)
+        return syncd.engine.search.search(
+            self._reader.engine, query, user_id=user, chat_id=chat, kind=kind, limit=limit, include_wiki=include_wiki
+        )
 
     def around(self, rel: str, line: int, radius: int = 4) -> list[tuple[int, str]]:
         """Numbered lines of a file around ``line`` (what a person opens the file to see)."""

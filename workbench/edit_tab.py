@@ -45,23 +45,26 @@ class FactEditor(w.VBox):
         self.tags = w.Text(description="tags", placeholder="space separated", layout=w.Layout(width="400px"))
         self.save = button("Save", "syncd-edit-save", button_style="primary", icon="save", disabled=True)
         self.delete = button("Delete…", "syncd-edit-delete", button_style="danger", icon="trash", disabled=True)
-        self.confirm = button("Yes, delete it", "syncd-edit-confirm", button_style="danger",
-                              layout=w.Layout(display="none"))
+        self.confirm = button(
+            "Yes, delete it", "syncd-edit-confirm", button_style="danger", layout=w.Layout(display="none")
+        )
         self.status = w.HTML()
         self.status.add_class("syncd-edit-status")
         self.load.on_click(lambda _: self.load_fact(self.user.value, self.fact_id.value.strip()))
         self.save.on_click(lambda _: self.write())
         self.delete.on_click(lambda _: self._ask_delete())
         self.confirm.on_click(lambda _: self.remove())
-        super().__init__([
-            w.HTML("<b>Edit a fact</b>"),
-            w.HBox([self.user, self.fact_id, self.load]),
-            self.content,
-            w.HBox([self.category, self.tags]),
-            w.HBox([self.importance, self.has_importance]),
-            w.HBox([self.save, self.delete, self.confirm]),
-            self.status,
-        ])
+        super().__init__(
+            [
+                w.HTML("<b>Edit a fact</b>"),
+                w.HBox([self.user, self.fact_id, self.load]),
+                self.content,
+                w.HBox([self.category, self.tags]),
+                w.HBox([self.importance, self.has_importance]),
+                w.HBox([self.save, self.delete, self.confirm]),
+                self.status,
+            ]
+        )
 
     def refresh(self) -> None:
         current = self.user.value
@@ -106,7 +109,8 @@ class FactEditor(w.VBox):
             note("Someone changed this fact since you loaded it; nothing was written.", "err")
             + f'<div class="syncd-box syncd-conflict"><b>now in {esc(exc.path)}:</b><br><code>{esc(theirs)}</code>'
             + f"<br><b>you loaded:</b><br><code>{esc(exc.expected)}</code><br>"
-            + note("Load again to start from their version.") + "</div>"
+            + note("Load again to start from their version.")
+            + "</div>"
         )
 
     def write(self) -> None:
@@ -115,10 +119,17 @@ class FactEditor(w.VBox):
         stored = self.loaded
         importance = self.importance.value if self.has_importance.value else None
         try:
-            fact = self.data.run(self.data.memory.update_memory(
-                stored.id, self.user.value, content=self.content.value, category=self.category.value.strip(),
-                importance=importance, tags=_tags(self.tags.value), expected=stored.fact,
-            ))
+            fact = self.data.run(
+                self.data.memory.update_memory(
+                    stored.id,
+                    self.user.value,
+                    content=self.content.value,
+                    category=self.category.value.strip(),
+                    importance=importance,
+                    tags=_tags(self.tags.value),
+                    expected=stored.fact,
+                )
+            )
         except syncd.ConflictError as exc:
             self._conflict(exc)
             return
@@ -183,15 +194,17 @@ class FactAdder(w.VBox):
         self.status = w.HTML()
         self.status.add_class("syncd-add-status")
         self.add.on_click(lambda _: self.write())
-        super().__init__([
-            w.HTML("<b>Add a fact</b>"),
-            w.HBox([self.user, self.chat]),
-            self.content,
-            w.HBox([self.category, self.tags]),
-            self.importance,
-            self.add,
-            self.status,
-        ])
+        super().__init__(
+            [
+                w.HTML("<b>Add a fact</b>"),
+                w.HBox([self.user, self.chat]),
+                self.content,
+                w.HBox([self.category, self.tags]),
+                self.importance,
+                self.add,
+                self.status,
+            ]
+        )
 
     def refresh(self) -> None:
         self.user.options = self.data.users()
@@ -202,11 +215,17 @@ class FactAdder(w.VBox):
             self.status.value = note("A user and some content, please.", "warn")
             return
         try:
-            fact = self.data.run(self.data.memory.add_memory(
-                content, self.user.value.strip(), self.chat.value.strip() or None,
-                category=self.category.value.strip(), importance=self.importance.value,
-                tags=_tags(self.tags.value), dedup=False,
-            ))
+            fact = self.data.run(
+                self.data.memory.add_memory(
+                    content,
+                    self.user.value.strip(),
+                    self.chat.value.strip() or None,
+                    category=self.category.value.strip(),
+                    importance=self.importance.value,
+                    tags=_tags(self.tags.value),
+                    dedup=False,
+                )
+            )
         except (syncd.SyncdError, ValueError) as exc:
             self.status.value = note(str(exc), "err")
             return
@@ -226,8 +245,9 @@ class BlockEditor(w.VBox):
         self.scope = w.Dropdown(description="scope", options=["global", "user", "chat"], layout=w.Layout(width="180px"))
         self.user = w.Combobox(description="user", layout=w.Layout(width="200px"))
         self.chat = w.Text(description="chat", layout=w.Layout(width="200px"))
-        self.label = w.Combobox(description="label", options=list(CORE_LABELS), value="persona",
-                                layout=w.Layout(width="200px"))
+        self.label = w.Combobox(
+            description="label", options=list(CORE_LABELS), value="persona", layout=w.Layout(width="200px")
+        )
         self.load = button("Load", "syncd-block-load")
         self.text = w.Textarea(layout=w.Layout(width="640px", height="110px"), continuous_update=True)
         self.text.add_class("syncd-block-text")
@@ -240,14 +260,16 @@ class BlockEditor(w.VBox):
         self.load.on_click(lambda _: self.load_block())
         self.save.on_click(lambda _: self.write())
         self.text.observe(lambda _: self._count(), "value")
-        super().__init__([
-            w.HTML("<b>Edit a core block</b>"),
-            w.HBox([self.scope, self.user, self.chat, self.label, self.load]),
-            self.text,
-            self.count,
-            self.save,
-            self.status,
-        ])
+        super().__init__(
+            [
+                w.HTML("<b>Edit a core block</b>"),
+                w.HBox([self.scope, self.user, self.chat, self.label, self.load]),
+                self.text,
+                self.count,
+                self.save,
+                self.status,
+            ]
+        )
 
     def refresh(self) -> None:
         self.user.options = self.data.users()
@@ -277,22 +299,31 @@ class BlockEditor(w.VBox):
     def _count(self) -> None:
         n = len(self.text.value.strip())
         over = n > self.limit
-        self.count.value = note(f"{n} / {self.limit} characters" + (" — over the limit" if over else ""),
-                                "err" if over else "muted")
+        self.count.value = note(
+            f"{n} / {self.limit} characters" + (" — over the limit" if over else ""), "err" if over else "muted"
+        )
         self.save.disabled = over or self.loaded_text is None
 
     def write(self) -> None:
         scope, user, chat = self._where()
         label = self.label.value.strip()
         try:
-            self.data.run(self.data.memory.update_memory_block(
-                label, self.text.value, chat, user, scope=scope, expected=self.loaded_text,
-            ))
+            self.data.run(
+                self.data.memory.update_memory_block(
+                    label,
+                    self.text.value,
+                    chat,
+                    user,
+                    scope=scope,
+                    expected=self.loaded_text,
+                )
+            )
         except syncd.ConflictError as exc:
             self.status.value = (
                 note("Someone changed this block since you loaded it; nothing was written.", "err")
                 + f'<div class="syncd-box syncd-conflict"><b>now:</b><pre>{esc(exc.found)}</pre>'
-                + note("Load again to start from their version (copy your text first).") + "</div>"
+                + note("Load again to start from their version (copy your text first).")
+                + "</div>"
             )
             return
         except (syncd.SyncdError, ValueError) as exc:

@@ -61,19 +61,21 @@ class HealthTab(w.VBox):
         self.plot_size.add_class("syncd-plot-size")
         self.check.on_click(lambda _: self.refresh())
         self.reindex_button.on_click(lambda _: self.start_reindex())
-        super().__init__([
-            w.HBox([self.check, self.reindex_button, self.progress, self.progress_text]),
-            self.summary,
-            self.conflicts,
-            w.HTML("<b>Wiki lint</b>"),
-            self.lint_summary,
-            self.lint_rows,
-            self.lint_pager,
-            w.HTML("<b>Memory over time</b>"),
-            self.plot_user,
-            self.plot_days,
-            self.plot_size,
-        ])
+        super().__init__(
+            [
+                w.HBox([self.check, self.reindex_button, self.progress, self.progress_text]),
+                self.summary,
+                self.conflicts,
+                w.HTML("<b>Wiki lint</b>"),
+                self.lint_summary,
+                self.lint_rows,
+                self.lint_pager,
+                w.HTML("<b>Memory over time</b>"),
+                self.plot_user,
+                self.plot_days,
+                self.plot_size,
+            ]
+        )
 
     def refresh(self) -> None:
         self.show_status()
@@ -96,15 +98,28 @@ class HealthTab(w.VBox):
         except syncd.SyncdError as exc:
             self.summary.value = note(str(exc), "err")
             return
-        state = ("healthy", "ok") if st.healthy else ("fresh, with files in error", "warn") if st.fresh else (
-            "stale: the index is behind the files", "warn")
+        state = (
+            ("healthy", "ok")
+            if st.healthy
+            else ("fresh, with files in error", "warn")
+            if st.fresh
+            else ("stale: the index is behind the files", "warn")
+        )
         stale = sum(len(v) for v in st.stale.values())
-        head = (
-            f'<div class="syncd-box"><b>Index {note(state[0], state[1])}</b><br>'
-            + table(["files", "facts", "chunks", "stale", "errors", "uncommitted", "model", "aligned commit"], [(
-                str(st.files), str(st.facts), str(st.chunks), str(stale), str(len(st.errors)),
-                str(len(st.uncommitted)), esc(st.model_id), esc((st.aligned_commit or "—")[:10]),
-            )])
+        head = f'<div class="syncd-box"><b>Index {note(state[0], state[1])}</b><br>' + table(
+            ["files", "facts", "chunks", "stale", "errors", "uncommitted", "model", "aligned commit"],
+            [
+                (
+                    str(st.files),
+                    str(st.facts),
+                    str(st.chunks),
+                    str(stale),
+                    str(len(st.errors)),
+                    str(len(st.uncommitted)),
+                    esc(st.model_id),
+                    esc((st.aligned_commit or "—")[:10]),
+                )
+            ],
         )
         lists = "".join(_paths(f"{kind} (not indexed yet)", paths, "warn") for kind, paths in st.stale.items())
         errors = [f"{p}: {msg}" for p, msg in sorted(st.errors.items())]
@@ -130,8 +145,12 @@ class HealthTab(w.VBox):
 
     def _show_findings(self, start: int, stop: int) -> None:
         rows = [
-            (note(f.severity, "err" if f.severity == "error" else "warn"), esc(f.code), esc(f"{f.path}:{f.line}"),
-             esc(f.message))
+            (
+                note(f.severity, "err" if f.severity == "error" else "warn"),
+                esc(f.code),
+                esc(f"{f.path}:{f.line}"),
+                esc(f.message),
+            )
             for f in self.findings[start:stop]
         ]
         self.lint_rows.value = table(["severity", "code", "where", "message"], rows) if rows else ""
@@ -139,7 +158,10 @@ class HealthTab(w.VBox):
     def draw(self) -> None:
         days = self.data.day_counts()
         user = None if self.plot_user.value == ALL_USERS else self.plot_user.value
-        self.figures = {"facts_per_day": plots.facts_per_day(days, user), "memory_over_time": plots.memory_over_time(days)}
+        self.figures = {
+            "facts_per_day": plots.facts_per_day(days, user),
+            "memory_over_time": plots.memory_over_time(days),
+        }
         for out, name in ((self.plot_days, "facts_per_day"), (self.plot_size, "memory_over_time")):
             out.clear_output(wait=True)
             if InteractiveShell.initialized():  # in a kernel (a script or a test has no display)
@@ -173,7 +195,8 @@ class HealthTab(w.VBox):
             report = self.data.reindex(self._progress)
         except syncd.LockedError as exc:
             self.progress_text.value = note(
-                f"The home is held ({exc.holder}); a running daemon keeps the index in step itself.", "warn")
+                f"The home is held ({exc.holder}); a running daemon keeps the index in step itself.", "warn"
+            )
         except syncd.SyncdError as exc:
             self.progress_text.value = note(str(exc), "err")
         else:

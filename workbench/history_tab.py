@@ -27,8 +27,12 @@ def _label(entry) -> str:
 
 
 class HistoryTab(w.VBox):
-    def __init__(self, data: HomeData, changed: Callable[[], None] = lambda: None,
-                 travel: Callable[[str | None], None] = lambda at: None):
+    def __init__(
+        self,
+        data: HomeData,
+        changed: Callable[[], None] = lambda: None,
+        travel: Callable[[str | None], None] = lambda at: None,
+    ):
         self.data = data
         self.changed = changed
         self.travel = travel
@@ -36,28 +40,49 @@ class HistoryTab(w.VBox):
         self.entries: list = []
         self._shown_filter: str | None = None  # the filter the list was last loaded for
         self.user = w.Dropdown(description="user", options=[ALL_USERS], layout=w.Layout(width="220px"))
-        self.path = w.Text(description="path", placeholder="a file or folder", continuous_update=False,
-                           layout=w.Layout(width="320px"))
+        self.path = w.Text(
+            description="path", placeholder="a file or folder", continuous_update=False, layout=w.Layout(width="320px")
+        )
         self.path.add_class("syncd-history-path")
         self.reload = button("Show", "syncd-history-show", icon="refresh")
         self.more = button("Older…", "syncd-history-more", layout=w.Layout(display="none"))
-        self.commits = PagedList(_label, on_pick=lambda _: self.show(), size=COMMITS_PER_PAGE, rows=COMMITS_PER_PAGE,
-                                 css="syncd-commits", filter_placeholder="filter by text", width="560px")
+        self.commits = PagedList(
+            _label,
+            on_pick=lambda _: self.show(),
+            size=COMMITS_PER_PAGE,
+            rows=COMMITS_PER_PAGE,
+            css="syncd-commits",
+            filter_placeholder="filter by text",
+            width="560px",
+        )
         self.detail = w.HTML(layout=w.Layout(width="100%"))
         self.detail.add_class("syncd-commit-detail")
-        self.revert = button("Revert this commit…", "syncd-revert", button_style="warning", icon="undo", disabled=True,
-                             layout=w.Layout(width="auto"))
-        self.confirm = button("Yes, revert it", "syncd-revert-confirm", button_style="danger",
-                              layout=w.Layout(display="none"))
+        self.revert = button(
+            "Revert this commit…",
+            "syncd-revert",
+            button_style="warning",
+            icon="undo",
+            disabled=True,
+            layout=w.Layout(width="auto"),
+        )
+        self.confirm = button(
+            "Yes, revert it", "syncd-revert-confirm", button_style="danger", layout=w.Layout(display="none")
+        )
         self.cancel = button("Cancel", "syncd-revert-cancel", layout=w.Layout(display="none"))
         self.status = w.HTML()
         self.status.add_class("syncd-history-status")
-        self.when = w.Text(description="as of", placeholder="the picked commit, or HEAD~N, a tag, 2026-11-20T14:00",
-                           layout=w.Layout(width="420px"))
+        self.when = w.Text(
+            description="as of",
+            placeholder="the picked commit, or HEAD~N, a tag, 2026-11-20T14:00",
+            layout=w.Layout(width="420px"),
+        )
         self.when.add_class("syncd-when")
-        self.view_then = button("View the memory as of then", "syncd-view-at", icon="clock-o", layout=w.Layout(width="auto"))
-        self.view_now = button("Back to now", "syncd-view-now", icon="step-forward", disabled=True,
-                               layout=w.Layout(width="auto"))
+        self.view_then = button(
+            "View the memory as of then", "syncd-view-at", icon="clock-o", layout=w.Layout(width="auto")
+        )
+        self.view_now = button(
+            "Back to now", "syncd-view-now", icon="step-forward", disabled=True, layout=w.Layout(width="auto")
+        )
         self.view_then.on_click(lambda _: self._travel())
         self.view_now.on_click(lambda _: self.travel(None))
         self.reload.on_click(lambda _: self.refresh())
@@ -67,13 +92,15 @@ class HistoryTab(w.VBox):
         self.revert.on_click(lambda _: self._ask())
         self.cancel.on_click(lambda _: self._hide_confirm())
         self.confirm.on_click(lambda _: self.do_revert())
-        super().__init__([
-            w.HBox([self.user, self.path, self.reload]),
-            w.HBox([w.VBox([self.commits, self.more], layout=w.Layout(min_width="570px")), self.detail]),
-            w.HBox([self.revert, self.confirm, self.cancel]),
-            w.HBox([self.when, self.view_then, self.view_now]),
-            self.status,
-        ])
+        super().__init__(
+            [
+                w.HBox([self.user, self.path, self.reload]),
+                w.HBox([w.VBox([self.commits, self.more], layout=w.Layout(min_width="570px")), self.detail]),
+                w.HBox([self.revert, self.confirm, self.cancel]),
+                w.HBox([self.when, self.view_then, self.view_now]),
+                self.status,
+            ]
+        )
 
     def _travel(self) -> None:
         """The revision typed in, else the commit picked in the list."""
@@ -125,7 +152,9 @@ class HistoryTab(w.VBox):
         if entry is None:
             return
         effect = self.data.effect(entry.sha)
-        trailers = table(["trailer", "value"], [(esc(k), esc(v)) for k, v in entry.trailers.items()]) if entry.trailers else ""
+        trailers = (
+            table(["trailer", "value"], [(esc(k), esc(v)) for k, v in entry.trailers.items()]) if entry.trailers else ""
+        )
         files = "<br>".join(esc(f) for f in entry.files[:20])
         if len(entry.files) > 20:
             files += "<br>" + note(f"… and {len(entry.files) - 20} more files")
@@ -141,7 +170,8 @@ class HistoryTab(w.VBox):
             f'<div class="syncd-box"><b>{esc(entry.subject)}</b><br>'
             + note(f"{entry.sha}  {entry.date}  {entry.author} <{entry.email}>")
             + trailers
-            + f"<br><b>Facts</b> +{effect.added_total} −{effect.removed_total}" + facts
+            + f"<br><b>Facts</b> +{effect.added_total} −{effect.removed_total}"
+            + facts
             + (note(f"… and {more} more") if more > 0 else "")
             + f"<br><b>Files</b><br>{files}</div>"
         )
@@ -153,8 +183,9 @@ class HistoryTab(w.VBox):
             return
         self.confirm.layout.display = None
         self.cancel.layout.display = None
-        self.status.value = note(f"Revert {entry.sha[:10]} “{entry.subject}”? A new commit undoes it; "
-                                 "the index follows.", "warn")
+        self.status.value = note(
+            f"Revert {entry.sha[:10]} “{entry.subject}”? A new commit undoes it; the index follows.", "warn"
+        )
 
     def _hide_confirm(self) -> None:
         self.confirm.layout.display = "none"

@@ -19,8 +19,14 @@ TOP_CATEGORIES = 8
 def _layout(fig: go.Figure, title: str, y: str) -> go.Figure:
     # Days as categories: a date axis would draw hours between two days of logs.
     fig.update_xaxes(type="category", categoryorder="category ascending")
-    fig.update_layout(title=title, yaxis_title=y, height=320, margin=dict(l=50, r=20, t=40, b=40),
-                      legend=dict(orientation="h", y=-0.2), template="plotly_white")
+    fig.update_layout(
+        title=title,
+        yaxis_title=y,
+        height=320,
+        margin=dict(l=50, r=20, t=40, b=40),
+        legend=dict(orientation="h", y=-0.2),
+        template="plotly_white",
+    )
     return fig
 
 

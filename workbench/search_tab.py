@@ -60,8 +60,9 @@ class SearchTab(w.VBox):
         s = data.settings
         self.weights = {name: getattr(s, f"search_weight_{name}") for name in PARTS}
         # Enter (or leaving the box) searches; no search per keystroke.
-        self.query = w.Text(placeholder="what are you looking for?", continuous_update=False,
-                            layout=w.Layout(width="340px"))
+        self.query = w.Text(
+            placeholder="what are you looking for?", continuous_update=False, layout=w.Layout(width="340px")
+        )
         self.query.add_class("syncd-query")
         self.user = w.Dropdown(description="user", options=[ALL_USERS], layout=w.Layout(width="200px"))
         self.user.style.description_width = "34px"
@@ -70,8 +71,9 @@ class SearchTab(w.VBox):
         self.kind = w.Dropdown(description="kind", options=list(KINDS), layout=w.Layout(width="190px"))
         self.kind.style.description_width = "34px"
         # The defaults of every front end (syncd.engine.search): five hits, the memory without the wiki.
-        self.limit = w.BoundedIntText(value=DEFAULT_LIMIT, min=1, max=200, description="limit",
-                                      layout=w.Layout(width="120px"))
+        self.limit = w.BoundedIntText(
+            value=DEFAULT_LIMIT, min=1, max=200, description="limit", layout=w.Layout(width="120px")
+        )
         self.limit.style.description_width = "34px"
         self.wiki = w.Checkbox(value=False, description="wiki too", indent=False, layout=w.Layout(width="90px"))
         self.go = button("Search", "syncd-search-button", button_style="primary", icon="search")
@@ -87,16 +89,18 @@ class SearchTab(w.VBox):
         self.go.on_click(lambda _: self.search())
         self.query.observe(lambda _: self.search() if self.query.value.strip() else None, "value")
         self.user.observe(lambda _: self._fill_chats(), "value")
-        super().__init__([
-            w.HBox([self.query, self.go]),
-            w.HBox([self.user, self.chat, self.kind, self.limit, self.wiki]),
-            self.status,
-            w.HTML(legend()),
-            self.rows,
-            self.pager,
-            w.HBox([self.detail], layout=w.Layout(width="100%")),
-            self.edit,
-        ])
+        super().__init__(
+            [
+                w.HBox([self.query, self.go]),
+                w.HBox([self.user, self.chat, self.kind, self.limit, self.wiki]),
+                self.status,
+                w.HTML(legend()),
+                self.rows,
+                self.pager,
+                w.HBox([self.detail], layout=w.Layout(width="100%")),
+                self.edit,
+            ]
+        )
         self.refresh()
 
     def refresh(self) -> None:
@@ -138,8 +142,10 @@ class SearchTab(w.VBox):
         open_ = button(str(n + 1), "syncd-hit-open", layout=w.Layout(width="38px"), tooltip="show where it came from")
         open_.on_click(lambda _, hit=hit: self.select(hit))
         cat = f'<span class="syncd-cat">{esc(hit.category)}</span> ' if hit.category else ""
-        where = f"{hit.path}:{hit.line}" + (f" · {hit.user_id}" if hit.user_id else "") + (
-            f" · chat {hit.chat_id}" if hit.chat_id else ""
+        where = (
+            f"{hit.path}:{hit.line}"
+            + (f" · {hit.user_id}" if hit.user_id else "")
+            + (f" · chat {hit.chat_id}" if hit.chat_id else "")
         )
         body = hit.heading + " — " + hit.snippet() if hit.kind == "chunk" and hit.heading else hit.snippet()
         text = (
@@ -164,8 +170,11 @@ class SearchTab(w.VBox):
         rows = [
             ("file", esc(f"{hit.path}:{hit.line}")),
             ("user / chat", esc(f"{hit.user_id or '—'} / {hit.chat_id or '—'}")),
-            ("session", esc(prov.session or hit.session_id or "—")
-             + (f" · transcript line {prov.transcript_line}" if prov.transcript_line else "")),
+            (
+                "session",
+                esc(prov.session or hit.session_id or "—")
+                + (f" · transcript line {prov.transcript_line}" if prov.transcript_line else ""),
+            ),
         ]
         rows += commit_rows(prov)
         parts = " · ".join(f"{name} {hit.parts.get(name, 0):.2f}" for name in PARTS)

@@ -145,7 +145,9 @@ class _ForUser(Input):
 def _at(what: str) -> Any:
     """The ``at`` field of a read that can look into the past (syncd.engine.asof)."""
     return Field(
-        None, min_length=1, max_length=200,
+        None,
+        min_length=1,
+        max_length=200,
         description=f"{what} as a past commit left it: a commit, HEAD~N, a branch, a tag, or a date/time "
         "(2026-11-20T14:00: the last commit at or before it). None: as it is now.",
     )
@@ -156,8 +158,9 @@ class SearchInput(_ForUser):
     limit: int = Field(5, ge=1, le=100, description="How many memories to return (at most).")
     chat_id: ChatId | None = None
     kind: HitKind | None = Field(
-        None, description="Only facts, only text chunks (MEMORY.md, blocks, notes, wiki pages) or only transcript "
-        "chunks; none: facts and text chunks."
+        None,
+        description="Only facts, only text chunks (MEMORY.md, blocks, notes, wiki pages) or only transcript "
+        "chunks; none: facts and text chunks.",
     )
     include_wiki: bool = Field(False, description="Search the wiki vault too.")
     at: str | None = _at("Search the memory")
@@ -416,8 +419,11 @@ class StatusOut(BaseModel):
     stale: dict[str, list[str]]
     errors: dict[str, str]
     uncommitted: list[str]
-    index: str = Field("ok", description="'missing' while there is no index on disk to describe "
-                       "(never built, or deleted with .syncd/ and being rebuilt): then never fresh")
+    index: str = Field(
+        "ok",
+        description="'missing' while there is no index on disk to describe "
+        "(never built, or deleted with .syncd/ and being rebuilt): then never fresh",
+    )
 
 
 class LogEntryOut(BaseModel):

@@ -33,6 +33,7 @@ Walk = Callable[..., Iterator[tuple[str, list[str], list[str]]]]
 
 # -- watchdog --------------------------------------------------------------------------------------
 
+
 def _watch_group() -> Any:
     """watchdog's InotifyWatchGroup, or None where there is none (it is typed Any: the patches
     reach for its private methods)."""
@@ -150,6 +151,7 @@ def watchdog_decline_watches(unwatched: Callable[[str], bool]) -> None:
 
 
 # -- fastembed -------------------------------------------------------------------------------------
+
 
 def fastembed_layout_problems(model: Any) -> list[str]:
     """What the fastembed patches rely on in a loaded ``TextEmbedding`` and it lacks (empty: all

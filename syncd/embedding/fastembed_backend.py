@@ -125,8 +125,7 @@ def _memory_hint(exc: BaseException) -> str:
     text = str(exc).lower()
     if isinstance(exc, MemoryError) or "cannot allocate memory" in text or "failed to map" in text:
         return (
-            " (the process is out of memory or of memory mappings: see vm.max_map_count and "
-            "the process's memory use)"
+            " (the process is out of memory or of memory mappings: see vm.max_map_count and the process's memory use)"
         )
     return ""
 
@@ -258,9 +257,7 @@ class FastEmbedBackend:
         self._setup(source, batch_size, threads, cache_dir)
         return self
 
-    def _setup(
-        self, source: _ModelSource, batch_size: int, threads: int | None, cache_dir: Path | None
-    ) -> None:
+    def _setup(self, source: _ModelSource, batch_size: int, threads: int | None, cache_dir: Path | None) -> None:
         if batch_size < 1:
             raise EmbeddingError(f"embedding batch size must be at least 1, not {batch_size}")
         self._source = source

@@ -39,8 +39,9 @@ class OnnxTextModel:
 
     def __init__(self, folder: Path, threads: int | None):
         self.tokenizer = _load_tokenizer(folder)
-        self.session = ort.InferenceSession(str(folder / "model.onnx"), sess_options=quiet_session_options(threads),
-                                            providers=["CPUExecutionProvider"])
+        self.session = ort.InferenceSession(
+            str(folder / "model.onnx"), sess_options=quiet_session_options(threads), providers=["CPUExecutionProvider"]
+        )
         self._inputs = {node.name for node in self.session.get_inputs()}
 
     @property
@@ -86,13 +87,18 @@ def _load_tokenizer(folder: Path) -> Tokenizer:
     config = _read_json(folder / "config.json")
     tokenizer_config = _read_json(folder / "tokenizer_config.json")
     tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
-    limits = [value for value in (tokenizer_config.get("model_max_length"), tokenizer_config.get("max_length"))
-              if isinstance(value, int) and not isinstance(value, bool) and 0 < value <= sys.maxsize]
+    limits = [
+        value
+        for value in (tokenizer_config.get("model_max_length"), tokenizer_config.get("max_length"))
+        if isinstance(value, int) and not isinstance(value, bool) and 0 < value <= sys.maxsize
+    ]
     if not limits:
         raise ValueError(f"{folder / 'tokenizer_config.json'} names no model_max_length or max_length")
     truncation = tokenizer.truncation or {}
-    tokenizer.enable_truncation(max_length=min(limits), direction=tokenizer_config.get("truncation_side")
-                                or truncation.get("direction", "right"))
+    tokenizer.enable_truncation(
+        max_length=min(limits),
+        direction=tokenizer_config.get("truncation_side") or truncation.get("direction", "right"),
+    )
     for value in _read_json(folder / "special_tokens_map.json").values():
         for token in value if isinstance(value, list) else [value]:
             if isinstance(token, str):
@@ -108,7 +114,12 @@ def _load_tokenizer(folder: Path) -> Tokenizer:
         pad_id = tokenizer.token_to_id(pad_token)
     if pad_id is None:
         raise ValueError(f"no id for the pad token {pad_token!r} in {folder}")
-    tokenizer.enable_padding(direction=tokenizer_config.get("padding_side") or padding.get("direction", "right"),
-                             pad_id=pad_id, pad_type_id=padding.get("pad_type_id", 0), pad_token=pad_token,
-                             pad_to_multiple_of=padding.get("pad_to_multiple_of"), length=None)
+    tokenizer.enable_padding(
+        direction=tokenizer_config.get("padding_side") or padding.get("direction", "right"),
+        pad_id=pad_id,
+        pad_type_id=padding.get("pad_type_id", 0),
+        pad_token=pad_token,
+        pad_to_multiple_of=padding.get("pad_to_multiple_of"),
+        length=None,
+    )
     return tokenizer

@@ -258,8 +258,9 @@ def _is_kept(folder: Path) -> bool:
 
 
 def _evict(base: Path, keep: Path) -> None:
-    past = sorted((p for p in base.iterdir() if _is_kept(p) and p != keep and not _IN_USE[p]),
-                  key=lambda p: p.stat().st_mtime)
+    past = sorted(
+        (p for p in base.iterdir() if _is_kept(p) and p != keep and not _IN_USE[p]), key=lambda p: p.stat().st_mtime
+    )
     for old in past[: max(0, len(past) - (KEEP - 1))]:
         if old in _OPEN:
             _OPEN.pop(old).close()

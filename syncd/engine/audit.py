@@ -23,12 +23,22 @@ from ..history.log import LogEntry, read_log
 from . import visibility
 
 __all__ = [
-    "LogEntry", "FactHistory", "FactChange", "CommitEffect", "read_log", "log", "fact_history", "blame",
-    "commit_effect", "revert",
+    "LogEntry",
+    "FactHistory",
+    "FactChange",
+    "CommitEffect",
+    "read_log",
+    "log",
+    "fact_history",
+    "blame",
+    "commit_effect",
+    "revert",
 ]
 
 
-def log(root: pathlib.Path | str, path: str | None = None, limit: int = 20, *, user_id: str | None = None) -> list[LogEntry]:
+def log(
+    root: pathlib.Path | str, path: str | None = None, limit: int = 20, *, user_id: str | None = None
+) -> list[LogEntry]:
     """The ``limit`` newest commits touching ``path`` (a file or folder; None: the whole home),
     as ``user_id`` may see them: their own folder when they name none, never another user's
     (AccessError), each commit shown as visibility.seen_by says. ``user_id`` None: everything,
@@ -65,7 +75,9 @@ def blame(engine, fact_id: str, *, user_id: str | None = None) -> list[FactHisto
         return None if shown is None else dataclasses.replace(shown, files=())
 
     return [
-        dataclasses.replace(h, introduced=seen(h.introduced), edits=tuple(e for e in map(seen, h.edits) if e is not None))
+        dataclasses.replace(
+            h, introduced=seen(h.introduced), edits=tuple(e for e in map(seen, h.edits) if e is not None)
+        )
         for h in histories
     ]
 
@@ -97,8 +109,18 @@ def commit_effect(root: pathlib.Path | str, commit: str, limit: int = 200) -> Co
     git.repo_or_raise(root)
     # Only the fact lines matter: no context lines, no rename pairing (a moved log is its lines).
     out = git.run_git(
-        root, "-c", "core.quotepath=off", "show", "--format=%H", "--no-color", "--no-renames",
-        "--unified=0", "--no-ext-diff", commit, "--", "memory/users",
+        root,
+        "-c",
+        "core.quotepath=off",
+        "show",
+        "--format=%H",
+        "--no-color",
+        "--no-renames",
+        "--unified=0",
+        "--no-ext-diff",
+        commit,
+        "--",
+        "memory/users",
     ).decode("utf-8", "replace")
     lines = out.splitlines()
     sha = lines[0].strip() if lines else commit

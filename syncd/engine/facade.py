@@ -192,8 +192,17 @@ class Engine:
             # halfway leaves rows that the next one must know as its own and go on from, not
             # take for another model's and rebuild.
             self.index.write_meta(transcripts=self._transcript_mode)
-        report = sync(self.home, self.index, self.embedder, self.settings.max_file_bytes, paths, progress,
-                      on_applied=self._applied, transcripts=self._transcripts, defer=defer)
+        report = sync(
+            self.home,
+            self.index,
+            self.embedder,
+            self.settings.max_file_bytes,
+            paths,
+            progress,
+            on_applied=self._applied,
+            transcripts=self._transcripts,
+            defer=defer,
+        )
         self.index.write_meta(transcripts=self._transcript_mode)
         return report
 
@@ -238,8 +247,17 @@ class Engine:
                 # pages that one gave the graph.
                 for follower in self._followers:
                     follower.reset()
-            report = sync(self.home, aside, self.embedder, self.settings.max_file_bytes, None, progress,
-                          on_applied=self._applied, transcripts=self._transcripts, what="reindex")
+            report = sync(
+                self.home,
+                aside,
+                self.embedder,
+                self.settings.max_file_bytes,
+                None,
+                progress,
+                on_applied=self._applied,
+                transcripts=self._transcripts,
+                what="reindex",
+            )
         self.index.write_meta(transcripts=self._transcript_mode)
         return report
 
@@ -263,7 +281,9 @@ class Engine:
         then held: anything it waits for must not wait for that turn)."""
         return current_group(self.writes) is not None
 
-    def write_file(self, rel: str, data: bytes, expected_sha: str | object | None = _ANY, intent: Intent | None = None) -> str:
+    def write_file(
+        self, rel: str, data: bytes, expected_sha: str | object | None = _ANY, intent: Intent | None = None
+    ) -> str:
         """Write one file of the home atomically (compare-and-swap when ``expected_sha`` is given:
         a blob sha, or None for "must not exist") and leave its provenance for the committer.
         Outside a group it is a group of one. Returns the new sha once a commit on the branch
@@ -327,8 +347,9 @@ class Engine:
         self._require_writer()
         with self.writes.quiesced():
             name, email = user_identity(self.home.root)
-            sha = revert_commit(self.home.root, commit, name or self.settings.human_name,
-                                email or self.settings.human_email)
+            sha = revert_commit(
+                self.home.root, commit, name or self.settings.human_name, email or self.settings.human_email
+            )
             self._sync(None)
             self.index.persist()
             self.note_aligned_commit(head_sha(self.home.root))
@@ -390,9 +411,21 @@ class Engine:
             return search_at(self, query, at, user_id=user_id, chat_id=chat_id, limit=limit, kind=kind, now=now,
                              text=text, min_cosine=min_cosine, memory_only=memory_only, floor=floor)  # fmt: skip
         self._fresh(user_id)
-        return ranked_search(self.index, self.embedder.embed_query, self.settings, query, user_id=user_id,
-                             chat_id=chat_id, limit=limit, kind=kind, now=now, text=text, min_cosine=min_cosine,
-                             memory_only=memory_only, floor=floor)
+        return ranked_search(
+            self.index,
+            self.embedder.embed_query,
+            self.settings,
+            query,
+            user_id=user_id,
+            chat_id=chat_id,
+            limit=limit,
+            kind=kind,
+            now=now,
+            text=text,
+            min_cosine=min_cosine,
+            memory_only=memory_only,
+            floor=floor,
+        )
 
     def search_by_vector(
         self,
@@ -424,7 +457,9 @@ class Engine:
         ranking = Weights.from_settings(self.settings)
         unknown = sorted(set(weights or {}) - set(Weights.__dataclass_fields__))
         if unknown:
-            raise InvalidInputError(f"unknown score part(s) {', '.join(unknown)}: use {', '.join(Weights.__dataclass_fields__)}")
+            raise InvalidInputError(
+                f"unknown score part(s) {', '.join(unknown)}: use {', '.join(Weights.__dataclass_fields__)}"
+            )
         self._fresh(user_id)
         return hybrid_search(
             self.index,
@@ -472,8 +507,10 @@ class Engine:
         if user_id is None:
             return self.index.counts()
         with self.index.reading() as rows:
-            return {"facts": rows.count(ScopeMask(user=user_id, kind="fact")),
-                    "chunks": rows.count(ScopeMask(user=user_id, kind="chunk"))}
+            return {
+                "facts": rows.count(ScopeMask(user=user_id, kind="fact")),
+                "chunks": rows.count(ScopeMask(user=user_id, kind="chunk")),
+            }
 
     def stale_count(self) -> int:
         """How many files on disk the index does not reflect yet (a scan of the tree: stat, and
@@ -511,7 +548,9 @@ def _transcript_chunking(settings: Settings, embedder: Embedder) -> TranscriptCh
         return None
     if settings.transcript_chunk_overlap >= settings.transcript_chunk_tokens:
         raise ConfigError("transcript_chunk_overlap must be smaller than transcript_chunk_tokens")
-    return TranscriptChunking(TokenSpanner(embedder), settings.transcript_chunk_tokens, settings.transcript_chunk_overlap)
+    return TranscriptChunking(
+        TokenSpanner(embedder), settings.transcript_chunk_tokens, settings.transcript_chunk_overlap
+    )
 
 
 def open_engine(

@@ -98,5 +98,3 @@ def init(path: Path | str, settings: Settings | None = None) -> InitReport:
     elif report.git_initialised:
         log.info("initialised an empty git repository at %s", home.root)
     return report
-
-

@@ -74,8 +74,18 @@ def search(
         from .asof import past_engine
 
         with past_engine(backend, at) as past:
-            return search(past, query, user_id=user_id, chat_id=chat_id, limit=limit, kind=kind,
-                          include_wiki=include_wiki, hybrid=hybrid, now=now, settings=settings or backend.settings)
+            return search(
+                past,
+                query,
+                user_id=user_id,
+                chat_id=chat_id,
+                limit=limit,
+                kind=kind,
+                include_wiki=include_wiki,
+                hybrid=hybrid,
+                now=now,
+                settings=settings or backend.settings,
+            )
     return backend.search(
         query,
         user_id=user_id,

@@ -88,13 +88,19 @@ def _set_up(engine: Engine, remote: str, url: str | None) -> tuple[bool, str | N
         git_remote.add_remote(root, remote, url)
     with engine.writes.quiesced():
         name, email = user_identity(root)
-        recovered = git_remote.recover_merge(root, _journal(engine), name or engine.settings.human_name,
-                                             email or engine.settings.human_email)
+        recovered = git_remote.recover_merge(
+            root, _journal(engine), name or engine.settings.human_name, email or engine.settings.human_email
+        )
         changed = git_remote.configure_merges(root)
         if changed:
-            commit_paths(root, [".gitattributes"], "Share memory through git remotes: merge it by file kind",
-                         name or engine.settings.human_name, email or engine.settings.human_email,
-                         {"Syncd-Source": "sharing"})
+            commit_paths(
+                root,
+                [".gitattributes"],
+                "Share memory through git remotes: merge it by file kind",
+                name or engine.settings.human_name,
+                email or engine.settings.human_email,
+                {"Syncd-Source": "sharing"},
+            )
     return changed, recovered
 
 
@@ -115,8 +121,15 @@ def pull(engine: Engine, remote: str = "origin") -> PullReport:
     engine.commit()
     name, email = user_identity(root)
     with engine.writes.quiesced():
-        result = git_remote.merge_fetched(root, remote, branch, theirs, name or engine.settings.human_name,
-                                          email or engine.settings.human_email, _journal(engine))
+        result = git_remote.merge_fetched(
+            root,
+            remote,
+            branch,
+            theirs,
+            name or engine.settings.human_name,
+            email or engine.settings.human_email,
+            _journal(engine),
+        )
     if result.head is not None:
         engine.sync()
         engine.note_aligned_commit(head_sha(root))
@@ -138,5 +151,6 @@ def push(engine: Engine, remote: str = "origin") -> PushReport:
         if git_remote.push(root, remote, branch):
             return PushReport(remote, branch, head_sha(root), tuple(pulls))
         pulls.append(pull(engine, remote))
-    raise HistoryError("push", f"remote {remote!r} kept moving on: pushed nothing after "
-                                          f"{PUSH_ATTEMPTS} pulls; try again")
+    raise HistoryError(
+        "push", f"remote {remote!r} kept moving on: pushed nothing after {PUSH_ATTEMPTS} pulls; try again"
+    )

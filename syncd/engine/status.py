@@ -115,8 +115,10 @@ def incompatibility(meta: Mapping, model_id: str, compatible: bool) -> str | Non
     if compatible:
         return None
     if not meta:
-        return ("the index does not say which model built its rows (a first sync interrupted "
-                "by a syncd older than this one)")
+        return (
+            "the index does not say which model built its rows (a first sync interrupted "
+            "by a syncd older than this one)"
+        )
     if meta.get("model_id") != model_id:
         return f"the index was built with another model ({meta.get('model_id')})"
     return f"the index has another layout (version {meta.get('schema')}; this syncd writes {SCHEMA_VERSION})"

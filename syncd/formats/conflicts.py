@@ -42,9 +42,12 @@ KEEP = ("mine", "theirs", "both")
 _CALLOUT_RE = re.compile(
     r"> \[!conflict\][-+]? Both machines changed "
     r"(?:(?P<one>the line above)|the (?P<many>\d+) lines above|(?P<none>this: removed here)|this); "
-    r"(?P<label>.*) had:[ \t]*")
-_RESTATED_RE = re.compile(r"<!-- syncd merge: both machines changed fact (?P<id>\S+); "
-                          r"the other machine's version follows -->[ \t]*")
+    r"(?P<label>.*) had:[ \t]*"
+)
+_RESTATED_RE = re.compile(
+    r"<!-- syncd merge: both machines changed fact (?P<id>\S+); "
+    r"the other machine's version follows -->[ \t]*"
+)
 
 
 def callout_title(ours_lines: int, label: str) -> str:
@@ -73,9 +76,15 @@ class Conflict:
     fact_id: str | None = None
 
     def to_dict(self) -> dict[str, object]:
-        return {"path": self.path, "line": self.line, "kind": self.kind, "label": self.label,
-                "ours": None if self.ours is None else list(self.ours), "theirs": list(self.theirs),
-                "fact_id": self.fact_id}
+        return {
+            "path": self.path,
+            "line": self.line,
+            "kind": self.kind,
+            "label": self.label,
+            "ours": None if self.ours is None else list(self.ours),
+            "theirs": list(self.theirs),
+            "fact_id": self.fact_id,
+        }
 
     def describe(self) -> str:
         if self.kind == "fact":
@@ -124,8 +133,8 @@ def _callout(lines: list[str], i: int, rel: str) -> _Found | None:
     end = i + 1
     while end < len(lines) and lines[end].startswith(">") and _CALLOUT_RE.fullmatch(_bare(lines[end])) is None:
         end += 1
-    ours = None if count is None else tuple(_bare(line) for line in lines[i - count:i])
-    theirs = tuple(_quoted(line) for line in lines[i + 1:end])
+    ours = None if count is None else tuple(_bare(line) for line in lines[i - count : i])
+    theirs = tuple(_quoted(line) for line in lines[i + 1 : end])
     conflict = Conflict(rel, i + 1, "callout", m["label"], ours, theirs)
     return _Found(conflict, i - (count or 0), end)
 
@@ -142,9 +151,15 @@ def _facts(text: str, lines: list[str], outside: list[bool], rel: str, daily_log
             continue
         theirs = lines[i + 1] if i + 1 < len(lines) and parse_fact_line(lines[i + 1]) is not None else None
         mine = where.get(m["id"])
-        conflict = Conflict(rel, i + 1, "fact", "the other machine",
-                            () if mine is None else (_bare(lines[mine]),),
-                            () if theirs is None else (_bare(theirs),), m["id"])
+        conflict = Conflict(
+            rel,
+            i + 1,
+            "fact",
+            "the other machine",
+            () if mine is None else (_bare(lines[mine]),),
+            () if theirs is None else (_bare(theirs),),
+            m["id"],
+        )
         found.append(_Found(conflict, i, i + 1 + (theirs is not None), mine))
     return found
 
@@ -181,12 +196,14 @@ def resolve_conflict(text: str, rel: str, line: int, keep: str, daily_log: bool 
     conflict, nl = found.conflict, _ending(lines, found.conflict.line - 1)
     if conflict.kind == "callout":
         if keep == "theirs" and conflict.ours is None:
-            raise InvalidInputError(f"{rel}:{line}: this callout does not say which lines above are ours; "
-                                    "keep mine or both, or edit the file")
+            raise InvalidInputError(
+                f"{rel}:{line}: this callout does not say which lines above are ours; "
+                "keep mine or both, or edit the file"
+            )
         theirs = [t + nl for t in conflict.theirs]
         head = found.start if keep == "theirs" else conflict.line - 1
         body = [] if keep == "mine" else theirs
-        out = lines[:head] + body + lines[found.end:]
+        out = lines[:head] + body + lines[found.end :]
     else:
         out = _resolve_fact(lines, found, keep)
     joined = "".join(out)
@@ -198,15 +215,15 @@ def resolve_conflict(text: str, rel: str, line: int, keep: str, daily_log: bool 
 def _resolve_fact(lines: list[str], found: _Found, keep: str) -> list[str]:
     conflict, comment, mine = found.conflict, found.conflict.line - 1, found.ours_line
     if keep == "both" or not conflict.theirs:
-        return lines[:comment] + lines[comment + 1:]  # their version stays as a fact of its own
+        return lines[:comment] + lines[comment + 1 :]  # their version stays as a fact of its own
     out = list(lines)
     if keep == "theirs":
         ours_fact = parse_fact_line(lines[mine]) if mine is not None else None
         their_fact = parse_fact_line(conflict.theirs[0])
         if mine is None or ours_fact is None or their_fact is None:
-            return lines[:comment] + lines[comment + 1:]  # ours is gone: theirs stays where it is
+            return lines[:comment] + lines[comment + 1 :]  # ours is gone: theirs stays where it is
         # Their words under our id: the fact stays the same fact, now as they had it.
-        ending = lines[mine][len(_bare(lines[mine])):]
+        ending = lines[mine][len(_bare(lines[mine])) :]
         out[mine] = render_fact_line(replace(their_fact, id=ours_fact.id)) + (ending or "")
-    del out[comment:found.end]
+    del out[comment : found.end]
     return out

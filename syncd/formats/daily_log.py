@@ -140,9 +140,7 @@ class DailyLog:
                 return facts[ids.index(key)]
         raise NotFoundError(f"no fact {key!r} in this daily log")
 
-    def replace_fact(
-        self, key: int | str, new_fact: Fact, *, rel_path: str | None = None
-    ) -> DailyLog:
+    def replace_fact(self, key: int | str, new_fact: Fact, *, rel_path: str | None = None) -> DailyLog:
         """A log with one fact replaced; only its line changes (and keeps its line ending).
 
         ``key`` is a fact index (from :meth:`facts`) or an id: an explicit id, or with
@@ -156,9 +154,7 @@ class DailyLog:
             return self
         # A byte order mark on the first line belongs to the file, not to the fact: keep it.
         raw = BOM + render_fact_line(new_fact) if old.text.startswith(BOM) else None
-        return self._edited(
-            (*self.elements[:i], FactLine(new_fact, old.ending, raw), *self.elements[i + 1 :])
-        )
+        return self._edited((*self.elements[:i], FactLine(new_fact, old.ending, raw), *self.elements[i + 1 :]))
 
     def remove_fact(self, key: int | str, *, rel_path: str | None = None) -> DailyLog:
         """A log without one fact's line (same ``key`` rules as :meth:`replace_fact`)."""

@@ -62,9 +62,7 @@ _TAG_RULE = "a tag is one word without backticks, not starting with '-'"
 # An id as a regex, for the fast paths that read a whole engine-written line in one match.
 ID_PATTERN = r"[A-Za-z0-9][A-Za-z0-9._@+-]{0,127}"
 _IMP_RE = re.compile(r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?\Z")
-_TS_RE = re.compile(
-    r"\d{4}-\d{2}-\d{2}(?:T\d{2}:\d{2}(?::\d{2}(?:\.\d{1,9})?)?(?:Z|[+-]\d{2}(?::?\d{2})?)?)?\Z"
-)
+_TS_RE = re.compile(r"\d{4}-\d{2}-\d{2}(?:T\d{2}:\d{2}(?::\d{2}(?:\.\d{1,9})?)?(?:Z|[+-]\d{2}(?::?\d{2})?)?)?\Z")
 # What the engine writes for an extracted fact (``ts`` is ``isoformat(timespec="seconds")``);
 # no optional groups, which makes the regex 3x faster. Anything else takes the general path.
 _ENGINE_META = (
@@ -137,9 +135,7 @@ def _normalise_and_check(f: Fact) -> None:
         check(0.0 <= float(f.importance) <= 1.0, f"importance {f.importance} is not in 0..1")
         set_(f, "importance", float(f.importance))
     for value in (f.id, f.source_session):
-        check(
-            value is None or (isinstance(value, str) and valid_id(value)), f"{value!r}: {ID_RULE}"
-        )
+        check(value is None or (isinstance(value, str) and valid_id(value)), f"{value!r}: {ID_RULE}")
     if f.source_line is not None:
         check(is_(f.source_line, numbers.Integral), f"source_line {f.source_line!r} is not an int")
         check(f.source_session is not None, "source_line needs a source_session")
@@ -166,9 +162,7 @@ def fact_on_line(line: str) -> Fact | None:
     """
     if "\r" in line:
         return None
-    if line.endswith(" -->") and (
-        e := (_ENGINE_TAGGED_LINE_RE if "` <!-- " in line else _ENGINE_LINE_RE).match(line)
-    ):
+    if line.endswith(" -->") and (e := (_ENGINE_TAGGED_LINE_RE if "` <!-- " in line else _ENGINE_LINE_RE).match(line)):
         # Fast path for a whole line exactly as the engine writes it (one regex instead of a
         # dozen steps). It must agree with the general path, so anything it cannot vouch for
         # (content ending in a backtick, '..' in an id, importance over 1) goes that way.
@@ -216,11 +210,7 @@ def fact_on_line(line: str) -> Fact | None:
             # Words separated by spaces or tabs only, none starting with '-' (``rm -rf`` is code).
             canonical = " ".join(words) == inner
             flat = inner if canonical else inner.replace("\t", " ")
-            if (
-                words
-                and " -" not in " " + flat
-                and (canonical or sum(map(len, words)) + flat.count(" ") == len(flat))
-            ):
+            if words and " -" not in " " + flat and (canonical or sum(map(len, words)) + flat.count(" ") == len(flat)):
                 tags = tuple(words)
                 s = s[:open_]
     content = s.strip()
@@ -269,11 +259,7 @@ def _read_meta(body: str) -> tuple | None:
                 continue
         elif key == "src":
             name, hash_, number = value.partition("#")
-            if (
-                session is None
-                and valid_id(name)
-                and (not hash_ or (0 < len(number) <= 18 and number.isdecimal()))
-            ):
+            if session is None and valid_id(name) and (not hash_ or (0 < len(number) <= 18 and number.isdecimal())):
                 session, line = name, int(number) if hash_ else None
                 continue
         elif key == "ts":
@@ -313,4 +299,3 @@ def render_fact_line(fact: Fact) -> str:
     if fact.tags:
         line += f" `{' '.join(fact.tags)}`"
     return f"{line} <!-- {' '.join(tokens)} -->" if tokens else line
-

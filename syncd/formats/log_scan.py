@@ -52,12 +52,7 @@ _D = TypeVar("_D")
 
 def _check_ending(text: str, ending: str) -> None:
     # A text ending in '\r' before '\n' would read back as a CRLF line, hence the last rule.
-    if (
-        ending not in _ENDINGS
-        or "\n" in text
-        or not (text or ending)
-        or (ending == "\n" and text.endswith("\r"))
-    ):
+    if ending not in _ENDINGS or "\n" in text or not (text or ending) or (ending == "\n" and text.endswith("\r")):
         raise ValueError(f"{text!r} + {ending!r} is not one line ending in '\\n', '\\r\\n' or ''")
 
 

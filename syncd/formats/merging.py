@@ -33,8 +33,16 @@ from typing import Any
 from .conflicts import callout_title, restated_fact_comment
 from .facts import DailyLog, FactLine, TextLine, parse_daily_log
 
-__all__ = ["CONFLICT_CALLOUT", "MARKER_SIZE", "Merged", "callouts_for_conflicts", "merge_appends", "merge_daily_log",
-           "merge_session_meta", "merge_state"]
+__all__ = [
+    "CONFLICT_CALLOUT",
+    "MARKER_SIZE",
+    "Merged",
+    "callouts_for_conflicts",
+    "merge_appends",
+    "merge_daily_log",
+    "merge_session_meta",
+    "merge_state",
+]
 
 # git merge-file's conflict markers are this long: no line of a note starts with 31 '<'.
 MARKER_SIZE = 31
@@ -113,8 +121,13 @@ def _their_runs(old: _Keyed, mine: _Keyed, their: _Keyed, restated: list[tuple[s
             runs.append(run)
     for key, element in their:
         # A fact we deleted that they edited in place (not an insertion: the matcher kept it).
-        if (key[0] == "f" and key in old_facts and key not in mine_keys and key not in present
-                and not _same(element, old_facts[key])):
+        if (
+            key[0] == "f"
+            and key in old_facts
+            and key not in mine_keys
+            and key not in present
+            and not _same(element, old_facts[key])
+        ):
             runs.append([element])
             present.add(key)
     return runs

@@ -210,9 +210,7 @@ def page_from_body(body: str, frontmatter: dict[Any, Any] | None = None) -> Page
         if not isinstance(frontmatter, dict):
             raise ValueError(f"frontmatter must be a dict, not {type(frontmatter).__name__}")
         try:
-            dumped = yaml.safe_dump(
-                frontmatter, sort_keys=False, allow_unicode=True, default_flow_style=False
-            )
+            dumped = yaml.safe_dump(frontmatter, sort_keys=False, allow_unicode=True, default_flow_style=False)
         except yaml.YAMLError as exc:
             raise ValueError(f"frontmatter cannot be written as YAML: {exc}") from None
         page = Page(f"---\n{dumped}---\n{body}")
@@ -606,9 +604,7 @@ def _pack(ranges: list[tuple[int, int]], lines: list[tuple[int, str]]) -> list[t
     return out
 
 
-def _emit_range(
-    path: tuple[str, ...], lines: list[tuple[int, str]], a: int, b: int, out: list[Chunk]
-) -> None:
+def _emit_range(path: tuple[str, ...], lines: list[tuple[int, str]], a: int, b: int, out: list[Chunk]) -> None:
     piece = _trim(lines[a:b])
     if not piece:
         return

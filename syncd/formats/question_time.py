@@ -56,7 +56,8 @@ def asked_periods(question: str, today: dt.date) -> list[Period]:
     days = [period for period in named if period.unit == "day"]
     anchor = days[0].first if days else today
     relative = [
-        period for period in resolve(question, anchor)
+        period
+        for period in resolve(question, anchor)
         if not any(period.start < other.end and other.start < period.end for other in named)
     ]
     return sorted([*named, *relative], key=lambda period: (period.start, period.end))

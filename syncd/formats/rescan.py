@@ -50,8 +50,13 @@ def rescan(text: str, old_text: str, old: Scan) -> Scan:
     restart = info.sections[at - 1]
     k = restart.line
     titled = info.title_line is not None and info.title_line < k
-    resume = Resume(k, bisect_right(info.facts, k, key=_line), restart, info.title_line if titled else None,
-                     info.date if titled else None)
+    resume = Resume(
+        k,
+        bisect_right(info.facts, k, key=_line),
+        restart,
+        info.title_line if titled else None,
+        info.date if titled else None,
+    )
     start = head  # the offset of line k, found walking back from the head's last line
     for _ in range(shared_head - k):
         start = old_text.rfind("\n", 0, start - 1) + 1
@@ -86,7 +91,10 @@ def rescan(text: str, old_text: str, old: Scan) -> Scan:
         info.facts[: resume.facts] + scan.facts,
         info.sections[:at] + scan.sections,
         info.spans[: bisect_right(info.spans, k, key=_line)] + scan.spans,
-        scan.date, scan.closer, scan.title_line, info.frontmatter,
+        scan.date,
+        scan.closer,
+        scan.title_line,
+        info.frontmatter,
     )
 
 
@@ -114,12 +122,12 @@ def _join(info: Scan, resume: Resume, at: int, scan: Scan, c: int, shift: int) -
     fact_shift = resume.facts + len(scan.facts) - old_before
     facts = info.facts[old_before:]
     sections = info.sections[c:]
-    spans = info.spans[bisect_right(info.spans, meet.line, key=_line):]
+    spans = info.spans[bisect_right(info.spans, meet.line, key=_line) :]
     if shift:
-        later = [_moved(s, shift) for s in info.sections[c + 1:]]
+        later = [_moved(s, shift) for s in info.sections[c + 1 :]]
         sections = (scan.sections[-1], *later)
         moved = {id(None): None, id(meet): scan.sections[-1]}
-        moved.update(zip(map(id, info.sections[c + 1:]), later))
+        moved.update(zip(map(id, info.sections[c + 1 :]), later))
         spans = tuple(_moved(s, shift, section=moved[id(s.section)]) for s in spans)
         facts = tuple(_moved(f, shift, fact_shift, moved[id(f.section)]) for f in facts)
     elif fact_shift:
@@ -128,9 +136,12 @@ def _join(info: Scan, resume: Resume, at: int, scan: Scan, c: int, shift: int) -
     if title_line is None and info.title_line is not None:  # the title comes after the edit
         title_line, date = info.title_line + shift, info.date
     return Scan(
-        info.elements[: resume.line] + scan.elements + info.elements[meet.line:],
+        info.elements[: resume.line] + scan.elements + info.elements[meet.line :],
         info.facts[: resume.facts] + scan.facts + facts,
         info.sections[:at] + scan.sections[:-1] + sections,
         info.spans[: bisect_right(info.spans, resume.line, key=_line)] + scan.spans + spans,
-        date, info.closer, title_line, info.frontmatter,
+        date,
+        info.closer,
+        title_line,
+        info.frontmatter,
     )

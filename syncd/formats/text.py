@@ -67,7 +67,9 @@ def decode_markdown(data: bytes, path: Path | str | None = None) -> str:
         bad = data[exc.start : exc.start + 1].hex()
         raise ParseError(
             f"not valid UTF-8 (byte 0x{bad} at offset {exc.start}: {exc.reason}); fix that byte first: "
-            "syncd never rewrites a file it cannot read exactly", path, line
+            "syncd never rewrites a file it cannot read exactly",
+            path,
+            line,
         ) from None
 
 
@@ -98,8 +100,10 @@ def decode_markdown_lossy(data: bytes, path: Path | str | None = None) -> tuple[
                 break
     shown = ", ".join(map(str, lines[:_BAD_LINES_SHOWN])) + (" and more" if len(lines) > _BAD_LINES_SHOWN else "")
     plural = "s" if len(lines) > 1 else ""
-    warning = (f"not valid UTF-8 on line{plural} {shown}; indexed with U+FFFD in place of the bad bytes and "
-               "left as it is on disk (fix those bytes: syncd will not rewrite this file until then)")
+    warning = (
+        f"not valid UTF-8 on line{plural} {shown}; indexed with U+FFFD in place of the bad bytes and "
+        "left as it is on disk (fix those bytes: syncd will not rewrite this file until then)"
+    )
     return data.decode("utf-8", errors="replace"), warning
 
 
@@ -196,9 +200,9 @@ def _common_run(old: AnyStr, new: AnyStr, limit: int, from_end: bool) -> int:
     while step:
         while done + step <= limit:
             if from_end:
-                same = old[len(old) - done - step:len(old) - done] == new[len(new) - done - step:len(new) - done]
+                same = old[len(old) - done - step : len(old) - done] == new[len(new) - done - step : len(new) - done]
             else:
-                same = old[done:done + step] == new[done:done + step]
+                same = old[done : done + step] == new[done : done + step]
             if not same:
                 break
             done += step

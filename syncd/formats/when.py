@@ -58,11 +58,37 @@ from dataclasses import dataclass
 __all__ = ["Period", "date_words", "named_periods", "period_words", "resolve", "resolved_words"]
 
 WEEKDAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
-MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August", "September",
-          "October", "November", "December")
+MONTHS = (
+    "January",
+    "February",
+    "March",
+    "April",
+    "May",
+    "June",
+    "July",
+    "August",
+    "September",
+    "October",
+    "November",
+    "December",
+)
 _NUMBERS = {
-    "a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7,
-    "eight": 8, "nine": 9, "ten": 10, "eleven": 11, "twelve": 12, "a couple of": 2, "couple of": 2,
+    "a": 1,
+    "an": 1,
+    "one": 1,
+    "two": 2,
+    "three": 3,
+    "four": 4,
+    "five": 5,
+    "six": 6,
+    "seven": 7,
+    "eight": 8,
+    "nine": 9,
+    "ten": 10,
+    "eleven": 11,
+    "twelve": 12,
+    "a couple of": 2,
+    "couple of": 2,
 }
 # Larger offsets than this are not "relative time" but arithmetic nobody says.
 _MAX_COUNT = 400
@@ -212,8 +238,9 @@ def _period(name: str, match: re.Match[str], anchor: dt.date) -> tuple[dt.date, 
 # Every rule's phrase holds one of these words, whole and under the same flags: text holding none
 # of them resolves to nothing. One search rules out most of a log's facts (they say no relative
 # time), where the fourteen rules would each scan them: those scans were most of a big log's parse.
-_ANY_RULE = re.compile(r"\b(?:yesterday|tomorrow|today|tonight|this|ago|last|past|next|weekend|before)\b",
-                       re.IGNORECASE)
+_ANY_RULE = re.compile(
+    r"\b(?:yesterday|tomorrow|today|tonight|this|ago|last|past|next|weekend|before)\b", re.IGNORECASE
+)
 
 
 def resolve(text: str, anchor: dt.date) -> list[Period]:

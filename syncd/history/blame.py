@@ -1,5 +1,4 @@
-"""Where a fact came from: the commit that introduced its line, and the later ones that changed it.
-"""
+"""Where a fact came from: the commit that introduced its line, and the later ones that changed it."""
 
 from __future__ import annotations
 
@@ -57,7 +56,7 @@ def fact_history(root: Path, path: str, line: int, text: str, at: str | None = N
     orig_path = path
     for row in porcelain.splitlines():
         if row.startswith("filename "):
-            orig_path = row[len("filename "):]
+            orig_path = row[len("filename ") :]
     out = run_git(root, "log", f"-L{orig_line},{orig_line}:{orig_path}", "-s", f"--format={LOG_FORMAT}", sha)
     records = out.decode("utf-8", "replace").split(RECORD_SEP)
     entries = [e for e in (parse_record(r) for r in records) if e is not None]

@@ -35,6 +35,7 @@ from .staging import DiffEntry, HeldIndex, guard_commit, stage_paths
 
 __all__ = ["PlannedCommit", "commit_chain"]
 
+
 @dataclass(frozen=True)
 class PlannedCommit:
     """One commit of the chain: exactly ``present`` (as on disk) and ``removed`` (as deletions),
@@ -62,7 +63,9 @@ def _index_state(root: Path, paths: list[str], env: dict[str, str] | None = None
     return found
 
 
-def _diff(paths: Sequence[str], before: dict[str, tuple[str, str]], after: dict[str, tuple[str, str]]) -> list[DiffEntry]:
+def _diff(
+    paths: Sequence[str], before: dict[str, tuple[str, str]], after: dict[str, tuple[str, str]]
+) -> list[DiffEntry]:
     """What going from ``before`` to ``after`` changes among ``paths``, as diff-tree would say it."""
     entries = []
     for rel in sorted(paths):
@@ -130,11 +133,14 @@ def commit_chain(  # noqa: C901
         with ObjectStore(root) as store:
             if expected and store.algorithm == "sha1":
                 staged = set(paths)
-                changed = sorted(rel for rel, sha in expected.items()
-                                 if rel in staged and index.get(rel, ("", None))[1] != sha)
+                changed = sorted(
+                    rel for rel, sha in expected.items() if rel in staged and index.get(rel, ("", None))[1] != sha
+                )
                 if changed:
-                    raise ChangedMeanwhileError(f"{', '.join(changed)} changed under the commit (a git command of yours "
-                                       "rewrote it meanwhile); nothing was committed")
+                    raise ChangedMeanwhileError(
+                        f"{', '.join(changed)} changed under the commit (a git command of yours "
+                        "rewrote it meanwhile); nothing was committed"
+                    )
             tree = store.commit_tree(parent) if parent else None
             state = store.blobs(tree, paths)
             changes = []
@@ -170,12 +176,20 @@ def commit_chain(  # noqa: C901
                 note = f"commit: {subject}" if made == 1 else f"commit: {made} commits, the last: {subject}"
                 zero = "0" * len(head)
                 try:
-                    run_git(root, "update-ref", "-m", note, "--stdin",
-                            input=f"update HEAD {head} {parent or zero}\n".encode())
+                    run_git(
+                        root,
+                        "update-ref",
+                        "-m",
+                        note,
+                        "--stdin",
+                        input=f"update HEAD {head} {parent or zero}\n".encode(),
+                    )
                 except (GitBusyError, HistoryError):
                     if head_sha(root) != parent:
-                        raise GitBusyError("HEAD moved while syncd was committing (a commit of yours at the "
-                                           "same moment); it commits its changes on top of yours next time") from None
+                        raise GitBusyError(
+                            "HEAD moved while syncd was committing (a commit of yours at the "
+                            "same moment); it commits its changes on top of yours next time"
+                        ) from None
                     raise
             # Only now does git's index hold what we staged: git status shows our paths clean.
             held.publish()

@@ -64,8 +64,9 @@ def _message(intent: Intent | None, entries: list[DiffEntry], blobs: dict) -> st
     return format_message(subject, body, {"Syncd-Source": "api", **intent.trailers(), **trailers})
 
 
-def commit_changes(home, settings, paths: Iterable[str] | None = None,
-                   expected: Mapping[str, str] | None = None) -> list[str]:
+def commit_changes(
+    home, settings, paths: Iterable[str] | None = None, expected: Mapping[str, str] | None = None
+) -> list[str]:
     """Commit what git shows as changed under ``paths`` (default: everywhere): one commit per
     agent turn (its intent gives author and trailers), the rest as the person editing (their
     ``git config user.name``/``user.email``, else the settings' human identity), all in one chain
@@ -84,8 +85,10 @@ def commit_changes(home, settings, paths: Iterable[str] | None = None,
         listed = set(changes.paths)
         gone = sorted(rel for rel, sha in expected.items() if rel not in listed and file_blob_sha(root / rel) != sha)
         if gone:
-            raise ChangedMeanwhileError(f"{', '.join(gone)} changed under the commit (a git command of yours put it "
-                               "back meanwhile); nothing was committed")
+            raise ChangedMeanwhileError(
+                f"{', '.join(gone)} changed under the commit (a git command of yours put it "
+                "back meanwhile); nothing was committed"
+            )
     if not changes.paths:
         return []
     removed = set(changes.removed)

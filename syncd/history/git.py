@@ -244,8 +244,10 @@ def operation_in_progress(root: Path) -> str | None:
     if not unmerged:
         return None
     named = ", ".join(unmerged[:3]) + (f" and {len(unmerged) - 3} more" if len(unmerged) > 3 else "")
-    return (f"git has unmerged paths ({named}): resolve each (edit it, or `git checkout --ours/--theirs "
-            f"<path>`) and `git add` it; after a conflicted `git stash pop`, `git stash drop` once resolved")
+    return (
+        f"git has unmerged paths ({named}): resolve each (edit it, or `git checkout --ours/--theirs "
+        f"<path>`) and `git add` it; after a conflicted `git stash pop`, `git stash drop` once resolved"
+    )
 
 
 def check_tree_writable(root: Path) -> None:
@@ -269,10 +271,13 @@ def busy_state(root: Path) -> Busy | None:
         except FileNotFoundError:
             continue
         if age > _STALE_LOCK_S:
-            return Busy(f"{lock} has been held for over {_STALE_LOCK_S} s: if no git command is running, a "
-                        f"crashed one left it; remove it (rm {lock}) and the commit follows")
-        return Busy(f"git is busy ({name} present: a git command is running; if none is, remove {lock})",
-                    transient=True)
+            return Busy(
+                f"{lock} has been held for over {_STALE_LOCK_S} s: if no git command is running, a "
+                f"crashed one left it; remove it (rm {lock}) and the commit follows"
+            )
+        return Busy(
+            f"git is busy ({name} present: a git command is running; if none is, remove {lock})", transient=True
+        )
     reason = operation_in_progress(root)
     return Busy(reason) if reason else None
 
@@ -295,9 +300,11 @@ def detached_head(root: Path) -> str | None:
         return None
     if head.startswith("ref:"):
         return None
-    return (f"HEAD is detached (at {head[:10]}): syncd does not commit there, since nothing would keep "
-            f"that commit once you switch back; the changes stay on disk and indexed. Run "
-            f"`git switch <branch>` (or `git switch -c <new-branch>`) and they are committed on it")
+    return (
+        f"HEAD is detached (at {head[:10]}): syncd does not commit there, since nothing would keep "
+        f"that commit once you switch back; the changes stay on disk and indexed. Run "
+        f"`git switch <branch>` (or `git switch -c <new-branch>`) and they are committed on it"
+    )
 
 
 def blob_at_head(root: Path, rel: str) -> str | None:
@@ -322,7 +329,7 @@ def _head_from_files(folder: Path) -> str | None:
     try:
         head = (folder / "HEAD").read_text(encoding="utf-8").strip()
         if head.startswith("ref: refs/"):
-            ref = head[len("ref: "):]
+            ref = head[len("ref: ") :]
             if ".." in ref:
                 return None
             head = (folder / ref).read_text(encoding="utf-8").strip()
@@ -353,7 +360,7 @@ def git_last_moved(root: Path) -> float | None:
     with contextlib.suppress(OSError, UnicodeDecodeError):
         head = (folder / "HEAD").read_text(encoding="utf-8").strip()
         if head.startswith("ref: refs/") and ".." not in head:
-            names.append(head[len("ref: "):])
+            names.append(head[len("ref: ") :])
     latest = 0.0
     for name in names:
         with contextlib.suppress(OSError):

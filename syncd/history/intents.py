@@ -88,8 +88,11 @@ def record_intent(home: Home, rel: str, sha: str, intent: Intent) -> None:
     try:
         atomic_write(target, json.dumps(data, sort_keys=True).encode())
     except OSError as exc:
-        raise StorageError(f"cannot record the provenance of {rel} in {target.parent}: "
-                           f"{exc.strerror or exc}; nothing was written", target, saved=False) from None
+        raise StorageError(
+            f"cannot record the provenance of {rel} in {target.parent}: {exc.strerror or exc}; nothing was written",
+            target,
+            saved=False,
+        ) from None
 
 
 def peek_intent(home: Home, rel: str, sha: str) -> Intent | None:

@@ -26,7 +26,9 @@ _FIELD = "\x1f"
 RECORD_SEP = "\x1d"
 
 
-LOG_FORMAT = f"{RECORD_SEP}%H{_FIELD}%an{_FIELD}%ae{_FIELD}%aI{_FIELD}%s{_FIELD}%(trailers:unfold,separator=%x1e){_FIELD}"
+LOG_FORMAT = (
+    f"{RECORD_SEP}%H{_FIELD}%an{_FIELD}%ae{_FIELD}%aI{_FIELD}%s{_FIELD}%(trailers:unfold,separator=%x1e){_FIELD}"
+)
 
 # Literal paths; moves as a delete and an add (both paths named); a merge as its change over its
 # first parent (what it brought into the branch); names NUL-terminated, as they are.
@@ -86,7 +88,7 @@ def _log_with_files(root: Path, *args: str, path: str | None = None) -> list[Log
     for token in out.decode("utf-8", "replace").split("\0"):
         if token.startswith(marker):
             close()
-            parts = token[len(marker):].split(sep)
+            parts = token[len(marker) :].split(sep)
             head, files, first = (parts[:6] if len(parts) >= 7 else None), [], True
             continue
         if first:  # git puts a newline between a commit's header and its file names

@@ -59,8 +59,8 @@ def fact_delta(old: bytes | None, new: bytes | None) -> tuple[int, int]:
     line inside a code fence counts): this is a summary, the diff is the truth."""
     old, new = old or b"", new or b""
     head, tail = shared_ends(old, new)
-    old_lines = Counter(old[head:len(old) - tail].decode("utf-8", "replace").splitlines())
-    new_lines = Counter(new[head:len(new) - tail].decode("utf-8", "replace").splitlines())
+    old_lines = Counter(old[head : len(old) - tail].decode("utf-8", "replace").splitlines())
+    new_lines = Counter(new[head : len(new) - tail].decode("utf-8", "replace").splitlines())
     before = _fact_contents((old_lines - new_lines).elements())
     after = _fact_contents((new_lines - old_lines).elements())
     return sum((after - before).values()), sum((before - after).values())
@@ -71,8 +71,11 @@ def _plural(n: int, word: str) -> str:
 
 
 def _facts_phrase(added: int, removed: int) -> str:
-    return ", ".join(s for s in (f"+{_plural(added, 'fact')}" if added else "",
-                                 f"-{_plural(removed, 'fact')}" if removed else "") if s)
+    return ", ".join(
+        s
+        for s in (f"+{_plural(added, 'fact')}" if added else "", f"-{_plural(removed, 'fact')}" if removed else "")
+        if s
+    )
 
 
 @dataclass(frozen=True)

@@ -29,8 +29,9 @@ log = logging.getLogger(__name__)
 # Porcelain that reads HEAD or the index at its start and writes the index or the tree later.
 # `pull` is not here: it runs `merge` or `rebase` as a process of their own, which is. `commit`
 # is not either: it moves HEAD by compare-and-swap, so it fails cleanly after a pass of ours.
-_WRITERS = frozenset({"am", "apply", "checkout", "cherry-pick", "merge", "mv", "rebase", "reset", "restore",
-                      "revert", "rm", "switch"})
+_WRITERS = frozenset(
+    {"am", "apply", "checkout", "cherry-pick", "merge", "mv", "rebase", "reset", "restore", "revert", "rm", "switch"}
+)
 # `git stash pop` merges in its own process; `git stash` (push) saves what it read aside and
 # leaves the tree to a `git reset --hard` process of its own, which is in _WRITERS: holding the
 # stash itself back would only make that reset fail after the stash was saved.

@@ -54,8 +54,19 @@ from ..home import classify_path, git_dir
 from .git import head_sha, identity_env, run_git
 from .processes import running_git_writers
 
-__all__ = ["MergeResult", "add_remote", "configure_merges", "current_branch", "fetch", "holds", "merge_driver",
-           "merge_fetched", "push", "recover_merge", "remotes"]
+__all__ = [
+    "MergeResult",
+    "add_remote",
+    "configure_merges",
+    "current_branch",
+    "fetch",
+    "holds",
+    "merge_driver",
+    "merge_fetched",
+    "push",
+    "recover_merge",
+    "remotes",
+]
 
 log = logging.getLogger(__name__)
 
@@ -119,8 +130,9 @@ def add_remote(root: Path, name: str, url: str) -> None:
     if known.get(name) == url:
         return
     if name in known:
-        raise InvalidInputError(f"remote {name!r} already points at {known[name]}; remove it with "
-                                f"`git remote remove {name}` first")
+        raise InvalidInputError(
+            f"remote {name!r} already points at {known[name]}; remove it with `git remote remove {name}` first"
+        )
     run_git(root, "remote", "add", name, url)
 
 
@@ -162,8 +174,11 @@ def _finish(root: Path, label: str) -> list[str]:
             data = path.read_bytes()
             if b"<" * MARKER_SIZE in data or b"<<<<<<< " in data:
                 text = data.decode("utf-8", "surrogateescape").replace("<<<<<<< ", "<" * MARKER_SIZE + " ")
-                text = text.replace("\n=======\n", "\n" + "=" * MARKER_SIZE + "\n").replace(
-                    "\n>>>>>>> ", "\n" + ">" * MARKER_SIZE + " ").replace("\n||||||| ", "\n" + "|" * MARKER_SIZE + " ")
+                text = (
+                    text.replace("\n=======\n", "\n" + "=" * MARKER_SIZE + "\n")
+                    .replace("\n>>>>>>> ", "\n" + ">" * MARKER_SIZE + " ")
+                    .replace("\n||||||| ", "\n" + "|" * MARKER_SIZE + " ")
+                )
                 path.write_bytes(callouts_for_conflicts(text, label).text.encode("utf-8", "surrogateescape"))
             run_git(root, "add", "--", rel)
         else:
@@ -195,8 +210,9 @@ def holds(root: Path, theirs: str) -> bool:
     return before == theirs or run_git(root, "merge-base", before, theirs, ok=(0, 1)).decode().strip() == theirs
 
 
-def merge_fetched(root: Path, remote: str, branch: str, theirs: str, name: str, email: str,
-                  journal: Path | None = None) -> MergeResult:
+def merge_fetched(
+    root: Path, remote: str, branch: str, theirs: str, name: str, email: str, journal: Path | None = None
+) -> MergeResult:
     """Merge the fetched ``theirs`` into the current branch, with syncd's driver, as ``name``.
     GitBusyError (nothing merged, the merge undone) when git refuses to start (changes not
     committed yet in the way) or cannot finish. ``journal``: where to say that a merge is under
@@ -213,14 +229,25 @@ def merge_fetched(root: Path, remote: str, branch: str, theirs: str, name: str, 
         kept_list.unlink(missing_ok=True)
     config = ["-c", f"merge.{DRIVER}.driver={_driver_command()}", "-c", f"merge.{DRIVER}.name=syncd"]
     if journal is not None:
-        _write_journal(journal, {"pid": os.getpid(), "started": time.time(), "before": before, "theirs": theirs,
-                                 "remote": remote, "branch": branch})
+        _write_journal(
+            journal,
+            {
+                "pid": os.getpid(),
+                "started": time.time(),
+                "before": before,
+                "theirs": theirs,
+                "remote": remote,
+                "branch": branch,
+            },
+        )
     try:
         try:
             run_git(root, *config, "merge", "--no-edit", "-m", _message(remote, branch), theirs, env=identity)
         except (HistoryError, GitBusyError) as exc:
             if folder is None or not (folder / "MERGE_HEAD").exists():
-                raise GitBusyError(f"not pulled: {exc}; commit or wait for the changes in the way, then pull again") from None
+                raise GitBusyError(
+                    f"not pulled: {exc}; commit or wait for the changes in the way, then pull again"
+                ) from None
             label = f"{remote}/{branch}"
             kept = _commit_stopped_merge(root, label, identity)
             kept_both = sorted({*kept, *_read_kept(kept_list)})
@@ -297,15 +324,28 @@ def recover_merge(root: Path, journal: Path, name: str, email: str) -> str | Non
         stopped = merge_head.read_text(encoding="utf-8").strip() if merge_head.exists() else None
         if stopped == theirs:
             kept = _commit_stopped_merge(root, f"{remote}/{branch}", identity)
-            done = "the merge git had stopped at conflicts finished" + (f" (both kept in {', '.join(kept)})"
-                                                                       if kept else "")
+            done = "the merge git had stopped at conflicts finished" + (
+                f" (both kept in {', '.join(kept)})" if kept else ""
+            )
         elif stopped is None and state.get("before") and head_sha(root) == state["before"] and _index_moved(root):
             # git wrote the merge's result to the index, then died before its commit: commit it.
             tree = run_git(root, "write-tree").decode().strip()
-            commit = run_git(root, "commit-tree", tree, "-p", state["before"], "-p", theirs,
-                             input=_message(remote, branch).encode(), env=identity).decode().strip()
-            run_git(root, "update-ref", "-m", "syncd: a killed pull's merge committed", "HEAD", commit,
-                    state["before"])
+            commit = (
+                run_git(
+                    root,
+                    "commit-tree",
+                    tree,
+                    "-p",
+                    state["before"],
+                    "-p",
+                    theirs,
+                    input=_message(remote, branch).encode(),
+                    env=identity,
+                )
+                .decode()
+                .strip()
+            )
+            run_git(root, "update-ref", "-m", "syncd: a killed pull's merge committed", "HEAD", commit, state["before"])
             done = "the killed pull's merge, written but not committed, committed"
     journal.unlink(missing_ok=True)
     log.warning("an interrupted pull found: %s", done)
@@ -344,8 +384,15 @@ def push(root: Path, remote: str, branch: str) -> bool:
     _check_remote(root, remote)
     try:
         # Exit 1 with a "!" line: the remote refused the update (it moved on); 128: unreachable.
-        out = run_git(root, "push", "--porcelain", remote, f"HEAD:refs/heads/{branch}",
-                      env={"GIT_TERMINAL_PROMPT": "0"}, ok=(0, 1))
+        out = run_git(
+            root,
+            "push",
+            "--porcelain",
+            remote,
+            f"HEAD:refs/heads/{branch}",
+            env={"GIT_TERMINAL_PROMPT": "0"},
+            ok=(0, 1),
+        )
     except HistoryError as exc:
         raise HistoryError("push", f"cannot push to remote {remote!r}: {exc.detail}") from None
     if any(line.startswith("!") for line in out.decode("utf-8", "replace").splitlines()):
@@ -376,8 +423,22 @@ def merge_driver(base: Path, ours: Path, theirs: Path, rel: str) -> Merged:
     elif texts and name.endswith(".json"):
         merged = merge_state(*texts)
     else:
-        out = run_git(Path.cwd(), "merge-file", "-p", f"--marker-size={MARKER_SIZE}", "-L", "ours", "-L", "base",
-                      "-L", "theirs", str(ours), str(base), str(theirs), ok=tuple(range(128)))
+        out = run_git(
+            Path.cwd(),
+            "merge-file",
+            "-p",
+            f"--marker-size={MARKER_SIZE}",
+            "-L",
+            "ours",
+            "-L",
+            "base",
+            "-L",
+            "theirs",
+            str(ours),
+            str(base),
+            str(theirs),
+            ok=tuple(range(128)),
+        )
         if not texts:
             ours.write_bytes(out)
             return Merged("")

@@ -1,5 +1,4 @@
-"""Undo one commit (an agent turn, say) with ``git revert``; never leave a half-done revert.
-"""
+"""Undo one commit (an agent turn, say) with ``git revert``; never leave a half-done revert."""
 
 from __future__ import annotations
 
@@ -19,7 +18,9 @@ def revert_commit(root: Path, commit: str, name: str, email: str) -> str:
     if busy:
         raise RevertError(f"cannot revert now: {busy}")
     try:
-        target = run_git(root, "rev-parse", "-q", "--verify", "--end-of-options", f"{commit}^{{commit}}").decode().strip()
+        target = (
+            run_git(root, "rev-parse", "-q", "--verify", "--end-of-options", f"{commit}^{{commit}}").decode().strip()
+        )
     except (HistoryError, GitBusyError):
         target = ""
     if not target:

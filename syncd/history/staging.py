@@ -46,6 +46,7 @@ _EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
 _PACK_MIN_FILES = 256
 _PACK_MAX_BYTES = 1 << 20
 
+
 @dataclass(frozen=True)
 class DiffEntry:
     """One path a commit changes: ``status`` A, M, D or T, with the blob shas before and after
@@ -67,8 +68,13 @@ def _pack_blobs(root: Path, paths: list[str]) -> None:
     new notes are then one file in .git, not 100,000 (three times faster, and kinder to the disk).
     Only an optimisation: whatever it leaves out, ``update-index`` stores itself."""
     try:
-        proc = subprocess.Popen(["git", "fast-import", "--quiet"], cwd=root, stdin=subprocess.PIPE,
-                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        proc = subprocess.Popen(
+            ["git", "fast-import", "--quiet"],
+            cwd=root,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
     except OSError as exc:
         log.info("no bulk pack (%s); staging file by file", exc)
         return
@@ -96,8 +102,13 @@ def _pack_blobs(root: Path, paths: list[str]) -> None:
         log.info("no bulk pack (%s); staging file by file", last_line(err.decode("utf-8", "replace")))
 
 
-def stage_paths(root: Path, present: Iterable[str], removed: Iterable[str], env: Mapping[str, str] | None = None,
-           pack: bool | None = None) -> None:
+def stage_paths(
+    root: Path,
+    present: Iterable[str],
+    removed: Iterable[str],
+    env: Mapping[str, str] | None = None,
+    pack: bool | None = None,
+) -> None:
     """Make the index (the real one, or ``GIT_INDEX_FILE`` in ``env``) hold ``present`` as they
     are on disk and not hold ``removed``. Literal paths on stdin: linear, no argument limit.
     ``pack``: write many new blobs as one pack first (default: for the real index only)."""
@@ -221,8 +232,10 @@ class HeldIndex:
             raise HistoryError("commit", f"cannot take {self._lock}: {exc.strerror or exc}") from None
         try:
             if self._identity is None or index_identity(self._folder) != self._identity:
-                raise GitBusyError("git's index changed while syncd was committing (a git command of yours); "
-                                   "it commits on top of it next time")
+                raise GitBusyError(
+                    "git's index changed while syncd was committing (a git command of yours); "
+                    "it commits on top of it next time"
+                )
             yield
         finally:
             self._lock.unlink(missing_ok=True)
@@ -293,15 +306,29 @@ def commit_exact(
         return None, []
     text = message(changes) if callable(message) else message
     identity = identity_env(author_name, author_email)
-    sha = run_git(root, "commit-tree", tree, *(["-p", parent] if parent else []), "-F", "-",
-                  input=text.encode("utf-8", "replace"), env=identity).decode().strip()
+    sha = (
+        run_git(
+            root,
+            "commit-tree",
+            tree,
+            *(["-p", parent] if parent else []),
+            "-F",
+            "-",
+            input=text.encode("utf-8", "replace"),
+            env=identity,
+        )
+        .decode()
+        .strip()
+    )
     subject = text.strip().splitlines()[0] if text.strip() else ""
     try:
         run_git(root, "update-ref", "-m", f"commit: {subject}", "HEAD", sha, parent or "", env=identity)
     except HistoryError as exc:
         if head_sha(root) != parent:
-            raise GitBusyError("HEAD moved while syncd was committing (a commit of yours at the same moment); "
-                               "it commits its changes on top of yours next time") from None
+            raise GitBusyError(
+                "HEAD moved while syncd was committing (a commit of yours at the same moment); "
+                "it commits its changes on top of yours next time"
+            ) from None
         raise exc from None
     return sha, changes
 

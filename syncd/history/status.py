@@ -44,7 +44,12 @@ def _status(root: Path, *args: str) -> list[tuple[str, str]]:
     fail with "index.lock exists". Pathspecs are literal (``[x].md`` is a name, not a pattern)."""
     out = run_git(
         root,
-        "status", "--porcelain=v1", "-z", "--untracked-files=all", "--no-renames", *args,
+        "status",
+        "--porcelain=v1",
+        "-z",
+        "--untracked-files=all",
+        "--no-renames",
+        *args,
         env={"GIT_OPTIONAL_LOCKS": "0", "GIT_LITERAL_PATHSPECS": "1"},
     )
     entries = []

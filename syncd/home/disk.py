@@ -144,6 +144,8 @@ def _filesystem_state(folder: Path | None) -> str | None:
     if st.f_bavail == 0 or st.f_favail == 0:
         return _DISK_ERRNOS[errno.ENOSPC]
     return None
+
+
 def read_regular(root: Path, rel: str) -> bytes | None:
     """The bytes of the regular file at home-relative ``rel``, or None when there is none.
 
@@ -313,8 +315,11 @@ def remove_stale_temp_files(root: Path, older_than_s: float = 5.0) -> list[str]:
                 if entry.is_dir(follow_symlinks=False):
                     if entry.name != ".git":
                         stack.append(Path(entry.path))
-                elif entry.name.startswith(".") and entry.name.endswith(_TEMP_SUFFIX) and \
-                        entry.stat(follow_symlinks=False).st_mtime < cutoff:
+                elif (
+                    entry.name.startswith(".")
+                    and entry.name.endswith(_TEMP_SUFFIX)
+                    and entry.stat(follow_symlinks=False).st_mtime < cutoff
+                ):
                     os.unlink(entry.path)
                     removed.append(Path(entry.path).relative_to(root).as_posix())
             except OSError:  # gone already, or not ours to remove: the committer skips it anyway
@@ -444,7 +449,7 @@ def git_dir(root: Path) -> Path | None:
     except (OSError, UnicodeDecodeError):
         return None
     if text.startswith("gitdir:"):
-        target = Path(text[len("gitdir:"):].strip())
+        target = Path(text[len("gitdir:") :].strip())
         return target if target.is_absolute() else (Path(root) / target)
     return None
 
@@ -544,8 +549,10 @@ class Home:
         folder; :meth:`ensure_private_dir` makes it."""
         folder = git_dir(self.root)
         if folder is None:
-            raise HomeError(f"{self.root} has no git repository of its own, so no place for its lock "
-                            f"and tokens; run `syncd init {self.root}` to create one")
+            raise HomeError(
+                f"{self.root} has no git repository of its own, so no place for its lock "
+                f"and tokens; run `syncd init {self.root}` to create one"
+            )
         return folder / "syncd"
 
     def ensure_private_dir(self) -> Path:
@@ -626,4 +633,3 @@ class Home:
 
     def lock(self) -> HomeLock:
         return HomeLock(self.ensure_private_dir() / "lock")
-

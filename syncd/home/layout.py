@@ -13,7 +13,18 @@ from pathlib import PurePosixPath
 
 from ..errors import InvalidIdError, InvalidInputError
 
-__all__ = ["ID_MAX_LEN", "ID_RULE", "check_text", "validate_id", "validate_label", "FileScope", "KINDS", "SESSION_FILES", "classify_path", "is_indexable"]
+__all__ = [
+    "ID_MAX_LEN",
+    "ID_RULE",
+    "check_text",
+    "validate_id",
+    "validate_label",
+    "FileScope",
+    "KINDS",
+    "SESSION_FILES",
+    "classify_path",
+    "is_indexable",
+]
 
 
 ID_MAX_LEN = 128
@@ -24,10 +35,7 @@ ID_MAX_LEN = 128
 _ID_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@+-]*\Z")
 
 
-ID_RULE = (
-    "ids are 1-128 characters of A-Z a-z 0-9 . _ @ + -, starting with a letter or digit, "
-    "and never contain '..'"
-)
+ID_RULE = "ids are 1-128 characters of A-Z a-z 0-9 . _ @ + -, starting with a letter or digit, and never contain '..'"
 
 
 _LABEL_RE = re.compile(r"[a-z][a-z0-9_-]{0,63}\Z")
@@ -213,4 +221,3 @@ def is_indexable(rel: str) -> bool:
     if name.endswith(".md"):
         return True
     return len(parts) == 6 and name in SESSION_FILES and parts[:2] == ["memory", "users"] and parts[3] == "sessions"
-

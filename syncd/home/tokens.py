@@ -258,9 +258,12 @@ class TokenStore:
         hash. Never a token itself."""
         with self._mutex:
             self._refresh()
-            return {"admin": self._admin_hash,
-                    "users": [{"id": str(t["id"]), "user": str(t["user"]), "sha256": str(t["sha256"])}
-                              for t in self._users]}
+            return {
+                "admin": self._admin_hash,
+                "users": [
+                    {"id": str(t["id"]), "user": str(t["user"]), "sha256": str(t["sha256"])} for t in self._users
+                ],
+            }
 
 
 def match_token(token: str, admin_hash: str | None, users: builtins.list[dict]) -> Principal | None:

@@ -122,8 +122,9 @@ def _git_config(root: Path, *args: str) -> str | None:
 def record_home_index(root: Path, url: str) -> None:
     """Record ``url`` (without its password) as where the home at ``root`` keeps its index."""
     validate_url(url)
-    done = subprocess.run(["git", "config", "--local", _URL_KEY, redact_url(url)], cwd=root, check=False,
-                          capture_output=True, text=True)
+    done = subprocess.run(
+        ["git", "config", "--local", _URL_KEY, redact_url(url)], cwd=root, check=False, capture_output=True, text=True
+    )
     if done.returncode != 0:
         raise ConfigError(f"cannot record the index URL in {root}: {done.stderr.strip()}")
 
@@ -146,8 +147,9 @@ def home_index(root: Path, settings) -> tuple[str, str] | None:
     schema = settings.index_schema or _git_config(root, "--get", _SCHEMA_KEY)
     if not schema:
         schema = f"syncd_{_slug(root.name)}_{secrets.token_hex(4)}"
-        done = subprocess.run(["git", "config", "--local", _SCHEMA_KEY, schema], cwd=root, check=False,
-                              capture_output=True, text=True)
+        done = subprocess.run(
+            ["git", "config", "--local", _SCHEMA_KEY, schema], cwd=root, check=False, capture_output=True, text=True
+        )
         if done.returncode != 0:
             raise ConfigError(f"cannot record the index schema in {root}: {done.stderr.strip()}")
     return url, schema
@@ -159,8 +161,16 @@ def _slug(name: str) -> str:
     return kept[:24] or "home"
 
 
-def open_index(state_dir: Path, dim: int, model_id: str, *, shared: bool, read_only: bool = False,
-               location: tuple[str, str] | None = None, ann_min_rows: int | None = None) -> IndexBackend:
+def open_index(
+    state_dir: Path,
+    dim: int,
+    model_id: str,
+    *,
+    shared: bool,
+    read_only: bool = False,
+    location: tuple[str, str] | None = None,
+    ann_min_rows: int | None = None,
+) -> IndexBackend:
     """The home's index: LanceDB under ``state_dir/index`` or, with ``location`` (``home_index``),
     its PostgreSQL schema (whose scopes of ``ann_min_rows`` rows or more search through its
     HNSW index: pg_ann.py)."""

@@ -79,8 +79,7 @@ class EmbeddingCache:
                     f"free space on the disk holding {self.path.parent}"
                 ) from exc
             raise EmbeddingError(
-                f"cannot open the embedding cache {self.path}: {exc} (it is only a cache: deleting "
-                "it is safe)"
+                f"cannot open the embedding cache {self.path}: {exc} (it is only a cache: deleting it is safe)"
             ) from exc
 
     def _init_schema(self, conn: sqlite3.Connection) -> None:
@@ -205,8 +204,7 @@ class EmbeddingCache:
                 conn.execute("BEGIN IMMEDIATE")
                 try:
                     conn.executemany(
-                        "INSERT OR REPLACE INTO vectors (model_id, text_sha256, dim, vector)"
-                        " VALUES (?, ?, ?, ?)",
+                        "INSERT OR REPLACE INTO vectors (model_id, text_sha256, dim, vector) VALUES (?, ?, ?, ?)",
                         rows,
                     )
                     conn.execute("COMMIT")
@@ -215,9 +213,7 @@ class EmbeddingCache:
                         conn.execute("ROLLBACK")
                     raise
             except sqlite3.Error as exc:
-                raise EmbeddingError(
-                    f"cannot write the embedding cache {self.path}: {exc}"
-                ) from exc
+                raise EmbeddingError(f"cannot write the embedding cache {self.path}: {exc}") from exc
 
     def count(self, model_id: str | None = None) -> int:
         """How many vectors are stored (for ``model_id``, or for all models)."""
@@ -225,9 +221,7 @@ class EmbeddingCache:
             conn = self._connection()
             if model_id is None:
                 return conn.execute("SELECT count(*) FROM vectors").fetchone()[0]
-            return conn.execute(
-                "SELECT count(*) FROM vectors WHERE model_id = ?", (model_id,)
-            ).fetchone()[0]
+            return conn.execute("SELECT count(*) FROM vectors WHERE model_id = ?", (model_id,)).fetchone()[0]
 
     def delete_model(self, model_id: str) -> int:
         """Forget every vector of ``model_id`` (after switching models); returns how many."""
@@ -236,9 +230,7 @@ class EmbeddingCache:
             try:
                 cur = conn.execute("DELETE FROM vectors WHERE model_id = ?", (model_id,))
             except sqlite3.Error as exc:
-                raise EmbeddingError(
-                    f"cannot write the embedding cache {self.path}: {exc}"
-                ) from exc
+                raise EmbeddingError(f"cannot write the embedding cache {self.path}: {exc}") from exc
             return cur.rowcount
 
     def close(self) -> None:
@@ -349,9 +341,7 @@ class CachedEmbedder:
             for part in _slices(missing, [len(first_text[row_of[k]]) for k in missing]):
                 fresh = self.embedder.embed([first_text[row_of[k]] for k in part])
                 if fresh.shape != (len(part), dim):
-                    raise EmbeddingError(
-                        f"embedder {model_id} returned shape {fresh.shape} for {len(part)} texts"
-                    )
+                    raise EmbeddingError(f"embedder {model_id} returned shape {fresh.shape} for {len(part)} texts")
                 with self._counter_lock:
                     self.calls += 1
                     self.embedded_texts += len(part)
@@ -383,7 +373,9 @@ class CachedEmbedder:
                     "the embedding cache %s cannot be written: %s (free space on the disk holding "
                     "%s). Indexing goes on; new vectors are not kept until the cache can be written "
                     "again",
-                    self.cache.path, reason, folder,
+                    self.cache.path,
+                    reason,
+                    folder,
                 )
             else:
                 log.warning("the embedding cache cannot be written, indexing goes on without it: %s", exc)

@@ -205,7 +205,9 @@ class FilesMirror:
             raise
         conn.execute("COMMIT")
 
-    def update(self, before: str | None, changes: Iterable[tuple[str, FileRecord | None, tuple[int, int] | None]]) -> bool:
+    def update(
+        self, before: str | None, changes: Iterable[tuple[str, FileRecord | None, tuple[int, int] | None]]
+    ) -> bool:
         """Apply one index write: ``(path, record or None when gone, (facts, chunks) or None when
         its rows stayed)``. Only if the mirror reflected the tables at ``before``; returns whether
         it now reflects them as they are."""
@@ -245,8 +247,10 @@ class FilesMirror:
                 conn.execute("DELETE FROM files")
                 conn.executemany(
                     "INSERT OR REPLACE INTO files VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                    [(r.path, r.kind, r.sha, r.size, r.mtime_ns, r.error, *counts.get(r.path, (0, 0)))
-                     for r in records],
+                    [
+                        (r.path, r.kind, r.sha, r.size, r.mtime_ns, r.error, *counts.get(r.path, (0, 0)))
+                        for r in records
+                    ],
                 )
                 self._set_stamp(conn, stamp)
         except sqlite3.Error as exc:

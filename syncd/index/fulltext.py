@@ -183,8 +183,11 @@ class TextIndex:
             np.int64,
             int(counts.sum()),
         )
-        own = np.fromiter((w for mine, around in docs for w in (*([1.0] * len(mine)), *([0.0] * len(around)))),
-                          np.float64, int(counts.sum()))
+        own = np.fromiter(
+            (w for mine, around in docs for w in (*([1.0] * len(mine)), *([0.0] * len(around)))),
+            np.float64,
+            int(counts.sum()),
+        )
         rows = np.repeat(np.arange(start, start + len(docs), dtype=np.int64), counts)
         own_lengths = np.fromiter((len(mine) for mine, _ in docs), np.float32, len(docs))
         self._lengths = np.concatenate([self._lengths, own_lengths])
@@ -210,8 +213,7 @@ class TextIndex:
         neighbours."""
         return self.signals(query, alive, allowed)[0]
 
-    def signals(self, query: str, alive: np.ndarray, allowed: np.ndarray
-                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def signals(self, query: str, alive: np.ndarray, allowed: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Three per-row arrays (0 where a row is not visible or matches nothing):
 
         - BM25 of its passage: its own words and its neighbours' (a daily-log fact's
@@ -258,8 +260,14 @@ class TextIndex:
         term_ids, rows = rank[term_ids[kept].astype(np.int64)], renumbered[rows[kept].astype(np.int64)]
         order = np.lexsort((rows, term_ids))
         offsets = np.searchsorted(term_ids[order], np.arange(len(terms) + 1))
-        return (terms, offsets, rows[order], freqs[kept][order].astype(np.float32), own[kept][order].astype(np.float32),
-                self._passage_lengths[alive])
+        return (
+            terms,
+            offsets,
+            rows[order],
+            freqs[kept][order].astype(np.float32),
+            own[kept][order].astype(np.float32),
+            self._passage_lengths[alive],
+        )
 
 
 def query_signals(
@@ -362,8 +370,9 @@ def _best(rows: np.ndarray, scores: np.ndarray, k: int) -> np.ndarray:
     return rows[np.lexsort((rows, -scores))]
 
 
-def _postings(terms: np.ndarray, rows: np.ndarray, vocabulary_size: int, freqs: np.ndarray,
-              own: np.ndarray) -> _Segment:
+def _postings(
+    terms: np.ndarray, rows: np.ndarray, vocabulary_size: int, freqs: np.ndarray, own: np.ndarray
+) -> _Segment:
     """CSR postings from (term, row, passage freq, own freq): sorted by term then row, repeats summed."""
     stride = int(rows.max(initial=0)) + 1
     unique, inverse = np.unique(terms * stride + rows, return_inverse=True)

@@ -21,7 +21,16 @@ import simsimd
 from .fulltext import TextIndex
 from .records import heading_only
 
-__all__ = ["RowCache", "ScopeMask", "exact_cosines", "nearest_rows", "neighbours", "quantize", "row_columns", "scope_rows"]
+__all__ = [
+    "RowCache",
+    "ScopeMask",
+    "exact_cosines",
+    "nearest_rows",
+    "neighbours",
+    "quantize",
+    "row_columns",
+    "scope_rows",
+]
 
 # Up to this many rows the float32 product is cheap enough to be the whole search.
 _EXACT_UP_TO = 8192
@@ -293,8 +302,13 @@ class RowCache:
     def _mask(self, scope: ScopeMask) -> np.ndarray:
         base = self._scope_cache.get(scope)
         if base is None:
-            base = scope_rows(scope, self._codes, self._user_codes, self._chat_codes,
-                              (self._transcript_rows, self._fact_rows, self._memory_rows, self._heading_rows))
+            base = scope_rows(
+                scope,
+                self._codes,
+                self._user_codes,
+                self._chat_codes,
+                (self._transcript_rows, self._fact_rows, self._memory_rows, self._heading_rows),
+            )
             if len(self._scope_cache) > 64:
                 self._scope_cache.clear()
             self._scope_cache[scope] = base
@@ -401,20 +415,35 @@ class RowCache:
             "paths": [self._paths[i] for i in keep],
             "terms": terms,
             "arrays": {
-                "vectors": self._vectors[keep], "codes8": self._codes8[keep], "scales": self._scales[keep],
-                "user_codes": self._user_codes[keep], "chat_codes": self._chat_codes[keep],
-                "fact_rows": self._fact_rows[keep], "memory_rows": self._memory_rows[keep],
-                "transcript_rows": self._transcript_rows[keep], "heading_rows": self._heading_rows[keep],
-                "created": self._created[keep], "prev": renumbered[self._prev[keep]], "next": renumbered[self._next[keep]],
+                "vectors": self._vectors[keep],
+                "codes8": self._codes8[keep],
+                "scales": self._scales[keep],
+                "user_codes": self._user_codes[keep],
+                "chat_codes": self._chat_codes[keep],
+                "fact_rows": self._fact_rows[keep],
+                "memory_rows": self._memory_rows[keep],
+                "transcript_rows": self._transcript_rows[keep],
+                "heading_rows": self._heading_rows[keep],
+                "created": self._created[keep],
+                "prev": renumbered[self._prev[keep]],
+                "next": renumbered[self._next[keep]],
                 "key_row": renumbered[[self._row_of_key[(self._paths[i], self._ids[i])] for i in keep]],
-                "term_offsets": offsets, "post_rows": rows, "post_freqs": freqs, "post_own": own,
+                "term_offsets": offsets,
+                "post_rows": rows,
+                "post_freqs": freqs,
+                "post_own": own,
                 "passage_lengths": lengths,
             },
         }
 
 
-def scope_rows(scope: ScopeMask, codes: Mapping[str | None, int], user_codes: np.ndarray, chat_codes: np.ndarray,
-               kinds: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]) -> np.ndarray:
+def scope_rows(
+    scope: ScopeMask,
+    codes: Mapping[str | None, int],
+    user_codes: np.ndarray,
+    chat_codes: np.ndarray,
+    kinds: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+) -> np.ndarray:
     """Which rows ``scope`` reaches, alive or not: scope columns as small-int codes (``codes``:
     value to code, -1 for none) and ``kinds``, the (transcript, fact, memory/, heading-only)
     flags of each row."""
@@ -441,8 +470,15 @@ def scope_rows(scope: ScopeMask, codes: Mapping[str | None, int], user_codes: np
     return base
 
 
-def nearest_rows(vectors: np.ndarray, codes8: np.ndarray, scales: np.ndarray, mask: np.ndarray, allowed: int,
-                 query: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+def nearest_rows(
+    vectors: np.ndarray,
+    codes8: np.ndarray,
+    scales: np.ndarray,
+    mask: np.ndarray,
+    allowed: int,
+    query: np.ndarray,
+    k: int,
+) -> tuple[np.ndarray, np.ndarray]:
     """The ``k`` rows of ``mask`` (``allowed`` of them, at least one) nearest to ``query``, best
     first, with their exact cosines (:meth:`RowCache.search`)."""
     n = len(mask)
@@ -469,8 +505,9 @@ def nearest_rows(vectors: np.ndarray, codes8: np.ndarray, scales: np.ndarray, ma
     return candidates[order], exact[order]
 
 
-def neighbours(prev: np.ndarray, next_: np.ndarray, mask: np.ndarray, rows: np.ndarray, reach: int
-               ) -> tuple[np.ndarray, np.ndarray]:
+def neighbours(
+    prev: np.ndarray, next_: np.ndarray, mask: np.ndarray, rows: np.ndarray, reach: int
+) -> tuple[np.ndarray, np.ndarray]:
     """:meth:`RowCache.around` from the conversation links (``prev``, ``next_``: the row before
     and after each, -1 for none) and the rows in scope (``mask``)."""
     columns, distances = [], []
@@ -538,7 +575,9 @@ def _products(matrix: np.ndarray, query: np.ndarray) -> np.ndarray:
     OpenMP's, which give up the CPU far sooner."""
     if not len(matrix):
         return np.zeros(0, dtype=np.float32)
-    raw = simsimd.cdist(np.ascontiguousarray(query).reshape(1, -1), matrix, metric="dot", out_dtype="float32", threads=1)
+    raw = simsimd.cdist(
+        np.ascontiguousarray(query).reshape(1, -1), matrix, metric="dot", out_dtype="float32", threads=1
+    )
     return np.asarray(raw).reshape(-1)
 
 

@@ -35,7 +35,15 @@ from ..formats.when import date_words, resolved_words
 from ..home import classify_path
 from .records import HEADING_SEPARATOR, NEIGHBOURS, EntryRow
 
-__all__ = ["KEPT_TEXT_KINDS", "ParsedFile", "TranscriptChunking", "parse_file", "parse_file_checked", "chunk_id", "page_title"]
+__all__ = [
+    "KEPT_TEXT_KINDS",
+    "ParsedFile",
+    "TranscriptChunking",
+    "parse_file",
+    "parse_file_checked",
+    "chunk_id",
+    "page_title",
+]
 
 
 def chunk_id(rel: str, key: str, occurrence: int) -> str:
@@ -265,8 +273,11 @@ def _daily_log_rows(rel: str, text: str, scope) -> list[EntryRow]:
                 row = before.row
             else:
                 window = _context_window(own, [f.fact.content for f in around])
-                row = before.row if before.row.context == window else _fact_row(
-                    rel, scope, date, located, fact_id, window, heading)
+                row = (
+                    before.row
+                    if before.row.context == window
+                    else _fact_row(rel, scope, date, located, fact_id, window, heading)
+                )
         else:
             own = _own_words(located, when, day)
             window = _context_window(own, [f.fact.content for f in around])
@@ -293,8 +304,9 @@ def _daily_log_rows(rel: str, text: str, scope) -> list[EntryRow]:
     return rows
 
 
-def _fact_row(rel: str, scope, date: str | None, located: LocatedFact, fact_id: str, window: str,
-              heading: str) -> EntryRow:
+def _fact_row(
+    rel: str, scope, date: str | None, located: LocatedFact, fact_id: str, window: str, heading: str
+) -> EntryRow:
     fact, section = located.fact, located.section
     provenance = ""
     if fact.source_session:

@@ -55,8 +55,13 @@ _MAGIC = b"syncd rows image\n"
 _ALIGN = 64
 _LENGTH_BYTES = 8
 # The modules whose code decides what an image holds: text analysis, row layout, the image's own.
-_MADE_BY = ("syncd.index.fulltext", "syncd.index.rowcache", "syncd.index.rows_image", "syncd.index.table_rows",
-            "syncd.index.records")
+_MADE_BY = (
+    "syncd.index.fulltext",
+    "syncd.index.rowcache",
+    "syncd.index.rows_image",
+    "syncd.index.table_rows",
+    "syncd.index.records",
+)
 _code_digest: str | None = None
 
 
@@ -138,8 +143,16 @@ def _write(folder: Path, stamp: str, dim: int, codes: dict[str | None, int], arr
     for name, array in arrays.items():
         layout[name] = (array.dtype.str, list(array.shape), offset)
         offset += -(-array.nbytes // _ALIGN) * _ALIGN
-    header = json.dumps({"stamp": stamp, "code": _code(), "dim": dim, "rows": len(arrays["payload_starts"]) - 1,
-                         "codes": [[value, code] for value, code in codes.items()], "arrays": layout}).encode()
+    header = json.dumps(
+        {
+            "stamp": stamp,
+            "code": _code(),
+            "dim": dim,
+            "rows": len(arrays["payload_starts"]) - 1,
+            "codes": [[value, code] for value, code in codes.items()],
+            "arrays": layout,
+        }
+    ).encode()
     start = -(-(len(_MAGIC) + _LENGTH_BYTES + len(header)) // _ALIGN) * _ALIGN
     target = folder / IMAGE_NAME
     tmp = None
@@ -165,8 +178,15 @@ def _write(folder: Path, stamp: str, dim: int, codes: dict[str | None, int], arr
                 os.unlink(tmp)
 
 
-def patch_image(folder: Path, image: ImageRows, stamp: str, dropped: Collection[str],
-                dropped_rows: Mapping[str, Collection[str]], added: Sequence[EntryRow], vectors: np.ndarray) -> None:
+def patch_image(
+    folder: Path,
+    image: ImageRows,
+    stamp: str,
+    dropped: Collection[str],
+    dropped_rows: Mapping[str, Collection[str]],
+    added: Sequence[EntryRow],
+    vectors: np.ndarray,
+) -> None:
     """Write the image of the entries table at ``stamp``, which one write made of the table
     ``image`` holds: the rows of the ``dropped`` paths deleted, those of ``dropped_rows`` ({path:
     ids}) too, then ``added`` appended with their ``vectors``, as table_writes.write_entries
@@ -207,36 +227,46 @@ def patch_image(folder: Path, image: ImageRows, stamp: str, dropped: Collection[
     vectors = np.asarray(vectors, dtype=np.float32).reshape(len(new), image.dim)
     codes8, scales = quantize(vectors)
     fact, memory, transcript, heading, created = row_columns(new)
-    for name, column in (("vectors", vectors), ("codes8", codes8), ("scales", scales), ("fact_rows", fact),
-                         ("memory_rows", memory), ("transcript_rows", transcript), ("heading_rows", heading),
-                         ("created", created),
-                         ("user_codes", np.array([codes[p["user"]] for p in new], dtype=np.int32)),
-                         ("chat_codes", np.array([codes[p["chat"]] for p in new], dtype=np.int32)),
-                         ("path_codes", np.array([code_of[p["path"]] for p in new], dtype=np.int32)),
-                         ("heading_codes", np.array([heading_of[_heading(p)] for p in new], dtype=np.int32)),
-                         ("lines", np.array([p.get("line") or 0 for p in new], dtype=np.int64))):
+    for name, column in (
+        ("vectors", vectors),
+        ("codes8", codes8),
+        ("scales", scales),
+        ("fact_rows", fact),
+        ("memory_rows", memory),
+        ("transcript_rows", transcript),
+        ("heading_rows", heading),
+        ("created", created),
+        ("user_codes", np.array([codes[p["user"]] for p in new], dtype=np.int32)),
+        ("chat_codes", np.array([codes[p["chat"]] for p in new], dtype=np.int32)),
+        ("path_codes", np.array([code_of[p["path"]] for p in new], dtype=np.int32)),
+        ("heading_codes", np.array([heading_of[_heading(p)] for p in new], dtype=np.int32)),
+        ("lines", np.array([p.get("line") or 0 for p in new], dtype=np.int64)),
+    ):
         out[name] = np.concatenate([a[name][kept], column.astype(a[name].dtype, copy=False)])
     _patch_postings(image, keep, renumbered, [row.search_text or "" for row in added], out)
     lengths = np.diff(a["payload_starts"])
     bytes_kept = a["payload_bytes"][np.repeat(keep, lengths)]
     added_bytes, added_starts = _blob([_json(p) for p in new])
     out["payload_bytes"] = np.concatenate([bytes_kept, added_bytes])
-    out["payload_starts"] = np.concatenate([np.cumsum([0, *lengths[keep].tolist()], dtype=np.int64),
-                                            len(bytes_kept) + added_starts[1:]])
+    out["payload_starts"] = np.concatenate(
+        [np.cumsum([0, *lengths[keep].tolist()], dtype=np.int64), len(bytes_kept) + added_starts[1:]]
+    )
     out["path_bytes"], out["path_starts"] = _blob(paths)
     out["heading_bytes"], out["heading_starts"] = _blob(headings)
     ids_kept = a["id_bytes"][np.repeat(keep, np.diff(a["id_starts"]))]
     new_ids, new_id_starts = _blob([p["id"] for p in new])
     out["id_bytes"] = np.concatenate([ids_kept, new_ids])
-    out["id_starts"] = np.concatenate([np.cumsum([0, *np.diff(a["id_starts"])[keep].tolist()], dtype=np.int64),
-                                       len(ids_kept) + new_id_starts[1:]])
+    out["id_starts"] = np.concatenate(
+        [np.cumsum([0, *np.diff(a["id_starts"])[keep].tolist()], dtype=np.int64), len(ids_kept) + new_id_starts[1:]]
+    )
     touched = [code_of[p] for p in {*dropped, *dropped_rows, *(q["path"] for q in new)} if p in code_of]
     _relink(image, kept, renumbered, len(new), touched, out)
     _write(folder, stamp, image.dim, codes, out)
 
 
-def _patch_postings(image: ImageRows, keep: np.ndarray, renumbered: np.ndarray, texts: list[str],
-                    out: dict[str, np.ndarray]) -> None:
+def _patch_postings(
+    image: ImageRows, keep: np.ndarray, renumbered: np.ndarray, texts: list[str], out: dict[str, np.ndarray]
+) -> None:
     """The kept rows' postings renumbered and the new rows' added, terms in sorted order, a term
     no row holds any more dropped (as a load from the table would never have it)."""
     a = image._a
@@ -265,8 +295,14 @@ def _patch_postings(image: ImageRows, keep: np.ndarray, renumbered: np.ndarray, 
     out["passage_lengths"] = np.concatenate([a["passage_lengths"][keep], new_lengths])
 
 
-def _relink(image: ImageRows, kept: np.ndarray, renumbered: np.ndarray, added: int, touched: list[int],
-            out: dict[str, np.ndarray]) -> None:
+def _relink(
+    image: ImageRows,
+    kept: np.ndarray,
+    renumbered: np.ndarray,
+    added: int,
+    touched: list[int],
+    out: dict[str, np.ndarray],
+) -> None:
     """Conversation links and key rows: kept as they were (renumbered) for the paths the write
     did not touch; made again, as a load makes them (RowCache._link: a section's facts in line
     order, ties in row order; a key's first row), for the rows of the paths it touched."""
@@ -285,7 +321,9 @@ def _relink(image: ImageRows, kept: np.ndarray, renumbered: np.ndarray, added: i
     prev[chain[1:][same]] = chain[:-1][same]
     nxt[chain[:-1][same]] = chain[1:][same]
     first: dict[tuple[int, str], int] = {}
-    for row, code, row_id in zip(rows.tolist(), out["path_codes"][rows].tolist(), _pick(out["id_bytes"], out["id_starts"], rows)):
+    for row, code, row_id in zip(
+        rows.tolist(), out["path_codes"][rows].tolist(), _pick(out["id_bytes"], out["id_starts"], rows)
+    ):
         key_row[row] = first.setdefault((code, row_id), row)
     out["prev"], out["next"], out["key_row"] = prev, nxt, key_row
 
@@ -312,7 +350,9 @@ def open_image(folder: Path, stamp: str | None, dim: int) -> ImageRows | None:
         arrays = {}
         for name, (dtype, shape, offset) in header["arrays"].items():
             count = int(np.prod(shape)) if shape else 1
-            arrays[name] = np.frombuffer(mapped, dtype=np.dtype(dtype), count=count, offset=start + offset).reshape(shape)
+            arrays[name] = np.frombuffer(mapped, dtype=np.dtype(dtype), count=count, offset=start + offset).reshape(
+                shape
+            )
         return ImageRows(header, arrays, mapped)
     except (ValueError, KeyError, TypeError):
         mapped.close()
@@ -341,8 +381,13 @@ class ImageRows:
         mask = self._scope_cache.get(scope)
         if mask is None:
             a = self._a
-            mask = scope_rows(scope, self._codes, a["user_codes"], a["chat_codes"],
-                              (a["transcript_rows"], a["fact_rows"], a["memory_rows"], a["heading_rows"]))
+            mask = scope_rows(
+                scope,
+                self._codes,
+                a["user_codes"],
+                a["chat_codes"],
+                (a["transcript_rows"], a["fact_rows"], a["memory_rows"], a["heading_rows"]),
+            )
             if len(self._scope_cache) > 64:
                 self._scope_cache.clear()
             self._scope_cache[scope] = mask
@@ -422,7 +467,9 @@ class ImageRows:
         if not self._n or k <= 0:
             return []
         scores = self.text_signals(query, scope)[0]
-        return [(self._payload(int(r))["path"], self._payload(int(r))["id"], float(scores[r])) for r in best_rows(scores, k)]
+        return [
+            (self._payload(int(r))["path"], self._payload(int(r))["id"], float(scores[r])) for r in best_rows(scores, k)
+        ]
 
     def close(self) -> None:
         """Let the mapping go once nothing reads the arrays (a reader switching to the table)."""
@@ -430,7 +477,6 @@ class ImageRows:
         self._decoded = {}
         with contextlib.suppress(BufferError):
             self._mapped.close()
-
 
 
 class ImageKeeper:
@@ -469,6 +515,13 @@ class ImageKeeper:
         rows, vectors = batch.new_rows()
         stamp = self.stamp()
         if stamp is not None:
-            patch_image(self.folder, image, stamp, batch.whole_deletes(), batch.row_deletes(), rows,
-                        vectors if vectors is not None else np.zeros((0, self.dim), dtype=np.float32))
+            patch_image(
+                self.folder,
+                image,
+                stamp,
+                batch.whole_deletes(),
+                batch.row_deletes(),
+                rows,
+                vectors if vectors is not None else np.zeros((0, self.dim), dtype=np.float32),
+            )
         self._image = None

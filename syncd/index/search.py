@@ -266,7 +266,9 @@ def hybrid_search(
         if user_id is None:
             raise InvalidInputError("a chat-scoped search needs its user_id")
     if kind not in (None, "fact", "chunk", "transcript"):
-        raise InvalidInputError(f"unknown kind {kind!r}: use 'fact', 'chunk', 'transcript' or None for facts and chunks")
+        raise InvalidInputError(
+            f"unknown kind {kind!r}: use 'fact', 'chunk', 'transcript' or None for facts and chunks"
+        )
     scope = ScopeMask(user=user_id, chat=chat_id, kind=kind, memory_only=memory_only, content_only=True)
     pool = candidates or max(limit * 4, 40)
     now = now or dt.datetime.now(dt.UTC)

@@ -78,6 +78,7 @@ _REMEMBERED_PATHS = 64
 # LanceDB's full-text index, which indexes made before full text moved into memory still carry.
 _OLD_FULLTEXT_INDEX = "search_text_idx"
 
+
 def writes_before_optimize(rows: int) -> int:
     """How many small writes to let pile up before compacting a table of ``rows`` rows (each
     table counts its own: the files table, at a twentieth of the rows, is compacted far more often).
@@ -490,8 +491,13 @@ class Index:
         self._table_ids.pop(path, None)
         if path in self._pending.paths:
             return frozenset()  # the table is behind memory for this path: replace it whole
-        held = (self._entries.search().where(f"path = {sql_literal(path)}").select([*_ENTRY_FIELDS, "search_text"])
-                .limit(None).to_arrow())
+        held = (
+            self._entries.search()
+            .where(f"path = {sql_literal(path)}")
+            .select([*_ENTRY_FIELDS, "search_text"])
+            .limit(None)
+            .to_arrow()
+        )
         found = unchanged_in_table(held, rows)
         if found is None:
             return frozenset()
@@ -541,7 +547,11 @@ class Index:
                 adds = []
             held = self._matrix.holds(path)
             whole = replaces_whole(update)
-            gone = sorted(self._matrix.ids_of(path) - update.unchanged) if held and not whole and update.rows is not None else []
+            gone = (
+                sorted(self._matrix.ids_of(path) - update.unchanged)
+                if held and not whole and update.rows is not None
+                else []
+            )
             self._pending.add(update, held, gone, path in records)
             if whole and held:
                 self._matrix.remove_paths([path])
@@ -560,7 +570,9 @@ class Index:
 
     def _add_rows(self, adds: list[tuple[FileUpdate, list[EntryRow]]]) -> None:
         if adds:
-            vectors = np.concatenate([np.asarray(u.vectors, dtype=np.float32).reshape(len(rows), -1) for u, rows in adds])
+            vectors = np.concatenate(
+                [np.asarray(u.vectors, dtype=np.float32).reshape(len(rows), -1) for u, rows in adds]
+            )
             rows = [row for _, changed in adds for row in changed]
             self._matrix.add(vectors, [_payload(r) for r in rows], [r.search_text for r in rows])
 
@@ -707,8 +719,8 @@ class Index:
         from the table itself, not from memory, which may run ahead of it (pending writes)."""
         assert self._mirror is not None  # only a writer keeps the mirror, and only it rebuilds it
         records = [FileRecord(**row) for row in self._files.to_arrow().to_pylist()]
-        per_kind = self._entries.to_arrow().select(["path", "kind"]).group_by(["path", "kind"]).aggregate(
-            [("kind", "count")]
+        per_kind = (
+            self._entries.to_arrow().select(["path", "kind"]).group_by(["path", "kind"]).aggregate([("kind", "count")])
         )
         counts: dict[str, list[int]] = {}
         for path, kind, n in zip(*(per_kind[c].to_pylist() for c in ("path", "kind", "kind_count"))):
@@ -792,4 +804,3 @@ class Index:
                 return
             self._ensure_matrix()
             yield self._matrix
-

@@ -69,4 +69,3 @@ class TokenSpanner:
             return [(a, b) for a, b in encoding.offsets if b > a]
 
         return spans
-

@@ -112,7 +112,7 @@ class _Kept:
 
     def names(self, folder: Path) -> list[str]:
         prefix = self._rel(folder) + "/"
-        return [rel[len(prefix):] for rel in self.texts if rel.startswith(prefix) and "/" not in rel[len(prefix):]]
+        return [rel[len(prefix) :] for rel in self.texts if rel.startswith(prefix) and "/" not in rel[len(prefix) :]]
 
 
 def _scopes(home: Home, label: str, user_id: str | None, chat_id: str | None) -> list[tuple[str, Path]]:
@@ -125,8 +125,9 @@ def _scopes(home: Home, label: str, user_id: str | None, chat_id: str | None) ->
     return scopes
 
 
-def _block(files: _OnDisk | _Kept, settings: Settings, label: str, user_id: str | None,
-           chat_id: str | None) -> CoreBlock:
+def _block(
+    files: _OnDisk | _Kept, settings: Settings, label: str, user_id: str | None, chat_id: str | None
+) -> CoreBlock:
     validate_label(label)
     for scope, path in _scopes(files.home, label, user_id, chat_id):
         page = files.page(path)
@@ -141,8 +142,9 @@ def read_block(home: Home, settings: Settings, label: str, user_id: str | None, 
     return _block(_OnDisk(home), settings, label, user_id, chat_id)
 
 
-def _resolve(files: _OnDisk | _Kept, settings: Settings, user_id: str | None,
-             chat_id: str | None) -> dict[str, CoreBlock]:
+def _resolve(
+    files: _OnDisk | _Kept, settings: Settings, user_id: str | None, chat_id: str | None
+) -> dict[str, CoreBlock]:
     if user_id is not None:
         validate_id("user", user_id)
     if chat_id is not None:
@@ -170,8 +172,9 @@ def block_folders(user_id: str | None, chat_id: str | None) -> list[str]:
     return [path.parent.relative_to(home.root).as_posix() for _, path in _scopes(home, "persona", user_id, chat_id)]
 
 
-def resolve_kept_blocks(texts: Mapping[str, str], settings: Settings, user_id: str | None,
-                        chat_id: str | None) -> dict[str, CoreBlock]:
+def resolve_kept_blocks(
+    texts: Mapping[str, str], settings: Settings, user_id: str | None, chat_id: str | None
+) -> dict[str, CoreBlock]:
     """``resolve_blocks`` over the block files' texts an index kept (``{path: text}``, those of
     :func:`block_folders`), for a reader with no copy of the home: the same blocks."""
     return _resolve(_Kept(texts), settings, user_id, chat_id)

@@ -264,9 +264,7 @@ class AddOutcome:
         return self.fact is None
 
 
-def screen(
-    facts: Sequence[Fact], vectors: np.ndarray, nearest: Callable[[np.ndarray], list[Known]]
-) -> list[Verdict]:
+def screen(facts: Sequence[Fact], vectors: np.ndarray, nearest: Callable[[np.ndarray], list[Known]]) -> list[Verdict]:
     """A verdict for each fact, in order: a restatement of a remembered fact (among
     ``nearest(vector)``, best first) or of an earlier fact of the batch is a duplicate; anything
     else is new."""

@@ -285,7 +285,9 @@ def parse_extraction(text: str) -> list[Fact]:
     for i, item in enumerate(reply.facts):
         content = " ".join(item.content.split())
         try:
-            facts.append(Fact(content=content, category=item.category, tags=_tags(item.tags), importance=item.importance))
+            facts.append(
+                Fact(content=content, category=item.category, tags=_tags(item.tags), importance=item.importance)
+            )
         except ValueError as exc:
             raise ExtractionError(f"the LLM reply is malformed: facts.{i}: {exc}") from None
     return facts
@@ -331,7 +333,11 @@ def drop_echoes(facts: Sequence[Fact], protected: Iterable[str]) -> list[Fact]:
 
 def protected_texts(turn: ConversationTurn) -> list[str]:
     """What must never come back as a fact: injected memory blocks and the system prompt."""
-    found = [m.group(0) for part in (turn.user_message, turn.response, *map(_step_text, turn.steps)) for m in _INJECTED_RE.finditer(part)]
+    found = [
+        m.group(0)
+        for part in (turn.user_message, turn.response, *map(_step_text, turn.steps))
+        for m in _INJECTED_RE.finditer(part)
+    ]
     if turn.system_prompt:
         found.append(turn.system_prompt)
     return found
@@ -340,7 +346,9 @@ def protected_texts(turn: ConversationTurn) -> list[str]:
 # --------------------------------------------------------------------------- the two LLM jobs
 
 
-async def extract_facts(settings: Settings, turn: ConversationTurn, options: Mapping[str, Any]) -> tuple[list[Fact], str]:
+async def extract_facts(
+    settings: Settings, turn: ConversationTurn, options: Mapping[str, Any]
+) -> tuple[list[Fact], str]:
     """(facts, model) for a turn; no facts when the cleaned turn is empty (no LLM call made)."""
     if not settings.llm_model:
         raise ExtractionError(NO_LLM_MESSAGE)

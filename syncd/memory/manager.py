@@ -193,7 +193,9 @@ class MemoryManager:
 
     def store(self, *, user_id: str | None = None) -> MarkdownMemoryStore:
         """The MarkdownMemoryStore of a user, sharing this manager's serialised writer."""
-        return MarkdownMemoryStore(self.engine, self._user(user_id), writer=self.writer, clock=self.clock, author=self.author)
+        return MarkdownMemoryStore(
+            self.engine, self._user(user_id), writer=self.writer, clock=self.clock, author=self.author
+        )
 
     def _llm_options(self, job: str) -> dict[str, Any]:
         return {**self.llm_options, **self.job_llm_options.get(job, {})}
@@ -266,9 +268,7 @@ class MemoryManager:
             self.writer.update(rel, change, intent)
         return read_block(self.home, self.settings, label, user, chat)
 
-    def _block_scope(
-        self, scope: str, chat_id: str | None, user_id: str | None
-    ) -> tuple[str, str | None, str | None]:
+    def _block_scope(self, scope: str, chat_id: str | None, user_id: str | None) -> tuple[str, str | None, str | None]:
         """(scope, user, chat) of the file a block write goes to; see update_memory_block."""
         chat = self._chat(chat_id)
         if scope == "auto":
@@ -370,8 +370,18 @@ class MemoryManager:
         if not isinstance(query, str) or not query.strip():
             raise QueryError(query, "the search query is empty: say what to look for")
         return await asyncio.to_thread(
-            lambda: search(self.engine, query, user_id=user, chat_id=chat, limit=limit, kind=kind,
-                           include_wiki=include_wiki, hybrid=use_hybrid, settings=self.settings, at=at)
+            lambda: search(
+                self.engine,
+                query,
+                user_id=user,
+                chat_id=chat,
+                limit=limit,
+                kind=kind,
+                include_wiki=include_wiki,
+                hybrid=use_hybrid,
+                settings=self.settings,
+                at=at,
+            )
         )
 
     async def retrieve_relevant_memories(
@@ -521,7 +531,13 @@ class MemoryManager:
         session = None if session_id is None else validate_id("session", session_id)
         # Line breaks and tabs fold into spaces below (a fact is one line); other controls refused.
         check_text("fact content", content, multiline=True)
-        fact = Fact(content=" ".join(content.split()), category=category, tags=tuple(tags), importance=importance, source_session=session)
+        fact = Fact(
+            content=" ".join(content.split()),
+            category=category,
+            tags=tuple(tags),
+            importance=importance,
+            source_session=session,
+        )
         intent = self._intent(f"Remember: {fact.content[:60]}", user, chat, session=session)
         async with self._screened([fact], user, dedup) as screened, self.engine.changes(intent):
             written, verdicts = await asyncio.to_thread(
@@ -565,6 +581,7 @@ class MemoryManager:
             )
             for f in facts
         ]
+
         def intent_for(n: int) -> Intent:
             return self._intent(
                 f"Remember {n} fact{'s' if n != 1 else ''} from a conversation turn",
@@ -713,4 +730,3 @@ class MemoryManager:
         """Counts from the markdown itself (the truth): logs, facts per category, blocks."""
         self._enter()
         return await asyncio.to_thread(self._stats, self._user(user_id))
-

@@ -215,14 +215,22 @@ class SeedMemoryStore:
         ``semantic_weight * cosine + fts_weight * BM25 (normalised) + recency_boost * recency +
         importance_boost * importance`` plus the conversation context part of the home's
         settings (syncd.index.search); each a hit record with its ``score`` and ``parts``."""
-        for name, value in (("semantic_weight", semantic_weight), ("fts_weight", fts_weight),
-                            ("recency_boost", recency_boost), ("importance_boost", importance_boost)):
+        for name, value in (
+            ("semantic_weight", semantic_weight),
+            ("fts_weight", fts_weight),
+            ("recency_boost", recency_boost),
+            ("importance_boost", importance_boost),
+        ):
             if not isinstance(value, (int, float)) or value != value:
                 raise InvalidInputError(f"{name} must be a number")
         if not isinstance(query_text, str):
             raise InvalidInputError(f"query_text must be a str, not {type(query_text).__name__}")
-        weights = {"semantic": semantic_weight, "fulltext": fts_weight, "recency": recency_boost,
-                   "importance": importance_boost}
+        weights = {
+            "semantic": semantic_weight,
+            "fulltext": fts_weight,
+            "recency": recency_boost,
+            "importance": importance_boost,
+        }
         return await self._search(query_embedding, query_text, user_id, limit, chat_id, weights)
 
     async def _search(
@@ -274,8 +282,10 @@ class LanceDBMemoryStore(SeedMemoryStore):
     def _prepare_home(self) -> None:
         super()._prepare_home()
         if recorded_index_url(self.home_path) is not None:
-            raise SyncdError(f"the home at {self.home_path} keeps its index in PostgreSQL: open it with "
-                             "PostgresMemoryStore(home, url)")
+            raise SyncdError(
+                f"the home at {self.home_path} keeps its index in PostgreSQL: open it with "
+                "PostgresMemoryStore(home, url)"
+            )
 
 
 class PostgresMemoryStore(SeedMemoryStore):
@@ -286,8 +296,15 @@ class PostgresMemoryStore(SeedMemoryStore):
     ``schema`` names the home's schema in that database (default: the one the home recorded,
     else a new one)."""
 
-    def __init__(self, home: Path | str, url: str, settings: Settings | None = None, *, schema: str | None = None,
-                 embedder: Any = None):
+    def __init__(
+        self,
+        home: Path | str,
+        url: str,
+        settings: Settings | None = None,
+        *,
+        schema: str | None = None,
+        embedder: Any = None,
+    ):
         check_index_url(url)
         update: dict[str, Any] = {"index_url": url}
         if schema is not None:

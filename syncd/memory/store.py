@@ -176,9 +176,7 @@ class MarkdownMemoryStore:
         day = date if date is not None else now.date()
         rel = self.daily_log_rel(day)
         stamp = now.isoformat(timespec="seconds")
-        written = [
-            replace(f, id=f.id or new_fact_id(), timestamp=f.timestamp or stamp) for f in map(_as_fact, facts)
-        ]
+        written = [replace(f, id=f.id or new_fact_id(), timestamp=f.timestamp or stamp) for f in map(_as_fact, facts)]
         if not written:
             return []
         for fact in written:

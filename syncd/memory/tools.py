@@ -183,7 +183,9 @@ class MemoryAddTool(_MemoryTool):
         "number, date, name, a negation) is remembered as a new fact; a fact that only restates "
         "one already remembered is not written again, and the answer names that fact and its id."
     )
-    inputs: ClassVar[dict[str, dict[str, Any]]] = tool_inputs(AddInput, skip=("user_id", "chat_id", "session_id", "dedup"))
+    inputs: ClassVar[dict[str, dict[str, Any]]] = tool_inputs(
+        AddInput, skip=("user_id", "chat_id", "session_id", "dedup")
+    )
 
     async def _add(self, **arguments: Any) -> str:
         request = self._validated(AddInput, **arguments)
@@ -204,8 +206,12 @@ class MemoryAddTool(_MemoryTool):
     def forward(
         self, content: str, category: str | None = "context", importance: float | None = 0.5, tags: list | None = None
     ) -> str:
-        arguments = {"content": content, "category": category or "context",
-                     "importance": 0.5 if importance is None else importance, "tags": tags or []}
+        arguments = {
+            "content": content,
+            "category": category or "context",
+            "importance": 0.5 if importance is None else importance,
+            "tags": tags or [],
+        }
         return self._answer(lambda: self._add(**arguments))
 
 
@@ -224,6 +230,13 @@ class MemoryBlockUpdateTool(_MemoryTool):
         block = await update_block(self.memory_manager, request, user)
         return f"Updated block {request.label!r} ({block.scope} scope, {len(block.content)}/{block.limit} characters)."
 
-    def forward(self, label: str, content: str, operation: str | None = "replace", old_content: str | None = None) -> str:
-        arguments = {"label": label, "content": content, "operation": operation or "replace", "old_content": old_content}
+    def forward(
+        self, label: str, content: str, operation: str | None = "replace", old_content: str | None = None
+    ) -> str:
+        arguments = {
+            "label": label,
+            "content": content,
+            "operation": operation or "replace",
+            "old_content": old_content,
+        }
         return self._answer(lambda: self._update(**arguments))

@@ -68,8 +68,10 @@ def _content_length(scope: Scope) -> int | None:
 
 
 # What a client is told while the token files cannot be read (the log says which and why).
-_DAMAGED = ("the server cannot read its token file, so it cannot check user tokens; its admin must "
-            "repair it (`syncd token list` says what is wrong); the admin token still works")
+_DAMAGED = (
+    "the server cannot read its token file, so it cannot check user tokens; its admin must "
+    "repair it (`syncd token list` says what is wrong); the admin token still works"
+)
 
 
 class Gate:
@@ -127,9 +129,7 @@ class Gate:
             return
         length = _content_length(scope)
         if length is not None and (length < 0 or length > self.max_body_bytes):
-            await send_error(
-                send, 413, "PayloadTooLarge", f"request bodies are limited to {self.max_body_bytes} bytes"
-            )
+            await send_error(send, 413, "PayloadTooLarge", f"request bodies are limited to {self.max_body_bytes} bytes")
             return
         received = 0
         started = answered = False

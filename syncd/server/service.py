@@ -87,8 +87,13 @@ def _log_entry(entry) -> s.LogEntryOut:
 
 def _session(info) -> s.SessionOut:
     return s.SessionOut(
-        user_id=info.user, session_id=info.session, created_at=info.created_at, last_active_at=info.last_active_at,
-        turn_count=info.turn_count, resets=info.resets, chat_id=info.chat,
+        user_id=info.user,
+        session_id=info.session,
+        created_at=info.created_at,
+        last_active_at=info.last_active_at,
+        turn_count=info.turn_count,
+        resets=info.resets,
+        chat_id=info.chat,
     )
 
 
@@ -142,9 +147,9 @@ class MemoryService:
         return s.AddResult(
             fact=None if outcome.fact is None else _fact(outcome.fact),
             duplicate=outcome.duplicate,
-            duplicate_of=None if known is None else s.KnownFactOut(
-                id=known.id, content=known.content, path=known.path, line=known.line
-            ),
+            duplicate_of=None
+            if known is None
+            else s.KnownFactOut(id=known.id, content=known.content, path=known.path, line=known.line),
         )
 
     async def _add(self, q: s.AddInput, user: str):
@@ -283,17 +288,20 @@ class MemoryService:
     async def blame(self, p: Principal, q: s.BlameInput) -> s.BlameOut:
         user = None if p.admin and q.user_id is None else self.user_for(p, q.user_id)
         histories = await asyncio.to_thread(audit.blame, self.engine, q.fact_id, user_id=user)
-        return s.BlameOut(fact_id=q.fact_id, histories=[
-            s.FactHistoryOut(
-                path=h.path,
-                line=h.line,
-                text=h.text,
-                uncommitted=h.uncommitted,
-                introduced=_log_entry(h.introduced) if h.introduced else None,
-                edits=[_log_entry(e) for e in h.edits],
-            )
-            for h in histories
-        ])
+        return s.BlameOut(
+            fact_id=q.fact_id,
+            histories=[
+                s.FactHistoryOut(
+                    path=h.path,
+                    line=h.line,
+                    text=h.text,
+                    uncommitted=h.uncommitted,
+                    introduced=_log_entry(h.introduced) if h.introduced else None,
+                    edits=[_log_entry(e) for e in h.edits],
+                )
+                for h in histories
+            ],
+        )
 
     async def revert(self, p: Principal, q: s.RevertInput) -> s.RevertResult:
         self.require_admin(p, "revert")
@@ -318,8 +326,9 @@ class MemoryService:
         user = None if p.admin and q.user_id is None else self.user_for(p, q.user_id)
         # The vault is shared; a user's scope holds it plus their own rows, which are dropped here.
         hits = await asyncio.to_thread(
-            lambda: search(self.engine, q.query, user_id=user, limit=q.limit * 4 + 20, kind="chunk", include_wiki=True,
-                           at=q.at)
+            lambda: search(
+                self.engine, q.query, user_id=user, limit=q.limit * 4 + 20, kind="chunk", include_wiki=True, at=q.at
+            )
         )
         pages = [h for h in hits if h.source == "vault_page"][: q.limit]
         return s.SearchResult(hits=[_hit(h) for h in pages])

@@ -79,8 +79,15 @@ class ContextCompressor:
         self.count_tokens = token_counter
         self.transcripts = TranscriptManager(memory.engine, self.user_id, author=memory.author)
         self._flushed: set[str] = set()
-        self.stats = {"checks": 0, "compressions": 0, "flushes": 0, "flush_failures": 0, "flush_skipped_repeat": 0,
-                      "facts_flushed": 0, "summary_failures": 0}
+        self.stats = {
+            "checks": 0,
+            "compressions": 0,
+            "flushes": 0,
+            "flush_failures": 0,
+            "flush_skipped_repeat": 0,
+            "facts_flushed": 0,
+            "summary_failures": 0,
+        }
 
     def context_tokens(self, steps: list[dict[str, Any]]) -> int:
         return sum(self.count_tokens(json.dumps(s, ensure_ascii=False)) for s in steps)
@@ -111,7 +118,9 @@ class ContextCompressor:
             summary = await self._summarise(removed)
         except ExtractionError as exc:
             self.stats["summary_failures"] += 1
-            log.warning("context of session %s not compressed: the summary failed (%s); its flush is kept", session, exc)
+            log.warning(
+                "context of session %s not compressed: the summary failed (%s); its flush is kept", session, exc
+            )
             return False
         live[start:end] = [self._summary_step(live, summary, len(removed))]
         self.stats["compressions"] += 1
@@ -126,22 +135,41 @@ class ContextCompressor:
         info = read_session_info(self.memory.home, user, session)
         return info is not None and digest in info.flushed
 
-    async def _flush(self, removed: list[dict[str, Any]], digest: str, user: str, chat: str | None,
-                     session: str | None) -> bool:
+    async def _flush(
+        self, removed: list[dict[str, Any]], digest: str, user: str, chat: str | None, session: str | None
+    ) -> bool:
         """The pre-compaction flush; True when the steps' facts are safely in memory (now or before)."""
         if await self._already_flushed(digest, user, session):
             self.stats["flush_skipped_repeat"] += 1
             log.info("steps %s of session %s were flushed before; not flushing them again", digest, session)
             return True
-        intent = Intent(author=self.memory.author, summary=f"Pre-compaction flush of {len(removed)} steps",
-                        user=user, chat=chat, session=session, turn=f"flush-{digest[:12]}")
+        intent = Intent(
+            author=self.memory.author,
+            summary=f"Pre-compaction flush of {len(removed)} steps",
+            user=user,
+            chat=chat,
+            session=session,
+            turn=f"flush-{digest[:12]}",
+        )
         async with self.memory.engine.changes(intent):
             line = None
             if session is not None:
-                line = (await self._record(session, user, "flush", f"pre-compaction flush of {len(removed)} steps",
-                                           {"digest": digest, "steps": len(removed)})).line
-            turn = ConversationTurn(steps=removed, session_id=session, transcript_line=line, turn_id=f"flush-{digest[:12]}",
-                                    user_message="(steps the agent is about to forget from its context)")
+                line = (
+                    await self._record(
+                        session,
+                        user,
+                        "flush",
+                        f"pre-compaction flush of {len(removed)} steps",
+                        {"digest": digest, "steps": len(removed)},
+                    )
+                ).line
+            turn = ConversationTurn(
+                steps=removed,
+                session_id=session,
+                transcript_line=line,
+                turn_id=f"flush-{digest[:12]}",
+                user_message="(steps the agent is about to forget from its context)",
+            )
             try:
                 facts = await self.memory.process_conversation_turn_for_memories(
                     turn, chat, user, session_id=session, transcript_line=line
@@ -150,8 +178,9 @@ class ContextCompressor:
                 self.stats["flush_failures"] += 1
                 log.warning("pre-compaction flush of session %s failed, context left uncompressed: %s", session, exc)
                 if session is not None:
-                    await self._record(session, user, "flush_failed", f"pre-compaction flush failed: {exc}",
-                                       {"digest": digest})
+                    await self._record(
+                        session, user, "flush_failed", f"pre-compaction flush failed: {exc}", {"digest": digest}
+                    )
                 return False
             self._flushed.add(digest)
             if session is not None:
@@ -168,7 +197,9 @@ class ContextCompressor:
 
     async def _remember_flush(self, digest: str, user: str, chat: str | None, session: str) -> None:
         def update() -> None:
-            info = read_session_info(self.memory.home, user, session) or new_session_info(user, session, utc_now(), chat)
+            info = read_session_info(self.memory.home, user, session) or new_session_info(
+                user, session, utc_now(), chat
+            )
             write_session_info(self.memory.engine, replace(info, flushed=(*info.flushed, digest)))
 
         await asyncio.to_thread(update)

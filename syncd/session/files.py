@@ -21,7 +21,19 @@ from typing import Any
 
 from ..home import Home, read_regular, validate_id
 
-__all__ = ["Clock", "SessionInfo", "UserSessions", "list_sessions", "new_session_info", "open_backend", "read_bytes", "read_session_info", "render_session_info", "utc_now", "write_session_info"]
+__all__ = [
+    "Clock",
+    "SessionInfo",
+    "UserSessions",
+    "list_sessions",
+    "new_session_info",
+    "open_backend",
+    "read_bytes",
+    "read_session_info",
+    "render_session_info",
+    "utc_now",
+    "write_session_info",
+]
 
 
 Clock = Callable[[], dt.datetime]

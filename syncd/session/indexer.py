@@ -30,8 +30,10 @@ class TranscriptIndexer:
 
     def _require_enabled(self) -> None:
         if not self.enabled:
-            raise ConfigError("transcript indexing is off: set SYNCD_TRANSCRIPT_INDEXING_ENABLED=true (then "
-                              "`syncd reindex`) to search transcripts")
+            raise ConfigError(
+                "transcript indexing is off: set SYNCD_TRANSCRIPT_INDEXING_ENABLED=true (then "
+                "`syncd reindex`) to search transcripts"
+            )
 
     def index_session(self, session_id: str, user_id: str) -> int:
         """Bring one session's transcript rows up to date; returns how many rows it has."""
@@ -41,9 +43,7 @@ class TranscriptIndexer:
         self.engine.sync([rel])
         return self.engine.rows_of(rel)
 
-    def search_transcripts(
-        self, query: str, user_id: str, limit: int = 5, session_id: str | None = None
-    ) -> list[Any]:
+    def search_transcripts(self, query: str, user_id: str, limit: int = 5, session_id: str | None = None) -> list[Any]:
         """The best transcript chunks of ``user_id``'s sessions (of one session when given). A user
         is required: transcripts are never searched across people."""
         self._require_enabled()

@@ -120,18 +120,29 @@ class SessionRunner:
             due, reason = self.lifecycle.should_reset(info.last_active, info.turn_count, info.created, now)
             if due:
                 reset = reason
-                entries.append(make_entry("system", f"session reset ({reason})", None,
-                                          {"event": "reset", "reason": reason}, now))
+                entries.append(
+                    make_entry("system", f"session reset ({reason})", None, {"event": "reset", "reason": reason}, now)
+                )
                 stamp = now.isoformat(timespec="milliseconds")
-                info = replace(info, created_at=stamp, turn_count=0, resets=info.resets + 1,
-                               last_reset_at=stamp, last_reset_reason=reason)
+                info = replace(
+                    info,
+                    created_at=stamp,
+                    turn_count=0,
+                    resets=info.resets + 1,
+                    last_reset_at=stamp,
+                    last_reset_reason=reason,
+                )
         # The commit names the line the turn's facts come from; known before the group opens,
         # since every write of the group records the group's one intent.
         expected_line = await asyncio.to_thread(self.transcripts.next_line, session, user_id=user) + len(entries)
         intent = Intent(
             author=self.memory.author,
             summary=f"Turn {info.turn_count + 1} of session {session}",
-            user=user, chat=chat, session=session, turn=f"{session}#{expected_line}", transcript_line=expected_line,
+            user=user,
+            chat=chat,
+            session=session,
+            turn=f"{session}#{expected_line}",
+            transcript_line=expected_line,
             model=self.memory.settings.llm_model if self.extract else None,
             prompt_version=PROMPT_VERSION if self.extract else None,
         )
@@ -151,8 +162,9 @@ class SessionRunner:
             facts, error = await self._extract(user_message, actions, response, user, chat, session, line)
             compressed = False
             if agent is not None and self.compressor is not None:
-                compressed = await self.compressor.compress_context(agent, session_id=session, user_id=user,
-                                                                    chat_id=chat)
+                compressed = await self.compressor.compress_context(
+                    agent, session_id=session, user_id=user, chat_id=chat
+                )
             snapshot = serialize_agent(agent) if agent is not None else state
             if reset is not None and snapshot is None:
                 snapshot = AgentState(serialized_at=now.isoformat(timespec="seconds"))
@@ -162,8 +174,12 @@ class SessionRunner:
             latest = await asyncio.to_thread(read_session_info, self.home, user, session)
             if latest is not None:
                 info = replace(info, flushed=latest.flushed)
-            info = replace(info, turn_count=info.turn_count + 1, last_active_at=now.isoformat(timespec="milliseconds"),
-                           chat=chat or info.chat)
+            info = replace(
+                info,
+                turn_count=info.turn_count + 1,
+                last_active_at=now.isoformat(timespec="milliseconds"),
+                chat=chat or info.chat,
+            )
             await asyncio.to_thread(write_session_info, self.engine, info)
         return TurnResult(tuple(written), tuple(facts), reset, compressed, error, info)
 
@@ -181,16 +197,25 @@ class SessionRunner:
         except (GitBusyError, HistoryError):
             committed = None
         if _turn_lines(committed, turn_id) != found:
-            raise GitBusyError(f"turn {turn_id} of session {session} is saved but not committed yet (git is "
-                               "busy, or its run is still under way); nothing was written, retry later")
+            raise GitBusyError(
+                f"turn {turn_id} of session {session} is saved but not committed yet (git is "
+                "busy, or its run is still under way); nothing was written, retry later"
+            )
         return found
 
-    async def _extract(self, message: str, actions: list, response: str, user: str, chat: str | None,
-                       session: str, line: int) -> tuple[list, str | None]:
+    async def _extract(
+        self, message: str, actions: list, response: str, user: str, chat: str | None, session: str, line: int
+    ) -> tuple[list, str | None]:
         if not self.extract:
             return [], None
-        turn = ConversationTurn(user_message=message, steps=actions, response=response, session_id=session,
-                                transcript_line=line, turn_id=f"{session}#{line}")
+        turn = ConversationTurn(
+            user_message=message,
+            steps=actions,
+            response=response,
+            session_id=session,
+            transcript_line=line,
+            turn_id=f"{session}#{line}",
+        )
         try:
             facts = await self.memory.process_conversation_turn_for_memories(
                 turn, chat, user, session_id=session, transcript_line=line
@@ -211,6 +236,6 @@ def _turn_lines(data: bytes | None, turn_id: str) -> tuple[TranscriptEntry, ...]
     entries = parse_transcript(data).entries
     for n, entry in enumerate(entries):
         if entry.role == "user" and isinstance(entry.meta, dict) and entry.meta.get("turn_id") == turn_id:
-            after = entries[n + 1: n + 2]
+            after = entries[n + 1 : n + 2]
             return (entry, *(e for e in after if e.role == "assistant"))
     return ()

@@ -39,11 +39,29 @@ __all__ = [
 SAFE_PICKLE_CLASSES: frozenset[tuple[str, str]] = frozenset(
     {
         ("builtins", name)
-        for name in ("dict", "list", "tuple", "set", "frozenset", "str", "bytes", "bytearray", "int", "float",
-                     "complex", "bool")
+        for name in (
+            "dict",
+            "list",
+            "tuple",
+            "set",
+            "frozenset",
+            "str",
+            "bytes",
+            "bytearray",
+            "int",
+            "float",
+            "complex",
+            "bool",
+        )
     }
-    | {("collections", "OrderedDict"), ("datetime", "datetime"), ("datetime", "date"), ("datetime", "time"),
-       ("datetime", "timedelta"), ("datetime", "timezone")}
+    | {
+        ("collections", "OrderedDict"),
+        ("datetime", "datetime"),
+        ("datetime", "date"),
+        ("datetime", "time"),
+        ("datetime", "timedelta"),
+        ("datetime", "timezone"),
+    }
 )
 
 
@@ -79,8 +97,12 @@ def load_legacy_pickle(
 
 # -- steps as plain data -----------------------------------------------------------------------------
 
-_SMOLAGENTS_KINDS = {"TaskStep": "task", "PlanningStep": "planning", "ActionStep": "action",
-                     "FinalAnswerStep": "final_answer"}
+_SMOLAGENTS_KINDS = {
+    "TaskStep": "task",
+    "PlanningStep": "planning",
+    "ActionStep": "action",
+    "FinalAnswerStep": "final_answer",
+}
 
 
 def _plain(value: Any) -> Any:
@@ -103,8 +125,11 @@ def _plain(value: Any) -> Any:
 def _tool_call(call: Any) -> dict[str, Any]:
     if isinstance(call, dict):
         return _plain(call)
-    return {"id": _plain(getattr(call, "id", None)), "name": _plain(getattr(call, "name", None)),
-            "arguments": _plain(getattr(call, "arguments", None))}
+    return {
+        "id": _plain(getattr(call, "id", None)),
+        "name": _plain(getattr(call, "name", None)),
+        "arguments": _plain(getattr(call, "arguments", None)),
+    }
 
 
 def plain_step(step: Any) -> dict[str, Any]:
@@ -159,9 +184,7 @@ def _tool_names(agent: Any) -> list[Any]:
     return []
 
 
-def serialize_agent(
-    agent: Any, tools: Sequence[Any] | None = None, now: dt.datetime | None = None
-) -> bytes:
+def serialize_agent(agent: Any, tools: Sequence[Any] | None = None, now: dt.datetime | None = None) -> bytes:
     """JSON v2 bytes of an agent's steps (an agent, a list of steps, or an AgentState)."""
     if isinstance(agent, AgentState):
         return render_state(agent)

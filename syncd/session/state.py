@@ -55,16 +55,27 @@ class StateMirror(UserSessions):
             return parse_state(data)
         if allow_pickle and fmt == "pickle":
             return deserialize_agent(data, allow_pickle=True)
-        log.warning("agent state of %d bytes is a legacy %s; writing a placeholder, never unpickling it", len(data), fmt)
+        log.warning(
+            "agent state of %d bytes is a legacy %s; writing a placeholder, never unpickling it", len(data), fmt
+        )
         return legacy_placeholder(fmt, len(data), hashlib.sha256(data).hexdigest(), utc_now())
 
-    def write_state(self, session_id: str, state: Any, *, user_id: str | None = None, allow_pickle: bool = False,
-                    intent: Intent | None = None) -> AgentState:
+    def write_state(
+        self,
+        session_id: str,
+        state: Any,
+        *,
+        user_id: str | None = None,
+        allow_pickle: bool = False,
+        intent: Intent | None = None,
+    ) -> AgentState:
         """Blocking form of :meth:`mirror_state` (joins the change group open in this context)."""
         user, session = self._user(user_id), validate_id("session", session_id)
         snapshot = self.to_state(state, allow_pickle=allow_pickle)
         rel = self.home.rel(self.home.state_path(user, session))
-        what = intent or Intent(author=self.author, summary=f"Agent state of session {session}", user=user, session=session)
+        what = intent or Intent(
+            author=self.author, summary=f"Agent state of session {session}", user=user, session=session
+        )
         self.engine.write_file(rel, render_state(snapshot), intent=what)
         return snapshot
 

@@ -46,9 +46,7 @@ def load_transcript(home: Home, user_id: str, session_id: str) -> Transcript | N
     return None if data is None else parse_transcript(data)
 
 
-def read_transcript_file(
-    home: Home, user_id: str, session_id: str, last_n: int | None = None
-) -> list[dict[str, Any]]:
+def read_transcript_file(home: Home, user_id: str, session_id: str, last_n: int | None = None) -> list[dict[str, Any]]:
     """The entries of a user's session as plain dicts (``ts, role, content, actions, meta, line``),
     oldest first; the last ``last_n`` only when given. Empty when the session has no transcript.
     Safe from any thread or process: it only reads."""
@@ -99,7 +97,12 @@ class TranscriptManager(UserSessions):
         return data.count(b"\n") + (1 if needs_newline(data) else 0) + 1
 
     def append_entries(
-        self, session_id: str, entries: Sequence[TranscriptEntry], *, user_id: str | None = None, intent: Intent | None = None
+        self,
+        session_id: str,
+        entries: Sequence[TranscriptEntry],
+        *,
+        user_id: str | None = None,
+        intent: Intent | None = None,
     ) -> list[TranscriptEntry]:
         """Append ``entries`` in one durable write (blocking); return them with their line numbers.
         Joins the change group open in this context, if any."""

@@ -130,8 +130,9 @@ def _write_batch(
     log.debug("wrote a batch of %d files to the index", len(parsed))
 
 
-def _embed(embedder: Embedder, dim: int, parsed: list[FileUpdate], report: SyncReport,
-           tracker: ProgressTracker, nbytes: int) -> None:
+def _embed(
+    embedder: Embedder, dim: int, parsed: list[FileUpdate], report: SyncReport, tracker: ProgressTracker, nbytes: int
+) -> None:
     """Vectors for each update's changed rows (all its rows unless some are unchanged)."""
     texts = [row.embed_text for u in parsed for row in u.changed_rows]
     tracker.start_batch(len(parsed), nbytes, len(set(texts)))
@@ -227,11 +228,22 @@ def sync(
         return SyncReport(plan=plan)
     log.info("sync: %s", plan.summary())
     try:
-        report = apply_plan(home, index, embedder, plan, scan, known, max_file_bytes, notes.listener(progress),
-                            on_applied=on_applied, transcripts=transcripts, defer=defer, what=what)
+        report = apply_plan(
+            home,
+            index,
+            embedder,
+            plan,
+            scan,
+            known,
+            max_file_bytes,
+            notes.listener(progress),
+            on_applied=on_applied,
+            transcripts=transcripts,
+            defer=defer,
+            what=what,
+        )
     except BaseException:
         notes.stopped()
         raise
     notes.finish()
     return report
-

@@ -149,4 +149,3 @@ def is_noise(rel: str) -> bool:
     if rel.startswith(".git/") or rel == ".git":
         return not is_git_ref(rel)
     return rel.startswith(".syncd/") or rel == ".syncd"
-

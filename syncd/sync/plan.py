@@ -82,4 +82,3 @@ def plan_sync(disk: Mapping[str, DiskFile], index: Mapping[str, FileRecord], unr
         touched=tuple(sorted(touched)),
         unchanged=unchanged,
     )
-

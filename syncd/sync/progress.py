@@ -59,8 +59,11 @@ class SyncProgress:
 
     def describe(self) -> str:
         """One line for a person: ``37%, 310/800 files, 4,210 texts embedded (85/s), about 1m12s left``."""
-        parts = [f"{self.fraction:.0%}", f"{self.files_done:,}/{self.files_total:,} files",
-                 f"{self.texts_embedded:,} texts embedded"]
+        parts = [
+            f"{self.fraction:.0%}",
+            f"{self.files_done:,}/{self.files_total:,} files",
+            f"{self.texts_embedded:,} texts embedded",
+        ]
         if self.texts_per_s is not None:
             parts[-1] += f" ({self.texts_per_s:,.0f}/s)"
         if self.texts_cached:
@@ -92,8 +95,9 @@ class ProgressTracker:
     Events are monotone even when a batch's texts are embedded again (a batch redone after the
     index changed under it): what was counted done stays done."""
 
-    def __init__(self, sink: Progress, what: str, files_total: int, bytes_total: int,
-                 clock: Callable[[], float] = time.monotonic):
+    def __init__(
+        self, sink: Progress, what: str, files_total: int, bytes_total: int, clock: Callable[[], float] = time.monotonic
+    ):
         self._sink = sink
         self._clock = clock
         self._started = clock()
@@ -174,8 +178,7 @@ class ProgressTracker:
         self._sink(self.event())
 
 
-def log_every(logger: logging.Logger, every_s: float = 10.0,
-              clock: Callable[[], float] = time.monotonic) -> Progress:
+def log_every(logger: logging.Logger, every_s: float = 10.0, clock: Callable[[], float] = time.monotonic) -> Progress:
     """A progress listener that logs one line every ``every_s`` seconds while a sync runs, and
     one at its end if it logged any: a sync quicker than that logs nothing (the daemon's log
     would otherwise say something for every one-line edit)."""

@@ -75,10 +75,13 @@ def read_limited(path: Path, max_bytes: int) -> tuple[bytes | None, str | None]:
     return data, None
 
 
-_LINK_ERROR = ("a symbolic link; syncd never follows links, so nothing at or below it is indexed "
-               "(put the real file or folder in the home)")
-_NAME_ERROR = ("the file name is not valid UTF-8 (shown here with \\x escapes), so it cannot be indexed "
-               "or committed; rename it")
+_LINK_ERROR = (
+    "a symbolic link; syncd never follows links, so nothing at or below it is indexed "
+    "(put the real file or folder in the home)"
+)
+_NAME_ERROR = (
+    "the file name is not valid UTF-8 (shown here with \\x escapes), so it cannot be indexed or committed; rename it"
+)
 
 
 def printable_path(rel: str) -> str:

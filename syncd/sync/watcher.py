@@ -43,8 +43,13 @@ class TreeWatcher:
             def on_any_event(self, event) -> None:
                 if event.event_type not in CHANGING_KINDS:
                     return
-                converted = to_event(root, event.event_type, event.src_path, getattr(event, "dest_path", None) or None,
-                                     event.is_directory)
+                converted = to_event(
+                    root,
+                    event.event_type,
+                    event.src_path,
+                    getattr(event, "dest_path", None) or None,
+                    event.is_directory,
+                )
                 if converted is None or (is_noise(converted.path) and (not converted.dest or is_noise(converted.dest))):
                     return
                 sink([converted])
@@ -56,8 +61,16 @@ class TreeWatcher:
         observer = Observer()
         # Only changes reach us: reads (Obsidian opening a note, git status hashing the tree)
         # would otherwise wake the daemon and keep postponing a burst's quiet period.
-        changes = [wd.FileCreatedEvent, wd.FileDeletedEvent, wd.FileModifiedEvent, wd.FileMovedEvent,
-                   wd.FileAttribEvent, wd.DirCreatedEvent, wd.DirDeletedEvent, wd.DirMovedEvent]
+        changes = [
+            wd.FileCreatedEvent,
+            wd.FileDeletedEvent,
+            wd.FileModifiedEvent,
+            wd.FileMovedEvent,
+            wd.FileAttribEvent,
+            wd.DirCreatedEvent,
+            wd.DirDeletedEvent,
+            wd.DirMovedEvent,
+        ]
         observer.schedule(_Handler(), root, recursive=True, event_filter=changes)
         observer.daemon = True
         try:
@@ -66,8 +79,12 @@ class TreeWatcher:
             # Out of inotify instances or watches, or a tree watchdog cannot walk: no reason to
             # stop following the home. The periodic reconcile still finds every change, later.
             self.failure = f"{type(exc).__name__}: {exc}"
-            log.warning("cannot watch %s for changes (%s); changes are picked up only by the periodic "
-                        "reconcile (reconcile_interval_s)", root, self.failure)
+            log.warning(
+                "cannot watch %s for changes (%s); changes are picked up only by the periodic "
+                "reconcile (reconcile_interval_s)",
+                root,
+                self.failure,
+            )
             with contextlib.suppress(Exception):
                 observer.stop()
             return
@@ -119,4 +136,3 @@ class _OverflowHook(logging.Handler):
     def emit(self, record: logging.LogRecord) -> None:
         if "overflow" in record.getMessage().lower():
             self._on_overflow()
-

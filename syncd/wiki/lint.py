@@ -57,7 +57,19 @@ from ..formats.text import closes_fence, fence_opener, frontmatter_line_count
 from .graph import Edge, LinkRef, VaultGraph, shown
 from .resolve import parse_linktext
 
-__all__ = ["source_ref", "local_source_paths", "Finding", "GitFacts", "LogRewrite", "SEVERITIES", "CODES", "lint", "INDEX", "LOG", "SCHEMA"]
+__all__ = [
+    "source_ref",
+    "local_source_paths",
+    "Finding",
+    "GitFacts",
+    "LogRewrite",
+    "SEVERITIES",
+    "CODES",
+    "lint",
+    "INDEX",
+    "LOG",
+    "SCHEMA",
+]
 
 INDEX, LOG, SCHEMA = "index.md", "log.md", "schema.md"
 # A source named by URL (scheme://...) is outside the vault: never a broken local source.

@@ -125,8 +125,12 @@ class WikiManager:
             key = f"{snap.key()}:{head}:{_LINT_CODE}"
             hit = cache.fact(_LINT_KEY) if cache is not None else None
             # Files outside the vault a cached answer depended on (none without git) are as then.
-            if hit is not None and hit["key"] == key and all(
-                location is not None and (location[0] / p).is_file() == there for p, there in hit["outside"].items()
+            if (
+                hit is not None
+                and hit["key"] == key
+                and all(
+                    location is not None and (location[0] / p).is_file() == there for p, there in hit["outside"].items()
+                )
             ):
                 return [Finding(**f) for f in hit["findings"]]
             graph = self._resolved(snap, cache)

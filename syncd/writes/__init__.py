@@ -54,4 +54,12 @@ from .journal import GroupJournal, held_paths, recover_abandoned
 from .queue import CommitQueue
 from .scheduler import WritePath
 
-__all__ = ["ChangeGroup", "CommitQueue", "GroupJournal", "WritePath", "current_group", "held_paths", "recover_abandoned"]
+__all__ = [
+    "ChangeGroup",
+    "CommitQueue",
+    "GroupJournal",
+    "WritePath",
+    "current_group",
+    "held_paths",
+    "recover_abandoned",
+]

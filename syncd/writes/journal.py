@@ -252,8 +252,7 @@ def recover_abandoned(home: Home, keep: Keep) -> list[str]:
             for sha in entry.shas:
                 drop_intents(home, {rel: sha})
         if undone:
-            log.warning("undid the unfinished change of a process that ended (%s): %s",
-                        path.name, ", ".join(undone))
+            log.warning("undid the unfinished change of a process that ended (%s): %s", path.name, ", ".join(undone))
         restored += undone
         path.unlink(missing_ok=True)
     return restored

@@ -76,8 +76,9 @@ def merge_back(root: Path, head: bytes, base: bytes | None, work: bytes) -> byte
             with open(path, "wb") as handle:
                 handle.write(data)
             names.append(path)
-        done = subprocess.run(["git", "merge-file", "-p", "--union", *names], cwd=root, capture_output=True,
-                              check=False)
+        done = subprocess.run(
+            ["git", "merge-file", "-p", "--union", *names], cwd=root, capture_output=True, check=False
+        )
     if done.returncode < 0 or done.returncode >= 128:
         raise HistoryError("merge-file", done.stderr.decode("utf-8", "replace").strip())
     return done.stdout
@@ -108,8 +109,20 @@ def _blob(root: Path, spec: str) -> bytes | None:
 def _base(root: Path, rel: str, work: bytes) -> bytes | None:
     """The newest earlier committed version of ``rel`` whose lines ``work`` all holds."""
     try:
-        commits = run_git(root, "log", f"-n{_HISTORY_DEPTH}", "--format=%H", "HEAD~1", "--", rel,
-                          env={"GIT_LITERAL_PATHSPECS": "1"}).decode().split()
+        commits = (
+            run_git(
+                root,
+                "log",
+                f"-n{_HISTORY_DEPTH}",
+                "--format=%H",
+                "HEAD~1",
+                "--",
+                rel,
+                env={"GIT_LITERAL_PATHSPECS": "1"},
+            )
+            .decode()
+            .split()
+        )
     except HistoryError:
         return None
     for sha in commits:

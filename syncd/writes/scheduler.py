@@ -102,8 +102,9 @@ class WritePath:
     def changes(self, intent: Intent | None = None) -> ChangeGroup:
         return ChangeGroup(self, intent)
 
-    def write_file(self, rel: str, data: bytes, expected_sha: str | object | None = _ANY,
-                   intent: Intent | None = None) -> str:
+    def write_file(
+        self, rel: str, data: bytes, expected_sha: str | object | None = _ANY, intent: Intent | None = None
+    ) -> str:
         check_tree_writable(self.home.root)  # the person's merge or rebase: refused, nothing written
         path = self.home.root / rel
         sha = blob_sha(data)
@@ -128,8 +129,7 @@ class WritePath:
         def original() -> Original:
             return Original(size=expected_size) if existed else Original()
 
-        return self._place(path, sha, intent, lambda: durable_append(path, data, expected_size=expected_size),
-                           original)
+        return self._place(path, sha, intent, lambda: durable_append(path, data, expected_size=expected_size), original)
 
     def _check_settled(self, group: ChangeGroup) -> None:
         """Before anything is written, let a git command of the person's that just moved HEAD or
@@ -152,8 +152,9 @@ class WritePath:
         deadline = time.monotonic() + self.settings.lock_wait_s
         while rel in held_paths(self.home, besides=group.journal):
             if time.monotonic() >= deadline:
-                raise GitBusyError(f"not written, retry in a moment: another writer's change to {rel} is still "
-                                   "waiting for its commit")
+                raise GitBusyError(
+                    f"not written, retry in a moment: another writer's change to {rel} is still waiting for its commit"
+                )
             time.sleep(_POLL_S)
 
     def _commit_foreign(self, rel: str) -> None:
@@ -175,8 +176,10 @@ class WritePath:
         if current is None or current == committed:
             return
         if find_rewound(root, [rel]):
-            raise GitBusyError(f"not written, retry in a moment: a git command of yours took facts out of {rel} "
-                               "that are committed; syncd puts them back first")
+            raise GitBusyError(
+                f"not written, retry in a moment: a git command of yours took facts out of {rel} "
+                "that are committed; syncd puts them back first"
+            )
         with self._queue.commit_stage():
             self._commit_retrying({rel}, {})
 
@@ -189,11 +192,14 @@ class WritePath:
         if git_fingerprint(self.home.root) == self.last_commit_fingerprint:
             return  # git's index is as our last pass left it: nothing rewound since
         if find_rewound(self.home.root, [rel]):
-            raise GitBusyError(f"not written, retry in a moment: a git command of yours took facts out of {rel} "
-                               "that are committed; syncd puts them back first")
+            raise GitBusyError(
+                f"not written, retry in a moment: a git command of yours took facts out of {rel} "
+                "that are committed; syncd puts them back first"
+            )
 
-    def _place(self, path: Path, sha: str, intent: Intent | None, put: Callable[[], object],
-               original: Callable[[], Original]) -> str:
+    def _place(
+        self, path: Path, sha: str, intent: Intent | None, put: Callable[[], object], original: Callable[[], Original]
+    ) -> str:
         """Write through ``put()`` inside a group (or a group of one): journal the path, record
         the intent for the content ``sha`` it will hold, write, then index or wait for the daemon."""
         with self.changes(intent) as group:
@@ -221,8 +227,11 @@ class WritePath:
             if group.mode == "handoff":
                 # The daemon indexes it; waiting here lets the rest of the group read it back.
                 if not self._wait_for(rel, sha, lambda: self._indexer.indexed_sha(rel)):
-                    log.warning("%s was written but not indexed within %.0f s; is the daemon running?",
-                                rel, self.settings.lock_wait_s)
+                    log.warning(
+                        "%s was written but not indexed within %.0f s; is the daemon running?",
+                        rel,
+                        self.settings.lock_wait_s,
+                    )
             else:
                 self._queue.written([rel])
         return sha
@@ -457,8 +466,10 @@ class WritePath:
     def _await_settled(self, deadline: float) -> None:
         while (due := self.settle_due()) > 0:
             if time.monotonic() + due > deadline:
-                raise GitBusyError("git kept changing (a git command of yours is running); nothing of this "
-                                   "change was kept, retry once it is done")
+                raise GitBusyError(
+                    "git kept changing (a git command of yours is running); nothing of this "
+                    "change was kept, retry once it is done"
+                )
             time.sleep(min(due, _POLL_S))
 
     def commit_editor(self, paths: Iterable[str] | None, expected: dict[str, str] | None = None) -> list[str]:
@@ -494,6 +505,7 @@ class WritePath:
     def flush(self, only: Callable[[str], bool] | None = None) -> None:
         """Index what we wrote but have not indexed yet (read-your-writes in a group); with
         ``only``, just the paths it accepts."""
+
         def wanted() -> list[str]:
             return self._queue.unindexed(only)
 
@@ -525,12 +537,17 @@ class WritePath:
         is CommitDeferredError: saved, its intent recorded, committed by the daemon once git is
         free; kept, so not to be written again."""
         deadline = time.monotonic() + self.settings.lock_wait_s
-        late = [rel for rel, sha in written.items()
-                if not self._wait_for(rel, sha, functools.partial(blob_at_head, self.home.root, rel), deadline)]
+        late = [
+            rel
+            for rel, sha in written.items()
+            if not self._wait_for(rel, sha, functools.partial(blob_at_head, self.home.root, rel), deadline)
+        ]
         if late:
-            raise CommitDeferredError(f"saved but not committed within {self.settings.lock_wait_s:.0f} s "
-                                      f"({', '.join(late)}): the daemon commits it once git is free; "
-                                      "it is kept, do not write it again")
+            raise CommitDeferredError(
+                f"saved but not committed within {self.settings.lock_wait_s:.0f} s "
+                f"({', '.join(late)}): the daemon commits it once git is free; "
+                "it is kept, do not write it again"
+            )
 
     # -- whole-home operations ---------------------------------------------------------------------
 
