@@ -114,8 +114,14 @@ def measure_home(root: Path, settings: Settings, asked: list[tuple[str, str]]) -
             engine.search(query, user_id=user, limit=10)
             latencies.append(time.perf_counter() - start)
         facts = engine.counts()["facts"]
-    return {"facts": facts, "first sync (s)": first, "no-op sync (ms)": noop * 1000, "rebuild (s)": rebuild,
-            "search p50 (ms)": pct(latencies, 0.5), "search p95 (ms)": pct(latencies, 0.95)}
+    return {
+        "facts": facts,
+        "first sync (s)": first,
+        "no-op sync (ms)": noop * 1000,
+        "rebuild (s)": rebuild,
+        "search p50 (ms)": pct(latencies, 0.5),
+        "search p95 (ms)": pct(latencies, 0.95),
+    }
 
 
 def adds_per_second(store, clients: int, seconds: float) -> float:
@@ -145,8 +151,9 @@ def adds_per_second(store, clients: int, seconds: float) -> float:
     return sum(done) / elapsed
 
 
-def bench_home(source: Path, url: str, work: Path, queries: int, clients: int, seconds: float,
-               adds_only: bool = False) -> None:
+def bench_home(
+    source: Path, url: str, work: Path, queries: int, clients: int, seconds: float, adds_only: bool = False
+) -> None:
     root = work / "home"
     if adds_only:
         root = source  # a copy this script made and indexed on both backends already
@@ -161,7 +168,9 @@ def bench_home(source: Path, url: str, work: Path, queries: int, clients: int, s
             print(f"indexing on {name} ...", flush=True)
             results[name] = measure_home(root, settings, asked)
         lance, pg = results["lance"], results["pg"]
-        print(f"\nthe home: {lance['facts']:,} facts (PostgreSQL: {pg['facts']:,}); {queries} searches, each in its user")
+        print(
+            f"\nthe home: {lance['facts']:,} facts (PostgreSQL: {pg['facts']:,}); {queries} searches, each in its user"
+        )
         side_by_side("index and search", [(k, lance[k], pg[k]) for k in lance if k != "facts"])
     rates = {}
     for name, store in (("lance", LanceDBMemoryStore(root)), ("pg", PostgresMemoryStore(root, url))):
@@ -199,10 +208,22 @@ class Synthetic:
                 day = dt.date(2026, 1, 1) + dt.timedelta(days=f)
                 path = f"memory/users/{user}/{day.isoformat()}.md"
                 texts = self.text(100)
-                rows = [EntryRow(id=f"s-{u}-{f}-{i}", kind="fact", source="daily_log", path=path, line=4 + i,
-                                 text=text, user=user, category="context", importance=float(self.rng.random()),
-                                 created_at=f"{day.isoformat()}T10:00:00+00:00", heading="10:00")
-                        for i, text in enumerate(texts)]
+                rows = [
+                    EntryRow(
+                        id=f"s-{u}-{f}-{i}",
+                        kind="fact",
+                        source="daily_log",
+                        path=path,
+                        line=4 + i,
+                        text=text,
+                        user=user,
+                        category="context",
+                        importance=float(self.rng.random()),
+                        created_at=f"{day.isoformat()}T10:00:00+00:00",
+                        heading="10:00",
+                    )
+                    for i, text in enumerate(texts)
+                ]
                 record = FileRecord(path, "daily_log", f"{u:08x}{f:08x}", 100 * 60, 0)
                 yield FileUpdate(path, record, rows, self.vectors(100))
 
@@ -215,9 +236,13 @@ def schema_bytes(url: str, schema: str) -> int:
     import psycopg
 
     with psycopg.connect(url) as conn:
-        return int(conn.execute("SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0) FROM pg_class c "
-                                "JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = %s AND c.relkind = 'r'",
-                                (schema,)).fetchone()[0])
+        return int(
+            conn.execute(
+                "SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0) FROM pg_class c "
+                "JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = %s AND c.relkind = 'r'",
+                (schema,),
+            ).fetchone()[0]
+        )
 
 
 def search_times(index, users: int, queries: int, synthetic: Synthetic) -> list[float]:
@@ -251,7 +276,7 @@ def bench_ann(url: str, users: int, sizes: list[int], queries: int, k: int = 40)
         start = time.perf_counter()
         updates = list(made.files(done, files))
         for at in range(0, len(updates), 50):
-            exact.apply(updates[at:at + 50])
+            exact.apply(updates[at : at + 50])
         exact.optimize()
         applied, done, built = time.perf_counter() - start, files, 0.0
         if not table:
@@ -277,18 +302,26 @@ def bench_ann(url: str, users: int, sizes: list[int], queries: int, k: int = 40)
                     nearest[name].append(time.perf_counter() - start)
                     ids[name] = {p["id"] for p in view.row_payloads(numbers)}
             found.append(len(ids["exact"] & ids["hnsw"]) / max(len(ids["exact"]), 1))
-        result = {"search exact p50 (ms)": pct(exact_times, .5), "search exact p95 (ms)": pct(exact_times, .95),
-                  "search hnsw p50 (ms)": pct(ann_times, .5), "search hnsw p95 (ms)": pct(ann_times, .95),
-                  f"nearest {k} exact p50 (ms)": pct(nearest["exact"], .5),
-                  f"nearest {k} hnsw p50 (ms)": pct(nearest["hnsw"], .5),
-                  f"hnsw recall@{k}": float(np.mean(found)), "apply (s)": applied, "hnsw build (s)": built}
+        result = {
+            "search exact p50 (ms)": pct(exact_times, 0.5),
+            "search exact p95 (ms)": pct(exact_times, 0.95),
+            "search hnsw p50 (ms)": pct(ann_times, 0.5),
+            "search hnsw p95 (ms)": pct(ann_times, 0.95),
+            f"nearest {k} exact p50 (ms)": pct(nearest["exact"], 0.5),
+            f"nearest {k} hnsw p50 (ms)": pct(nearest["hnsw"], 0.5),
+            f"hnsw recall@{k}": float(np.mean(found)),
+            "apply (s)": applied,
+            "hnsw build (s)": built,
+        }
         table.append(result)
         print(f"\n{rows:,} rows, {rows // users:,} a user ({users:,} users; random unit vectors):")
         for key, value in result.items():
             print(f"  {key:<26} {value:>10.3f}")
         print(f"  hnsw / exact, search p50   {result['search hnsw p50 (ms)'] / result['search exact p50 (ms)']:>6.2f}x")
-        print(f"  hnsw / exact, nearest p50  {result[f'nearest {k} hnsw p50 (ms)'] / result[f'nearest {k} exact p50 (ms)']:>6.2f}x",
-              flush=True)
+        print(
+            f"  hnsw / exact, nearest p50  {result[f'nearest {k} hnsw p50 (ms)'] / result[f'nearest {k} exact p50 (ms)']:>6.2f}x",
+            flush=True,
+        )
     exact.drop()
     exact.close()
 
@@ -320,13 +353,21 @@ def locomo_questions(n: int) -> list[str]:
 
 def _walk(view, ef_search: int, scan: str) -> None:
     """Set this reading's HNSW walk by hand (what PgRows._use_ann sets once per query)."""
-    view._conn.execute("SELECT set_config('hnsw.ef_search', %s, true), set_config('hnsw.iterative_scan', %s, true)",
-                       (str(ef_search), scan))
+    view._conn.execute(
+        "SELECT set_config('hnsw.ef_search', %s, true), set_config('hnsw.iterative_scan', %s, true)",
+        (str(ef_search), scan),
+    )
     view._ann_set = True
 
 
-def bench_ann_real(url: str, cache: Path, scopes: list[int], queries: int, k: int = 40,
-                   efs: tuple[int, ...] = (40, 100, 200, 400, 1000)) -> None:
+def bench_ann_real(
+    url: str,
+    cache: Path,
+    scopes: list[int],
+    queries: int,
+    k: int = 40,
+    efs: tuple[int, ...] = (40, 100, 200, 400, 1000),
+) -> None:
     """PostgreSQL alone: the recall@``k`` and time of the HNSW path against the exact scan, over
     real embeddings (a benchmark home's cached vectors), for users of ``scopes`` rows each (the
     first at least ``Settings.vector_index_min_rows``, where the index serves a search; the others
@@ -346,8 +387,11 @@ def bench_ann_real(url: str, cache: Path, scopes: list[int], queries: int, k: in
         raise SystemExit(f"{cache} holds {len(vectors) + queries:,} vectors: fewer than the scopes ask")
     model = load_embedder(_Settings())
     asked = np.stack([model.embed_query(q) for q in locomo_questions(queries)] or [held[0]])
-    print(f"{len(vectors) + queries:,} vectors of {cache}; queries: {len(held)} held-out facts, "
-          f"{len(asked)} LoCoMo questions", flush=True)
+    print(
+        f"{len(vectors) + queries:,} vectors of {cache}; queries: {len(held)} held-out facts, "
+        f"{len(asked)} LoCoMo questions",
+        flush=True,
+    )
     index = PgIndex(url, "bench_ann_real", _DIM, "bench-real")
     index.drop()
     made, at, start = Synthetic(1), 0, time.perf_counter()
@@ -357,23 +401,40 @@ def bench_ann_real(url: str, cache: Path, scopes: list[int], queries: int, k: in
         where.update((f"r-{u}-{i}", at + i) for i in range(size))
         for f in range(0, size, 100):
             path = f"memory/users/{user}/f{f:06d}.md"
-            block = vectors[at + f:at + min(f + 100, size)]
-            rows = [EntryRow(id=f"r-{u}-{f + i}", kind="fact", source="daily_log", path=path, line=4 + i, text=text,
-                             user=user, category="context", importance=0.5, created_at="2026-01-01T10:00:00+00:00",
-                             heading="10:00") for i, text in enumerate(made.text(len(block)))]
+            block = vectors[at + f : at + min(f + 100, size)]
+            rows = [
+                EntryRow(
+                    id=f"r-{u}-{f + i}",
+                    kind="fact",
+                    source="daily_log",
+                    path=path,
+                    line=4 + i,
+                    text=text,
+                    user=user,
+                    category="context",
+                    importance=0.5,
+                    created_at="2026-01-01T10:00:00+00:00",
+                    heading="10:00",
+                )
+                for i, text in enumerate(made.text(len(block)))
+            ]
             index.apply([FileUpdate(path, FileRecord(path, "daily_log", f"{u:08x}{f:08x}", 60, 0), rows, block)])
         at += size
     index.optimize()
     print(f"  apply {at:,} rows: {time.perf_counter() - start:.1f} s", flush=True)
     start = time.perf_counter()
     index.ann.build()
-    print(f"  hnsw build: {time.perf_counter() - start:.1f} s (index {schema_bytes(url, 'bench_ann_real') / 1e6:.0f} MB "
-          "with the table)", flush=True)
+    print(
+        f"  hnsw build: {time.perf_counter() - start:.1f} s (index {schema_bytes(url, 'bench_ann_real') / 1e6:.0f} MB "
+        "with the table)",
+        flush=True,
+    )
     ann = PgIndex(url, "bench_ann_real", _DIM, "bench-real", connections=index._db, ann_min_rows=1)
     ann.ann = AnnIndex(index._db, index._sql, "bench_ann_real", index.where, 1, min_share=0.0)
     # As syncd runs it: its settings' threshold, the share rule, EF_SEARCH, relaxed_order.
-    shipped = PgIndex(url, "bench_ann_real", _DIM, "bench-real", connections=index._db,
-                      ann_min_rows=_Settings().vector_index_min_rows)
+    shipped = PgIndex(
+        url, "bench_ann_real", _DIM, "bench-real", connections=index._db, ann_min_rows=_Settings().vector_index_min_rows
+    )
     for u, size in enumerate(scopes):
         scope = ScopeMask(user=f"u{u:04d}")
         for name, probes in (("held-out facts", held), ("LoCoMo questions", asked)):
@@ -387,10 +448,14 @@ def bench_ann_real(url: str, cache: Path, scopes: list[int], queries: int, k: in
             # The k-th exact cosine: a returned row at least as near counts as found, so a tie
             # (near-identical facts) broken another way is no miss.
             kth = [min(float(vectors[where[i]] @ q) for i in want) for want, q in zip(truth, probes)]
-            print(f"\n{size:,} rows in scope ({100 * size / at:.0f}% of {at:,}), {name}: exact nearest-{k} "
-                  f"p50 {pct(exact_ms, .5):.1f} ms, p95 {pct(exact_ms, .95):.1f} ms")
-            print(f"  {'ef_search':>9} {'iterative_scan':>15} {f'recall@{k}':>10} {'min':>6} {'by id':>6} "
-                  f"{'short':>6} {'p50 ms':>8} {'p95 ms':>8} {'p50 / exact':>11}")
+            print(
+                f"\n{size:,} rows in scope ({100 * size / at:.0f}% of {at:,}), {name}: exact nearest-{k} "
+                f"p50 {pct(exact_ms, 0.5):.1f} ms, p95 {pct(exact_ms, 0.95):.1f} ms"
+            )
+            print(
+                f"  {'ef_search':>9} {'iterative_scan':>15} {f'recall@{k}':>10} {'min':>6} {'by id':>6} "
+                f"{'short':>6} {'p50 ms':>8} {'p95 ms':>8} {'p50 / exact':>11}"
+            )
             recall, times = [], []
             with shipped.reading() as view:
                 for vector, bound in zip(probes, kth):
@@ -400,8 +465,10 @@ def bench_ann_real(url: str, cache: Path, scopes: list[int], queries: int, k: in
                     got = {p["id"] for p in view.row_payloads(rows)}
                     recall.append(min(sum(float(vectors[where[i]] @ vector) >= bound - 1e-6 for i in got), k) / k)
                 how = "through the HNSW index" if view.approximate else "exactly"
-            print(f"  as syncd runs it: {how}, recall@{k} {np.mean(recall):.3f} (min {min(recall):.2f}), "
-                  f"p50 {pct(times, .5):.1f} ms, p95 {pct(times, .95):.1f} ms")
+            print(
+                f"  as syncd runs it: {how}, recall@{k} {np.mean(recall):.3f} (min {min(recall):.2f}), "
+                f"p50 {pct(times, 0.5):.1f} ms, p95 {pct(times, 0.95):.1f} ms"
+            )
             for scan in ("off", "relaxed_order", "strict_order"):
                 for ef in efs:
                     recall, by_id, times, short = [], [], [], 0
@@ -416,9 +483,11 @@ def bench_ann_real(url: str, cache: Path, scopes: list[int], queries: int, k: in
                             by_id.append(len(want & got) / len(want))
                             near = sum(float(vectors[where[i]] @ vector) >= bound - 1e-6 for i in got)
                             recall.append(min(near, len(want)) / len(want))
-                    print(f"  {ef:>9} {scan:>15} {np.mean(recall):>10.3f} {min(recall):>6.2f} {np.mean(by_id):>6.3f} {short:>6} "
-                          f"{pct(times, .5):>8.1f} {pct(times, .95):>8.1f} {pct(times, .5) / pct(exact_ms, .5):>10.2f}x",
-                          flush=True)
+                    print(
+                        f"  {ef:>9} {scan:>15} {np.mean(recall):>10.3f} {min(recall):>6.2f} {np.mean(by_id):>6.3f} {short:>6} "
+                        f"{pct(times, 0.5):>8.1f} {pct(times, 0.95):>8.1f} {pct(times, 0.5) / pct(exact_ms, 0.5):>10.2f}x",
+                        flush=True,
+                    )
     index.drop()
     index.close()  # and the connections the other two borrowed
 
@@ -452,18 +521,27 @@ def bench_scale(url: str, work: Path, users: int, sizes: list[int], queries: int
             hybrid_search(index, made[name].vectors(1)[0], "warm", user_id="u0000", limit=10, now=_NOW)
             times = search_times(index, users, queries, Synthetic(users, seed=9))
             size_bytes = folder_bytes(work / "lance") if name == "lance" else schema_bytes(url, "bench_scale")
-            result[name] = {"rows": index.counts()["facts"], "apply (s)": applied, "search p50 (ms)": pct(times, .5),
-                            "search p95 (ms)": pct(times, .95), "size (MB)": size_bytes / 1e6}
+            result[name] = {
+                "rows": index.counts()["facts"],
+                "apply (s)": applied,
+                "search p50 (ms)": pct(times, 0.5),
+                "search p95 (ms)": pct(times, 0.95),
+                "size (MB)": size_bytes / 1e6,
+            }
             print(f"  {name} at {result[name]['rows']:,} rows: {result[name]}", flush=True)
         files_done = files
         table.append(result)
-        side_by_side(f"{result['lance']['rows']:,} rows over {users:,} users (random unit vectors)",
-                     [(k, result["lance"][k], result["pg"][k]) for k in result["lance"] if k != "rows"])
+        side_by_side(
+            f"{result['lance']['rows']:,} rows over {users:,} users (random unit vectors)",
+            [(k, result["lance"][k], result["pg"][k]) for k in result["lance"] if k != "rows"],
+        )
     if len(table) > 1:
         first, last = table[0], table[-1]
         grown = last["lance"]["rows"] / first["lance"]["rows"]
-        print(f"\ngrowth {first['lance']['rows']:,} -> {last['lance']['rows']:,} rows ({grown:.0f}x the rows), "
-              "last / first:")
+        print(
+            f"\ngrowth {first['lance']['rows']:,} -> {last['lance']['rows']:,} rows ({grown:.0f}x the rows), "
+            "last / first:"
+        )
         print(f"  {'':<28} {'LanceDB':>12} {'PostgreSQL':>12}")
         for k in ("search p50 (ms)", "search p95 (ms)", "size (MB)"):
             print(f"  {k:<28} {last['lance'][k] / first['lance'][k]:>11.2f}x {last['pg'][k] / first['pg'][k]:>11.2f}x")
@@ -481,15 +559,26 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--clients", type=int, default=8)
     parser.add_argument("--add-seconds", type=float, default=30.0)
-    parser.add_argument("--adds-only", action="store_true",
-                        help="home: time the adds alone, in --home itself (a copy this script indexed before)")
+    parser.add_argument(
+        "--adds-only",
+        action="store_true",
+        help="home: time the adds alone, in --home itself (a copy this script indexed before)",
+    )
     parser.add_argument("--users", type=int, default=1000)
     parser.add_argument("--rows", type=int, nargs="+", default=[100_000, 1_000_000])
-    parser.add_argument("--ann", action="store_true",
-                        help="scale: PostgreSQL's exact scan against its HNSW index instead of the two backends")
-    parser.add_argument("--vectors", type=Path, default=None, metavar="EMBED_CACHE",
-                        help="scale --ann: real embeddings from this home's .syncd/embed_cache.sqlite (read-only), "
-                             "one user a scope of each --rows size, recall and time by ef_search and iterative_scan")
+    parser.add_argument(
+        "--ann",
+        action="store_true",
+        help="scale: PostgreSQL's exact scan against its HNSW index instead of the two backends",
+    )
+    parser.add_argument(
+        "--vectors",
+        type=Path,
+        default=None,
+        metavar="EMBED_CACHE",
+        help="scale --ann: real embeddings from this home's .syncd/embed_cache.sqlite (read-only), "
+        "one user a scope of each --rows size, recall and time by ef_search and iterative_scan",
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(dir=args.work) as tmp:
         work = Path(tmp)

@@ -115,8 +115,12 @@ def _start_read_only(args: list[str], url: str, folder: Path, timeout: float) ->
     port = free_port()
     env = {k: v for k, v in os.environ.items() if k != "SYNCD_HOME"}
     with open(folder / f"reader-{time.monotonic_ns()}.err", "w+") as err:
-        reader = subprocess.Popen([sys.executable, "-m", "syncd", "serve", "--read-only", "--index", url, *args,
-                                   "--port", str(port)], stdout=subprocess.DEVNULL, stderr=err, env=env)
+        reader = subprocess.Popen(
+            [sys.executable, "-m", "syncd", "serve", "--read-only", "--index", url, *args, "--port", str(port)],
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+            env=env,
+        )
         return reader, _wait_listening(reader, port, err, timeout)
 
 

@@ -34,9 +34,22 @@ def _updates(rng: np.random.Generator) -> list[FileUpdate]:
     updates = []
     for user, n in USERS.items():
         path = f"memory/users/{user}/2026-11-28.md"
-        rows = [EntryRow(id=f"{user}-{i}", kind="fact", source="daily_log", path=path, line=4 + i,
-                         text=f"fact {i} of {user}", user=user, category="context", importance=0.5,
-                         created_at="2026-11-28T10:00:00+00:00", heading="10:00") for i in range(n)]
+        rows = [
+            EntryRow(
+                id=f"{user}-{i}",
+                kind="fact",
+                source="daily_log",
+                path=path,
+                line=4 + i,
+                text=f"fact {i} of {user}",
+                user=user,
+                category="context",
+                importance=0.5,
+                created_at="2026-11-28T10:00:00+00:00",
+                heading="10:00",
+            )
+            for i in range(n)
+        ]
         vectors = rng.standard_normal((n, DIM)).astype(np.float32)
         vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
         updates.append(FileUpdate(path, FileRecord(path, "daily_log", f"{n:040x}", 1, 0), rows, vectors))

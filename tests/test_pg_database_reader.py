@@ -33,10 +33,14 @@ from .strategies import examples
 
 # Both homes hold a user "ana": a token of one home must not open the other's ana.
 HOMES = {
-    "a": {"ana": ["Drinks green tea every morning.", "Plays the cello on Sundays."],
-          "bob": ["Keeps bees in the garden.", "Drinks black coffee."]},
-    "b": {"ana": ["Collects old maps of Lisbon.", "Drinks mint tea at night."],
-          "carl": ["Races sailboats on the lake.", "Is allergic to bees."]},
+    "a": {
+        "ana": ["Drinks green tea every morning.", "Plays the cello on Sundays."],
+        "bob": ["Keeps bees in the garden.", "Drinks black coffee."],
+    },
+    "b": {
+        "ana": ["Collects old maps of Lisbon.", "Drinks mint tea at night."],
+        "carl": ["Races sailboats on the lake.", "Is allergic to bees."],
+    },
 }
 QUERIES = ["tea", "bees", "what does she drink", "cello", "maps", "sailboats", "coffee", "nothing here"]
 HOSTILE = ["x'; DROP SCHEMA public; --", "../a", "%00", "ana/../bob"]
@@ -75,8 +79,15 @@ def world(pg_server, embedder, tmp_path_factory):
         for name, users in HOMES.items():
             root, engine, tokens, admin, users_tokens = _build(folder / name, users, embedder, url)
             schema = engine.index.schema
-            homes[name] = {"root": root, "engine": engine, "tokens": tokens, "admin": admin, "users": users_tokens,
-                           "schema": schema, "manager": MemoryManager(engine)}
+            homes[name] = {
+                "root": root,
+                "engine": engine,
+                "tokens": tokens,
+                "admin": admin,
+                "users": users_tokens,
+                "schema": schema,
+                "manager": MemoryManager(engine),
+            }
         reader, base = start_database_reader(url, folder)
         try:
             with httpx.Client(base_url=base, timeout=60) as client:
@@ -106,8 +117,11 @@ def test_it_lists_the_homes_a_token_opens_and_refuses_a_token_of_no_home(world):
     assert client.get("/health").status_code == 200
     # Nothing but reads: a write is no route of this server.
     schema = homes["a"]["schema"]
-    wrote = client.post(f"/homes/{schema}/memory/archival", json={"content": "x", "user_id": "ana"},
-                        headers={"Authorization": f"Bearer {homes['a']['admin']}"})
+    wrote = client.post(
+        f"/homes/{schema}/memory/archival",
+        json={"content": "x", "user_id": "ana"},
+        headers={"Authorization": f"Bearer {homes['a']['admin']}"},
+    )
     assert wrote.status_code == 405, wrote.text
 
 
@@ -115,11 +129,18 @@ _ENDPOINTS = ("archival", "core", "stats")
 
 
 @settings(max_examples=examples(40), deadline=None, suppress_health_check=list(HealthCheck))
-@given(token_home=st.sampled_from(["a", "b", None]), token_user=st.sampled_from([None, "ana", "bob", "carl"]),
-       home=st.sampled_from(["a", "b", *HOSTILE]), user=st.sampled_from([None, "ana", "bob", "carl", "ANA", *HOSTILE]),
-       chat=st.sampled_from([None, "c1"]), endpoint=st.sampled_from(_ENDPOINTS), query=st.sampled_from(QUERIES))
+@given(
+    token_home=st.sampled_from(["a", "b", None]),
+    token_user=st.sampled_from([None, "ana", "bob", "carl"]),
+    home=st.sampled_from(["a", "b", *HOSTILE]),
+    user=st.sampled_from([None, "ana", "bob", "carl", "ANA", *HOSTILE]),
+    chat=st.sampled_from([None, "c1"]),
+    endpoint=st.sampled_from(_ENDPOINTS),
+    query=st.sampled_from(QUERIES),
+)
 def test_a_token_reads_only_its_own_home_and_user_and_reads_what_the_home_holds(
-        world, token_home, token_user, home, user, chat, endpoint, query):
+    world, token_home, token_user, home, user, chat, endpoint, query
+):
     homes, client = world["homes"], world["client"]
     if token_home is None:
         token = "sda_" + "x" * 43
@@ -129,8 +150,14 @@ def test_a_token_reads_only_its_own_home_and_user_and_reads_what_the_home_holds(
         token = homes[token_home]["users"].get(token_user, "sdu_unknown_token")
     valid = token_home is not None and (token_user is None or token_user in HOMES[token_home])
     named = homes[home]["schema"] if home in homes else home
-    answer = _get(client, f"/homes/{named}/memory/{endpoint}", token, user_id=user,
-                  query=query if endpoint == "archival" else None, chat_id=chat if endpoint != "stats" else None)
+    answer = _get(
+        client,
+        f"/homes/{named}/memory/{endpoint}",
+        token,
+        user_id=user,
+        query=query if endpoint == "archival" else None,
+        chat_id=chat if endpoint != "stats" else None,
+    )
     if not valid or home != token_home:
         # A token opens its own home only: another home (the same user name there too), no home,
         # or a name that is no schema are all one answer, which says nothing of what exists.
@@ -155,12 +182,13 @@ def test_a_token_reads_only_its_own_home_and_user_and_reads_what_the_home_holds(
         assert all(h["user_id"] in (None, acting) for h in hits)
     elif endpoint == "core":
         blocks = manager.core_blocks(user_id=acting, chat_id=chat)
-        assert body["blocks"] == {label: {"label": b.label, "content": b.content, "scope": b.scope, "path": b.path,
-                                          "limit": b.limit} for label, b in blocks.items()}
+        assert body["blocks"] == {
+            label: {"label": b.label, "content": b.content, "scope": b.scope, "path": b.path, "limit": b.limit}
+            for label, b in blocks.items()
+        }
     else:
         own = asyncio.run(manager.get_memory_stats(acting))
-        assert {k: v for k, v in body.items() if k != "as_of"} == {
-            k: own[k] for k in body if k != "as_of"}
+        assert {k: v for k, v in body.items() if k != "as_of"} == {k: own[k] for k in body if k != "as_of"}
 
 
 def test_the_writers_mirror_publishes_a_new_token_and_a_revocation(world):

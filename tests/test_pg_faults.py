@@ -47,7 +47,9 @@ def test_writes_survive_a_database_restart_and_the_index_catches_up(pg_server, p
             assert raised.value.saved, "the markdown was written: the error must say so"
             assert "cannot be reached" in str(raised.value)
             assert "Ran the Lyon marathon." in (pg_home / LOG).read_text()
-            committed = subprocess.run(["git", "show", f"HEAD:{LOG}"], cwd=pg_home, capture_output=True, text=True, check=True)
+            committed = subprocess.run(
+                ["git", "show", f"HEAD:{LOG}"], cwd=pg_home, capture_output=True, text=True, check=True
+            )
             assert "Ran the Lyon marathon." in committed.stdout  # acknowledged-or-saved is committed
             status = engine.status()
             assert status.index == INDEX_UNREACHABLE and not status.fresh
@@ -72,10 +74,17 @@ def test_a_running_daemon_catches_up_by_itself_once_the_database_is_back(pg_serv
         pg_server.stop()
         try:
             # A person's edit while the database is down: the daemon's batch and its reconciles fail.
-            write(pg_home, LOG, "# 2026-11-28\n\n## 10:00\n\n- [fact] Green tea in the morning.\n"
-                                "- [fact] Edited while the database slept.\n")
-            wait_for(lambda: any(r.exc_info and isinstance(r.exc_info[1], IndexUnreachable) for r in caplog.records),
-                     60, "the daemon to fail to index the edit")
+            write(
+                pg_home,
+                LOG,
+                "# 2026-11-28\n\n## 10:00\n\n- [fact] Green tea in the morning.\n"
+                "- [fact] Edited while the database slept.\n",
+            )
+            wait_for(
+                lambda: any(r.exc_info and isinstance(r.exc_info[1], IndexUnreachable) for r in caplog.records),
+                60,
+                "the daemon to fail to index the edit",
+            )
             assert run.reader.status().index == INDEX_UNREACHABLE
         finally:
             pg_server.start()
@@ -97,10 +106,13 @@ def test_cli_status_says_the_database_is_unreachable(pg_server, pg_home, embedde
     assert "Traceback" not in output
 
 
-@pytest.mark.parametrize("url, said", [
-    ("mysql://localhost/x", "must start with postgresql://"),
-    ("postgresql://nobody@/nodb?host=/nonexistent-socket-dir", "cannot be reached"),
-])
+@pytest.mark.parametrize(
+    "url, said",
+    [
+        ("mysql://localhost/x", "must start with postgresql://"),
+        ("postgresql://nobody@/nodb?host=/nonexistent-socket-dir", "cannot be reached"),
+    ],
+)
 def test_init_refuses_a_bad_index_url_in_one_line(tmp_path, url, said):
     code, output = _syncd("init", str(tmp_path / "h"), "--index", url)
     assert code != 0
@@ -113,8 +125,9 @@ def test_init_records_the_url_without_its_password(tmp_path, pg_url):
     with_password = pg_url.replace("postgres:@", "postgres:s3cret@")
     code, output = _syncd("init", str(tmp_path / "h"), "--index", with_password)
     assert code == 0, output
-    recorded = subprocess.run(["git", "config", "--local", "syncd.index"], cwd=tmp_path / "h",
-                              capture_output=True, text=True, check=True).stdout.strip()
+    recorded = subprocess.run(
+        ["git", "config", "--local", "syncd.index"], cwd=tmp_path / "h", capture_output=True, text=True, check=True
+    ).stdout.strip()
     assert recorded == pg_url.replace("postgres:@", "postgres@")
     assert "s3cret" not in output
     assert not any("s3cret" in p.read_text(errors="replace") for p in (tmp_path / "h").rglob("*") if p.is_file())

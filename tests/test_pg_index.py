@@ -29,22 +29,47 @@ from .helpers import PROBE_TEXTS, search_view, write
 from .strategies import examples
 
 NOW = dt.datetime(2026, 12, 1, tzinfo=dt.UTC)
-WORDS = ["tea", "green", "marathon", "nurse", "lyon", "cat", "miso", "peanuts", "spring", "coffee", "the",
-         "morning", "café", "running"]
+WORDS = [
+    "tea",
+    "green",
+    "marathon",
+    "nurse",
+    "lyon",
+    "cat",
+    "miso",
+    "peanuts",
+    "spring",
+    "coffee",
+    "the",
+    "morning",
+    "café",
+    "running",
+]
 USERS = ["ana", "bo", "cy"]
 
 fact_texts = st.lists(st.sampled_from(WORDS), min_size=1, max_size=5).map(lambda ws: " ".join(ws).capitalize() + ".")
-sections = st.tuples(st.sampled_from(["09:00", "10:30", "14:00"]), st.sampled_from([None, "c1", "c2"]),
-                     st.lists(st.tuples(st.sampled_from(["preference", "fact", "event"]), fact_texts), min_size=1, max_size=4))
+sections = st.tuples(
+    st.sampled_from(["09:00", "10:30", "14:00"]),
+    st.sampled_from([None, "c1", "c2"]),
+    st.lists(st.tuples(st.sampled_from(["preference", "fact", "event"]), fact_texts), min_size=1, max_size=4),
+)
 logs = st.lists(sections, min_size=1, max_size=3)
-homes = st.fixed_dictionaries({
-    "logs": st.dictionaries(st.sampled_from(USERS), st.dictionaries(st.sampled_from(["2026-11-01", "2026-11-28"]), logs,
-                                                                    min_size=1, max_size=2), min_size=1, max_size=3),
-    "memory_md": st.dictionaries(st.sampled_from(USERS), st.lists(fact_texts, min_size=1, max_size=3), max_size=2),
-    "persona": st.one_of(st.none(), fact_texts),
-})
-queries = st.one_of(st.lists(st.sampled_from(WORDS), min_size=1, max_size=3).map(" ".join),
-                    st.sampled_from(["What does she drink?", "zebra quantum", "Where did she run"]))
+homes = st.fixed_dictionaries(
+    {
+        "logs": st.dictionaries(
+            st.sampled_from(USERS),
+            st.dictionaries(st.sampled_from(["2026-11-01", "2026-11-28"]), logs, min_size=1, max_size=2),
+            min_size=1,
+            max_size=3,
+        ),
+        "memory_md": st.dictionaries(st.sampled_from(USERS), st.lists(fact_texts, min_size=1, max_size=3), max_size=2),
+        "persona": st.one_of(st.none(), fact_texts),
+    }
+)
+queries = st.one_of(
+    st.lists(st.sampled_from(WORDS), min_size=1, max_size=3).map(" ".join),
+    st.sampled_from(["What does she drink?", "zebra quantum", "Where did she run"]),
+)
 
 
 def render_log(day: str, log: list) -> str:
@@ -93,13 +118,19 @@ def assert_same_hits(lance: list, pg: list) -> None:
         assert b.parts.keys() == a.parts.keys()
         for name in a.parts:
             assert b.parts[name] == pytest.approx(a.parts[name], abs=1e-9), name
-        assert (b.content, b.line, b.user_id, b.chat_id, b.relevant) == (a.content, a.line, a.user_id, a.chat_id, a.relevant)
+        assert (b.content, b.line, b.user_id, b.chat_id, b.relevant) == (
+            a.content,
+            a.line,
+            a.user_id,
+            a.chat_id,
+            a.relevant,
+        )
 
 
 def searches(engine, query: str) -> list:
     out = []
     for user in [None, *USERS]:
-        for chat in ([None, "c1"] if user else [None]):
+        for chat in [None, "c1"] if user else [None]:
             for kind in (None, "fact", "chunk"):
                 out.append(engine.search(query, user_id=user, chat_id=chat, kind=kind, now=NOW, limit=8))
     return out
@@ -156,8 +187,11 @@ def _nearest_lance(root: Path, embedder) -> dict:
         return _nearest(lance)
 
 
-edits = st.lists(st.tuples(st.sampled_from(USERS), st.sampled_from(["2026-11-01", "2026-11-28"]),
-                           st.one_of(st.none(), logs)), min_size=1, max_size=5)
+edits = st.lists(
+    st.tuples(st.sampled_from(USERS), st.sampled_from(["2026-11-01", "2026-11-28"]), st.one_of(st.none(), logs)),
+    min_size=1,
+    max_size=5,
+)
 
 
 @settings(max_examples=examples(6))
@@ -183,7 +217,9 @@ def test_incremental_equals_rebuild_on_postgres(pg_url, embedder, home, steps):
 
 
 @settings(max_examples=examples(8))
-@given(home=homes, query=queries, user=st.one_of(st.sampled_from(USERS), st.sampled_from(["../ana", "a b", "", "x'--"])))
+@given(
+    home=homes, query=queries, user=st.one_of(st.sampled_from(USERS), st.sampled_from(["../ana", "a b", "", "x'--"]))
+)
 def test_a_user_never_sees_another_users_rows(pg_url, embedder, home, query, user):
     with tempfile.TemporaryDirectory() as tmp:
         root = new_home(Path(tmp) / "home", embedder)
@@ -228,7 +264,15 @@ def test_two_homes_in_one_database_never_meet(pg_url, embedder, first, second, q
                 engine.close()
 
 
-HOSTILE = ["x' OR '1'='1", "'; DROP TABLE entries; --", "\"); DROP SCHEMA public CASCADE; --", "a\x00b", "\ue000", "$$", "%s"]
+HOSTILE = [
+    "x' OR '1'='1",
+    "'; DROP TABLE entries; --",
+    '"); DROP SCHEMA public CASCADE; --',
+    "a\x00b",
+    "\ue000",
+    "$$",
+    "%s",
+]
 
 
 @pytest.mark.parametrize("hostile", HOSTILE)
@@ -250,8 +294,11 @@ def test_hostile_strings_reach_sql_only_as_parameters(pg_home, embedder, hostile
 
 
 def test_status_and_probe_views_match_a_fresh_reader(pg_home, embedder):
-    write(pg_home, "memory/users/ana/2026-11-28.md",
-          "# 2026-11-28\n\n## 10:00\n\n- [fact] Green tea in the morning.\n- [fact] Ran in Lyon.\n")
+    write(
+        pg_home,
+        "memory/users/ana/2026-11-28.md",
+        "# 2026-11-28\n\n## 10:00\n\n- [fact] Green tea in the morning.\n- [fact] Ran in Lyon.\n",
+    )
     with syncd.open(pg_home, embedder=embedder) as engine:
         engine.sync()
         view = search_view(engine)

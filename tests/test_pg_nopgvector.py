@@ -18,8 +18,15 @@ _FIX = "install pgvector on the server"
 
 def _syncd(*args: str, cwd=None, timeout: float = 120) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k not in ("SYNCD_HOME", "SYNCD_INDEX_URL")}
-    return subprocess.run([sys.executable, "-m", "syncd", *args], cwd=cwd, env=env, capture_output=True, text=True,
-                          timeout=timeout, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "syncd", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
 
 
 def _git(cwd, *args: str) -> str:

@@ -55,8 +55,9 @@ def _writer(home) -> tuple[subprocess.Popen, httpx.Client]:
 
 
 def _add(client: httpx.Client, word: str) -> int:
-    answer = client.post("/memory/archival", json={"content": f"Saw a {word} near the river.", "user_id": "ana",
-                                                   "dedup": False})
+    answer = client.post(
+        "/memory/archival", json={"content": f"Saw a {word} near the river.", "user_id": "ana", "dedup": False}
+    )
     return answer.status_code
 
 

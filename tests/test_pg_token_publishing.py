@@ -74,8 +74,9 @@ def _add(root: Path, user: str) -> tuple[str, str, str]:
 
 
 def _status(client: httpx.Client, schema: str, token: str, user: str) -> int:
-    return client.get(f"/homes/{schema}/memory/stats", params={"user_id": user},
-                      headers={"Authorization": f"Bearer {token}"}).status_code
+    return client.get(
+        f"/homes/{schema}/memory/stats", params={"user_id": user}, headers={"Authorization": f"Bearer {token}"}
+    ).status_code
 
 
 def _within(seconds: float, check: Callable[[], bool], what: str) -> float:
@@ -92,18 +93,22 @@ def test_token_commands_publish_to_the_reader_with_no_writer_running(database, t
     root, schema = _home(tmp_path / "home", database["url"], embedder)
     ana_id, ana, said = _add(root, "ana")
     assert "published" in said
-    _within(TOKENS_TTL_S + SLACK_S, lambda: _status(client, schema, ana, "ana") == 200, "an added token opening the reader")
+    _within(
+        TOKENS_TTL_S + SLACK_S, lambda: _status(client, schema, ana, "ana") == 200, "an added token opening the reader"
+    )
     assert _status(client, schema, ana, "bob") == 403  # its own user only
     _, out_of_home, _ = _add(_home(tmp_path / "other", database["url"], embedder)[0], "ana")
     assert _status(client, schema, out_of_home, "ana") == 401  # ana of another home
     _cli("token", "revoke", ana_id, "--home", str(root))
-    took = _within(TOKENS_TTL_S + SLACK_S, lambda: _status(client, schema, ana, "ana") == 401,
-                   "a revoked token refused")
+    took = _within(
+        TOKENS_TTL_S + SLACK_S, lambda: _status(client, schema, ana, "ana") == 401, "a revoked token refused"
+    )
     assert took <= TOKENS_TTL_S + SLACK_S
 
 
 def test_a_change_made_while_the_database_is_down_is_kept_and_published_by_watch_alone(
-        database, pg_server, tmp_path, embedder):
+    database, pg_server, tmp_path, embedder
+):
     client = database["client"]
     root, schema = _home(tmp_path / "home", database["url"], embedder)
     dan_id, dan, _ = _add(root, "dan")  # published now: the reader opens it
@@ -130,8 +135,11 @@ def test_a_change_made_while_the_database_is_down_is_kept_and_published_by_watch
         # restored backup, would) reaches the reader within the writer's round and the TTL.
         carl_id = TokenStore.of(Home(root)).list()[0].id
         TokenStore.of(Home(root)).revoke(carl_id)
-        _within(MIRROR_ROUND_S + TOKENS_TTL_S + SLACK_S, lambda: _status(client, schema, carl, "carl") == 401,
-                "watch publishing a revocation")
+        _within(
+            MIRROR_ROUND_S + TOKENS_TTL_S + SLACK_S,
+            lambda: _status(client, schema, carl, "carl") == 401,
+            "watch publishing a revocation",
+        )
         assert daemon.poll() is None
     finally:
         daemon.terminate()

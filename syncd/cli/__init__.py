@@ -76,8 +76,16 @@ def cli(verbose: int) -> None:
     logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
 
 
-_GROUPS = (home_commands, index_commands, history_commands, remote_commands, daemon_commands, serve_commands,
-           wiki_commands, session_commands)
+_GROUPS = (
+    home_commands,
+    index_commands,
+    history_commands,
+    remote_commands,
+    daemon_commands,
+    serve_commands,
+    wiki_commands,
+    session_commands,
+)
 for _group in _GROUPS:
     for _command in _group.COMMANDS:
         cli.add_command(_command)

@@ -13,14 +13,29 @@ __all__ = ["COMMANDS"]
 
 
 @click.command("watch")
-@click.option("--reconcile-interval", type=click.FloatRange(min=1), default=None, metavar="SECONDS",
-              help="Full reconcile every SECONDS, catching events the OS dropped "
-              "(default: $SYNCD_RECONCILE_INTERVAL_S, else 300).")
-@click.option("--remote", default=None, metavar="NAME",
-              help="Share the home through the git remote NAME: pull every --pull-every seconds and push "
-                   "what is new (see `syncd remote add`).")
-@click.option("--pull-every", type=click.FloatRange(min=1), default=10.0, show_default=True, metavar="SECONDS",
-              help="With --remote: how often to pull (an unreachable remote is retried less and less often).")
+@click.option(
+    "--reconcile-interval",
+    type=click.FloatRange(min=1),
+    default=None,
+    metavar="SECONDS",
+    help="Full reconcile every SECONDS, catching events the OS dropped "
+    "(default: $SYNCD_RECONCILE_INTERVAL_S, else 300).",
+)
+@click.option(
+    "--remote",
+    default=None,
+    metavar="NAME",
+    help="Share the home through the git remote NAME: pull every --pull-every seconds and push "
+    "what is new (see `syncd remote add`).",
+)
+@click.option(
+    "--pull-every",
+    type=click.FloatRange(min=1),
+    default=10.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="With --remote: how often to pull (an unreachable remote is retried less and less often).",
+)
 @home_option
 def watch_command(reconcile_interval: float | None, remote: str | None, pull_every: float, home: Path | None) -> None:
     """Run the daemon: keep the index and git history in step with the tree until interrupted

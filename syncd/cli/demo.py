@@ -69,8 +69,10 @@ def run_demo(path: Path | str, settings: Settings | None = None, limit: int = 3,
         report = engine.sync()
         engine.commit()
         counts = engine.counts()
-        echo(f"indexed {counts['files']} files: {counts['facts']} facts, {counts['chunks']} chunks "
-             f"({report.embedded_texts} texts embedded)")
+        echo(
+            f"indexed {counts['files']} files: {counts['facts']} facts, {counts['chunks']} chunks "
+            f"({report.embedded_texts} texts embedded)"
+        )
         for query, user in DEMO_QUERIES:
             scope = f"user {user}" if user else "everyone"
             echo(f"\nsearch {query!r} ({scope}):")

@@ -13,8 +13,13 @@ __all__ = ["COMMANDS"]
 
 @click.command("init")
 @click.argument("path", required=False, type=click.Path(path_type=Path))
-@click.option("--index", "index_url", metavar="URL", default=None,
-              help="Keep the index in PostgreSQL with pgvector (postgresql://...) instead of .syncd/.")
+@click.option(
+    "--index",
+    "index_url",
+    metavar="URL",
+    default=None,
+    help="Keep the index in PostgreSQL with pgvector (postgresql://...) instead of .syncd/.",
+)
 @home_option
 def init_command(path: Path | None, index_url: str | None, home: Path | None) -> None:
     """Create a memory home, or adopt an existing folder without changing its files.

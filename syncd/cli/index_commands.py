@@ -30,6 +30,7 @@ def _progress_bar(description: str, enabled: bool, heard: list):
     """Progress on stderr while a sync works (files, texts embedded and their rate, time left),
     left on screen at the end as its summary; no bar when stderr is not a terminal. The last
     event is kept in ``heard`` (one item) either way: what an interrupted sync had done."""
+
     def keep(event) -> None:
         heard[:] = [event]
 
@@ -54,8 +55,14 @@ def _progress_bar(description: str, enabled: bool, heard: list):
         nonlocal bar, shown
         keep(event)
         if bar is None:  # made at the first event: a sync with nothing to do draws nothing
-            bar = Bar(total=max(event.bytes_total, 1), desc=description, file=sys.stderr, leave=True,
-                      bar_format="{desc}: {bar:20} {line}", dynamic_ncols=True)
+            bar = Bar(
+                total=max(event.bytes_total, 1),
+                desc=description,
+                file=sys.stderr,
+                leave=True,
+                bar_format="{desc}: {bar:20} {line}",
+                dynamic_ncols=True,
+            )
         now = time.monotonic()
         # Events come per slice of texts embedded, or faster when the cache answers: redraw a
         # few times a second, and the last one always (it stays as the summary).
@@ -93,8 +100,10 @@ def _resumable(command: str, after: str):
         done = ""
         if heard:
             last = heard[-1]
-            done = (f" with {last.files_done:,}/{last.files_total:,} files written and {last.texts_embedded:,} "
-                    "texts embedded (kept in the embedding cache)")
+            done = (
+                f" with {last.files_done:,}/{last.files_total:,} files written and {last.texts_embedded:,} "
+                "texts embedded (kept in the embedding cache)"
+            )
         click.echo(f"syncd: {command} interrupted{done}; {after}", err=True)
         raise click.exceptions.Exit(128 + (stopped_by[0] if stopped_by else signal.SIGINT)) from None
     finally:
@@ -116,8 +125,9 @@ def _print_errors(report) -> None:
         click.echo(f"  error {path}: {error}", err=True)
 
 
-quiet_option = click.option("-q", "--quiet", is_flag=True,
-                            help="No progress bar (there is none either when stderr is not a terminal).")
+quiet_option = click.option(
+    "-q", "--quiet", is_flag=True, help="No progress bar (there is none either when stderr is not a terminal)."
+)
 
 
 @click.command("sync")
@@ -127,16 +137,20 @@ quiet_option = click.option("-q", "--quiet", is_flag=True,
 @click.option("--push", "push_after", is_flag=True, help="Then push to the remote (see `syncd push`).")
 @click.option("--remote", default="origin", show_default=True, metavar="NAME", help="The remote of --pull and --push.")
 @home_option
-def sync_command(quiet: bool, no_commit: bool, pull_first: bool, push_after: bool, remote: str,
-                 home: Path | None) -> None:
+def sync_command(
+    quiet: bool, no_commit: bool, pull_first: bool, push_after: bool, remote: str, home: Path | None
+) -> None:
     """Index whatever changed in the home since the last sync, then commit it.
 
     An interrupted sync (Ctrl-C, a kill) keeps what it indexed: the next one goes on from there,
     and the embedding cache gives back every text it had embedded."""
     if push_after and no_commit:
         raise click.UsageError("--push pushes commits: it cannot go with --no-commit")
-    with (_resumable("sync", "the next `syncd sync` goes on from there") as heard,
-          _open(home, read_only=False) as engine, _progress_bar("syncing", not quiet, heard) as bar):
+    with (
+        _resumable("sync", "the next `syncd sync` goes on from there") as heard,
+        _open(home, read_only=False) as engine,
+        _progress_bar("syncing", not quiet, heard) as bar,
+    ):
         if pull_first:
             from ..engine.sharing import pull
 
@@ -152,8 +166,10 @@ def sync_command(quiet: bool, no_commit: bool, pull_first: bool, push_after: boo
             from ..engine.sharing import push
 
             click.echo(push(engine, remote).summary())
-    click.echo(f"{report.plan.summary()}; {report.facts} facts and {report.chunks} chunks written, "
-               f"{report.embedded_texts} texts embedded" + (f"; {len(commits)} commit(s)" if commits else ""))
+    click.echo(
+        f"{report.plan.summary()}; {report.facts} facts and {report.chunks} chunks written, "
+        f"{report.embedded_texts} texts embedded" + (f"; {len(commits)} commit(s)" if commits else "")
+    )
     _print_errors(report)
     if deferred is not None:
         click.echo(f"syncd: warning: indexed, but not committed: {deferred}", err=True)
@@ -168,16 +184,21 @@ def reindex_command(quiet: bool, home: Path | None) -> None:
     The old index serves until the new one is whole. An interrupted rebuild (Ctrl-C, a kill)
     keeps what it built aside: the next `syncd reindex` goes on from there."""
     after = "the index is as it was, and the next `syncd reindex` goes on from where this one stopped"
-    with (_resumable("reindex", after) as heard, _open(home, read_only=False) as engine,
-          _progress_bar("reindexing", not quiet, heard) as bar):
+    with (
+        _resumable("reindex", after) as heard,
+        _open(home, read_only=False) as engine,
+        _progress_bar("reindexing", not quiet, heard) as bar,
+    ):
         report = engine.reindex(progress=bar)
         counts = engine.counts()
     # A rebuild that goes on from an interrupted one finds the files it had written unchanged
     # (or only touched: same bytes, a new stat).
     kept = report.plan.unchanged + len(report.plan.touched)
     resumed = f"; went on from an interrupted rebuild that had written {kept} of them" if kept else ""
-    click.echo(f"rebuilt: {counts['files']} files, {counts['facts']} facts, {counts['chunks']} chunks "
-               f"({report.embedded_texts} texts embedded, the rest from the cache){resumed}")
+    click.echo(
+        f"rebuilt: {counts['files']} files, {counts['facts']} facts, {counts['chunks']} chunks "
+        f"({report.embedded_texts} texts embedded, the rest from the cache){resumed}"
+    )
     _print_errors(report)
 
 
@@ -185,18 +206,37 @@ def reindex_command(quiet: bool, home: Path | None) -> None:
 @click.argument("query")
 @id_option("--user", "user", "Only this user's memory (and the shared core blocks); default: every user's.")
 @id_option("--chat", "chat", "Only this chat's and the user's memory (needs --user).")
-@click.option("--limit", type=click.IntRange(min=1), default=DEFAULT_LIMIT, show_default=True,
-              help="How many results, at most.")
-@click.option("--kind", type=click.Choice(KINDS), default=None,
-              help="Only facts, only text chunks or only transcript chunks (default: facts and text chunks).")
+@click.option(
+    "--limit", type=click.IntRange(min=1), default=DEFAULT_LIMIT, show_default=True, help="How many results, at most."
+)
+@click.option(
+    "--kind",
+    type=click.Choice(KINDS),
+    default=None,
+    help="Only facts, only text chunks or only transcript chunks (default: facts and text chunks).",
+)
 @click.option("--wiki", "include_wiki", is_flag=True, help="Search the wiki vault too.")
-@click.option("--at", "at", default=None, metavar="REV",
-              help="Search the memory as a past commit left it: a commit, HEAD~N, a branch, a tag, or a "
-                   "date/time (2026-11-20T14:00: the last commit at or before it).")
+@click.option(
+    "--at",
+    "at",
+    default=None,
+    metavar="REV",
+    help="Search the memory as a past commit left it: a commit, HEAD~N, a branch, a tag, or a "
+    "date/time (2026-11-20T14:00: the last commit at or before it).",
+)
 @json_option
 @home_option
-def search_command(query: str, user: str | None, chat: str | None, limit: int, kind: str | None,
-                   include_wiki: bool, at: str | None, as_json: bool, home: Path | None) -> None:
+def search_command(
+    query: str,
+    user: str | None,
+    chat: str | None,
+    limit: int,
+    kind: str | None,
+    include_wiki: bool,
+    at: str | None,
+    as_json: bool,
+    home: Path | None,
+) -> None:
     """Hybrid (semantic + full-text) search of the memory: the same search, defaults and hits as
     the REST API, MCP and the agent tools.
 
@@ -208,8 +248,15 @@ def search_command(query: str, user: str | None, chat: str | None, limit: int, k
 
     root = resolve_home(home)
     # The socket's JSON parameters (the same keywords search_answer takes).
-    params: dict[str, Any] = {"query": query, "user_id": user, "chat_id": chat, "limit": limit, "kind": kind,
-                              "include_wiki": include_wiki, **({"at": at} if at is not None else {})}
+    params: dict[str, Any] = {
+        "query": query,
+        "user_id": user,
+        "chat_id": chat,
+        "limit": limit,
+        "kind": kind,
+        "include_wiki": include_wiki,
+        **({"at": at} if at is not None else {}),
+    }
     # A past commit is searched here, not by the daemon: its index is built aside from git's objects.
     answer = ask_daemon(root, "search", params) if at is None else None
     advice = "the running daemon is indexing them"
@@ -264,11 +311,15 @@ def status_command(as_json: bool, home: Path | None) -> None:
         click.echo(f"index    {status.incompatible}: the next `syncd sync` (or `syncd reindex`) rebuilds it")
     click.echo(f"indexed  {status.files} files, {status.facts} facts, {status.chunks} chunks")
     if status.index == INDEX_UNREACHABLE:
-        click.echo("index    unreachable: its database cannot be reached; writes are saved and committed, "
-                   "and the index catches up once it is back (`syncd sync`, or a running `syncd watch`)")
+        click.echo(
+            "index    unreachable: its database cannot be reached; writes are saved and committed, "
+            "and the index catches up once it is back (`syncd sync`, or a running `syncd watch`)"
+        )
     elif status.index != INDEX_OK:
-        click.echo("index    missing: not built yet, or deleted with .syncd/ (a running `syncd watch` or "
-                   "`syncd serve` is rebuilding it; else run `syncd reindex`)")
+        click.echo(
+            "index    missing: not built yet, or deleted with .syncd/ (a running `syncd watch` or "
+            "`syncd serve` is rebuilding it; else run `syncd reindex`)"
+        )
     if status.aligned_commit:
         click.echo(f"commit   {status.aligned_commit}")
     if remote is not None:
@@ -284,8 +335,10 @@ def _echo_freshness(status) -> None:
     if status.healthy:
         click.echo("fresh    the index reflects every file on disk")
     elif status.fresh:
-        click.echo(f"fresh    the index reflects every file on disk, but {len(status.errors)} file(s) "
-                   "could not be indexed whole (below)")
+        click.echo(
+            f"fresh    the index reflects every file on disk, but {len(status.errors)} file(s) "
+            "could not be indexed whole (below)"
+        )
     for kind, paths in stale.items():
         click.echo(f"stale    {len(paths)} {kind}:")
         for path in paths[:50]:
@@ -347,11 +400,14 @@ def _echo_sync_state(status) -> None:
         if running:
             click.echo(f"{verb:<8} {event.describe()} (pid {status.sync['pid']})")
         elif event.what == "sync":
-            click.echo(f"syncing  interrupted at {event.files_done:,}/{event.files_total:,} files: the next "
-                       "`syncd sync` (or a running `syncd watch`) goes on from there")
+            click.echo(
+                f"syncing  interrupted at {event.files_done:,}/{event.files_total:,} files: the next "
+                "`syncd sync` (or a running `syncd watch`) goes on from there"
+            )
     if status.reindex_interrupted and not running:
-        click.echo("reindex  interrupted: the index is the one from before it; `syncd reindex` goes on "
-                   "from where it stopped")
+        click.echo(
+            "reindex  interrupted: the index is the one from before it; `syncd reindex` goes on from where it stopped"
+        )
 
 
 COMMANDS = [sync_command, reindex_command, search_command, status_command]

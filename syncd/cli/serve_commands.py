@@ -34,20 +34,53 @@ __all__ = ["COMMANDS"]
     metavar="ORIGIN",
     help="Allow browser pages from ORIGIN to call the API (repeatable; none by default).",
 )
-@click.option("--read-only", "read_only", is_flag=True,
-              help="Serve searches and reads only, holding nothing: one of many servers over a shared index.")
-@click.option("--index", "index_url", metavar="URL", default=None,
-              help="The PostgreSQL index to read (postgresql://...; default: the home's own).")
-@click.option("--index-schema", "index_schema", metavar="NAME", default=None,
-              help="The home's schema in that database (its writer's `git config syncd.indexschema`).")
-@click.option("--remote", default=None, metavar="NAME",
-              help="Share the home through the git remote NAME, as `syncd watch --remote` does: pull every "
-                   "--pull-every seconds and push what is new (see `syncd remote add`).")
-@click.option("--pull-every", type=click.FloatRange(min=1), default=10.0, show_default=True, metavar="SECONDS",
-              help="With --remote: how often to pull (an unreachable remote is retried less and less often).")
+@click.option(
+    "--read-only",
+    "read_only",
+    is_flag=True,
+    help="Serve searches and reads only, holding nothing: one of many servers over a shared index.",
+)
+@click.option(
+    "--index",
+    "index_url",
+    metavar="URL",
+    default=None,
+    help="The PostgreSQL index to read (postgresql://...; default: the home's own).",
+)
+@click.option(
+    "--index-schema",
+    "index_schema",
+    metavar="NAME",
+    default=None,
+    help="The home's schema in that database (its writer's `git config syncd.indexschema`).",
+)
+@click.option(
+    "--remote",
+    default=None,
+    metavar="NAME",
+    help="Share the home through the git remote NAME, as `syncd watch --remote` does: pull every "
+    "--pull-every seconds and push what is new (see `syncd remote add`).",
+)
+@click.option(
+    "--pull-every",
+    type=click.FloatRange(min=1),
+    default=10.0,
+    show_default=True,
+    metavar="SECONDS",
+    help="With --remote: how often to pull (an unreachable remote is retried less and less often).",
+)
 @home_option
-def serve_command(host: str, port: int, cors_origins: tuple[str, ...], read_only: bool, index_url: str | None,
-                  index_schema: str | None, remote: str | None, pull_every: float, home: Path | None) -> None:
+def serve_command(
+    host: str,
+    port: int,
+    cors_origins: tuple[str, ...],
+    read_only: bool,
+    index_url: str | None,
+    index_schema: str | None,
+    remote: str | None,
+    pull_every: float,
+    home: Path | None,
+) -> None:
     """Run the daemon plus the REST API and MCP (streamable HTTP at /mcp) in one process that
     holds the home. Every request needs a bearer token: the first serve writes the admin token
     to .git/syncd/admin.token (mode 0600); `syncd token add --user U` issues a user's token.
@@ -90,8 +123,10 @@ def serve_command(host: str, port: int, cors_origins: tuple[str, ...], read_only
             host,
             port,
             cors_origins=cors_origins,
-            on_ready=lambda url: click.echo(f"syncd serving {Home(root).root} on {url} (MCP: {url}/mcp)"
-                                            + (", read-only" if read_only else ""), err=True),
+            on_ready=lambda url: click.echo(
+                f"syncd serving {Home(root).root} on {url} (MCP: {url}/mcp)" + (", read-only" if read_only else ""),
+                err=True,
+            ),
             read_only=read_only,
             remote=remote,
             pull_every=pull_every,
@@ -108,9 +143,15 @@ def _serve_database(index_url: str, host: str, port: int) -> None:
 
     settings = load_settings()
     settings = settings.model_copy(update={"index_url": validate_url(index_url)})
-    serve_database(settings.index_url, settings, host, port,
-                   on_ready=lambda url: click.echo(f"syncd serving every home of the index database on {url}, "
-                                                   "read-only", err=True))
+    serve_database(
+        settings.index_url,
+        settings,
+        host,
+        port,
+        on_ready=lambda url: click.echo(
+            f"syncd serving every home of the index database on {url}, read-only", err=True
+        ),
+    )
 
 
 @click.command("mcp")
@@ -232,8 +273,9 @@ def token_revoke(token_id: str | None, user: str | None, home: Path | None) -> N
     else:
         assert user is not None  # one of the two, as checked above
         gone = store.revoke_user(user)
-        click.echo(f"revoked {len(gone)} token{'s' if len(gone) != 1 else ''} of user {user}: "
-                   f"{', '.join(t.id for t in gone)}")
+        click.echo(
+            f"revoked {len(gone)} token{'s' if len(gone) != 1 else ''} of user {user}: {', '.join(t.id for t in gone)}"
+        )
     _publish_tokens(root)
 
 

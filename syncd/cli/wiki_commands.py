@@ -71,8 +71,10 @@ def _conflict_findings(vault: Path, in_home: bool) -> list:
             found = find_conflicts(vault, home=False)
     except SyncdError:
         return []  # git missing or refusing: the rest of lint still runs
-    return [Finding(c.path, c.line, "merge-conflict", f"{c.describe()} (the workbench's Health tab)", "warning")
-            for c in found]
+    return [
+        Finding(c.path, c.line, "merge-conflict", f"{c.describe()} (the workbench's Health tab)", "warning")
+        for c in found
+    ]
 
 
 @click.command("links")

@@ -70,8 +70,12 @@ class ControlServer:
     """Answers ping, search and status for one engine (the daemon's) until :meth:`stop`, plus
     the ``methods`` its host adds (``call``: the servers' operations, see syncd.server)."""
 
-    def __init__(self, engine, generation: Callable[[], object] | None = None,
-                 methods: Mapping[str, Callable[..., object]] | None = None):
+    def __init__(
+        self,
+        engine,
+        generation: Callable[[], object] | None = None,
+        methods: Mapping[str, Callable[..., object]] | None = None,
+    ):
         """``generation`` (the daemon's): a value that changes whenever a change is noticed or a
         batch applied; while it stays the same, so does what is stale, and searches reuse it.
         ``methods``: more methods by name, called with the request's params as keywords."""
@@ -83,8 +87,13 @@ class ControlServer:
         self._server: _UnixServer | None = None
         self._thread: threading.Thread | None = None
         self._inode: int | None = None
-        self._methods = {**(methods or {}), "ping": self._ping, "search": self._search, "status": self._status,
-                         "revert": self._revert}
+        self._methods = {
+            **(methods or {}),
+            "ping": self._ping,
+            "search": self._search,
+            "status": self._status,
+            "revert": self._revert,
+        }
 
     def start(self) -> ControlServer:
         try:
@@ -93,8 +102,11 @@ class ControlServer:
             self._server = _UnixServer(self.path, self.answer)
         except (OSError, SyncdError) as exc:
             # Without a socket the daemon still works; other processes just load the index.
-            log.warning("cannot serve %s (%s); searches will not use the daemon",
-                        self.path or f"a socket for {self.engine.home.root}", exc)
+            log.warning(
+                "cannot serve %s (%s); searches will not use the daemon",
+                self.path or f"a socket for {self.engine.home.root}",
+                exc,
+            )
             return self
         self._inode = os.stat(self.path).st_ino
         self._thread = threading.Thread(
@@ -149,18 +161,38 @@ class ControlServer:
             return _error("InternalError", f"the daemon failed to answer: {exc}")
 
     def _ping(self) -> dict:
-        return {"pid": os.getpid(), "home": str(self.engine.home.root), "version": __version__,
-                "protocol": PROTOCOL_VERSION, "methods": sorted(self._methods)}
+        return {
+            "pid": os.getpid(),
+            "home": str(self.engine.home.root),
+            "version": __version__,
+            "protocol": PROTOCOL_VERSION,
+            "methods": sorted(self._methods),
+        }
 
-    def _search(self, query: str, user_id: str | None = None, chat_id: str | None = None,
-                limit: int = DEFAULT_LIMIT, kind: str | None = None, include_wiki: bool = False) -> dict:
+    def _search(
+        self,
+        query: str,
+        user_id: str | None = None,
+        chat_id: str | None = None,
+        limit: int = DEFAULT_LIMIT,
+        kind: str | None = None,
+        include_wiki: bool = False,
+    ) -> dict:
         """The one search (syncd.engine.search), on the daemon's live engine."""
         if not isinstance(query, str) or not isinstance(limit, int) or isinstance(limit, bool):
             raise TypeError("search takes a string query and an integer limit")
         if not isinstance(include_wiki, bool):
             raise TypeError("include_wiki is true or false")
-        return search_answer(self.engine, query, stale=self._count_stale, user_id=user_id, chat_id=chat_id,
-                             limit=limit, kind=kind, include_wiki=include_wiki)
+        return search_answer(
+            self.engine,
+            query,
+            stale=self._count_stale,
+            user_id=user_id,
+            chat_id=chat_id,
+            limit=limit,
+            kind=kind,
+            include_wiki=include_wiki,
+        )
 
     def _count_stale(self) -> int:
         """Files the index does not reflect yet: a scan of the tree (a stat of every file, so it

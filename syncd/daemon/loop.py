@@ -72,8 +72,13 @@ _PROGRESS_LOG_EVERY_S = 10.0
 class Daemon:
     """Follows one home with a writable :class:`Engine` (which holds the home's lock)."""
 
-    def __init__(self, engine: Engine, settings: Settings | None = None, serve: bool = True,
-                 control_methods: Mapping[str, Callable[..., object]] | None = None):
+    def __init__(
+        self,
+        engine: Engine,
+        settings: Settings | None = None,
+        serve: bool = True,
+        control_methods: Mapping[str, Callable[..., object]] | None = None,
+    ):
         self.engine = engine
         # Answer other processes' searches over the home's socket (syncd.control), and the
         # methods the host adds (`syncd serve` and `watch`: the servers' operations, for `syncd mcp`).
@@ -282,8 +287,7 @@ class Daemon:
                 time.sleep(0.05)
             self.commit_pending(quiet_s)
         if self._pending:
-            log.warning("left %d changed files uncommitted (git busy); the next start commits them",
-                        len(self._pending))
+            log.warning("left %d changed files uncommitted (git busy); the next start commits them", len(self._pending))
 
     # -- work ------------------------------------------------------------------------------------
 

@@ -58,8 +58,14 @@ class RemoteSharing:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="syncd-remote", daemon=True)
         self._pushed: str | None = None
-        self._state: dict = {"pid": os.getpid(), "remote": remote, "last_pull": None, "last_push": None,
-                             "error": None, "retry_at": None}
+        self._state: dict = {
+            "pid": os.getpid(),
+            "remote": remote,
+            "last_pull": None,
+            "last_push": None,
+            "error": None,
+            "retry_at": None,
+        }
 
     def start(self) -> RemoteSharing:
         """Set the home up for sharing and start; InvalidInputError for a remote the home lacks."""

@@ -33,8 +33,15 @@ from ..index.backend import IndexBackend, home_index, validate_url
 from ..index.rowcache import ScopeMask
 from ..index.search import Hit, Weights, hybrid_search
 
-__all__ = ["DatabaseHomes", "IndexedHome", "TokenMirror", "publish_home_tokens", "publish_tokens", "ranked_search",
-           "shares_index"]
+__all__ = [
+    "DatabaseHomes",
+    "IndexedHome",
+    "TokenMirror",
+    "publish_home_tokens",
+    "publish_tokens",
+    "ranked_search",
+    "shares_index",
+]
 
 log = logging.getLogger(__name__)
 
@@ -42,9 +49,22 @@ log = logging.getLogger(__name__)
 _HOMES_TTL_S = 1.0
 
 
-def ranked_search(index: IndexBackend, embed_query: Any, settings: Settings, query: str, *, user_id: str | None,
-                  chat_id: str | None, limit: int, kind: str | None, now: dt.datetime | None, text: bool,
-                  min_cosine: float | None, memory_only: bool, floor: bool) -> list[Hit]:
+def ranked_search(
+    index: IndexBackend,
+    embed_query: Any,
+    settings: Settings,
+    query: str,
+    *,
+    user_id: str | None,
+    chat_id: str | None,
+    limit: int,
+    kind: str | None,
+    now: dt.datetime | None,
+    text: bool,
+    min_cosine: float | None,
+    memory_only: bool,
+    floor: bool,
+) -> list[Hit]:
     """The index's ranking of ``query`` in the scope given (Engine.search's, without its write
     path or history): hybrid search with the settings' weights. ``embed_query``: text -> vector."""
     return hybrid_search(
@@ -152,25 +172,52 @@ class IndexedHome:
         self.embedder = embedder
         self.settings = settings
 
-    def search(self, query: str, *, user_id: str | None = None, chat_id: str | None = None, limit: int = 10,
-               kind: str | None = None, now: dt.datetime | None = None, text: bool = True,
-               min_cosine: float | None = None, memory_only: bool = False, floor: bool = False,
-               at: str | None = None) -> list[Hit]:
+    def search(
+        self,
+        query: str,
+        *,
+        user_id: str | None = None,
+        chat_id: str | None = None,
+        limit: int = 10,
+        kind: str | None = None,
+        now: dt.datetime | None = None,
+        text: bool = True,
+        min_cosine: float | None = None,
+        memory_only: bool = False,
+        floor: bool = False,
+        at: str | None = None,
+    ) -> list[Hit]:
         """Engine.search over this home's index; ``at`` is refused (a past revision needs git)."""
         if not isinstance(query, str) or not query.strip():
             raise QueryError(query, "the search query is empty: say what to look for")
         if at is not None:
-            raise InvalidInputError("a reader of the shared index has no history: ask the home's own server "
-                                    "for a search as of a past revision")
-        return ranked_search(self.index, self.embedder.embed_query, self.settings, query, user_id=user_id,
-                             chat_id=chat_id, limit=limit, kind=kind, now=now, text=text, min_cosine=min_cosine,
-                             memory_only=memory_only, floor=floor)
+            raise InvalidInputError(
+                "a reader of the shared index has no history: ask the home's own server "
+                "for a search as of a past revision"
+            )
+        return ranked_search(
+            self.index,
+            self.embedder.embed_query,
+            self.settings,
+            query,
+            user_id=user_id,
+            chat_id=chat_id,
+            limit=limit,
+            kind=kind,
+            now=now,
+            text=text,
+            min_cosine=min_cosine,
+            memory_only=memory_only,
+            floor=floor,
+        )
 
     def counts(self, *, user_id: str) -> dict[str, int]:
         """The facts and chunks ``user_id``'s searches reach (Engine.counts)."""
         with self.index.reading() as rows:
-            return {"facts": rows.count(ScopeMask(user=user_id, kind="fact")),
-                    "chunks": rows.count(ScopeMask(user=user_id, kind="chunk"))}
+            return {
+                "facts": rows.count(ScopeMask(user=user_id, kind="fact")),
+                "chunks": rows.count(ScopeMask(user=user_id, kind="chunk")),
+            }
 
     def texts(self, folders: Sequence[str]) -> dict[str, str]:
         """The kept texts of the core blocks and MEMORY.md files directly in ``folders``."""
@@ -231,8 +278,10 @@ class DatabaseHomes:
             raise NotFoundError(f"the database holds no home {name!r} (GET /homes lists them)")
         model = self.embedder.model_id
         if meta.get("model_id") != model or meta.get("dim") != self.embedder.dim:
-            raise ConfigError(f"home {name!r} is indexed with the model {meta.get('model_id')!r}; this reader "
-                              f"embeds queries with {model!r}: start it with that home's model")
+            raise ConfigError(
+                f"home {name!r} is indexed with the model {meta.get('model_id')!r}; this reader "
+                f"embeds queries with {model!r}: start it with that home's model"
+            )
         index = self.database.index(name, self.embedder.dim, model, self.settings.vector_index_min_rows)
         with self._lock:
             return self._homes.setdefault(name, IndexedHome(name, index, self.embedder, self.settings))

@@ -70,8 +70,7 @@ class AnnIndex:
     ``connections``: the index's (pg_store._Connections); ``sql``: its ``{s}`` formatter;
     ``min_share``: :data:`MIN_SHARE` (a benchmark sets 0 to walk every scope)."""
 
-    def __init__(self, connections, sql, schema: str, where: str, min_rows: int | None,
-                 min_share: float = MIN_SHARE):
+    def __init__(self, connections, sql, schema: str, where: str, min_rows: int | None, min_share: float = MIN_SHARE):
         self._db = connections
         self._sql = sql
         self.schema = schema
@@ -104,13 +103,16 @@ class AnnIndex:
         return state
 
     def _estimated_rows(self, conn) -> float:
-        row = conn.execute("SELECT greatest(reltuples, 0) FROM pg_class WHERE oid = to_regclass(%s)",
-                           (f'"{self.schema}".entries',)).fetchone()
+        row = conn.execute(
+            "SELECT greatest(reltuples, 0) FROM pg_class WHERE oid = to_regclass(%s)", (f'"{self.schema}".entries',)
+        ).fetchone()
         return 0.0 if row is None else float(row[0])
 
     def _state(self, conn) -> str | None:
-        row = conn.execute("SELECT i.indisvalid FROM pg_index i WHERE i.indexrelid = to_regclass(%s)",
-                           (f'"{self.schema}".{ANN_INDEX}',)).fetchone()
+        row = conn.execute(
+            "SELECT i.indisvalid FROM pg_index i WHERE i.indexrelid = to_regclass(%s)",
+            (f'"{self.schema}".{ANN_INDEX}',),
+        ).fetchone()
         return None if row is None else ("valid" if row[0] else "invalid")
 
     def due(self) -> bool:
@@ -149,8 +151,12 @@ class AnnIndex:
             conn.execute("SET statement_timeout = 0")
             conn.execute(f"SET maintenance_work_mem = '{_BUILD_MEMORY}'")
             try:
-                conn.execute(self._sql(f"CREATE INDEX CONCURRENTLY IF NOT EXISTS {ANN_INDEX} ON {{s}}.entries "
-                                       f"USING hnsw (vector vector_ip_ops) WITH ({_BUILD_GRAPH})"))
+                conn.execute(
+                    self._sql(
+                        f"CREATE INDEX CONCURRENTLY IF NOT EXISTS {ANN_INDEX} ON {{s}}.entries "
+                        f"USING hnsw (vector vector_ip_ops) WITH ({_BUILD_GRAPH})"
+                    )
+                )
             finally:
                 conn.execute("RESET statement_timeout")
                 conn.execute("RESET maintenance_work_mem")

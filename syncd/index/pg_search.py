@@ -43,9 +43,10 @@ _EXACT_ORDER = "(e.vector <#> %s) + 0, e.rid"
 # The nearest rows in scope through the HNSW index (ordered by distance alone, as the index
 # serves them; the exact scan's ``rid`` tie-break would keep the planner off the index). Ordered
 # again by distance: ``relaxed_order`` may hand them back slightly out of order.
-_ANN_NEAREST = ("SELECT n.rid FROM (SELECT e.rid, e.vector <#> %s AS d FROM {{s}}.entries e WHERE {where} "
-                "ORDER BY e.vector <#> %s LIMIT %s) n ORDER BY n.d, n.rid")
-
+_ANN_NEAREST = (
+    "SELECT n.rid FROM (SELECT e.rid, e.vector <#> %s AS d FROM {{s}}.entries e WHERE {where} "
+    "ORDER BY e.vector <#> %s LIMIT %s) n ORDER BY n.d, n.rid"
+)
 
 
 def terms_clause(scope: ScopeMask) -> tuple[str, list]:
@@ -129,8 +130,9 @@ class PgRows:
         missing = [rid for rid in missing if rid not in self._payloads]
         if not missing:
             return
-        found = self._conn.execute(self._sql(f"SELECT rid, {', '.join(ENTRY_COLUMNS)} FROM {{s}}.entries "
-                                             "WHERE rid = ANY(%s)"), (missing,)).fetchall()
+        found = self._conn.execute(
+            self._sql(f"SELECT rid, {', '.join(ENTRY_COLUMNS)} FROM {{s}}.entries WHERE rid = ANY(%s)"), (missing,)
+        ).fetchall()
         for rid, *values in found:
             self._payloads[rid] = payload_of_row(values)
 
@@ -143,8 +145,11 @@ class PgRows:
         missing = [rid for rid in missing if rid not in self._vectors]
         if not missing:
             return
-        found = self._conn.cursor(binary=True).execute(
-            self._sql("SELECT rid, vector FROM {s}.entries WHERE rid = ANY(%s)"), (missing,)).fetchall()
+        found = (
+            self._conn.cursor(binary=True)
+            .execute(self._sql("SELECT rid, vector FROM {s}.entries WHERE rid = ANY(%s)"), (missing,))
+            .fetchall()
+        )
         for rid, vector in found:
             self._vectors[rid] = vector
 
@@ -152,8 +157,10 @@ class PgRows:
         """(rows in scope, sum of their passage lengths)."""
         if scope not in self._counts:
             where, params = scope_clause(scope)
-            row = self._conn.execute(self._sql("SELECT count(*), coalesce(sum(e.passage_len), 0) FROM {s}.entries e "
-                                               f"WHERE {where}"), params).fetchone()
+            row = self._conn.execute(
+                self._sql(f"SELECT count(*), coalesce(sum(e.passage_len), 0) FROM {{s}}.entries e WHERE {where}"),
+                params,
+            ).fetchone()
             self._counts[scope] = (int(row[0]), int(row[1]))
         return self._counts[scope]
 
@@ -178,21 +185,35 @@ class PgRows:
             # The scope's size, known inside this statement only, picks one of two branches (a
             # one-time filter each: the other is never run): the exact scan, or the HNSW index.
             self._use_ann(limit)
-            nearest_sql = (f"(SELECT e.rid FROM {{s}}.entries e WHERE (SELECT n FROM s) < %s AND {where} "
-                       f"ORDER BY {_EXACT_ORDER} LIMIT %s) UNION ALL "
-                       f"(SELECT a.rid FROM ({_ANN_NEAREST.format(where=where)}) a WHERE (SELECT n FROM s) >= %s)")
-            nearest_params = [self._ann_min_rows, *params, vector, limit, vector, *params, vector, limit,
-                              self._ann_min_rows]
-        found = self._conn.execute(self._sql(
-            f"WITH s AS (SELECT count(*) AS n, coalesce(sum(e.passage_len), 0) AS total FROM {{s}}.entries e "
-            f"WHERE {where}), "
-            "p AS (SELECT t.term, t.rid, t.freq, t.own, e.passage_len FROM {s}.terms t "
-            f"JOIN {{s}}.entries e ON e.rid = t.rid WHERE t.term = ANY(%s) AND {held} AND {where}), "
-            f"v AS ({nearest_sql}) "
-            "SELECT 0, NULL::text, n, total, 0::real, 0::real FROM s "
-            "UNION ALL SELECT 1, term, rid, passage_len, freq, own FROM p "
-            "UNION ALL SELECT 2, NULL, rid, 0, 0, 0 FROM v"),
-            [*params, asked, *held_params, *params, *nearest_params]).fetchall()
+            nearest_sql = (
+                f"(SELECT e.rid FROM {{s}}.entries e WHERE (SELECT n FROM s) < %s AND {where} "
+                f"ORDER BY {_EXACT_ORDER} LIMIT %s) UNION ALL "
+                f"(SELECT a.rid FROM ({_ANN_NEAREST.format(where=where)}) a WHERE (SELECT n FROM s) >= %s)"
+            )
+            nearest_params = [
+                self._ann_min_rows,
+                *params,
+                vector,
+                limit,
+                vector,
+                *params,
+                vector,
+                limit,
+                self._ann_min_rows,
+            ]
+        found = self._conn.execute(
+            self._sql(
+                f"WITH s AS (SELECT count(*) AS n, coalesce(sum(e.passage_len), 0) AS total FROM {{s}}.entries e "
+                f"WHERE {where}), "
+                "p AS (SELECT t.term, t.rid, t.freq, t.own, e.passage_len FROM {s}.terms t "
+                f"JOIN {{s}}.entries e ON e.rid = t.rid WHERE t.term = ANY(%s) AND {held} AND {where}), "
+                f"v AS ({nearest_sql}) "
+                "SELECT 0, NULL::text, n, total, 0::real, 0::real FROM s "
+                "UNION ALL SELECT 1, term, rid, passage_len, freq, own FROM p "
+                "UNION ALL SELECT 2, NULL, rid, 0, 0, 0 FROM v"
+            ),
+            [*params, asked, *held_params, *params, *nearest_params],
+        ).fetchall()
         postings = sorted((r[1], r[2], r[4], r[5], r[3]) for r in found if r[0] == 1)
         stats = next(r for r in found if r[0] == 0)
         self._counts[scope] = (int(stats[2]), int(stats[3]))
@@ -211,22 +232,29 @@ class PgRows:
         them: hybrid search reads the payloads of only some, decoded on first use."""
         where, params = scope_clause(scope)
         columns = ", ".join("e." + c for c in ENTRY_COLUMNS)
-        found = self._conn.cursor(binary=True).execute(self._sql(
-            "WITH f AS (SELECT DISTINCT unnest(%s::bigint[]) AS rid), "
-            "sec AS (SELECT DISTINCT e.path, coalesce(e.heading, '') AS h FROM {s}.entries e JOIN f ON f.rid = e.rid "
-            "        WHERE e.kind = 'fact' AND %s > 0), "
-            # A fact's payload is sent when a row of ``rids`` is at most ``steps`` places from it:
-            # a window over its conversation counts them (the planner misjudges a self-join here).
-            f"m AS (SELECT e.rid, sec.path, sec.h, ({where}) AS vis, row_number() OVER w AS pos, "
-            f"count(f.rid) OVER (w ROWS BETWEEN {int(steps)} PRECEDING AND {int(steps)} FOLLOWING) AS near "
-            "       FROM sec JOIN {s}.entries e ON e.path = sec.path AND coalesce(e.heading, '') = sec.h "
-            "       LEFT JOIN f ON f.rid = e.rid WHERE e.kind = 'fact' "
-            "       WINDOW w AS (PARTITION BY sec.path, sec.h ORDER BY e.line, e.rid)) "
-            f"SELECT m.rid, m.path, m.h, m.vis, m.pos, {columns}, e.vector FROM m "
-            "LEFT JOIN {s}.entries e ON e.rid = m.rid AND m.near > 0 "
-            f"UNION ALL SELECT e.rid, NULL, NULL, NULL, NULL, {columns}, e.vector FROM {{s}}.entries e "
-            "JOIN f ON f.rid = e.rid WHERE e.kind <> 'fact' OR %s = 0"),
-            [rids, steps, *params, steps]).fetchall()
+        found = (
+            self._conn.cursor(binary=True)
+            .execute(
+                self._sql(
+                    "WITH f AS (SELECT DISTINCT unnest(%s::bigint[]) AS rid), "
+                    "sec AS (SELECT DISTINCT e.path, coalesce(e.heading, '') AS h FROM {s}.entries e JOIN f ON f.rid = e.rid "
+                    "        WHERE e.kind = 'fact' AND %s > 0), "
+                    # A fact's payload is sent when a row of ``rids`` is at most ``steps`` places from it:
+                    # a window over its conversation counts them (the planner misjudges a self-join here).
+                    f"m AS (SELECT e.rid, sec.path, sec.h, ({where}) AS vis, row_number() OVER w AS pos, "
+                    f"count(f.rid) OVER (w ROWS BETWEEN {int(steps)} PRECEDING AND {int(steps)} FOLLOWING) AS near "
+                    "       FROM sec JOIN {s}.entries e ON e.path = sec.path AND coalesce(e.heading, '') = sec.h "
+                    "       LEFT JOIN f ON f.rid = e.rid WHERE e.kind = 'fact' "
+                    "       WINDOW w AS (PARTITION BY sec.path, sec.h ORDER BY e.line, e.rid)) "
+                    f"SELECT m.rid, m.path, m.h, m.vis, m.pos, {columns}, e.vector FROM m "
+                    "LEFT JOIN {s}.entries e ON e.rid = m.rid AND m.near > 0 "
+                    f"UNION ALL SELECT e.rid, NULL, NULL, NULL, NULL, {columns}, e.vector FROM {{s}}.entries e "
+                    "JOIN f ON f.rid = e.rid WHERE e.kind <> 'fact' OR %s = 0"
+                ),
+                [rids, steps, *params, steps],
+            )
+            .fetchall()
+        )
         if self._sections_scope != scope:
             self._section_of.clear()
             self._sections.clear()
@@ -262,8 +290,13 @@ class PgRows:
             held = by_term.get(term)
             if held:
                 rows, freqs, own = zip(*held)
-                postings.append((np.asarray(rows, dtype=np.int64), np.asarray(freqs, dtype=np.float32),
-                                 np.asarray(own, dtype=np.float32)))
+                postings.append(
+                    (
+                        np.asarray(rows, dtype=np.int64),
+                        np.asarray(freqs, dtype=np.float32),
+                        np.asarray(own, dtype=np.float32),
+                    )
+                )
         # numpy's mean of float32 lengths: their sum (exact: whole numbers under 2**24) over the count.
         avgdl = float(np.float32(total) / docs) or 1.0
         return term_signals(n, len(asked), postings, docs, lengths, avgdl)
@@ -290,20 +323,25 @@ class PgRows:
         if self._ann_min_rows is not None and self._stats(scope)[0] >= self._ann_min_rows:
             self._use_ann(min(k, 2**62))
             self.approximate = True
-            found = self._conn.execute(self._sql(_ANN_NEAREST.format(where=where)),
-                                       [vector, *params, vector, min(k, 2**62)]).fetchall()
+            found = self._conn.execute(
+                self._sql(_ANN_NEAREST.format(where=where)), [vector, *params, vector, min(k, 2**62)]
+            ).fetchall()
         else:
-            found = self._conn.execute(self._sql(f"SELECT e.rid FROM {{s}}.entries e WHERE {where} "
-                                                 f"ORDER BY {_EXACT_ORDER} LIMIT %s"),
-                                       [*params, vector, min(k, 2**62)]).fetchall()
+            found = self._conn.execute(
+                self._sql(f"SELECT e.rid FROM {{s}}.entries e WHERE {where} ORDER BY {_EXACT_ORDER} LIMIT %s"),
+                [*params, vector, min(k, 2**62)],
+            ).fetchall()
         return self._numbers(r[0] for r in found)
 
     def _use_ann(self, limit: int) -> None:
         """Set this query's HNSW walk (for the transaction only): the scope filtered as the
         graph is walked, until ``limit`` rows in scope are found."""
         if not self._ann_set:
-            self._conn.execute("SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true), "
-                               "set_config('hnsw.ef_search', %s, true)", (str(max(EF_SEARCH, min(limit, 1000))),))
+            self._conn.execute(
+                "SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true), "
+                "set_config('hnsw.ef_search', %s, true)",
+                (str(max(EF_SEARCH, min(limit, 1000))),),
+            )
             self._ann_set = True
 
     def text_signals(self, query: str, scope: ScopeMask) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -319,9 +357,12 @@ class PgRows:
             where, params = scope_clause(scope)
             term_where, term_params = terms_clause(scope)
             found = self._conn.execute(
-                self._sql("SELECT t.term, t.rid, t.freq, t.own, e.passage_len FROM {s}.terms t JOIN {s}.entries e "
-                          f"ON e.rid = t.rid WHERE t.term = ANY(%s) AND {term_where} AND {where} ORDER BY t.term, t.rid"),
-                [asked, *term_params, *params]).fetchall()
+                self._sql(
+                    "SELECT t.term, t.rid, t.freq, t.own, e.passage_len FROM {s}.terms t JOIN {s}.entries e "
+                    f"ON e.rid = t.rid WHERE t.term = ANY(%s) AND {term_where} AND {where} ORDER BY t.term, t.rid"
+                ),
+                [asked, *term_params, *params],
+            ).fetchall()
         return self._signals_of(asked, found, scope)
 
     def text_search(self, query: str, scope: ScopeMask, k: int) -> list[tuple[str, str, float]]:
@@ -342,8 +383,13 @@ class PgRows:
             self._section_of.clear()
             self._sections.clear()
             self._sections_scope = scope
-        missing = sorted({(p["path"], p["heading"] or "") for r, p in zip(rows, payloads)
-                          if p["kind"] == "fact" and self._rids[r] not in self._section_of})
+        missing = sorted(
+            {
+                (p["path"], p["heading"] or "")
+                for r, p in zip(rows, payloads)
+                if p["kind"] == "fact" and self._rids[r] not in self._section_of
+            }
+        )
         if missing:
             self._load_sections(missing, scope)
         steps = [-d for d in range(1, reach + 1)] + list(range(1, reach + 1))
@@ -364,11 +410,14 @@ class PgRows:
         ``scope`` reaches it."""
         where, params = scope_clause(scope)
         found = self._conn.execute(
-            self._sql(f"SELECT e.path, coalesce(e.heading, ''), e.rid, ({where}) FROM {{s}}.entries e "
-                      "JOIN unnest(%s::text[], %s::text[]) AS w(path, heading) "
-                      "ON e.path = w.path AND coalesce(e.heading, '') = w.heading "
-                      "WHERE e.kind = 'fact' ORDER BY e.path, coalesce(e.heading, ''), e.line, e.rid"),
-            [*params, [s[0] for s in sections], [s[1] for s in sections]]).fetchall()
+            self._sql(
+                f"SELECT e.path, coalesce(e.heading, ''), e.rid, ({where}) FROM {{s}}.entries e "
+                "JOIN unnest(%s::text[], %s::text[]) AS w(path, heading) "
+                "ON e.path = w.path AND coalesce(e.heading, '') = w.heading "
+                "WHERE e.kind = 'fact' ORDER BY e.path, coalesce(e.heading, ''), e.line, e.rid"
+            ),
+            [*params, [s[0] for s in sections], [s[1] for s in sections]],
+        ).fetchall()
         places: dict[tuple[str, str], int] = {}
         for path, heading, rid, visible in found:
             # Places count from 1, as row_number() does in _gather.
@@ -399,9 +448,12 @@ class PgRows:
         if not keys:
             return {}
         found = self._conn.execute(
-            self._sql("SELECT e.rid, e.path, e.id FROM {s}.entries e JOIN unnest(%s::text[], %s::text[]) AS w(path, id) "
-                      "ON e.path = w.path AND e.id = w.id ORDER BY e.rid"),
-            [[k[0] for k in keys], [encode_text(k[1]) for k in keys]]).fetchall()
+            self._sql(
+                "SELECT e.rid, e.path, e.id FROM {s}.entries e JOIN unnest(%s::text[], %s::text[]) AS w(path, id) "
+                "ON e.path = w.path AND e.id = w.id ORDER BY e.rid"
+            ),
+            [[k[0] for k in keys], [encode_text(k[1]) for k in keys]],
+        ).fetchall()
         first: dict[tuple[str, str], int] = {}
         for rid, path, fid in found:
             first.setdefault((path, decode_text(fid)), rid)

@@ -66,11 +66,42 @@ _ROWS_PER_STATEMENT = 2000
 
 # Payload fields as LanceDB returns them (store._ENTRY_FIELDS), and the column holding each
 # ("user" is a reserved word in SQL).
-_FIELDS = ("id", "kind", "source", "path", "line", "text", "user", "chat", "session", "category", "tags",
-           "importance", "created_at", "heading", "provenance", "label", "title")
+_FIELDS = (
+    "id",
+    "kind",
+    "source",
+    "path",
+    "line",
+    "text",
+    "user",
+    "chat",
+    "session",
+    "category",
+    "tags",
+    "importance",
+    "created_at",
+    "heading",
+    "provenance",
+    "label",
+    "title",
+)
 ENTRY_COLUMNS = tuple("user_id" if f == "user" else f for f in _FIELDS)
-_TEXT_FIELDS = frozenset({"id", "text", "category", "heading", "provenance", "label", "title", "session",
-                          "created_at", "source", "chat", "user"})
+_TEXT_FIELDS = frozenset(
+    {
+        "id",
+        "text",
+        "category",
+        "heading",
+        "provenance",
+        "label",
+        "title",
+        "session",
+        "created_at",
+        "source",
+        "chat",
+        "user",
+    }
+)
 # PostgreSQL text cannot hold NUL, which a markdown file may: it and the escape's own mark are
 # escaped reversibly (private-use characters), so a row reads back exactly as it was written.
 _MARK = "\ue000"
@@ -135,8 +166,12 @@ class _Connections:
                 conn = None
         try:
             if conn is None or conn.closed:
-                conn = psycopg.connect(self.url, autocommit=True, connect_timeout=_CONNECT_TIMEOUT_S,
-                                       options=f"-c statement_timeout={_STATEMENT_TIMEOUT_MS}")
+                conn = psycopg.connect(
+                    self.url,
+                    autocommit=True,
+                    connect_timeout=_CONNECT_TIMEOUT_S,
+                    options=f"-c statement_timeout={_STATEMENT_TIMEOUT_MS}",
+                )
                 _ensure_vector(conn, self.shown)
                 register_vector(conn)
                 conn.adapters.register_loader(conn.adapters.types["vector"].oid, _vector_loader())
@@ -144,8 +179,9 @@ class _Connections:
         except psycopg.OperationalError as exc:
             if conn is not None:
                 conn.close()
-            raise IndexUnreachable(f"the index database at {self.shown} cannot be reached: "
-                                   f"{_first_line(exc)}") from None
+            raise IndexUnreachable(
+                f"the index database at {self.shown} cannot be reached: {_first_line(exc)}"
+            ) from None
         except psycopg.Error as exc:
             if conn is not None and not conn.closed:
                 conn.close()  # a failed transaction's connection is not worth repairing
@@ -199,13 +235,17 @@ def _ensure_vector(conn, shown: str) -> None:
     if conn.execute("SELECT 1 FROM pg_extension WHERE extname = 'vector'").fetchone():
         return
     if not conn.execute("SELECT 1 FROM pg_available_extensions WHERE name = 'vector'").fetchone():
-        raise ConfigError(f"the database at {shown} has no pgvector extension: install pgvector on the server "
-                          "(any PostgreSQL 15+ with pgvector serves as syncd's index)")
+        raise ConfigError(
+            f"the database at {shown} has no pgvector extension: install pgvector on the server "
+            "(any PostgreSQL 15+ with pgvector serves as syncd's index)"
+        )
     try:
         conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
     except _driver()[0].Error as exc:
-        raise ConfigError(f"cannot enable pgvector in the database at {shown} ({_first_line(exc)}): "
-                          "ask its owner to run CREATE EXTENSION vector") from None
+        raise ConfigError(
+            f"cannot enable pgvector in the database at {shown} ({_first_line(exc)}): "
+            "ask its owner to run CREATE EXTENSION vector"
+        ) from None
 
 
 def _vector_loader():
@@ -256,8 +296,16 @@ def _payload_of(record: Mapping) -> dict:
 class PgIndex:
     """One home's index in its own schema of a PostgreSQL database (see the module's docstring)."""
 
-    def __init__(self, url: str, schema: str, dim: int, model_id: str, read_only: bool = False,
-                 connections: _Connections | None = None, ann_min_rows: int | None = None):
+    def __init__(
+        self,
+        url: str,
+        schema: str,
+        dim: int,
+        model_id: str,
+        read_only: bool = False,
+        connections: _Connections | None = None,
+        ann_min_rows: int | None = None,
+    ):
         """``ann_min_rows``: scopes of at least so many rows find their nearest rows through the
         HNSW index, built once the table is that large (pg_ann.py); None: always exactly."""
         if not _SCHEMA_NAME.fullmatch(schema):
@@ -349,8 +397,12 @@ class PgIndex:
         if meta == current:
             return
         with self._conn() as conn:
-            conn.execute(self._sql("INSERT INTO {s}.meta VALUES ('meta', %s) ON CONFLICT (key) DO UPDATE "
-                                   "SET value = excluded.value"), (json.dumps(meta),))
+            conn.execute(
+                self._sql(
+                    "INSERT INTO {s}.meta VALUES ('meta', %s) ON CONFLICT (key) DO UPDATE SET value = excluded.value"
+                ),
+                (json.dumps(meta),),
+            )
 
     def compatible(self) -> bool:
         meta = self.meta()
@@ -374,8 +426,11 @@ class PgIndex:
                 rows = conn.execute(self._sql(query)).fetchall()
             else:
                 wanted = list(paths)
-                rows = [r for chunk in iter_chunks(wanted, _ROWS_PER_STATEMENT)
-                        for r in conn.execute(self._sql(query + " WHERE path = ANY(%s)"), (list(chunk),)).fetchall()]
+                rows = [
+                    r
+                    for chunk in iter_chunks(wanted, _ROWS_PER_STATEMENT)
+                    for r in conn.execute(self._sql(query + " WHERE path = ANY(%s)"), (list(chunk),)).fetchall()
+                ]
         return {r[0]: FileRecord(r[0], r[1], r[2], r[3], r[4], decode_text(r[5])) for r in rows}
 
     def counts(self) -> dict[str, int]:
@@ -388,8 +443,9 @@ class PgIndex:
         """Every row, as the LanceDB index's table holds it (same columns, same types)."""
         with self._conn() as conn:
             cur = conn.cursor(row_factory=_dict_rows, binary=True)  # vectors exact, and fast to read
-            records = cur.execute(self._sql(f"SELECT {', '.join(ENTRY_COLUMNS)}, search_text, vector "
-                                            "FROM {s}.entries ORDER BY rid")).fetchall()
+            records = cur.execute(
+                self._sql(f"SELECT {', '.join(ENTRY_COLUMNS)}, search_text, vector FROM {{s}}.entries ORDER BY rid")
+            ).fetchall()
         rows = []
         for record in records:
             row = _payload_of(record)
@@ -403,26 +459,38 @@ class PgIndex:
         """The kept texts (core blocks, MEMORY.md: records.FileUpdate.text) of the files directly
         in each of ``folders`` (home-relative, without a trailing slash), by path."""
         with self._conn() as conn:
-            found = conn.execute(self._sql("SELECT t.path, t.text FROM {s}.texts t JOIN unnest(%s::text[]) AS f(folder) "
-                                           "ON starts_with(t.path, f.folder || '/') "
-                                           "AND strpos(substr(t.path, length(f.folder) + 2), '/') = 0"),
-                                 (list(folders),)).fetchall()
+            found = conn.execute(
+                self._sql(
+                    "SELECT t.path, t.text FROM {s}.texts t JOIN unnest(%s::text[]) AS f(folder) "
+                    "ON starts_with(t.path, f.folder || '/') "
+                    "AND strpos(substr(t.path, length(f.folder) + 2), '/') = 0"
+                ),
+                (list(folders),),
+            ).fetchall()
         return {path: decode_text(text) for path, text in found}
 
     def files_in(self, folder: str, kind: str) -> list[str]:
         """Paths of the indexed files of ``kind`` directly in ``folder`` (home-relative)."""
         with self._conn() as conn:
-            found = conn.execute(self._sql("SELECT path FROM {s}.files WHERE kind = %s AND starts_with(path, %s) "
-                                           "AND strpos(substr(path, %s), '/') = 0 ORDER BY path"),
-                                 (kind, folder + "/", len(folder) + 2)).fetchall()
+            found = conn.execute(
+                self._sql(
+                    "SELECT path FROM {s}.files WHERE kind = %s AND starts_with(path, %s) "
+                    "AND strpos(substr(path, %s), '/') = 0 ORDER BY path"
+                ),
+                (kind, folder + "/", len(folder) + 2),
+            ).fetchall()
         return [r[0] for r in found]
 
     def fact_categories(self, user: str) -> dict[str, int]:
         """How many facts of ``user``'s daily logs the index holds, by category."""
         with self._conn() as conn:
-            found = conn.execute(self._sql("SELECT category, count(*) FROM {s}.entries WHERE kind = 'fact' "
-                                           "AND source = 'daily_log' AND user_id = %s GROUP BY category"),
-                                 (encode_text(user),)).fetchall()
+            found = conn.execute(
+                self._sql(
+                    "SELECT category, count(*) FROM {s}.entries WHERE kind = 'fact' "
+                    "AND source = 'daily_log' AND user_id = %s GROUP BY category"
+                ),
+                (encode_text(user),),
+            ).fetchall()
         return {decode_text(category): int(n) for category, n in found}
 
     # -- the home's token hashes, for readers that hold no copy of the home ----------------------
@@ -441,15 +509,23 @@ class PgIndex:
             row = conn.execute(self._sql("SELECT value FROM {s}.meta WHERE key = 'tokens' FOR UPDATE")).fetchone()
             if row is not None and row[0] == hashes:
                 return False
-            conn.execute(self._sql("INSERT INTO {s}.meta VALUES ('tokens', %s) ON CONFLICT (key) DO UPDATE "
-                                   "SET value = excluded.value"), (json.dumps(hashes),))
+            conn.execute(
+                self._sql(
+                    "INSERT INTO {s}.meta VALUES ('tokens', %s) ON CONFLICT (key) DO UPDATE SET value = excluded.value"
+                ),
+                (json.dumps(hashes),),
+            )
         return True
 
     def find_fact(self, fact_id: str) -> list[dict]:
         with self._conn() as conn:
             cur = conn.cursor(row_factory=_dict_rows)
-            found = cur.execute(self._sql(f"SELECT {', '.join(ENTRY_COLUMNS)} FROM {{s}}.entries "
-                                          "WHERE kind = 'fact' AND id = %s ORDER BY rid"), (encode_text(fact_id),)).fetchall()
+            found = cur.execute(
+                self._sql(
+                    f"SELECT {', '.join(ENTRY_COLUMNS)} FROM {{s}}.entries WHERE kind = 'fact' AND id = %s ORDER BY rid"
+                ),
+                (encode_text(fact_id),),
+            ).fetchall()
         return [_payload_of(r) for r in found]
 
     @contextmanager
@@ -471,8 +547,9 @@ class PgIndex:
 
         with self._conn() as conn:
             cur = conn.cursor(row_factory=_dict_rows)
-            held = cur.execute(self._sql(f"SELECT {', '.join(ENTRY_COLUMNS)}, search_text FROM {{s}}.entries "
-                                         "WHERE path = %s"), (path,)).fetchall()
+            held = cur.execute(
+                self._sql(f"SELECT {', '.join(ENTRY_COLUMNS)}, search_text FROM {{s}}.entries WHERE path = %s"), (path,)
+            ).fetchall()
         self._diffed[path] = self._generation
         ids = [decode_text(r["id"]) for r in held]
         if not held or len(set(ids)) != len(ids) or len({r.id for r in rows}) != len(rows):
@@ -481,8 +558,11 @@ class PgIndex:
         same = set()
         for row in rows:
             record = by_id.get(row.id)
-            if (record is not None and decode_text(record["search_text"]) == row.search_text
-                    and _payload_of(record) == _payload(row)):
+            if (
+                record is not None
+                and decode_text(record["search_text"]) == row.search_text
+                and _payload_of(record) == _payload(row)
+            ):
                 same.add(row.id)
         return frozenset(same)
 
@@ -530,41 +610,78 @@ class PgIndex:
             conn.execute(self._sql("DELETE FROM {s}.entries WHERE path = ANY(%s)"), (whole,))
         for update in updates:
             if not replaces_whole(update) and update.rows is not None:
-                conn.execute(self._sql("DELETE FROM {s}.entries WHERE path = %s AND NOT (id = ANY(%s))"),
-                             (update.path, sorted(encode_text(i) for i in update.unchanged)))
+                conn.execute(
+                    self._sql("DELETE FROM {s}.entries WHERE path = %s AND NOT (id = ANY(%s))"),
+                    (update.path, sorted(encode_text(i) for i in update.unchanged)),
+                )
         # rows None: only the file's stat changed, and its kept text with it stays.
         retexted = [u for u in updates if u.record is None or u.rows is not None]
         if retexted:
             conn.execute(self._sql("DELETE FROM {s}.texts WHERE path = ANY(%s)"), (sorted(u.path for u in retexted),))
             texts = [(u.path, encode_text(u.text)) for u in retexted if u.record is not None and u.text is not None]
             if texts:
-                conn.execute(self._sql("INSERT INTO {s}.texts SELECT * FROM unnest(%s::text[], %s::text[])"),
-                             ([p for p, _ in texts], [x for _, x in texts]))
+                conn.execute(
+                    self._sql("INSERT INTO {s}.texts SELECT * FROM unnest(%s::text[], %s::text[])"),
+                    ([p for p, _ in texts], [x for _, x in texts]),
+                )
         fresh = [u for u in updates if u.rows and u.changed_rows]
         if fresh:
             rows = [row for u in fresh for row in u.changed_rows]
-            vectors = np.concatenate([np.asarray(u.vectors, dtype=np.float32).reshape(len(u.changed_rows), -1)
-                                      for u in fresh])
+            vectors = np.concatenate(
+                [np.asarray(u.vectors, dtype=np.float32).reshape(len(u.changed_rows), -1) for u in fresh]
+            )
             self._insert(conn, rows, vectors)
         gone = sorted(u.path for u in updates if u.record is None)
         kept = [u.record for u in updates if u.record is not None]
         if gone:
             conn.execute(self._sql("DELETE FROM {s}.files WHERE path = ANY(%s)"), (gone,))
         if kept:
-            conn.execute(self._sql("INSERT INTO {s}.files SELECT * FROM unnest(%s::text[], %s::text[], %s::text[], "
-                                   "%s::bigint[], %s::bigint[], %s::text[]) ON CONFLICT (path) DO UPDATE "
-                                   "SET kind = excluded.kind, sha = excluded.sha, size = excluded.size, "
-                                   "mtime_ns = excluded.mtime_ns, error = excluded.error"),
-                         ([r.path for r in kept], [r.kind for r in kept], [r.sha for r in kept],
-                          [r.size for r in kept], [r.mtime_ns for r in kept], [encode_text(r.error) for r in kept]))
+            conn.execute(
+                self._sql(
+                    "INSERT INTO {s}.files SELECT * FROM unnest(%s::text[], %s::text[], %s::text[], "
+                    "%s::bigint[], %s::bigint[], %s::text[]) ON CONFLICT (path) DO UPDATE "
+                    "SET kind = excluded.kind, sha = excluded.sha, size = excluded.size, "
+                    "mtime_ns = excluded.mtime_ns, error = excluded.error"
+                ),
+                (
+                    [r.path for r in kept],
+                    [r.kind for r in kept],
+                    [r.sha for r in kept],
+                    [r.size for r in kept],
+                    [r.mtime_ns for r in kept],
+                    [encode_text(r.error) for r in kept],
+                ),
+            )
 
     def _insert(self, conn, rows: Sequence[EntryRow], vectors: np.ndarray) -> None:
         """Rows and their terms by COPY (binary: vectors go over exactly as float32)."""
-        rids = [r[0] for r in conn.execute(self._sql("SELECT nextval(pg_get_serial_sequence(%s, 'rid')) "
-                                                     "FROM generate_series(1, %s)"),
-                                           (f'"{self.schema}".entries', len(rows))).fetchall()]
-        columns = (*ENTRY_COLUMNS, "rid", "search_text", "in_memory", "heading_only", "own_len", "passage_len", "vector")
-        types = [*(_COLUMN_TYPES[c] for c in ENTRY_COLUMNS), "bigint", "text", "boolean", "boolean", "integer", "integer", "vector"]
+        rids = [
+            r[0]
+            for r in conn.execute(
+                self._sql("SELECT nextval(pg_get_serial_sequence(%s, 'rid')) FROM generate_series(1, %s)"),
+                (f'"{self.schema}".entries', len(rows)),
+            ).fetchall()
+        ]
+        columns = (
+            *ENTRY_COLUMNS,
+            "rid",
+            "search_text",
+            "in_memory",
+            "heading_only",
+            "own_len",
+            "passage_len",
+            "vector",
+        )
+        types = [
+            *(_COLUMN_TYPES[c] for c in ENTRY_COLUMNS),
+            "bigint",
+            "text",
+            "boolean",
+            "boolean",
+            "integer",
+            "integer",
+            "vector",
+        ]
         terms: list[tuple[int, str, str | None, float, float]] = []
         with conn.cursor() as cur:
             with cur.copy(self._sql(f"COPY {{s}}.entries ({', '.join(columns)}) FROM STDIN (FORMAT BINARY)")) as copy:
@@ -574,13 +691,26 @@ class PgIndex:
                     values = [getattr(row, f) for f in _FIELDS]
                     values = [encode_text(v) if f in _TEXT_FIELDS else v for f, v in zip(_FIELDS, values)]
                     values[_FIELDS.index("tags")] = [encode_text(t) for t in row.tags]
-                    copy.write_row([*values, rid, encode_text(row.search_text), row.path.startswith("memory/"),
-                                    row.kind == "chunk" and heading_only(row.text or ""), len(own),
-                                    len(own) + len(around), vector])
+                    copy.write_row(
+                        [
+                            *values,
+                            rid,
+                            encode_text(row.search_text),
+                            row.path.startswith("memory/"),
+                            row.kind == "chunk" and heading_only(row.text or ""),
+                            len(own),
+                            len(own) + len(around),
+                            vector,
+                        ]
+                    )
                     mine = Counter(own)
-                    terms.extend((rid, term, encode_text(row.user), float(n), float(mine.get(term, 0)))
-                                 for term, n in sorted(Counter((*own, *around)).items()))
-            with cur.copy(self._sql("COPY {s}.terms (rid, term, user_id, freq, own) FROM STDIN (FORMAT BINARY)")) as copy:
+                    terms.extend(
+                        (rid, term, encode_text(row.user), float(n), float(mine.get(term, 0)))
+                        for term, n in sorted(Counter((*own, *around)).items())
+                    )
+            with cur.copy(
+                self._sql("COPY {s}.terms (rid, term, user_id, freq, own) FROM STDIN (FORMAT BINARY)")
+            ) as copy:
                 copy.set_types(["bigint", "text", "text", "real", "real"])
                 for term in terms:
                     copy.write_row(term)
@@ -623,8 +753,12 @@ class PgIndex:
             kept = (self.meta() if self.exists() else {}) | aside.meta()
             with self._db.get() as conn, conn.transaction():
                 if self.exists():  # the home's published token hashes outlive its rows too
-                    conn.execute(aside._sql("INSERT INTO {s}.meta SELECT key, value FROM ") + self._sql(
-                        "{s}.meta WHERE key = 'tokens' ON CONFLICT (key) DO UPDATE SET value = excluded.value"))
+                    conn.execute(
+                        aside._sql("INSERT INTO {s}.meta SELECT key, value FROM ")
+                        + self._sql(
+                            "{s}.meta WHERE key = 'tokens' ON CONFLICT (key) DO UPDATE SET value = excluded.value"
+                        )
+                    )
                 conn.execute(self._sql("DROP SCHEMA IF EXISTS {s} CASCADE"))
                 conn.execute(aside._sql("ALTER SCHEMA {s} RENAME TO ") + self._sql("{s}"))
             self._ready = False
@@ -666,23 +800,31 @@ class PgDatabase:
         from psycopg import sql
 
         with self._db.get() as conn:
-            names = [r[0] for r in conn.execute(
-                "SELECT n.nspname FROM pg_namespace n JOIN pg_class c ON c.relnamespace = n.oid "
-                "WHERE c.relname = 'meta' AND c.relkind = 'r' ORDER BY n.nspname").fetchall()]
+            names = [
+                r[0]
+                for r in conn.execute(
+                    "SELECT n.nspname FROM pg_namespace n JOIN pg_class c ON c.relnamespace = n.oid "
+                    "WHERE c.relname = 'meta' AND c.relkind = 'r' ORDER BY n.nspname"
+                ).fetchall()
+            ]
             found = {}
             for name in names:
                 if not _SCHEMA_NAME.fullmatch(name) or name.endswith(_REBUILD_SUFFIX):
                     continue
-                held = dict(conn.execute(sql.SQL("SELECT key, value FROM {}.meta WHERE key IN ('layout', 'meta')")
-                                         .format(sql.Identifier(name))).fetchall())
+                held = dict(
+                    conn.execute(
+                        sql.SQL("SELECT key, value FROM {}.meta WHERE key IN ('layout', 'meta')").format(
+                            sql.Identifier(name)
+                        )
+                    ).fetchall()
+                )
                 if held.get("layout") == PG_LAYOUT and "meta" in held:
                     found[name] = dict(held["meta"])
         return found
 
     def index(self, schema: str, dim: int, model_id: str, ann_min_rows: int | None = None) -> PgIndex:
         """The home ``schema``'s index, read-only, over this database's connections."""
-        return PgIndex(self.url, schema, dim, model_id, read_only=True, connections=self._db,
-                       ann_min_rows=ann_min_rows)
+        return PgIndex(self.url, schema, dim, model_id, read_only=True, connections=self._db, ann_min_rows=ann_min_rows)
 
     def close(self) -> None:
         self._db.close()
@@ -694,10 +836,25 @@ def _dict_rows(cursor):
     return dict_row(cursor)
 
 
-_COLUMN_TYPES = {"id": "text", "kind": "text", "source": "text", "path": "text", "line": "integer", "text": "text",
-                 "user_id": "text", "chat": "text", "session": "text", "category": "text", "tags": "text[]",
-                 "importance": "real", "created_at": "text", "heading": "text", "provenance": "text",
-                 "label": "text", "title": "text"}
+_COLUMN_TYPES = {
+    "id": "text",
+    "kind": "text",
+    "source": "text",
+    "path": "text",
+    "line": "integer",
+    "text": "text",
+    "user_id": "text",
+    "chat": "text",
+    "session": "text",
+    "category": "text",
+    "tags": "text[]",
+    "importance": "real",
+    "created_at": "text",
+    "heading": "text",
+    "provenance": "text",
+    "label": "text",
+    "title": "text",
+}
 
 # One home's tables ({s}: its schema; DIM: the model's dimension). ``terms`` is fulltext.py's
 # postings as a table; the lengths on ``entries`` are its row lengths (own words, and passage).

@@ -87,8 +87,13 @@ class HomesGate(Gate):
         token = bearer_of(scope)
         path = scope["path"]
         if token is None:
-            await send_error(send, 401, "Unauthorized", "this request needs a bearer token (Authorization: "
-                              "Bearer <token>) of the home it names", [(b"www-authenticate", b"Bearer")])
+            await send_error(
+                send,
+                401,
+                "Unauthorized",
+                "this request needs a bearer token (Authorization: Bearer <token>) of the home it names",
+                [(b"www-authenticate", b"Bearer")],
+            )
             return False
         matched = _HOME_PATH.match(path)
         try:
@@ -106,8 +111,13 @@ class HomesGate(Gate):
             await send_error(send, status, type(exc).__name__, str(exc), retry)
             return False
         if principal is None:
-            await send_error(send, 401, "Unauthorized", "this request needs a valid bearer token of the home it "
-                              "names", [(b"www-authenticate", b"Bearer")])
+            await send_error(
+                send,
+                401,
+                "Unauthorized",
+                "this request needs a valid bearer token of the home it names",
+                [(b"www-authenticate", b"Bearer")],
+            )
             return False
         scope[PRINCIPAL_KEY] = principal
         return True
@@ -146,11 +156,22 @@ class DatabaseService:
     async def search(self, home: str, p: Principal, q: s.SearchInput) -> s.SearchResult:
         user = user_for(p, q.user_id, self.default_user)
         if q.at is not None:
-            raise InvalidInputError("a reader of the shared index has no history: ask the home's own server "
-                                    "for a search as of a past revision")
-        hits = await asyncio.to_thread(lambda: search(self._home(home), q.query, user_id=user, chat_id=q.chat_id,
-                                                      limit=q.limit, kind=q.kind, include_wiki=q.include_wiki,
-                                                      settings=self.settings))
+            raise InvalidInputError(
+                "a reader of the shared index has no history: ask the home's own server "
+                "for a search as of a past revision"
+            )
+        hits = await asyncio.to_thread(
+            lambda: search(
+                self._home(home),
+                q.query,
+                user_id=user,
+                chat_id=q.chat_id,
+                limit=q.limit,
+                kind=q.kind,
+                include_wiki=q.include_wiki,
+                settings=self.settings,
+            )
+        )
         return s.SearchResult(hits=[s.MemoryHit.model_validate(hit_record(h)) for h in hits])
 
     def _blocks(self, home: IndexedHome, user: str, chat: str | None):
@@ -159,12 +180,19 @@ class DatabaseService:
     async def core(self, home: str, p: Principal, q: s.CoreInput) -> s.CoreMemory:
         user = user_for(p, q.user_id, self.default_user)
         if q.at is not None:
-            raise InvalidInputError("a reader of the shared index has no history: ask the home's own server "
-                                    "for the blocks as of a past revision")
+            raise InvalidInputError(
+                "a reader of the shared index has no history: ask the home's own server "
+                "for the blocks as of a past revision"
+            )
         blocks = await asyncio.to_thread(self._blocks, self._home(home), user, q.chat_id)
-        return s.CoreMemory(user_id=user, chat_id=q.chat_id, blocks={
-            label: s.BlockOut(label=b.label, content=b.content, scope=b.scope, path=b.path, limit=b.limit)
-            for label, b in blocks.items()})
+        return s.CoreMemory(
+            user_id=user,
+            chat_id=q.chat_id,
+            blocks={
+                label: s.BlockOut(label=b.label, content=b.content, scope=b.scope, path=b.path, limit=b.limit)
+                for label, b in blocks.items()
+            },
+        )
 
     async def stats(self, home: str, p: Principal, q: s.StatusInput) -> s.Stats:
         user = user_for(p, q.user_id, self.default_user)
@@ -173,16 +201,25 @@ class DatabaseService:
     def _stats(self, home: IndexedHome, user: str) -> s.Stats:
         """MemoryManager.get_memory_stats' counts, from what the index holds of the markdown."""
         folder = f"memory/users/{user}"
-        dates = [m.group(1) for path in home.files_in(folder, "daily_log")
-                 if (m := _DATE_LOG.fullmatch(path.rpartition("/")[2]))]
+        dates = [
+            m.group(1)
+            for path in home.files_in(folder, "daily_log")
+            if (m := _DATE_LOG.fullmatch(path.rpartition("/")[2]))
+        ]
         categories = home.fact_categories(user)
         memory_md = home.texts([folder]).get(f"{folder}/MEMORY.md", "")
         blocks = self._blocks(home, user, None)
-        return s.Stats(user_id=user, daily_logs=len(dates), first_log=dates[0] if dates else None,
-                       last_log=dates[-1] if dates else None, facts=sum(categories.values()),
-                       categories=dict(sorted(categories.items())), memory_file_chars=len(memory_md),
-                       blocks={label: b.scope for label, b in blocks.items()},
-                       as_of=dt.datetime.now().astimezone().isoformat(timespec="seconds"))
+        return s.Stats(
+            user_id=user,
+            daily_logs=len(dates),
+            first_log=dates[0] if dates else None,
+            last_log=dates[-1] if dates else None,
+            facts=sum(categories.values()),
+            categories=dict(sorted(categories.items())),
+            memory_file_chars=len(memory_md),
+            blocks={label: b.scope for label, b in blocks.items()},
+            as_of=dt.datetime.now().astimezone().isoformat(timespec="seconds"),
+        )
 
 
 async def _principal(request: Request) -> Principal:
@@ -199,8 +236,11 @@ HomeName = Annotated[str, Depends(_home_name)]
 
 def build_database_app(service: DatabaseService, max_body_bytes: int = 1 << 20) -> HomesGate:
     """The HTTP app of the module's docstring, behind its token gate."""
-    app = FastAPI(title="syncd (shared index reader)", version=__version__,
-                  description="Read-only search, stats and core blocks for every home of one PostgreSQL index.")
+    app = FastAPI(
+        title="syncd (shared index reader)",
+        version=__version__,
+        description="Read-only search, stats and core blocks for every home of one PostgreSQL index.",
+    )
 
     @app.get("/health", tags=["home"], summary="Liveness (no token needed)")
     async def health() -> dict[str, str]:
@@ -230,19 +270,33 @@ def build_database_app(service: DatabaseService, max_body_bytes: int = 1 << 20) 
     return HomesGate(app, service.homes, max_body_bytes)
 
 
-def serve_database(url: str, settings: Settings, host: str = "127.0.0.1", port: int = 8765, *,
-                   graceful_s: float = 30.0, embedder=None, on_ready: Callable[[str], None] | None = None) -> None:
+def serve_database(
+    url: str,
+    settings: Settings,
+    host: str = "127.0.0.1",
+    port: int = 8765,
+    *,
+    graceful_s: float = 30.0,
+    embedder=None,
+    on_ready: Callable[[str], None] | None = None,
+) -> None:
     """Serve every home of ``url``'s database read-only until SIGTERM or SIGINT."""
     import uvicorn
-
 
     homes = DatabaseHomes(url, settings, embedder=embedder)
     try:
         homes.warm()
         app = build_database_app(DatabaseService(homes))
-        config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="off",
-                                timeout_graceful_shutdown=graceful_s, access_log=False,  # type: ignore[arg-type]
-                                http=bounded_http(settings.server_header_timeout_s, settings.server_body_timeout_s))
+        config = uvicorn.Config(
+            app,
+            host=host,
+            port=port,
+            log_level="warning",
+            lifespan="off",
+            timeout_graceful_shutdown=graceful_s,
+            access_log=False,  # type: ignore[arg-type]
+            http=bounded_http(settings.server_header_timeout_s, settings.server_body_timeout_s),
+        )
 
         def started(where: str) -> None:
             log.info("serving every home of %s on %s, read-only", homes.where, where)

@@ -146,8 +146,9 @@ def serve(
     with open_engine(home, settings=settings, embedder=embedder, read_only=read_only) as engine:
         tokens = TokenStore.of(engine.home)
         tokens.admin_token(create=True)
-        service = MemoryService(engine, MemoryManager(engine, author="syncd-server", **(manager_options or {})),
-                                read_only=read_only)
+        service = MemoryService(
+            engine, MemoryManager(engine, author="syncd-server", **(manager_options or {})), read_only=read_only
+        )
         daemon = None if read_only else Daemon(engine, settings, control_methods=control_methods(lambda: service))
         app = build_server_app(service, tokens, host=host, cors_origins=cors_origins)
         config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on",
