@@ -293,8 +293,8 @@ def serve_database(
             port=port,
             log_level="warning",
             lifespan="off",
-            timeout_graceful_shutdown=graceful_s,
-            access_log=False,  # type: ignore[arg-type]
+            timeout_graceful_shutdown=graceful_s,  # type: ignore[arg-type]
+            access_log=False,
             http=bounded_http(settings.server_header_timeout_s, settings.server_body_timeout_s),
         )
 
