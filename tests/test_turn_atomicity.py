@@ -152,7 +152,8 @@ def assert_retried_once(home: Path, engine, turn_line: int, before: str, turn: i
     assert {BASE + "transcript.jsonl", BASE + "state.json", BASE + "session.json"} <= changed
     assert any(p.startswith("memory/users/ana/20") for p in changed), changed  # the fact, same commit
     assert json.loads((home / BASE / "session.json").read_text())["turn_count"] == turn
-    assert not git(home, "status", "--porcelain")
+    status = git(home, "status", "--porcelain")
+    assert not status, _explain_status(home, status)
 
 
 # -- 1. an exception inside the turn --------------------------------------------------------------
@@ -352,6 +353,23 @@ def test_kill_9_mid_turn_then_sync_rolls_the_turn_back(home, embedder, point):
         assert_matches_rebuild(engine)
         assert_retried_once(home, engine, line, commit)
         assert_matches_rebuild(engine)
+
+
+def _explain_status(home: Path, status: str) -> str:
+    """What a tree left unclean after a turn holds: each path's blob in HEAD, in git's index and
+    on disk, the reflog, and the daemon's last words."""
+    lines = [status]
+    for entry in status.splitlines():
+        rel = entry[3:]
+        staged = git(home, "ls-files", "-s", "--", rel).split()
+        on_disk = git(home, "hash-object", "--", rel).strip() if (home / rel).exists() else "-"
+        lines.append(
+            f"{rel}: HEAD {git(home, 'rev-parse', f'HEAD:{rel}').strip()[:10]} "
+            f"HEAD^ {git(home, 'rev-parse', f'HEAD^:{rel}').strip()[:10]} "
+            f"index {staged[1][:10] if len(staged) > 1 else '-'} disk {on_disk[:10]}"
+        )
+    lines.append(git(home, "reflog", "-n", "8", "--format=%h %gs"))
+    return "\n".join(lines) + "\n" + _log_text(home)[-4000:]
 
 
 def _log_text(home: Path) -> str:

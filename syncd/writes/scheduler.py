@@ -35,7 +35,7 @@ from ..history.git import (
 )
 from ..history.intents import Intent, drop_intents, record_intent
 from ..history.objects import ObjectStore, committed_blob
-from ..home import Home, HomeLock, atomic_write, blob_sha, durable_append, file_blob_sha, read_regular
+from ..home import Home, HomeLock, atomic_write, blob_sha, durable_append, file_blob_sha, git_dir, read_regular
 from .groups import ChangeGroup, current_group
 from .journal import GroupJournal, Original, held_paths, recover_abandoned
 from .queue import CommitQueue
@@ -48,6 +48,11 @@ log = logging.getLogger(__name__)
 
 _ANY = object()
 _POLL_S = 0.02
+# How long an acknowledgement of a write handed to the daemon waits, once HEAD holds it, for the
+# daemon's pass to put git's index in place (_wait_committed): a pass holds the lock at most
+# about 2 s past its move of HEAD (staging._SETTLE_LIMIT_S); a person's git command may hold it
+# longer, and HEAD holding the write is what the acknowledgement promises.
+_INDEX_IN_PLACE_S = 3.0
 # How long after a git command of someone else's a write checks its file was not rewound by it.
 _REWIND_WATCH_S = 30.0
 
@@ -533,9 +538,18 @@ class WritePath:
         return True
 
     def _wait_committed(self, written: dict[str, str]) -> None:
-        """Handed to the daemon: wait (``lock_wait_s`` in all) until HEAD holds our writes. Late
-        is CommitDeferredError: saved, its intent recorded, committed by the daemon once git is
-        free; kept, so not to be written again."""
+        """Handed to the daemon: wait (``lock_wait_s`` in all) until HEAD holds our writes and
+        the daemon's pass has let go of git's index lock. Late is CommitDeferredError: saved, its
+        intent recorded, committed by the daemon once git is free; kept, so not to be written
+        again.
+
+        Why the lock too: a pass moves HEAD, then puts its index in place, both under index.lock
+        (staging.HeldIndex). Acknowledged as soon as HEAD moved, a caller's next `git status`
+        could land between the two and see its files staged backwards ("MM"), which a pass in
+        this process never shows (it returns after both). The lock was taken before HEAD moved,
+        so once HEAD holds the writes, the lock gone means the index is in place. A lock still
+        held longer (a person's long git command) does not undo the acknowledgement:
+        HEAD holds the writes."""
         deadline = time.monotonic() + self.settings.lock_wait_s
         late = [
             rel
@@ -548,6 +562,10 @@ class WritePath:
                 f"({', '.join(late)}): the daemon commits it once git is free; "
                 "it is kept, do not write it again"
             )
+        folder = git_dir(self.home.root)
+        until = min(deadline, time.monotonic() + _INDEX_IN_PLACE_S)
+        while folder is not None and (folder / "index.lock").exists() and time.monotonic() < until:
+            time.sleep(_POLL_S)
 
     # -- whole-home operations ---------------------------------------------------------------------
 
