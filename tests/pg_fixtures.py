@@ -21,6 +21,7 @@ import pytest
 from syncd.index.backend import record_home_index
 
 from .daemon_helpers import new_home
+from .pgvector_build import ensure_portable_pgvector
 
 _databases = itertools.count()
 
@@ -71,6 +72,7 @@ class PgServer:
 def pg_server() -> Iterator[PgServer]:
     # Not under pytest's basetemp: the server runs as another user when the tests run as root
     # (pgserver's rule), and pytest prunes old basetemps while a later session may still run.
+    ensure_portable_pgvector()
     folder = Path(tempfile.mkdtemp(prefix="syncd-pg-"))
     server = PgServer(folder / "data")
     yield server
