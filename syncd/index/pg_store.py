@@ -139,7 +139,13 @@ def _driver():
 
 class _Connections:
     """A few open connections to one database, each with pgvector's types registered. A
-    connection that failed is closed, never handed out again."""
+    connection that failed is closed, never handed out again.
+
+    Our own pool rather than psycopg_pool's: that pool opens its connections and runs worker
+    threads from the start in every process, a one-shot ``syncd search`` or ``status`` included,
+    which needs one connection once; what syncd needs of a pool is these few rules (an idle
+    connection checked by one round trip before use, the other idle ones dropped when it is dead,
+    nothing kept after close), with connections made on demand in the caller's thread."""
 
     def __init__(self, url: str):
         self.url = url
