@@ -31,7 +31,7 @@ def init_command(path: Path | None, index_url: str | None, home: Path | None) ->
     from ..engine.initialize import init
 
     if index_url is not None:
-        from ..index.pg_store import check_database
+        from ..index.pg_connections import check_database
 
         check_database(index_url)  # a bad URL, a server down or without pgvector: said before anything is made
     report = init(path or home or Path("."), load_settings())

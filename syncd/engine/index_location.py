@@ -21,7 +21,7 @@ def record_postgres_index(root: Path, url: str) -> None:
     recorded in the home's ``.git/config`` without its password, as ``syncd init --index``
     does). ConfigError or IndexUnreachable, saying what is wrong, when the database cannot
     serve as an index (a bad URL, a server down, no pgvector): nothing is recorded then."""
-    from ..index.pg_store import check_database
+    from ..index.pg_connections import check_database
 
     check_database(url)
     record_home_index(root, url)

@@ -67,7 +67,7 @@ _BUILD_GRAPH = "m = 24, ef_construction = 128"
 
 class AnnIndex:
     """The HNSW index of one home's schema: whether queries may use it, and its build.
-    ``connections``: the index's (pg_store._Connections); ``sql``: its ``{s}`` formatter;
+    ``connections``: the index's (pg_connections.Connections); ``sql``: its ``{s}`` formatter;
     ``min_share``: :data:`MIN_SHARE` (a benchmark sets 0 to walk every scope)."""
 
     def __init__(self, connections, sql, schema: str, where: str, min_rows: int | None, min_share: float = MIN_SHARE):

@@ -21,7 +21,7 @@ Ids and paths only ever travel as query parameters; the schema name is validated
 the write path reports as ``StorageError(saved=True)``; the paths it carried are remembered
 (``unwritten_paths``) so the next sync redoes them, and since the files table still holds their
 old shas, the daemon's next reconcile (or ``syncd sync``) brings the index level once the server
-is back. Every statement runs under a timeout (``_STATEMENT_TIMEOUT_MS``).
+is back. Every statement runs under a timeout (``pg_connections.STATEMENT_TIMEOUT_MS``).
 """
 
 from __future__ import annotations
@@ -39,10 +39,11 @@ import numpy as np
 import pyarrow as pa
 
 from ..errors import ConfigError, IndexError_
-from .backend import IndexUnreachable, iter_chunks, redact_url
+from .backend import IndexUnreachable, iter_chunks
 from .fulltext import passage_terms
 from .pending import replaces_whole
 from .pg_ann import AnnIndex
+from .pg_connections import Connections
 from .records import SCHEMA_VERSION, EntryRow, FileRecord, FileUpdate, heading_only, meta_compatible
 from .store import StaleRows, entry_schema
 
@@ -59,9 +60,6 @@ log = logging.getLogger(__name__)
 PG_LAYOUT = 3
 _SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]{0,53}")
 _REBUILD_SUFFIX = "__rebuild"
-_CONNECT_TIMEOUT_S = 5
-_STATEMENT_TIMEOUT_MS = 30_000
-_IDLE_CONNECTIONS = 4
 _ROWS_PER_STATEMENT = 2000
 
 # Payload fields as LanceDB returns them (store._ENTRY_FIELDS), and the column holding each
@@ -128,149 +126,6 @@ def decode_text(value: str | None) -> str | None:
     return re.sub(f"{_MARK}([01])", lambda m: "\x00" if m.group(1) == "0" else _MARK, value)
 
 
-def _driver():
-    try:
-        import psycopg
-        from pgvector.psycopg import register_vector
-    except ImportError:
-        raise ConfigError("a PostgreSQL index needs the postgres extra: pip install 'syncd[postgres]'") from None
-    return psycopg, register_vector
-
-
-class _Connections:
-    """A few open connections to one database, each with pgvector's types registered. A
-    connection that failed is closed, never handed out again.
-
-    Our own pool rather than psycopg_pool's: that pool opens its connections and runs worker
-    threads from the start in every process, a one-shot ``syncd search`` or ``status`` included,
-    which needs one connection once; what syncd needs of a pool is these few rules (an idle
-    connection checked by one round trip before use, the other idle ones dropped when it is dead,
-    nothing kept after close), with connections made on demand in the caller's thread."""
-
-    def __init__(self, url: str):
-        self.url = url
-        self.shown = redact_url(url)
-        self._idle: list = []
-        self._lock = threading.Lock()
-        # Once closed, a connection given back is closed rather than kept (a reader may still be
-        # inside a query when its engine closes).
-        self._closed = False
-
-    @contextmanager
-    def get(self) -> Iterator:
-        psycopg, register_vector = _driver()
-        with self._lock:
-            conn = self._idle.pop() if self._idle else None
-        if conn is not None:
-            # An idle connection outlives a server restart only as a dead socket: one round trip
-            # (~0.1 ms) finds out, and a new connection then serves the first request after it.
-            try:
-                conn.execute("SELECT 1")
-            except psycopg.Error:
-                conn.close()
-                self._drop_idle()  # the other idle ones went with the same server
-                conn = None
-        try:
-            if conn is None or conn.closed:
-                conn = psycopg.connect(
-                    self.url,
-                    autocommit=True,
-                    connect_timeout=_CONNECT_TIMEOUT_S,
-                    options=f"-c statement_timeout={_STATEMENT_TIMEOUT_MS}",
-                )
-                _ensure_vector(conn, self.shown)
-                register_vector(conn)
-                conn.adapters.register_loader(conn.adapters.types["vector"].oid, _vector_loader())
-            yield conn
-        except psycopg.OperationalError as exc:
-            if conn is not None:
-                conn.close()
-            raise IndexUnreachable(
-                f"the index database at {self.shown} cannot be reached: {_first_line(exc)}"
-            ) from None
-        except psycopg.Error as exc:
-            if conn is not None and not conn.closed:
-                conn.close()  # a failed transaction's connection is not worth repairing
-            raise IndexError_(f"the index database at {self.shown} refused: {_first_line(exc)}") from None
-        except BaseException:
-            if conn is not None:
-                conn.close()  # in a state nobody knows (a query's error, an interrupt): not reused
-            raise
-        else:
-            with self._lock:
-                if not self._closed and len(self._idle) < _IDLE_CONNECTIONS and not conn.closed:
-                    self._idle.append(conn)
-                    conn = None
-            if conn is not None:
-                conn.close()
-
-    def _drop_idle(self) -> None:
-        with self._lock:
-            idle, self._idle = self._idle, []
-        for conn in idle:
-            conn.close()
-
-    def close(self) -> None:
-        """Close every connection: those idle now, and each in use once it is given back."""
-        with self._lock:
-            self._closed = True
-        self._drop_idle()
-
-
-def check_database(url: str) -> None:
-    """Connect to ``url`` once and make sure pgvector is there: ConfigError or IndexUnreachable
-    saying what is wrong (a bad URL, a server down, no pgvector), never a driver's traceback."""
-    from .backend import validate_url
-
-    validate_url(url)
-    connections = _Connections(url)
-    try:
-        with connections.get():
-            pass
-    finally:
-        connections.close()
-
-
-def _first_line(exc: Exception) -> str:
-    text = str(exc).strip().splitlines()
-    return text[0] if text else type(exc).__name__
-
-
-def _ensure_vector(conn, shown: str) -> None:
-    """pgvector, made available in the database if it is installed on the server."""
-    if conn.execute("SELECT 1 FROM pg_extension WHERE extname = 'vector'").fetchone():
-        return
-    if not conn.execute("SELECT 1 FROM pg_available_extensions WHERE name = 'vector'").fetchone():
-        raise ConfigError(
-            f"the database at {shown} has no pgvector extension: install pgvector on the server "
-            "(any PostgreSQL 15+ with pgvector serves as syncd's index)"
-        )
-    try:
-        conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
-    except _driver()[0].Error as exc:
-        raise ConfigError(
-            f"cannot enable pgvector in the database at {shown} ({_first_line(exc)}): "
-            "ask its owner to run CREATE EXTENSION vector"
-        ) from None
-
-
-def _vector_loader():
-    """A binary loader of pgvector's ``vector`` into float32 numpy arrays: what every reader
-    here wants, at a tenth of the cost of pgvector's own Vector objects (a search reads hundreds)."""
-    from psycopg.adapt import Loader
-    from psycopg.pq import Format
-
-    class VectorLoader(Loader):
-        format = Format.BINARY
-
-        def load(self, data) -> np.ndarray:
-            # pgvector's binary form: dimension and a reserved word (uint16 each), then float32s, big-endian.
-            dim = int.from_bytes(bytes(data[:2]), "big")
-            return np.frombuffer(data, dtype=">f4", count=dim, offset=4).astype(np.float32)
-
-    return VectorLoader
-
-
 _TAGS = _FIELDS.index("tags")
 
 
@@ -309,7 +164,7 @@ class PgIndex:
         dim: int,
         model_id: str,
         read_only: bool = False,
-        connections: _Connections | None = None,
+        connections: Connections | None = None,
         ann_min_rows: int | None = None,
     ):
         """``ann_min_rows``: scopes of at least so many rows find their nearest rows through the
@@ -322,7 +177,7 @@ class PgIndex:
         self.model_id = model_id
         self.read_only = read_only
         self.shared = True
-        self._db = connections or _Connections(url)
+        self._db = connections or Connections(url)
         self._ready = False
         self._writing = threading.RLock()
         self._generation = 0
@@ -797,7 +652,7 @@ class PgDatabase:
 
     def __init__(self, url: str):
         self.url = url
-        self._db = _Connections(url)
+        self._db = Connections(url)
         self.shown = self._db.shown
 
     def homes(self) -> dict[str, dict]:
