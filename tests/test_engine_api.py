@@ -199,13 +199,8 @@ def test_nothing_inside_imports_the_package_root():
     assert found == []
 
 
-# Private names of files whose owners are changing them now (the write path; the PostgreSQL
-# index being built): listed so that the rule holds for everything else; empty it as they go.
-PRIVATE_IMPORTS_PENDING = {
-    ("syncd.index.pg_search", "syncd.index.pg_store._payload_of"),
-    ("syncd.index.pg_search", "syncd.index.rowcache._posix"),
-    ("syncd.index.pg_store", "syncd.index.store._payload"),
-}
+# Private names imported across modules while their owners change them (none now).
+PRIVATE_IMPORTS_PENDING: set[tuple[str, str]] = set()
 
 
 def test_no_private_name_is_imported_from_another_module():

@@ -31,7 +31,7 @@ import numpy as np
 from .fulltext import analyze, best_rows, term_signals
 from .pg_ann import EF_SEARCH
 from .pg_store import ENTRY_COLUMNS, decode_text, encode_text, payload_of_row
-from .rowcache import ScopeMask, _posix
+from .rowcache import ScopeMask, created_posix
 
 __all__ = ["PgRows", "scope_clause", "terms_clause"]
 
@@ -435,7 +435,7 @@ class PgRows:
 
     def row_created(self, rows: np.ndarray) -> np.ndarray:
         payloads = self.row_payloads(rows)
-        return np.fromiter((_posix(p.get("created_at")) for p in payloads), np.float64, len(payloads))
+        return np.fromiter((created_posix(p.get("created_at")) for p in payloads), np.float64, len(payloads))
 
     def row_payloads(self, rows: Iterable[int]) -> list[dict]:
         rows = [int(r) for r in rows]

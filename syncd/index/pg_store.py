@@ -142,7 +142,7 @@ def payload_of_row(values: Sequence) -> dict:
 
 
 def _payload_of(record: Mapping) -> dict:
-    """A row as the LanceDB index returns it (store._payload): payload fields, float32 importance."""
+    """A row as the LanceDB index returns it (table_rows.payload): payload fields, float32 importance."""
     out = {}
     for field, column in zip(_FIELDS, ENTRY_COLUMNS):
         value = record[column]
@@ -404,7 +404,7 @@ class PgIndex:
 
     def unchanged_rows(self, path: str, rows: Sequence[EntryRow]) -> frozenset[str]:
         """Ids of ``rows`` the index holds for ``path`` exactly so (store.Index.unchanged_rows)."""
-        from .store import _payload
+        from .table_rows import payload
 
         with self._conn() as conn:
             cur = conn.cursor(row_factory=_dict_rows)
@@ -422,7 +422,7 @@ class PgIndex:
             if (
                 record is not None
                 and decode_text(record["search_text"]) == row.search_text
-                and _payload_of(record) == _payload(row)
+                and _payload_of(record) == payload(row)
             ):
                 same.add(row.id)
         return frozenset(same)

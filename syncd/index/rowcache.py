@@ -24,6 +24,7 @@ from .records import heading_only
 __all__ = [
     "RowCache",
     "ScopeMask",
+    "created_posix",
     "exact_cosines",
     "nearest_rows",
     "neighbours",
@@ -550,11 +551,11 @@ def row_columns(payloads: Sequence[dict]) -> tuple[np.ndarray, np.ndarray, np.nd
         np.fromiter((p["path"].startswith("memory/") for p in payloads), bool, n),
         np.fromiter((p["kind"] == "transcript" for p in payloads), bool, n),
         np.fromiter((p["kind"] == "chunk" and heading_only(p.get("text") or "") for p in payloads), bool, n),
-        np.fromiter((_posix(p.get("created_at")) for p in payloads), np.float64, n),
+        np.fromiter((created_posix(p.get("created_at")) for p in payloads), np.float64, n),
     )
 
 
-def _posix(created_at: str | None) -> float:
+def created_posix(created_at: str | None) -> float:
     """An ISO date or date-time as POSIX seconds (UTC when it has no offset); NaN if it is none."""
     if not created_at:
         return math.nan
