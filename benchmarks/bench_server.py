@@ -31,7 +31,7 @@ from bench_index import DETAILS, SUBJECTS, VERBS, write_tree
 import syncd
 from syncd.home import Home
 from syncd.server.serve import SERVER_FILE
-from syncd.server.tokens import TokenStore
+from syncd.server.tokens import ADMIN_FILE, TokenStore
 
 
 def pct(xs: list[float], p: float) -> float:
@@ -42,9 +42,14 @@ def start_server(
     root: Path, env: dict[str, str] | None = None, verbose: bool = False
 ) -> tuple[subprocess.Popen, str, str]:
     """``syncd serve`` on the home (``env``: another revision's code, benchmarks/revisions.py;
-    ``verbose``: its debug log in ``serve.err`` beside the home)."""
-    info = Home(root).private_dir / SERVER_FILE
-    info.unlink(missing_ok=True)
+    ``verbose``: its debug log in ``serve.err`` beside the home). A server that does not start
+    within 600 s is stopped."""
+    home = Home(root)
+    # Where this code says where it serves, and where codes before the private folder said it
+    # (.syncd/, with their admin token beside it): an --old revision may be either.
+    places = [home.private_dir / SERVER_FILE, home.state_dir / SERVER_FILE]
+    for place in places:
+        place.unlink(missing_ok=True)
     err = open(root.parent / "serve.err", "w")  # noqa: SIM115 - the child owns it
     command = [
         sys.executable,
@@ -61,14 +66,18 @@ def start_server(
     # sys.path, which would run this checkout's syncd whatever ``env`` names.
     proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=err, env=env, cwd=root.parent)
     deadline = time.monotonic() + 600
-    while not info.exists():
+    while (info := next((place for place in places if place.exists()), None)) is None:
         if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            proc.wait()
             raise SystemExit(f"syncd serve did not start; see {root.parent / 'serve.err'}")
         time.sleep(0.1)
     import json
 
     url = json.loads(info.read_text())["url"]
-    return proc, url, TokenStore.of(Home(root)).admin_token()
+    if info == places[1]:
+        return proc, url, (info.parent / ADMIN_FILE).read_text(encoding="utf-8").strip()
+    return proc, url, TokenStore.of(home).admin_token()
 
 
 _RUN = os.urandom(3).hex()  # a rerun on a kept home must not find its facts already remembered
