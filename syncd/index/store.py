@@ -57,6 +57,7 @@ from .table_rows import ENTRY_FIELDS as _ENTRY_FIELDS
 from .table_rows import FILE_SCHEMA, entry_schema, load_into, unchanged_in_table
 from .table_rows import payload as _payload
 from .table_writes import describe_error, paths_with_rows, sql_literal, write_entries, write_error, write_records
+from .write_behind import BackgroundWriter
 
 if TYPE_CHECKING:
     import lancedb
@@ -134,18 +135,11 @@ class Index:
         # are still those: a row handed in again as the very same object is unchanged without
         # being compared (the rows module reuses the objects of what an edit did not touch).
         self._applied_rows: OrderedDict[str, dict[str, EntryRow]] = OrderedDict()
-        # Writes applied in memory, not yet to the tables (pending.py), and the background
-        # writer that writes them; _behind guards the writer's state.
+        # Writes applied in memory, not yet to the tables (pending.py), the background writer
+        # that writes them and counts what is written (write_behind.py), and the applies so far.
         self._pending = PendingWrites()
-        self._behind = threading.Condition(threading.Lock())
-        self._writer: threading.Thread | None = None
-        self._due = False
-        self._closed = False
-        # Applies so far, and how many of them are written (or failed to be): wait_written().
+        self._behind = BackgroundWriter(self.persist)
         self._applied = 0
-        self._written = 0
-        self._write_failures: list[tuple[int, int, SyncdError]] = []  # (after, up to, error), recent
-        self._written_cond = threading.Condition(threading.Lock())
         folder.mkdir(parents=True, exist_ok=True)
         # The LanceDB tables, opened on first use (_open_tables): importing LanceDB and opening
         # them costs most of a second, which a writer whose files mirror is current does not pay
@@ -310,7 +304,7 @@ class Index:
         with self._writing, self._lock:  # in the order persist() takes them
             self._pending = PendingWrites()
             upto = self._applied
-        self._mark_written(upto)
+        self._behind.mark_written(upto)
 
     def _replace_rows(self, aside: Index) -> None:
         """Overwrite both tables with ``aside``'s, streamed batch by batch. Each overwrite is one
@@ -471,7 +465,7 @@ class Index:
             self._apply_in_memory(updates, records)
             self._applied += 1
         if defer:
-            self._persist_soon()
+            self._behind.soon()
         else:
             self.persist()
 
@@ -594,7 +588,7 @@ class Index:
                 batch, self._pending = self._pending, PendingWrites()
                 upto = self._applied
             if not batch:
-                self._mark_written(upto)
+                self._behind.mark_written(upto)
                 return
             before = self._mirror.stamp() if self._mirror is not None else None
             # A writer with no rows loaded (a one-shot sync) keeps a current image in step.
@@ -619,11 +613,11 @@ class Index:
                     error = write_error(exc, self.folder / "lance", len(lost))
                 else:  # interrupted: waiters still learn that these writes did not happen
                     error = IndexError_(f"the index write was interrupted ({type(exc).__name__})")
-                self._mark_written(upto, error)
+                self._behind.mark_written(upto, error)
                 if error is exc or not isinstance(exc, Exception):
                     raise
                 raise error from exc
-            self._mark_written(upto)
+            self._behind.mark_written(upto)
             if image is not None and entries_version is not None:
                 self._images.patched(image, batch)
             with self._lock:
@@ -658,54 +652,12 @@ class Index:
             return self._applied
 
     def wait_written(self, applied: int) -> None:
-        """Return once the first ``applied`` applies are in the tables; raise the error of the
-        write that failed for the last of them, if one did (its paths are unwritten)."""
-        with self._written_cond:
-            while self._written < applied:
-                self._written_cond.wait()
-            for after, upto, error in self._write_failures:
-                if after < applied <= upto:
-                    raise error
-
-    def _mark_written(self, upto: int, error: SyncdError | None = None) -> None:
-        with self._written_cond:
-            if error is not None:
-                self._write_failures = [*self._write_failures[-7:], (self._written, upto, error)]
-            self._written = max(self._written, upto)
-            self._written_cond.notify_all()
-
-    def _persist_soon(self) -> None:
-        """Have the background writer write what is pending (started on first use)."""
-        with self._behind:
-            if self._closed:
-                raise IndexError_("this index is closed")
-            if self._writer is None:
-                self._writer = threading.Thread(target=self._write_behind, name="syncd-index-writer", daemon=True)
-                self._writer.start()
-            self._due = True
-            self._behind.notify()
-
-    def _write_behind(self) -> None:
-        while True:
-            with self._behind:
-                while not self._due and not self._closed:
-                    self._behind.wait()
-                if not self._due:
-                    return
-                self._due = False
-            try:
-                self.persist()
-            except Exception as exc:  # noqa: BLE001 (remembered as unwritten: the next sync redoes those files)
-                log.warning("%s", exc)  # the message names the index and what happens next
+        """Return once the first ``applied`` applies are in the tables (write_behind.py)."""
+        self._behind.wait_written(applied)
 
     def close(self) -> None:
         """Write what is pending and stop the background writer."""
-        with self._behind:
-            self._closed = True
-            self._behind.notify()
-            writer = self._writer
-        if writer is not None:
-            writer.join()
+        self._behind.close()
         self.persist()
 
     @property
