@@ -223,7 +223,7 @@ def test_the_daemon_watches_a_deep_tree(home, embedder, caplog, flattened):
         running_daemon(home, embedder, reconcile_interval_s=3600) as run,
     ):
         run.settle()
-        assert run.daemon._watcher.failure is None
+        assert run.daemon.watcher.failure is None
         deep = _deep(home / "vault", DEPTH - 10)
         write(deep, "New.md", "# New\n\nWritten while watching.\n")
         rel = "vault/" + "d/" * (DEPTH - 10) + "New.md"

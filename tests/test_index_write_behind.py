@@ -72,7 +72,7 @@ def test_law_writes_behind_equal_a_rebuild_wherever_the_batches_fall(tmp_path_fa
                 write(root, rel, text.replace("- [preference] ", f"- [preference] {words[0]}: ", 1))
             else:
                 write(root, rel, log_text(words, sections))
-            engine._sync([rel], defer=True)
+            engine.index_paths(lambda rel=rel: [rel])  # the write path's pass: tables written behind
             if persist:
                 engine.index.persist()
         assert_matches_rebuild(engine)
@@ -81,7 +81,7 @@ def test_law_writes_behind_equal_a_rebuild_wherever_the_batches_fall(tmp_path_fa
 def test_a_deferred_write_is_searchable_at_once_and_in_the_tables_soon_after(engine, home):
     engine.sync()
     write(home, LOGS[0], log_text(["Likes green tea."], 1))
-    engine._sync([LOGS[0]], defer=True)
+    engine.index_paths(lambda: [LOGS[0]])
     assert [h.content for h in engine.search("green tea", user_id="ana", limit=1)] == ["Likes green tea."]
     deadline = time.monotonic() + 30
     while LOGS[0] not in table_files(engine.index):  # the background writer's batch
@@ -106,7 +106,7 @@ def test_a_process_that_dies_with_writes_pending_leaves_them_to_the_next_sync(ho
                 os.makedirs(os.path.dirname(path), exist_ok=True)
                 with open(path, "a") as f:
                     f.write(("# 2026-11-22\\n\\n## 09:30\\n" if n == 0 else "") + f"- [preference] fact {{n}} about tea\\n")
-                engine._sync([{LOGS[0]!r}], defer=True)
+                engine.index_paths(lambda: [{LOGS[0]!r}])
             os._exit(0)
     """)
     done = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True, timeout=300)
@@ -132,7 +132,7 @@ def test_a_batch_that_fails_to_reach_lancedb_is_healed_by_the_next_sync(engine, 
 
     monkeypatch.setattr(LanceTable, "add", full_disk)
     write(home, LOGS[0], log_text(["Likes green tea.", "Runs marathons."], 1))
-    engine._sync([LOGS[0]], defer=True)
+    engine.index_paths(lambda: [LOGS[0]])
     deadline = time.monotonic() + 30
     while LOGS[0] not in engine.index.unwritten_paths:
         assert time.monotonic() < deadline

@@ -251,7 +251,7 @@ def test_git_checkout_of_2000_changed_files(home, embedder):
 def test_dropped_events_are_recovered_by_the_periodic_reconcile(home, embedder):
     with running_daemon(home, embedder, reconcile_interval_s=1.0) as run:
         run.settle()
-        run.daemon._watcher.stop()  # from here on every event is lost, as in an inotify overflow
+        run.daemon.watcher.stop()  # from here on every event is lost, as in an inotify overflow
         write(home, LOG, daily_log(FACTS[:1]))
         run.settle(timeout=30)
         _finish(run, f"+1 fact in {LOG}")
@@ -339,7 +339,7 @@ def test_a_watcher_whose_thread_died_is_restarted_and_nothing_it_missed_stays_st
     the daemon must notice rather than take silence for an unchanged home."""
     with running_daemon(home, embedder, watcher_check_s=0.3, reconcile_interval_s=3600) as run:
         run.settle()
-        observer = run.daemon._watcher._observer
+        observer = run.daemon.watcher._observer
         for emitter in list(observer.emitters):
             emitter.stop()
             emitter.join(5)

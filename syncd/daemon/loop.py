@@ -110,6 +110,12 @@ class Daemon:
 
     # -- called from other threads ---------------------------------------------------------------
 
+    @property
+    def watcher(self) -> TreeWatcher:
+        """The watch on the home's tree: its ``failure`` says why it stopped, if it did (restarted
+        by the loop, ``watcher_restarts``)."""
+        return self._watcher
+
     def push(self, events: Iterable[Event]) -> None:
         """Queue events (the observer calls this from its thread)."""
         events = list(events)

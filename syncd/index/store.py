@@ -387,6 +387,18 @@ class Index:
             self._records_version = version
         return self._records
 
+    @property
+    def rows_loaded(self) -> bool:
+        """Whether the rows are in memory (a query loads them; a process that only syncs never
+        does, and writes the tables directly: see ``apply``)."""
+        with self._lock:
+            return self._matrix_version is not None
+
+    def table_versions(self) -> tuple[int, int]:
+        """The LanceDB versions of the entries and files tables: each write to a table is one
+        more (a commit of its own, which is what writes try to spend as few of as they can)."""
+        return self._entries.version, self._files.version
+
     def counts(self) -> dict[str, int]:
         self.persist()  # these read the tables: pending writes first
         return {
