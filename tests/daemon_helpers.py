@@ -54,6 +54,20 @@ def git(root: Path, *args: str) -> str:
     ).stdout
 
 
+def person_git(root: Path, *args: str, timeout: float = 30) -> str:
+    """A git command of the person's beside a running daemon: run again while git says another
+    git process holds its index lock (the daemon's commit pass holds it for a moment to move
+    HEAD), as a person would; any other failure fails the test with git's own words."""
+    deadline = time.monotonic() + timeout
+    while True:
+        done = subprocess.run(["git", *args], cwd=root, env=os.environ | GIT_ENV, capture_output=True, text=True)
+        if done.returncode == 0:
+            return done.stdout
+        if "index.lock': File exists" not in done.stderr or time.monotonic() > deadline:
+            raise AssertionError(f"git {' '.join(args)} failed ({done.returncode}): {done.stderr.strip()}")
+        time.sleep(0.2)
+
+
 def subjects(root: Path) -> list[str]:
     """Commit subjects, newest first."""
     return git(root, "log", "--format=%s").splitlines()

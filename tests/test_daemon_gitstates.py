@@ -22,6 +22,7 @@ from .daemon_helpers import (
     daily_log,
     git,
     isolate_git_identity,
+    person_git,
     running_daemon,
     subjects,
     wait_for,
@@ -48,7 +49,7 @@ def home(home):
     """A home made before `syncd init` wrote .gitattributes: its daily logs conflict like any
     file when both sides of a merge changed the same line (a new home keeps both lines)."""
     (home / ".gitattributes").unlink()
-    git(home, "commit", "-qm", "no union merge", "--", ".gitattributes")
+    person_git(home, "commit", "-qm", "no union merge", "--", ".gitattributes")
     return home
 
 
@@ -89,12 +90,12 @@ def _diverge(run) -> None:
     home = run.home
     write(home, LOG, daily_log(FACTS[:2]))
     run.settle()
-    git(home, "checkout", "-q", "-b", "other")
+    person_git(home, "checkout", "-q", "-b", "other")
     write(home, LOG, daily_log([FACTS[0], "Works as a nurse in Paris."]))
-    git(home, "commit", "-q", "-am", "paris")
-    git(home, "checkout", "-q", "main")
+    person_git(home, "commit", "-q", "-am", "paris")
+    person_git(home, "checkout", "-q", "main")
     write(home, LOG, daily_log([FACTS[0], "Works as a doctor in Lyon."]))
-    git(home, "commit", "-q", "-am", "doctor")
+    person_git(home, "commit", "-q", "-am", "doctor")
     run.settle()
 
 
@@ -126,9 +127,9 @@ def test_a_write_during_a_conflicted_merge_is_refused_and_lands_after_it(home, e
         wait_for(lambda: _indexed(run, LOG), 30, "the daemon to index the conflicted file")
         _refused(run, caplog)
         wait_for(lambda: _warnings(caplog, "merge"), 30, "one warning naming the merge")
-        git(home, "checkout", "--theirs", LOG)
-        git(home, "add", LOG)
-        git(home, "commit", "-q", "--no-edit")
+        person_git(home, "checkout", "--theirs", LOG)
+        person_git(home, "add", LOG)
+        person_git(home, "commit", "-q", "--no-edit")
         _lands(run)
         run.stop()
         assert "<<<<<<<" not in git(home, "log", "-p", "--format=", "--", LOG)
@@ -139,10 +140,10 @@ def test_a_write_during_a_conflicted_merge_is_refused_and_lands_after_it(home, e
 def test_a_write_during_a_rebase_is_refused_and_lands_after_its_abort(home, embedder, caplog):
     with running_daemon(home, embedder) as run:
         _diverge(run)
-        git(home, "checkout", "-q", "other")
+        person_git(home, "checkout", "-q", "other")
         _conflict(home, "rebase", "main")
         _refused(run, caplog)
-        git(home, "rebase", "--abort")
+        person_git(home, "rebase", "--abort")
         _lands(run)
         assert git(home, "rev-parse", "--abbrev-ref", "HEAD").strip() == "other"
         run.stop()
@@ -154,7 +155,7 @@ def test_a_conflicted_stash_pop_is_never_committed_by_the_daemon(home, embedder,
         write(home, LOG, daily_log(FACTS[:2]))
         run.settle()
         write(home, LOG, daily_log([FACTS[0], "Works as a nurse in Paris."]))
-        git(home, "stash", "-q")
+        person_git(home, "stash", "-q")
         write(home, LOG, daily_log([FACTS[0], "Works as a doctor in Lyon."]))
         run.settle()
         head = git(home, "rev-parse", "HEAD")
@@ -165,8 +166,8 @@ def test_a_conflicted_stash_pop_is_never_committed_by_the_daemon(home, embedder,
         assert git(home, "ls-files", "-u").strip(), "the conflict was marked resolved"
         _refused(run, caplog)
         write(home, LOG, daily_log([FACTS[0], "Works as a doctor in Paris."]))
-        git(home, "add", LOG)
-        git(home, "stash", "drop", "-q")
+        person_git(home, "add", LOG)
+        person_git(home, "stash", "drop", "-q")
         run.settle()
         run.stop()
         assert git(home, "show", f"HEAD:{LOG}") == daily_log([FACTS[0], "Works as a doctor in Paris."])
@@ -178,14 +179,14 @@ def test_a_write_on_a_detached_head_is_refused_until_a_branch_is_back(home, embe
     with running_daemon(home, embedder) as run:
         write(home, LOG, daily_log(FACTS[:2]))
         run.settle()
-        git(home, "checkout", "-q", "--detach")
+        person_git(home, "checkout", "-q", "--detach")
         head = git(home, "rev-parse", "HEAD")
         current = (home / LOG).read_bytes()
         # Nothing written now could be committed on a branch: refused before anything is written.
         with pytest.raises(GitBusyError, match="git switch"):
             run.reader.write_file(LOG, current + NEW_FACT.encode(), intent=_turn(1))
         assert (home / LOG).read_bytes() == current and git(home, "rev-parse", "HEAD") == head
-        git(home, "checkout", "-q", "main")
+        person_git(home, "checkout", "-q", "main")
         run.reader.write_file(LOG, current + NEW_FACT.encode(), intent=_turn(1))
         run.settle()
         run.stop()
