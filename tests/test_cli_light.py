@@ -3,8 +3,10 @@ and option explains itself."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
+import time
 
 import click
 import pytest
@@ -15,10 +17,15 @@ from syncd.cli import cli
 HEAVY = ("lancedb", "onnxruntime", "fastembed", "fastapi", "uvicorn", "mcp", "starlette")
 
 
-def imported_modules(args: list[str], cwd) -> tuple[subprocess.CompletedProcess, set[str]]:
+def imported_modules(args: list[str], cwd, env: dict | None = None) -> tuple[subprocess.CompletedProcess, set[str]]:
     """Run ``syncd ARGS`` with ``-X importtime``: every module the process imported, by name."""
     result = subprocess.run(
-        [sys.executable, "-X", "importtime", "-m", "syncd", *args], capture_output=True, text=True, cwd=cwd, timeout=300
+        [sys.executable, "-X", "importtime", "-m", "syncd", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        timeout=300,
+        env=None if env is None else os.environ | env,
     )
     names = {line.rsplit("|", 1)[1].strip() for line in result.stderr.splitlines() if line.startswith("import time:")}
     return result, names
@@ -64,6 +71,57 @@ def test_commands_without_model_or_index_import_neither(synced_home, argv):
     assert result.returncode == 0, result.stderr[-2000:]
     assert "syncd" in names and "click" in names  # the measurement saw the CLI run
     assert heavy(names) == []
+
+
+# What a one-shot search or sync without a daemon never needs: LanceDB (the rows image and the
+# files mirror answer for the tables), pydantic (syncd.config reads plain settings itself), the
+# servers, the LLM client, the watcher.
+ONE_SHOT_NEVER = (
+    "lancedb",
+    "pydantic",
+    "pydantic_settings",
+    "pydantic_core",
+    "litellm",
+    "fastapi",
+    "uvicorn",
+    "starlette",
+    "mcp",
+    "watchdog",
+    "fastembed",
+)
+
+
+def test_one_shot_search_and_sync_import_only_what_they_use(home, embedder):
+    (home / "memory/users/ana").mkdir(parents=True, exist_ok=True)
+    (home / "memory/users/ana/2026-11-22.md").write_text("# 2026-11-22\n\n## 10:00\n- [goal] Learn Rust.\n")
+    # Written a while ago: a file written just before a sync is looked at again by the next
+    # (sync.scan's racy mtime), which would then have a record to update.
+    past = time.time() - 3600
+    for path in [*(home / "memory").rglob("*.md"), *(home / "vault").rglob("*.md")]:
+        os.utime(path, (past, past))
+    with syncd.open(home, embedder=embedder) as engine:
+        engine.sync()
+        engine.commit()
+    search = ["search", "learning rust", "--user", "ana", "--home", str(home)]
+    subprocess.run(
+        [sys.executable, "-m", "syncd", *search], check=True, capture_output=True, timeout=300
+    )  # images the rows
+    settings = {"SYNCD_LOCK_WAIT_S": "5", "SYNCD_SEARCH_FLOOR": "true"}  # read without pydantic too
+    result, names = imported_modules(search, home.parent, settings)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "Learn Rust." in result.stdout and "changed since" not in result.stderr
+    assert "onnxruntime" in names  # the measurement saw the query embedded here, not by a daemon
+    assert sorted(n for n in names if n.split(".")[0] in ONE_SHOT_NEVER) == []
+
+    result, names = imported_modules(["sync", "-q", "--home", str(home)], home.parent, settings)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.startswith("0 new, 0 changed, 0 moved, 0 deleted")
+    assert sorted(n for n in names if n.split(".")[0] in ONE_SHOT_NEVER) == []
+
+    # Stale: the count says so, found by the scan behind the quick look.
+    (home / "memory/users/ana/2026-11-22.md").write_text("# 2026-11-22\n\n## 10:00\n- [goal] Learn Go.\n")
+    result, names = imported_modules(search, home.parent)
+    assert result.returncode == 0 and "1 file(s) changed since the index was updated" in result.stderr
 
 
 def test_status_reports_the_index_without_loading_it(synced_home):

@@ -1,7 +1,8 @@
 """What every command shares: the ``--home`` option, settings, checked ids, JSON output.
 
 Nothing here imports pydantic, LanceDB or the model: a command pays only for what it
-uses, so ``syncd --help`` and a search the daemon answers start in a blink.
+uses, so ``syncd --help`` and a search the daemon answers start in a blink (pydantic only
+when a SYNCD_* value needs its reading, see syncd.config).
 """
 
 from __future__ import annotations
@@ -58,13 +59,16 @@ def resolve_home(home: Path | None) -> Path:
 
 def load_settings():
     """Settings from the environment; a bad SYNCD_* value is one clear error, not a traceback."""
-    from pydantic import ValidationError
-
     from ..config import Settings
 
     try:
         return Settings()
-    except ValidationError as exc:
+    except ValueError as exc:
+        # pydantic's ValidationError, a ValueError: imported only once a value was refused.
+        from pydantic import ValidationError
+
+        if not isinstance(exc, ValidationError):
+            raise
         problems = "; ".join(
             f"SYNCD_{'_'.join(str(p) for p in err['loc']).upper()}: {err['msg']}" for err in exc.errors()
         )

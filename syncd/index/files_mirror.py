@@ -113,15 +113,13 @@ def _read_once(conn: sqlite3.Connection, lance_dir: Path) -> MirrorSnapshot | No
         meta = dict(conn.execute("SELECT key, value FROM meta"))
         if meta.get("format") != _FORMAT or meta.get("stamp") != before:
             return None
-        files: dict[str, FileRecord] = {}
-        facts = chunks = 0
-        for path, kind, sha, size, mtime_ns, error, n_facts, n_chunks in conn.execute("SELECT * FROM files"):
-            files[path] = FileRecord(path, kind, sha, size, mtime_ns, error)
-            facts += n_facts
-            chunks += n_chunks
+        # One query for the records, one for the sums: a one-shot search reads them all.
+        rows = conn.execute("SELECT path, kind, sha, size, mtime_ns, error FROM files").fetchall()
+        files = {row[0]: FileRecord(*row) for row in rows}
+        facts, chunks = conn.execute("SELECT TOTAL(facts), TOTAL(chunks) FROM files").fetchone()
     finally:
         conn.execute("COMMIT")
-    return MirrorSnapshot(files, facts, chunks)
+    return MirrorSnapshot(files, int(facts), int(chunks))
 
 
 def read_meta(folder: Path) -> dict:
