@@ -1,6 +1,6 @@
 """No-answer behaviour: how often a search answers a query its memory cannot answer.
 
-    python benchmarks/bench_no_answer.py --data ../shared/evals/locomo-dev.json [--workdir DIR]
+    python benchmarks/bench_no_answer.py --data ../shared/evals/locomo-dev.json [--workdir DIR] [--old REV]
 
 Two homes are searched. The LoCoMo home of ``bench_recall.py`` (each conversation one user, one
 fact per dialog turn), built from the file given by path; and a generated one made here, with a
@@ -18,6 +18,8 @@ written against, run with that tree on ``sys.path``): ``min_cosine=Settings.reca
 floor MemoryManager applied; after: ``floor=True``, the relevance floor of hybrid_search. Beside
 them, recall@10 on the LoCoMo questions with and without the floor (the floor must not cost
 answers), and for the generated home the share of on-topic paraphrases still answered.
+``--old REV`` first runs git revision REV's syncd (benchmarks/revisions.py) on the same homes and
+queries, in a child process, and prints its shares beside this checkout's.
 Never part of the test suite.
 """
 
@@ -28,17 +30,20 @@ import datetime as dt
 import inspect
 import json
 import random
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(1, str(Path(__file__).resolve().parent))
-
-from bench_recall import sessions, user_of, write_home
-
+# syncd before bench_recall, which puts this checkout first on the path: a --old child imports
+# the syncd its PYTHONPATH names, and bench_recall then finds that one already imported.
 import syncd
 from syncd.config import Settings
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_recall import sessions, user_of, write_home
+from revisions import env_for, extract
 
 OFF_TOPIC = [
     "What is the capital of Australia?",
@@ -218,6 +223,92 @@ def answered(search, queries: list[str], users: list[str]) -> tuple[int, int, li
     return len(yes), len(hits_for), yes
 
 
+def measure(args: argparse.Namespace, base: Path) -> dict:
+    """Every share this benchmark reports, for the syncd this process imports."""
+    rows = []
+    # The generated home.
+    root = base / "generated"
+    reuse = (root / ".syncd").is_dir()
+    if not reuse:
+        root = syncd.init(root).home
+    write_generated(root)
+    with syncd.open(root) as engine:
+        engine.reindex() if reuse else engine.sync()
+        mode = args.mode or ("after" if "floor" in inspect.signature(engine.search).parameters else "before")
+        search = searcher(engine, mode)
+        for name, queries in (
+            ("off-topic", OFF_TOPIC),
+            ("common words", COMMON_ONLY),
+            ("gibberish", gibberish(100)),
+        ):
+            yes, total, listed = answered(search, queries, ["small", "large"])
+            rows.append((f"generated {name}", yes, total, listed))
+        found = sum(any(h.content == fact for h in search(q, "small", limit=3)) for q, fact in SMALL_QUESTIONS)
+        found += sum(any(text in h.content for h in search(q, "large", limit=10)) for q, text in LARGE_QUESTIONS)
+        small_readme = [h.content for h in search("what does she drink?", "small")]
+    recall = {}
+    if args.data:
+        samples = json.loads(args.data.read_text(encoding="utf-8"))
+        root = base / "locomo"
+        reuse = (root / ".syncd").is_dir()
+        if not reuse:
+            root = syncd.init(root).home
+        dia_of = write_home(root, samples)
+        users = [user_of(s["sample_id"]) for s in samples]
+        with syncd.open(root) as engine:
+            engine.reindex() if reuse else engine.sync()
+            search = searcher(engine, mode)
+            for name, queries in (
+                ("off-topic", OFF_TOPIC),
+                ("common words", COMMON_ONLY),
+                ("gibberish", gibberish(100)),
+            ):
+                yes, total, listed = answered(search, queries, users)
+                rows.append((f"LoCoMo {name}", yes, total, listed))
+            plain = searcher(engine, "none")
+            values: dict[str, list[float]] = {"none": [], mode: []}
+            for sample in samples:
+                user = user_of(sample["sample_id"])
+                last = max(when for _, when, _ in sessions(sample["conversation"]))
+                now = (last + dt.timedelta(days=1)).replace(tzinfo=dt.UTC)
+                for qa in sample["qa"]:
+                    evidence = set(qa.get("evidence") or ())
+                    for name, run in (("none", plain), (mode, search)):
+                        top = {dia_of.get(h.id) for h in run(qa["question"], user, 10, now)}
+                        values[name].append(len(evidence & top) / len(evidence) if evidence else 1.0)
+            recall = {name: sum(v) / len(v) for name, v in values.items()}
+    on_topic = len(SMALL_QUESTIONS) + len(LARGE_QUESTIONS)
+    return {"mode": mode, "rows": rows, "found": found, "on_topic": on_topic, "readme": small_readme, "recall": recall}
+
+
+def report(new: dict, old: dict | None, show: bool, old_rev: str | None) -> None:
+    print(f"floor: {new['mode']}" + (f" (old {old_rev}: {old['mode']})" if old else ""))
+    if old:
+        print(f"{'queries':<24} {'answered, old':>22} {'answered, new':>22}")
+    else:
+        print(f"{'queries':<24} {'answered':>14}")
+    before = {name: (yes, total) for name, yes, total, _ in old["rows"]} if old else {}
+    for name, yes, total, listed in new["rows"]:
+        share = f"{yes:>5}/{total:<5} {yes / total:>6.1%}"
+        if old:
+            was = before.get(name)
+            past = f"{was[0]:>5}/{was[1]:<5} {was[0] / was[1]:>6.1%}" if was else "-"
+            print(f"{name:<24} {past:>22} {share:>22}")
+        else:
+            print(f"{name:<24} {share}")
+        if show:
+            for line in listed:
+                print(f"    {line}")
+    for label, result in (("old", old), ("new", new)):
+        if result is None:
+            continue
+        prefix = f"{label}: " if old else ""
+        print(f"{prefix}generated on-topic questions answered with their fact: {result['found']}/{result['on_topic']}")
+        print(f"{prefix}'what does she drink?' -> {result['readme'][:1]}")
+        for name, value in result["recall"].items():
+            print(f"{prefix}LoCoMo R@10 floor={name}: {value:.3f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data", type=Path, help="a LoCoMo-format JSON file (else the generated home only)")
@@ -229,75 +320,25 @@ def main() -> None:
         help="which floor to apply (default: after if this tree has one, else before)",
     )
     parser.add_argument("--show", action="store_true", help="list the off-topic queries that were answered")
+    parser.add_argument("--old", default=None, help="also run this git revision's syncd, first, on the same homes")
+    parser.add_argument("--json", type=Path, default=None, help=argparse.SUPPRESS)  # a child's results, for --old
     args = parser.parse_args()
 
     with tempfile.TemporaryDirectory() as tmp:
         base = args.workdir or Path(tmp)
-        rows = []
-        # The generated home.
-        root = base / "generated"
-        reuse = (root / ".syncd").is_dir()
-        if not reuse:
-            root = syncd.init(root).home
-        write_generated(root)
-        with syncd.open(root) as engine:
-            engine.reindex() if reuse else engine.sync()
-            mode = args.mode or ("after" if "floor" in inspect.signature(engine.search).parameters else "before")
-            search = searcher(engine, mode)
-            for name, queries in (
-                ("off-topic", OFF_TOPIC),
-                ("common words", COMMON_ONLY),
-                ("gibberish", gibberish(100)),
-            ):
-                yes, total, listed = answered(search, queries, ["small", "large"])
-                rows.append((f"generated {name}", yes, total, listed))
-            found = sum(any(h.content == fact for h in search(q, "small", limit=3)) for q, fact in SMALL_QUESTIONS)
-            found += sum(any(text in h.content for h in search(q, "large", limit=10)) for q, text in LARGE_QUESTIONS)
-            on_topic = len(SMALL_QUESTIONS) + len(LARGE_QUESTIONS)
-            small_readme = [h.content for h in search("what does she drink?", "small")]
-        recall = None
-        if args.data:
-            samples = json.loads(args.data.read_text(encoding="utf-8"))
-            root = base / "locomo"
-            reuse = (root / ".syncd").is_dir()
-            if not reuse:
-                root = syncd.init(root).home
-            dia_of = write_home(root, samples)
-            users = [user_of(s["sample_id"]) for s in samples]
-            with syncd.open(root) as engine:
-                engine.reindex() if reuse else engine.sync()
-                search = searcher(engine, mode)
-                for name, queries in (
-                    ("off-topic", OFF_TOPIC),
-                    ("common words", COMMON_ONLY),
-                    ("gibberish", gibberish(100)),
-                ):
-                    yes, total, listed = answered(search, queries, users)
-                    rows.append((f"LoCoMo {name}", yes, total, listed))
-                plain = searcher(engine, "none")
-                recall = {"none": [], mode: []}
-                for sample in samples:
-                    user = user_of(sample["sample_id"])
-                    last = max(when for _, when, _ in sessions(sample["conversation"]))
-                    now = (last + dt.timedelta(days=1)).replace(tzinfo=dt.UTC)
-                    for qa in sample["qa"]:
-                        evidence = set(qa.get("evidence") or ())
-                        for name, run in (("none", plain), (mode, search)):
-                            top = {dia_of.get(h.id) for h in run(qa["question"], user, 10, now)}
-                            recall[name].append(len(evidence & top) / len(evidence) if evidence else 1.0)
-
-    print(f"floor: {mode}")
-    print(f"{'queries':<24} {'answered':>14}")
-    for name, yes, total, listed in rows:
-        print(f"{name:<24} {yes:>5}/{total:<5} {yes / total:>6.1%}")
-        if args.show:
-            for line in listed:
-                print(f"    {line}")
-    print(f"generated on-topic questions answered with their fact: {found}/{on_topic}")
-    print(f"'what does she drink?' -> {small_readme[:1]}")
-    if recall:
-        for name, values in recall.items():
-            print(f"LoCoMo R@10 floor={name}: {sum(values) / len(values):.3f}")
+        old = None
+        if args.old:
+            code = extract(args.old, base / "old-code")
+            child = [sys.executable, __file__, "--workdir", str(base), "--json", str(base / "old.json")]
+            child += ["--data", str(args.data)] if args.data else []
+            child += ["--mode", args.mode] if args.mode else []
+            subprocess.run(child, check=True, env=env_for(code))
+            old = json.loads((base / "old.json").read_text(encoding="utf-8"))
+        new = measure(args, base)
+    if args.json:
+        args.json.write_text(json.dumps(new), encoding="utf-8")
+        return
+    report(new, old, args.show, args.old)
 
 
 if __name__ == "__main__":

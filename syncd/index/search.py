@@ -42,7 +42,6 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from statistics import NormalDist
 
 import numpy as np
 
@@ -53,6 +52,7 @@ from ..home import validate_id
 from .backend import IndexBackend
 from .fulltext import best_rows
 from .records import page_breadcrumb
+from .relevance import answered, chance_cosine, evidence
 from .rowcache import ScopeMask
 
 __all__ = ["Hit", "Weights", "answered", "chance_cosine", "hybrid_search"]
@@ -63,20 +63,6 @@ _UNDATED_RECENCY = 0.5
 # Below this cosine a row has nothing of the query's meaning (unrelated texts under MiniLM sit
 # around 0.0-0.15): with no word of it either, it is never returned, however few hits remain.
 _NO_MEANING = 0.05
-# The relevance floor (see answered()): how close unrelated texts lie under the bundled
-# all-MiniLM-L6-v2. Fitted to the off-topic, common-word and gibberish queries of
-# benchmarks/bench_no_answer.py (written for it, about nothing the memories hold): pooled over
-# every row their cosines have a 95th percentile of 0.11-0.19 (one row's chance), and the best of
-# a ~550-row conversation a 95th percentile of 0.33-0.41; a normal centred on 0.02 with spread
-# 0.10 puts the 95th percentile of the best of 1 and of 550 draws at 0.18 and 0.39 (the measured
-# spread within a query is 0.06, but the tails are fatter than a normal's). Another embedding
-# model needs its own (bench_no_answer.py prints what they give).
-_CHANCE_COSINE = 0.02
-_CHANCE_SPREAD = 0.10
-_CHANCE_KEPT = 0.95
-_NORMAL = NormalDist()
-# A row holding all of the query's rare words: worth one spread of chance in evidence().
-_RARE_WORDS = _CHANCE_SPREAD
 # Context flows from facts at most this many places away, halving with each step.
 _CONTEXT_REACH = 2
 _CONTEXT_DECAY = 0.5
@@ -140,34 +126,6 @@ class Hit:
         out = asdict(self)
         out["tags"] = list(self.tags)
         return out
-
-
-def chance_cosine(rows: int) -> float:
-    """The cosine that the best of ``rows`` rows having nothing to do with a query stays under
-    19 times in 20: unrelated texts' cosines under the bundled MiniLM are taken as normal around
-    ``_CHANCE_COSINE`` with spread ``_CHANCE_SPREAD``, and the best of n draws stays under the
-    quantile 0.95 ** (1 / n). One row: 0.18; five: 0.25; 550 (a long conversation): 0.39;
-    100,000: 0.51. A memory's best row is evidence of meaning only above this: the larger the
-    memory, the closer something lies by chance."""
-    rows = max(rows, 1)
-    return _CHANCE_COSINE + _CHANCE_SPREAD * _NORMAL.inv_cdf(_CHANCE_KEPT ** (1.0 / rows))
-
-
-def evidence(cosine: np.ndarray, rare: np.ndarray) -> np.ndarray:
-    """How strongly each row speaks to the query, on a scale that means the same for every
-    query: its cosine, plus up to one spread of chance (``_RARE_WORDS``) for holding the query's
-    rare words (its rare coverage: the idf-weighted share of the query made of words that fewer
-    than about one row in sqrt(2N) holds, fulltext.py). A weekday or "world" said all over a
-    memory is not rare there and adds nothing."""
-    return cosine + _RARE_WORDS * rare
-
-
-def answered(best_evidence: float, rows: int) -> bool:
-    """Whether a memory of ``rows`` rows answers a query at all: its best row's
-    :func:`evidence` is above what the best of that many unrelated rows reaches by chance
-    (:func:`chance_cosine`). A query of words the memory does not hold, or holds everywhere,
-    and of no meaning close to it is answered by nothing."""
-    return best_evidence >= chance_cosine(rows)
 
 
 def _recency(created: np.ndarray, now: dt.datetime) -> np.ndarray:
@@ -305,7 +263,7 @@ def hybrid_search(
     shares = np.where(near >= 0, passed[np.searchsorted(scored, neighbour)], 0.0)
     context = (shares * _CONTEXT_DECAY ** (distances - 1)).max(axis=1, initial=0.0)
     recency = _recency(created, now)
-    # Whether this memory answers the query at all (answered(): measures that mean the same
+    # Whether this memory answers the query at all (relevance.py: measures that mean the same
     # for every query), by the best evidence among the candidates: they hold the closest rows in
     # meaning and the best by words.
     relevant = answered(float(evidence(cosine, rare).max(initial=0.0)), visible)
