@@ -30,7 +30,7 @@ from syncd.embedding.fastembed_backend import (
     load_embedder,
     verify_sha256,
 )
-from syncd.embedding.onnx_runner import OnnxTextModel
+from syncd.embedding.onnx_runner import TOKEN_BUDGET, OnnxTextModel, token_batches
 from syncd.errors import EmbeddingError
 from syncd.index.embed_cache import CachedEmbedder, EmbeddingCache, text_key
 from syncd.index.tokens import TokenSpanner
@@ -280,14 +280,22 @@ def test_a_model_released_after_its_query_loads_again_with_the_same_vectors(
     model_cache: Path, backend: FastEmbedBackend, tmp_path: Path
 ) -> None:
     """What a one-shot `syncd search` does: the query's vector lets the model go (found through
-    the cache's wrapper), and an embed after it loads the model again, giving the same vectors."""
+    the cache's wrapper), and an embed after it loads the model again, giving the same vectors.
+    Its session is the lean one (no arena, weights dequantised at run time rather than folded at
+    load), whose vectors differ from a sync's by float rounding only."""
     fresh = FastEmbedBackend.bundled(model_cache)
     embed_mod.release_after_query(CachedEmbedder(fresh, EmbeddingCache(tmp_path / "cache.sqlite")))
     query = fresh.embed_query("what does she drink in the morning")
     assert not fresh.loaded
-    np.testing.assert_array_equal(query, backend.embed_query("what does she drink in the morning"))
-    np.testing.assert_array_equal(fresh.embed(["Likes green tea."]), backend.embed(["Likes green tea."]))
+    np.testing.assert_allclose(query, backend.embed_query("what does she drink in the morning"), atol=1e-6)
+    np.testing.assert_allclose(fresh.embed(["Likes green tea."]), backend.embed(["Likes green tea."]), atol=1e-6)
     assert fresh.loaded
+    lean = fresh._get_model()
+    assert isinstance(lean, OnnxTextModel)
+    assert not lean.session.get_session_options().enable_cpu_mem_arena
+    full = backend._get_model()
+    assert isinstance(full, OnnxTextModel)
+    assert full.session.get_session_options().enable_cpu_mem_arena
 
 
 def test_concurrent_first_use_loads_once_and_agrees(tmp_path: Path, backend: FastEmbedBackend) -> None:
@@ -504,6 +512,35 @@ def test_law_the_bundled_model_embeds_as_fastembed_does(backend: FastEmbedBacken
     np.testing.assert_allclose(
         next(iter(model.query_embed(texts[-1]))), next(iter(fastembeds_own.query_embed(texts[-1]))), atol=1e-6
     )
+
+
+@given(st.lists(st.integers(1, 600), max_size=60).map(sorted), st.integers(1, 64), st.integers(1, 1024))
+def test_law_token_batches_cover_the_texts_in_order_within_the_budget(
+    lengths: list[int], max_texts: int, budget: int
+) -> None:
+    """Batches by word pieces are consecutive runs of the sorted texts, of at most ``max_texts``,
+    whose count times their longest stays within the budget (a longer text goes alone)."""
+    batches = list(token_batches(lengths, max_texts, budget))
+    assert [i for batch in batches for i in batch] == list(range(len(lengths)))
+    for batch in batches:
+        assert 0 < len(batch) <= max_texts
+        assert len(batch) == 1 or len(batch) * max(lengths[i] for i in batch) <= budget
+
+
+def test_texts_batched_by_word_pieces_get_fastembeds_own_vectors(backend: FastEmbedBackend, fastembeds_own) -> None:
+    """The vectors of a mixed call (one-line facts, paragraphs, page chunks past the 256 pieces,
+    blank and non-Latin texts, in no order) are those fastembed gives each text on its own, as
+    syncd's bundled model gave them before its texts were batched by word pieces (37186b8)."""
+    words = "the river garden meeting notes about budgets planning roadmap review tea Kyoto".split()
+    texts = [" ".join(words[(i * 5 + j) % len(words)] for j in range(1 + (i * 37) % 90)) for i in range(40)]
+    texts += ["", "   ", "Ana likes green tea.", "東京で会議があった。", "past the 256 pieces " * 80]
+    texts = texts[1::2] + texts[::2]
+    lengths = sorted(len(e.ids) for e in backend._get_model().tokenizer.encode_batch(texts))
+    assert len(list(token_batches(lengths, backend.batch_size, TOKEN_BUDGET))) > 5  # many batches, many widths
+    got = backend.embed(texts)
+    want = np.array([next(iter(fastembeds_own.embed([text]))) for text in texts])
+    assert float(np.min(np.sum(got * want, axis=1))) >= 0.999
+    np.testing.assert_allclose(got, want, atol=1e-6)
 
 
 def test_transcript_chunks_count_the_word_pieces_of_the_model_that_embeds(

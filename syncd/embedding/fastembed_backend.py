@@ -37,6 +37,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import numpy as np
@@ -306,7 +307,7 @@ class FastEmbedBackend:
         started = time.perf_counter()
         folder = self._source.prepare()
         if self._source.direct and folder is not None:
-            direct = _load_direct(folder, self.threads, self._source.describe)
+            direct = _load_direct(folder, self.threads, self._source.describe, lean=self._release_after_query)
             self._cut = _text_cutter(direct.truncation)
             log.info("loaded %s in %.2fs", self._source.describe, time.perf_counter() - started)
             return direct
@@ -346,11 +347,19 @@ class FastEmbedBackend:
         # A batch is padded to its longest text: sorted by length, a heading-sized chunk no longer
         # makes sixty-three one-line facts pay for its 256 tokens.
         order = sorted(range(len(items)), key=lambda i: len(items[i]))
+        ordered = [items[i] for i in order]
         rows: list[np.ndarray] = []
         with self._run_lock:
             try:
-                for batch in _batches([items[i] for i in order], self.batch_size):
-                    rows.extend(model.embed(batch, batch_size=len(batch)))
+                if isinstance(model, _onnx_runner().OnnxTextModel):
+                    # Batched by word pieces, not characters (onnx_runner.py), a group at a time
+                    # so that the encodings held at once stay few.
+                    for start in range(0, len(ordered), _TOKENISE_GROUP):
+                        group = ordered[start : start + _TOKENISE_GROUP]
+                        rows.extend(model.embed_texts(group, self.batch_size))
+                else:
+                    for batch in _batches(ordered, self.batch_size):
+                        rows.extend(model.embed(batch, batch_size=len(batch)))
             except Exception as exc:
                 raise EmbeddingError(f"{self._source.describe} failed to embed: {exc}") from exc
         unsorted: list[np.ndarray] = [rows[0]] * len(rows) if rows else []
@@ -375,7 +384,9 @@ class FastEmbedBackend:
     def release_after_query(self) -> None:
         """For a process that embeds one query and nothing after it (a one-shot ``syncd search``):
         each query's vector lets the model go (:meth:`release`), so the rows the search loads next
-        do not come on top of it. A later embed loads the model again."""
+        do not come on top of it. A later embed loads the model again. The bundled model is then
+        loaded lean (onnx_runner.py): a one-shot search peaked at 275 MB with its model's session
+        as a sync loads it, at 194 MB with the lean one, whose load and one run cost less CPU."""
         self._release_after_query = True
 
     def release(self) -> None:
@@ -404,17 +415,25 @@ def _no_cut(text: str) -> str:
     return text
 
 
-def _load_direct(folder: Path, threads: int | None, describe: str) -> OnnxTextModel:
-    """The bundled model on onnxruntime; a failure to import onnxruntime or tokenizers, or to
-    build the session, is said as what it is (as _import_text_embedding says fastembed's)."""
+def _onnx_runner() -> ModuleType:
+    """onnx_runner.py, imported on first need: it imports onnxruntime (a fifth of a second)."""
+    from . import onnx_runner
+
+    return onnx_runner
+
+
+def _load_direct(folder: Path, threads: int | None, describe: str, lean: bool) -> OnnxTextModel:
+    """The bundled model on onnxruntime (``lean``: a session for one query, onnx_runner.py); a
+    failure to import onnxruntime or tokenizers, or to build the session, is said as what it is
+    (as _import_text_embedding says fastembed's)."""
     try:
-        from .onnx_runner import OnnxTextModel
+        runner = _onnx_runner()
     except ModuleNotFoundError as exc:
         raise EmbeddingError(f"{exc.name or 'onnxruntime'} is not installed: {exc}") from exc
     except (ImportError, OSError, MemoryError) as exc:
         raise EmbeddingError(f"onnxruntime is installed but failed to load: {exc}{_memory_hint(exc)}") from exc
     try:
-        return OnnxTextModel(folder, threads)
+        return runner.OnnxTextModel(folder, threads, lean=lean)
     except Exception as exc:
         raise EmbeddingError(f"cannot load {describe}: {exc}{_memory_hint(exc)}") from exc
 
@@ -437,6 +456,8 @@ def _text_cutter(truncation: dict) -> Callable[[str], str]:
 # 36 MB; at 4,000 (2 chunks a call; a call of 34 such facts) by nothing, at the same texts per
 # CPU second (7 and ~100: past a few texts a call, a bigger call saves no work on 2 cores).
 _BATCH_CHAR_BUDGET = 4_000
+# Texts the bundled model tokenises at once (its batches are cut by word pieces, onnx_runner.py).
+_TOKENISE_GROUP = 512
 
 
 def _batches(texts: list[str], max_texts: int) -> Iterator[list[str]]:

@@ -10,6 +10,18 @@ tokens of special_tokens_map.json), the token ids, the attention mask and zero t
 inputs, the first output mean-pooled over the attention mask in float64, L2-normalised, cast back
 to the output's type. A test holds every vector equal to fastembed's own; models named in the
 settings still run through fastembed.
+
+Many texts at once (``embed_texts``) are tokenised once, ordered by their number of word pieces and
+run in batches of about ``TOKEN_BUDGET`` padded pieces. Sorting by characters (as fastembed's
+callers must) left a third more pieces of padding than of text on a mix of facts and page chunks,
+and large batches cost more per piece than small ones on this model (their activations outgrow
+the CPU's caches): see ``benchmarks/bench_embed.py``.
+
+A process that embeds one query and nothing after it asks for a ``lean`` session: onnxruntime's
+constant folding is what turns the int8 weights into float32 copies at load (the word-embedding
+table alone is 47 MB of them), which makes every later run cheaper but costs a one-shot search more
+CPU and memory than its one run saves. The lean session folds nothing and keeps no memory arena;
+it computes the same vectors (the same dequantisation, done at run time).
 """
 
 from __future__ import annotations
@@ -22,25 +34,35 @@ from typing import Any
 
 import numpy as np
 import onnxruntime as ort
-from tokenizers import AddedToken, Tokenizer
+from tokenizers import AddedToken, Encoding, Tokenizer
 
 from ..compat.patches import quiet_session_options
 
-__all__ = ["OnnxTextModel"]
+__all__ = ["TOKEN_BUDGET", "OnnxTextModel", "token_batches"]
 
 # fastembed's floor under a vector's norm (its normalize's eps).
 _EPS = 1e-12
+
+#: Padded word pieces per model call in ``embed_texts`` (texts times the batch's longest): a text
+#: at the model's limit of 256 goes alone, one-line facts go a dozen at a time.
+TOKEN_BUDGET = 256
 
 
 class OnnxTextModel:
     """A mean-pooled, normalised sentence embedding model in ``folder`` (model.onnx, tokenizer.json,
     tokenizer_config.json and optionally config.json and special_tokens_map.json): what
-    FastEmbedBackend needs of a loaded model (``embed``, ``query_embed``, ``truncation``)."""
+    FastEmbedBackend needs of a loaded model (``embed``, ``query_embed``, ``embed_texts``,
+    ``truncation``). ``lean``: a session for one query (see the module docstring)."""
 
-    def __init__(self, folder: Path, threads: int | None):
-        self.tokenizer = _load_tokenizer(folder)
+    def __init__(self, folder: Path, threads: int | None, *, lean: bool = False):
+        self.tokenizer, self._padding = _load_tokenizer(folder)
+        options = quiet_session_options(threads)
+        extra: dict[str, Any] = {}
+        if lean:
+            options.enable_cpu_mem_arena = False
+            extra["disabled_optimizers"] = ["ConstantFolding"]
         self.session = ort.InferenceSession(
-            str(folder / "model.onnx"), sess_options=quiet_session_options(threads), providers=["CPUExecutionProvider"]
+            str(folder / "model.onnx"), sess_options=options, providers=["CPUExecutionProvider"], **extra
         )
         self._inputs = {node.name for node in self.session.get_inputs()}
 
@@ -53,16 +75,29 @@ class OnnxTextModel:
         """One unit vector per text, in order, the model run on ``batch_size`` texts at a time."""
         items = list(texts)
         for start in range(0, len(items), batch_size):
-            yield from self._run(items[start : start + batch_size])
+            yield from self._run(self.tokenizer.encode_batch(items[start : start + batch_size]))
 
     def query_embed(self, text: str) -> Iterator[np.ndarray]:
         """A query's vector: this model gives queries no prefix, so it is the text's vector."""
-        yield from self._run([text])
+        yield from self._run([self.tokenizer.encode(text)])
 
-    def _run(self, texts: list[str]) -> np.ndarray:
-        encoded = self.tokenizer.encode_batch(texts)
-        ids = np.array([e.ids for e in encoded], dtype=np.int64)
-        mask = np.array([e.attention_mask for e in encoded], dtype=np.int64)
+    def embed_texts(self, texts: Sequence[str], max_texts: int) -> np.ndarray:
+        """One unit vector per text (rows in the order of ``texts``), the texts run shortest first in
+        batches of at most ``max_texts`` texts and about ``TOKEN_BUDGET`` padded word pieces."""
+        encoded = self.tokenizer.encode_batch(list(texts))
+        lengths = [len(e.ids) for e in encoded]
+        order = sorted(range(len(encoded)), key=lengths.__getitem__)
+        out: np.ndarray | None = None
+        for batch in token_batches([lengths[i] for i in order], max_texts, TOKEN_BUDGET):
+            rows = [order[k] for k in batch]
+            vectors = self._run([encoded[i] for i in rows])
+            if out is None:
+                out = np.empty((len(encoded), vectors.shape[1]), dtype=vectors.dtype)
+            out[rows] = vectors
+        return out if out is not None else np.zeros((0, 0), dtype=np.float32)
+
+    def _run(self, encoded: list[Encoding]) -> np.ndarray:
+        ids, mask = self._pad(encoded)
         feed = {"input_ids": ids}
         if "attention_mask" in self._inputs:
             feed["attention_mask"] = mask
@@ -74,6 +109,35 @@ class OnnxTextModel:
         norms = np.maximum(np.linalg.norm(pooled, ord=2, axis=1, keepdims=True), _EPS)
         return (pooled / norms).astype(output.dtype, copy=False)
 
+    def _pad(self, encoded: list[Encoding]) -> tuple[np.ndarray, np.ndarray]:
+        """Token ids and attention mask, padded to the longest encoding as the tokenizer config
+        says (side, pad id, a multiple of); what the tokenizer's own padding would give."""
+        pad_id, left, multiple = self._padding
+        width = max((len(e.ids) for e in encoded), default=0)
+        if multiple and width % multiple:
+            width += multiple - width % multiple
+        ids = np.full((len(encoded), width), pad_id, dtype=np.int64)
+        mask = np.zeros((len(encoded), width), dtype=np.int64)
+        for row, e in enumerate(encoded):
+            n = len(e.ids)
+            cols = slice(width - n, width) if left else slice(0, n)
+            ids[row, cols] = e.ids
+            mask[row, cols] = e.attention_mask
+        return ids, mask
+
+
+def token_batches(lengths: Sequence[int], max_texts: int, budget: int) -> Iterator[range]:
+    """Consecutive runs of positions into ``lengths`` (sorted ascending): at most ``max_texts``
+    each, whose count times their longest stays within ``budget`` (a text longer than it goes
+    alone)."""
+    start = 0
+    for i, length in enumerate(lengths):
+        if i > start and (i - start >= max_texts or (i - start + 1) * length > budget):
+            yield range(start, i)
+            start = i
+    if start < len(lengths):
+        yield range(start, len(lengths))
+
 
 def _read_json(path: Path) -> dict[str, Any]:
     if not path.exists():
@@ -82,8 +146,10 @@ def _read_json(path: Path) -> dict[str, Any]:
         return json.load(handle)
 
 
-def _load_tokenizer(folder: Path) -> Tokenizer:
-    """The tokenizer of ``folder`` set up as fastembed's load_tokenizer sets it up."""
+def _load_tokenizer(folder: Path) -> tuple[Tokenizer, tuple[int, bool, int | None]]:
+    """The tokenizer of ``folder`` set up as fastembed's load_tokenizer sets it up, and how it pads
+    (pad id, on the left, to a multiple of): the padding is done in numpy (``_pad``), so that texts
+    can be tokenised once and batched by their length in word pieces."""
     config = _read_json(folder / "config.json")
     tokenizer_config = _read_json(folder / "tokenizer_config.json")
     tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
@@ -114,12 +180,6 @@ def _load_tokenizer(folder: Path) -> Tokenizer:
         pad_id = tokenizer.token_to_id(pad_token)
     if pad_id is None:
         raise ValueError(f"no id for the pad token {pad_token!r} in {folder}")
-    tokenizer.enable_padding(
-        direction=tokenizer_config.get("padding_side") or padding.get("direction", "right"),
-        pad_id=pad_id,
-        pad_type_id=padding.get("pad_type_id", 0),
-        pad_token=pad_token,
-        pad_to_multiple_of=padding.get("pad_to_multiple_of"),
-        length=None,
-    )
-    return tokenizer
+    tokenizer.no_padding()
+    side = tokenizer_config.get("padding_side") or padding.get("direction", "right")
+    return tokenizer, (int(pad_id), side == "left", padding.get("pad_to_multiple_of"))
