@@ -141,6 +141,16 @@ def test_a_question_about_what_was_said_finds_it(manager, query, said):
     assert all(h.relevant for h in hits)
 
 
+def test_every_turn_is_found_by_its_own_words(manager):
+    """The floor never hides what was said: each turn, asked in its own words (without the
+    speaker's name), is among the hits, and they are relevant."""
+    for turns in EVENINGS.values():
+        for turn in turns:
+            hits = _search(manager, turn.split(": ", 1)[1])
+            assert turn in [h.content for h in hits], turn
+            assert all(h.relevant for h in hits)
+
+
 FIVE_FACTS = [
     "Likes green tea.",
     "Is allergic to peanuts.",

@@ -31,7 +31,8 @@ Beside the weighted parts each hit carries absolute ones, which mean the same fo
 (the normalised full text is 1.0 for the best match in scope however little it holds): ``bm25``
 (the raw BM25 the full text part normalises), ``coverage`` (the idf-weighted share of the query's
 words the row says itself) and ``rare`` (the share of it in words rare in the scope). From them
-and the cosine, :func:`answered` decides whether the memory in scope answers the query at all;
+and the cosine, :func:`answered` (syncd.index.relevance, where its measures and constants are
+explained) decides whether the memory in scope answers the query at all;
 each hit says so in ``relevant``, and ``floor=True`` returns nothing when it does not. Never
 returned, floor or not: chunks holding only headings (``## Projects``), and rows holding no word
 of the query, no context and no closeness in meaning (no padding up to the limit).
