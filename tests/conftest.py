@@ -54,6 +54,10 @@ def _suite_environment(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest
     (home / ".gitconfig").write_text(f"[user]\n\tname = {SUITE_GIT_NAME}\n\temail = {SUITE_GIT_EMAIL}\n")
     monkeypatch.setenv("HOME", str(home))
     monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
+    # The processes tests start (a CLI, a daemon, a server) keep their compiled bytecode, as on
+    # any Python left at its default: where the machine says not to (these machines do), each of
+    # the suite's hundreds of processes would compile syncd's modules anew.
+    monkeypatch.delenv("PYTHONDONTWRITEBYTECODE", raising=False)
 
 
 @pytest.fixture(scope="session", autouse=True)
