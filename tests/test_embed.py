@@ -16,6 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import syncd.embedding.fastembed_backend as embed_mod
+import syncd.embedding.model_files as model_files_mod
 import syncd.index.embed_cache
 from syncd.config import DEFAULT_EMBED_MODEL, Settings
 from syncd.embedding.fastembed_backend import (
@@ -345,6 +346,37 @@ def test_tampered_model_is_refused_by_name(tmp_path: Path) -> None:
     embedder = FastEmbedBackend.bundled(tmp_path / "models", onnx_path=tampered)
     with pytest.raises(EmbeddingError, match=str(tampered)):
         embedder.embed(["x"])
+
+
+def test_the_model_is_hashed_once_and_again_once_it_is_written_to(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A load after the first does not hash the 23 MB again; a file written to since (even one
+    whose size and mtime are put back) is hashed again and refused."""
+    copy = tmp_path / "model.onnx"
+    shutil.copy2(bundled_onnx_path(), copy)
+    hashed: list[Path] = []
+    real = model_files_mod.verify_sha256
+
+    def counting(path: Path, expected: str) -> None:
+        hashed.append(path)
+        real(path, expected)
+
+    monkeypatch.setattr(model_files_mod, "verify_sha256", counting)
+    folder = default_model_dir(tmp_path / "models", onnx_path=copy)
+    assert hashed == [copy]
+    assert default_model_dir(tmp_path / "models", onnx_path=copy) == folder
+    assert hashed == [copy]
+    stat = copy.stat()
+    with open(copy, "r+b") as fh:
+        fh.seek(1000)
+        byte = fh.read(1)
+        fh.seek(1000)
+        fh.write(bytes([byte[0] ^ 0xFF]))
+    os.utime(copy, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    with pytest.raises(EmbeddingError, match="sha256"):
+        default_model_dir(tmp_path / "models", onnx_path=copy)
+    assert hashed == [copy, copy]
 
 
 def test_missing_model_file_is_named(tmp_path: Path) -> None:
