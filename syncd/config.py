@@ -2,8 +2,9 @@
 
 Every knob is read from the keywords given, then the environment (``SYNCD_<NAME>``, any case),
 then its default, and checked against its bounds. pydantic-settings defines what a value means
-and what a bad one is told: importing it costs a one-shot command (``syncd search``, ``syncd
-sync``) a third of a second, so the values it would take as they are (a plain ``42``, ``0.3``,
+and what a bad one is told, but importing it (pydantic's core, asyncio, importlib.metadata)
+was the largest import of a one-shot command (``syncd search``, ``syncd sync``) after numpy and
+the model's runtime; so the values it would take as they are (a plain ``42``, ``0.3``,
 ``true``, any text or path, each within its bounds) are read here without it, and anything else
 (``1_000``, `` 5 ``, ``nan``, a value out of bounds, a keyword of another type) is handed to the
 pydantic model built from the same table (:func:`validated`), whose answer, value or
