@@ -213,3 +213,20 @@ def test_git_busy_reports_the_users_operation_and_a_stale_lock(home):
     lock.unlink()
     (home / ".git/MERGE_HEAD").write_text("0" * 40 + "\n")
     assert "MERGE_HEAD" in git_busy(home)
+
+
+def test_an_intent_not_synced_is_still_whole_and_its_stale_temp_files_go(home):
+    """An intent for a write this process commits is renamed into place unsynced (intents.py):
+    read back whole, committed as the agent; a temporary file a kill left behind is dropped with
+    the stale intents, a day on."""
+    rel = "memory/users/ana/2026-03-14.md"
+    write(home, rel, "# 2026-03-14\n\n- [context] Likes tea.\n")
+    record_intent(Home(home), rel, blob_sha((home / rel).read_bytes()), Intent(author="bot", turn="3"), durable=False)
+    folder = Home(home).private_dir / "intents"
+    left = folder / ".abc-123.json.deadbeef.tmp"
+    left.write_bytes(b'{"path": "half')
+    day_ago = os.stat(left).st_mtime - 2 * 24 * 3600
+    os.utime(left, (day_ago, day_ago))
+    commit_changes(Home(home), syncd.Settings())
+    assert git(home, "log", "-1", "--format=%an %(trailers:key=Syncd-Turn,valueonly)").split() == ["bot", "3"]
+    assert not left.exists() and not list(folder.glob("*.json"))

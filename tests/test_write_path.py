@@ -53,19 +53,21 @@ def git_calls(monkeypatch):
     return seen
 
 
-def test_an_add_memory_costs_six_git_processes(engine, home, git_calls):
+def test_an_add_memory_costs_four_git_processes(engine, home, git_calls):
     manager = MemoryManager(engine, settings=Settings(llm_model="gpt-4o-mini"))
     asyncio.run(manager.add_memory("Warms up the first write.", "ana"))
     git_calls.clear()
     fact = asyncio.run(manager.add_memory("Keeps bees on the roof of the library.", "ana"))
     calls = Counter(git_calls)
     assert fact is not None and fact.id in git(home, "show", "HEAD")
-    # One unmerged check, status, stage, the staged blobs, one reader (HEAD's trees and the blobs
-    # for the message), update-ref: the tree and commit are written by syncd (objects.py), and
-    # there is no read-tree of a private index, no second check, no rev-parse.
-    assert calls == Counter(
-        {"ls-files -u": 1, "status": 1, "update-index": 1, "ls-files -s": 1, "cat-file": 1, "update-ref": 1}
-    ), calls
+    # Status, stage, the staged blobs, update-ref. No unmerged check: the last pass published an
+    # index made by staging into one that held no unmerged path, so it holds none either
+    # (git.carry_unmerged). No reader: HEAD's trees are in memory, and the message's blobs are
+    # the log just staged (read from the file) and the one the last pass staged (kept). The tree
+    # and commit are written by syncd (objects.py); no read-tree of a private index, no rev-parse.
+    assert calls == Counter({"status": 1, "update-index": 1, "ls-files -s": 1, "update-ref": 1}), calls
+    # Counted from the right blobs: one fact more than the log the first add left.
+    assert f"+1 fact in memory/users/ana/{fact.timestamp[:10]}.md" in git(home, "log", "-1", "--format=%B")
 
 
 def test_a_group_of_writes_checks_for_unmerged_paths_once(engine, home, git_calls):
@@ -73,13 +75,18 @@ def test_a_group_of_writes_checks_for_unmerged_paths_once(engine, home, git_call
         for name in ("A", "B", "C"):
             engine.write_file(f"vault/{name}.md", f"# {name}\n".encode())
         assert git_calls["ls-files -u"] == 1, git_calls
-    # After the commit, once more: the index file it rewrote, asked about off the writer's turn.
-    assert git_calls["ls-files -u"] == 2 and "read-tree" not in git_calls, git_calls
+    # Not after the commit: the index file it published was staged into one that held no
+    # unmerged path, so the answer carries over to it (git.carry_unmerged).
+    assert git_calls["ls-files -u"] == 1 and "read-tree" not in git_calls, git_calls
     assert git(home, "log", "-1", "--format=%s") == "Three notes\n"
     assert git(home, "show", "--name-only", "--format=", "HEAD").split() == ["vault/A.md", "vault/B.md", "vault/C.md"]
     git_calls.clear()
     engine.write_file("vault/D.md", b"# D\n")
-    # The next write's own check was answered already: its one ls-files -u is after its commit.
+    assert "ls-files -u" not in git_calls, git_calls
+    # A git command of the person's rewrites the index: the next write asks git again.
+    git(home, "update-index", "--refresh")
+    os.utime(home / ".git" / "index")
+    engine.write_file("vault/E.md", b"# E\n")
     assert git_calls["ls-files -u"] == 1, git_calls
 
 
@@ -97,6 +104,38 @@ def test_the_unmerged_answer_follows_the_index_file(home):
     assert git(home, "ls-files", "-u").strip()
     with pytest.raises(GitBusyError, match="unmerged"):
         check_tree_writable(home)
+
+
+def _pass_staging(home, rel: str) -> None:
+    """What a commit pass does to git's index: ``rel`` staged into a copy, published under the lock."""
+    with staging.HeldIndex(home) as held:
+        staging.stage_paths(home, [rel], [], held.env)
+        with held.locked():
+            held.publish()
+
+
+def test_an_unmerged_answer_is_carried_to_a_published_index_only_when_there_was_none(home):
+    """A pass's published index inherits "nothing unmerged" (staging makes no path unmerged); an
+    index that held unmerged paths is asked about again, since the pass may have resolved them."""
+    memo = "memory/users/ana/MEMORY.md"  # daily logs merge by union (.gitattributes): never unmerged
+    write(home, memo, "# Ana\n\nLikes tea.\n")
+    write(home, "vault/notes.md", "# Notes\n")
+    commit_changes(Home(home), syncd.Settings())
+    write(home, memo, "# Ana\n\nLikes green tea.\n")
+    git(home, "stash", "-q")
+    write(home, memo, "# Ana\n\nLikes black tea.\n")
+    commit_changes(Home(home), syncd.Settings())
+    subprocess.run(["git", "stash", "pop"], cwd=home, capture_output=True, check=False)
+    with pytest.raises(GitBusyError, match="unmerged"):
+        check_tree_writable(home)
+    write(home, "vault/notes.md", "# Notes\n\nMore.\n")
+    _pass_staging(home, "vault/notes.md")  # the conflict stays
+    with pytest.raises(GitBusyError, match="unmerged"):
+        check_tree_writable(home)
+    write(home, memo, "# Ana\n\nLikes tea, green or black.\n")
+    _pass_staging(home, memo)  # staged whole: resolved, and seen so
+    assert not git(home, "ls-files", "-u").strip()
+    check_tree_writable(home)
 
 
 def _index_file(home, tmp_path, name: str, entries: list[tuple[int, str]]) -> bytes:
@@ -197,3 +236,27 @@ def test_head_read_from_the_files_is_the_head_git_reads(home, tmp_path, state):
         before = head_sha(root)
         commit_changes(Home(root), syncd.Settings())
         assert git(root, "rev-parse", "HEAD^").strip() == before
+
+
+def test_a_writes_folder_is_synced_by_its_commit_pass_before_head_moves(engine, home, monkeypatch):
+    """Under the write turn the new file is fsynced and renamed into place; the rename is made
+    durable by the pass that commits it (one fsync of the folder), before HEAD holds it: so an
+    acknowledged write is on disk to stay, and the turn every writer waits for pays one fsync."""
+    from syncd.home import disk
+
+    synced: list[tuple[str, str | None]] = []
+    real = disk._fsync_dir
+
+    def recording(folder):
+        synced.append((os.path.relpath(folder, home), head_sha(home)))
+        real(folder)
+
+    monkeypatch.setattr(disk, "_fsync_dir", recording)
+    before = head_sha(home)
+    with engine.changes(Intent(author="agent", summary="Two notes")):
+        engine.write_file("vault/one/A.md", b"# A\n")
+        engine.write_file("vault/two/B.md", b"# B\n")
+        assert not [folder for folder, _ in synced if folder.startswith("vault")], synced
+    assert head_sha(home) != before
+    assert sorted(f for f, head in synced if f.startswith("vault")) == ["vault/one", "vault/two"], synced
+    assert all(head == before for f, head in synced if f.startswith("vault")), "synced before HEAD moved"

@@ -36,6 +36,10 @@ from .staging import DiffEntry, HeldIndex, guard_commit, stage_paths
 __all__ = ["PlannedCommit", "commit_chain"]
 
 
+# Index modes of files whose blob is the file's bytes (a symlink's is its target's name).
+_FILE_MODES = frozenset({"100644", "100755"})
+
+
 @dataclass(frozen=True)
 class PlannedCommit:
     """One commit of the chain: exactly ``present`` (as on disk) and ``removed`` (as deletions),
@@ -155,7 +159,9 @@ def commit_chain(  # noqa: C901
                         after.pop(rel, None)
                 changes.append(_diff((*commit.present, *commit.removed), state, after))
                 state = after
-            messages = describe(changes, store.read_blobs)
+            # The files just staged hold the new side of each change: read there, not from git.
+            staged_files = {sha: root / rel for rel, (mode, sha) in index.items() if mode in _FILE_MODES}
+            messages = describe(changes, lambda shas, limit: store.read_blobs(shas, limit, staged_files))
             stamp = time.time()
             when = f"{int(stamp)} {time.strftime('%z', time.localtime(stamp))}"
             shas: list[str | None] = []

@@ -232,6 +232,23 @@ def _unmerged(root: Path) -> list[str]:
     return list(found)
 
 
+def carry_unmerged(root: Path, before: tuple | None, after: tuple | None) -> None:
+    """The index of identity ``after`` was made from the one of identity ``before`` by staging
+    stage-0 entries only (a commit pass's update-index, under git's index lock): staging never
+    makes a path unmerged, so if ``before`` held none, neither does ``after``, and the answer is
+    filed under ``after`` without running ``ls-files -u`` again (once per pass, and again by the
+    next writer's check). Nothing is filed when ``before`` held some or was never asked about:
+    staging may have resolved them."""
+    folder = git_dir(root)
+    if folder is None or before is None or after is None:
+        return
+    key = Path(os.path.abspath(folder))
+    with _UNMERGED_LOCK:
+        seen = _UNMERGED_SEEN.get(key)
+        if seen is not None and seen[0] == before and not seen[1]:
+            _UNMERGED_SEEN[key] = (after, [])
+
+
 def operation_in_progress(root: Path) -> str | None:
     """What the user's git is in the middle of (a merge, rebase, cherry-pick, revert, bisect, or
     paths left unmerged by any of them or by ``git stash pop``), with how to finish it; None when

@@ -12,10 +12,12 @@ intent no longer matches and the change is rightly attributed to whoever made it
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
 import os
+import secrets
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field, fields
@@ -79,20 +81,54 @@ def _intent_path(home: Home, rel: str, sha: str) -> Path:
     return _intents_dir(home) / f"{_path_digest(rel)}-{sha}.json"
 
 
-def record_intent(home: Home, rel: str, sha: str, intent: Intent) -> None:
+def record_intent(home: Home, rel: str, sha: str, intent: Intent, durable: bool = True) -> None:
     """Leave the provenance of ``rel`` at ``sha`` for the committer (before the file is written:
-    a StorageError here means nothing was written)."""
+    a StorageError here means nothing was written).
+
+    ``durable``: fsynced, for a committer that may come after a power cut (a daemon in another
+    process, to which the write is handed). Without it the intent is renamed into place whole but
+    not synced: enough for a write this process commits itself before acknowledging it, whose
+    intent need outlive only the process's own death, as the group's journal does (a dead
+    group's write is put back and its intents dropped, journal.py), and two fsyncs less under the
+    write turn, which every writer waits for."""
     data = {"path": rel, "sha": sha, "intent": asdict(intent)}
     home.ensure_private_dir()
     target = _intent_path(home, rel, sha)
     try:
-        atomic_write(target, json.dumps(data, sort_keys=True).encode())
+        if durable:
+            atomic_write(target, json.dumps(data, sort_keys=True).encode())
+        else:
+            _replace_whole(target, json.dumps(data, sort_keys=True).encode())
     except OSError as exc:
         raise StorageError(
             f"cannot record the provenance of {rel} in {target.parent}: {exc.strerror or exc}; nothing was written",
             target,
             saved=False,
         ) from None
+
+
+def _replace_whole(target: Path, data: bytes) -> None:
+    """Write ``data`` to ``target`` through a temporary file renamed over it (a reader sees the
+    old file or the new one, never half of one), without fsync. A kill between the two leaves a
+    hidden temporary file, dropped with the stale intents."""
+    tmp = target.with_name(f".{target.name}.{secrets.token_hex(4)}.tmp")
+    try:
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        except FileNotFoundError:  # the home's first intent: the folder is made on the way
+            target.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+        finally:
+            os.close(fd)
+        os.replace(tmp, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
 
 
 def peek_intent(home: Home, rel: str, sha: str) -> Intent | None:
@@ -145,7 +181,7 @@ def _drop_stale(home: Home) -> None:
     if not folder.is_dir():
         return
     cutoff = time.time() - _STALE_AFTER_S
-    for path in folder.glob("*.json"):
+    for path in [*folder.glob("*.json"), *folder.glob(".*.tmp")]:
         try:
             if path.stat().st_mtime < cutoff:
                 path.unlink()

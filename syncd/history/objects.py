@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import hashlib
 import os
+import secrets
 import subprocess
-import tempfile
 import threading
 import zlib
 from collections import OrderedDict
@@ -47,11 +47,14 @@ _ALGORITHMS = {"sha1": 20, "sha256": 32}  # name -> id length in bytes
 
 class _Recent:
     """A bounded map of the most recently used objects, shared by threads (ids are content
-    hashes, so one map serves every repository)."""
+    hashes, so one map serves every repository). ``weigh(value)`` is what an entry counts
+    against ``limit`` (1 each by default); an entry heavier than the whole limit is not kept."""
 
-    def __init__(self, limit: int):
+    def __init__(self, limit: int, weigh: Callable[[object], int] = lambda value: 1):
         self._limit = limit
+        self._weigh = weigh
         self._items: OrderedDict[bytes, object] = OrderedDict()
+        self._held = 0
         self._lock = threading.Lock()
 
     def get(self, key: bytes):
@@ -62,15 +65,27 @@ class _Recent:
             return value
 
     def put(self, key: bytes, value: object) -> None:
+        weight = self._weigh(value)
+        if weight > self._limit:
+            return
         with self._lock:
+            old = self._items.pop(key, None)
+            if old is not None:
+                self._held -= self._weigh(old)
             self._items[key] = value
-            self._items.move_to_end(key)
-            while len(self._items) > self._limit:
-                self._items.popitem(last=False)
+            self._held += weight
+            while self._held > self._limit:
+                _, dropped = self._items.popitem(last=False)
+                self._held -= self._weigh(dropped)
 
 
 _TREES = _Recent(_CACHED_TREES)
 _COMMIT_TREES = _Recent(_CACHED_TREES)
+# Blobs a commit pass's message read (it counts the facts each log gained or lost, from the old
+# and the new version), up to this many bytes in all: pass after pass, a log's old version is the
+# new version of the pass before, so the next pass finds it here and starts no reader for it.
+_CACHED_BLOB_BYTES = 8 << 20
+_BLOBS = _Recent(_CACHED_BLOB_BYTES, weigh=lambda value: len(value))  # type: ignore[arg-type]
 # Per repository top: (object folder, hash algorithm), asked of git once per process.
 _LAYOUTS: dict[str, tuple[Path, str]] = {}
 _LAYOUTS_LOCK = threading.Lock()
@@ -208,18 +223,42 @@ class ObjectStore:
             raise HistoryError("cat-file", f"{name} is not a {kind.decode()} in this repository")
         return self._take(name, found[1])
 
-    def read_blobs(self, shas: Iterable[str], limit: int) -> dict[str, bytes | None]:
+    def read_blobs(
+        self, shas: Iterable[str], limit: int, on_disk: Mapping[str, Path] | None = None
+    ) -> dict[str, bytes | None]:
         """The bytes of blobs; None for a missing one, or one above ``limit`` bytes (skipped as
-        it streams by rather than held in memory)."""
+        it streams by rather than held in memory). A blob read lately comes from memory; one
+        that ``on_disk`` names a file for (``{sha: path}``: a file just staged) is read from that
+        file when its bytes still hash to it; only the rest are asked of git."""
         out: dict[str, bytes | None] = {}
         for sha in dict.fromkeys(shas):
+            data = _BLOBS.get(bytes.fromhex(sha))
+            if data is None and on_disk and sha in on_disk:
+                data = self._blob_from_file(sha, on_disk[sha], limit)
+            if data is not None:
+                out[sha] = data if len(data) <= limit else None
+                continue
             found = self._ask(sha)
             out[sha] = None
             if found is not None:
                 small = found[0] == b"blob" and found[1] <= limit
                 data = self._take(sha, found[1], keep=small)
                 out[sha] = data if small else None
+                if small:
+                    _BLOBS.put(bytes.fromhex(sha), data)
         return out
+
+    def _blob_from_file(self, sha: str, path: Path, limit: int) -> bytes | None:
+        """The bytes of ``path`` if they are the blob ``sha`` (at most ``limit`` of them)."""
+        try:
+            with open(path, "rb") as handle:
+                data = handle.read(limit + 1)
+        except OSError:
+            return None
+        if len(data) > limit or hashlib.new(self.algorithm, b"blob %d\0%s" % (len(data), data)).hexdigest() != sha:
+            return None  # too big to hold, or changed since it was staged: git has the blob
+        _BLOBS.put(bytes.fromhex(sha), data)
+        return data
 
     def tree(self, oid: bytes) -> Tree:
         known = _TREES.get(oid)
@@ -278,16 +317,25 @@ class ObjectStore:
         final = folder / name[2:]
         if final.exists():
             return oid
+        # Made read-only, as git's objects are, by the mode it is created with (the descriptor
+        # still writes): no chmod, and a name of our own rather than mkstemp's search for one.
+        temporary = folder / f"tmp_obj_{os.getpid()}_{secrets.token_hex(6)}"
         try:
-            folder.mkdir(exist_ok=True)
-            fd, temporary = tempfile.mkstemp(prefix="tmp_obj_", dir=folder)
             try:
-                with os.fdopen(fd, "wb") as handle:
-                    handle.write(zlib.compress(raw))
-                os.chmod(temporary, 0o444)  # git's objects are read-only
+                fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o444)
+            except FileNotFoundError:  # the first object of its fan-out folder
+                folder.mkdir(exist_ok=True)
+                fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o444)
+            try:
+                try:
+                    view = memoryview(zlib.compress(raw))
+                    while view:
+                        view = view[os.write(fd, view) :]
+                finally:
+                    os.close(fd)
                 os.replace(temporary, final)
             except BaseException:
-                Path(temporary).unlink(missing_ok=True)
+                temporary.unlink(missing_ok=True)
                 raise
         except OSError as exc:
             raise HistoryError("commit", f"cannot write a git object in {folder}: {exc.strerror or exc}") from None

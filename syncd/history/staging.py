@@ -26,6 +26,7 @@ from ..home import git_dir
 from .git import (
     PATHSPEC_MAX,
     busy_state,
+    carry_unmerged,
     detached_head,
     head_sha,
     identity_env,
@@ -241,9 +242,11 @@ class HeldIndex:
             self._lock.unlink(missing_ok=True)
 
     def publish(self) -> None:
-        """Put the staged copy in place (call it inside :meth:`locked`)."""
+        """Put the staged copy in place (call it inside :meth:`locked`). The copy only had our
+        paths staged into it, so what git says of unmerged paths carries over (carry_unmerged)."""
         if self._work.exists():
             os.replace(self._work, self._index)
+            carry_unmerged(self.root, self._identity, index_identity(self._folder))
 
     def settle(self) -> None:
         """Keep the lock (call it inside :meth:`locked`, once HEAD moved) until the person's git

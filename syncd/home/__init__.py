@@ -23,6 +23,7 @@ from .disk import (
     read_at_most,
     read_regular,
     remove_stale_temp_files,
+    sync_folders,
     write_some,
 )
 from .layout import (
@@ -53,6 +54,7 @@ __all__ = [
     "read_at_most",
     "read_regular",
     "remove_stale_temp_files",
+    "sync_folders",
     "write_some",
     "ID_MAX_LEN",
     "ID_RULE",

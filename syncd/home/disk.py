@@ -14,6 +14,7 @@ import re
 import stat
 import tempfile
 import time
+from collections.abc import Iterable
 from pathlib import Path
 from typing import BinaryIO
 
@@ -208,8 +209,14 @@ _ABSENT = object()
 _TEMP_SUFFIX = ".syncd-tmp"
 
 
-def atomic_write(path: Path, data: bytes, expected_sha: str | object | None = _ABSENT) -> str:
+def atomic_write(path: Path, data: bytes, expected_sha: str | object | None = _ABSENT, sync_folder: bool = True) -> str:
     """Write ``data`` to ``path`` atomically; return the new blob sha.
+
+    The bytes are fsynced before the rename, so the file is the old one or the new one whole,
+    even after a power cut; the rename itself is made durable by an fsync of the folder, or, with
+    ``sync_folder`` false, left to the caller, who must :func:`sync_folders` before telling anyone
+    the write is kept (the write path does it once per commit pass for all its writes, outside
+    the write turn every writer waits for).
 
     With ``expected_sha`` (a blob sha, or None meaning "must not exist yet") this is a
     compare-and-swap: the file is re-hashed right before the rename and a ConflictError is raised,
@@ -250,15 +257,31 @@ def atomic_write(path: Path, data: bytes, expected_sha: str | object | None = _A
         if isinstance(exc, OSError):
             raise _not_saved(path, exc) from exc
         raise
-    try:
-        _fsync_dir(path.parent)
-    except OSError as exc:
-        raise StorageError(
-            f"{path} was written, but its folder could not be synced to disk: {_reason(exc)}",
-            path,
-            saved=True,
-        ) from exc
+    if sync_folder:
+        try:
+            _fsync_dir(path.parent)
+        except OSError as exc:
+            raise StorageError(
+                f"{path} was written, but its folder could not be synced to disk: {_reason(exc)}",
+                path,
+                saved=True,
+            ) from exc
     return blob_sha(data)
+
+
+def sync_folders(paths: Iterable[Path]) -> None:
+    """Make the renames of :func:`atomic_write` with ``sync_folder`` false durable: one fsync of
+    each folder holding one of ``paths``. StorageError (``saved=False``: the caller has told no
+    one the writes are kept) when one cannot be synced."""
+    for folder in sorted({path.parent for path in paths}):
+        try:
+            _fsync_dir(folder)
+        except FileNotFoundError:
+            continue  # removed since (a git command of the person's): nothing of ours to keep there
+        except OSError as exc:
+            raise StorageError(
+                f"cannot sync {folder} to disk: {_reason(exc)}; the change there was not kept", folder, saved=False
+            ) from exc
 
 
 def _in_folder(path: Path, create):

@@ -14,7 +14,9 @@ Who calls whom::
 
 **What an acknowledgement guarantees.** A write returns (a ``Fact`` handed back, a 200 answered)
 only once a commit on the branch holds exactly the bytes it wrote: it is in git history, whatever
-the person does with git afterwards. Before that, the write is provisional: if the group fails (an
+the person does with git afterwards, and on disk to stay (its bytes fsynced before their rename
+into place, the rename made durable by the commit pass before it commits: one fsync of each
+folder per pass, not one per write under the write turn). Before that, the write is provisional: if the group fails (an
 exception inside it, git busy past ``Settings.lock_wait_s``, the person's git command rewriting
 the file before the commit could take it), its files are put back as they were (journal.py) and
 the error says so — ``GitBusyError`` (REST 503 with Retry-After): nothing of the change was kept,

@@ -35,7 +35,17 @@ from ..history.git import (
 )
 from ..history.intents import Intent, drop_intents, record_intent
 from ..history.objects import ObjectStore, committed_blob
-from ..home import Home, HomeLock, atomic_write, blob_sha, durable_append, file_blob_sha, git_dir, read_regular
+from ..home import (
+    Home,
+    HomeLock,
+    atomic_write,
+    blob_sha,
+    durable_append,
+    file_blob_sha,
+    git_dir,
+    read_regular,
+    sync_folders,
+)
 from .groups import ChangeGroup, current_group
 from .journal import GroupJournal, Original, held_paths, recover_abandoned
 from .queue import CommitQueue
@@ -119,8 +129,10 @@ class WritePath:
             return Original() if current is None else Original(data=current)
 
         if expected_sha is _ANY:
-            return self._place(path, sha, intent, lambda: atomic_write(path, data), original)
-        return self._place(path, sha, intent, lambda: atomic_write(path, data, expected_sha=expected_sha), original)
+            return self._place(path, sha, intent, lambda sync: atomic_write(path, data, sync_folder=sync), original)
+        return self._place(
+            path, sha, intent, lambda sync: atomic_write(path, data, expected_sha, sync_folder=sync), original
+        )
 
     def append_file(self, rel: str, data: bytes, expected_size: int, intent: Intent | None = None) -> str:
         check_tree_writable(self.home.root)  # the person's merge or rebase: refused, nothing written
@@ -134,7 +146,9 @@ class WritePath:
         def original() -> Original:
             return Original(size=expected_size) if existed else Original()
 
-        return self._place(path, sha, intent, lambda: durable_append(path, data, expected_size=expected_size), original)
+        return self._place(
+            path, sha, intent, lambda sync: durable_append(path, data, expected_size=expected_size), original
+        )
 
     def _check_settled(self, group: ChangeGroup) -> None:
         """Before anything is written, let a git command of the person's that just moved HEAD or
@@ -203,10 +217,18 @@ class WritePath:
             )
 
     def _place(
-        self, path: Path, sha: str, intent: Intent | None, put: Callable[[], object], original: Callable[[], Original]
+        self,
+        path: Path,
+        sha: str,
+        intent: Intent | None,
+        put: Callable[[bool], object],
+        original: Callable[[], Original],
     ) -> str:
-        """Write through ``put()`` inside a group (or a group of one): journal the path, record
-        the intent for the content ``sha`` it will hold, write, then index or wait for the daemon."""
+        """Write through ``put(sync_folder)`` inside a group (or a group of one): journal the
+        path, record the intent for the content ``sha`` it will hold, write, then index or wait
+        for the daemon. A group this process commits leaves its folders' fsync to the commit
+        pass (_commit_pass), which makes them durable before any of its groups is acknowledged:
+        once per pass for every write in it, not once per write under the write turn."""
         with self.changes(intent) as group:
             rel = self.home.rel(path)
             recorded = group.adopt(intent)
@@ -222,8 +244,9 @@ class WritePath:
             if group.mode != "handoff":
                 self._check_not_rewound(rel)
             if recorded is not None:
-                record_intent(self.home, rel, sha, recorded)
-            put()
+                # Handed to a daemon, the intent is for a commit that may come after a power cut.
+                record_intent(self.home, rel, sha, recorded, durable=group.mode == "handoff")
+            put(group.mode == "handoff")
             group.written[rel] = sha
             self._expected[rel] = sha
             with contextlib.suppress(OSError):
@@ -413,6 +436,8 @@ class WritePath:
         for it (absent: not committed as it was). A lock a git command of the user's holds for a
         moment is waited out (up to ``lock_wait_s``); anything lasting is raised."""
         root = self.home.root
+        # The groups' renames, durable before anything of them is committed (see _place).
+        sync_folders(root / rel for rel in paths)
         before = {rel: file_blob_sha(root / rel) for rel in paths}
         expected = {rel: self._expected[rel] for rel in paths if rel in self._expected}
         self._commit_retrying(paths, expected)
