@@ -198,7 +198,7 @@ class RowCache:
         else:
             self._vectors, self._codes8, self._scales = added_vectors, codes, scales
         added = sum(len(meta) for _, meta, _ in self._pending)
-        self._alive = np.concatenate([self._alive, np.ones(added, dtype=bool)])
+        self._alive = self._appended("_alive", np.ones(added, dtype=bool))
         row = start
         for _, rows, texts in self._pending:
             self._text_index.add(texts)
@@ -263,20 +263,39 @@ class RowCache:
         return code
 
     def _recode(self, start: int = 0) -> None:
-        """Codes for rows ``start:`` (all rows after a compaction, only the new ones otherwise)."""
+        """Codes for rows ``start:`` (all rows after a compaction, only the new ones otherwise).
+        New rows go into the room past the end of each column (``_appended``): a write of one
+        fact copies no column of the whole index, and the scope masks already made are extended
+        by the new rows' part rather than made again over every row."""
         n = len(self._users) - start
         users = np.fromiter((self._code(u) for u in self._users[start:]), np.int32, n)
         chats = np.fromiter((self._code(c) for c in self._chats[start:]), np.int32, n)
         facts, memory, transcripts, headings, created = row_columns(self._payloads[start:])
-        self._user_codes = np.concatenate([self._user_codes[:start], users])
-        self._chat_codes = np.concatenate([self._chat_codes[:start], chats])
-        self._fact_rows = np.concatenate([self._fact_rows[:start], facts])
-        self._memory_rows = np.concatenate([self._memory_rows[:start], memory])
-        self._transcript_rows = np.concatenate([self._transcript_rows[:start], transcripts])
-        self._heading_rows = np.concatenate([self._heading_rows[:start], headings])
-        self._created = np.concatenate([self._created[:start], created])
-        self._prev = np.concatenate([self._prev[:start], np.full(n, -1, dtype=np.int64)])
-        self._next = np.concatenate([self._next[:start], np.full(n, -1, dtype=np.int64)])
+        columns = {
+            "_user_codes": users,
+            "_chat_codes": chats,
+            "_fact_rows": facts,
+            "_memory_rows": memory,
+            "_transcript_rows": transcripts,
+            "_heading_rows": headings,
+            "_created": created,
+            "_prev": np.full(n, -1, dtype=np.int64),
+            "_next": np.full(n, -1, dtype=np.int64),
+        }
+        appending = start == len(self._user_codes)
+        for name, values in columns.items():
+            if appending:
+                setattr(self, name, self._appended(name, values))
+            else:
+                setattr(self, name, np.concatenate([getattr(self, name)[:start], values]))
+        if appending:
+            kinds = (transcripts, facts, memory, headings)
+            self._scope_cache = {
+                scope: np.concatenate([base, scope_rows(scope, self._codes, users, chats, kinds)])
+                for scope, base in self._scope_cache.items()
+            }
+        else:
+            self._scope_cache = {}
         # Relink the conversations the new rows join, with the rows of their file already held
         # (a file whose rows changed only in part keeps its other rows where they are).
         touched: dict[str, set[str]] = {}
@@ -284,7 +303,6 @@ class RowCache:
             touched.setdefault(self._paths[row], set()).add(self._payloads[row].get("heading") or "")
         for path, joined in touched.items():
             self._link(path, joined)
-        self._scope_cache = {}
 
     def _link(self, path: str, headings: set[str]) -> None:
         """Chain the facts of ``path``'s conversations under ``headings`` in line order; the
