@@ -2,13 +2,15 @@
 (the server's own and its git children's, read from /proc), and REST search p50/p95 before the adds,
 this checkout against an older revision, alternated on copies of one home.
 
-    .venv/bin/python benchmarks/bench_adds.py --home HOME [--old REV] [--adds 240] [--rounds 2]
-                                              [--queries 100]
+    .venv/bin/python benchmarks/bench_adds.py --home HOME [--old REV] [--new REV|DIR] [--adds 240]
+                                              [--rounds 2] [--queries 100]
 
 ``HOME`` is an indexed home to copy for every run (e.g. the one ``bench_server.py --workdir DIR``
 keeps: DIR/home); each run starts ``syncd serve`` of its code on a fresh copy, warms it with one
 search and one add per client, times ``--queries`` user-scoped searches one after another (the same
-queries for every code), then ``--adds`` adds split over 8 clients. The older code
+queries for every code), then ``--adds`` adds split over 8 clients. ``--new`` measures a
+revision (or a folder holding a ``syncd`` package) in place of this checkout: the working tree
+is shared, and what others have not committed yet would otherwise be measured too. The older code
 must read the home's index as it is (a revision with another index layout rebuilds it first,
 which this does not time but you will wait for). Prints figures side by side; asserts nothing
 about time. Loopback only.
@@ -85,6 +87,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--home", type=Path, required=True, help="an indexed home, copied for every run")
     parser.add_argument("--old", metavar="REV", help="a revision to run side by side with this checkout")
+    parser.add_argument("--new", metavar="REV|DIR", help="the code to measure instead of this checkout")
     parser.add_argument("--adds", type=int, default=240, help="adds per run, split over 8 clients")
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--queries", type=int, default=100, help="REST searches per run, before the adds")
@@ -93,6 +96,10 @@ def main() -> None:
         parser.error(f"{args.home} is not a home (no .git in it)")
     with tempfile.TemporaryDirectory(prefix="bench-adds-") as folder:
         codes = {"this checkout": REPO}
+        if args.new:
+            given = Path(args.new)
+            code = given if (given / "syncd").is_dir() else extract(args.new, Path(folder) / "new")
+            codes = {args.new if code is not given else given.name: code}
         if args.old:
             codes = {args.old: extract(args.old, Path(folder) / "old"), **codes}
         for round_ in range(args.rounds):
