@@ -12,10 +12,11 @@ to the output's type. A test holds every vector equal to fastembed's own; models
 settings still run through fastembed.
 
 Many texts at once (``embed_texts``) are tokenised once, ordered by their number of word pieces and
-run in batches of about ``TOKEN_BUDGET`` padded pieces. Sorting by characters (as fastembed's
-callers must) left a third more pieces of padding than of text on a mix of facts and page chunks,
-and large batches cost more per piece than small ones on this model (their activations outgrow
-the CPU's caches): see ``benchmarks/bench_embed.py``.
+run in batches of about ``TOKEN_BUDGET`` padded pieces. Sorted by characters (as fastembed's
+callers must sort), a mix of facts and page chunks was padded to 1.34 pieces per piece of text,
+sorted by pieces to 1.02; and on two cores a call of 256 padded pieces cost less CPU per piece
+than one of 1,000 or 4,000 (a guess at why: a small call's activations stay in the CPU's caches).
+``benchmarks/bench_embed.py`` measures it against an older revision.
 
 A process that embeds one query and nothing after it asks for a ``lean`` session: onnxruntime's
 constant folding is what turns the int8 weights into float32 copies at load (the word-embedding
