@@ -82,8 +82,13 @@ def fresh_home(root: Path, vault: Path, code: Path) -> Path:
     """A new home made by ``code``'s own ``syncd init``, holding a copy of ``vault`` as its wiki."""
     home = root / f"home-{code.name}"
     shutil.rmtree(home, ignore_errors=True)
+    # Run from the work folder: from this checkout, its syncd would shadow ``code``'s (sys.path[0]).
     subprocess.run(
-        [sys.executable, "-m", "syncd", "init", str(home)], env=child_env(code), check=True, capture_output=True
+        [sys.executable, "-m", "syncd", "init", str(home)],
+        cwd=root,
+        env=child_env(code),
+        check=True,
+        capture_output=True,
     )
     shutil.copytree(vault, home / "vault", dirs_exist_ok=True)
     return home
@@ -97,6 +102,7 @@ def texts_embedded(stdout: str) -> int:
 def with_daemon(home: Path, code: Path, query: list[str], runs: int) -> list[tuple[float, float, float, str]]:
     daemon = subprocess.Popen(
         [sys.executable, "-m", "syncd", "watch", "--home", str(home)],
+        cwd=home.parent,
         env=child_env(code),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
