@@ -252,6 +252,14 @@ def _daemon_log(root: Path) -> str:
         return ""
 
 
+def _holds(git_dir: Path, rev: str, text: str) -> bool:
+    """Some file of ``rev``'s tree holds ``text``: one git process (a poll of :func:`tree` runs
+    one per file)."""
+    found = subprocess.run(["git", "--git-dir", str(git_dir), "grep", "-q", "-F", text, rev], check=False)
+    assert found.returncode in (0, 1), found
+    return found.returncode == 0
+
+
 def _rest_search(url: str, token: str, query: str) -> list[str]:
     import httpx
 
@@ -267,7 +275,6 @@ def test_a_daemon_and_a_server_share_a_home_through_a_remote(tmp_path, embedder,
     the home lacks, or --remote on a read-only server, is a one-line error, nothing served."""
     import signal
     import sys
-    import time
 
     from syncd.cli import main
     from syncd.home import Home
@@ -276,7 +283,7 @@ def test_a_daemon_and_a_server_share_a_home_through_a_remote(tmp_path, embedder,
     from .daemon_helpers import start_cli_daemon, wait_for
     from .server_helpers import server_url, start_serve_process
 
-    _remote, (a_root, b_root) = shared_homes(tmp_path, embedder)
+    remote, (a_root, b_root) = shared_homes(tmp_path, embedder)
     for command, bad, message in (
         ("watch", ["--remote", "nowhere"], "no remote 'nowhere'"),
         ("serve", ["--remote", "nowhere", "--port", "0"], "no remote 'nowhere'"),
@@ -309,9 +316,10 @@ def test_a_daemon_and_a_server_share_a_home_through_a_remote(tmp_path, embedder,
         server.send_signal(signal.SIGKILL)
         server.wait(30)
         asyncio.run(MemoryManager(a_root).add_memory("Ana's train leaves at nine.", "ana", dedup=False))
-        time.sleep(3)
+        # The fact reaches the remote while b's server is down; the restarted server pulls it.
+        wait_for(lambda: _holds(remote, "main", "train leaves at nine"), 120, "a's daemon to push the fact")
         server = start_serve_process(b_root, "--remote", "origin", "--pull-every", "1")
-        wait_for(lambda: "train leaves at nine" in "".join(tree(b_root).values()), 120, "b to catch up")
+        wait_for(lambda: _holds(b_root / ".git", "HEAD", "train leaves at nine"), 120, "b to catch up")
     finally:
         for process in (daemon, server):
             process.send_signal(signal.SIGTERM)
