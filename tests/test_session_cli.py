@@ -1,11 +1,13 @@
-"""``syncd sessions``, ``sessions show``, ``sessions state``: real subprocesses on a real home,
-without loading the model or the index; bad input is one line, never a traceback."""
+"""``syncd sessions``, ``sessions show``, ``sessions state`` on a real home, without loading the
+model or the index (a real process, whose imports are looked at); bad input is one line, never a
+traceback. The commands' answers are checked with ``syncd``'s own ``main()`` run in this process
+(tests/cli_helpers.py): a process per command proved nothing more and paid an interpreter's start
+and syncd's imports each time."""
 
 from __future__ import annotations
 
 import asyncio
 import json
-import os
 import subprocess
 import sys
 
@@ -13,18 +15,12 @@ import pytest
 
 from syncd.session import StateMirror, TranscriptManager
 
+from .cli_helpers import run_main
 from .test_cli_light import heavy, imported_modules
 
 
 def syncd_cli(home, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "syncd", *args, "--home", str(home)],
-        capture_output=True,
-        text=True,
-        check=False,
-        env={**os.environ, **(env or {})},
-        timeout=120,
-    )
+    return run_main(*args, "--home", str(home), env=env)
 
 
 @pytest.fixture
