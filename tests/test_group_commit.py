@@ -115,50 +115,6 @@ def test_a_batch_that_failed_to_index_is_committed_and_its_groups_alone_get_the_
     assert third_raised == [] and stages.events[-1] == ("commit", {"c.md"})
 
 
-def test_the_next_pass_commits_while_the_last_waits_for_its_index_write_and_hears_after_it():
-    """The commit stage is let go once a pass's commit is made: a pass waiting for its index
-    write (settle) no longer keeps the next pass from committing. Outcomes still come in commit
-    order: the second group returns only after the first's settle is over, and neither before."""
-    events: list[str] = []
-    settling, go_on = threading.Event(), threading.Event()
-
-    def commit(paths: set[str]) -> str:
-        events.append(f"commit {sorted(paths)}")
-        return f"landed {sorted(paths)}"
-
-    def settle(paths: set[str]) -> None:
-        if "a.md" in paths:
-            settling.set()
-            go_on.wait(30)
-        events.append(f"settled {sorted(paths)}")
-
-    queue: CommitQueue[set[str], str] = CommitQueue(lambda paths: set(paths), commit, settle)
-    answers: dict[str, object] = {}
-
-    def group(path: str) -> None:
-        ticket = queue.add({path})
-        try:
-            answers[path] = queue.wait(ticket)
-            events.append(f"answered {path}")
-        finally:
-            queue.finish(ticket)
-
-    first = threading.Thread(target=group, args=("a.md",))
-    first.start()
-    assert settling.wait(30)
-    second = threading.Thread(target=group, args=("b.md",))
-    second.start()
-    wait_for(lambda: "commit ['b.md']" in events, 30, "the second commit, during the first's settle")
-    time.sleep(0.05)
-    assert not answers and second.is_alive(), "b.md heard of its commit before a.md's settle was over"
-    go_on.set()
-    for thread in (first, second):
-        thread.join(30)
-        assert not thread.is_alive()
-    assert answers == {"a.md": "landed ['a.md']", "b.md": "landed ['b.md']"}
-    assert events.index("settled ['a.md']") < events.index("answered a.md") < events.index("answered b.md")
-
-
 def test_a_path_is_not_written_again_until_its_group_has_taken_in_the_outcome():
     """A group whose commit failed undoes its write after the queue is done with it; until it
     calls finish, the next writer of that path waits (else it would build on the refused bytes,
