@@ -6,16 +6,17 @@ from __future__ import annotations
 import json
 import stat
 import subprocess
-import sys
 
 from syncd.home import Home
 from syncd.server.tokens import TokenStore
 
+from .cli_helpers import run_main
+
 
 def syncd_cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "syncd", *args], capture_output=True, text=True, timeout=120, check=False
-    )
+    """The token commands through ``main()`` in this process (tests/cli_helpers.py): the files
+    they write, their modes (the same umask) and their one-line errors are what a process's are."""
+    return run_main(*args)
 
 
 def test_token_commands(home):
