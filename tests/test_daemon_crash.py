@@ -94,9 +94,15 @@ def _stage_bulk(home: Path, users: int, days: int) -> Path:
     return staging
 
 
+# Files moved in at once: more than three of the daemon's 256-file writes, so the kill -9 after
+# the first is written lands with most of the batch still to come (and a restart to finish it).
+BULK_USERS, BULK_DAYS = 25, 32
+BULK = BULK_USERS * BULK_DAYS
+
+
 def test_kill_9_during_a_large_batch_then_restart_converges(home, embedder):
     warm_embed_cache(home, embedder)
-    staging = _stage_bulk(home, 30, 50)  # 1,500 files
+    staging = _stage_bulk(home, BULK_USERS, BULK_DAYS)
     daemon = start_cli_daemon(home)
     reader = syncd.open(home, read_only=True, embedder=embedder)
     try:
@@ -109,7 +115,7 @@ def test_kill_9_during_a_large_batch_then_restart_converges(home, embedder):
         mid = wait_for(lambda: max(len(reader.index.files()) - before, 0), 60, "the bulk apply to begin")
         daemon.kill()
         daemon.wait(timeout=30)
-        assert 0 < mid < 1500, f"killed after {mid} files: not in the middle of the batch"
+        assert 0 < mid < BULK, f"killed after {mid} files: not in the middle of the batch"
         daemon = start_cli_daemon(home)
         wait_for(lambda: settled(reader), 120, "the restarted daemon to converge")
         code, err = _stop(daemon, home)
@@ -122,7 +128,7 @@ def test_kill_9_during_a_large_batch_then_restart_converges(home, embedder):
         rows = engine.index.all_rows().to_pylist()
         keys = [(r["path"], r["id"]) for r in rows]
         assert len(keys) == len(set(keys)), "duplicate rows after the crash"
-        assert len([p for p in engine.index.files() if p.startswith("memory/users/bulk")]) == 1500
+        assert len([p for p in engine.index.files() if p.startswith("memory/users/bulk")]) == BULK
         assert_matches_rebuild(engine)
     assert "2026-01-01.md" in git(home, "log", "--name-only", "--format=")
     assert not git(home, "status", "--porcelain", "--", "memory")

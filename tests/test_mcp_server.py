@@ -124,7 +124,7 @@ def test_stdio_beside_a_running_server_goes_through_its_socket(server):
     assert "Fay restores old clocks" in git(server.home, "log", "-1", "--format=%s")
 
 
-def test_stdio_alone_holds_the_home_itself(tmp_path, monkeypatch):
+def test_stdio_alone_holds_the_home_itself(tmp_path, monkeypatch, embedder):
     isolate_git_identity(tmp_path, monkeypatch)
     home = syncd.init(tmp_path / "home").home
 
@@ -134,5 +134,5 @@ def test_stdio_alone_holds_the_home_itself(tmp_path, monkeypatch):
 
     anyio.run(main)
     assert not socket_path(home).exists()
-    with syncd.open(home) as engine:  # the lock was released at exit
+    with syncd.open(home, embedder=embedder) as engine:  # the lock was released at exit
         assert engine.status().fresh
