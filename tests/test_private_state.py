@@ -112,6 +112,37 @@ def test_an_embedding_cache_deleted_under_it_is_opened_anew(tmp_path):
     cache.close()
 
 
+def test_a_cache_file_deleted_alone_while_open_leaves_nothing_that_breaks_the_next_open(tmp_path):
+    """The file deleted by hand while a process holds it (its -wal and -shm stay, held): another
+    process's next open starts a new cache rather than failing on the old file's journal (SQLite:
+    "disk I/O error", which syncd then took for a full disk)."""
+    path = tmp_path / "state" / "cache.sqlite"
+    holder = EmbeddingCache(path)
+    holder.put_many("m", ["a"], np.ones((1, 4), dtype=np.float32))
+    assert path.with_name("cache.sqlite-wal").exists()
+    path.unlink()
+    child = (
+        "import sys, numpy as np\n"
+        "from syncd.index.embed_cache import EmbeddingCache\n"
+        f"with EmbeddingCache({str(path)!r}) as cache:\n"
+        "    cache.put_many('m', ['b'], np.ones((1, 4), dtype=np.float32))\n"
+        "    print(sorted(cache.get_many('m', ['a', 'b'])))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True, timeout=120)
+    holder.close()
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["[1]"]  # a new cache: what the deleted file held is gone with it
+
+
+def test_an_engine_closed_leaves_the_cache_checkpointed(home, embedder):
+    """Closing an engine closes its embedding cache: no -wal or -shm outlives it in a process that
+    goes on (a long-lived notebook, a test), so deleting .syncd's files afterwards is safe."""
+    write(home, "vault/Tea.md", "# Tea\n\nGreen tea.\n")
+    with syncd.open(home, embedder=embedder) as engine:
+        engine.sync()
+    assert sorted(p.name for p in (home / ".syncd").glob("embed_cache.sqlite*")) == ["embed_cache.sqlite"]
+
+
 def test_the_daemon_heals_an_index_deleted_under_it(home, embedder):
     write(home, "memory/users/ana/2026-11-22.md", daily_log(FACTS))
     with running_daemon(home, embedder, watcher_check_s=0.2) as run:

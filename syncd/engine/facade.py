@@ -130,6 +130,10 @@ class Engine:
         if index is not None and getattr(self, "_owns_index", False):
             # A read-only engine's too: a PostgreSQL index holds connections until it is closed.
             index.close()
+        cache = getattr(self, "_cache", None)
+        if cache is not None:
+            # Its connection would keep the cache's -wal and -shm files until the process ends.
+            cache.close()
         if self._lock is not None:
             self._lock.release()
             self._lock = None

@@ -64,6 +64,8 @@ class EmbeddingCache:
     def _open(self) -> None:
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
+            if not self.path.exists():
+                self._drop_orphaned_journal()
             conn = sqlite3.connect(self.path, timeout=30.0, isolation_level=None, check_same_thread=False)
             try:
                 self._init_schema(conn)
@@ -81,6 +83,15 @@ class EmbeddingCache:
             raise EmbeddingError(
                 f"cannot open the embedding cache {self.path}: {exc} (it is only a cache: deleting it is safe)"
             ) from exc
+
+    def _drop_orphaned_journal(self) -> None:
+        """Remove the -wal and -shm files of a cache file that was deleted (by hand, while a
+        process had it open): SQLite would take them for the new file's own and fail every open
+        with "disk I/O error". Only what the deleted file had not checkpointed is in them, which
+        is only ever re-embedding; a process still writing the deleted file keeps its open ones
+        and starts a new cache once it notices (reopen_if_gone)."""
+        for suffix in ("-wal", "-shm"):
+            Path(f"{self.path}{suffix}").unlink(missing_ok=True)
 
     def _init_schema(self, conn: sqlite3.Connection) -> None:
         conn.execute("PRAGMA busy_timeout = 30000")
