@@ -300,18 +300,7 @@ class Daemon:
     def handle_batch(self, events: list[Event]) -> SyncReport | None:
         """Coalesce ``events``, then stat, hash, plan and apply what they point at."""
         batch = coalesce(events, self.settings.burst_threshold)
-        if batch.git_moved:
-            self._note_head()
-            if self._pending:
-                # The user's commit, checkout or switch may be what our waiting commit waited for:
-                # try soon, but never later than already due. Agents' commit passes move HEAD
-                # several times a second; pushing the due time back on each move put a person's
-                # page off until the agents paused (bench_load.py: 4 agents adding, a page saved
-                # every 3 s waited up to 61 s for its commit).
-                self._retry_s = _RETRY_MIN_S
-                soon = time.monotonic() + self.settings.commit_quiet_ms / 1000
-                with self._cond:
-                    self._commit_due = soon if self._commit_due is None else min(self._commit_due, soon)
+        self._follow_git(batch)
         if not (batch.full or batch.paths or batch.dirs):
             return None
         paths = None if batch.full else self._expand(batch)
@@ -325,6 +314,21 @@ class Daemon:
         if not paths:
             return None
         return self._sync(sorted(paths))
+
+    def _follow_git(self, batch: Batch) -> None:
+        if not batch.git_moved:
+            return
+        self._note_head()
+        if self._pending:
+            # The user's commit, checkout or switch may be what our waiting commit waited for:
+            # try soon, but never later than already due. Agents' commit passes move HEAD
+            # several times a second; pushing the due time back on each move put a person's
+            # page off until the agents paused (bench_load.py: 4 agents adding, a page saved
+            # every 3 s waited up to 61 s for its commit).
+            self._retry_s = _RETRY_MIN_S
+            soon = time.monotonic() + self.settings.commit_quiet_ms / 1000
+            with self._cond:
+                self._commit_due = soon if self._commit_due is None else min(self._commit_due, soon)
 
     def _expand(self, batch: Batch) -> set[str]:
         """The batch's paths plus every file below its folders: those indexed (they may be gone
@@ -348,6 +352,13 @@ class Daemon:
         """Sync the whole tree: at start, after a burst or an overflow, and periodically."""
         if burst:
             self._wait_for_git(_BURST_MAX_WAIT_S)
+        # Events queued by now are of changes made before this scan reads the tree, which sees
+        # them: handled again after it, the tail of a checkout's events (queued while its first
+        # thousands were taken) would make a second full reconcile for nothing.
+        with self._cond:
+            covered = self._take_events()
+        if covered:
+            self._follow_git(coalesce(covered, self.settings.burst_threshold))
         report = self._sync(None)
         self.reconciles += 1
         with self._cond:
