@@ -13,7 +13,7 @@ median wall time, its CPU time and its peak resident memory (from /usr/bin/time)
      running the two in turn waits for), and a search after the rows image beside the index was
      deleted (the search that loads the rows from LanceDB and writes the image again);
   6. `syncd search` while `syncd watch` runs (the process asks the daemon over .syncd/daemon.sock).
-Each code runs each command once untimed first (a code keeps its rows image beside the index,
+Each code runs each command once untimed first, on a copy of the home of its own (a code keeps its rows image beside the index,
 written by its first search), which also leaves its compiled bytecode in the work folder, as an
 installed package has it (``--compile-each-run``: every process compiles syncd again, as under
 PYTHONDONTWRITEBYTECODE, which this machine's environment sets). With ``--old REV`` the commands
@@ -123,7 +123,7 @@ def run(args: list[str], cwd: Path, code: Path = REPO) -> tuple[float, float, fl
 
 def measure(
     name: str,
-    args: list[str],
+    args: list[str] | Callable[[Path], list[str]],
     cwd: Path,
     runs: int,
     results: dict,
@@ -132,14 +132,15 @@ def measure(
 ) -> None:
     """Median wall and CPU, peak RSS of ``runs`` runs of each code in ``codes`` (this checkout's
     alone by default), the codes taking turns so that each sees the same machine, after one
-    untimed run each; ``before(code)`` runs untimed before every run."""
+    untimed run each; ``before(code)`` runs untimed before every run. ``args`` may be a function
+    of the code (each code has a home of its own: see main)."""
     codes = codes or {"new": REPO}
     samples: dict[str, list] = {label: [] for label in codes}
     for turn in range(runs + 1):
         for label, code in codes.items():
             if before is not None:
                 before(code)
-            taken = run(args, cwd, code)
+            taken = run(args(code) if callable(args) else args, cwd, code)
             if turn:
                 samples[label].append(taken)
     for label, taken in samples.items():
@@ -171,28 +172,48 @@ def main() -> None:
     home = root / "home"
     if not (home / ".syncd/index").exists():
         build_home(root, args.files)
-    query = ["search", "what does she drink in the morning", "--user", "u0001", "--limit", "5", "--home", str(home)]
+    codes = {"old": extract(args.old, root / "old-code"), "new": REPO} if args.old else None
+    # Each code has a copy of the home: a one-shot search believes the rows image beside the index
+    # only when the code that made it wrote it, so codes taking turns on one home would each
+    # rebuild the other's image and the search row would time that instead.
+    homes = {REPO: home}
+    if codes:
+        homes[codes["old"]] = root / "home-old"
+        if not homes[codes["old"]].exists():
+            shutil.copytree(home, homes[codes["old"]], symlinks=True)
+
+    def query(code: Path) -> list[str]:
+        return [
+            "search",
+            "what does she drink in the morning",
+            "--user",
+            "u0001",
+            "--limit",
+            "5",
+            "--home",
+            str(homes[code]),
+        ]
+
     results: dict[str, tuple[float, float, float]] = {}
     print(
         f"home {home}, {args.runs} runs each (median wall and CPU, peak RSS of the command's process); "
         f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs; bytecode "
         + ("compiled by every process" if BYTECODE["cache"] is None else f"cached in {BYTECODE['cache']}")
     )
-    codes = {"old": extract(args.old, root / "old-code"), "new": REPO} if args.old else None
     try:
         measure("--help", ["--help"], root, args.runs, results, codes)
-        measure("status", ["status", "--home", str(home)], root, args.runs, results, codes)
+        measure("status", lambda code: ["status", "--home", str(homes[code])], root, args.runs, results, codes)
         measure("search without daemon", query, root, args.runs, results, codes)
-        measure("no-op sync", ["sync", "-q", "--home", str(home)], root, args.runs, results, codes)
+        measure("no-op sync", lambda code: ["sync", "-q", "--home", str(homes[code])], root, args.runs, results, codes)
         edits = iter(range(10**6))
 
         def edit_and_sync(code: Path) -> None:
             """A person who searched, edits a log and syncs it (each code after its own search:
             the other code's sync may leave this one's image behind)."""
-            run(query, root, code)
-            log = home / "memory/users/u0001/2025-01-02.md"
+            run(query(code), root, code)
+            log = homes[code] / "memory/users/u0001/2025-01-02.md"
             log.write_text(log.read_text() + f"- [note] Took up the theremin, lesson {next(edits)}.\n")
-            run(["sync", "-q", "--home", str(home)], root, code)
+            run(["sync", "-q", "--home", str(homes[code])], root, code)
 
         measure("search after a 1-file sync", query, root, args.runs, results, codes, before=edit_and_sync)
         measure(
@@ -202,7 +223,7 @@ def main() -> None:
             args.runs,
             results,
             codes,
-            before=lambda code: (home / ".syncd/index/rows.image").unlink(missing_ok=True),
+            before=lambda code: (homes[code] / ".syncd/index/rows.image").unlink(missing_ok=True),
         )
         daemon = subprocess.Popen(
             [sys.executable, "-m", "syncd", "watch", "--home", str(home)],
@@ -216,8 +237,8 @@ def main() -> None:
                 if time.monotonic() > deadline or daemon.poll() is not None:
                     raise SystemExit("the daemon did not come up")
                 time.sleep(0.2)
-            run(query, root)  # let the daemon finish its startup reconcile before timing
-            measure("search with daemon", query, root, args.runs, results)
+            run(query(REPO), root)  # let the daemon finish its startup reconcile before timing
+            measure("search with daemon", query(REPO), root, args.runs, results)
         finally:
             daemon.send_signal(signal.SIGTERM)
             daemon.wait(timeout=120)
