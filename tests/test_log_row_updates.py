@@ -104,7 +104,7 @@ def ids_by_origin(engine, lines) -> dict[int, str]:
 def test_law_line_edits_in_a_big_log_rewrite_only_their_rows(indexed, embedder, tmp_path_factory, warm_ops, fresh_ops):
     root = tmp_path_factory.mktemp("home") / "home"
     shutil.copytree(indexed, root, symlinks=True)
-    rows._last_reads.clear()  # as in a new process: no earlier read of the log to re-read from
+    rows.forget_last_reads()  # as in a new process: no earlier read of the log to re-read from
     start = [(n, text) for n, text in enumerate(log_lines())]
     with syncd.open(root, embedder=embedder) as engine:
         before = ids_by_origin(engine, start)
@@ -113,7 +113,7 @@ def test_law_line_edits_in_a_big_log_rewrite_only_their_rows(indexed, embedder, 
     # Once with the rows in memory (a daemon that has searched), once with a fresh engine that
     # never loads them (what a one-shot `syncd sync` is).
     for ops, warm in ((warm_ops, True), (fresh_ops, False)):
-        rows._last_reads.clear()
+        rows.forget_last_reads()
         lines, first = apply_ops(lines, ops)
         write(root, REL, "\n".join(text for _, text in lines) + "\n")
         with syncd.open(root, embedder=embedder) as engine:
@@ -139,7 +139,7 @@ def test_a_fresh_engine_compares_with_the_table_and_leaves_memory_unloaded(index
     next search loads them, the edit among them."""
     root = tmp_path / "home"
     shutil.copytree(indexed, root, symlinks=True)
-    rows._last_reads.clear()
+    rows.forget_last_reads()
     lines = log_lines()
     at = lines.index(f"- [note] Ana talked about the {TOPICS[105 % len(TOPICS)]} (fact 105).")
     lines[at] = "- [hobby] Ana started glassblowing lessons."
@@ -165,7 +165,7 @@ def test_a_failed_write_with_no_rows_in_memory_fails_the_sync_and_the_next_one_h
     that sync (nothing is acknowledged that is not written), and the next one redoes the file."""
     root = tmp_path / "home"
     shutil.copytree(indexed, root, symlinks=True)
-    rows._last_reads.clear()
+    rows.forget_last_reads()
     lines = log_lines()
     lines[-1] = "- [hobby] Ana started fencing lessons."
     write(root, REL, "\n".join(lines) + "\n")

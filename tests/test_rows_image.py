@@ -183,7 +183,7 @@ def test_law_search_over_the_image_equals_search_over_the_rows(tmp_path_factory,
                 path.parent.mkdir(parents=True, exist_ok=True)
                 path.write_text(text, encoding="utf-8")
             engine.sync()
-            assert engine.index._matrix_version is None  # a sync that loads no rows, as `syncd sync`
+            assert not engine.index.rows_loaded  # a sync that loads no rows, as `syncd sync`
             # The image the sync kept in step (from the second step: the first reader writes one).
             with Index(folder, embedder.dim, embedder.model_id, shared=True).reading() as kept:
                 assert isinstance(kept, ImageRows) or not step

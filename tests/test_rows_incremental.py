@@ -20,13 +20,13 @@ REL = "memory/users/ana/2026-11-22.md"
 @pytest.fixture(autouse=True)
 def nothing_remembered():
     """Each test starts from no remembered read (every log read is remembered, small ones too)."""
-    rows._last_reads.clear()
+    rows.forget_last_reads()
     yield
-    rows._last_reads.clear()
+    rows.forget_last_reads()
 
 
 def _fresh(rel: str, data: bytes):
-    rows._last_reads.clear()
+    rows.forget_last_reads()
     return parse_file_checked(rel, data)
 
 
@@ -36,7 +36,7 @@ def _fresh(rel: str, data: bytes):
 @settings(max_examples=examples(100))
 def test_law_rows_after_an_edit_equal_a_first_read(case, rel):
     old, new = case
-    rows._last_reads.clear()
+    rows.forget_last_reads()
     parse_file(rel, old.encode())
     got = parse_file_checked(rel, new.encode())
     assert got == _fresh(rel, new.encode())
@@ -48,7 +48,7 @@ def test_law_a_chain_of_reads_equals_first_reads(cases):
     """Reads of one path in a row, each an edit of the last or of something else altogether."""
     texts = [text.encode() for case in cases for text in case]
     want = [_fresh(REL, data) for data in texts]
-    rows._last_reads.clear()
+    rows.forget_last_reads()
     assert [parse_file_checked(REL, data) for data in texts] == want
 
 

@@ -42,6 +42,7 @@ __all__ = [
     "parse_file",
     "parse_file_checked",
     "chunk_id",
+    "forget_last_reads",
     "page_title",
 ]
 
@@ -246,6 +247,13 @@ _REMEMBERED_LOGS = 64
 _REMEMBERED_CHARS = 4_000_000
 _last_reads: OrderedDict[str, _LastRead] = OrderedDict()
 _last_reads_lock = threading.Lock()
+
+
+def forget_last_reads() -> None:
+    """Forget every log read so far, as a new process starts: the next read of each parses it
+    whole (what a fresh ``syncd sync`` or a daemon's first pass does)."""
+    with _last_reads_lock:
+        _last_reads.clear()
 
 
 def _daily_log_rows(rel: str, text: str, scope) -> list[EntryRow]:
