@@ -10,7 +10,6 @@ committed (see journal.py).
 
 from __future__ import annotations
 
-import asyncio
 import concurrent.futures
 import contextvars
 import threading
@@ -105,6 +104,8 @@ class ChangeGroup:
         self.owner.end(self, failed=kind is not None)
 
     async def __aenter__(self) -> ChangeGroup:
+        import asyncio  # here, not at the top: a loop that awaits this has it loaded; a sync never does
+
         self._outer = current_group(self.owner)
         if self._outer is not None:
             self._outer.adopt(self.intent)
@@ -134,5 +135,7 @@ class ChangeGroup:
             return
         assert self._token is not None  # set by __aenter__ for a group that is not nested
         _CURRENT.reset(self._token)
+        import asyncio
+
         # A cancelled turn (the client went away) is a failed one: its files go back.
         await asyncio.to_thread(self.owner.end, self, kind is not None)
