@@ -1,4 +1,4 @@
-"""The stale count's quick look (engine.status.tree_agrees) says "nothing is stale" only where the
+"""The stale count's quick look (sync.scan.tree_agrees) says "nothing is stale" only where the
 scan and its plan find nothing either, and says it for a tree just as the index recorded it."""
 
 from __future__ import annotations
@@ -12,11 +12,11 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from syncd.engine.status import count_stale, tree_agrees
+from syncd.engine.status import count_stale
 from syncd.home import Home
 from syncd.index.records import FileRecord
 from syncd.sync.plan import plan_sync
-from syncd.sync.scan import scan_disk
+from syncd.sync.scan import scan_disk, tree_agrees
 
 MAX_BYTES = 1 << 20
 # Indexable or not, in folders entered or not: the scan's rules all meet here.
@@ -121,3 +121,25 @@ def test_a_racy_record_is_looked_at_by_the_scan(tmp_path):
     home = Home(tmp_path)
     known = {p: dataclasses.replace(r, mtime_ns=0) for p, r in recorded(home).items()}
     assert not tree_agrees(home, known) and count_stale(home, known, MAX_BYTES) == 0
+
+
+def test_a_sync_of_a_tree_as_recorded_scans_nothing_and_one_touched_file_is_recorded(home, embedder):
+    """A full sync takes the quick look first (sync.apply): of a tree as the index recorded it, the
+    report is the scan's own (every file unchanged); a file touched since (same bytes, new mtime)
+    makes the look disagree, and the scan then records it."""
+    import syncd
+
+    (home / "vault/Tea.md").write_text("# Tea\n\nGreen tea is grassy.\n")
+    for path in [*home.glob("vault/**/*.md"), *home.glob("memory/**/*.md")]:
+        os.utime(path, ns=(PAST_NS, PAST_NS))  # not just written: recorded with their mtimes
+    with syncd.open(home, embedder=embedder) as engine:
+        engine.sync()
+        files = len(engine.index.files())
+        assert tree_agrees(engine.home, engine.index.files())
+        again = engine.sync().plan
+        assert again.empty and again.unchanged == files
+        os.utime(home / "vault/Tea.md", ns=(PAST_NS + 10**9, PAST_NS + 10**9))
+        assert not tree_agrees(engine.home, engine.index.files())
+        touched = engine.sync().plan
+        assert touched.touched == ("vault/Tea.md",) and touched.unchanged == files - 1
+        assert engine.sync().plan.empty

@@ -19,7 +19,7 @@ from .walk import walk
 
 log = logging.getLogger(__name__)
 
-__all__ = ["DiskFile", "DiskScan", "scan_disk", "list_tree", "read_limited", "printable_path"]
+__all__ = ["DiskFile", "DiskScan", "scan_disk", "list_tree", "read_limited", "printable_path", "tree_agrees"]
 
 
 # A file modified this close to the scan may be modified again within the same mtime tick, same
@@ -203,3 +203,60 @@ def list_tree(root: Path, under: str, scan: DiskScan) -> list[str]:
         dirs[:] = kept
         found.extend(prefix + name for name in files if is_indexable(prefix + name))
     return found
+
+
+def tree_agrees(home: Home, known: Mapping[str, FileRecord]) -> bool:
+    """Whether the tree on disk is, by every file's stat, what the index recorded: the same
+    indexable files, each a regular file of the recorded size and mtime, none in error. Then the
+    scan would hash nothing and its plan is empty, so nothing is stale: the answer of a search
+    or a status almost always, found here with one listing per folder and one lstat per file,
+    and none of the scan's per-file work (its records, hashes, the plan). False when anything
+    differs or cannot be looked at (a new or missing file, another stat, a link, an unlistable
+    folder, a file in error, a racy mtime recorded as 0): the scan and plan then say what is
+    stale, exactly. The folders entered and the files taken are the scan's (sync.scan.list_tree:
+    is_indexable, no linked folder entered; scan_disk: a FIFO or a device is no file), a law in
+    tests/test_tree_agrees.py."""
+    seen = 0
+    # is_indexable(rel) for a file of a folder the walk entered: its name's rules (the same for a
+    # name in any such folder, so asked once per name), or a session's file by its whole path.
+    names: dict[str, bool] = {}
+    folders = [(os.fspath(home.root), "")]
+    try:
+        while folders:
+            folder, prefix = folders.pop()
+            with os.scandir(folder) as entries:
+                for entry in entries:
+                    rel = prefix + entry.name
+                    record = known.get(rel)
+                    if record is not None:
+                        # A recorded path this syncd would not index (an older one's rules) is
+                        # one the scan drops: not agreeing.
+                        indexable = names.get(entry.name)
+                        if indexable is None:
+                            indexable = names[entry.name] = is_indexable(entry.name)
+                        if record.error is not None or not (indexable or is_indexable(rel)):
+                            return False
+                        st = entry.stat(follow_symlinks=False)
+                        if not stat.S_ISREG(st.st_mode):
+                            return False
+                        if st.st_size != record.size or st.st_mtime_ns != record.mtime_ns:
+                            return False
+                        seen += 1
+                    elif _is_folder(entry):
+                        if is_indexable(rel + "/x.md"):
+                            if entry.is_symlink():
+                                return False  # the scan reports a linked folder
+                            folders.append((entry.path, rel + "/"))
+                    elif is_indexable(rel) and (entry.is_symlink() or entry.is_file(follow_symlinks=False)):
+                        return False  # a file the index does not know, or a link the scan reports
+    except OSError:
+        return False
+    return seen == len(known)
+
+
+def _is_folder(entry: os.DirEntry) -> bool:
+    """As the scan's walk sorts an entry (a link to a folder is a folder, a dangling one not)."""
+    try:
+        return entry.is_dir()
+    except OSError:
+        return False
