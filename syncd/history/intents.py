@@ -12,7 +12,6 @@ intent no longer matches and the change is rightly attributed to whoever made it
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import logging
@@ -24,7 +23,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 from ..errors import StorageError
-from ..home import Home, atomic_write, file_blob_sha
+from ..home import Home, atomic_write, file_blob_sha, replace_unsynced
 
 __all__ = ["Intent", "drop_intents", "find_intents", "peek_intent", "record_intent"]
 
@@ -98,37 +97,16 @@ def record_intent(home: Home, rel: str, sha: str, intent: Intent, durable: bool 
         if durable:
             atomic_write(target, json.dumps(data, sort_keys=True).encode())
         else:
-            _replace_whole(target, json.dumps(data, sort_keys=True).encode())
+            # Renamed into place whole; a kill before the rename leaves a hidden temporary file,
+            # dropped with the stale intents.
+            temporary = target.with_name(f".{target.name}.{secrets.token_hex(4)}.tmp")
+            replace_unsynced(target, json.dumps(data, sort_keys=True).encode(), temporary, 0o644)
     except OSError as exc:
         raise StorageError(
             f"cannot record the provenance of {rel} in {target.parent}: {exc.strerror or exc}; nothing was written",
             target,
             saved=False,
         ) from None
-
-
-def _replace_whole(target: Path, data: bytes) -> None:
-    """Write ``data`` to ``target`` through a temporary file renamed over it (a reader sees the
-    old file or the new one, never half of one), without fsync. A kill between the two leaves a
-    hidden temporary file, dropped with the stale intents."""
-    tmp = target.with_name(f".{target.name}.{secrets.token_hex(4)}.tmp")
-    try:
-        try:
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-        except FileNotFoundError:  # the home's first intent: the folder is made on the way
-            target.parent.mkdir(parents=True, exist_ok=True)
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-        try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
-        finally:
-            os.close(fd)
-        os.replace(tmp, target)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
-        raise
 
 
 def peek_intent(home: Home, rel: str, sha: str) -> Intent | None:

@@ -27,6 +27,7 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
 from ..errors import HistoryError
+from ..home import replace_unsynced
 from .git import head_sha, run_git
 
 __all__ = ["BlobReader", "ObjectStore", "committed_blob", "tree_bytes"]
@@ -321,22 +322,7 @@ class ObjectStore:
         # still writes): no chmod, and a name of our own rather than mkstemp's search for one.
         temporary = folder / f"tmp_obj_{os.getpid()}_{secrets.token_hex(6)}"
         try:
-            try:
-                fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o444)
-            except FileNotFoundError:  # the first object of its fan-out folder
-                folder.mkdir(exist_ok=True)
-                fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o444)
-            try:
-                try:
-                    view = memoryview(zlib.compress(raw))
-                    while view:
-                        view = view[os.write(fd, view) :]
-                finally:
-                    os.close(fd)
-                os.replace(temporary, final)
-            except BaseException:
-                temporary.unlink(missing_ok=True)
-                raise
+            replace_unsynced(final, zlib.compress(raw), temporary, 0o444)
         except OSError as exc:
             raise HistoryError("commit", f"cannot write a git object in {folder}: {exc.strerror or exc}") from None
         return oid

@@ -23,6 +23,7 @@ from .disk import (
     read_at_most,
     read_regular,
     remove_stale_temp_files,
+    replace_unsynced,
     sync_folders,
     write_some,
 )
@@ -44,6 +45,7 @@ __all__ = [
     "Home",
     "HomeLock",
     "atomic_write",
+    "replace_unsynced",
     "blob_sha",
     "disk_failure",
     "durable_append",

@@ -27,6 +27,7 @@ __all__ = [
     "read_at_most",
     "disk_failure",
     "atomic_write",
+    "replace_unsynced",
     "ignore_write_temp_files",
     "remove_stale_temp_files",
     "read_regular",
@@ -302,6 +303,29 @@ def write_some(fd: int, data: memoryview) -> int:
     """One ``write(2)`` of the markdown writes here: the single place their bytes reach the disk,
     and so where tests make the disk full on machines that cannot mount a small file system."""
     return os.write(fd, data)
+
+
+def replace_unsynced(target: Path, data: bytes, temporary: Path, mode: int) -> None:
+    """Write ``data`` to ``target`` through ``temporary`` (created with ``mode``, in the same
+    folder, which is made if missing) renamed over it: a reader sees the old file or the new one
+    whole, never half of one. Nothing is fsynced: for files that need only outlive the process (an
+    intent this process commits itself) or that git rewrites anyway (a loose object). Raises the
+    OSError; the temporary file is gone then."""
+    try:
+        try:
+            fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
+        except FileNotFoundError:  # the folder's first file: made on the way
+            temporary.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
+        try:
+            _write_all(fd, data)
+        finally:
+            os.close(fd)
+        os.replace(temporary, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            temporary.unlink()
+        raise
 
 
 def _write_all(fd: int, data: bytes) -> None:
