@@ -35,7 +35,8 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from revisions import REPO, env_for, extract
@@ -119,6 +120,29 @@ def run(args: list[str], cwd: Path, code: Path = REPO) -> tuple[float, float, fl
             raise SystemExit(f"syncd {' '.join(args)} failed with {result.returncode}: {result.stderr[-500:]}")
         user, system, rss_kb = report.read().split()[-3:]
     return wall, float(user) + float(system), int(rss_kb) / 1024, result.stdout
+
+
+@contextmanager
+def daemon_running(home: Path, code: Path, cwd: Path) -> Iterator[None]:
+    """``syncd watch`` of ``code`` on ``home`` for the length of the block, once it answers on its
+    socket; stopped with SIGTERM after. Run from ``cwd`` (not this checkout: see child_env)."""
+    daemon = subprocess.Popen(
+        [sys.executable, "-m", "syncd", "watch", "--home", str(home)],
+        cwd=cwd,
+        env=child_env(code),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 300
+        while ask_daemon(home, "ping") is None:
+            if time.monotonic() > deadline or daemon.poll() is not None:
+                raise SystemExit("the daemon did not come up")
+            time.sleep(0.2)
+        yield
+    finally:
+        daemon.send_signal(signal.SIGTERM)
+        daemon.wait(timeout=120)
 
 
 def measure(
@@ -225,23 +249,9 @@ def main() -> None:
             codes,
             before=lambda code: (homes[code] / ".syncd/index/rows.image").unlink(missing_ok=True),
         )
-        daemon = subprocess.Popen(
-            [sys.executable, "-m", "syncd", "watch", "--home", str(home)],
-            cwd=root,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        try:
-            deadline = time.monotonic() + 300
-            while ask_daemon(home, "ping") is None:
-                if time.monotonic() > deadline or daemon.poll() is not None:
-                    raise SystemExit("the daemon did not come up")
-                time.sleep(0.2)
+        with daemon_running(home, REPO, root):
             run(query(REPO), root)  # let the daemon finish its startup reconcile before timing
             measure("search with daemon", query(REPO), root, args.runs, results)
-        finally:
-            daemon.send_signal(signal.SIGTERM)
-            daemon.wait(timeout=120)
     finally:
         if args.workdir is None:
             shutil.rmtree(root, ignore_errors=True)

@@ -25,19 +25,16 @@ import os
 import random
 import re
 import shutil
-import signal
 import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
-from bench_cli import BYTECODE, child_env, run
+from bench_cli import BYTECODE, child_env, daemon_running, run
 from revisions import REPO, extract
 
 sys.path.insert(0, str(REPO))
-from syncd.control.client import ask_daemon
 
 QUERIES = ["how do I search my memory", "what changed in the history", "links between pages"]
 
@@ -100,24 +97,9 @@ def texts_embedded(stdout: str) -> int:
 
 
 def with_daemon(home: Path, code: Path, query: list[str], runs: int) -> list[tuple[float, float, float, str]]:
-    daemon = subprocess.Popen(
-        [sys.executable, "-m", "syncd", "watch", "--home", str(home)],
-        cwd=home.parent,
-        env=child_env(code),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        deadline = time.monotonic() + 300
-        while ask_daemon(home, "ping") is None:
-            if time.monotonic() > deadline or daemon.poll() is not None:
-                raise SystemExit("the daemon did not come up")
-            time.sleep(0.2)
+    with daemon_running(home, code, home.parent):
         run(query, home, code)  # the daemon's startup reconcile first
         return [run(query, home, code) for _ in range(runs)]
-    finally:
-        daemon.send_signal(signal.SIGTERM)
-        daemon.wait(timeout=120)
 
 
 def main() -> None:
