@@ -32,9 +32,11 @@ class SyncPlan:
         return not (self.new or self.changed or self.moved or self.deleted or self.touched)
 
     def summary(self) -> str:
+        # A touched file (same bytes, new stat) is unchanged to a person: counted with them, or a
+        # first sync after a fresh index of 11 files said "0 unchanged" for every one of them.
         return (
             f"{len(self.new)} new, {len(self.changed)} changed, {len(self.moved)} moved, "
-            f"{len(self.deleted)} deleted, {self.unchanged} unchanged"
+            f"{len(self.deleted)} deleted, {self.unchanged + len(self.touched)} unchanged"
         )
 
 
