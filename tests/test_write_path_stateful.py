@@ -173,6 +173,7 @@ class WritePathMachine(RuleBasedStateMachine):
         self.manager_settings = Settings(llm_model="gpt-4o-mini", core_refresh_importance=0.99, **DAEMON_SETTINGS)
         self.n = 0
         self.epoch = 0  # checkouts of another branch so far
+        self.checkouts_begun = 0  # checkout commands started: one may be moving the tree right now
         self.branches: dict[int, str] = {}  # checkout epoch -> the branch then checked out
         self.acks: list[Ack] = []
         self.refused: list[Refusal] = []
@@ -264,13 +265,13 @@ class WritePathMachine(RuleBasedStateMachine):
         line = f"Block line {self._next()} for {user} in {label}."
 
         def work() -> None:
-            started = self.epoch
+            started, begun = self.epoch, self.checkouts_begun
             request = BlockUpdateInput(label=label, content=line, operation="append")
             block = asyncio.run(update_block(self._manager(), request, user))
             # The block is read back after the write: a checkout of another branch meanwhile may
             # have taken the file out of the tree (the write is on that branch, where
-            # _check_kept looks for it).
-            if self.epoch == started:
+            # _check_kept looks for it), also one still running (the epoch moves once it ends).
+            if self.epoch == started and self.checkouts_begun == begun:
                 assert line in block.content
 
         return (line,), work
@@ -444,11 +445,13 @@ class WritePathMachine(RuleBasedStateMachine):
     @_guarded
     def checkout_and_back(self):
         branch = f"x{self._next()}"
+        self.checkouts_begun += 1
         if not self._person("checkout -b", "checkout", "-q", "-b", branch):
             return
         self.epoch += 1
         self.branches[self.epoch] = branch
         time.sleep(0.1)
+        self.checkouts_begun += 1
         if not self._insist("checkout main", "checkout", "-q", "main"):
             raise AssertionError(f"git checkout main kept failing: {self.git_failures[-3:]}")
         self.epoch += 1  # writes from here on land on main again
