@@ -180,9 +180,12 @@ def test_home_and_vault_endpoints(server, admin):
     assert _ok(admin.get("/memory/archival", params={"query": "red bicycle", "user_id": "rev"}))["hits"] == []
     assert added["id"].startswith("m-") and not (server.home / f"memory/users/rev/{dt.date.today()}.md").exists()
 
+    # A reindex rebuilds from the markdown: a fact stored before it is still found after it.
+    kept = _ok(admin.post("/memory/archival", json={"content": "Keeps bees on the roof.", "user_id": "rev"}))["fact"]
     report = _ok(admin.post("/memory/reindex"))
     assert "new" in report["summary"]
-    assert _ok(admin.get("/memory/archival", params={"query": "Lyon marathon", "user_id": "ana"}))["hits"]
+    hits = _ok(admin.get("/memory/archival", params={"query": "bees on the roof", "user_id": "rev"}))["hits"]
+    assert [h["id"] for h in hits][:1] == [kept["id"]]
 
 
 def test_tokens_scope_every_request_to_their_user(server, admin):
