@@ -17,7 +17,7 @@ from syncd.cli import main
 from syncd.engine.search import DEFAULT_LIMIT, hit_record
 from syncd.memory import MemoryManager, MemorySearchTool
 
-from .daemon_helpers import isolate_git_identity
+from .daemon_helpers import isolate_git_identity, wait_for
 from .helpers import write
 from .server_helpers import mcp_over_http, served_in_thread
 from .workbench_helpers import import_workbench
@@ -63,6 +63,10 @@ def server(tmp_path_factory, embedder):
         write(home, rel, text)
     try:
         with served_in_thread(home, embedder) as served:
+            # The server answers while its daemon's first reconcile indexes FILES: every front end
+            # is asked once that is done, so they all see the same index.
+            with served.client(served.admin) as client:
+                wait_for(lambda: client.get("/status").json()["fresh"], 120, "the first reconcile")
             yield served
     finally:
         mp.undo()
