@@ -25,7 +25,6 @@ import itertools
 import json
 import statistics
 import sys
-import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -33,9 +32,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_recall import sessions, user_of, write_home
+from bench_recall import conversation_home, sessions, user_of
 
-import syncd
 from syncd.index import fulltext, search
 from syncd.index.search import Weights, hybrid_search
 
@@ -67,6 +65,8 @@ DEFAULT: dict[str, float] = {
     "bm25": 0,
 }
 _WEIGHTS = ("fulltext", "context", "time", "recency")
+# Student's t at 97.5% by degrees of freedom, for the interval of a mean over a few conversations.
+_T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262}
 
 
 def grid(joint: dict[str, tuple[float, ...]], alone: dict[str, tuple[float, ...]]) -> list[dict[str, float]]:
@@ -123,24 +123,17 @@ def main() -> None:
     args = parser.parse_args()
     samples = json.loads(args.data.read_text(encoding="utf-8"))
     names = [s["sample_id"] for s in samples]
-    with tempfile.TemporaryDirectory() as tmp:
-        root = (args.workdir or Path(tmp)) / "home"
-        reuse = (root / ".syncd").is_dir()
-        if not reuse:
-            root = syncd.init(root).home
-        dia_of = write_home(root, samples)
-        with syncd.open(root) as engine:
-            engine.reindex() if reuse else engine.sync()
-            asked = questions(samples)
-            vectors = [engine.embedder.embed_query(qa["question"]) for _, _, _, qa in asked]
-            vary = {name: tuple(map(float, values.split(","))) for name, values in (v.split("=") for v in args.vary)}
-            configs = grid({}, vary) if vary else grid(JOINT, ALONE)
-            table: list[tuple[dict, list[float]]] = []
-            start = time.perf_counter()
-            for config in configs:
-                with configured(config) as weights:
-                    table.append((config, recall_of(engine, asked, vectors, dia_of, weights)))
-            print(f"{len(configs)} configurations x {len(asked)} questions in {time.perf_counter() - start:.0f} s")
+    with conversation_home(samples, args.workdir) as (engine, dia_of, *_):
+        asked = questions(samples)
+        vectors = [engine.embedder.embed_query(qa["question"]) for _, _, _, qa in asked]
+        vary = {name: tuple(map(float, values.split(","))) for name, values in (v.split("=") for v in args.vary)}
+        configs = grid({}, vary) if vary else grid(JOINT, ALONE)
+        table: list[tuple[dict, list[float]]] = []
+        start = time.perf_counter()
+        for config in configs:
+            with configured(config) as weights:
+                table.append((config, recall_of(engine, asked, vectors, dia_of, weights)))
+        print(f"{len(configs)} configurations x {len(asked)} questions in {time.perf_counter() - start:.0f} s")
     if args.json:
         args.json.write_text(json.dumps([[c, r] for c, r in table]), encoding="utf-8")
     report(table, [conv for conv, *_ in asked], names)
@@ -156,7 +149,12 @@ def report(table: list[tuple[dict, list[float]]], conv_of: list[str], names: lis
     print(f"default configuration {DEFAULT}: R@{K} {mean_over(default, set(names)):.3f}")
     for name in names:
         print(f"  {name:<10} {per[name]:.3f}  ({conv_of.count(name)} questions)")
-    print(f"  per-conversation mean {statistics.mean(per.values()):.3f}, sd {statistics.stdev(per.values()):.3f}")
+    mean, sd = statistics.mean(per.values()), statistics.stdev(per.values())
+    print(f"  per-conversation mean {mean:.3f}, sd {sd:.3f}")
+    # What another draw of as many conversations would average, by this draw's spread alone
+    # (Student's t, 95%): a half of the benchmark nobody has seen is such a draw.
+    half = _T95[len(names) - 1] * sd / len(names) ** 0.5 if len(names) - 1 in _T95 else float("nan")
+    print(f"  {len(names)} other conversations would average {mean:.3f} +- {half:.3f} (95%, spread alone)")
     held: list[float] = []
     print(f"leave one conversation out (R@{K}):")
     for name in names:
