@@ -22,6 +22,7 @@ setting for the run (``--set search_weight_context=0`` ranks without conversatio
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as dt
 import json
 import random
@@ -29,6 +30,7 @@ import sys
 import tempfile
 import time
 from collections import defaultdict
+from collections.abc import Iterator
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -100,6 +102,23 @@ def write_home(root: Path, samples: list[dict]) -> dict[str, str]:
         assert parse_daily_log(text).facts(), path
         path.write_text(text, encoding="utf-8")
     return dia_of
+
+
+@contextlib.contextmanager
+def conversation_home(samples: list[dict], workdir: Path | None, settings: Settings | None = None) -> Iterator[tuple]:
+    """The home of ``samples`` (write_home) opened and indexed: ``(engine, dia_of, report,
+    seconds, reused)``. A ``workdir`` that holds one already is reindexed from its markdown (its
+    embedding cache kept); without one the home lives in a temporary folder for the block."""
+    with tempfile.TemporaryDirectory() as tmp:
+        root = (workdir or Path(tmp)) / "home"
+        reused = (root / ".syncd").is_dir()
+        if not reused:
+            root = syncd.init(root).home
+        dia_of = write_home(root, samples)
+        with syncd.open(root, settings=settings or Settings()) as engine:
+            start = time.perf_counter()
+            report = engine.reindex() if reused else engine.sync()
+            yield engine, dia_of, report, time.perf_counter() - start, reused
 
 
 def evaluate(engine, samples: list[dict], dia_of: dict[str, str]) -> tuple[dict, list[float]]:
@@ -206,26 +225,17 @@ def main() -> None:
     samples = json.loads(args.data.read_text(encoding="utf-8"))
     settings = Settings(**dict(item.split("=", 1) for item in args.set))
 
-    with tempfile.TemporaryDirectory() as tmp:
-        root = (args.workdir or Path(tmp)) / "home"
-        reuse = (root / ".syncd").is_dir()
-        if not reuse:
-            root = syncd.init(root).home
-        dia_of = write_home(root, samples)
-        with syncd.open(root, settings=settings) as engine:
-            start = time.perf_counter()
-            report = engine.reindex() if reuse else engine.sync()
-            built = time.perf_counter() - start
-            counts = engine.index.counts()
-            print(
-                f"{len(samples)} conversations, {counts['facts']} facts, {counts['chunks']} chunks; "
-                f"{'re' if reuse else ''}indexed in {built:.1f} s ({report.plan.summary()})"
-            )
-            engine.search("warm up", user_id=user_of(samples[0]["sample_id"]), limit=1)
-            if args.calibrate:
-                calibrate(engine, samples, dia_of)
-                return
-            recalls, latencies = evaluate(engine, samples, dia_of)
+    with conversation_home(samples, args.workdir, settings) as (engine, dia_of, report, built, reuse):
+        counts = engine.index.counts()
+        print(
+            f"{len(samples)} conversations, {counts['facts']} facts, {counts['chunks']} chunks; "
+            f"{'re' if reuse else ''}indexed in {built:.1f} s ({report.plan.summary()})"
+        )
+        engine.search("warm up", user_id=user_of(samples[0]["sample_id"]), limit=1)
+        if args.calibrate:
+            calibrate(engine, samples, dia_of)
+            return
+        recalls, latencies = evaluate(engine, samples, dia_of)
 
     def pct(xs: list[float], p: float) -> float:
         return sorted(xs)[min(len(xs) - 1, int(len(xs) * p))] * 1000

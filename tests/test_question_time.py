@@ -57,6 +57,25 @@ def test_named_days_and_months_are_asked():
     ]
 
 
+@pytest.mark.parametrize(
+    ("question", "first", "last"),
+    [
+        ("Where was John between August 11 and August 15 2023?", dt.date(2023, 8, 11), dt.date(2023, 8, 15)),
+        ("What did she do from 3 May to 9 May, 2023?", dt.date(2023, 5, 3), dt.date(2023, 5, 9)),
+        ("Who visited from May 3, 2023 until May 9, 2023?", dt.date(2023, 5, 3), dt.date(2023, 5, 9)),
+        ("Where were they between December 28 and January 3, 2024?", dt.date(2023, 12, 28), dt.date(2024, 1, 3)),
+    ],
+)
+def test_a_range_of_days_is_asked_whole(question, first, last):
+    assert [(p.first, p.last, p.unit) for p in asked_periods(question, TODAY)] == [(first, last, "range")]
+
+
+def test_a_start_after_its_end_is_no_range():
+    # Read as the day named alone, as before ranges were read.
+    periods = asked_periods("What happened between August 20 and August 15 2023?", TODAY)
+    assert [(p.first, p.last, p.unit) for p in periods] == [(dt.date(2023, 8, 15), dt.date(2023, 8, 15), "day")]
+
+
 def test_relative_time_is_resolved_against_the_day_named():
     periods = asked_periods("Where was Tim in the week before 16 November 2023?", TODAY)
     assert [(p.first, p.last, p.unit) for p in periods] == [
@@ -97,7 +116,7 @@ def test_any_question_is_read_without_raising_and_the_same_way_twice(text, today
         assert period.first <= period.last
     # The relative periods are those resolve finds outside the named ones: nothing is invented.
     named = named_periods(text)
-    assert all(p in named or p.text in text for p in first)
+    assert all(p in named or p.phrase in text for p in first)
 
 
 @settings(max_examples=examples(100))
@@ -114,3 +133,42 @@ def test_a_day_named_in_any_question_is_asked(day, today, before, after):
 def test_says_when_is_what_the_time_module_finds(text, day):
     expected = bool(named_periods(text)) or (day is not None and bool(resolve(text, day)))
     assert says_when(text, day) == expected
+
+
+def _day_month(day: dt.date, month_first: bool) -> str:
+    month = day.strftime("%B")
+    return f"{month} {day.day}" if month_first else f"{day.day} {month}"
+
+
+@settings(max_examples=examples(100))
+@given(
+    end=_DAYS,
+    length=st.integers(min_value=0, max_value=365),
+    start_year=st.booleans(),
+    month_first=st.booleans(),
+    words=st.sampled_from([("between", "and"), ("from", "to"), ("from", "until"), ("from", "through")]),
+)
+def test_a_named_range_is_its_days_and_no_more(end, length, start_year, month_first, words):
+    start = end - dt.timedelta(days=length)
+    # A start without its year is read in the end's year, or the one before over a new year:
+    # only such starts may leave it out.
+    readable = start.year == end.year or (start.year == end.year - 1 and start.month > end.month)
+    said = _day_month(start, month_first) + (f", {start.year}" if start_year or not readable else "")
+    question = f"Where was she {words[0]} {said} {words[1]} {_day_month(end, not month_first)}, {end.year}?"
+    assert [(p.first, p.last) for p in asked_periods(question, TODAY)] == [(start, end)]
+
+
+# Texts made of the pieces a range is read from, in any order: most name no range, some one.
+_PIECES = st.sampled_from(["between ", "from ", "and ", "to ", "May ", "August ", "12 ", "3 ", "31 ", "2023 ", ", "])
+
+
+@settings(max_examples=examples(100))
+@given(text=st.lists(_PIECES, max_size=12).map("".join))
+def test_ranges_read_from_any_text_end_on_a_named_day_and_last_under_a_year(text):
+    ends = {p.first for p in named_periods(text) if p.unit == "day"}
+    for period in asked_periods(text, TODAY):
+        if period.unit == "range":
+            assert period.last in ends
+            assert period.first <= period.last
+            assert (period.last - period.first).days < 366
+            assert period.phrase in text

@@ -21,7 +21,7 @@ import datetime as dt
 import re
 from functools import lru_cache
 
-from .when import Period, named_periods, resolve
+from .when import Period, named_periods, named_ranges, resolve
 
 __all__ = ["asked_periods", "asks_when", "meant_periods", "says_when"]
 
@@ -51,10 +51,15 @@ def asked_periods(question: str, today: dt.date) -> list[Period]:
     """The periods ``question`` asks about, in order: the days and months it names
     (:func:`~syncd.formats.when.named_periods`), and its relative expressions resolved against
     the first day it names ("the week before 16 November 2023"), or, when it names none, against
-    ``today``, the day it is asked ("what did I do last weekend?")."""
+    ``today``, the day it is asked ("what did I do last weekend?"). A range of days it names
+    ("between August 11 and August 15 2023": :func:`~syncd.formats.when.named_ranges`) is asked
+    whole, in place of the day that ends it."""
     named = named_periods(question)
     days = [period for period in named if period.unit == "day"]
     anchor = days[0].first if days else today
+    ranges = named_ranges(question)
+    if ranges:
+        named = [*ranges, *(p for p in named if not any(p.start < r.end and r.start < p.end for r in ranges))]
     relative = [
         period
         for period in resolve(question, anchor)

@@ -55,7 +55,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-__all__ = ["Period", "date_words", "named_periods", "period_words", "resolve", "resolved_words"]
+__all__ = ["Period", "date_words", "named_periods", "named_ranges", "period_words", "resolve", "resolved_words"]
 
 WEEKDAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
 MONTHS = (
@@ -98,7 +98,7 @@ _YEAR_RANGE = (1, 9999)
 @dataclass(frozen=True, order=True)
 class Period:
     """Days ``first`` to ``last`` (inclusive) that a phrase (``text[start:end]``) means; ``unit``
-    is how it was said: day, weekend, week, month or year."""
+    is how it was said: day, weekend, week, month, year, or range (named_ranges)."""
 
     first: dt.date
     last: dt.date
@@ -330,3 +330,42 @@ def named_periods(text: str) -> list[Period]:
             taken.append((start, end))
             found.append(Period(span[0], span[1], span[2], start, end, match.group(0)))
     return sorted(found, key=lambda p: (p.start, p.end))
+
+
+# The start of a range whose end is a named day: "between August 11 and", "from 3 May 2023 to".
+# The start may leave out its year: it is then the end's, or the year before when its month comes
+# after the end's (a range over the new year).
+_RANGE_START = re.compile(
+    rf"\b(?:between|from)\s+(?:the\s+)?(?:{_MONTH_RE}\s+{_DAY_RE}"
+    rf"|{_DAY_RE.replace('<d>', '<d2>')}(?:\s+of)?\s+{_MONTH_RE.replace('<m>', '<m2>')})"
+    r"(?:,?\s+(?P<y>\d{4}))?,?\s+(?:and|to|until|till|through)\s+(?:the\s+)?$",
+    re.IGNORECASE,
+)
+# A range longer than this is not one period a question asks about but a span of a life.
+_MAX_RANGE_DAYS = 366
+
+
+def named_ranges(text: str) -> list[Period]:
+    """The ranges of days ``text`` names ("between August 11 and August 15 2023", "from 3 May to 9
+    May 2023"), in order: from the start day to the named day that ends it, both included. A
+    start after its end, or a range over a year long, is no range."""
+    found: list[Period] = []
+    for end in named_periods(text):
+        if end.unit != "day":
+            continue
+        match = _RANGE_START.search(text[: end.start])
+        if match is None:
+            continue
+        groups = match.groupdict()
+        month, day = (groups["m"], groups["d"]) if groups["m"] else (groups["m2"], groups["d2"])
+        year = int(groups["y"]) if groups["y"] else end.first.year
+        try:
+            first = dt.date(year, _MONTH_NAMES[month.lower()], int(day))
+            if not groups["y"] and first.month > end.first.month:
+                first = first.replace(year=year - 1)  # "between December 28 and January 3, 2024"
+        except (ValueError, KeyError):
+            continue
+        if first > end.first or (end.first - first).days >= _MAX_RANGE_DAYS:
+            continue
+        found.append(Period(first, end.last, "range", match.start(), end.end, text[match.start() : end.end]))
+    return found
