@@ -90,9 +90,10 @@ ONE_SHOT_NEVER = (
     "watchdog",
     "fastembed",
 )
-# ... and what a sync that finds nothing changed never needs either: it embeds nothing and reads no
-# row (numpy: the model's vectors and the rows in memory).
-NO_OP_SYNC_NEVER = (*ONE_SHOT_NEVER, "numpy")
+# ... and what a sync that finds nothing changed never needs either: it embeds nothing, reads no row
+# (numpy: the model's vectors and the rows in memory) and parses no page (multiprocessing: the
+# wiki's parallel parse of a large vault).
+NO_OP_SYNC_NEVER = (*ONE_SHOT_NEVER, "numpy", "multiprocessing")
 
 
 def test_one_shot_search_and_sync_import_only_what_they_use(home, embedder):
