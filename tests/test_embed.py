@@ -228,9 +228,13 @@ def test_the_cut_before_tokenising_changes_no_vector_of_ordinary_text(backend: F
 # A real failure to import what runs the model that is not a missing package: its shared
 # libraries cannot be mapped once the address space is full (as when a process has run out of
 # memory mappings). The bundled model runs on onnxruntime alone; a model folder runs on fastembed.
+# numpy is loaded before the room runs out: texts reach a model through the embedding cache, which
+# has loaded it by then (index/embed_cache.py), and numpy's BLAS aborts the process when it cannot
+# allocate, which no code could tell as an error.
 _NO_ROOM_SCRIPT = """
 import resource, sys
 from pathlib import Path
+import numpy
 from syncd.config import Settings
 from syncd.errors import EmbeddingError
 from syncd.embedding.fastembed_backend import load_embedder

@@ -18,7 +18,7 @@ from syncd.cli import main
 from syncd.engine.search import hit_record
 from syncd.index.records import SCHEMA_VERSION, page_breadcrumb
 from syncd.index.rows import parse_file
-from syncd.index.store import entry_schema
+from syncd.index.table_rows import entry_schema
 
 from .daemon_helpers import new_home
 from .helpers import assert_matches_rebuild, write

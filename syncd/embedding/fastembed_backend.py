@@ -40,8 +40,6 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-import numpy as np
-
 from ..compat.patches import fastembed_quiet_session, fastembed_truncation
 from ..config import DEFAULT_EMBED_MODEL, Settings
 from ..errors import EmbeddingError
@@ -60,6 +58,9 @@ from .model_files import (
 )
 
 if TYPE_CHECKING:
+    # numpy too: imported where vectors are made, so an engine that embeds nothing (a no-op
+    # sync) never loads it; a model's run needs it anyway.
+    import numpy as np
     from fastembed import TextEmbedding
 
     from .onnx_runner import OnnxTextModel
@@ -164,6 +165,8 @@ def check_texts(texts: Sequence[str]) -> list[str]:
 
 
 def _normalise_rows(matrix: np.ndarray) -> np.ndarray:
+    import numpy as np
+
     norms = np.linalg.norm(matrix, axis=1, keepdims=True)
     np.divide(matrix, norms, out=matrix, where=norms > 0)
     return matrix
@@ -341,7 +344,10 @@ class FastEmbedBackend:
         """float32 array of shape (len(texts), dim) with unit rows."""
         items = check_texts(texts)
         if not items:
+            import numpy as np
+
             return np.zeros((0, self.dim), dtype=np.float32)
+        # numpy comes with the runtime the model loads: a failure to map it is told as the runtime's.
         model = self._get_model()
         items = [self._cut(text) for text in items]
         # A batch is padded to its longest text: sorted by length, a heading-sized chunk no longer
@@ -402,6 +408,8 @@ class FastEmbedBackend:
             pass  # not glibc: the freed pages stay with the process
 
     def _finish(self, rows: list[np.ndarray], n: int) -> np.ndarray:
+        import numpy as np
+
         matrix = np.array(rows, dtype=np.float32)
         if matrix.shape != (n, self.dim):
             raise EmbeddingError(

@@ -28,9 +28,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Protocol
-
-import numpy as np
+from typing import TYPE_CHECKING, Protocol
 
 from ..config import Settings
 from ..embedding.fastembed_backend import Embedder, load_embedder
@@ -52,16 +50,20 @@ from ..home import (
 from ..index.backend import IndexBackend, home_index, open_index
 from ..index.embed_cache import CachedEmbedder, EmbeddingCache
 from ..index.records import FileRecord, FileUpdate
-from ..index.rowcache import ScopeMask
 from ..index.rows import TranscriptChunking
-from ..index.search import Hit, Weights, hybrid_search
 from ..index.tokens import TokenSpanner
 from ..sync.apply import Progress, SyncReport, sync
 from ..writes.groups import ChangeGroup, current_group
 from ..writes.scheduler import WritePath
 from ..writes.turn import FairLock
-from .database import ranked_search
 from .status import Status, build_status, count_stale, incompatibility, missing_status
+
+if TYPE_CHECKING:
+    # numpy and the in-memory rows (numpy) are imported by the methods that search or embed: a
+    # process that only syncs, and finds nothing changed, never needs them (issue 30).
+    import numpy as np
+
+    from ..index.search import Hit
 
 __all__ = ["Engine", "IndexFollower", "Status", "open_engine"]
 
@@ -414,6 +416,8 @@ class Engine:
 
             return search_at(self, query, at, user_id=user_id, chat_id=chat_id, limit=limit, kind=kind, now=now,
                              text=text, min_cosine=min_cosine, memory_only=memory_only, floor=floor)  # fmt: skip
+        from .database import ranked_search  # the hybrid search: see the imports
+
         self._fresh(user_id)
         return ranked_search(
             self.index,
@@ -449,6 +453,10 @@ class Engine:
         words too ("" for meaning only), ``weights`` ({part: weight}, syncd.index.search.Weights'
         fields) replace those of the settings they name. The memory only (no wiki), facts by
         default. InvalidInputError for a vector of another size or not finite, or an unknown part."""
+        import numpy as np
+
+        from ..index.search import Weights, hybrid_search
+
         try:
             query = np.asarray(vector, dtype=np.float64).reshape(-1)
         except (TypeError, ValueError):
@@ -485,6 +493,8 @@ class Engine:
     def nearest_facts(self, vector: np.ndarray, *, user_id: str, limit: int) -> list[tuple[float, dict]]:
         """``(cosine, row)`` of the facts in the user's memory nearest to ``vector``, best first;
         a row says the fact's ``id``, ``text``, ``path`` and ``line``."""
+        from ..index.rowcache import ScopeMask
+
         self._fresh(user_id)
         with self.index.reading() as rows:
             near = rows.search(vector, ScopeMask(user=user_id, kind="fact"), limit)
@@ -510,6 +520,8 @@ class Engine:
         their front end's rule, syncd.engine.visibility)."""
         if user_id is None:
             return self.index.counts()
+        from ..index.rowcache import ScopeMask
+
         with self.index.reading() as rows:
             return {
                 "facts": rows.count(ScopeMask(user=user_id, kind="fact")),

@@ -14,12 +14,16 @@ import sqlite3
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from ..embedding.fastembed_backend import Embedder, check_texts
 from ..errors import EmbeddingError
 from ..home import disk_failure
+
+if TYPE_CHECKING:
+    # Imported where vectors are made: an engine that embeds nothing (a no-op sync) opens the
+    # cache without numpy.
+    import numpy as np
 
 __all__ = ["CachedEmbedder", "EmbeddingCache", "text_key"]
 
@@ -40,6 +44,8 @@ _KEYS_PER_QUERY = _MAX_PARAMS - 1
 
 def _vectors(blobs: list[bytes]) -> list[np.ndarray]:
     """Writable float32 vectors from raw blobs; one copy in all when they share a length."""
+    import numpy as np
+
     if len({len(b) for b in blobs}) == 1:
         matrix = np.frombuffer(bytearray().join(blobs), dtype=np.float32)
         return list(matrix.reshape(len(blobs), -1))
@@ -202,6 +208,8 @@ class EmbeddingCache:
 
     def put_by_keys(self, model_id: str, keys: Sequence[bytes], vectors: np.ndarray) -> None:
         """Store ``vectors[i]`` under (``model_id``, ``keys[i]``) in one transaction."""
+        import numpy as np
+
         matrix = np.ascontiguousarray(vectors, dtype=np.float32)
         if matrix.ndim != 2 or matrix.shape[0] != len(keys):
             raise ValueError(f"expected {len(keys)} vectors, got an array of shape {matrix.shape}")
@@ -320,6 +328,8 @@ class CachedEmbedder:
         slices (``_slices``), each stored before the next begins, so a sync killed halfway loses
         at most one slice of work; ``progress(cached, embedded)`` is told after the lookup and
         after each slice (texts of this call, counted once each)."""
+        import numpy as np
+
         items = check_texts(texts)
         dim = self.dim
         if not items:

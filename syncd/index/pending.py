@@ -21,10 +21,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from .records import EntryRow, FileRecord, FileUpdate
+
+if TYPE_CHECKING:
+    # Imported where vectors are held: the store, which imports this module, opens without numpy
+    # (see store.py's imports).
+    import numpy as np
 
 __all__ = ["PathWrite", "PendingWrites", "replaces_whole", "row_delete_filters"]
 
@@ -76,6 +80,8 @@ class PendingWrites:
             pending.vectors = [pending.vectors[i] for i in kept]
         changed = update.changed_rows if update.rows else []
         if changed:
+            import numpy as np
+
             vectors = np.asarray(update.vectors, dtype=np.float32).reshape(len(changed), -1)
             pending.rows.extend(changed)
             pending.vectors.extend(vectors)
@@ -94,6 +100,8 @@ class PendingWrites:
         rows = [row for w in self.paths.values() for row in w.rows]
         if not rows:
             return [], None
+        import numpy as np
+
         return rows, np.stack([vector for w in self.paths.values() for vector in w.vectors])
 
 

@@ -44,8 +44,8 @@ from .fulltext import passage_terms
 from .pending import replaces_whole
 from .pg_ann import AnnIndex
 from .pg_connections import Connections
-from .records import SCHEMA_VERSION, EntryRow, FileRecord, FileUpdate, heading_only, meta_compatible
-from .store import StaleRows, entry_schema
+from .records import SCHEMA_VERSION, EntryRow, FileRecord, FileUpdate, StaleRows, heading_only, meta_compatible
+from .table_rows import entry_schema
 
 __all__ = ["ENTRY_COLUMNS", "IndexUnreachable", "PgDatabase", "PgIndex", "decode_text", "encode_text", "payload_of_row"]
 

@@ -28,11 +28,11 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import importlib.util
 import json
 import logging
 import mmap
 import os
-import sys
 import tempfile
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from pathlib import Path
@@ -44,7 +44,6 @@ from .fulltext import TextIndex, best_rows, query_signals
 from .pending import PendingWrites
 from .records import SCHEMA_VERSION, EntryRow
 from .rowcache import RowCache, ScopeMask, exact_cosines, nearest_rows, neighbours, quantize, row_columns, scope_rows
-from .table_rows import payload as table_payload
 
 __all__ = ["IMAGE_NAME", "ImageKeeper", "ImageRows", "entries_stamp", "open_image", "patch_image", "write_image"]
 
@@ -72,7 +71,10 @@ def _code() -> str:
     if _code_digest is None:
         digest = hashlib.blake2b(str(SCHEMA_VERSION).encode(), digest_size=16)
         for name in _MADE_BY:
-            source = getattr(sys.modules.get(name), "__file__", None)
+            # Found, not looked up among the loaded modules: a reader that never loads one of
+            # them (table_rows, pyarrow's) must reckon the same digest as the writer that did.
+            spec = importlib.util.find_spec(name)
+            source = spec.origin if spec is not None else None
             try:
                 digest.update(Path(source).read_bytes() if source else name.encode())
             except OSError:
@@ -212,6 +214,8 @@ def patch_image(
     m = len(kept)
     renumbered = np.full(len(image) + 1, -1, dtype=np.int64)
     renumbered[kept] = np.arange(m)
+    from .table_rows import payload as table_payload  # pyarrow's: a search of the image needs none
+
     new = [table_payload(row) for row in added]
     codes = dict(image._codes)
     for value in [p["user"] for p in new] + [p["chat"] for p in new]:

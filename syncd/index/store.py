@@ -42,27 +42,25 @@ from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import numpy as np
-import pyarrow as pa
-
 from ..compat.patches import lancedb_defer_rest_client
 from ..errors import IndexError_, SyncdError
 from ..home import atomic_write
 from .files_mirror import FilesMirror, lance_stamp, read_mirror
 from .pending import PendingWrites, replaces_whole
 from .records import SCHEMA_VERSION, EntryRow, FileRecord, FileUpdate, StaleRows, meta_compatible
-from .rowcache import RowCache
-from .rows_image import ImageKeeper, ImageRows
-from .table_rows import ENTRY_FIELDS as _ENTRY_FIELDS
-from .table_rows import FILE_SCHEMA, entry_schema, load_into, unchanged_in_table
-from .table_rows import payload as _payload
-from .table_writes import describe_error, paths_with_rows, sql_literal, write_entries, write_error, write_records
 from .write_behind import BackgroundWriter
 
 if TYPE_CHECKING:
+    # numpy and pyarrow, with the modules made of them (the rows in memory, the rows image, the
+    # tables' rows), are imported where rows are read or written: a writer whose files mirror
+    # vouches for the tables and finds nothing changed (a no-op `syncd sync`) needs none of them.
     import lancedb
+    import pyarrow as pa
 
-__all__ = ["Index", "SCHEMA_VERSION", "StaleRows", "entry_schema", "sql_literal"]
+    from .rowcache import RowCache
+    from .rows_image import ImageKeeper, ImageRows
+
+__all__ = ["Index", "SCHEMA_VERSION", "StaleRows"]
 
 log = logging.getLogger(__name__)
 
@@ -111,7 +109,7 @@ class Index:
         # takes _lock just to patch the copies: a query never waits for the disk.
         self._lock = threading.RLock()
         self._writing = threading.RLock()
-        self._matrix = RowCache(dim)
+        self._rows: RowCache | None = None  # made on first use (_matrix)
         self._matrix_version: int | None = None
         # The files table by path, kept like the rows: loaded on first use, patched by our
         # writes, and in a shared index re-read whenever the table has a newer version.
@@ -120,7 +118,7 @@ class Index:
         # A reader's records taken from the files mirror: the tables' stamp they hold for.
         self._records_stamp: str | None = None
         # A reader with no rows loaded answers from the rows image (rows_image.py).
-        self._images = ImageKeeper(folder, dim)
+        self._image_keeper: ImageKeeper | None = None  # made on first use (_images)
         # Writes to each table since it was last compacted (see writes_before_optimize).
         self._writes = {"entries": 0, "files": 0}
         self._unwritten: set[str] = set()
@@ -157,12 +155,36 @@ class Index:
                 self._rebuild_mirror()
         self._disk = self._disk_identity()
 
+    @property
+    def _matrix(self) -> RowCache:
+        """The rows in memory (rowcache.py), made on first use: see the imports."""
+        if self._rows is None:
+            with self._lock:
+                if self._rows is None:
+                    from .rowcache import RowCache
+
+                    self._rows = RowCache(self.dim)
+        return self._rows
+
+    @property
+    def _images(self) -> ImageKeeper:
+        """The rows image on this side (rows_image.py), made on first use: see the imports."""
+        if self._image_keeper is None:
+            with self._lock:
+                if self._image_keeper is None:
+                    from .rows_image import ImageKeeper
+
+                    self._image_keeper = ImageKeeper(self.folder, self.dim)
+        return self._image_keeper
+
     def _open_tables(self) -> None:
         with self._opening:
             if self._lance_entries is not None:
                 return
             lancedb_defer_rest_client()
             import lancedb
+
+            from .table_rows import FILE_SCHEMA, entry_schema
 
             # Readers re-check the latest version on every read so they see the daemon's writes.
             self._db = lancedb.connect(
@@ -413,11 +435,14 @@ class Index:
         return table if with_vectors else table.drop_columns(["vector"])
 
     def find_fact(self, fact_id: str) -> list[dict]:
+        from .table_rows import ENTRY_FIELDS
+        from .table_writes import sql_literal
+
         self.persist()
         return (
             self._entries.search()
             .where(f"kind = 'fact' AND id = {sql_literal(fact_id)}")
-            .select(_ENTRY_FIELDS)
+            .select(ENTRY_FIELDS)
             .limit(None)
             .to_list()
         )
@@ -440,10 +465,12 @@ class Index:
                 return frozenset()  # the file is replaced whole (see RowCache.unchanged)
             if self._matrix_version is None:
                 return self._unchanged_in_table(path, rows)
+            from .table_rows import payload
+
             self._ensure_matrix()
             applied = self._applied_rows.get(path, {})
             rest = [r for r in rows if applied.get(r.id) is not r]
-            same = self._matrix.unchanged(path, [(r.id, _payload(r), r.search_text) for r in rest]) if rest else set()
+            same = self._matrix.unchanged(path, [(r.id, payload(r), r.search_text) for r in rest]) if rest else set()
             return frozenset(same).union(r.id for r in rows if applied.get(r.id) is r)
 
     def apply(self, updates: Sequence[FileUpdate], defer: bool = False) -> None:
@@ -494,13 +521,16 @@ class Index:
     def _unchanged_in_table(self, path: str, rows: Sequence[EntryRow]) -> frozenset[str]:
         """unchanged_rows() from the table's rows of ``path`` (no vectors), under ``_lock`` with
         no rows in memory. Their ids are kept for apply(), which deletes those not kept."""
+        from .table_rows import ENTRY_FIELDS, unchanged_in_table
+        from .table_writes import sql_literal
+
         self._table_ids.pop(path, None)
         if path in self._pending.paths:
             return frozenset()  # the table is behind memory for this path: replace it whole
         held = (
             self._entries.search()
             .where(f"path = {sql_literal(path)}")
-            .select([*_ENTRY_FIELDS, "search_text"])
+            .select([*ENTRY_FIELDS, "search_text"])
             .limit(None)
             .to_arrow()
         )
@@ -517,6 +547,8 @@ class Index:
         could not answer for rows still pending). Which paths replaced whole the table holds rows
         of is read in one query (a new file has none to delete); a path diffed by
         unchanged_rows() loses exactly the rows not kept."""
+        from .table_writes import paths_with_rows
+
         records = self._ensure_records()
         held = paths_with_rows(self._entries, [u.path for u in updates if replaces_whole(u)])
         gone: dict[int, list[str]] = {}
@@ -576,11 +608,15 @@ class Index:
 
     def _add_rows(self, adds: list[tuple[FileUpdate, list[EntryRow]]]) -> None:
         if adds:
+            import numpy as np
+
+            from .table_rows import payload
+
             vectors = np.concatenate(
                 [np.asarray(u.vectors, dtype=np.float32).reshape(len(rows), -1) for u, rows in adds]
             )
             rows = [row for _, changed in adds for row in changed]
-            self._matrix.add(vectors, [_payload(r) for r in rows], [r.search_text for r in rows])
+            self._matrix.add(vectors, [payload(r) for r in rows], [r.search_text for r in rows])
 
     def _remember_applied(self, path: str, rows: Sequence[EntryRow]) -> None:
         """Note ``rows`` as what memory now holds for ``path``."""
@@ -602,6 +638,8 @@ class Index:
             if not batch:
                 self._behind.mark_written(upto)
                 return
+            from .table_writes import describe_error, write_entries, write_error, write_records
+
             before = self._mirror.stamp() if self._mirror is not None else None
             # A writer with no rows loaded (a one-shot sync) keeps a current image in step.
             image = self._images.current() if self._matrix_version is None else None
@@ -747,7 +785,9 @@ class Index:
         version = self._entries.version
         if self._matrix_version == version:
             return
-        table = self._entries.to_arrow().select([*_ENTRY_FIELDS, "search_text", "vector"])
+        from .table_rows import ENTRY_FIELDS, load_into
+
+        table = self._entries.to_arrow().select([*ENTRY_FIELDS, "search_text", "vector"])
         self._generation += 1
         self._matrix.clear()
         self._applied_rows.clear()

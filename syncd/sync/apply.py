@@ -8,8 +8,6 @@ import logging
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
-import numpy as np
-
 from ..embedding.fastembed_backend import Embedder
 from ..errors import ParseError
 from ..home import Home, blob_sha, classify_path
@@ -134,6 +132,9 @@ def _embed(
     embedder: Embedder, dim: int, parsed: list[FileUpdate], report: SyncReport, tracker: ProgressTracker, nbytes: int
 ) -> None:
     """Vectors for each update's changed rows (all its rows unless some are unchanged)."""
+    # Here, not at the top: a sync that finds nothing changed never embeds, nor needs numpy.
+    import numpy as np
+
     texts = [row.embed_text for u in parsed for row in u.changed_rows]
     tracker.start_batch(len(parsed), nbytes, len(set(texts)))
     told = [0, 0]  # (cached, embedded) as the embedding cache last said

@@ -24,12 +24,10 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import multiprocessing
 import os
 import sqlite3
 import time
 from collections.abc import Sequence
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -346,6 +344,11 @@ def _parse_all(items: list[tuple[str, str, bytes]]) -> list[tuple[str, str, str,
         return _parse_batch(items, keep=True)
     size = -(-len(items) // (workers * 4))
     batches = [items[i : i + size] for i in range(0, len(items), size)]
+    # Here, not at the top: every `syncd sync` follows the index with this module (cli), and
+    # only a cold build of a large vault starts processes.
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
     try:
         context = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods() else None)
         with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
