@@ -126,11 +126,16 @@ def poll(predicate: Callable[[], object], timeout: float, every: float = 0.05) -
 
 
 def wait_for(
-    predicate: Callable[[], object], timeout: float = 60.0, what: str = "condition", every: float = 0.05
+    predicate: Callable[[], object],
+    timeout: float = 60.0,
+    what: str | Callable[[], str] = "condition",
+    every: float = 0.05,
 ) -> object:
     """Poll ``predicate`` until it is truthy and return its value; fail saying ``what`` never
-    happened after ``timeout`` seconds."""
+    happened after ``timeout`` seconds (a callable ``what`` is asked then, so it can describe the
+    state the wait gave up on)."""
     value = poll(predicate, timeout, every)
     if not value:
-        raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
+        told = what() if callable(what) else what
+        raise AssertionError(f"timed out after {timeout:g} s waiting for {told}")
     return value
