@@ -74,6 +74,7 @@ def test_a_waiter_that_gives_up_leaves_no_hole(monkeypatch):
     monkeypatch.setattr(lock._cond, "wait", interrupted_wait)
     with pytest.raises(KeyboardInterrupt):
         lock.acquire()
+    assert lock.waiting() == 0  # the one that gave up is not counted as waiting
     monkeypatch.setattr(lock._cond, "wait", real_wait)
     got = []
     waiter = threading.Thread(target=lambda: (lock.acquire(), got.append(1), lock.release()))
