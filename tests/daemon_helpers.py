@@ -9,7 +9,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,6 +17,8 @@ from pathlib import Path
 import syncd
 from syncd.config import Settings
 from syncd.daemon.loop import Daemon
+
+from .helpers import wait_for  # the tests' one polling loop; daemon tests import it from here too
 
 GIT_ENV = {
     "GIT_AUTHOR_NAME": "Test Person",
@@ -34,18 +36,6 @@ def isolate_git_identity(tmp_path: Path, monkeypatch) -> Path:
     empty.write_text("")
     monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(empty))
     return empty
-
-
-def wait_for(predicate: Callable[[], object], timeout: float = 60.0, what: str = "condition") -> object:
-    """Poll ``predicate`` until it is truthy; fail with ``what`` after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
-        time.sleep(0.05)
 
 
 def git(root: Path, *args: str) -> str:

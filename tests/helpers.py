@@ -1,8 +1,9 @@
-"""Helpers for tests that compare an index with a rebuild of the same tree."""
+"""Helpers for tests: compare an index with a rebuild of the same tree, run threads, wait on a condition."""
 
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -26,11 +27,16 @@ def write(root: Path, rel: str, text: str | bytes) -> Path:
     return path
 
 
+def lance_table(index, name: str) -> lancedb.table.Table:
+    """An index's LanceDB table ("files" or "entries") through a connection of its own, as
+    another process would open it."""
+    return lancedb.connect(str(index.folder / "lance")).open_table(name)
+
+
 def table_files(index) -> dict[str, FileRecord]:
     """The files table as LanceDB holds it, read through a connection of its own (not the copy
     the index keeps in memory and answers ``files()`` from)."""
-    table = lancedb.connect(str(index.folder / "lance")).open_table("files")
-    rows = table.to_arrow().to_pylist()
+    rows = lance_table(index, "files").to_arrow().to_pylist()
     assert len({row["path"] for row in rows}) == len(rows), "a path recorded twice"
     return {row["path"]: FileRecord(**row) for row in rows}
 
@@ -105,3 +111,31 @@ def run_concurrently(work: Callable[[int], object], count: int) -> None:
         thread.join()
     if errors:
         raise errors[0]
+
+
+def poll(predicate: Callable[[], object], timeout: float, every: float = 0.05) -> object:
+    """Call ``predicate`` until it returns something truthy, and return that; after ``timeout``
+    seconds return its last (falsy) answer. The one polling loop of the tests: a test waits on a
+    condition through this (or :func:`wait_for`), never with a loop and a sleep of its own."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value or time.monotonic() > deadline:
+            return value
+        time.sleep(every)
+
+
+def wait_for(
+    predicate: Callable[[], object],
+    timeout: float = 60.0,
+    what: str | Callable[[], str] = "condition",
+    every: float = 0.05,
+) -> object:
+    """Poll ``predicate`` until it is truthy and return its value; fail saying ``what`` never
+    happened after ``timeout`` seconds (a callable ``what`` is asked then, so it can describe the
+    state the wait gave up on)."""
+    value = poll(predicate, timeout, every)
+    if not value:
+        told = what() if callable(what) else what
+        raise AssertionError(f"timed out after {timeout:g} s waiting for {told}")
+    return value

@@ -21,6 +21,7 @@ import pytest
 from syncd.index.backend import record_home_index
 
 from .daemon_helpers import new_home
+from .helpers import poll
 from .pgvector_build import ensure_portable_pgvector
 
 _databases = itertools.count()
@@ -131,17 +132,17 @@ def _start_read_only(args: list[str], url: str, folder: Path, timeout: float) ->
 
 def _wait_listening(reader: subprocess.Popen, port: int, err, timeout: float) -> str:
     base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + timeout
-    while True:
+
+    def answering() -> bool:
         if reader.poll() is not None:
             err.seek(0)
             raise AssertionError(f"the read-only server exited: {err.read()}")
         try:
-            if httpx.get(f"{base}/health", timeout=2).status_code == 200:
-                return base
+            return httpx.get(f"{base}/health", timeout=2).status_code == 200
         except httpx.HTTPError:
-            pass
-        if time.monotonic() > deadline:
-            reader.kill()
-            raise AssertionError("the read-only server did not start")
-        time.sleep(0.2)
+            return False
+
+    if not poll(answering, timeout, every=0.2):
+        reader.kill()
+        raise AssertionError("the read-only server did not start")
+    return base

@@ -51,6 +51,15 @@ async def mcp_over_http(served: Served, token: str) -> AsyncIterator[Client]:
             yield client
 
 
+async def call_tool(client, name: str, **arguments):
+    """An MCP tool's answer as JSON, or ``{"error": text}`` when the tool reported an error."""
+    result = await client.call_tool(name, arguments)
+    text = result.content[0].text
+    if result.is_error:
+        return {"error": text}
+    return json.loads(text)
+
+
 @contextmanager
 def served_in_thread(
     home: Path, embedder, *, host: str = "127.0.0.1", cors_origins: tuple[str, ...] = (), **settings

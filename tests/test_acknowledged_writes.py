@@ -24,7 +24,7 @@ import pytest
 import syncd
 
 from .daemon_helpers import git, wait_for
-from .helpers import assert_matches_rebuild
+from .helpers import assert_matches_rebuild, poll
 from .server_helpers import served_in_thread
 
 pytestmark = pytest.mark.slow
@@ -46,6 +46,7 @@ class Agents:
         self.kept: list[tuple[str, str]] = []  # (user, content) answered 200
         self.refused: list[int] = []
         self.errors: list[str] = []
+        self.begun = [0] * AGENTS  # adds each agent has sent so far
         self._stop = threading.Event()
         self._threads = [threading.Thread(target=self._run, args=(n,)) for n in range(AGENTS)]
 
@@ -55,13 +56,14 @@ class Agents:
             i = 0
             while not self._stop.is_set():
                 content = f"Round {self.tag} agent {n} remembers item {i} about kites."
+                self.begun[n] += 1
                 answer = client.post("/memory/archival", json={"user_id": user, "content": content, "dedup": False})
                 if answer.status_code == 200:
                     self.kept.append((user, content))
                 elif answer.status_code == 503:
                     # Not kept: the agent waits as told and tries again, as a client should.
                     self.refused.append(n)
-                    time.sleep(float(answer.headers["Retry-After"]))
+                    time.sleep(float(answer.headers["Retry-After"]))  # as told: the client's part
                 else:
                     self.errors.append(f"{answer.status_code}: {answer.text}")
                 i += 1
@@ -71,6 +73,11 @@ class Agents:
             thread.start()
         wait_for(lambda: len(self.kept) >= AGENTS, 60, "the agents' first adds")
         return self
+
+    def meanwhile(self, what: str) -> None:
+        """Wait until every agent has sent an add since now: writes made while ``what`` holds."""
+        since = list(self.begun)
+        wait_for(lambda: all(now > then for now, then in zip(self.begun, since)), 60, f"every agent to add {what}")
 
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
@@ -123,21 +130,23 @@ def _check_round(home: Path, agents: Agents, branches: list[str], step: str) -> 
 def _insist(home: Path, *args: str) -> None:
     """Run a git command of the person's again until git starts it: an agent's write that is not
     committed yet makes git refuse ("local changes would be overwritten"), as it would them."""
-    first = None
-    for _ in range(40):
-        done = _git_ok(home, *args)
-        if done.returncode == 0:
-            return
-        first = first or done.stdout + done.stderr
-        assert "CONFLICT" not in done.stdout, done.stdout
-        time.sleep(0.4)
+    tries: list[subprocess.CompletedProcess] = []
+
+    def started() -> bool:
+        tries.append(_git_ok(home, *args))
+        assert "CONFLICT" not in tries[-1].stdout, tries[-1].stdout
+        return tries[-1].returncode == 0
+
+    if poll(started, 16, every=0.4):
+        return
+    first, done = tries[0].stdout + tries[0].stderr, tries[-1]
     lock = home / ".git/index.lock"
     held = f"index.lock held for {time.time() - lock.stat().st_mtime:.1f} s" if lock.exists() else "no index.lock"
     state = held + "\n" + _git_ok(home, "status", "--porcelain").stdout + _git_ok(home, "diff").stdout[-2000:]
     raise AssertionError(f"git {' '.join(args)}: first {first}\nlast {done.stderr}\n{state}")
 
 
-def _merge_conflict_then_abort(home: Path, round_: int) -> None:
+def _merge_conflict_then_abort(home: Path, agents: Agents, round_: int) -> None:
     """A merge of a branch whose page edit conflicts with main's, then `git merge --abort`; the
     side branch also appends to an agent's daily log (kept by union merge, never a conflict)."""
     today = dt.date.today().isoformat()
@@ -150,15 +159,17 @@ def _merge_conflict_then_abort(home: Path, round_: int) -> None:
     git(side, "commit", "-qam", "side edit")
     (home / "vault/index.md").write_text(f"# Index as main has it {round_}\n")
     _insist(home, "commit", "-q", "-m", "main edit", "--", "vault/index.md")
-    for _ in range(40):
-        # An agent's write not committed yet makes git refuse to start ("local changes would be
-        # overwritten"): the person tries again, as they would.
-        merged = _git_ok(home, "merge", "--no-edit", branch)
-        if (home / ".git/MERGE_HEAD").exists():
-            break
-        time.sleep(0.4)
-    assert (home / ".git/MERGE_HEAD").exists(), merged.stdout + merged.stderr  # the page conflicts
-    time.sleep(0.3)  # the agents are refused meanwhile (503), never acknowledged and lost
+    # An agent's write not committed yet makes git refuse to start ("local changes would be
+    # overwritten"): the person tries again, as they would.
+    merges: list[subprocess.CompletedProcess] = []
+    conflicted = poll(
+        lambda: merges.append(_git_ok(home, "merge", "--no-edit", branch)) or (home / ".git/MERGE_HEAD").exists(),
+        16,
+        every=0.4,
+    )
+    assert conflicted, merges[-1].stdout + merges[-1].stderr  # the page conflicts
+    # The agents' adds wait on the merge, then are refused (503), never acknowledged and lost.
+    agents.meanwhile("during the merge")
     # An agent's write that began before the merge did is undone by syncd (it cannot be committed
     # during a merge); until then git says the file is "not uptodate": the person tries again.
     _insist(home, "merge", "--abort")
@@ -170,7 +181,7 @@ def _stash_and_pop(home: Path, round_: int) -> None:
     page.write_text(f"# Draft {round_}\n\nThe person's unfinished note.\n")
     (home / "vault/index.md").write_text((home / "vault/index.md").read_text() + f"\nEdit {round_}.\n")
     _insist(home, "stash", "push", "--include-untracked")
-    time.sleep(0.2)
+    time.sleep(0.2)  # the person's pause with their changes stashed, as a person's is: no event ends it
     _insist(home, "stash", "pop")
 
 
@@ -185,26 +196,25 @@ def _pull_rebase(home: Path, round_: int) -> None:
     # --autostash: the agents' writes not committed yet are stashed and put back around the rebase.
     # A commit of syncd's landing during the fetch makes git stop half-way ("fetch updated the
     # current branch head"); the person aborts that rebase and pulls again.
-    for _ in range(40):
+    pulls: list[subprocess.CompletedProcess] = []
+
+    def pulled() -> bool:
         for left in (home / ".git/rebase-merge", home / ".git/rebase-apply"):
             if left.exists() and _git_ok(home, "rebase", "--abort").returncode != 0:
                 shutil.rmtree(left, ignore_errors=True)  # what git's own message says to do
-        pulled = _git_ok(home, "pull", "-q", "--rebase", "--autostash", str(other), "main")
-        if pulled.returncode == 0:
-            break
-        time.sleep(0.4)
-    assert pulled.returncode == 0, pulled.stderr
+        pulls.append(_git_ok(home, "pull", "-q", "--rebase", "--autostash", str(other), "main"))
+        return pulls[-1].returncode == 0
+
+    assert poll(pulled, 16, every=0.4), pulls[-1].stderr
 
 
-def _checkout_and_back(home: Path, round_: int) -> None:
+def _checkout_and_back(home: Path, agents: Agents, round_: int) -> None:
     _insist(home, "checkout", "-q", "-b", f"look{round_}")
-    time.sleep(0.2)
+    agents.meanwhile("on the other branch")
     # The agents' writes not committed yet touch files main has older versions of: a plain
     # checkout refuses while one is in flight; the person carries them over (-m), as git says.
-    for _ in range(10):
-        if _git_ok(home, "checkout", "-q", "main").returncode == 0:
-            return
-        time.sleep(0.4)
+    if poll(lambda: _git_ok(home, "checkout", "-q", "main").returncode == 0, 4, every=0.4):
+        return
     _insist(home, "checkout", "-q", "-m", "main")
 
 
@@ -248,18 +258,18 @@ def test_acknowledged_adds_survive_the_persons_git_commands(home, embedder):
     total = refused = 0
     with served_in_thread(home, embedder, lock_wait_s=5) as served:
         steps = [
-            ("merge", lambda r: _merge_conflict_then_abort(home, r), []),
-            ("stash", lambda r: _stash_and_pop(home, r), []),
-            ("pull", lambda r: _pull_rebase(home, r), []),
-            ("checkout", lambda r: _checkout_and_back(home, r), ["look{r}"]),
-            ("revert-rest", lambda r: _revert_over_rest(served, home, r), []),
-            ("revert-cli", lambda r: _revert_from_the_cli(served, home, r), []),
+            ("merge", lambda a, r: _merge_conflict_then_abort(home, a, r), []),
+            ("stash", lambda a, r: _stash_and_pop(home, r), []),
+            ("pull", lambda a, r: _pull_rebase(home, r), []),
+            ("checkout", lambda a, r: _checkout_and_back(home, a, r), ["look{r}"]),
+            ("revert-rest", lambda a, r: _revert_over_rest(served, home, r), []),
+            ("revert-cli", lambda a, r: _revert_from_the_cli(served, home, r), []),
         ]
         for round_ in range(ROUNDS):
             for name, step, branches in steps:
                 with Agents(served, f"{name}{round_}") as agents:
-                    step(round_)
-                    time.sleep(0.3)
+                    step(agents, round_)
+                    agents.meanwhile(f"after {name}")
                 _check_round(home, agents, [b.format(r=round_) for b in branches], f"{name} {round_}")
                 total += len(agents.kept)
                 refused += len(agents.refused)

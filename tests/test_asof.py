@@ -233,13 +233,6 @@ def test_the_rest_api_searches_a_past_commit_within_the_tokens_user(tmp_path, em
             assert bob.get("/memory/archival", params={"query": "bees", "at": "nope"}).status_code == 404
 
 
-def forget_open_pasts() -> None:
-    """Close this process's open past engines: the next search at a revision reads its folder."""
-    with asof._LOCK:
-        while asof._OPEN:
-            asof._OPEN.popitem()[1].close()
-
-
 def test_a_kept_revision_holds_rows_not_vectors_and_outlives_every_change_of_now(tmp_path, embedder):
     root = syncd.init(tmp_path / "home").home
     with syncd.open(root, embedder=embedder) as engine:
@@ -267,11 +260,15 @@ def test_a_kept_revision_holds_rows_not_vectors_and_outlives_every_change_of_now
             engine.commit()
         engine.reindex()
         engine.index.optimize()
-        forget_open_pasts()
+        with past_engine(engine, sha) as kept:
+            pass
+        asof.close_past_engines()  # the next search at the revision reads its folder
+        with past_engine(engine, sha) as again:
+            assert again is not kept
         assert then() == before
         # The embedding cache deleted (it is derived data): the past's vectors are made again.
         (engine.home.state_dir / "embed_cache.sqlite").unlink()
-        forget_open_pasts()
+        asof.close_past_engines()  # the next search at the revision reads its folder
         assert then() == before
         # A reader of files gets the commit's files, checked out into the past folder once.
         with past_engine(engine, sha, files=True) as past:

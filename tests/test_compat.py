@@ -40,6 +40,7 @@ def test_the_watchdog_patches_are_in_place_and_idempotent():
         patches.watchdog_walk_iteratively(walk)
         patches.watchdog_forget_vanished_watches()
         patches.watchdog_decline_watches(is_unwatched_folder)
+    # White-box: watchdog's private methods are what compat patches; this fails when watchdog changes.
     assert InotifyWatchGroup._remove_watch_internally._syncd
     assert InotifyWatchGroup._add_callback._syncd
     if sys.version_info < (3, 12):

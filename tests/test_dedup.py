@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 import syncd
 from syncd.formats import parse_daily_log
 from syncd.memory import MemoryAddTool, MemoryManager
-from syncd.memory.dedup import _NEGATIONS, dedup_key, restates
+from syncd.memory.dedup import _NEGATIONS, dedup_key, restates  # white-box: see _WORD
 
 from .daemon_helpers import git, isolate_git_identity
 from .server_helpers import mcp_over_http, served_in_thread
@@ -31,6 +31,7 @@ _CHARS = st.characters(categories=("Lu", "Ll", "Nd", "Po", "Pd", "Zs"), max_code
 _TEXT = st.text(_CHARS, max_size=60)
 # Plain words: none of the words the rule sets aside or spells another way (articles, pronouns,
 # "is", number and month words...), so replacing one changes what the text says.
+# White-box: the rule's own negation words, which a replacement must not draw (dedup's unit law).
 _WORD = st.text(st.characters(categories=("Ll",), max_codepoint=0x7A), min_size=3, max_size=9).filter(
     lambda w: dedup_key(w) == (w,) and w not in _NEGATIONS
 )

@@ -202,7 +202,7 @@ def test_long_chunks_cost_no_more_peak_memory_than_short_facts(model_cache: Path
 def test_law_batches_keep_order_and_their_size(texts: list[str], max_texts: int) -> None:
     """_batches cuts texts into consecutive calls of at most ``max_texts`` texts whose longest
     times their count stays within the character budget (a text longer than it goes alone)."""
-    batches = list(embed_mod._batches(texts, max_texts))
+    batches = list(embed_mod._batches(texts, max_texts))  # white-box: the module's own batcher, by its law
     assert [t for batch in batches for t in batch] == texts
     for batch in batches:
         assert 0 < len(batch) <= max_texts
@@ -217,6 +217,7 @@ def test_the_cut_before_tokenising_changes_no_vector_of_ordinary_text(backend: F
     table = "| id | name | value |\n|----|------|-------|\n" + "| 17 | tea | 0.82 |\n" * 2000
     texts = [prose, code, table]
     assert all(len(t) > 20_000 for t in texts)
+    # White-box: the loaded model's own embed, uncut, is what the backend's cut is compared with.
     whole = np.array(list(backend._get_model().embed(texts)), dtype=np.float32)
     whole /= np.linalg.norm(whole, axis=1, keepdims=True)
     np.testing.assert_allclose(backend.embed(texts), whole, atol=1e-6)
@@ -295,7 +296,7 @@ def test_a_model_released_after_its_query_loads_again_with_the_same_vectors(
     np.testing.assert_allclose(query, backend.embed_query("what does she drink in the morning"), atol=1e-6)
     np.testing.assert_allclose(fresh.embed(["Likes green tea."]), backend.embed(["Likes green tea."]), atol=1e-6)
     assert fresh.loaded
-    lean = fresh._get_model()
+    lean = fresh._get_model()  # white-box: the session's options are the claim, no public surface shows them
     assert isinstance(lean, OnnxTextModel)
     assert not lean.session.get_session_options().enable_cpu_mem_arena
     full = backend._get_model()
@@ -306,7 +307,7 @@ def test_a_model_released_after_its_query_loads_again_with_the_same_vectors(
 def test_concurrent_first_use_loads_once_and_agrees(tmp_path: Path, backend: FastEmbedBackend) -> None:
     fresh = FastEmbedBackend.bundled(tmp_path / "models")
     loads = []
-    real_load = fresh._load
+    real_load = fresh._load  # white-box: the loads are counted where they happen
 
     def counting_load():  # type: ignore[no-untyped-def]
         loads.append(1)
@@ -512,7 +513,7 @@ def test_the_session_sleeps_between_runs_and_embeds_exactly_like_fastembeds_own(
     """Our replacement onnxruntime session changes thread behaviour only, never a vector."""
     from fastembed import TextEmbedding
 
-    model = backend._get_model()
+    model = backend._get_model()  # white-box: the session under test is the backend's own
     assert isinstance(model, OnnxTextModel)  # the bundled model runs without fastembed
     session = model.session
     options = session.get_session_options()
@@ -541,7 +542,7 @@ def test_law_the_bundled_model_embeds_as_fastembed_does(backend: FastEmbedBacken
     """Run on onnxruntime directly (onnx_runner.py), the bundled model gives fastembed's own
     vectors: the same word pieces, truncation, padding to the batch's longest, pooling and
     normalisation; a query is its text's vector."""
-    model = backend._get_model()
+    model = backend._get_model()  # white-box: the runner itself, batch for batch against fastembed's
     got = np.array(list(model.embed(texts, batch_size=len(texts))))
     want = np.array(list(fastembeds_own.embed(texts, batch_size=len(texts))))
     np.testing.assert_allclose(got, want, atol=1e-6)
@@ -571,6 +572,7 @@ def test_texts_batched_by_word_pieces_get_fastembeds_own_vectors(backend: FastEm
     texts = [" ".join(words[(i * 5 + j) % len(words)] for j in range(1 + (i * 37) % 90)) for i in range(40)]
     texts += ["", "   ", "Ana likes green tea.", "東京で会議があった。", "past the 256 pieces " * 80]
     texts = texts[1::2] + texts[::2]
+    # White-box: the model's own tokenizer counts the word pieces the batches are cut by.
     lengths = sorted(len(e.ids) for e in backend._get_model().tokenizer.encode_batch(texts))
     assert len(list(token_batches(lengths, backend.batch_size, TOKEN_BUDGET))) > 5  # many batches, many widths
     got = backend.embed(texts)
@@ -611,6 +613,7 @@ def test_default_name_means_the_bundled_copy(tmp_path: Path) -> None:
 def test_cache_dir_follows_the_home(tmp_path: Path) -> None:
     embedder = load_embedder(Settings(home=tmp_path))
     assert isinstance(embedder, FastEmbedBackend)
+    # White-box: where models would be fetched to; checking it by a download would need the network.
     assert embedder._cache_dir == tmp_path / ".syncd" / "models"
 
 

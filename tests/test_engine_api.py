@@ -341,5 +341,7 @@ def test_a_person_who_set_the_price_list_switch_keeps_it(monkeypatch):
     from syncd.memory import extraction
 
     monkeypatch.setenv("LITELLM_LOCAL_MODEL_COST_MAP", "False")
+    # White-box: the public path (complete) imports litellm, which with "False" fetches prices from
+    # the network; the test above runs that path in a process of its own.
     extraction._use_bundled_prices()
     assert os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] == "False"

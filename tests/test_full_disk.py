@@ -126,7 +126,7 @@ class InjectedDisk:
         real_write = home_module.write_some
 
         def write_some(fd: int, data) -> int:
-            if not self.full or not self._under(os.readlink(f"/proc/self/fd/{fd}")):
+            if not self.full or not self.holds(os.readlink(f"/proc/self/fd/{fd}")):
                 return real_write(fd, data)
             if self._room == 0:
                 raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
@@ -137,17 +137,19 @@ class InjectedDisk:
         monkeypatch.setattr(home_module, "write_some", write_some)
         for name in _LANCE_WRITES:
             monkeypatch.setattr(LanceTable, name, self._refusing(getattr(LanceTable, name)))
+        # White-box (fault injection): the cache's SQLite connection is where its writes can fail.
         real_connection = EmbeddingCache._connection
         monkeypatch.setattr(EmbeddingCache, "_connection", lambda cache: self._connection(cache, real_connection))
 
-    def _under(self, path: str | Path) -> bool:
+    def holds(self, path: str | Path) -> bool:
+        """Whether ``path`` is on this disk."""
         return Path(path).is_relative_to(self.root)
 
     def _refusing(self, method):
         disk = self
 
         def refusing(table, *args, **kwargs):
-            if disk.full and disk._under(table._dataset_path):
+            if disk.full and disk.holds(table.uri):
                 raise RuntimeError(_LANCE_FULL)
             return method(table, *args, **kwargs)
 
@@ -155,7 +157,7 @@ class InjectedDisk:
 
     def _connection(self, cache: EmbeddingCache, real):
         conn = real(cache)
-        return _FullConnection(conn, self) if self._under(cache.path) else conn
+        return _FullConnection(conn, self) if self.holds(cache.path) else conn
 
     def fill(self) -> None:
         self.full, self._room = True, self._slack

@@ -209,7 +209,8 @@ def test_many_small_batches_merge_and_still_score_like_a_rebuild() -> None:
         index.add(batch)
         texts += batch
         index.search("tea", _all(len(texts)), _all(len(texts)), 1)  # flush: one segment per batch
-    assert len(index._segments) <= 6  # sizes fall 4x down the list
+    # White-box: the merge policy is the claim (sizes fall 4x down the list); no search shows it.
+    assert len(index._segments) <= 6
     fresh = TextIndex()
     fresh.add(texts)
     for query in ("tea", "green cat", "note 7"):
@@ -230,6 +231,6 @@ def test_ties_go_to_the_lower_row_whatever_k() -> None:
 
 @given(st.text(st.characters(max_codepoint=127)))
 def test_the_ascii_fast_path_finds_the_same_words_as_the_unicode_one(text: str) -> None:
-    from syncd.index.fulltext import _ASCII_WORD, _WORD
+    from syncd.index.fulltext import _ASCII_WORD, _WORD  # white-box: the fast path's regex against the general one
 
     assert _ASCII_WORD.findall(text.lower()) == _WORD.findall(text.casefold())

@@ -16,6 +16,8 @@ import pytest
 
 from syncd.history.chain import PlannedCommit, commit_chain
 from syncd.history.git import head_sha
+
+# White-box: _subcommand and _writes, the classifier of git command lines, have unit tests of their own.
 from syncd.history.processes import _subcommand, _writes, process_clock, running_git_writers
 
 from .daemon_helpers import git, isolate_git_identity, wait_for
@@ -92,7 +94,7 @@ def test_a_pass_keeps_the_index_lock_until_a_command_begun_before_it_ends(tmp_pa
     worker.start()
     try:
         wait_for(lambda: head_sha(root) != parent, 20, "the pass to move HEAD")
-        time.sleep(0.3)
+        time.sleep(0.3)  # the wait is the point: the lock is not let go a moment after HEAD moved
         # HEAD moved, and the lock is still held for the command that may have read the old HEAD.
         assert (root / ".git/index.lock").exists() and worker.is_alive()
     finally:

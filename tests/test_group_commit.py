@@ -6,7 +6,6 @@ turns' versions never fold into one commit. Real threads, git and LanceDB."""
 from __future__ import annotations
 
 import threading
-import time
 
 import git
 
@@ -25,17 +24,23 @@ class Stages:
 
     def __init__(self, failing: frozenset[str] = frozenset()):
         self.events: list[tuple[str, set[str]]] = []
+        self.recorded = threading.Condition()  # notified on every event, for until()
         self.committing, self.release = threading.Event(), threading.Event()
         self.failing = failing
         self.queue = CommitQueue(self.index, self.commit)
 
+    def _record(self, stage: str, paths: set[str]) -> None:
+        with self.recorded:
+            self.events.append((stage, set(paths)))
+            self.recorded.notify_all()
+
     def index(self, paths: set[str]) -> None:
-        self.events.append(("index", set(paths)))
+        self._record("index", paths)
         if paths & self.failing:
             raise OSError(f"cannot index {sorted(paths)}")
 
     def commit(self, paths: set[str]) -> None:
-        self.events.append(("commit", set(paths)))
+        self._record("commit", paths)
         if not self.committing.is_set():
             self.committing.set()
             self.release.wait(30)
@@ -60,10 +65,8 @@ class Stages:
         return thread, raised
 
     def until(self, event: tuple[str, set[str]]) -> None:
-        deadline = time.monotonic() + 30
-        while event not in self.events:
-            assert time.monotonic() < deadline, self.events
-            time.sleep(0.005)
+        with self.recorded:
+            assert self.recorded.wait_for(lambda: event in self.events, 30), (event, self.events)
 
 
 def test_groups_queued_while_a_batch_commits_are_indexed_meanwhile_and_share_the_next_commit():

@@ -205,7 +205,8 @@ def test_rows_handed_in_again_as_the_same_objects_are_kept_only_while_memory_hol
     engine.sync([LOG])
     assert [h.content for h in engine.search("green tea", user_id="ana", limit=1, kind="fact")] == ["Likes green tea."]
     write(home, LOG, text + "- [preference] Reads at night.\n")
-    engine.index._matrix_version = None  # as after a failed write: memory reloads from the table
+    # White-box (fault injection): the state a failed write leaves, memory reloaded from the table.
+    engine.index._matrix_version = None
     engine.sync([LOG])
     assert {h.content for h in engine.search("green tea sundays night", user_id="ana", limit=5, kind="fact")} == {
         "Likes green tea.",

@@ -13,7 +13,6 @@ import errno
 import subprocess
 import sys
 import textwrap
-import time
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -21,7 +20,7 @@ from lancedb.table import LanceTable
 
 import syncd
 
-from .helpers import assert_matches_rebuild, table_files, write
+from .helpers import assert_matches_rebuild, table_files, wait_for, write
 from .strategies import examples
 
 LOGS = ["memory/users/ana/2026-11-22.md", "memory/users/bob/2026-11-23.md"]
@@ -83,10 +82,7 @@ def test_a_deferred_write_is_searchable_at_once_and_in_the_tables_soon_after(eng
     write(home, LOGS[0], log_text(["Likes green tea."], 1))
     engine.index_paths(lambda: [LOGS[0]])
     assert [h.content for h in engine.search("green tea", user_id="ana", limit=1)] == ["Likes green tea."]
-    deadline = time.monotonic() + 30
-    while LOGS[0] not in table_files(engine.index):  # the background writer's batch
-        assert time.monotonic() < deadline
-        time.sleep(0.02)
+    wait_for(lambda: LOGS[0] in table_files(engine.index), 30, "the background writer's batch in the tables")
     assert engine.index.files() == table_files(engine.index)
     assert_matches_rebuild(engine)
 
@@ -133,10 +129,7 @@ def test_a_batch_that_fails_to_reach_lancedb_is_healed_by_the_next_sync(engine, 
     monkeypatch.setattr(LanceTable, "add", full_disk)
     write(home, LOGS[0], log_text(["Likes green tea.", "Runs marathons."], 1))
     engine.index_paths(lambda: [LOGS[0]])
-    deadline = time.monotonic() + 30
-    while LOGS[0] not in engine.index.unwritten_paths:
-        assert time.monotonic() < deadline
-        time.sleep(0.02)
+    wait_for(lambda: LOGS[0] in engine.index.unwritten_paths, 30, "the failed batch to be left unwritten")
     # Memory went back to what the tables hold: the file looks stale, not indexed.
     assert engine.index.files() == table_files(engine.index)
     monkeypatch.setattr(LanceTable, "add", real_add)

@@ -17,6 +17,7 @@ from lancedb.table import LanceTable
 import syncd
 from syncd.errors import StorageError
 from syncd.index import rows
+from syncd.index.rowcache import ScopeMask
 
 from .helpers import assert_matches_rebuild, write
 from .strategies import examples
@@ -150,11 +151,12 @@ def test_a_fresh_engine_compares_with_the_table_and_leaves_memory_unloaded(index
         report = engine.sync([REL])
         # The edited row, and its two neighbours, whose context windows hold its words.
         assert changed.count == 3 and report.facts == FACTS
-        assert len(engine.index._matrix) == 0  # nothing was loaded to compare or to write
+        assert not engine.index.rows_loaded  # nothing was loaded to compare or to write
         hits = engine.search("glassblowing lessons", user_id="ana", limit=1)
         assert hits and "glassblowing" in hits[0].content
         counts = engine.counts()
-        assert len(engine.index._matrix) == counts["facts"] + counts["chunks"]
+        with engine.index.reading() as loaded:  # the search loaded every row
+            assert engine.index.rows_loaded and loaded.count(ScopeMask()) == counts["facts"] + counts["chunks"]
         assert_matches_rebuild(engine)
 
 

@@ -5,7 +5,6 @@ over stdio (`syncd mcp`), both beside a running server (through the local socket
 from __future__ import annotations
 
 import datetime as dt
-import json
 import os
 import sys
 from pathlib import Path
@@ -19,7 +18,7 @@ from syncd.control.protocol import socket_path
 from syncd.server.service import OPERATIONS
 
 from .daemon_helpers import git, isolate_git_identity
-from .server_helpers import mcp_over_http, served_in_thread
+from .server_helpers import call_tool, mcp_over_http, served_in_thread
 
 
 @pytest.fixture(scope="module")
@@ -47,46 +46,42 @@ def _stdio(home, *extra):
     )
 
 
-async def _call(client, name, **arguments):
-    result = await client.call_tool(name, arguments)
-    text = result.content[0].text
-    if result.is_error:
-        return {"error": text}
-    return json.loads(text)
-
-
 async def _every_tool(client, home, user):
     """Call every tool once, checking what each did to the home."""
     names = {t.name for t in (await client.list_tools()).tools}
     assert names == set(OPERATIONS)
-    added = await _call(client, "memory_add", content=f"{user} keeps bees on the roof.", category="hobby", user_id=user)
+    added = await call_tool(
+        client, "memory_add", content=f"{user} keeps bees on the roof.", category="hobby", user_id=user
+    )
     fact = added["fact"]["id"]
     today = dt.date.today().isoformat()
     assert fact in git(home, "show", f"HEAD:memory/users/{user}/{today}.md")
-    hits = await _call(client, "memory_search", query="beekeeping on a roof", user_id=user)
+    hits = await call_tool(client, "memory_search", query="beekeeping on a roof", user_id=user)
     assert hits["hits"][0]["id"] == fact
-    await _call(client, "core_memory_replace", label="user", content="Keeps bees.", user_id=user)
-    await _call(client, "core_memory_append", label="user", content="Lives in Porto.", user_id=user)
+    await call_tool(client, "core_memory_replace", label="user", content="Keeps bees.", user_id=user)
+    await call_tool(client, "core_memory_append", label="user", content="Lives in Porto.", user_id=user)
     in_porto = git(home, "rev-parse", "HEAD").strip()  # an acknowledged write is committed
-    await _call(client, "core_memory_search_replace", label="user", old_content="Porto", content="Braga", user_id=user)
-    core = await _call(client, "core_memory_get", user_id=user)
+    await call_tool(
+        client, "core_memory_search_replace", label="user", old_content="Porto", content="Braga", user_id=user
+    )
+    core = await call_tool(client, "core_memory_get", user_id=user)
     assert core["blocks"]["user"]["content"] == "Keeps bees.\nLives in Braga."
-    then = await _call(client, "core_memory_get", user_id=user, at=in_porto)  # as that commit left it
+    then = await call_tool(client, "core_memory_get", user_id=user, at=in_porto)  # as that commit left it
     assert then["blocks"]["user"]["content"] == "Keeps bees.\nLives in Porto."
-    logs = await _call(client, "daily_logs_recent", days=1, user_id=user)
+    logs = await call_tool(client, "daily_logs_recent", days=1, user_id=user)
     assert [f["id"] for f in logs["logs"][0]["facts"]] == [fact]
-    blame = await _call(client, "memory_blame", fact_id=fact, user_id=user)
+    blame = await call_tool(client, "memory_blame", fact_id=fact, user_id=user)
     assert blame["histories"][0]["introduced"]["trailers"]["Syncd-User"] == user
-    status = await _call(client, "memory_status")
+    status = await call_tool(client, "memory_status")
     assert status["compatible"]
-    assert (await _call(client, "vault_page_read", path="index.md"))["content"].startswith("---")
-    assert "hits" in await _call(client, "vault_search", query="index of the vault")
-    assert "findings" in await _call(client, "vault_lint")
-    assert (await _call(client, "memory_delete", memory_id=fact, user_id=user))["deleted"] is True
+    assert (await call_tool(client, "vault_page_read", path="index.md"))["content"].startswith("---")
+    assert "hits" in await call_tool(client, "vault_search", query="index of the vault")
+    assert "findings" in await call_tool(client, "vault_lint")
+    assert (await call_tool(client, "memory_delete", memory_id=fact, user_id=user))["deleted"] is True
     assert fact not in (home / f"memory/users/{user}/{today}.md").read_text()
-    bad = await _call(client, "memory_search", query="x", user_id="../etc")
+    bad = await call_tool(client, "memory_search", query="x", user_id="../etc")
     assert "invalid user id" in bad["error"]
-    bad = await _call(client, "vault_page_read", path="../../etc/passwd.md")
+    bad = await call_tool(client, "vault_page_read", path="../../etc/passwd.md")
     assert "error" in bad and "root:" not in bad["error"]
 
 
@@ -96,15 +91,15 @@ def test_every_tool_over_streamable_http_and_a_user_tokens_scope(server):
     async def main():
         async with mcp_over_http(server, server.admin) as admin:
             await _every_tool(admin, server.home, "dan")
-            secret = await _call(admin, "memory_add", content="Dan's safe code is 1234.", user_id="dan")
+            secret = await call_tool(admin, "memory_add", content="Dan's safe code is 1234.", user_id="dan")
         async with mcp_over_http(server, carol_token) as carol:
-            denied = await _call(carol, "memory_search", query="safe code", user_id="dan")
+            denied = await call_tool(carol, "memory_search", query="safe code", user_id="dan")
             assert "AccessError" in denied["error"]
-            own = await _call(carol, "memory_search", query="safe code")
+            own = await call_tool(carol, "memory_search", query="safe code")
             assert all(h["id"] != secret["fact"]["id"] for h in own["hits"])
-            gone = await _call(carol, "memory_delete", memory_id=secret["fact"]["id"])
+            gone = await call_tool(carol, "memory_delete", memory_id=secret["fact"]["id"])
             assert gone["deleted"] is False
-            mine = await _call(carol, "memory_add", content="Carol sings in a choir.")
+            mine = await call_tool(carol, "memory_add", content="Carol sings in a choir.")
             assert mine["fact"]["id"] in (server.home / f"memory/users/carol/{dt.date.today()}.md").read_text()
 
     anyio.run(main)
@@ -115,8 +110,8 @@ def test_stdio_beside_a_running_server_goes_through_its_socket(server):
         async with _stdio(server.home) as client:
             await _every_tool(client, server.home, "erin")
         async with _stdio(server.home, "--user", "fay") as client:
-            assert "AccessError" in (await _call(client, "memory_search", query="bees", user_id="erin"))["error"]
-            added = await _call(client, "memory_add", content="Fay restores old clocks.")
+            assert "AccessError" in (await call_tool(client, "memory_search", query="bees", user_id="erin"))["error"]
+            added = await call_tool(client, "memory_add", content="Fay restores old clocks.")
             assert added["fact"]["id"] in (server.home / f"memory/users/fay/{dt.date.today()}.md").read_text()
 
     anyio.run(main)

@@ -14,6 +14,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from syncd.index.pg_ann import ANN_INDEX, MIN_SHARE
+
+# White-box: the planner's choice for the index's own query (_ANN_NEAREST) on its own session is the claim.
 from syncd.index.pg_search import _ANN_NEAREST, scope_clause
 from syncd.index.pg_store import PgIndex
 from syncd.index.records import EntryRow, FileRecord, FileUpdate
@@ -88,6 +90,8 @@ def _uses_index(rows, user: str) -> bool:
 
 
 def _plan(index: PgIndex, sql: str, params: list) -> str:
+    """The plan PostgreSQL makes for ``sql`` (its ``{s}``, the index's schema). White-box: on the
+    index's own session, whose settings decide the plan."""
     with index.reading() as rows:
         found = rows._conn.execute(index._sql("EXPLAIN " + sql), params).fetchall()
     return "\n".join(r[0] for r in found)

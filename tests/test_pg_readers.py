@@ -13,7 +13,7 @@ import syncd
 from syncd.home import Home
 from syncd.server.tokens import TokenStore
 
-from .helpers import write
+from .helpers import wait_for, write
 from .pg_fixtures import start_reader
 
 LOG = "memory/users/ana/2026-11-28.md"
@@ -45,12 +45,12 @@ def test_a_read_only_server_sees_every_acknowledged_write(pg_server, pg_home, em
                 size = (pg_home / LOG).stat().st_size
                 writer.append_file(LOG, f"- [fact] Saw a {word} today.\n".encode(), size)
                 acknowledged = time.monotonic()
-                while True:
+
+                def seen(word: str = word) -> bool:
                     hits = client.get("/memory/archival", params={"query": word, "user_id": "ana"}).json()["hits"]
-                    if any(word in hit["content"] for hit in hits):
-                        break
-                    assert time.monotonic() - acknowledged < _SEEN_WITHIN_S, f"the reader never saw {word}"
-                    time.sleep(0.01)
+                    return any(word in hit["content"] for hit in hits)
+
+                wait_for(seen, _SEEN_WITHIN_S, f"the reader to see {word}", every=0.01)
                 delays.append(time.monotonic() - acknowledged)
             stats = client.get("/memory/stats", params={"user_id": "ana"})
             assert stats.status_code == 200, stats.text

@@ -12,7 +12,6 @@ import sqlite3
 import subprocess
 import sys
 import threading
-import time
 
 import httpx
 import numpy as np
@@ -31,7 +30,7 @@ from syncd.index.embed_cache import EmbeddingCache
 from syncd.server.tokens import TokenStore
 
 from .daemon_helpers import daily_log, git, isolate_git_identity, running_daemon, wait_for, warm_embed_cache
-from .helpers import assert_matches_rebuild, snapshot, write
+from .helpers import assert_matches_rebuild, poll, snapshot, write
 from .server_helpers import server_url, start_serve_process
 
 FACTS = ["Likes green tea.", "Runs the Lyon marathon.", "Plays the cello.", "Is allergic to peanuts."]
@@ -288,12 +287,15 @@ def test_serve_starts_on_a_fresh_clone(tmp_path, embedder):
 def _rm_rf(folder) -> None:
     """``rm -rf``, run again when a writer of the running server adds a file to a folder while
     it is being emptied ("Directory not empty"), as a person would run it again."""
-    for _ in range(20):
+
+    def removed() -> bool:
         try:
             shutil.rmtree(folder)
-            return
         except FileNotFoundError:
-            return
+            pass
         except OSError:
-            time.sleep(0.05)
-    shutil.rmtree(folder)
+            return False
+        return True
+
+    if not poll(removed, 1):
+        shutil.rmtree(folder)  # a last try, failing with the OS's own words

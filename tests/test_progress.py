@@ -30,6 +30,8 @@ from syncd.cli import main
 from syncd.config import Settings
 from syncd.engine.status_read import read_status
 from syncd.home import Home
+
+# White-box: the slicer's own law (test_slices_...) against its own bounds.
 from syncd.index.embed_cache import _SLICE_CHARS, _SLICE_TEXTS, CachedEmbedder, EmbeddingCache, _slices
 from syncd.sync.progress import ProgressTracker, SyncProgress, format_duration, log_every
 from syncd.sync.progress_file import PROGRESS_NAME, ProgressFile, read_progress

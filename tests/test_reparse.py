@@ -17,7 +17,9 @@ def _same_parse(got, want, raw: bool = True) -> None:
         assert [e.raw for e in got.elements if isinstance(e, FactLine)] == [
             e.raw for e in want.elements if isinstance(e, FactLine)
         ]
-    assert got._info == want._info  # facts with lines, sections, spans, title, date, what is open
+    # White-box: the parse's private index (facts with lines, sections, spans, title, date, what is
+    # open) is what the next reparse starts from, so it must equal a full parse's too.
+    assert got._info == want._info
     assert render_daily_log(got) == render_daily_log(want)
 
 
@@ -84,7 +86,7 @@ def test_an_inserted_line_moves_what_follows():
     old_text = _log(10)
     new_text = old_text.replace("fact 1 of section 4\n", "fact 1 of section 4\n- [preference] new one\n")
     new = reparse_daily_log(new_text, old_text, parse_daily_log(old_text))
-    assert new._info == parse_daily_log(new_text)._info
+    assert new._info == parse_daily_log(new_text)._info  # white-box: as in _same_parse
     assert new.facts()[-1].line == parse_daily_log(old_text).facts()[-1].line + 1
 
 
@@ -92,7 +94,7 @@ def test_a_fence_opened_by_the_edit_swallows_what_follows():
     old_text = _log(10)
     new_text = old_text.replace("fact 1 of section 4\n", "fact 1 of section 4\n```\n")
     new = reparse_daily_log(new_text, old_text, parse_daily_log(old_text))
-    assert new._info == parse_daily_log(new_text)._info
+    assert new._info == parse_daily_log(new_text)._info  # white-box: as in _same_parse, and the fence left open
     assert len(new.facts()) == 4 * 3 + 2 and new._info.closer == "```"
 
 

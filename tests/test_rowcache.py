@@ -94,7 +94,7 @@ def test_removed_rows_vanish_and_compaction_equals_a_fresh_load() -> None:
     extra_vectors, extra_rows = _clustered(rng, 50), _rows(50, start=3_000)
     matrix.add(extra_vectors, extra_rows, _texts(extra_rows))
     live = len(matrix)  # flushes the addition, which compacts: most rows are dead
-    assert matrix._dead == 0 and len(matrix._paths) == live
+    assert matrix._dead == 0 and len(matrix._paths) == live  # white-box: compaction is the claim
 
     keep = [i for i, r in enumerate(rows) if r["path"] not in gone]
     fresh = _matrix(np.concatenate([vectors[keep], extra_vectors]), [rows[i] for i in keep] + extra_rows)
@@ -128,6 +128,7 @@ def test_rows_added_in_small_writes_equal_one_load_and_earlier_views_never_chang
     views = []
     for start in range(5_000, 9_000, 37):  # some writes fit the room, some make new room
         end = min(start + 37, 9_000)
+        # White-box: the arrays a query holds must never change under it, nor differ from a load's.
         views.append((grown._vectors, grown._vectors.copy(), grown._codes8, grown._codes8.copy()))
         grown.add(vectors[start:end], rows[start:end], _texts(rows[start:end]))
         grown.search(vectors[start], ScopeMask(), 5)
@@ -222,6 +223,7 @@ def test_law_rows_written_one_by_one_equal_a_fresh_load(ops) -> None:
         assert grown.search(query, scope, 5) == fresh.search(query, scope, 5)
         assert grown.text_search("tea row", scope, 10) == fresh.text_search("tea row", scope, 10)
         keys = list(held)
+        # White-box: neighbours by row number, named through the caches' own key and row maps.
         for cache in (grown, fresh):
             cache._flush()
         ours = grown.around(np.array([grown._row_of_key[k] for k in keys], dtype=np.int64), scope, 2)[0]

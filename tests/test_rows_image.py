@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 import syncd
 from syncd.index import rows_image
 from syncd.index.rowcache import RowCache, ScopeMask
-from syncd.index.rows_image import IMAGE_NAME, ImageRows, _strings
+from syncd.index.rows_image import IMAGE_NAME, ImageRows, _strings  # white-box: see _same_arrays
 from syncd.index.search import hybrid_search
 from syncd.index.store import Index
 
@@ -92,7 +92,7 @@ def _both(folder: Path, dim: int, model_id: str) -> tuple[RowCache, ImageRows]:
     """The rows loaded from the table by a reader (which writes the image as it loads them), and
     the image a second reader opens instead."""
     truth = Index(folder, dim, model_id, shared=True)
-    truth._ensure_matrix()
+    truth._ensure_matrix()  # white-box: a reader's load, which writes the image, without a query
     with truth.reading() as loaded:
         assert isinstance(loaded, RowCache)
     imaged = Index(folder, dim, model_id, shared=True)
@@ -117,7 +117,8 @@ def _same(loaded: RowCache, image: ImageRows, vectors: dict[str, np.ndarray]) ->
 
 def _same_arrays(kept: ImageRows, written: ImageRows) -> None:
     """An image kept in step by writes holds what one written from the table's rows does: the
-    same rows in the same order (the table's), the same postings; codes may be numbered apart."""
+    same rows in the same order (the table's), the same postings; codes may be numbered apart.
+    White-box: the image's arrays (and _strings, their decoder) are the file format under test."""
     for name, array in written._a.items():
         if name in (
             "user_codes",
@@ -243,6 +244,7 @@ def test_an_image_that_cannot_vouch_is_never_believed(home, embedder, monkeypatc
         monkeypatch.setattr(rows_image, "_code_digest", "made by another syncd")
     else:
         dim += 1
+    # White-box: that the image is refused, not only that answers are right (a reload gives them too).
     assert Index(folder, dim, embedder.model_id, shared=True)._images.current() is None
 
 

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from lancedb.table import LanceTable
 
 import syncd
 from syncd.home import Home, read_at_most
@@ -135,9 +136,14 @@ def test_a_one_line_edit_of_a_big_log_writes_only_the_rows_it_changed(home, embe
     with syncd.open(home, embedder=embedder) as engine:
         engine.sync()
         written: list[int] = []
-        table = engine.index._entries
-        real_add = table.add
-        monkeypatch.setattr(table, "add", lambda data, *a, **k: (written.append(len(data)), real_add(data, *a, **k))[1])
+        real_add = LanceTable.add
+
+        def counted(table, data, *args, **kwargs):
+            if table.name == "entries":
+                written.append(len(data))
+            return real_add(table, data, *args, **kwargs)
+
+        monkeypatch.setattr(LanceTable, "add", counted)
         edited = _edit_log(lines, ("words", 152, 3))
         write(home, LOG, "\n".join(edited) + "\n")
         report = engine.sync([LOG])

@@ -26,8 +26,7 @@ from syncd.session import TranscriptManager
 from syncd.session.transcripts import read_transcript_file
 
 from .daemon_helpers import git, isolate_git_identity, wait_for, warm_embed_cache
-from .server_helpers import mcp_over_http, served_in_thread, server_url, start_serve_process
-from .test_mcp_server import _call
+from .server_helpers import call_tool, mcp_over_http, served_in_thread, server_url, start_serve_process
 
 # Sessions of ana with 1..6 transcript entries ("t1" has one, ...).
 COUNTS = range(1, 7)
@@ -199,7 +198,7 @@ def test_last_n_is_the_last_n_entries_everywhere(server, manager, count, n):
 
     async def over_mcp():
         async with mcp_over_http(server, server.admin) as client:
-            return await _call(client, "session_transcript", session_id=session, user_id="ana", last_n=n)
+            return await call_tool(client, "session_transcript", session_id=session, user_id="ana", last_n=n)
 
     assert [e["content"] for e in anyio.run(over_mcp)["entries"]] == want
     shown = CliRunner().invoke(cli, ["sessions", "show", session, "--last", str(n), "--user", "ana", "--json",

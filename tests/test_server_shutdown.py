@@ -9,7 +9,6 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 
 import httpx
 
@@ -20,6 +19,7 @@ from syncd.server.serve import SERVER_FILE
 from syncd.server.tokens import TokenStore
 
 from .daemon_helpers import git, isolate_git_identity, warm_embed_cache
+from .helpers import wait_for
 from .server_helpers import server_url, start_serve_process
 
 
@@ -62,8 +62,8 @@ def test_sigterm_answers_in_flight_requests_commits_and_exits_0(tmp_path, monkey
             for w in writers:
                 w.start()
             # Once the server is busy with them, ask it to stop: each request is still answered.
-            while not (home / f"memory/users/ana/{dt.date.today()}.md").read_text().count("kites"):
-                time.sleep(0.01)  # a poll of another process's file: no spinning on a core the server needs
+            log = home / f"memory/users/ana/{dt.date.today()}.md"
+            wait_for(lambda: "kites" in log.read_text(), 60, "the server's first add in the daily log", every=0.01)
             proc.send_signal(signal.SIGTERM)
             for w in writers:
                 w.join(60)

@@ -82,7 +82,7 @@ def test_a_folder_swapped_for_a_link_under_the_daemon_leaks_nothing(home, embedd
         deadline = time.monotonic() + 1.5
         while time.monotonic() < deadline:
             assert _leaked(run.reader) == []
-            time.sleep(0.1)
+            time.sleep(0.1)  # a quiet period is the point: nothing leaks in the while after the swap
         # Still following the tree.
         write(home, "vault/After.md", "# After\n\nWritten after the swap.\n")
         wait_for(lambda: "vault/After.md" in run.reader.index.files(), 30, "the next edit to be indexed")

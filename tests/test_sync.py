@@ -8,6 +8,7 @@ import shutil
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from lancedb.table import LanceTable
 
 import syncd
 from syncd.errors import HomeError
@@ -16,7 +17,7 @@ from syncd.sync.plan import plan_sync
 from syncd.sync.scan import DiskFile
 
 from .daemon_helpers import new_home
-from .helpers import assert_matches_rebuild, assert_same_index, snapshot, write
+from .helpers import assert_matches_rebuild, assert_same_index, lance_table, snapshot, write
 from .strategies import examples
 
 FACTS = [
@@ -267,10 +268,10 @@ def test_an_index_from_before_in_memory_full_text_loses_its_lancedb_fts_index(ho
     write(home, PATHS[0], daily_log(FACTS[:3]))
     with syncd.open(home, embedder=embedder) as engine:
         engine.sync()
-        engine.index._entries.create_index("search_text", config=FTS(), name="search_text_idx")
+        lance_table(engine.index, "entries").create_index("search_text", config=FTS(), name="search_text_idx")
     with syncd.open(home, embedder=embedder) as engine:
         engine.index.optimize()
-        names = {ix.name for ix in engine.index._entries.list_indices()}
+        names = {ix.name for ix in lance_table(engine.index, "entries").list_indices()}
         assert "search_text_idx" not in names and "id_idx" in names
         assert engine.search("green tea")[0].content == FACTS[0]
 
@@ -279,14 +280,14 @@ def test_a_write_interrupted_halfway_leaves_no_stale_rows_in_memory(engine, home
     write(home, PATHS[0], daily_log(FACTS[:2]))
     engine.sync()
     assert engine.search("green tea")[0].content == FACTS[0]
-    table = engine.index._entries
-    real_add = table.add
+    real_add = LanceTable.add
 
-    def add_then_interrupt(*args, **kwargs):
-        real_add(*args, **kwargs)  # the rows reach LanceDB; the in-memory copy never hears of them
-        raise KeyboardInterrupt
+    def add_then_interrupt(table, *args, **kwargs):
+        real_add(table, *args, **kwargs)  # the rows reach LanceDB; the in-memory copy never hears of them
+        if table.name == "entries":
+            raise KeyboardInterrupt
 
-    monkeypatch.setattr(table, "add", add_then_interrupt)
+    monkeypatch.setattr(LanceTable, "add", add_then_interrupt)
     write(home, PATHS[1], daily_log(["Collects vintage fountain pens."]))
     with pytest.raises(KeyboardInterrupt):
         engine.sync()

@@ -193,20 +193,20 @@ class FakeLLM:
     def __init__(self, replies: list[str | None]):
         self.replies = replies
         self.requests: list[dict] = []
-        self._arrived = threading.Condition()
-        self._release = threading.Event()
+        self.arriving = threading.Condition()  # notified as each request arrives
+        self.held = threading.Event()  # set by close(): the requests held open (None) end
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:
                 body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
-                with fake._arrived:
+                with fake.arriving:
                     n = len(fake.requests)
                     fake.requests.append(body)
-                    fake._arrived.notify_all()
+                    fake.arriving.notify_all()
                 text = fake.replies[n] if n < len(fake.replies) else reply()
                 if text is None:
-                    fake._release.wait()
+                    fake.held.wait()
                     return
                 data = json.dumps(
                     {
@@ -239,11 +239,11 @@ class FakeLLM:
         return f"http://127.0.0.1:{self.server.server_address[1]}/v1"
 
     def arrived(self, n: int) -> bool:
-        with self._arrived:
+        with self.arriving:
             return len(self.requests) >= n
 
     def close(self) -> None:
-        self._release.set()
+        self.held.set()
         self.server.shutdown()
         self.server.server_close()
 

@@ -339,7 +339,7 @@ def test_a_watcher_whose_thread_died_is_restarted_and_nothing_it_missed_stays_st
     the daemon must notice rather than take silence for an unchanged home."""
     with running_daemon(home, embedder, watcher_check_s=0.3, reconcile_interval_s=3600) as run:
         run.settle()
-        observer = run.daemon.watcher._observer
+        observer = run.daemon.watcher._observer  # white-box (fault injection): watchdog's threads, killed
         for emitter in list(observer.emitters):
             emitter.stop()
             emitter.join(5)
@@ -369,6 +369,7 @@ def test_the_watch_leaves_out_gits_object_store_and_the_index_files(tmp_path):
             (tmp_path / folder).mkdir(parents=True)
         (tmp_path / "vault/new/page.md").write_text("# Page\n")
         wait_for(lambda: any(e.path == "vault/new/page.md" for e in seen), 10, "the page in a new folder")
+        # White-box: the watches inotify holds are the claim, and only watchdog's group knows them.
         (group,) = [g for e in watcher._observer.emitters for g in [e._inotify]]
         watched = {os.fsdecode(p)[len(str(tmp_path)) :].lstrip("/") for p in group._active_callbacks_by_path}
         assert {"", ".git", ".git/refs", ".git/refs/heads", "memory/users/ana", "vault/new"} <= watched
@@ -393,7 +394,7 @@ def test_a_watch_forgotten_twice_does_not_end_watchdogs_thread(tmp_path):
     try:
         group = SimpleNamespace(_active_callbacks_by_watch={1: b"/gone", 2: b"/moved"},
                                 _active_callbacks_by_path={b"/moved": 3})  # fmt: skip
-        remove = InotifyWatchGroup._remove_watch_internally
+        remove = InotifyWatchGroup._remove_watch_internally  # white-box: our patch of watchdog's own method
         remove(group, 1)  # its path was already forgotten
         remove(group, 1)  # and so was the watch itself
         remove(group, 2)  # the path belongs to a newer watch now

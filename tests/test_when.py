@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+# White-box: the precheck's law is that it agrees with trying every rule (_by_every_rule, _PATTERNS).
 from syncd.formats.when import (
     _PATTERNS,
     Period,

@@ -175,7 +175,7 @@ def test_reindex_rebuilds_the_store_and_lint_needs_no_parse(home, engine, monkey
     from syncd.wiki import store
 
     parsed: list = []
-    real = store._parse_all
+    real = store._parse_all  # white-box: which pages are parsed again is the claim
     monkeypatch.setattr(store, "_parse_all", lambda items: parsed.extend(items) or real(items))
     links = WikiManager.for_home(home).links("Tea")
     assert [(e.resolution.target, e.subpath_ok) for e in links] == [("Coffee.md", True)]

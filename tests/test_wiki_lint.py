@@ -206,6 +206,7 @@ def test_parallel_parse_equals_one_core(tmp_path):
     write(tmp_path, pages)
     parallel = build_graph(tmp_path)
     items = [(rel, "sha", text.encode()) for rel, text in pages.items()]
+    # White-box: the one-core parse, to compare with the parallel one build_graph chose.
     one_core = {
         rel: graph_module.PageNode.from_json(rel, "sha", data) for rel, _, data, _ in store_module._parse_batch(items)
     }

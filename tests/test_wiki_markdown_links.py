@@ -164,7 +164,7 @@ def test_a_github_style_anchor_gets_the_fix_obsidian_understands(tmp_path):
 
 
 def test_github_anchors_of_repeated_headings_links_and_emphasis():
-    from syncd.wiki.lint import _github_slugs
+    from syncd.wiki.lint import _github_slugs  # white-box: the slug rule, case by case against GitHub's
 
     heads = [(2, "Windows"), (2, "Windows"), (2, "[Issues](./x.md)"), (2, "8. Build _(optional)_"),
              (2, "`snake_case` for fields"), (2, "Unix/macOS")]  # fmt: skip

@@ -245,7 +245,7 @@ def test_a_writes_folder_is_synced_by_its_commit_pass_before_head_moves(engine, 
     from syncd.home import disk
 
     synced: list[tuple[str, str | None]] = []
-    real = disk._fsync_dir
+    real = disk._fsync_dir  # white-box: each folder fsync is recorded where it happens, with HEAD then
 
     def recording(folder):
         synced.append((os.path.relpath(folder, home), head_sha(home)))

@@ -57,7 +57,7 @@ from syncd.memory.tools import update_block
 from syncd.session import SessionRunner
 
 from .daemon_helpers import GIT_ENV, daily_log, git, isolate_git_identity, running_daemon
-from .helpers import assert_matches_rebuild
+from .helpers import assert_matches_rebuild, poll
 
 pytestmark = pytest.mark.slow
 
@@ -212,13 +212,7 @@ class WritePathMachine(RuleBasedStateMachine):
     def _insist(self, what: str, *args: str, cwd: Path | None = None, limit_s: float = 20.0) -> bool:
         """Run it again until git starts it, as the person would (a held index.lock, an agent's
         write not committed yet: "local changes would be overwritten")."""
-        deadline = time.monotonic() + limit_s
-        while True:
-            if self._person(what, *args, cwd=cwd):
-                return True
-            if time.monotonic() > deadline:
-                return False
-            time.sleep(0.2)
+        return bool(poll(lambda: self._person(what, *args, cwd=cwd), limit_s, every=0.2))
 
     def _git_state(self) -> str:
         """What a failure report needs to say about the repository and the writers."""
@@ -382,7 +376,7 @@ class WritePathMachine(RuleBasedStateMachine):
         """Agents start writing and, a moment later, the person runs a git command: the race
         between a group's writes, its commit and git rewriting the tree, on purpose."""
         self._agents(kinds, user)
-        time.sleep(delay_ms / 1000)
+        time.sleep(delay_ms / 1000)  # the race's offset, drawn by hypothesis: the point of this rule
         if command.startswith("stash"):
             self.stash_and_pop("vault/Notes.md", command.endswith("-u"))
         elif command == "checkout":
@@ -426,20 +420,23 @@ class WritePathMachine(RuleBasedStateMachine):
             _event("git stash saved its entry but failed to clean the tree")
             self._person("stash pop after a failed stash", "stash", "pop")  # if it fails, the entry stays
             return
-        time.sleep(0.1)
-        deadline = time.monotonic() + 20
-        while not self._person("stash pop", "stash", "pop"):
-            if "already exists, no checkout" in self.git_failures[-1]:
-                # A file the stash took untracked was made again meanwhile (an agent wrote the day's
-                # first fact anew): git cannot pop that; the person keeps the entry and merges it
-                # by hand. It holds nothing acknowledged (that was committed before the stash).
-                _event("git stash pop refused: an untracked file was made again")
-                return
-            if time.monotonic() > deadline:
-                # "Your local changes would be overwritten": a change nobody commits (an agent's
-                # write in flight is committed or undone in well under this).
-                raise AssertionError(f"git stash pop kept failing: {self.git_failures[-3:]}\n{self._git_state()}")
-            time.sleep(0.2)
+        time.sleep(0.1)  # the person's pause with their changes stashed: writes in flight land meanwhile
+
+        def popped() -> str:
+            if self._person("stash pop", "stash", "pop"):
+                return "popped"
+            # A file the stash took untracked was made again meanwhile (an agent wrote the day's
+            # first fact anew): git cannot pop that; the person keeps the entry and merges it by
+            # hand. It holds nothing acknowledged (that was committed before the stash).
+            return "refused" if "already exists, no checkout" in self.git_failures[-1] else ""
+
+        outcome = poll(popped, 20, every=0.2)
+        if outcome == "refused":
+            _event("git stash pop refused: an untracked file was made again")
+        elif not outcome:
+            # "Your local changes would be overwritten": a change nobody commits (an agent's
+            # write in flight is committed or undone in well under this).
+            raise AssertionError(f"git stash pop kept failing: {self.git_failures[-3:]}\n{self._git_state()}")
 
     @rule()
     @_guarded
@@ -450,7 +447,7 @@ class WritePathMachine(RuleBasedStateMachine):
             return
         self.epoch += 1
         self.branches[self.epoch] = branch
-        time.sleep(0.1)
+        time.sleep(0.1)  # the person's moment on the other branch: writes in flight land there
         self.checkouts_begun += 1
         if not self._insist("checkout main", "checkout", "-q", "main"):
             raise AssertionError(f"git checkout main kept failing: {self.git_failures[-3:]}")
@@ -484,14 +481,18 @@ class WritePathMachine(RuleBasedStateMachine):
             self._out_in(side, "commit", "-qam", "side edit")
             (self.home / "vault/index.md").write_text(f"# Index as main has it {n}\n")
             self._insist("commit main edit", "commit", "-q", "-m", "main edit", "--", "vault/index.md", limit_s=5)
-            deadline = time.monotonic() + 10
-            while True:
-                merged = self._git("merge", "--no-edit", branch)
-                if "CONFLICT" in merged.stdout or merged.returncode == 0 or time.monotonic() > deadline:
-                    break
-                self.git_failures.append(f"merge: {merged.stderr.strip()[:120]}")
+            merges: list[subprocess.CompletedProcess] = []
+
+            def started() -> bool:
+                merges.append(self._git("merge", "--no-edit", branch))
+                if "CONFLICT" in merges[-1].stdout or merges[-1].returncode == 0:
+                    return True
+                self.git_failures.append(f"merge: {merges[-1].stderr.strip()[:120]}")
                 _event("person's git merge failed to start")
-                time.sleep(0.2)
+                return False
+
+            poll(started, 10, every=0.2)
+            merged = merges[-1]
             if "CONFLICT" not in merged.stdout:
                 if merged.returncode == 0:
                     _event("merge went through without a conflict")
@@ -502,7 +503,7 @@ class WritePathMachine(RuleBasedStateMachine):
                     _event("person's git merge failed midway")
                     self._insist("merge --abort", "merge", "--abort")
                 return
-            time.sleep(0.2)  # agents write meanwhile
+            time.sleep(0.2)  # the person's moment in the conflicted merge: writes in flight land meanwhile
             if not self._insist("merge --abort", "merge", "--abort"):
                 raise AssertionError(
                     f"git merge --abort kept failing: {self.git_failures[-3:]}\n"

@@ -5,11 +5,12 @@ step beside a stream of agent writes), and a waiter that gives up leaves no hole
 from __future__ import annotations
 
 import threading
-import time
 
 import pytest
 
 from syncd.writes.turn import FairLock
+
+from .helpers import wait_for
 
 
 def test_waiters_are_served_in_the_order_they_asked():
@@ -21,7 +22,7 @@ def test_waiters_are_served_in_the_order_they_asked():
         thread = threading.Thread(target=lambda n=n: (lock.acquire(), order.append(n), lock.release()))
         thread.start()
         threads.append(thread)
-        time.sleep(0.05)  # each asks after the one before (the order under test)
+        wait_for(lambda n=n: lock.waiting() == n + 1, 10, f"waiter {n} to ask")  # the order under test
     lock.release()
     for thread in threads:
         thread.join(10)
@@ -36,7 +37,7 @@ def test_a_thread_taking_it_straight_back_waits_for_the_one_that_asked_meanwhile
     lock.acquire()
     waiter = threading.Thread(target=lambda: (lock.acquire(), order.append("asked meanwhile"), lock.release()))
     waiter.start()
-    time.sleep(0.2)  # the waiter asks while we hold it
+    wait_for(lambda: lock.waiting() == 1, 10, "the waiter to ask while we hold it")
     lock.release()
     lock.acquire()
     order.append("took it back")
@@ -62,6 +63,7 @@ def test_non_blocking_acquire_and_misuse():
 def test_a_waiter_that_gives_up_leaves_no_hole(monkeypatch):
     lock = FairLock()
     lock.acquire()
+    # White-box: an interruption inside the wait is injected into the lock's own condition.
     real_wait = lock._cond.wait
     calls = []
 
@@ -72,11 +74,12 @@ def test_a_waiter_that_gives_up_leaves_no_hole(monkeypatch):
     monkeypatch.setattr(lock._cond, "wait", interrupted_wait)
     with pytest.raises(KeyboardInterrupt):
         lock.acquire()
+    assert lock.waiting() == 0  # the one that gave up is not counted as waiting
     monkeypatch.setattr(lock._cond, "wait", real_wait)
     got = []
     waiter = threading.Thread(target=lambda: (lock.acquire(), got.append(1), lock.release()))
     waiter.start()
-    time.sleep(0.05)
+    wait_for(lambda: lock.waiting() == 1, 10, "the next waiter to ask")
     lock.release()
     waiter.join(10)
     assert calls and got == [1], "the next waiter was served past the one that gave up"

@@ -70,7 +70,15 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-__all__ = ["KEEP", "describe_revision", "past_engine", "past_files", "resolve_revision", "search_at"]
+__all__ = [
+    "KEEP",
+    "close_past_engines",
+    "describe_revision",
+    "past_engine",
+    "past_files",
+    "resolve_revision",
+    "search_at",
+]
 
 # Past revisions kept indexed under .syncd/asof/ (the most recently asked).
 KEEP = 4
@@ -320,6 +328,14 @@ def _close_unused() -> None:
     """Close the open past engines beyond OPEN_KEEP that nobody is using (under _LOCK)."""
     for folder in list(_OPEN)[: max(0, len(_OPEN) - OPEN_KEEP)]:
         if not _IN_USE[folder]:
+            _OPEN.pop(folder).close()
+
+
+def close_past_engines() -> None:
+    """Close the past engines this process keeps open that nobody is using: the next question at
+    a revision opens its folder again (for a process letting go of their memory)."""
+    with _LOCK:
+        for folder in [f for f in _OPEN if not _IN_USE[f]]:
             _OPEN.pop(folder).close()
 
 

@@ -55,6 +55,11 @@ class FairLock:
         with self._cond:
             return self._serving != self._next
 
+    def waiting(self) -> int:
+        """How many threads wait for it now (asked, not served, not given up)."""
+        with self._cond:
+            return max(self._next - self._serving - 1, 0) - len(self._abandoned)
+
     def _advance(self) -> None:
         """Serve the next ticket, skipping those whose waiter gave up (``_cond`` held)."""
         self._serving += 1
