@@ -253,3 +253,24 @@ def test_each_table_is_compacted_on_its_own_count_of_writes(engine, home, monkey
     assert compacted == [(38, "files"), (78, "files")]
     assert_files_are_the_table(engine.index)
     assert engine.status().fresh
+
+
+def test_a_changed_row_is_replaced_only_in_its_own_file_when_another_holds_its_id(engine, home):
+    """Row deletes name (path, id) pairs, looked up through the id index: a fact copied by hand
+    into another log keeps its id there, and replacing it in one file leaves the other's row."""
+    other = "memory/users/ana/2026-11-23.md"
+    fact = "- [preference] Likes green tea. <!-- id:m-0123456789abcdef -->\n"
+    earlier = "# 2026-11-22\n\n## 08:00 chat:c0\n- [preference] Reads in the morning.\n\n## 09:30 chat:c1\n"
+    write(home, LOG, earlier + fact)
+    write(home, other, log_text("Walks to work.") + fact)
+    engine.sync()
+    engine.index.persist()
+    engine.index.ensure_id_index()
+    before = commits(engine.index)
+    # Appended right after it, the fact's neighbour changes: its row in LOG alone is deleted
+    # (by path and id) and added again; the earlier section's row stays.
+    write(home, LOG, earlier + fact + "- [preference] Runs on Sundays.\n")
+    engine.sync([LOG])
+    assert commits(engine.index)[0] - before[0] == 2
+    assert sorted(row["path"] for row in engine.find_fact("m-0123456789abcdef")) == sorted([LOG, other])
+    assert_matches_rebuild(engine)

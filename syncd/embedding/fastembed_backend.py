@@ -43,6 +43,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 from ..compat.patches import fastembed_quiet_session, fastembed_truncation
 from ..config import DEFAULT_EMBED_MODEL, Settings
 from ..errors import EmbeddingError
+from .combine import CallCombiner
 from .model_files import (
     BUNDLED_TOKENIZER_DIR,
     DEFAULT_MODEL_ID,
@@ -272,6 +273,7 @@ class FastEmbedBackend:
         self._cut: Callable[[str], str] = _no_cut
         self._load_lock = threading.Lock()
         self._run_lock = threading.Lock()
+        self._combined = CallCombiner(self._run_texts)
         self._release_after_query = False
 
     @property
@@ -341,15 +343,20 @@ class FastEmbedBackend:
         return model
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
-        """float32 array of shape (len(texts), dim) with unit rows."""
+        """float32 array of shape (len(texts), dim) with unit rows. Callers embedding at the same
+        moment share one model call (combine.py)."""
         items = check_texts(texts)
         if not items:
             import numpy as np
 
             return np.zeros((0, self.dim), dtype=np.float32)
         # numpy comes with the runtime the model loads: a failure to map it is told as the runtime's.
+        self._get_model()
+        return self._finish(self._combined([self._cut(text) for text in items]), len(items))
+
+    def _run_texts(self, items: list[str]) -> list[np.ndarray]:
+        """One model call's rows of ``items`` (already cut), in order."""
         model = self._get_model()
-        items = [self._cut(text) for text in items]
         # A batch is padded to its longest text: sorted by length, a heading-sized chunk no longer
         # makes sixty-three one-line facts pay for its 256 tokens.
         order = sorted(range(len(items)), key=lambda i: len(items[i]))
@@ -371,7 +378,7 @@ class FastEmbedBackend:
         unsorted: list[np.ndarray] = [rows[0]] * len(rows) if rows else []
         for position, i in enumerate(order):
             unsorted[i] = rows[position]
-        return self._finish(unsorted, len(items))
+        return unsorted
 
     def embed_query(self, text: str) -> np.ndarray:
         """One query's vector, shape (dim,); goes through fastembed's query path (prefixes)."""

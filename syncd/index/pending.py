@@ -115,16 +115,26 @@ def _counts(update: FileUpdate) -> tuple[int, int] | None:
 
 def row_delete_filters(deletes: dict[str, list[str]], chunk: int, literal) -> Sequence[str]:
     """SQL filters deleting ``(path, id)`` pairs, each naming at most about ``chunk`` ids: one
-    LanceDB delete (one scan, one commit) for many files' changed rows."""
-    filters, terms, size = [], [], 0
+    LanceDB delete (one commit) for many files' changed rows. Each filter also says, first, that
+    the id is one of its ids: the same rows, but a condition LanceDB answers from the id index
+    (Index.ensure_id_index), checking the pairs only on the rows it finds, where the pairs alone
+    made it read the path and id of every row."""
+    filters: list[str] = []
+    terms: list[str] = []
+    named: list[str] = []
+
+    def close() -> None:
+        filters.append(f"id IN ({', '.join(named)}) AND ({' OR '.join(terms)})")
+        terms.clear()
+        named.clear()
+
     for path, ids in deletes.items():
         for start in range(0, len(ids), chunk):
-            part = ids[start : start + chunk]
-            terms.append(f"(path = {literal(path)} AND id IN ({', '.join(literal(i) for i in part)}))")
-            size += len(part)
-            if size >= chunk:
-                filters.append(" OR ".join(terms))
-                terms, size = [], 0
+            part = [literal(i) for i in ids[start : start + chunk]]
+            terms.append(f"(path = {literal(path)} AND id IN ({', '.join(part)}))")
+            named.extend(part)
+            if len(named) >= chunk:
+                close()
     if terms:
-        filters.append(" OR ".join(terms))
+        close()
     return filters
