@@ -36,15 +36,19 @@ def isolate_git_identity(tmp_path: Path, monkeypatch) -> Path:
     return empty
 
 
-def wait_for(predicate: Callable[[], object], timeout: float = 60.0, what: str = "condition") -> object:
-    """Poll ``predicate`` until it is truthy; fail with ``what`` after ``timeout`` seconds."""
+def wait_for(
+    predicate: Callable[[], object], timeout: float = 60.0, what: str | Callable[[], str] = "condition"
+) -> object:
+    """Poll ``predicate`` until it is truthy; fail with ``what`` after ``timeout`` seconds (a
+    callable ``what`` is asked then, so it can describe the state the wait gave up on)."""
     deadline = time.monotonic() + timeout
     while True:
         value = predicate()
         if value:
             return value
         if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+            told = what() if callable(what) else what
+            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {told}")
         time.sleep(0.05)
 
 
