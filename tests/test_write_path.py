@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import os
 import subprocess
+import threading
 from collections import Counter
 
 import pytest
@@ -291,3 +292,35 @@ def test_a_new_file_a_git_clean_takes_while_its_commit_lands_is_put_back(engine,
     kept = git(home, "show", f"HEAD:{rel}")
     assert first.content in kept and second.content in kept, kept
     assert not git(home, "status", "--porcelain", "--", "memory").strip()
+
+
+def test_a_git_failure_while_the_persons_git_command_runs_is_waited_out_not_answered_as_an_error(
+    engine, home, monkeypatch
+):
+    """git checks a file out by removing it and writing it anew: a pass staging that file in the
+    middle (its update-index between lstat and read) fails "Unable to process path" while the
+    person's command holds index.lock. Seen in the race loop as a 400 HistoryError answered to an
+    agent's add during `git merge --abort` (test_acknowledged_writes). The pass waits the command
+    out and commits: the add is acknowledged, never failed as if it were wrong."""
+    from syncd.errors import HistoryError
+
+    manager = MemoryManager(engine, settings=Settings(llm_model="gpt-4o-mini"))
+    asyncio.run(manager.add_memory("Warms up the first write.", "ana"))
+    real = staging.run_git
+    lock = home / ".git/index.lock"
+    failed: list[str] = []
+
+    def checkout_racing(root, *args, **kwargs):
+        if args[:1] == ("update-index",) and not failed:
+            # The person's command holds the lock while it rewrites the file (let go 0.3 s later);
+            # git fails our read of the file as it does then.
+            lock.write_bytes(b"")
+            threading.Timer(0.3, lock.unlink).start()
+            failed.append(args[0])
+            raise HistoryError("update-index", f"fatal: Unable to process path {LOG}")
+        return real(root, *args, **kwargs)
+
+    monkeypatch.setattr(staging, "run_git", checkout_racing)
+    fact = asyncio.run(manager.add_memory("Keeps bees on the roof of the library.", "ana"))
+    assert failed and fact is not None
+    assert fact.content in git(home, "show", f"HEAD:memory/users/ana/{fact.timestamp[:10]}.md")

@@ -500,6 +500,20 @@ class WritePath:
                     time.sleep(_POLL_S)
                     continue
                 raise
+            except HistoryError as exc:
+                # A git command of the person's rewriting the tree under the pass (git checks a
+                # file out by removing it and writing it anew: update-index, between its look
+                # and its read, fails "Unable to process path"): git is busy, not broken. Tried
+                # again once it settles; past the deadline the writers are told to retry (503),
+                # never answered as if their request were wrong.
+                if busy_state(self.home.root) is None and self.settle_due() == 0:
+                    raise
+                if time.monotonic() >= deadline:
+                    raise GitBusyError(
+                        f"git kept changing the tree under the commit ({exc.detail}); nothing of this "
+                        "change was kept, retry once your git command is done"
+                    ) from exc
+                time.sleep(_POLL_S)
 
     def settle_due(self, quiet_s: float | None = None) -> float:
         """Seconds until git counts as settled (0: it is): a git command of the person's (a
