@@ -19,6 +19,7 @@ import threading
 import time
 from pathlib import Path
 
+import httpx
 import pytest
 
 import syncd
@@ -47,6 +48,12 @@ class Agents:
         self.refused: list[int] = []
         self.errors: list[str] = []
         self.begun = [0] * AGENTS  # adds each agent has sent so far
+        # What a failure needs to tell a lost write from a slow one: when each add was answered
+        # (seconds since the round began), what the refusals said, when the person's step ran.
+        self.began = time.monotonic()
+        self.answered_at: dict[str, float] = {}
+        self.refusals: list[str] = []
+        self.timeline: list[str] = []
         self._stop = threading.Event()
         self._threads = [threading.Thread(target=self._run, args=(n,)) for n in range(AGENTS)]
 
@@ -57,21 +64,43 @@ class Agents:
             while not self._stop.is_set():
                 content = f"Round {self.tag} agent {n} remembers item {i} about kites."
                 self.begun[n] += 1
-                answer = client.post("/memory/archival", json={"user_id": user, "content": content, "dedup": False})
+                try:
+                    answer = client.post("/memory/archival", json={"user_id": user, "content": content, "dedup": False})
+                except httpx.HTTPError as exc:
+                    # No answer at all (a read timeout): a failure of the round, told with its time.
+                    self.errors.append(f"{self.since():.2f} s agent {n} item {i}: {exc!r}")
+                    return
                 if answer.status_code == 200:
                     self.kept.append((user, content))
+                    self.answered_at[content] = self.since()
                 elif answer.status_code == 503:
                     # Not kept: the agent waits as told and tries again, as a client should.
                     self.refused.append(n)
+                    self.refusals.append(f"{self.since():.2f} s agent {n} item {i}: {answer.text[:300]}")
                     time.sleep(float(answer.headers["Retry-After"]))  # as told: the client's part
                 else:
                     self.errors.append(f"{answer.status_code}: {answer.text}")
                 i += 1
 
+    def since(self) -> float:
+        return time.monotonic() - self.began
+
+    def mark(self, event: str) -> None:
+        self.timeline.append(f"{self.since():.2f} s {event}")
+
+    def story(self) -> str:
+        """The round as the agents saw it, for a failure's message."""
+        refusals = "\n".join(self.refusals[:10])
+        return (
+            f"{len(self.kept)} acknowledged, {len(self.refused)} refused, errors {self.errors[:3]}\n"
+            f"timeline: {self.timeline}\nfirst refusals:\n{refusals}"
+        )
+
     def __enter__(self) -> Agents:
         for thread in self._threads:
             thread.start()
-        wait_for(lambda: len(self.kept) >= AGENTS, 60, "the agents' first adds")
+        wait_for(lambda: len(self.kept) >= AGENTS, 60, lambda: f"the agents' first adds: {self.story()}")
+        self.mark("the agents' first adds acknowledged")
         return self
 
     def meanwhile(self, what: str) -> None:
@@ -112,7 +141,7 @@ def _check_round(home: Path, agents: Agents, branches: list[str], step: str) -> 
     wait_for(
         lambda: not git(home, "status", "--porcelain", "--", "memory").strip(),
         60,
-        f"a clean memory tree after {step}: {git(home, 'status', '--porcelain')}",
+        lambda: f"a clean memory tree after {step}: {git(home, 'status', '--porcelain')}\n{agents.story()}",
     )
     assert git(home, "rev-parse", "--abbrev-ref", "HEAD").strip() == "main"
     text = "".join(_tip_text(home, ref) for ref in ["main", *branches])
@@ -120,8 +149,14 @@ def _check_round(home: Path, agents: Agents, branches: list[str], step: str) -> 
     if lost:
         trail = git(home, "log", "--all", "--format=%h %p %an %s", "-S", lost[0])
         reflog = git(home, "reflog", "-n", "30", "--format=%h %gs")
+        when = [f"{content!r} answered at {agents.answered_at.get(content, -1):.2f} s" for content in lost[:3]]
+        on_disk = _git_ok(home, "grep", "-n", "-F", lost[0], "--", "memory").stdout or "not in the tree"
+        user = next(user for user, content in agents.kept if content == lost[0])
+        history = git(home, "log", "-n", "12", "--stat", "--format=@@ %h %an %s%n%b", "--", f"memory/users/{user}")
     assert not lost, (
-        f"{len(lost)} of {len(agents.kept)} acknowledged adds are in no branch: {lost[:3]}\n{trail}\n{reflog}"
+        f"{len(lost)} of {len(agents.kept)} acknowledged adds are in no branch: {when}\n{agents.story()}\n"
+        f"in the working tree: {on_disk}\ncommits that added it: {trail}\nreflog:\n{reflog}\n"
+        f"the agent's last commits:\n{history}"
     )
     assert not _editor_removed_facts(home)
     assert not _git_ok(home, "ls-files", "-u").stdout.strip(), "unmerged paths left behind"
@@ -269,6 +304,7 @@ def test_acknowledged_adds_survive_the_persons_git_commands(home, embedder):
             for name, step, branches in steps:
                 with Agents(served, f"{name}{round_}") as agents:
                     step(agents, round_)
+                    agents.mark(f"the person's {name} done")
                     agents.meanwhile(f"after {name}")
                 _check_round(home, agents, [b.format(r=round_) for b in branches], f"{name} {round_}")
                 total += len(agents.kept)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-import time
 
 import numpy as np
 import pytest
@@ -12,14 +11,7 @@ from syncd.config import Settings
 from syncd.embedding.combine import CallCombiner
 from syncd.embedding.fastembed_backend import FastEmbedBackend, load_embedder
 
-from .helpers import run_concurrently
-
-
-def _wait_until(condition, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.005)
+from .helpers import run_concurrently, wait_for
 
 
 def test_callers_queued_behind_a_run_share_the_next_run() -> None:
@@ -46,7 +38,7 @@ def test_callers_queued_behind_a_run_share_the_next_run() -> None:
     first_running.wait(30)
     for thread in threads[1:]:
         thread.start()
-    _wait_until(lambda: combiner.waiting == 5)
+    wait_for(lambda: combiner.waiting == 5, 30, "the five callers queued behind the first run")
     release.set()
     for thread in threads:
         thread.join(30)
@@ -85,7 +77,7 @@ def test_an_error_reaches_every_caller_of_its_run_and_the_next_run_goes_on() -> 
     others = [threading.Thread(target=failing, args=(n,)) for n in range(3)]
     for thread in others:
         thread.start()
-    _wait_until(lambda: combiner.waiting == 3)
+    wait_for(lambda: combiner.waiting == 3, 30, "the three callers queued behind the failing run")
     release.set()
     first.join(30)
     for thread in others:

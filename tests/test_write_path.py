@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import os
 import subprocess
+import threading
 from collections import Counter
 
 import pytest
@@ -260,3 +261,66 @@ def test_a_writes_folder_is_synced_by_its_commit_pass_before_head_moves(engine, 
     assert head_sha(home) != before
     assert sorted(f for f, head in synced if f.startswith("vault")) == ["vault/one", "vault/two"], synced
     assert all(head == before for f, head in synced if f.startswith("vault")), "synced before HEAD moved"
+
+
+def test_a_new_file_a_git_clean_takes_while_its_commit_lands_is_put_back(engine, home, monkeypatch):
+    """`git stash --include-untracked` runs `git clean` on the files git's index does not track:
+    one that read the index before our pass published it sees the agent's new daily log as
+    untracked and deletes it, while the pass commits it (it staged the bytes first). The write
+    is acknowledged (HEAD holds it); the tree must hold it too, else the next write to that log
+    starts it anew and its commit, in the agent's name, deletes the facts acknowledged before
+    (test_write_path_stateful: "turn fact 14" lost that way under a `stash -u`)."""
+    manager = MemoryManager(engine, settings=Settings(llm_model="gpt-4o-mini"))
+    asyncio.run(manager.add_memory("Warms up the first write.", "ana"))
+    real = history_chain.run_git
+    cleaned: list[str] = []
+
+    def clean_racing(root, *args, **kwargs):
+        if args[:1] == ("update-ref",) and not cleaned:
+            done = subprocess.run(["git", "clean", "-f", "-d", "--", "memory/users/bob"], cwd=root, capture_output=True)
+            cleaned.append(done.stdout.decode())
+        return real(root, *args, **kwargs)
+
+    monkeypatch.setattr(history_chain, "run_git", clean_racing)
+    first = asyncio.run(manager.add_memory("Keeps bees on the roof of the library.", "bob"))
+    assert first is not None and "Removing memory/users/bob/" in cleaned[0], cleaned
+    rel = f"memory/users/bob/{first.timestamp[:10]}.md"
+    assert first.content in git(home, "show", f"HEAD:{rel}")
+    assert (home / rel).exists() and first.content in (home / rel).read_text()
+    second = asyncio.run(manager.add_memory("Sings in the harbour choir.", "bob"))
+    assert second is not None
+    kept = git(home, "show", f"HEAD:{rel}")
+    assert first.content in kept and second.content in kept, kept
+    assert not git(home, "status", "--porcelain", "--", "memory").strip()
+
+
+def test_a_git_failure_while_the_persons_git_command_runs_is_waited_out_not_answered_as_an_error(
+    engine, home, monkeypatch
+):
+    """git checks a file out by removing it and writing it anew: a pass staging that file in the
+    middle (its update-index between lstat and read) fails "Unable to process path" while the
+    person's command holds index.lock. Seen in the race loop as a 400 HistoryError answered to an
+    agent's add during `git merge --abort` (test_acknowledged_writes). The pass waits the command
+    out and commits: the add is acknowledged, never failed as if it were wrong."""
+    from syncd.errors import HistoryError
+
+    manager = MemoryManager(engine, settings=Settings(llm_model="gpt-4o-mini"))
+    asyncio.run(manager.add_memory("Warms up the first write.", "ana"))
+    real = staging.run_git
+    lock = home / ".git/index.lock"
+    failed: list[str] = []
+
+    def checkout_racing(root, *args, **kwargs):
+        if args[:1] == ("update-index",) and not failed:
+            # The person's command holds the lock while it rewrites the file (let go 0.3 s later);
+            # git fails our read of the file as it does then.
+            lock.write_bytes(b"")
+            threading.Timer(0.3, lock.unlink).start()
+            failed.append(args[0])
+            raise HistoryError("update-index", f"fatal: Unable to process path {LOG}")
+        return real(root, *args, **kwargs)
+
+    monkeypatch.setattr(staging, "run_git", checkout_racing)
+    fact = asyncio.run(manager.add_memory("Keeps bees on the roof of the library.", "ana"))
+    assert failed and fact is not None
+    assert fact.content in git(home, "show", f"HEAD:memory/users/ana/{fact.timestamp[:10]}.md")

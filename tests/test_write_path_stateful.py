@@ -418,7 +418,8 @@ class WritePathMachine(RuleBasedStateMachine):
             # git saved the entry, then could not put the tree back (a commit pass held its
             # index.lock): the changes are still in the tree, and a pop would find them there.
             _event("git stash saved its entry but failed to clean the tree")
-            self._person("stash pop after a failed stash", "stash", "pop")  # if it fails, the entry stays
+            if not self._person("stash pop after a failed stash", "stash", "pop"):
+                self._resolve_conflicted_pop()  # else the entry stays
             return
         time.sleep(0.1)  # the person's pause with their changes stashed: writes in flight land meanwhile
 
@@ -428,7 +429,9 @@ class WritePathMachine(RuleBasedStateMachine):
             # A file the stash took untracked was made again meanwhile (an agent wrote the day's
             # first fact anew): git cannot pop that; the person keeps the entry and merges it by
             # hand. It holds nothing acknowledged (that was committed before the stash).
-            return "refused" if "already exists, no checkout" in self.git_failures[-1] else ""
+            if "already exists, no checkout" in self.git_failures[-1]:
+                return "refused"
+            return "resolved" if self._resolve_conflicted_pop() else ""
 
         outcome = poll(popped, 20, every=0.2)
         if outcome == "refused":
@@ -437,6 +440,28 @@ class WritePathMachine(RuleBasedStateMachine):
             # "Your local changes would be overwritten": a change nobody commits (an agent's
             # write in flight is committed or undone in well under this).
             raise AssertionError(f"git stash pop kept failing: {self.git_failures[-3:]}\n{self._git_state()}")
+
+    def _resolve_conflicted_pop(self) -> bool:
+        """A pop that conflicts, as git may in a file without ``merge=union`` (a core block):
+        the stash took an agent's append before its commit (that write was then refused,
+        GitBusyError, never acknowledged), and another append was acknowledged on the tree the
+        stash left, at the same place. No waiting resolves that; the person does, as git tells
+        them: each file keeps both sides' lines (what the branch holds first), is added, and the
+        entry dropped. Whatever was acknowledged is in the branch's side, so it stays; the
+        refused line, now the person's edit, is theirs to keep (see _check_refused)."""
+        unmerged = sorted({line.split("\t", 1)[1] for line in self._out("ls-files", "-u").splitlines()})
+        if not unmerged:
+            return False
+        _event("git stash pop conflicted: the person resolves it")
+        for rel in unmerged:
+            ours, theirs = self._git("show", f":2:{rel}").stdout, self._git("show", f":3:{rel}").stdout
+            have = set(ours.splitlines())
+            extra = "".join(line + "\n" for line in theirs.splitlines() if line not in have)
+            (self.home / rel).write_text(ours + ("\n" if ours and not ours.endswith("\n") and extra else "") + extra)
+            if not self._insist("add resolved", "add", "--", rel):
+                raise AssertionError(f"git add of the resolved {rel} kept failing: {self.git_failures[-3:]}")
+        self._insist("stash drop", "stash", "drop")
+        return True
 
     @rule()
     @_guarded

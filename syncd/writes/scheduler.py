@@ -21,6 +21,7 @@ from ..errors import (
     CommitDeferredError,
     ConflictError,
     GitBusyError,
+    HistoryError,
     LockedError,
     StorageError,
     SyncdError,
@@ -32,6 +33,7 @@ from ..history.git import (
     git_fingerprint,
     git_last_moved,
     operation_in_progress,
+    run_git,
 )
 from ..history.intents import Intent, drop_intents, record_intent
 from ..history.objects import ObjectStore, committed_blob
@@ -449,6 +451,8 @@ class WritePath:
         for rel in paths:
             if staged_checked and rel in expected:
                 landed[rel] = expected[rel]
+                if before[rel] is not None and not os.path.lexists(root / rel):
+                    self._put_back_taken(rel, expected[rel])
                 continue
             sha = file_blob_sha(root / rel)
             if sha is not None and sha == before[rel]:
@@ -458,6 +462,26 @@ class WritePath:
         with contextlib.suppress(SyncdError):
             operation_in_progress(root)
         return landed
+
+    def _put_back_taken(self, rel: str, sha: str) -> None:
+        """``rel`` was committed as written, and a git command took it out of the tree while the
+        pass ran: a `git stash --include-untracked` (or `git clean`) that read git's index before
+        the pass published it counts a new file as untracked and deletes it, after the pass
+        staged its bytes. HEAD holds the write, so it is acknowledged; the tree must hold it too,
+        else the next write to the file starts it anew and its commit, in the agent's name,
+        deletes what was acknowledged (or the daemon commits the deletion as the person's). Put
+        back as HEAD has it: nobody asked for the deletion (the stash keeps its own copy)."""
+        root = self.home.root
+        try:
+            data = run_git(root, "cat-file", "blob", sha)
+            atomic_write(root / rel, data, expected_sha=None)
+        except (ConflictError, GitBusyError, HistoryError, StorageError) as exc:
+            # Made again meanwhile (whoever did commits it), or git cannot say: looked at no more.
+            log.info("did not put back %s, taken out of the tree under its commit: %s", rel, exc)
+            return
+        # Not noted as written by us (_written_stat): a daemon that indexed the deletion sees a
+        # new file and indexes it again; with no daemon, the index never left these bytes.
+        log.warning("a git command took %s out of the tree while it was committed; put it back", rel)
 
     def _commit_retrying(self, paths: set[str], expected: dict[str, str]) -> None:
         """Commit ``paths`` (the caller holds the commit stage) once git is settled, waiting out
@@ -476,6 +500,20 @@ class WritePath:
                     time.sleep(_POLL_S)
                     continue
                 raise
+            except HistoryError as exc:
+                # A git command of the person's rewriting the tree under the pass (git checks a
+                # file out by removing it and writing it anew: update-index, between its look
+                # and its read, fails "Unable to process path"): git is busy, not broken. Tried
+                # again once it settles; past the deadline the writers are told to retry (503),
+                # never answered as if their request were wrong.
+                if busy_state(self.home.root) is None and self.settle_due() == 0:
+                    raise
+                if time.monotonic() >= deadline:
+                    raise GitBusyError(
+                        f"git kept changing the tree under the commit ({exc.detail}); nothing of this "
+                        "change was kept, retry once your git command is done"
+                    ) from exc
+                time.sleep(_POLL_S)
 
     def settle_due(self, quiet_s: float | None = None) -> float:
         """Seconds until git counts as settled (0: it is): a git command of the person's (a
