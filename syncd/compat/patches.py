@@ -185,7 +185,8 @@ def fastembed_quiet_session(model: Any, threads: int | None) -> None:
     model file with the same threads; if fastembed's layout ever changes, its own session is kept
     and only the speed is lost. A ``TextEmbedding`` made with ``lazy_load=True`` has built no
     session yet: it is given this one (and its tokenizer), so a process that embeds builds one
-    session, not two (a few tenths of a second of every one-shot ``syncd search``).
+    session, not two (building one is a share of every one-shot ``syncd search``; bench_cli.py
+    measures it).
     """
     import onnxruntime as ort
 

@@ -323,8 +323,8 @@ class Daemon:
             # The user's commit, checkout or switch may be what our waiting commit waited for:
             # try soon, but never later than already due. Agents' commit passes move HEAD
             # several times a second; pushing the due time back on each move put a person's
-            # page off until the agents paused (bench_load.py: 4 agents adding, a page saved
-            # every 3 s waited up to 61 s for its commit).
+            # page off until the agents paused (bench_load.py measures how long a person's saved
+            # page waits for its commit while agents add).
             self._retry_s = _RETRY_MIN_S
             soon = time.monotonic() + self.settings.commit_quiet_ms / 1000
             with self._cond:
@@ -423,7 +423,7 @@ class Daemon:
         if state is not None and state.transient:
             # A lock held for a moment (by a git command of the person's or another process's
             # pass: none of ours runs now): try again shortly, never backing off (doubling delays
-            # let a person's edit wait 30 s).
+            # let a person's edit wait far longer than any one hold of the lock).
             log.info("%s; will commit in a moment", state.reason)
             with self._cond:
                 self._commit_due = time.monotonic() + _RETRY_MIN_S

@@ -19,8 +19,9 @@ long texts at 256 word pieces, the length sentence-transformers trained it on (s
 its folder); a configured model cuts where its own tokenizer config says.
 
 The tokenizer only cuts after it has split the whole text, which for a 19 MB single-line fact
-took 66 s and 3.8 GB. So a text is first cut to ``_CHARS_PER_PIECE`` (32) characters per word
-piece the model can see (8,192 characters for the bundled model), from the end the tokenizer keeps.
+took time and memory in proportion to the whole of it. So a text is first cut to
+``_CHARS_PER_PIECE`` (32) characters per word piece the model can see (8,192 characters for the
+bundled model), from the end the tokenizer keeps.
 256 word pieces of prose, code or tables lie within the first ~1,300 characters (a word piece is
 a few characters and the spaces between them), so the cut changes the vector only of a text whose
 first 8,192 characters hold fewer than 256 pieces: mostly whitespace, or words over 100
@@ -96,7 +97,7 @@ _DEFAULT_MAX_PIECES = 512
 def _fastembed_description(model_name: str) -> tuple[str, int] | None:
     """(canonical name, dim) of a fastembed text model, or None when fastembed does not know it."""
     if _is_default_name(model_name):
-        # Known without importing fastembed (most of a second), so a configured model folder
+        # Known without importing fastembed (a slow import), so a configured model folder
         # costs nothing until its first embed.
         return DEFAULT_EMBED_MODEL, _DEFAULT_DIM
     for desc in _import_text_embedding().list_supported_models():
@@ -106,7 +107,7 @@ def _fastembed_description(model_name: str) -> tuple[str, int] | None:
 
 
 def _import_text_embedding() -> type[TextEmbedding]:
-    """fastembed's TextEmbedding, imported on first need (it costs most of a second).
+    """fastembed's TextEmbedding, imported on first need (a slow import: see onnx_runner.py).
 
     Only a missing fastembed module is reported as "not installed". Any other failure of the
     import (a shared library that cannot be mapped because the process ran out of memory or of
@@ -398,15 +399,16 @@ class FastEmbedBackend:
         """For a process that embeds one query and nothing after it (a one-shot ``syncd search``):
         each query's vector lets the model go (:meth:`release`), so the rows the search loads next
         do not come on top of it. A later embed loads the model again. The bundled model is then
-        loaded lean (onnx_runner.py): a one-shot search peaked at 275 MB with its model's session
-        as a sync loads it, at 194 MB with the lean one, whose load and one run cost less CPU."""
+        loaded lean (onnx_runner.py): a one-shot search peaks lower with the lean session than
+        with the session a sync loads, and its load and one run cost less CPU (bench_cli.py
+        measures a one-shot search's CPU and peak memory)."""
         self._release_after_query = True
 
     def release(self) -> None:
         """Let the loaded model go, and hand the heap's freed pages back to the system: dropping
-        the session alone frees little (glibc keeps the pages). A one-shot search of 30,000 rows
-        peaked at 568 MB, 476 MB with its model released before the rows load. A later embed
-        loads the model again."""
+        the session alone frees little (glibc keeps the pages). A one-shot search whose model is
+        released before the rows load then peaks at its rows, not at its rows on top of the
+        model. A later embed loads the model again."""
         with self._load_lock:
             self._model = None
         try:
@@ -431,7 +433,7 @@ def _no_cut(text: str) -> str:
 
 
 def _onnx_runner() -> ModuleType:
-    """onnx_runner.py, imported on first need: it imports onnxruntime (a fifth of a second)."""
+    """onnx_runner.py, imported on first need: it imports onnxruntime, which costs CPU at import."""
     from . import onnx_runner
 
     return onnx_runner
@@ -466,10 +468,10 @@ def _text_cutter(truncation: dict) -> Callable[[str], str]:
 # Characters per model call. Activation memory grows with batch x sequence length (attention with
 # its square), so a batch of long chunks is cut short: this keeps onnxruntime's arena, which never
 # shrinks, at the size short facts need instead of growing by gigabytes on a page-heavy rebuild.
-# Measured on the bundled model (issue 30): at 16,000, 90 chunks of ~1,700 characters (past the
-# 256 word pieces, so 9 a call) raised the peak by 270 MB and 1,500 facts of ~115 characters by
-# 36 MB; at 4,000 (2 chunks a call; a call of 34 such facts) by nothing, at the same texts per
-# CPU second (7 and ~100: past a few texts a call, a bigger call saves no work on 2 cores).
+# Measured on the bundled model (issue 30): at 16,000, calls of page chunks past the 256 word
+# pieces (9 a call) raised the peak, and calls of short facts less so; at 4,000 (2 such chunks a
+# call) neither raised it, at the same texts per CPU second (past a few texts a call, a bigger call
+# saves no work on 2 cores). ``bench_index.py rebuild`` measures the peak.
 _BATCH_CHAR_BUDGET = 4_000
 # Texts the bundled model tokenises at once (its batches are cut by word pieces, onnx_runner.py).
 _TOKENISE_GROUP = 512

@@ -182,8 +182,9 @@ def default_model_dir(
 
 
 # Beside the folder (which holds the model's files and nothing else), default_model_dir notes the
-# file it has hashed, so that the next load need not hash its 23 MB again: some 20 ms of CPU, and
-# often more of wall time, of the ~0.45 s a one-shot search's model costs.
+# file it has hashed, so that the next load need not hash its 23 MB again: hashing costs CPU in
+# proportion to the file's size, and often more of wall time, paid on top of the load by every
+# one-shot search (bench_cli.py measures a one-shot search).
 _VERIFIED_SUFFIX = ".verified"
 
 

@@ -1,7 +1,7 @@
 """The bundled model run on onnxruntime and tokenizers directly, without importing fastembed.
 
-Importing fastembed costs most of a second of CPU and some 40 MB (its image models, the Hugging
-Face hub client, its pydantic model descriptions), which every one-shot ``syncd search`` and
+Importing fastembed costs CPU and memory for what a text model never uses (its image models, the
+Hugging Face hub client, its pydantic model descriptions), which every one-shot ``syncd search`` and
 every ``syncd sync`` that embeds a new text paid before its first vector. The bundled
 all-MiniLM-L6-v2 is a folder syncd assembles itself (model_files.py), so it is run here the way
 fastembed runs that model: the tokenizer configured as fastembed's ``load_tokenizer`` configures
@@ -13,8 +13,8 @@ settings still run through fastembed.
 
 Many texts at once (``embed_texts``) are tokenised once, ordered by their number of word pieces and
 run in batches of about ``TOKEN_BUDGET`` padded pieces. Sorted by characters (as fastembed's
-callers must sort), a mix of facts and page chunks was padded to 1.34 pieces per piece of text,
-sorted by pieces to 1.02; and on two cores a call of 256 padded pieces cost less CPU per piece
+callers must sort), a mix of facts and page chunks was padded with many pieces of nothing, sorted
+by pieces with almost none; and on two cores a call of 256 padded pieces cost less CPU per piece
 than one of 1,000 or 4,000 (a guess at why: a small call's activations stay in the CPU's caches).
 ``benchmarks/bench_embed.py`` measures it against an older revision.
 

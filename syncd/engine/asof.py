@@ -15,8 +15,8 @@ of a file whose content is the commit's are the rows a rebuild would make of it.
 once, now or then, is never embedded again (the home's embedding cache stands behind the sync).
 
 Cheap to keep because a kept revision shares its vectors: once synced, the past index is frozen
-(syncd/index/frozen.py) into its rows without vectors (~4.5 MB of Parquet at 100,000 facts,
-where the index with vectors is ~170 MB), and a reader takes the vectors from the home's
+(syncd/index/frozen.py) into its rows without vectors (a small part of the index, whose vectors
+are most of its size; bench_asof.py measures both), and a reader takes the vectors from the home's
 embedding cache, which holds each text's vector once for now and every revision (and every
 vector of the frozen rows, freezing makes sure). The checked-out files and the LanceDB tables
 the sync wrote are deleted. So nothing of a kept revision refers to the home's index: the index

@@ -64,7 +64,8 @@ ID_PATTERN = r"[A-Za-z0-9][A-Za-z0-9._@+-]{0,127}"
 _IMP_RE = re.compile(r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?\Z")
 _TS_RE = re.compile(r"\d{4}-\d{2}-\d{2}(?:T\d{2}:\d{2}(?::\d{2}(?:\.\d{1,9})?)?(?:Z|[+-]\d{2}(?::?\d{2})?)?)?\Z")
 # What the engine writes for an extracted fact (``ts`` is ``isoformat(timespec="seconds")``);
-# no optional groups, which makes the regex 3x faster. Anything else takes the general path.
+# no optional groups, which makes the regex faster (bench_parse.py measures parsing). Anything
+# else takes the general path.
 _ENGINE_META = (
     rf"id:({ID_PATTERN}) imp:([01]?\.[0-9]+|[01]) src:({ID_PATTERN})(?:#([0-9]{{1,18}}))?"
     r" ts:([0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(?:Z|[+-][0-9]{2}:[0-9]{2}))"

@@ -82,7 +82,7 @@ __all__ = [
 
 MAX_CHUNK_CHARS = 2000
 
-# libyaml is ~10x faster but recurses in C: nesting ~100k levels deep ("- - - - ...") overflows the
+# libyaml is much faster but recurses in C: nesting ~100k levels deep ("- - - - ...") overflows the
 # stack and kills the process. Nesting depth is bounded by length, so libyaml only reads
 # frontmatter short enough to be harmless; longer blocks go to the pure-Python loader, which
 # raises RecursionError instead.

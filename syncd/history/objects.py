@@ -2,11 +2,12 @@
 
 A pass of the commit queue commits a few agent turns at once. Having git write their commits
 (``fast-import``, which then runs ``unpack-objects`` to leave loose objects behind as ``git
-commit`` does) cost about 21 ms of CPU a pass at 100,000 facts, the largest share of committing,
-for objects of a few hundred bytes. Here they are written the way git writes a loose object: the
-header ``<kind> <size>\\0`` and the content, hashed (SHA-1, or SHA-256 in a repository made with
-it), deflated, written to a temporary file beside its place and renamed there; like ``git
-commit``, without an fsync (the markdown it records is fsynced; the ref moves through git).
+commit`` does) was the largest share of a pass's CPU, two processes started for objects of a few
+hundred bytes (bench_adds.py measures the CPU an add costs, git's children included). Here they
+are written the way git writes a loose object: the header ``<kind> <size>\\0`` and the content,
+hashed (SHA-1, or SHA-256 in a repository made with it), deflated, written to a temporary file
+beside its place and renamed there; like ``git commit``, without an fsync (the markdown it records
+is fsynced; the ref moves through git).
 
 Trees are read through one ``git cat-file --batch`` process, which finds them packed or loose, and
 kept in memory by id: an object never changes, and the parent of the next pass is usually the

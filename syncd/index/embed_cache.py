@@ -109,7 +109,8 @@ class EmbeddingCache:
         conn.execute("PRAGMA synchronous = NORMAL")
         conn.execute("PRAGMA cache_size = -32768")
         # A rowid table with a unique index, not WITHOUT ROWID: SQLite stores WITHOUT ROWID rows
-        # this large in overflow pages, which made 10,000 lookups three times slower.
+        # this large in overflow pages, which made lookups slower (bench_embed.py measures the
+        # cache).
         version = conn.execute("PRAGMA user_version").fetchone()[0]
         if version == _SCHEMA_VERSION:
             return

@@ -1,9 +1,10 @@
 """A finished index frozen into a few megabytes: its rows without their vectors, read back with the
 vectors from the home's embedding cache (engine/asof.py keeps past revisions so).
 
-At 100,000 facts a LanceDB index holds ~170 MB, ~150 MB of it the vectors; the rest compresses to
-~4.5 MB of Parquet (zstd). The vector of a row is the embedding of its ``embed_text``, which is
-made of payload fields (records.EntryRow), and the home's embedding cache (embed_cache.py) holds
+The vectors are most of a LanceDB index (1.5 KB a row for the bundled model's 384 float32s); the
+rest compresses to a few megabytes of Parquet (zstd) at 100,000 facts (bench_asof.py measures
+both). The vector of a row is the embedding of its ``embed_text``, which is made of payload
+fields (records.EntryRow), and the home's embedding cache (embed_cache.py) holds
 each text's vector once, under the sha256 of that text, for the home's index and for every past
 revision alike: so a frozen index keeps only ``rows.parquet`` (every column but ``vector``) and
 ``files.parquet`` (the file records), and a reader takes the vectors from the cache by key.
@@ -58,7 +59,7 @@ _BATCH = 8192
 def _keys(rows: pa.Table | pa.RecordBatch) -> list[bytes]:
     """The embedding cache key of each row: the sha256 of what the embedder saw of it. A row is
     made of the four fields its embedded text is made of (the others do not change it): making
-    it of every field took twice as long (~2 s at 100,000 rows)."""
+    it of every field hashed more text, for the same cache hits."""
     columns = (rows.column(name).to_pylist() for name in ("kind", "text", "title", "heading"))
     return [text_key(EntryRow("", kind, "", "", 0, text, title=title, heading=heading or "").embed_text)
             for kind, text, title, heading in zip(*columns)]  # fmt: skip

@@ -1,11 +1,11 @@
 """In-memory BM25 full-text search over the index's rows.
 
-LanceDB's native full-text index was measured at 100,000 rows on these 2 cores: 4.4 ms for a
-one-word query that matches almost nothing, 8-10 ms for a typical query, 17-18 ms with a scope
-filter. Its fixed cost per query (planning, an async runtime, fetching the hit rows' columns) was
-most of the search budget. The same BM25 over postings held in numpy arrays answers in about a
-millisecond, scoped by the same mask as the vector search, so the rows LanceDB stores are indexed
-here instead, in the row numbering of the in-memory vector matrix.
+LanceDB's native full-text index has a fixed cost per query (planning, an async runtime, fetching
+the hit rows' columns), paid even by a one-word query that matches almost nothing and more with a
+scope filter; measured at 100,000 rows, it was most of the search budget. The same BM25 over
+postings held in numpy arrays costs a fraction of that (bench_index.py search measures it),
+scoped by the same mask as the vector search, so the rows LanceDB stores are indexed here
+instead, in the row numbering of the in-memory vector matrix.
 
 Text analysis is close to LanceDB's default one: Unicode compatibility forms unified (NFKD),
 lower-cased, Latin-style accents folded ("café" is "cafe"), words are runs of letters, digits and
@@ -17,9 +17,10 @@ the rows the query may see (alive and in its scope), not over the whole index: a
 then depend only on their own memory and the shared rows, which is both the better estimate of
 how rare a word is for them and a privacy property (no word of bo's moves ana's ranking).
 Only the first ``MAX_ANALYZED_CHARS`` (1,000,000) characters of a row are analysed: analysis is
-linear but not cheap (a 19 MB single-line fact of mostly distinct words took 19 s and 280 MB),
-and a word a million characters into one row is past what BM25 can rank anyway (the row's length
-drowns it). The row's whole text is still stored and returned.
+linear but not cheap (its time and memory grow with the row's distinct words, and a 19 MB
+single-line fact of mostly distinct words pays them all), and a word a million characters into
+one row is past what BM25 can rank anyway (the row's length drowns it). The row's whole text is
+still stored and returned.
 
 Rows are added in segments (one per batch of additions) and removed by the matrix's alive mask, so
 an edit never rebuilds the postings of the whole index; when the matrix compacts, the postings are

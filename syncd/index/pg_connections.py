@@ -56,7 +56,8 @@ class Connections:
             conn = self._idle.pop() if self._idle else None
         if conn is not None:
             # An idle connection outlives a server restart only as a dead socket: one round trip
-            # (~0.1 ms) finds out, and a new connection then serves the first request after it.
+            # (cheap beside a request) finds out, and a new connection then serves the first
+            # request after it.
             try:
                 conn.execute("SELECT 1")
             except psycopg.Error:

@@ -464,8 +464,8 @@ class PgIndex:
     def _write_all(self, conn, updates: Sequence[FileUpdate]) -> None:
         """Write ``updates`` (each of another path) in a few statements whatever their number: a
         sync after a burst of saves re-records thousands of files whose stat alone moved, and a
-        statement per file cost a round trip each (3,000 files: 3.0 s of a 3.8 s sync that
-        changed nothing else)."""
+        statement per file cost a round trip each, most of a sync that changed nothing else
+        (bench_backends.py home measures a no-op sync)."""
         whole = sorted(u.path for u in updates if replaces_whole(u))
         if whole:
             conn.execute(self._sql("DELETE FROM {s}.entries WHERE path = ANY(%s)"), (whole,))

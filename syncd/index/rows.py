@@ -240,9 +240,10 @@ class _FactRead:
 
 
 # The logs remembered: the ones being written to (a daemon serving many users appends to many
-# logs in turn). Each costs about its parse and rows in memory, some 1.7 KB a fact (175 MB for a
-# log of 100,000 facts), so besides the newest read, whatever its size, at most this many logs
-# and this much of their text (about 40 MB with their rows) are kept, the least recent going first.
+# logs in turn). Each costs about its parse and rows in memory, in proportion to its facts and
+# many times their text (bench_scale.py log measures one big log's peak), so besides the newest
+# read, whatever its size, at most this many logs and this much of their text are kept, the least
+# recent going first.
 _REMEMBERED_LOGS = 64
 _REMEMBERED_CHARS = 4_000_000
 _last_reads: OrderedDict[str, _LastRead] = OrderedDict()

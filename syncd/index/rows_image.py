@@ -3,8 +3,9 @@ LanceDB.
 
 A process that searches once (``syncd search`` without a daemon) used to import LanceDB, read
 every row with its vector and analyse every row's text into BM25 postings before it could answer:
-~4 s of CPU at 30,000 rows, for one query. The image (``index/rows.image``) holds the same rows as
-the arrays a query reads, laid out to be memory-mapped: the vectors (float32 and int8), the scope
+CPU in proportion to the rows, for one query (bench_cli.py measures a one-shot search). The image
+(``index/rows.image``) holds the same rows as the arrays a query reads, laid out to be
+memory-mapped: the vectors (float32 and int8), the scope
 codes, the conversation links, the full-text postings (one segment, terms in sorted order, so a
 query binary-searches its few terms and touches only their postings) and each row's payload as a
 JSON line. Opening it reads a header; a query then pages in the int8 codes, its terms' postings and

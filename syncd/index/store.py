@@ -83,12 +83,12 @@ def writes_before_optimize(rows: int) -> int:
     table counts its own: the files table, at a twentieth of the rows, is compacted far more often).
 
     Compacting rewrites the whole table (LanceDB takes every fragment under a million rows):
-    ~1.5 s of CPU at 100,000 rows, in proportion to the rows. Each write left uncompacted is a
-    fragment that every later add and delete pays for (~0.15 ms each, measured at 100,000 rows).
-    Over a cycle of k writes that is 15 us x rows + 0.15 ms x k^2 / 2, cheapest per write at
-    k = sqrt(rows / 5): 141 writes at 100,000 rows, where every 40 costs about twice as much by
-    that count (measured with 8 REST clients: 2.0 -> 0.3-0.8 MB written per add).
-    A small table keeps the old floor of 40."""
+    c of CPU a row, in proportion to the rows. Each write left uncompacted is a fragment that
+    every later add and delete pays for (f each). Over a cycle of k writes that is
+    c x rows + f x k^2 / 2, cheapest per write at k = sqrt(2c x rows / f); 2c / f measured about
+    1 / 5 at 100,000 rows, hence k = sqrt(rows / 5): 141 writes at 100,000 rows, where every 40
+    costs more by that count and wrote more bytes per add (bench_adds.py measures the CPU of an
+    add). A small table keeps the old floor of 40."""
     return max(_WRITES_BEFORE_OPTIMIZE, math.isqrt(max(rows, 0) // 5))
 
 
@@ -737,8 +737,8 @@ class Index:
     def _compact(self, names: Sequence[str]) -> None:
         """Optimize the tables named (``entries``, ``files``), each on its own cadence: the files
         table is a twentieth of the entries table, so compacting it is cheap, and its fragments
-        cost every later write as much (files delete + add at 5,000 records: 6.4 ms with no
-        extra fragment, 17 ms with 70, 51 ms with 140; compacting it, 150 ms)."""
+        cost every later write as much (a files delete + add costs more with each fragment left,
+        soon more than compacting the small table would)."""
         with self._writing:
             before = self._mirror.stamp() if self._mirror is not None else None
             if "entries" in names:
@@ -777,7 +777,7 @@ class Index:
 
         A writable index belongs to the process holding the home lock, so its table changes only
         through our own writes, which patch the rows as they go: it never has to ask LanceDB for
-        the version, a call that costs ~1.5 ms through LanceDB's async runtime.
+        the version, a call through LanceDB's async runtime that every search would pay.
         """
         if self._matrix_version is not None and not self.shared:
             return

@@ -189,7 +189,7 @@ class LLMReply:
 
 def _use_bundled_prices() -> None:
     """litellm fetches its model price list from the network when it is imported, retrying for
-    about 10 s when offline; syncd never needs prices that fresh. Its bundled copy is used unless
+    a while when offline; syncd never needs prices that fresh. Its bundled copy is used unless
     the person set LITELLM_LOCAL_MODEL_COST_MAP themselves (to "False" to fetch). It has to be in
     the environment before the first ``import litellm``, which reads it once."""
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
@@ -201,7 +201,7 @@ async def complete(settings: Settings, system: str, user: str, options: Mapping[
     if not settings.llm_model:
         raise ExtractionError(NO_LLM_MESSAGE)
     _use_bundled_prices()
-    import litellm  # slow to import (about 4 s); only paid by processes that extract
+    import litellm  # slow to import; only paid by processes that extract
 
     messages = [{"role": "system", "content": system}, {"role": "user", "content": user}]
     try:

@@ -3,8 +3,8 @@ server wait for it or work for it before its token is checked.
 
 Unbounded, a request's line and headers may be of any size and take any time: httptools joins
 the pieces of a header value one by one as they arrive (quadratic), so one client sending a
-100 MB header held the event loop for seconds and ``/health`` went from 0.18 s to 14 s. Here,
-for every request:
+100 MB header held the event loop, and every other request (``/health`` included) waited behind
+it. Here, for every request:
 
 - its line and headers are at most :data:`MAX_HEAD_BYTES` (431), its URL at most
   :data:`MAX_URL_BYTES` (414), its header fields at most :data:`MAX_HEADERS` (431);

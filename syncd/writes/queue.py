@@ -45,8 +45,8 @@ class CommitQueue(Generic[R, C]):
     failure (the index's own tables are written behind, beside the commit: see Index.apply).
     Settling holds the commit stage: the groups arriving meanwhile then share the next commit.
     Letting the stage go before settling was tried: passes came sooner with fewer groups each,
-    and the git processes paid per add outweighed the wait (bench_adds at 100,000 facts: 36 ms
-    of CPU an add and 27.8-35.2 adds/s with the stage held, 41-57 ms and 20.8-27.4 without).
+    and the git processes paid per add outweighed the wait: each add cost more CPU and fewer
+    adds were acknowledged a second than with the stage held (bench_adds.py measures both).
     What ``commit`` returned (which of the paths landed, and as what) is what :meth:`wait`
     returns to each group of the batches it committed.
 

@@ -3,8 +3,9 @@
 Agents' change groups take the turn many times a second; the daemon's steps (indexing what a
 person saved, committing it) take it between them. A plain ``threading.Lock`` lets a thread that
 releases it take it straight back, so under a steady stream of agent writes a daemon step could
-wait for tens of seconds (CI saw a person's saved page wait more than 30 s for its commit). With
-tickets, every waiter is served after at most the holders that asked before it.
+wait as long as the stream lasted (bench_load.py measures how long a person's saved page waits
+for its commit while agents write). With tickets, every waiter is served after at most the
+holders that asked before it.
 """
 
 from __future__ import annotations
