@@ -17,6 +17,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
@@ -162,15 +163,18 @@ def _check_round(home: Path, agents: Agents, branches: list[str], step: str) -> 
     assert not _git_ok(home, "ls-files", "-u").stdout.strip(), "unmerged paths left behind"
 
 
-def _insist(home: Path, *args: str) -> None:
+def _insist(home: Path, *args: str, already: Callable[[], bool] = lambda: False) -> None:
     """Run a git command of the person's again until git starts it: an agent's write that is not
-    committed yet makes git refuse ("local changes would be overwritten"), as it would them."""
+    committed yet makes git refuse ("local changes would be overwritten"), as it would them.
+    ``already``: what the command was for is done (by the daemon) after a failed try."""
     tries: list[subprocess.CompletedProcess] = []
 
     def started() -> bool:
         tries.append(_git_ok(home, *args))
+        if tries[-1].returncode == 0 or already():
+            return True
         assert "CONFLICT" not in tries[-1].stdout, tries[-1].stdout
-        return tries[-1].returncode == 0
+        return False
 
     if poll(started, 16, every=0.4):
         return
@@ -178,7 +182,7 @@ def _insist(home: Path, *args: str) -> None:
     lock = home / ".git/index.lock"
     held = f"index.lock held for {time.time() - lock.stat().st_mtime:.1f} s" if lock.exists() else "no index.lock"
     state = held + "\n" + _git_ok(home, "status", "--porcelain").stdout + _git_ok(home, "diff").stdout[-2000:]
-    raise AssertionError(f"git {' '.join(args)}: first {first}\nlast {done.stderr}\n{state}")
+    raise AssertionError(f"git {' '.join(args)}: first {first}\nlast {done.stdout}{done.stderr}\n{state}")
 
 
 def _merge_conflict_then_abort(home: Path, agents: Agents, round_: int) -> None:
@@ -192,8 +196,21 @@ def _merge_conflict_then_abort(home: Path, agents: Agents, round_: int) -> None:
     (side / log).write_text((side / log).read_text() + f"- [note] The person's side edit {round_}.\n")
     (side / "vault/index.md").write_text(f"# Index as the side branch has it {round_}\n")
     git(side, "commit", "-qam", "side edit")
-    (home / "vault/index.md").write_text(f"# Index as main has it {round_}\n")
-    _insist(home, "commit", "-q", "-m", "main edit", "--", "vault/index.md")
+    main_text = f"# Index as main has it {round_}\n"
+    (home / "vault/index.md").write_text(main_text)
+    # The person's commit may fail at first (a commit pass holds index.lock), and the daemon then
+    # commits the saved page as theirs before they try again: nothing is left to commit ("no
+    # changes added"), and main holds the edit the merge must conflict with all the same.
+    _insist(
+        home,
+        "commit",
+        "-q",
+        "-m",
+        "main edit",
+        "--",
+        "vault/index.md",
+        already=lambda: git(home, "show", "HEAD:vault/index.md") == main_text,
+    )
     # An agent's write not committed yet makes git refuse to start ("local changes would be
     # overwritten"): the person tries again, as they would.
     merges: list[subprocess.CompletedProcess] = []
