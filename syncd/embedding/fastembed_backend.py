@@ -44,7 +44,6 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 from ..compat.patches import fastembed_quiet_session, fastembed_truncation
 from ..config import DEFAULT_EMBED_MODEL, Settings
 from ..errors import EmbeddingError
-from .combine import CallCombiner
 from .model_files import (
     BUNDLED_TOKENIZER_DIR,
     DEFAULT_MODEL_ID,
@@ -274,7 +273,6 @@ class FastEmbedBackend:
         self._cut: Callable[[str], str] = _no_cut
         self._load_lock = threading.Lock()
         self._run_lock = threading.Lock()
-        self._combined = CallCombiner(self._run_texts)
         self._release_after_query = False
 
     @property
@@ -344,8 +342,7 @@ class FastEmbedBackend:
         return model
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
-        """float32 array of shape (len(texts), dim) with unit rows. Callers embedding at the same
-        moment share one model call (combine.py)."""
+        """float32 array of shape (len(texts), dim) with unit rows."""
         items = check_texts(texts)
         if not items:
             import numpy as np
@@ -353,7 +350,7 @@ class FastEmbedBackend:
             return np.zeros((0, self.dim), dtype=np.float32)
         # numpy comes with the runtime the model loads: a failure to map it is told as the runtime's.
         self._get_model()
-        return self._finish(self._combined([self._cut(text) for text in items]), len(items))
+        return self._finish(self._run_texts([self._cut(text) for text in items]), len(items))
 
     def _run_texts(self, items: list[str]) -> list[np.ndarray]:
         """One model call's rows of ``items`` (already cut), in order."""
