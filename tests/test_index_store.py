@@ -219,7 +219,7 @@ def test_rows_handed_in_again_as_the_same_objects_are_kept_only_while_memory_hol
 def test_a_bigger_table_lets_more_writes_pile_up_before_compacting():
     """Compacting rewrites the whole table, so its cadence grows with the rows (as the square
     root: the cheapest cycle per write), never below the small table's 40 writes."""
-    from syncd.index.store import writes_before_optimize
+    from syncd.index.compaction import writes_before_optimize
 
     assert writes_before_optimize(0) == writes_before_optimize(5_000) == 40
     assert writes_before_optimize(100_000) == 141

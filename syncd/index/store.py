@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import os
 import shutil
 import threading
@@ -45,6 +44,7 @@ from typing import TYPE_CHECKING
 from ..compat.patches import lancedb_defer_rest_client
 from ..errors import IndexError_, SyncdError
 from ..home import atomic_write
+from .compaction import WRITES_BEFORE_OPTIMIZE, compact_table, ensure_id_index, writes_before_optimize
 from .files_mirror import FilesMirror, lance_stamp, read_mirror
 from .pending import PendingWrites, replaces_whole
 from .records import SCHEMA_VERSION, EntryRow, FileRecord, FileUpdate, StaleRows, meta_compatible
@@ -66,30 +66,8 @@ log = logging.getLogger(__name__)
 
 _FILES = "files"
 _ENTRIES = "entries"
-# Compact after at least this many small writes: each is a new LanceDB version and fragment.
-_WRITES_BEFORE_OPTIMIZE = 40
-# Versions a compaction leaves for readers still on them. Compacting rewrites the whole table
-# (LanceDB compacts every fragment under a million rows), so each kept version can cost the
-# table's size on disk: long enough for any read in progress, and no longer.
-_KEEP_OLD_VERSIONS = timedelta(minutes=1)
 # Paths whose last applied rows are remembered (_applied_rows): those being written to.
 _REMEMBERED_PATHS = 64
-# LanceDB's full-text index, which indexes made before full text moved into memory still carry.
-_OLD_FULLTEXT_INDEX = "search_text_idx"
-
-
-def writes_before_optimize(rows: int) -> int:
-    """How many small writes to let pile up before compacting a table of ``rows`` rows (each
-    table counts its own: the files table, at a twentieth of the rows, is compacted far more often).
-
-    Compacting rewrites the whole table (LanceDB takes every fragment under a million rows):
-    c of CPU a row, in proportion to the rows. Each write left uncompacted is a fragment that
-    every later add and delete pays for (f each). Over a cycle of k writes that is
-    c x rows + f x k^2 / 2, cheapest per write at k = sqrt(2c x rows / f); 2c / f measured about
-    1 / 5 at 100,000 rows, hence k = sqrt(rows / 5): 141 writes at 100,000 rows, where every 40
-    costs more by that count and wrote more bytes per add (bench_adds.py measures the CPU of an
-    add). A small table keeps the old floor of 40."""
-    return max(_WRITES_BEFORE_OPTIMIZE, math.isqrt(max(rows, 0) // 5))
 
 
 class Index:
@@ -681,7 +659,7 @@ class Index:
             for name, version in (("entries", entries_version), ("files", records_version)):
                 self._writes[name] += version is not None
             due = [name for name, writes in self._writes.items()
-                   if writes >= _WRITES_BEFORE_OPTIMIZE and writes >= writes_before_optimize(self._held_rows(name))]  # fmt: skip
+                   if writes >= WRITES_BEFORE_OPTIMIZE and writes >= writes_before_optimize(self._held_rows(name))]  # fmt: skip
             if due:
                 try:
                     self._compact(due)
@@ -744,7 +722,7 @@ class Index:
             if "entries" in names:
                 self.ensure_id_index()
             for name in names:
-                (self._entries if name == "entries" else self._files).optimize(cleanup_older_than=_KEEP_OLD_VERSIONS)
+                compact_table(self._entries if name == "entries" else self._files)
             with self._lock:
                 # Compaction moves rows between files but changes none: the loaded copy stays
                 # valid (a new version of the same rows). One never loaded stays unloaded.
@@ -760,14 +738,7 @@ class Index:
         """A scalar index on ``id``, so looking a fact up by id (find_fact) is not a scan."""
         if self._has_id_index or self.read_only:
             return
-        names = {getattr(ix, "name", "") for ix in self._entries.list_indices()}
-        if _OLD_FULLTEXT_INDEX in names:
-            # Full text is searched in memory now; the old index would only slow every optimize.
-            self._entries.drop_index(_OLD_FULLTEXT_INDEX)
-        if "id_idx" not in names:
-            from lancedb.index import BTree
-
-            self._entries.create_index("id", config=BTree(), replace=True, name="id_idx")
+        ensure_id_index(self._entries)
         self._has_id_index = True
 
     # -- searching -------------------------------------------------------------------------------
