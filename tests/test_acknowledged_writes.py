@@ -232,9 +232,24 @@ def _stash_and_pop(home: Path, round_: int) -> None:
     page = home / "vault" / f"Draft{round_}.md"
     page.write_text(f"# Draft {round_}\n\nThe person's unfinished note.\n")
     (home / "vault/index.md").write_text((home / "vault/index.md").read_text() + f"\nEdit {round_}.\n")
+    draft = page.read_text()
     _insist(home, "stash", "push", "--include-untracked")
     time.sleep(0.2)  # the person's pause with their changes stashed, as a person's is: no event ends it
-    _insist(home, "stash", "pop")
+    # The daemon may commit the new page as the person's while `git stash -u` runs: the stash
+    # saves it as untracked, git's reset then finds it in HEAD and puts it back, and the pop
+    # refuses to overwrite it ("already exists, no checkout"). That is git's own answer, with the
+    # same bytes in the tree and in the entry, which git keeps: the person has all they wrote.
+    rel = page.relative_to(home).as_posix()
+    _insist(
+        home,
+        "stash",
+        "pop",
+        already=lambda: (
+            page.exists()
+            and page.read_text() == draft
+            and _git_ok(home, "show", f"stash@{{0}}^3:{rel}").stdout == draft
+        ),
+    )
 
 
 def _pull_rebase(home: Path, round_: int) -> None:

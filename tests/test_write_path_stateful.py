@@ -429,9 +429,11 @@ class WritePathMachine(RuleBasedStateMachine):
             # A file the stash took untracked was made again meanwhile (an agent wrote the day's
             # first fact anew): git cannot pop that; the person keeps the entry and merges it by
             # hand. It holds nothing acknowledged (that was committed before the stash).
-            if "already exists, no checkout" in self.git_failures[-1]:
-                return "refused"
-            return "resolved" if self._resolve_conflicted_pop() else ""
+            # A pop may both conflict in a block and refuse an untracked file: the conflict is
+            # resolved first, else it would be left behind with the entry.
+            if self._resolve_conflicted_pop():
+                return "resolved"
+            return "refused" if "already exists, no checkout" in self.git_failures[-1] else ""
 
         outcome = poll(popped, 20, every=0.2)
         if outcome == "refused":
