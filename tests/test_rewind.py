@@ -4,11 +4,13 @@ never turns into a commit deleting acknowledged facts (syncd/writes/rewind.py)."
 from __future__ import annotations
 
 import asyncio
+import os
+import subprocess
 
 from syncd.memory import MemoryManager
 from syncd.writes.rewind import find_rewound, lost_facts
 
-from .daemon_helpers import daily_log, git, running_daemon, wait_for
+from .daemon_helpers import GIT_ENV, daily_log, git, running_daemon, wait_for
 from .helpers import write
 
 LOG = "memory/users/ana/2026-11-22.md"
@@ -76,6 +78,89 @@ def test_the_daemon_puts_back_what_a_git_command_took_out_as_its_own_change(home
         assert "-- [" not in git(home, "show", "--format=", sha)
 
 
+def _stash_took_it_out_under_our_commit(home, log: str) -> bytes:
+    """Leave ``log`` as a `git stash -u` racing the commit pass that published it leaves it: HEAD
+    and git's index hold it, the tree does not, the newest stash entry keeps it as untracked."""
+    data = (home / log).read_bytes()
+    git(home, "rm", "-q", "--cached", log)
+    git(home, "commit", "-qm", "before the log was committed")
+    git(home, "stash", "push", "-u", "-q")  # the log was untracked when the stash read the index
+    assert not (home / log).exists()
+    blob = (
+        subprocess.run(["git", "hash-object", "-w", "--stdin"], cwd=home, input=data, capture_output=True, check=True)
+        .stdout.decode()
+        .strip()
+    )
+    git(home, "update-index", "--add", "--cacheinfo", f"100644,{blob},{log}")
+    git(home, "commit", "-qm", "our commit pass, which published the log")
+    return data
+
+
+def test_a_file_a_stash_took_out_whole_under_our_commit_is_put_back(engine, home):
+    _agent_facts(engine, "Likes green tea.", "Swims on Sundays.")
+    log = _log(home)
+    data = _stash_took_it_out_under_our_commit(home, log)
+    assert find_rewound(home, [log]) == {log: data}
+
+
+def test_a_file_the_person_deleted_is_not_put_back(engine, home):
+    _agent_facts(engine, "Likes green tea.")
+    log = _log(home)
+    (home / log).unlink()  # rm: HEAD and the index hold it, but no stash keeps it
+    assert find_rewound(home, [log]) == {}
+    git(home, "stash", "push", "-q")  # a stash of the deletion: the file is tracked, not untracked
+    git(home, "rm", "-q", log)
+    assert find_rewound(home, [log]) == {}
+
+
+def test_a_file_whose_stashed_copy_differs_from_head_is_not_put_back(engine, home):
+    _agent_facts(engine, "Likes green tea.")
+    log = _log(home)
+    _stash_keeping_untracked(home, log, b"# An older page of the person's, stashed\n")
+    (home / log).unlink()
+    assert find_rewound(home, [log]) == {}
+
+
+def _stash_keeping_untracked(home, log: str, data: bytes) -> None:
+    """A newest stash entry keeping ``data`` at ``log`` as untracked (its third parent), made
+    with git's plumbing so that the tree is not touched (a daemon watches it)."""
+    env = {"GIT_INDEX_FILE": str(home / ".git" / "index-for-the-stash")}
+    blob = git_input(home, data, "hash-object", "-w", "--stdin")
+    git_input(home, b"", "update-index", "--add", "--cacheinfo", f"100644,{blob},{log}", env=env)
+    tree = git_input(home, b"", "write-tree", env=env)
+    untracked = git_input(home, b"", "commit-tree", tree, "-m", "untracked files on main")
+    head = git(home, "rev-parse", "HEAD").strip()
+    index = git_input(home, b"", "commit-tree", f"{head}^{{tree}}", "-p", head, "-m", "index on main")
+    entry = git_input(
+        home, b"", "commit-tree", f"{head}^{{tree}}", "-p", head, "-p", index, "-p", untracked, "-m", "WIP on main"
+    )
+    git(home, "update-ref", "refs/stash", entry)
+
+
+def git_input(home, data: bytes, *args: str, env: dict[str, str] | None = None) -> str:
+    done = subprocess.run(
+        ["git", *args], cwd=home, input=data, capture_output=True, check=True, env=os.environ | GIT_ENV | (env or {})
+    )
+    return done.stdout.decode().strip()
+
+
+def test_the_daemon_puts_back_a_file_a_stash_took_out_under_our_commit(home, embedder):
+    with running_daemon(home, embedder) as run:
+        run.settle()
+        _agent_facts(run.reader, "Likes green tea.")
+        run.settle()
+        log = _log(home)
+        data = (home / log).read_bytes()
+        _stash_keeping_untracked(home, log, data)
+        (home / log).unlink()  # the stash's clean, landing after our commit pass looked
+        wait_for(lambda: (home / log).exists(), 30, "the log put back")
+        run.settle()
+        run.stop()
+    assert (home / log).read_bytes() == data
+    assert git(home, "show", f"HEAD:{log}").encode() == data
+    assert not git(home, "log", "--diff-filter=D", "--format=%H", "--", log).split()
+
+
 def test_undoing_a_group_never_takes_lines_out_that_a_commit_took_in(home):
     # A group wrote twice and gave up (its commit found git busy); between its writes the person
     # committed the file as it then was (`git commit -a`, or a stash popped back and committed as
@@ -113,3 +198,16 @@ def test_undoing_a_group_never_takes_lines_out_that_a_commit_took_in(home):
     assert undo_would_uncommit(home, LOG, second, base)
     assert undo_would_uncommit(home, LOG, first, base)  # HEAD holds it as it is
     assert not undo_would_uncommit(home, other, b"# Notes\n", None)  # not in HEAD at all
+
+
+def test_a_write_to_a_file_a_stash_took_out_builds_on_what_is_committed(engine, home):
+    _agent_facts(engine, "Likes green tea.")
+    log = _log(home)
+    _stash_keeping_untracked(home, log, (home / log).read_bytes())
+    (home / log).unlink()
+    git(home, "update-index", "-q", "--refresh")  # git's index rewritten, as the stash's reset does
+    _agent_facts(engine, "Swims on Sundays.")
+    for fact in ("Likes green tea.", "Swims on Sundays."):
+        assert fact in (home / log).read_text()
+        assert fact in git(home, "show", f"HEAD:{log}")
+    assert not git(home, "log", "--diff-filter=D", "--format=%H", "--", log).split()

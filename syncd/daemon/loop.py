@@ -34,7 +34,7 @@ from ..errors import GitBusyError, HistoryError, SyncdError
 from ..history.git import busy_state, head_sha
 from ..history.intents import Intent, record_intent
 from ..history.status import uncommitted_paths
-from ..home import atomic_write, blob_sha, ignore_write_temp_files, remove_stale_temp_files
+from ..home import atomic_write, blob_sha, ignore_write_temp_files, read_regular, remove_stale_temp_files
 from ..sync.apply import SyncReport
 from ..sync.events import Batch, Event, coalesce
 from ..sync.progress import log_every
@@ -478,10 +478,11 @@ class Daemon:
         for rel, data in find_rewound(self.root, paths).items():
             path = self.root / rel
             try:
-                current = path.read_bytes()
+                current = read_regular(self.root, rel)
                 intent = Intent(author="syncd", summary=f"Put back the facts a git command took out of {rel}")
                 record_intent(self.engine.home, rel, blob_sha(data), intent)
-                atomic_write(path, data, expected_sha=blob_sha(current))
+                # A file taken out whole is put back only if nobody made it again meanwhile.
+                atomic_write(path, data, expected_sha=None if current is None else blob_sha(current))
             except (OSError, SyncdError) as exc:  # changed meanwhile: the next pass looks again
                 log.info("did not put back %s yet: %s", rel, exc)
                 continue

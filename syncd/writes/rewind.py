@@ -17,6 +17,16 @@ earlier version of the file whose lines the file all holds), so the person's own
 stay and what the command took out comes back. The one thing this rule cannot tell from a rewind
 is a person who deletes an agent's fact and stages the deletion with ``git add`` without
 committing it: they commit it themselves (or save it and let syncd commit it).
+
+A file can also be taken out whole. `git stash --include-untracked` that read git's index just
+before a commit pass of ours published a new file counts the file as untracked, keeps it in the
+stash's third parent and cleans it from the tree, after the pass committed it. The commit pass puts
+such a file back when it sees it gone (WritePath._put_back_taken); a clean that lands after that
+look leaves a file HEAD and git's index hold, missing from the tree, and the stash entry holding
+exactly HEAD's bytes as untracked. No command of the person's leaves that state on purpose: a file
+git tracks is never stashed as untracked, and ``rm`` or ``git rm`` of it leaves no such entry (the
+one exception, a page the person stashed untracked, then wrote again byte for byte, committed and
+deleted, is put back once; they delete it again). It is put back as HEAD has it.
 """
 
 from __future__ import annotations
@@ -133,28 +143,35 @@ def _base(root: Path, rel: str, work: bytes) -> bytes | None:
 
 
 def find_rewound(root: Path, paths: Iterable[str]) -> dict[str, bytes]:
-    """Of ``paths``, the files a git command rewound (see the module doc), each with the bytes
-    to write back. Empty when git is busy or cannot say (nothing is restored on a guess)."""
+    """Of ``paths``, the files a git command rewound or took out whole (see the module doc),
+    each with the bytes to write back (for a file taken out, HEAD's). Empty when git is busy or
+    cannot say (nothing is restored on a guess)."""
     # HEAD's blobs come from the objects in memory, so a file as HEAD has it (the common case:
     # a write checks the file it builds on) costs no git process; git's index is asked only
     # about files that differ from HEAD.
     works: dict[str, bytes] = {}
     committed: dict[str, str] = {}
+    missing: dict[str, str] = {}
     for rel in sorted(p for p in set(paths) if p.endswith(".md")):
         try:
             work = read_regular(root, rel)
             head_sha = committed_blob(root, rel)
         except (OSError, SyncdError):
             continue
-        if work is not None and head_sha is not None and blob_sha(work) != head_sha:
+        if head_sha is None:
+            continue
+        if work is None:
+            if not os.path.lexists(root / rel):
+                missing[rel] = head_sha
+        elif blob_sha(work) != head_sha:
             works[rel], committed[rel] = work, head_sha
-    if not works:
+    if not works and not missing:
         return {}
     try:
-        staged = _entries(root, "ls-files", "-s", "-z", "--", *works)
+        staged = _entries(root, "ls-files", "-s", "-z", "--", *works, *missing)
     except (GitBusyError, HistoryError):
         return {}
-    found = {}
+    found = _stashed_whole(root, {rel: sha for rel, sha in missing.items() if staged.get(rel) == sha})
     for rel, work in works.items():
         index_sha = staged.get(rel)
         if index_sha is None or index_sha == committed[rel]:
@@ -165,6 +182,26 @@ def find_rewound(root: Path, paths: Iterable[str]) -> dict[str, bytes]:
         if head is None or not lost_facts(head, work):
             continue
         found[rel] = merge_back(root, head, _base(root, rel, work), work)
+    return found
+
+
+def _stashed_whole(root: Path, gone: dict[str, str]) -> dict[str, bytes]:
+    """Of ``gone`` (``{path: HEAD's sha}``, files HEAD and git's index hold and the tree does
+    not), those the newest stash entry keeps as untracked with exactly HEAD's bytes: taken out
+    by a `git stash -u` racing our commit (module doc). Each with HEAD's bytes."""
+    if not gone:
+        return {}
+    try:
+        untracked = _entries(root, "ls-tree", "-z", "refs/stash^3", "--", *gone)
+    except (GitBusyError, HistoryError):
+        return {}  # no stash, or its newest entry keeps no untracked files
+    found = {}
+    for rel, sha in gone.items():
+        if untracked.get(rel) != sha:
+            continue
+        head = _blob(root, sha)
+        if head is not None and lost_facts(head, b""):
+            found[rel] = head
     return found
 
 

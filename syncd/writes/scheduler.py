@@ -212,7 +212,12 @@ class WritePath:
             return
         if git_fingerprint(self.home.root) == self.last_commit_fingerprint:
             return  # git's index is as our last pass left it: nothing rewound since
-        if find_rewound(self.home.root, [rel]):
+        rewound = find_rewound(self.home.root, [rel])
+        if rel in rewound and not os.path.lexists(self.home.root / rel):
+            # Taken out whole (a stash racing our commit): put back as HEAD has it, so the write
+            # builds on what is committed instead of starting the file anew.
+            self._put_back(rel, rewound[rel])
+        elif rewound:
             raise GitBusyError(
                 f"not written, retry in a moment: a git command of yours took facts out of {rel} "
                 "that are committed; syncd puts them back first"
@@ -471,12 +476,20 @@ class WritePath:
         else the next write to the file starts it anew and its commit, in the agent's name,
         deletes what was acknowledged (or the daemon commits the deletion as the person's). Put
         back as HEAD has it: nobody asked for the deletion (the stash keeps its own copy)."""
-        root = self.home.root
         try:
-            data = run_git(root, "cat-file", "blob", sha)
-            atomic_write(root / rel, data, expected_sha=None)
-        except (ConflictError, GitBusyError, HistoryError, StorageError) as exc:
-            # Made again meanwhile (whoever did commits it), or git cannot say: looked at no more.
+            data = run_git(self.home.root, "cat-file", "blob", sha)
+        except (GitBusyError, HistoryError) as exc:
+            log.info("did not put back %s, taken out of the tree under its commit: %s", rel, exc)
+            return
+        self._put_back(rel, data)
+
+    def _put_back(self, rel: str, data: bytes) -> None:
+        """Write committed ``data`` to ``rel``, which a git command took out of the tree, unless
+        someone made the file again meanwhile (compare-and-swap on "must not exist")."""
+        try:
+            atomic_write(self.home.root / rel, data, expected_sha=None)
+        except (ConflictError, StorageError) as exc:
+            # Made again meanwhile (whoever did commits it), or the disk refused: looked at no more.
             log.info("did not put back %s, taken out of the tree under its commit: %s", rel, exc)
             return
         # Not noted as written by us (_written_stat): a daemon that indexed the deletion sees a
