@@ -207,13 +207,17 @@ class WritePath:
     def _check_not_rewound(self, rel: str) -> None:
         """Refuse, before anything is written, a write that would build on a file a git command
         of the person's rewound (rewind.py): committed, it would delete facts acknowledged
-        before. Looked at only for a while after git moved under someone else's command."""
-        if time.time() - self._foreign_moved > _REWIND_WATCH_S:
+        before. Looked at for a while after git moved under someone else's command, and always
+        for a file missing from the tree (rare, and cheap to look at: HEAD's objects are in
+        memory): a stash's clean can take one out whenever, and a write starting it anew would
+        delete what HEAD holds of it however long after."""
+        gone = not os.path.lexists(self.home.root / rel)
+        if not gone and time.time() - self._foreign_moved > _REWIND_WATCH_S:
             return
-        if git_fingerprint(self.home.root) == self.last_commit_fingerprint:
+        if not gone and git_fingerprint(self.home.root) == self.last_commit_fingerprint:
             return  # git's index is as our last pass left it: nothing rewound since
         rewound = find_rewound(self.home.root, [rel])
-        if rel in rewound and not os.path.lexists(self.home.root / rel):
+        if rel in rewound and gone:
             # Taken out whole (a stash racing our commit): put back as HEAD has it, so the write
             # builds on what is committed instead of starting the file anew.
             self._put_back(rel, rewound[rel])
