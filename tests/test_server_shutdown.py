@@ -114,7 +114,7 @@ def test_sigterm_during_the_startup_reconcile_gives_it_up_answers_the_writes_and
     isolate_git_identity(tmp_path, monkeypatch)
     home = syncd.init(tmp_path / "home").home
     warm_embed_cache(home, embedder)
-    logs = _unindexed_logs(home, files=150, facts_per_file=20)
+    logs = _unindexed_logs(home, files=200, facts_per_file=30)
     proc = start_serve_process(home)
     answers: list[httpx.Response] = []
     unread: list[int] = []
@@ -164,6 +164,6 @@ def test_sigterm_during_the_startup_reconcile_gives_it_up_answers_the_writes_and
         # What the reconcile had not reached is left for the next start to index, not lost.
         stale = set().union(*status.stale.values())
         assert stale & set(logs), (stop_s, status)
-    # Waiting for the whole reconcile, the stop took as long as embedding all 3,000 facts.
+    # Waiting for the whole reconcile, the stop took as long as embedding all 6,000 facts.
     assert stop_s < 30, (stop_s, told[-3000:])
     assert "left a reconcile of" in told and "request(s) in flight to answer" in told, told[-3000:]

@@ -567,6 +567,8 @@ class Daemon:
 def _then(
     first: Callable[[SyncProgress], None], second: Callable[[SyncProgress], None]
 ) -> Callable[[SyncProgress], None]:
+    """A progress listener telling ``first``, then ``second`` (which may raise to stop the sync)."""
+
     def both(event: SyncProgress) -> None:
         first(event)
         second(event)
