@@ -19,6 +19,7 @@ but had no time to commit.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import signal
@@ -37,7 +38,7 @@ from ..history.status import uncommitted_paths
 from ..home import atomic_write, blob_sha, ignore_write_temp_files, read_regular, remove_stale_temp_files
 from ..sync.apply import SyncReport
 from ..sync.events import Batch, Event, coalesce
-from ..sync.progress import log_every
+from ..sync.progress import SyncProgress, log_every
 from ..sync.scan import DiskScan, list_tree
 from ..sync.watcher import TreeWatcher
 from ..wiki.store import follow_index
@@ -69,6 +70,10 @@ _RETRY_MIN_S, _RETRY_MAX_S = 0.5, 30.0
 _PROGRESS_LOG_EVERY_S = 10.0
 
 
+class _Stopped(Exception):
+    """A reconcile given up halfway because the daemon is asked to stop (see reconcile)."""
+
+
 class Daemon:
     """Follows one home with a writable :class:`Engine` (which holds the home's lock)."""
 
@@ -93,6 +98,7 @@ class Daemon:
         self._events: list[Event] = []
         self._first_event = self._last_event = 0.0
         self._stopping = False
+        self._doing: str | None = None
         self._pending: set[str] = set()
         self._pending_since: float | None = None
         self._commit_due: float | None = None
@@ -131,10 +137,17 @@ class Daemon:
             self._cond.notify()
 
     def stop(self) -> None:
-        """Ask the loop to finish the batch in hand, commit and return (safe from a signal)."""
+        """Ask the loop to finish the batch in hand, commit and return (safe from a signal). A
+        reconcile under way (the one at start, a periodic one, a burst's) is given up at its
+        next slice of work instead: the next start goes on from where it stopped."""
         with self._cond:
             self._stopping = True
             self._cond.notify()
+
+    @property
+    def doing(self) -> str | None:
+        """The step the work thread is in (for a log line saying what a shutdown waits for)."""
+        return self._doing
 
     # -- the loop --------------------------------------------------------------------------------
 
@@ -150,7 +163,10 @@ class Daemon:
         mirror = TokenMirror(self.engine).start() if shares_index(self.engine) else None
         try:
             log.info("watching %s (pid %d)", self.root, os.getpid())
-            self._guarded(self._preload)
+            # Asked to stop already (a server stopped as it started): loading the rows would
+            # only hold the stop up; the next start does it.
+            if not self._stopping:
+                self._guarded(self._preload)
             self._guarded(self._startup)
             while True:
                 events = self._wait_for_work()
@@ -169,9 +185,14 @@ class Daemon:
     def _guarded(self, step, *args) -> None:
         """The daemon's one broad catch: a failed step is logged and the daemon goes on. A step
         never interleaves with a change group written through this engine from another thread."""
+        self._doing = step.__name__.strip("_")
         try:
             with self.engine.exclusive():
                 step(*args)
+        except _Stopped:
+            # Not a failure: what the reconcile left undone is on disk, and the next start's
+            # reconcile goes on from there (a sync keeps what it wrote).
+            log.info("stopping: left a reconcile of %s halfway; the next start goes on from there", self.root)
         except Exception:
             # A reconcile soon redoes whatever the failed step dropped; backing off keeps a
             # lasting failure (an unreadable home) from spinning and flooding the log.
@@ -182,6 +203,8 @@ class Daemon:
                 self._next_reconcile = time.monotonic() + delay
         else:
             self._failures = 0
+        finally:
+            self._doing = None
 
     def _wait_for_work(self) -> list[Event] | None:
         """Block until there is something to do; return the events to handle (maybe none), or
@@ -284,7 +307,10 @@ class Daemon:
         with self._cond:
             events = self._take_events()
         if events:
-            self.handle_batch(events)
+            # A burst's reconcile is given up (see reconcile); what the batch indexed is still
+            # committed below.
+            with contextlib.suppress(_Stopped):
+                self.handle_batch(events)
         if self._pending:
             # A git command of the person's that just ended is given a quiet time (at most a
             # second here: the process is going away), not a pass.
@@ -349,7 +375,14 @@ class Daemon:
         return paths
 
     def reconcile(self, burst: bool = False) -> SyncReport:
-        """Sync the whole tree: at start, after a burst or an overflow, and periodically."""
+        """Sync the whole tree: at start, after a burst or an overflow, and periodically. Once
+        the daemon is asked to stop, raises _Stopped (at once, or after the slice of work in
+        hand): in a large home on a busy machine a reconcile takes long enough that a stopping
+        server would otherwise wait for it, with the writes in flight waiting behind it for
+        the write turn, and nothing in it is owed to anyone (acknowledged writes are committed
+        by their own passes; a person's files stay on disk, and the next start indexes and
+        commits them)."""
+        self._raise_if_stopping()
         if burst:
             self._wait_for_git(_BURST_MAX_WAIT_S)
         # Events queued by now are of changes made before this scan reads the tree, which sees
@@ -359,7 +392,7 @@ class Daemon:
             covered = self._take_events()
         if covered:
             self._follow_git(coalesce(covered, self.settings.burst_threshold))
-        report = self._sync(None)
+        report = self._sync(None, stoppable=True)
         self.reconciles += 1
         with self._cond:
             self._next_reconcile = time.monotonic() + self.settings.reconcile_interval_s
@@ -375,10 +408,20 @@ class Daemon:
                     return
                 self._cond.wait(timeout=0.05)
 
-    def _sync(self, paths: list[str] | None) -> SyncReport:
+    def _raise_if_stopping(self, *_: object) -> None:
+        if self._stopping:
+            raise _Stopped()
+
+    def _sync(self, paths: list[str] | None, stoppable: bool = False) -> SyncReport:
+        """Index ``paths`` (None: everything). ``stoppable``: given up (_Stopped) at the next
+        progress event once the daemon is asked to stop (events come after each slice of texts
+        embedded and each batch written: a sync's safe places to stop)."""
         started = time.monotonic()
         # A long sync (a first index, a checkout of many files) logs how far it got every so often.
-        report = self.engine.sync(paths, progress=log_every(log, _PROGRESS_LOG_EVERY_S))
+        progress = log_every(log, _PROGRESS_LOG_EVERY_S)
+        if stoppable:
+            progress = _then(progress, self._raise_if_stopping)
+        report = self.engine.sync(paths, progress=progress)
         self.batches += 1
         plan = report.plan
         if not plan.empty:
@@ -519,3 +562,15 @@ class Daemon:
         if self._pending:
             return
         self.engine.note_aligned_commit(head_sha(self.root))
+
+
+def _then(
+    first: Callable[[SyncProgress], None], second: Callable[[SyncProgress], None]
+) -> Callable[[SyncProgress], None]:
+    """A progress listener telling ``first``, then ``second`` (which may raise to stop the sync)."""
+
+    def both(event: SyncProgress) -> None:
+        first(event)
+        second(event)
+
+    return both

@@ -4,9 +4,13 @@ holds the home's lock. Reads are served from the daemon's live index; writes go 
 interleave with (``Engine.exclusive``).
 
 Threads: uvicorn's event loop on the main thread, the daemon's work thread beside it (plus the
-watcher's and the control socket's). On SIGTERM or SIGINT: the server stops accepting, answers
-the requests in flight (up to ``graceful_s``), then the daemon finishes the batch in hand and
-commits, the engine releases the lock, and the process exits 0.
+watcher's and the control socket's). On SIGTERM or SIGINT: the server stops accepting (a new
+connection is refused) and the daemon is told to stop at once, so that a reconcile under way
+(at start, or a periodic one: long in a large home) is given up instead of holding the write
+turn the requests in flight wait for; those are answered (up to ``graceful_s``), each write
+acknowledged only once committed, as always; then the daemon finishes the batch in hand and
+commits what people changed, the engine releases the lock, and the process exits 0. Each wait
+is logged (what is waited for), so a slow stop says why.
 
 While it runs, ``server.json`` in the home's private folder (``<git dir>/syncd/``, beside the
 admin token; not under ``.syncd/``, which may be deleted under it) says where (``{"pid", "url",
@@ -47,6 +51,8 @@ SERVER_FILE = "server.json"
 # A fact, a block or a turn is far below this; anything near it is not a request of ours.
 MAX_BODY_BYTES = 1 << 20
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
+# A stop that waits longer than this for the daemon says so in the log.
+_SAY_WAITING_AFTER_S = 1.0
 
 
 def build_server_app(service: MemoryService, tokens: TokenStore, *, host: str = "127.0.0.1",
@@ -97,7 +103,9 @@ class ServerHandle:
             self._stop()
 
 
-def uvicorn_server(config, on_started: Callable[[str], None]):
+def uvicorn_server(config, on_started: Callable[[str], None], on_stopping: Callable[[], None] = lambda: None):
+    """uvicorn's server, telling ``on_started`` its URL once it listens and calling
+    ``on_stopping`` as its shutdown begins (right before it stops accepting)."""
     import uvicorn
 
     class Server(uvicorn.Server):
@@ -114,6 +122,12 @@ def uvicorn_server(config, on_started: Callable[[str], None]):
                 bound = self.servers[0].sockets[0].getsockname()
                 shown = f"[{bound[0]}]" if ":" in bound[0] else bound[0]
                 on_started(f"http://{shown}:{bound[1]}")
+
+        async def shutdown(self, sockets=None) -> None:
+            log.info("stopping: %d request(s) in flight to answer (at most %g s)", len(self.server_state.tasks),
+                     self.config.timeout_graceful_shutdown)  # fmt: skip
+            on_stopping()
+            await super().shutdown(sockets)
 
     return Server(config)
 
@@ -167,7 +181,9 @@ def serve(
                 handle.url = url
                 handle.ready.set()
 
-        server = uvicorn_server(config, started)
+        # As the server stops accepting: the daemon gives up a reconcile under way, which the
+        # writes in flight would otherwise wait for (Daemon.reconcile).
+        server = uvicorn_server(config, started, on_stopping=daemon.stop if daemon is not None else lambda: None)
 
         def stop(*_: object) -> None:
             server.should_exit = True
@@ -194,6 +210,9 @@ def serve(
                 info_path.unlink(missing_ok=True)
                 # The requests are answered; now the batch in hand, the last commit, the lock.
                 daemon.stop()
-                worker.join()
+                worker.join(_SAY_WAITING_AFTER_S)
+                if worker.is_alive():
+                    log.info("stopping: waiting for the daemon's %s step, then its last commit", daemon.doing or "last")
+                    worker.join()
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
