@@ -1,7 +1,5 @@
 """``python -m syncd``: the same as the ``syncd`` command."""
 
-import sys
+from .cli import run
 
-from .cli import main
-
-sys.exit(main())
+run()

@@ -54,8 +54,6 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import unquote
 
-import yaml
-
 from .text import (
     BOM,
     atx_heading,
@@ -86,7 +84,6 @@ MAX_CHUNK_CHARS = 2000
 # stack and kills the process. Nesting depth is bounded by length, so libyaml only reads
 # frontmatter short enough to be harmless; longer blocks go to the pure-Python loader, which
 # raises RecursionError instead.
-_FAST_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _FAST_YAML_MAX_CHARS = 4096
 _WIKILINK_RE = re.compile(r"(!?)\[\[([^\[\]\n]+?)\]\]")
 # ``[text](destination "title")``: text with one level of nested brackets (an image inside a
@@ -209,6 +206,8 @@ def page_from_body(body: str, frontmatter: dict[Any, Any] | None = None) -> Page
     if frontmatter:
         if not isinstance(frontmatter, dict):
             raise ValueError(f"frontmatter must be a dict, not {type(frontmatter).__name__}")
+        import yaml  # here, not at the top: see _load_frontmatter
+
         try:
             dumped = yaml.safe_dump(frontmatter, sort_keys=False, allow_unicode=True, default_flow_style=False)
         except yaml.YAMLError as exc:
@@ -227,8 +226,14 @@ def page_from_body(body: str, frontmatter: dict[Any, Any] | None = None) -> Page
 
 
 def _load_frontmatter(source: str) -> tuple[dict[Any, Any], str | None]:
+    # PyYAML is imported by the first page that has frontmatter: a process that reads only daily
+    # logs (a one-shot sync of an edited log, a search) never needs it.
+    import yaml
+
     try:
-        loader = _FAST_YAML_LOADER if len(source) <= _FAST_YAML_MAX_CHARS else yaml.SafeLoader
+        loader = (
+            getattr(yaml, "CSafeLoader", yaml.SafeLoader) if len(source) <= _FAST_YAML_MAX_CHARS else yaml.SafeLoader
+        )
         data = yaml.load(source, Loader=loader)
     except Exception as exc:  # noqa: BLE001 (a page must parse whatever its frontmatter holds)
         # Besides YAMLError, constructors raise ValueError/TypeError/OverflowError on input such
