@@ -154,8 +154,9 @@ def run() -> NoReturn:
     exit with its status."""
     status = main()
     # At exit the interpreter's collector walks every object the command left behind (LanceDB's
-    # modules, the model's, the rows it read), CPU in proportion to them for memory the process
-    # hands back whole anyway. Frozen, they are not walked; atexit handlers, flushes and module
+    # modules, the model's, the rows it read; for `syncd serve` or `watch` on a large home,
+    # millions of rows and word postings: seconds of a stop on a busy machine), CPU in proportion
+    # to them for memory the process hands back whole anyway. Frozen, they are not walked; atexit handlers, flushes and module
     # teardown run as before. Here, not in main(): tests run main() in-process, beside others.
     gc.freeze()
     sys.exit(status)

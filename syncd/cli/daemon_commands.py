@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import gc
 import logging
 from pathlib import Path
 
@@ -75,9 +74,6 @@ def watch_command(reconcile_interval: float | None, remote: str | None, pull_eve
         finally:
             logging.getLogger("syncd").removeHandler(file_log)
             file_log.close()
-    # The interpreter's last collection would walk the whole heap before the process ends: see
-    # serve_command.
-    gc.freeze()
 
 
 COMMANDS = [watch_command]

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import gc
 import logging
 from pathlib import Path
 
@@ -135,12 +134,6 @@ def serve_command(
     finally:
         logging.getLogger("syncd").removeHandler(handler)
         handler.close()
-    # Everything is committed, closed and released by now: what is left is the interpreter's
-    # last garbage collection, which walks the whole heap (a large home's rows and word
-    # postings are millions of objects) before the process may end, as long as the rest of the
-    # stop or longer on a busy machine. Frozen, they are left to the exit (the command's process
-    # ends next: nothing here runs again to need them collected).
-    gc.freeze()
 
 
 def _serve_database(index_url: str, host: str, port: int) -> None:

@@ -34,6 +34,7 @@ from ..config import Settings
 from ..daemon.loop import Daemon
 from ..daemon.sharing import RemoteSharing
 from ..engine.facade import open_engine
+from ..home import atomic_write
 from ..memory import MemoryManager
 from .gate import Gate
 from .http import bounded_http
@@ -173,7 +174,9 @@ def serve(
 
         def started(url: str) -> None:
             if daemon is not None:  # a reader beside the home's own server leaves its file be
-                info_path.write_text(json.dumps({"pid": os.getpid(), "url": url, "mcp": f"{url}/mcp"}) + "\n")
+                # Whole or not at all: clients read it as soon as it exists.
+                info = json.dumps({"pid": os.getpid(), "url": url, "mcp": f"{url}/mcp"}) + "\n"
+                atomic_write(info_path, info.encode())
             log.info("serving %s on %s (REST, MCP at /mcp)", engine.home.root, url)
             if on_ready is not None:
                 on_ready(url)
