@@ -274,3 +274,13 @@ def test_a_changed_row_is_replaced_only_in_its_own_file_when_another_holds_its_i
     assert commits(engine.index)[0] - before[0] == 2
     assert sorted(row["path"] for row in engine.find_fact("m-0123456789abcdef")) == sorted([LOG, other])
     assert_matches_rebuild(engine)
+
+
+def test_a_closed_engine_leaves_no_database_journal_behind(home, embedder):
+    # SQLite keeps a -wal file for as long as a connection is open: one left to the garbage
+    # collector outlives the engine (and, with the program's exit freeze, the process's end).
+    write(home, "memory/MEMORY.md", "# Memory\n\n- Likes green tea.\n")
+    engine = syncd.open(home, embedder=embedder)
+    engine.sync()
+    engine.close()
+    assert sorted(p.name for p in (home / ".syncd").rglob("*-wal")) == []

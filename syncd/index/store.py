@@ -684,9 +684,13 @@ class Index:
         self._behind.wait_written(applied)
 
     def close(self) -> None:
-        """Write what is pending and stop the background writer."""
+        """Write what is pending, stop the background writer, close the files mirror."""
         self._behind.close()
         self.persist()
+        if self._mirror is not None:
+            # Left to the garbage collector, its connection keeps a -wal file for the process's
+            # life, and past it under the program's exit freeze (cli.run).
+            self._mirror.close()
 
     @property
     def unwritten_paths(self) -> frozenset[str]:
