@@ -167,7 +167,7 @@ def sync_command(
 
             click.echo(push(engine, remote).summary())
     click.echo(
-        f"{report.plan.summary()}; {report.facts} facts and {report.chunks} chunks written, "
+        f"{report.plan.summary()}; {report.facts} facts and {report.chunks} chunks in the files indexed, "
         f"{report.embedded_texts} texts embedded" + (f"; {len(commits)} commit(s)" if commits else "")
     )
     _print_errors(report)

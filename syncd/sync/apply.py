@@ -40,6 +40,8 @@ _APPLY_BATCH_TEXTS = 1024
 class SyncReport:
     plan: SyncPlan
     errors: dict[str, str] = field(default_factory=dict)
+    # Facts and chunks of the files this sync parsed (new or changed), not rows rewritten: a
+    # one-line edit of a big log counts all its facts, of which only the changed rows are written.
     facts: int = 0
     chunks: int = 0
     embedded_texts: int = 0  # texts this sync had the model embed (the cache answered the rest)
