@@ -156,7 +156,8 @@ def run() -> NoReturn:
     # At exit the interpreter's collector walks every object the command left behind (LanceDB's
     # modules, the model's, the rows it read; for `syncd serve` or `watch` on a large home,
     # millions of rows and word postings: seconds of a stop on a busy machine), CPU in proportion
-    # to them for memory the process hands back whole anyway. Frozen, they are not walked; atexit handlers, flushes and module
-    # teardown run as before. Here, not in main(): tests run main() in-process, beside others.
+    # to them for memory the process hands back whole anyway. Frozen, they are not walked;
+    # atexit handlers, flushes and module teardown run as before. Here, not in main(): tests
+    # run main() in-process, beside others.
     gc.freeze()
     sys.exit(status)
