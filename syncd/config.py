@@ -52,7 +52,16 @@ class Settings:
     )
     embed_model: str | None = field(default=None, metadata=knob(description="A fastembed model name (may download)."))
     embed_batch_size: int = field(default=64, metadata=knob(ge=1, le=4096))
-    embed_threads: int | None = field(default=None, metadata=knob(ge=1, description="onnxruntime threads; None = all."))
+    embed_threads: int | None = field(
+        default=None,
+        metadata=knob(
+            ge=1,
+            description=(
+                "CPU threads the model runs on (the bundled model: model calls at once, each on one thread); "
+                "None = every core this process may use."
+            ),
+        ),
+    )
 
     # Index: embedded LanceDB under .syncd/ unless a PostgreSQL URL names a database with pgvector
     # (syncd/index/backend.py; `syncd init --index URL` records it in the home, without password).

@@ -31,7 +31,7 @@ from syncd.embedding.fastembed_backend import (
     load_embedder,
     verify_sha256,
 )
-from syncd.embedding.onnx_runner import TOKEN_BUDGET, OnnxTextModel, token_batches
+from syncd.embedding.onnx_runner import TOKEN_BUDGET, OnnxTextModel, run_spread, token_batches
 from syncd.errors import EmbeddingError
 from syncd.index.embed_cache import CachedEmbedder, EmbeddingCache, text_key
 from syncd.index.tokens import TokenSpanner
@@ -579,6 +579,46 @@ def test_texts_batched_by_word_pieces_get_fastembeds_own_vectors(backend: FastEm
     want = np.array([next(iter(fastembeds_own.embed([text]))) for text in texts])
     assert float(np.min(np.sum(got * want, axis=1))) >= 0.999
     np.testing.assert_allclose(got, want, atol=1e-6)
+
+
+def test_batches_run_side_by_side_give_the_vectors_of_one_at_a_time(model_cache: Path) -> None:
+    """The bundled model's batches run on two threads at once (one onnxruntime thread each) give
+    each text the vector one call at a time gives it, in the texts' order."""
+    folder = default_model_dir(model_cache)
+    words = "tea river garden budget meeting Kyoto roadmap notes".split()
+    texts = [" ".join(words[(i * 3 + j) % len(words)] for j in range(1 + (i * 29) % 70)) for i in range(120)]
+    side_by_side, one_at_a_time = OnnxTextModel(folder, 2), OnnxTextModel(folder, 1)
+    assert (side_by_side.runs_at_once, one_at_a_time.runs_at_once) == (2, 1)
+    got = side_by_side.embed_texts(texts, 64)
+    want = one_at_a_time.embed_texts(texts, 64)
+    assert got.shape == (len(texts), 384)
+    np.testing.assert_allclose(got, want, atol=1e-6)
+    np.testing.assert_allclose(got[7], one_at_a_time.embed_texts([texts[7]], 64)[0], atol=1e-6)
+
+
+@given(st.integers(0, 40), st.integers(1, 5), st.sets(st.integers(0, 39), max_size=3))
+@settings(max_examples=examples(60), deadline=None)
+def test_law_run_spread_runs_each_index_once_or_raises_a_failure(count: int, threads: int, failing: set[int]) -> None:
+    """Every index below the count is worked on exactly once when nothing fails; when a call
+    fails, one of the failures is raised, no index is worked on twice and the failing ones were
+    among those started."""
+    started: list[int] = []
+
+    def work(index: int) -> None:
+        started.append(index)
+        if index in failing:
+            raise ValueError(index)
+
+    failures = failing & set(range(count))
+    if not failures:
+        run_spread(work, count, threads)
+        assert sorted(started) == list(range(count))
+        return
+    with pytest.raises(ValueError) as raised:
+        run_spread(work, count, threads)
+    assert raised.value.args[0] in failures
+    assert len(started) == len(set(started))
+    assert raised.value.args[0] in started
 
 
 def test_transcript_chunks_count_the_word_pieces_of_the_model_that_embeds(
