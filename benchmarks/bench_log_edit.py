@@ -55,9 +55,12 @@ def edit(home: Path, n: int) -> str:
     path = home / REL
     text = path.read_text(encoding="utf-8")
     word = f"{WORDS[n % len(WORDS)]}"
-    # A fact line no earlier edit (of this run or of an earlier one on the same home) replaced.
+    # A fact line of the log's second half that no earlier edit (of this run or of an earlier one
+    # on the same home) replaced; edited lines keep their "- [context]" start, so the count holds.
+    facts = text.count("\n- [context] ")
+    middle, span = facts // 2, max(1, facts // 4)
     start = next(
-        text.find(f"(fact {8000 + k % 4000}).") for k in range(n, n + 4000) if f"(fact {8000 + k % 4000})." in text
+        text.find(f"(fact {middle + k % span}).") for k in range(n, n + span) if f"(fact {middle + k % span})." in text
     )
     line_start = text.rindex("\n", 0, start) + 1
     line_end = text.index("\n", start)
