@@ -58,7 +58,7 @@ class Settings:
             ge=1,
             description=(
                 "CPU threads the model runs on (the bundled model: model calls at once, each on one thread); "
-                "None = every core this process may use."
+                "None = every core this process may use, at most 8."
             ),
         ),
     )

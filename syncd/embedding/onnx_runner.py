@@ -196,12 +196,19 @@ def run_spread(work: Callable[[int], None], count: int, threads: int) -> None:
         raise failures[0]
 
 
+# Model calls at once when the settings name no number: each call holds its own activations, so
+# a container that sees a big host's cores does not run dozens of calls at once.
+_MAX_RUNS_AT_ONCE = 8
+
+
 def _usable_cores() -> int:
-    """The CPUs this process may run on (its affinity, where the system tells it), at least 1."""
+    """The CPUs this process may run on (its affinity, where the system tells it), at least 1 and
+    at most ``_MAX_RUNS_AT_ONCE``."""
     try:
-        return max(1, len(os.sched_getaffinity(0)))
+        cores = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
-        return max(1, os.cpu_count() or 1)
+        cores = os.cpu_count() or 1
+    return max(1, min(cores, _MAX_RUNS_AT_ONCE))
 
 
 def _read_json(path: Path) -> dict[str, Any]:
