@@ -8,6 +8,7 @@ import socket
 import sqlite3
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -77,6 +78,7 @@ def test_public_api_is_pinned() -> None:
             "check_texts",
             "default_model_dir",
             "load_embedder",
+            "loading_beside",
             "release_after_query",
             "verify_sha256",
         ]
@@ -302,6 +304,43 @@ def test_a_model_released_after_its_query_loads_again_with_the_same_vectors(
     full = backend._get_model()
     assert isinstance(full, OnnxTextModel)
     assert full.session.get_session_options().enable_cpu_mem_arena
+
+
+def test_a_model_loaded_beside_a_block_is_loaded_by_its_end_and_embeds_the_same(
+    model_cache: Path, backend: FastEmbedBackend, tmp_path: Path
+) -> None:
+    """What a sync with new text does: the model loads on another thread while the block runs
+    (found through the cache's wrapper); an embed in the block waits for it and gives the vectors
+    of a model loaded in the open; by the block's end the model is loaded. Not wanted, or already
+    loaded, nothing is started."""
+    fresh = FastEmbedBackend.bundled(model_cache)
+    wrapped = CachedEmbedder(fresh, EmbeddingCache(tmp_path / "cache.sqlite"))
+    with embed_mod.loading_beside(wrapped, wanted=False):
+        pass
+    assert not fresh.loaded
+    before = threading.active_count()
+    with embed_mod.loading_beside(wrapped):
+        assert threading.active_count() == before + 1
+        vectors = wrapped.embed(["Likes green tea.", "Took up falconry lessons."])
+    assert fresh.loaded
+    assert threading.active_count() == before
+    np.testing.assert_allclose(vectors, backend.embed(["Likes green tea.", "Took up falconry lessons."]), atol=1e-6)
+    with embed_mod.loading_beside(wrapped):
+        assert threading.active_count() == before  # loaded: nothing to start
+
+
+def test_a_model_that_fails_to_load_beside_a_block_fails_where_it_is_used(
+    model_cache: Path, tmp_path: Path, backend: FastEmbedBackend
+) -> None:
+    """A load that fails on its own thread is said by the embed that needs the model, as without
+    the thread: an EmbeddingError saying it cannot load the model, not a thread's traceback."""
+    folder = shutil.copytree(default_model_dir(model_cache), tmp_path / "model", symlinks=False)
+    (folder / "model.onnx").unlink()
+    (folder / "model.onnx").write_bytes(b"not an onnx model")
+    broken = FastEmbedBackend(DEFAULT_EMBED_MODEL, folder)
+    with embed_mod.loading_beside(broken), pytest.raises(EmbeddingError, match="cannot load"):
+        broken.embed(["x"])
+    assert not broken.loaded
 
 
 def test_concurrent_first_use_loads_once_and_agrees(tmp_path: Path, backend: FastEmbedBackend) -> None:

@@ -8,7 +8,7 @@ import logging
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
-from ..embedding.fastembed_backend import Embedder
+from ..embedding.fastembed_backend import Embedder, loading_beside
 from ..errors import ParseError
 from ..home import Home, blob_sha, classify_path
 from ..index.backend import IndexBackend as Index
@@ -74,27 +74,29 @@ def apply_plan(
     changed = set(plan.changed)
     tracker = ProgressTracker(progress or _ignore, what, len(to_parse), sum(scan.files[p].size for p in to_parse))
     tracker.start()
-    parsed: list[FileUpdate] = []
-    texts = 0
-    for path in to_parse:
-        update = _parse_one(home, scan, path, max_file_bytes, report, transcripts)
-        if update.rows and update.path in changed:
-            # Rows the edit did not touch stay in the index as they are: neither embedded
-            # nor rewritten (a one-line edit of a big log costs its few rows, not the file).
-            update.unchanged = index.unchanged_rows(update.path, update.rows)
-        for row in update.rows or ():
-            if row.kind == "fact":
-                report.facts += 1
-            else:
-                report.chunks += 1
-        parsed.append(update)
-        texts += len(update.changed_rows)
-        if len(parsed) >= _APPLY_BATCH_FILES or texts >= _APPLY_BATCH_TEXTS:
-            # Deletes, moves away and touches go with the first batch.
+    # New or changed text is almost always text to embed: the model loads while the files parse.
+    with loading_beside(embedder, wanted=bool(plan.new or plan.changed)):
+        parsed: list[FileUpdate] = []
+        texts = 0
+        for path in to_parse:
+            update = _parse_one(home, scan, path, max_file_bytes, report, transcripts)
+            if update.rows and update.path in changed:
+                # Rows the edit did not touch stay in the index as they are: neither embedded
+                # nor rewritten (a one-line edit of a big log costs its few rows, not the file).
+                update.unchanged = index.unchanged_rows(update.path, update.rows)
+            for row in update.rows or ():
+                if row.kind == "fact":
+                    report.facts += 1
+                else:
+                    report.chunks += 1
+            parsed.append(update)
+            texts += len(update.changed_rows)
+            if len(parsed) >= _APPLY_BATCH_FILES or texts >= _APPLY_BATCH_TEXTS:
+                # Deletes, moves away and touches go with the first batch.
+                _write_batch(index, embedder, updates, parsed, scan, report, tracker, on_applied, defer)
+                updates, parsed, texts = [], [], 0
+        if parsed or updates:
             _write_batch(index, embedder, updates, parsed, scan, report, tracker, on_applied, defer)
-            updates, parsed, texts = [], [], 0
-    if parsed or updates:
-        _write_batch(index, embedder, updates, parsed, scan, report, tracker, on_applied, defer)
     return report
 
 
