@@ -37,7 +37,7 @@ from syncd.errors import EmbeddingError
 from syncd.index.embed_cache import CachedEmbedder, EmbeddingCache, text_key
 from syncd.index.tokens import TokenSpanner
 
-from .helpers import run_concurrently
+from .helpers import run_concurrently, wait_for
 from .strategies import examples
 
 MODEL_FILES = ("model.onnx", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "config.json")
@@ -341,6 +341,23 @@ def test_a_model_that_fails_to_load_beside_a_block_fails_where_it_is_used(
     with embed_mod.loading_beside(broken), pytest.raises(EmbeddingError, match="cannot load"):
         broken.embed(["x"])
     assert not broken.loaded
+
+
+def test_a_query_does_not_wait_behind_a_bulk_embed(backend: FastEmbedBackend) -> None:
+    """A search's query runs beside a sync's embedding of many texts on the bundled model: it is
+    answered, with its usual vector, while the bulk call still holds the backend's run lock."""
+    texts = [f"Fact {i}: the garden by the river needs {i % 17} hours of work each week." for i in range(1500)]
+    alone = backend.embed_query("when is the budget meeting")
+    bulk = threading.Thread(target=backend.embed, args=(texts,))
+    bulk.start()
+    try:
+        # White-box: the lock is how "the bulk call is running" shows; no public surface tells it.
+        wait_for(backend._run_lock.locked, timeout=30, what="the bulk embed to start")
+        vector = backend.embed_query("when is the budget meeting")
+        assert bulk.is_alive() and backend._run_lock.locked()  # answered while the bulk call runs
+    finally:
+        bulk.join()
+    np.testing.assert_allclose(vector, alone, atol=1e-6)
 
 
 def test_concurrent_first_use_loads_once_and_agrees(tmp_path: Path, backend: FastEmbedBackend) -> None:

@@ -36,7 +36,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -385,7 +385,11 @@ class FastEmbedBackend:
         if not isinstance(text, str):
             raise TypeError(f"embed_query() takes a str, not {type(text).__name__}")
         model = self._get_model()
-        with self._run_lock:
+        # The bundled model's session runs calls side by side and its tokenizer encodes without
+        # changing its state, so a query need not wait behind a sync's slice of texts (up to about
+        # a second); fastembed's models keep the lock.
+        beside = isinstance(model, _onnx_runner().OnnxTextModel)
+        with nullcontext() if beside else self._run_lock:
             try:
                 rows = list(model.query_embed(self._cut(text)))
             except Exception as exc:
