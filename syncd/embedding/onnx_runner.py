@@ -22,10 +22,9 @@ Those batches run side by side, one model call per core at once (``runs_at_once`
 one onnxruntime thread, rather than one call at a time spread over every core: a call of 256
 pieces is too small for onnxruntime to split well across threads, which wait on each other at
 every operator, while calls on threads of their own never wait (``session.run`` lets go of the
-GIL). On 2 cores that embedded a mixed corpus about 1.3x as many texts per wall second and 1.15x
-per CPU second; a single query, which has nobody to run beside, takes about half a millisecond
-longer on one thread. The vectors differ from one call at a time only in the order of the sums
-(cosine 0.9999999).
+GIL). On 2 cores that embeds more texts per wall second and per CPU second (``bench_embed.py``
+measures both); a single query, which has nobody to run beside, takes a little longer on one
+thread. The vectors differ from one call at a time only in the order of the sums.
 
 A process that embeds one query and nothing after it asks for a ``lean`` session: onnxruntime's
 constant folding is what turns the int8 weights into float32 copies at load (the word-embedding
