@@ -494,12 +494,18 @@ def _batches(texts: list[str], max_texts: int) -> Iterator[list[str]]:
         yield batch
 
 
+def _backend_of(embedder: Embedder) -> Any:
+    """The embedder inside ``embedder``'s wrappers (CachedEmbedder and the like), or itself."""
+    inner: Any = embedder
+    while hasattr(inner, "embedder"):
+        inner = inner.embedder
+    return inner
+
+
 def release_after_query(embedder: Embedder) -> None:
     """Make ``embedder`` (or the backend it wraps) let its model go once a query is embedded
     (FastEmbedBackend.release_after_query); other embedders are left as they are."""
-    inner: Any = embedder
-    while hasattr(inner, "embedder"):  # CachedEmbedder and other wrappers
-        inner = inner.embedder
+    inner = _backend_of(embedder)
     if isinstance(inner, FastEmbedBackend):
         inner.release_after_query()
 
@@ -513,9 +519,7 @@ def loading_beside(embedder: Embedder, wanted: bool = True) -> Iterator[None]:
     load: ``bench_log_edit.py`` measures a one-shot sync. The block's first embed waits for the
     load (the backend's load lock); a failed load is left to it, which loads again and raises
     what went wrong."""
-    inner: Any = embedder
-    while hasattr(inner, "embedder"):  # CachedEmbedder and other wrappers
-        inner = inner.embedder
+    inner = _backend_of(embedder)
     if not wanted or not isinstance(inner, FastEmbedBackend) or inner.loaded:
         yield
         return
