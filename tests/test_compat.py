@@ -119,3 +119,37 @@ def test_lancedb_imports_without_the_rest_apis_which_still_import_when_asked_for
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stderr
+
+
+def test_the_overrides_package_still_has_what_the_lancedb_import_patch_replaces():
+    assert patches.overrides_layout_problems() == []
+
+
+def test_lancedb_imports_with_overrides_only_marked_and_the_check_is_back_after():
+    """In a fresh process on Python before 3.12: lancedb's methods are marked as overrides
+    without being checked (as typing.override does on 3.12), and ``overrides.override`` checks
+    again for whoever imports it next: a method overriding nothing is refused."""
+    code = (
+        "import sys\n"
+        "import overrides\n"
+        "checking = overrides.override\n"
+        "from syncd.compat.patches import import_lancedb\n"
+        "lancedb = import_lancedb()\n"
+        "import lancedb.db\n"
+        "assert overrides.override is checking\n"
+        "assert lancedb.db.LanceDBConnection.open_table.__override__ is True\n"
+        "if sys.version_info < (3, 12):\n"
+        "    assert lancedb.db.override is not checking\n"
+        "class Base:\n"
+        "    pass\n"
+        "try:\n"
+        "    class Child(Base):\n"
+        "        @overrides.override\n"
+        "        def nothing_above(self): ...\n"
+        "except TypeError:\n"
+        "    pass\n"
+        "else:\n"
+        "    raise AssertionError('overrides.override no longer checks')\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr

@@ -1,8 +1,9 @@
 """Patches of watchdog's inotify observer, of fastembed's onnxruntime session and of what
-importing lancedb imports (see the package's docstring for the rule they follow)."""
+importing lancedb does (see the package's docstring for the rule they follow)."""
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import logging
 import os
@@ -17,8 +18,10 @@ __all__ = [
     "fastembed_lazy_problems",
     "fastembed_quiet_session",
     "fastembed_truncation",
+    "import_lancedb",
     "lancedb_defer_rest_client",
     "lancedb_layout_problems",
+    "overrides_layout_problems",
     "quiet_session_options",
     "watchdog_decline_watches",
     "watchdog_forget_vanished_watches",
@@ -310,3 +313,54 @@ def lancedb_defer_rest_client() -> None:
     # A module's __getattr__ (PEP 562) is an attribute set on it; typeshed declares ModuleType's a method.
     package.__getattr__ = run_init_on_first_use  # type: ignore[method-assign]
     sys.modules[_LANCE_REST_CLIENT] = package
+
+
+def overrides_layout_problems() -> list[str]:
+    """What the overrides patch relies on and is missing (empty: all there): on Python before
+    3.12, lancedb takes ``override`` from the ``overrides`` package by name at import."""
+    if sys.version_info >= (3, 12):
+        return []
+    try:
+        import overrides
+    except ImportError:
+        return ["the overrides package is gone"]
+    return [] if callable(getattr(overrides, "override", None)) else ["overrides.override is gone"]
+
+
+def _marked_override(method: Any = None, **_checks: Any) -> Any:
+    """``typing.override`` of Python 3.12, which lancedb uses there: mark the method, check nothing."""
+    if method is None:
+        return _marked_override
+    with contextlib.suppress(AttributeError, TypeError):  # a built-in or slotted object: unmarked, as typing's
+        method.__override__ = True
+    return method
+
+
+@contextlib.contextmanager
+def _overrides_marked_only() -> Iterator[None]:
+    """On Python before 3.12, lancedb's classes decorate their methods with ``overrides.override``,
+    which at import reads each caller's bytecode to find its base classes and compares the
+    signatures (about a fifth of importing lancedb, 0.1 s each CLI command that opens the index);
+    on 3.12 lancedb uses ``typing.override``, which only marks. While lancedb imports, the package
+    hands out the marking one: lancedb runs as it does on 3.12, and the real check is back for any
+    later importer."""
+    if sys.version_info >= (3, 12) or "lancedb" in sys.modules or overrides_layout_problems():
+        yield
+        return
+    import overrides
+
+    checking = overrides.override
+    overrides.override = _marked_override
+    try:
+        yield
+    finally:
+        overrides.override = checking
+
+
+def import_lancedb() -> types.ModuleType:
+    """lancedb, imported with the patches above (its REST client deferred, its overrides only
+    marked); every syncd module that needs lancedb takes it from here."""
+    lancedb_defer_rest_client()
+    with _overrides_marked_only():
+        import lancedb
+    return lancedb

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from ..compat.patches import lancedb_defer_rest_client
+from ..compat.patches import import_lancedb
 from .files_mirror import lance_stamp, read_mirror
 from .table_rows import FILE_SCHEMA, entry_schema
 
@@ -63,8 +63,7 @@ def _version(stamp: str, table: str) -> int:
 
 
 def _rows_at(lance: Path, version: int, dim: int) -> pa.RecordBatchReader:
-    lancedb_defer_rest_client()
-    import lancedb
+    lancedb = import_lancedb()
 
     table = lancedb.connect(str(lance)).open_table("entries", version=version)
 

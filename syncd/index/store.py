@@ -41,7 +41,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..compat.patches import lancedb_defer_rest_client
+from ..compat.patches import import_lancedb
 from ..errors import IndexError_, SyncdError
 from ..home import atomic_write
 from .compaction import WRITES_BEFORE_OPTIMIZE, compact_table, ensure_id_index, writes_before_optimize
@@ -159,8 +159,7 @@ class Index:
         with self._opening:
             if self._lance_entries is not None:
                 return
-            lancedb_defer_rest_client()
-            import lancedb
+            lancedb = import_lancedb()
 
             from .table_rows import FILE_SCHEMA, entry_schema
 
