@@ -229,7 +229,7 @@ def test_a_write_after_the_image_is_kept_in_it_or_makes_readers_load_the_table(h
             assert "cello" in reader.search("cello", user_id="ana")[0].content
 
 
-@pytest.mark.parametrize("damage", ["torn", "garbage", "other code", "other dim"])
+@pytest.mark.parametrize("damage", ["torn", "garbage", "other code", "other dim", "unsynced, machine restarted"])
 def test_an_image_that_cannot_vouch_is_never_believed(home, embedder, monkeypatch, damage):
     _synced_log(home, embedder)
     folder = home / ".syncd/index"
@@ -242,10 +242,23 @@ def test_an_image_that_cannot_vouch_is_never_believed(home, embedder, monkeypatc
         image.write_bytes(os.urandom(4096))
     elif damage == "other code":
         monkeypatch.setattr(rows_image, "_code_digest", "made by another syncd")
+    elif damage == "unsynced, machine restarted":
+        assert rows_image.boot_id() is not None  # Linux: the image was written unsynced
+        monkeypatch.setattr(rows_image, "boot_id", lambda: "a later boot")
     else:
         dim += 1
     # White-box: that the image is refused, not only that answers are right (a reload gives them too).
     assert Index(folder, dim, embedder.model_id, shared=True)._images.current() is None
+
+
+def test_an_image_written_where_no_boot_is_named_is_synced_and_believed_in_any_boot(home, embedder, monkeypatch):
+    _synced_log(home, embedder)
+    folder = home / ".syncd/index"
+    monkeypatch.setattr(rows_image, "boot_id", lambda: None)
+    _both(folder, embedder.dim, embedder.model_id)  # writes the image
+    monkeypatch.setattr(rows_image, "boot_id", lambda: "a later boot")
+    # White-box, as above: the image itself is believed.
+    assert Index(folder, embedder.dim, embedder.model_id, shared=True)._images.current() is not None
 
 
 def test_a_one_shot_search_with_a_current_image_imports_no_lancedb(home, embedder):

@@ -28,6 +28,7 @@ law in tests/test_rows_image.py.
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import importlib.util
 import json
@@ -63,6 +64,7 @@ _MADE_BY = (
     "syncd.index.records",
 )
 _code_digest: str | None = None
+_BOOT_ID = "/proc/sys/kernel/random/boot_id"
 
 
 def _code() -> str:
@@ -137,19 +139,37 @@ def _json(payload: dict) -> str:
     return json.dumps(payload, separators=(",", ":"))
 
 
+@functools.cache
+def boot_id() -> str | None:
+    """This boot of the machine (Linux's random boot id), or None where the system names none."""
+    try:
+        return Path(_BOOT_ID).read_text(encoding="ascii").strip() or None
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
 def _write(folder: Path, stamp: str, dim: int, codes: dict[str | None, int], arrays: dict[str, np.ndarray]) -> None:
     """Write an image. Derived data: a failure is logged and leaves the old image, which its
-    stamp already disowns. Written to a temporary file, synced and renamed, so a reader sees a
-    whole image or the one before."""
+    stamp already disowns. Written to a temporary file and renamed, so a reader sees a whole
+    image or the one before.
+
+    Not fsynced where the machine names its boot: the image then says the boot it was written
+    in and is believed only in that boot. Bytes a process wrote are in the page cache, which
+    every later process reads, until the machine stops; a power cut or a crash of the system,
+    the only ways to lose them, start a new boot, in which the image is disowned (the next
+    reader loads the table and writes a new one). The fsync of tens of megabytes was most of a
+    one-shot ``syncd sync`` of one line in a big log (bench_log_edit.py). Elsewhere it is synced."""
     layout: dict[str, tuple[str, list[int], int]] = {}
     offset = 0
     for name, array in arrays.items():
         layout[name] = (array.dtype.str, list(array.shape), offset)
         offset += -(-array.nbytes // _ALIGN) * _ALIGN
+    header_boot = boot_id()
     header = json.dumps(
         {
             "stamp": stamp,
             "code": _code(),
+            "boot": header_boot,
             "dim": dim,
             "rows": len(arrays["payload_starts"]) - 1,
             "codes": [[value, code] for value, code in codes.items()],
@@ -170,7 +190,8 @@ def _write(folder: Path, stamp: str, dim: int, codes: dict[str | None, int], arr
                 out.write(np.ascontiguousarray(array).data.cast("B"))
             out.truncate(start + offset)
             out.flush()
-            os.fsync(out.fileno())
+            if header_boot is None:
+                os.fsync(out.fileno())
         os.replace(tmp, target)
         tmp = None
     except OSError as exc:
@@ -351,6 +372,8 @@ def open_image(folder: Path, stamp: str | None, dim: int) -> ImageRows | None:
         header = json.loads(mapped[head : head + size])
         if header.get("stamp") != stamp or header.get("code") != _code() or header.get("dim") != dim:
             raise ValueError("stale")
+        if header.get("boot") is not None and header["boot"] != boot_id():
+            raise ValueError("written unsynced before the machine last started")
         start = -(-(head + size) // _ALIGN) * _ALIGN
         arrays = {}
         for name, (dtype, shape, offset) in header["arrays"].items():
