@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from syncd.formats.question_time import asked_periods, asks_when, meant_periods, says_when
-from syncd.formats.when import date_words, named_periods, resolve
+from syncd.formats.when import MONTHS, date_words, named_periods, resolve
 
 from .strategies import examples
 
@@ -93,6 +93,28 @@ def test_relative_time_without_a_named_day_is_resolved_against_today():
     assert asked_periods("What does Ana like to drink?", TODAY) == []
 
 
+@pytest.mark.parametrize(
+    ("question", "first"),
+    [
+        ("When did Melanie go camping in June?", dt.date(2023, 6, 1)),
+        ("What kind of deal did John get in December?", dt.date(2022, 12, 1)),  # asked in November
+        ("What did she plant during Nov.?", dt.date(2023, 11, 1)),  # the month asked in
+        ("Where was Tim in early March, as said on 2 June 2021?", dt.date(2021, 3, 1)),  # the day named
+    ],
+)
+def test_a_month_named_without_a_year_is_the_latest_one(question, first):
+    months = [p for p in asked_periods(question, TODAY) if p.unit == "month"]
+    assert [(p.first, p.last.month, p.last.day >= 28) for p in months] == [(first, first.month, True)]
+
+
+@pytest.mark.parametrize(
+    "question", ["May I ask what Ana likes?", "What did she do in May 2022?", "in Mayhem", "on June 5, what"]
+)
+def test_a_month_word_that_puts_nothing_in_a_yearless_month(question):
+    months = [p for p in asked_periods(question, TODAY) if p.unit == "month"]
+    assert all(p.first.year == 2022 for p in months), months  # only the named "May 2022", if any
+
+
 def test_a_row_says_when_by_a_date_or_a_relative_time():
     day = dt.date(2023, 5, 8)
     assert says_when("I went to a pottery class yesterday.", day)
@@ -172,3 +194,20 @@ def test_ranges_read_from_any_text_end_on_a_named_day_and_last_under_a_year(text
             assert period.first <= period.last
             assert (period.last - period.first).days < 366
             assert period.phrase in text
+
+
+@settings(max_examples=examples(200))
+@given(
+    month=st.sampled_from(MONTHS),
+    lead=st.sampled_from(["in", "In", "during", "early", "mid-", "late"]),
+    today=_DAYS,
+    before=st.text(alphabet="abc ?", max_size=12),
+)
+def test_law_a_yearless_month_is_the_latest_to_begin_by_the_day_asked(month, lead, today, before):
+    """Whole, begun on or before the day asked, and less than a year before it: the phrase says
+    the month and nothing else, so no earlier one of that name is meant."""
+    question = f"{before} What did she do {lead} {month}?"
+    (period,) = [p for p in asked_periods(question, today) if p.unit == "month"]
+    assert period.first.day == 1 and MONTHS[period.first.month - 1] == month
+    assert (period.last + dt.timedelta(days=1)).day == 1 and period.last.month == period.first.month
+    assert period.first <= today < period.first.replace(year=period.first.year + 1)

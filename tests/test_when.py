@@ -152,7 +152,7 @@ _NUMBER_WORDS = {
 def phrases(draw) -> tuple[str, int, int]:
     """A relative time phrase, and the fewest and most days it may move a date by (the bound
     the phrase itself states), measured from the anchor to the period's farthest day."""
-    kind = draw(st.integers(0, 6))
+    kind = draw(st.integers(0, 7))
     if kind == 0:
         phrase = draw(st.sampled_from(sorted(_DAY_PHRASES)))
         return phrase, _DAY_PHRASES[phrase], _DAY_PHRASES[phrase]
@@ -168,7 +168,7 @@ def phrases(draw) -> tuple[str, int, int]:
         return draw(st.sampled_from(["last week", "next week", "this week", "the week before"])), 0, 13
     word = draw(st.sampled_from(sorted(_NUMBER_WORDS)) | st.integers(1, 400).map(str))
     n = int(word) if word.isdigit() else _NUMBER_WORDS[word]
-    unit = ["day", "week", "month", "year"][kind - 3]
+    unit = ["day", "week", "month", "year"][kind - 4]
     plural = "s" if n != 1 else ""
     phrase = f"{word} {unit}{plural} ago"
     if unit == "day":

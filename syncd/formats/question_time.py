@@ -5,7 +5,8 @@ relative to that day (:mod:`syncd.formats.when`). A question meets them from the
 
 - it may name a period outright ("on 25 May, 2022", "in July 2023") or relative to a day it names
   ("in the week before 16 November 2023") or to the day it is asked ("last weekend", "two days
-  ago"): :func:`asked_periods` reads them, and search favours the rows of those days;
+  ago", "in June": the latest June): :func:`asked_periods` reads them, and search favours the
+  rows of those days;
 - it may ask *when* something happened ("When did she paint a sunrise?", "How long ago was his
   birthday?"): :func:`asks_when` says so, and search favours the rows that say a time ("I painted
   it last year", "we went yesterday"), which :func:`says_when` finds. An answer to "when" is a
@@ -21,7 +22,7 @@ import datetime as dt
 import re
 from functools import lru_cache
 
-from .when import Period, named_periods, named_ranges, resolve
+from .when import Period, named_periods, named_ranges, resolve, yearless_months
 
 __all__ = ["asked_periods", "asks_when", "meant_periods", "says_when"]
 
@@ -62,7 +63,7 @@ def asked_periods(question: str, today: dt.date) -> list[Period]:
         named = [*ranges, *(p for p in named if not any(p.start < r.end and r.start < p.end for r in ranges))]
     relative = [
         period
-        for period in resolve(question, anchor)
+        for period in [*resolve(question, anchor), *yearless_months(question, anchor)]
         if not any(period.start < other.end and other.start < period.end for other in named)
     ]
     return sorted([*named, *relative], key=lambda period: (period.start, period.end))

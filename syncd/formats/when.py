@@ -7,7 +7,8 @@ expressions of a text and resolves each against the day it was said (the anchor)
 of days; :func:`period_words` says that period the way a question would name it, in the same
 words the index already gives a log's own date ("Sunday 7 May 2023"), so full-text search matches
 a question naming the date with no query parsing at all. :func:`named_periods` reads the dates a
-question names ("on October 3, 2023", "in May 2023").
+question names ("on October 3, 2023", "in May 2023"), :func:`yearless_months` the months it names
+without a year ("in June": the latest June by the day asked).
 
 The rules, each a fixed English pattern (case is ignored; a number is digits or a word from "one"
 to "twelve", or "a"/"an" for one). Weeks run Monday to Sunday; "last X" and "next X" are the
@@ -55,7 +56,16 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-__all__ = ["Period", "date_words", "named_periods", "named_ranges", "period_words", "resolve", "resolved_words"]
+__all__ = [
+    "Period",
+    "date_words",
+    "named_periods",
+    "named_ranges",
+    "period_words",
+    "resolve",
+    "resolved_words",
+    "yearless_months",
+]
 
 WEEKDAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
 MONTHS = (
@@ -296,6 +306,7 @@ _NAMED = [
 ]
 
 _FOUR_DIGITS = re.compile(r"\d{4}")
+_MONTH_NAME_WORD = re.compile(r"\b(?:" + "|".join(_MONTH_NAMES) + r")\b", re.IGNORECASE)
 
 
 def named_periods(text: str) -> list[Period]:
@@ -330,6 +341,32 @@ def named_periods(text: str) -> list[Period]:
             taken.append((start, end))
             found.append(Period(span[0], span[1], span[2], start, end, match.group(0)))
     return sorted(found, key=lambda p: (p.start, p.end))
+
+
+# A month named after a word that puts something in it ("in June", "during May", "early July"),
+# with no year of its own (a named year is named_periods'). A bare month name is no period:
+# "May I ask", "March on", "August" as a name.
+_MONTH_ALONE = re.compile(
+    rf"\b(?:in|during|early|mid|late|mid-)\s*(?:the\s+month\s+of\s+)?{_MONTH_RE}(?!\w)(?!,?\s*\d)",
+    re.IGNORECASE,
+)
+
+
+def yearless_months(text: str, anchor: dt.date) -> list[Period]:
+    """The months ``text`` names without a year ("in June", "during May", "early July"), each the
+    latest such month to begin on or before ``anchor`` (the day a question is asked, or the day
+    it names): asked in October, "in June" is June of the same year, and "in December" the
+    December before. A question asks mostly of what is past; one asking of a month ahead finds
+    the one before, as it would without this rule."""
+    found: list[Period] = []
+    if not _MONTH_NAME_WORD.search(text):
+        return found
+    for match in _MONTH_ALONE.finditer(text):
+        month = _MONTH_NAMES[match.group("m").lower()]
+        bounds = _month(anchor.year - (month > anchor.month), month)
+        if bounds is not None:
+            found.append(Period(*bounds, "month", match.start(), match.end(), match.group(0)))
+    return found
 
 
 # The start of a range whose end is a named day: "between August 11 and", "from 3 May 2023 to".
