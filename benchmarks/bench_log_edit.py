@@ -12,7 +12,10 @@ One home holds one daily log of ``--facts`` facts (indexed once). Each code then
   cli     ``python -m syncd sync`` as its own process after an edit: wall and peak RSS
           (/usr/bin/time), imports and model load included, after an untimed one-shot search;
           then ``python -m syncd search`` for the new words as its own process (no daemon):
-          the edit searchable one-shot.
+          the edit searchable one-shot;
+  beside  ``python -m syncd sync`` after an edit while ``syncd watch`` of the same code runs
+          (after one untimed edit, as a daemon that has run a while has read the log): a code
+          whose daemon syncs for it returns with the edit committed; one that refuses is shown so.
 The model is the bundled offline one; the embedding cache holds the log's texts, as it would.
 Prints medians side by side and the ratios; asserts nothing about time.
 """
@@ -23,6 +26,7 @@ import argparse
 import json
 import os
 import resource
+import signal
 import statistics
 import subprocess
 import sys
@@ -178,6 +182,45 @@ def run_cli(code: Path, home: Path, n: int) -> dict:
     }
 
 
+def run_beside_daemon(code: Path, home: Path, n: int) -> dict:
+    """Edit, then ``syncd sync`` while ``syncd watch`` of ``code`` holds the home."""
+    log = home / ".syncd/daemon.log"
+    seen = log.stat().st_size if log.exists() else 0
+    daemon = subprocess.Popen(
+        [sys.executable, "-m", "syncd", "watch", "--home", str(home)],
+        env=env_for(code),
+        cwd=home,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 300
+        while "watching" not in (log.read_text(errors="replace")[seen:] if log.exists() else ""):
+            if time.monotonic() > deadline or daemon.poll() is not None:
+                raise SystemExit(f"the daemon of {code} did not start")
+            time.sleep(0.1)  # polling the daemon's log for its start line
+        edit(home, n)
+        first = subprocess.run(
+            [sys.executable, "-m", "syncd", "sync", "-q", "--home", str(home)],
+            env=env_for(code),
+            cwd=home,
+            capture_output=True,
+            text=True,
+        )
+        if first.returncode != 0:
+            return {"refused": first.stderr.strip().splitlines()[-1]}
+        word = edit(home, n + 1)
+        wall, cpu, rss, _ = _timed_cli(code, home, "sync", "-q")
+        found = _timed_cli(code, home, "search", f"{word} lessons", "--user", "ana", "--limit", "1")[3]
+        committed = subprocess.run(
+            ["git", "-C", str(home), "show", f"HEAD:{REL}"], capture_output=True, text=True, check=True
+        ).stdout == (home / REL).read_text(encoding="utf-8")
+        return {"wall_s": wall, "cpu_s": cpu, "rss_mb": rss, "found": word in found and committed}
+    finally:
+        daemon.send_signal(signal.SIGTERM)
+        daemon.wait(timeout=120)
+
+
 def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "_child":
         print(json.dumps(child(sys.argv[2], Path(sys.argv[3]), int(sys.argv[4]))))
@@ -204,7 +247,9 @@ def main() -> None:
             engine.commit()
             facts = engine.counts()["facts"]
             print(f"indexed {facts:,} facts in one log in {time.perf_counter() - started:.1f} s", flush=True)
-        results: dict[str, dict[str, list[dict]]] = {name: {"fresh": [], "daemon": [], "cli": []} for name in codes}
+        results: dict[str, dict[str, list[dict]]] = {
+            name: {"fresh": [], "daemon": [], "cli": [], "beside": []} for name in codes
+        }
         # Each edit writes words no earlier run wrote, so its one new text always reaches the model
         # (a --workdir home keeps its embedding cache: a text an earlier run embedded would spare
         # one code the model's load and not the other, as a reused home once did).
@@ -239,8 +284,26 @@ def main() -> None:
         for label, mode, key in rows:
             old, new = (statistics.median(r[key] for r in results[name][mode]) for name in ("old", "new"))
             print(f"  {label:32} {old:9.3f} {new:9.3f} {new / old:8.2f}")
+        for _ in range(args.runs):
+            for name, code in codes.items():
+                results[name]["beside"].append(run_beside_daemon(code, home, n))
+                n += 2
+        for label, key in (("wall", "wall_s"), ("CPU", "cpu_s"), ("peak RSS MB", "rss_mb")):
+            cells = []
+            for name in ("old", "new"):
+                got = [r[key] for r in results[name]["beside"] if key in r]
+                cells.append(statistics.median(got) if got else None)
+            shown = " ".join(f"{c:9.3f}" if c is not None else f"{'refused':>9}" for c in cells)
+            ratio = f"{cells[1] / cells[0]:8.2f}" if None not in cells else ""
+            print(f"  {'syncd sync beside a daemon ' + label:32} {shown} {ratio}")
         for name in codes:
-            found = all(r["found"] for mode in ("fresh", "daemon", "cli") for r in results[name][mode])
+            refused = [r["refused"] for r in results[name]["beside"] if "refused" in r]
+            if refused:
+                print(f"  {name}: syncd sync beside its daemon refused: {refused[0]}")
+        for name in codes:
+            found = all(
+                r["found"] for mode in ("fresh", "daemon", "cli", "beside") for r in results[name][mode] if "found" in r
+            )
             embedded = [r["embedded"] for mode in ("fresh", "cli") for r in results[name][mode]]
             print(
                 f"  {name}: every edit found by its search: {found}; texts embedded by each fresh and CLI "

@@ -19,7 +19,7 @@ from typing import Any
 import click
 
 from ..engine.search import DEFAULT_LIMIT, KINDS
-from ..errors import GitBusyError, HistoryError
+from ..errors import GitBusyError, HistoryError, LockedError, RemoteError, SyncdError
 from .common import home_option, id_option, json_option, load_settings, print_json, resolve_home
 
 __all__ = ["COMMANDS"]
@@ -143,36 +143,79 @@ def sync_command(
     """Index whatever changed in the home since the last sync, then commit it.
 
     An interrupted sync (Ctrl-C, a kill) keeps what it indexed: the next one goes on from there,
-    and the embedding cache gives back every text it had embedded."""
+    and the embedding cache gives back every text it had embedded. Beside a running daemon
+    (`syncd watch`, `syncd serve`), which holds the home, the daemon syncs and commits, and this
+    prints what it did."""
     if push_after and no_commit:
         raise click.UsageError("--push pushes commits: it cannot go with --no-commit")
-    with (
-        _resumable("sync", "the next `syncd sync` goes on from there") as heard,
-        _open(home, read_only=False) as engine,
-        _progress_bar("syncing", not quiet, heard) as bar,
-    ):
-        if pull_first:
-            from ..engine.sharing import pull
+    deferred: Exception | None = None
+    with _resumable("sync", "the next `syncd sync` goes on from there") as heard:
+        try:
+            engine = _open(home, read_only=False)
+        except LockedError as locked:
+            if no_commit or pull_first or push_after:
+                # The daemon commits what it indexes, and shares through its own remote.
+                raise SyncdError(
+                    f"{locked}: beside a running daemon, `syncd sync` takes no --no-commit, --pull or "
+                    "--push (the daemon commits what it indexes; `syncd watch --remote` shares it)"
+                ) from None
+            done = _sync_by_daemon(resolve_home(home), locked)
+        else:
+            with engine, _progress_bar("syncing", not quiet, heard) as bar:
+                if pull_first:
+                    from ..engine.sharing import pull
 
-            click.echo(pull(engine, remote).summary())
-        report = engine.sync(progress=bar)
-        commits, deferred = [], None
-        if not no_commit:
-            try:
-                commits = engine.commit()
-            except (GitBusyError, HistoryError) as exc:
-                deferred = exc  # the sync itself succeeded: exit 0, and say what to do about git
-        if push_after and deferred is None:
-            from ..engine.sharing import push
+                    click.echo(pull(engine, remote).summary())
+                report = engine.sync(progress=bar)
+                commits = []
+                if not no_commit:
+                    try:
+                        commits = engine.commit()
+                    except (GitBusyError, HistoryError) as exc:
+                        deferred = exc  # the sync itself succeeded: exit 0, and say what to do about git
+                if push_after and deferred is None:
+                    from ..engine.sharing import push
 
-            click.echo(push(engine, remote).summary())
+                    click.echo(push(engine, remote).summary())
+            done = {
+                "summary": report.plan.summary(),
+                "facts": report.facts,
+                "chunks": report.chunks,
+                "embedded_texts": report.embedded_texts,
+                "errors": report.errors,
+                "commits": commits,
+            }
+    commits = done["commits"]
     click.echo(
-        f"{report.plan.summary()}; {report.facts} facts and {report.chunks} chunks in the files indexed, "
-        f"{report.embedded_texts} texts embedded" + (f"; {len(commits)} commit(s)" if commits else "")
+        f"{done['summary']}; {done['facts']} facts and {done['chunks']} chunks in the files indexed, "
+        f"{done['embedded_texts']} texts embedded"
+        + (f"; {len(commits)} commit(s)" if commits else "")
+        + (f" (by the running daemon, pid {done['pid']})" if "pid" in done else "")
     )
-    _print_errors(report)
+    for path, error in sorted(done["errors"].items()):
+        click.echo(f"  error {path}: {error}", err=True)
+    if done.get("uncommitted"):
+        deferred = GitBusyError(done["uncommitted"])
     if deferred is not None:
         click.echo(f"syncd: warning: indexed, but not committed: {deferred}", err=True)
+
+
+def _sync_by_daemon(root: Path, locked: LockedError) -> dict:
+    """The sync of the daemon that holds the home (Daemon.sync_now: it reconciles the tree and
+    commits), as the lines `syncd sync` prints. Raises ``locked`` when no daemon answers (another
+    kind of writer holds the home) or the daemon is of a syncd that syncs for nobody else."""
+    from ..control.client import ask_daemon
+
+    try:
+        # However long the daemon's pass takes (a first index): Ctrl-C stops the wait, not the pass.
+        answer = ask_daemon(root, "sync", timeout=None)
+    except RemoteError as exc:
+        if exc.kind == "ProtocolError":
+            raise locked from None
+        raise SyncdError(f"the running daemon did not sync: {exc}") from None
+    if answer is None:
+        raise locked
+    return answer
 
 
 @click.command("reindex")

@@ -34,9 +34,10 @@ def peer_uid(sock: socket.socket) -> int | None:
     return struct.unpack("3i", creds)[1]
 
 
-def ask_daemon(root: Path, method: str, params: dict | None = None, timeout: float = _ANSWER_TIMEOUT_S):
-    """The daemon's result for ``method``, or None when no daemon of this user answers.
-    Raises RemoteError when the daemon answered with an error."""
+def ask_daemon(root: Path, method: str, params: dict | None = None, timeout: float | None = _ANSWER_TIMEOUT_S):
+    """The daemon's result for ``method``, or None when no daemon of this user answers within
+    ``timeout`` seconds (None: however long it works). Raises RemoteError when the daemon
+    answered with an error."""
     try:
         path = socket_path(root)
     except HomeError:  # no repository, so no private folder: no daemon listens anywhere

@@ -15,6 +15,10 @@ sit on a detached HEAD, changes are indexed but not committed; the daemon warns 
 and commits as soon as git is free (a move of HEAD or a branch brings the retry forward). At start
 it removes the temp files a killed write left behind, then commits whatever an earlier run indexed
 but had no time to commit.
+
+Another process may ask for a sync over the socket (`syncd sync` beside a running daemon, which
+holds the home's lock): :meth:`Daemon.sync_now` queues the ask, and the work thread, after the step
+in hand, reconciles the whole tree and commits, then answers every ask queued before it began.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ import signal
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -68,10 +73,26 @@ _COMMIT_MAX_DELAY_S = 5.0
 _RETRY_MIN_S, _RETRY_MAX_S = 0.5, 30.0
 # A sync running longer than this logs a progress line this often (syncd/sync/progress.py).
 _PROGRESS_LOG_EVERY_S = 10.0
+# A sync asked over the socket commits before it answers: it waits out a git command of the
+# person's that just moved HEAD for at most this long, then answers that the commit is due.
+_ASKED_COMMIT_WAIT_S = 5.0
 
 
 class _Stopped(Exception):
     """A reconcile given up halfway because the daemon is asked to stop (see reconcile)."""
+
+
+@dataclass
+class _AskedSync:
+    """A sync another process asked for (Daemon.sync_now), answered by the work thread."""
+
+    done: threading.Event = field(default_factory=threading.Event)
+    answer: dict | None = None
+    error: SyncdError | None = None
+
+    def settle(self, answer: dict | None = None, error: SyncdError | None = None) -> None:
+        self.answer, self.error = answer, error
+        self.done.set()
 
 
 class Daemon:
@@ -113,6 +134,7 @@ class Daemon:
         self._noticed = 0  # events pushed so far: with `batches`, what the socket's stale count keys on
         self.reconciles = 0
         self.commits: list[str] = []
+        self._asked: list[_AskedSync] = []  # under _cond
 
     # -- called from other threads ---------------------------------------------------------------
 
@@ -144,6 +166,25 @@ class Daemon:
             self._stopping = True
             self._cond.notify()
 
+    def sync_now(self) -> dict:
+        """Sync the whole tree and commit it, as `syncd sync` does, for another process (this
+        daemon holds the home's lock, so `syncd sync` asks over the socket instead of failing).
+        Blocks until the work thread, after the step in hand, has reconciled and committed; asks
+        that arrive meanwhile share that pass only if they came before it began, so whatever the
+        asker changed before asking is in it. Returns the report as JSON (see _answer_asked).
+        Raises SyncdError when the daemon stops first or the pass fails."""
+        asked = _AskedSync()
+        with self._cond:
+            if self._stopping:
+                raise SyncdError("the daemon is stopping; run `syncd sync` again once it has stopped")
+            self._asked.append(asked)
+            self._cond.notify()
+        asked.done.wait()
+        if asked.error is not None:
+            raise asked.error
+        assert asked.answer is not None  # settled with one or the other
+        return asked.answer
+
     @property
     def doing(self) -> str | None:
         """The step the work thread is in (for a log line saying what a shutdown waits for)."""
@@ -158,7 +199,8 @@ class Daemon:
                 signal.signal(sig, lambda *_: self.stop())
         # Watch first, then reconcile: whatever changes during the reconcile is queued, not lost.
         self._watcher.start()
-        server = ControlServer(self.engine, self._generation, self.control_methods).start() if self.serve else None
+        methods = {**self.control_methods, "sync": self.sync_now}
+        server = ControlServer(self.engine, self._generation, methods).start() if self.serve else None
         # The home's writer keeps its token hashes published for the readers of a shared index.
         mirror = TokenMirror(self.engine).start() if shares_index(self.engine) else None
         try:
@@ -180,6 +222,10 @@ class Daemon:
             if server is not None:
                 server.stop()
             self._watcher.stop()
+            with self._cond:
+                unanswered, self._asked = self._asked, []
+            for asked in unanswered:
+                asked.settle(error=SyncdError("the daemon stopped before it synced; run `syncd sync` again"))
             log.info("stopped watching %s", self.root)
 
     def _guarded(self, step, *args) -> None:
@@ -214,6 +260,8 @@ class Daemon:
                 now = time.monotonic()
                 if self._stopping:
                     return None
+                if self._asked:
+                    return self._take_events()
                 deadlines = [self._next_reconcile, self._next_watch_check]
                 if self._events:
                     ready_at = self._batch_ready_at()
@@ -238,6 +286,14 @@ class Daemon:
 
     def _tick(self, events: list[Event]) -> None:
         now = time.monotonic()
+        with self._cond:
+            asked, self._asked = self._asked, []
+            if asked and events:
+                # The asked pass scans the whole tree, which covers what these point at: handed
+                # to it (it takes what is queued), their changes are in the report its askers get.
+                self._events[:0], events = events, []
+        if asked:
+            self._answer_asked(asked)  # first: whatever fails after, its askers are answered
         if events:
             self.handle_batch(events)
         # Files a change group of this engine undid: whatever they hold now is committed as is.
@@ -248,6 +304,46 @@ class Daemon:
             self.reconcile()
         if self._commit_due is not None and time.monotonic() >= self._commit_due:
             self.commit_pending()
+
+    def _answer_asked(self, asked: list[_AskedSync]) -> None:
+        """Reconcile and commit for the syncs other processes asked for (sync_now), and answer
+        them: what `syncd sync` prints, plus the reason when the commit is still due (a git
+        command of the person's holds git)."""
+        try:
+            report = self.reconcile()
+            deadline = time.monotonic() + _ASKED_COMMIT_WAIT_S
+            while self._pending and not self._git_settled() and time.monotonic() < deadline:
+                time.sleep(0.05)
+            commits = self.commit_pending()
+        except _Stopped:
+            error = SyncdError("the daemon stopped halfway through the sync; what it indexed is kept")
+            for one in asked:
+                one.settle(error=error)
+            raise
+        except SyncdError as exc:
+            for one in asked:
+                one.settle(error=exc)
+            raise
+        except Exception:
+            for one in asked:
+                one.settle(error=SyncdError("the daemon failed to sync: see its log"))
+            raise
+        state = busy_state(self.root) if self._pending else None
+        uncommitted = None
+        if self._pending:
+            uncommitted = state.reason if state is not None else "git moved a moment ago; the daemon commits them soon"
+        answer = {
+            "summary": report.plan.summary(),
+            "facts": report.facts,
+            "chunks": report.chunks,
+            "embedded_texts": report.embedded_texts,
+            "errors": dict(report.errors),
+            "commits": commits,
+            "uncommitted": uncommitted,
+            "pid": os.getpid(),
+        }
+        for one in asked:
+            one.settle(answer)
 
     def _check_watcher(self) -> None:
         """Restart a watcher whose thread died and reconcile what it may have missed, rather

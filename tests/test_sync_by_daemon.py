@@ -1,0 +1,121 @@
+"""`syncd sync` beside a running daemon: the daemon, which holds the home, syncs and commits for
+it (Daemon.sync_now over the socket), and the command returns once the change is committed and
+searchable; a daemon that stops while asked answers with an error, never a hang."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+import syncd
+from syncd.errors import SyncdError
+
+from .daemon_helpers import daily_log, git, running_daemon, start_cli_daemon, wait_for, warm_embed_cache
+from .helpers import write
+
+LOG = "memory/users/ana/2026-11-22.md"
+WORDS = ["theremin", "kayaking", "origami", "falconry", "calligraphy"]
+
+
+def _cli(home: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "syncd", *args, "--home", str(home)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def _daemon_log(home: Path) -> str:
+    path = home / ".syncd/daemon.log"
+    return path.read_text(errors="replace") if path.exists() else ""
+
+
+def test_syncd_sync_beside_a_running_daemon_returns_with_the_edit_committed_and_searchable(home, embedder):
+    warm_embed_cache(home, embedder)
+    daemon = start_cli_daemon(home)
+    try:
+        wait_for(lambda: "watching" in _daemon_log(home), 60, "the daemon to start")
+        facts = ["Likes green tea."]
+        for word in WORDS:
+            # Each edit is followed at once by `syncd sync`: whichever of the daemon's watcher and
+            # the asked pass indexes it, the command returns only once it is committed.
+            facts.append(f"Took {word} lessons on Sunday.")
+            write(home, LOG, daily_log(facts))
+            done = _cli(home, "sync", "-q")
+            assert done.returncode == 0, done.stderr
+            assert f"by the running daemon, pid {daemon.pid}" in done.stdout, done.stdout
+            assert git(home, "show", f"HEAD:{LOG}") == (home / LOG).read_text()
+            found = _cli(home, "search", f"{word} lessons", "--user", "ana", "--limit", "1")
+            assert word in found.stdout, found.stdout + found.stderr
+        refused = _cli(home, "sync", "--no-commit")
+        assert refused.returncode == 1
+        assert "beside a running daemon" in refused.stderr and "Traceback" not in refused.stderr
+    finally:
+        daemon.send_signal(signal.SIGTERM)
+        daemon.wait(timeout=60)
+    assert daemon.returncode == 0, _daemon_log(home)[-3000:]
+
+
+def _ask(daemon, answers: list[object]) -> threading.Thread:
+    def ask() -> None:
+        try:
+            answers.append(daemon.sync_now())
+        except SyncdError as exc:
+            answers.append(exc)
+
+    asker = threading.Thread(target=ask)
+    asker.start()
+    return asker
+
+
+def test_an_asked_sync_reports_the_change_it_indexed_and_its_commit(home, embedder):
+    with running_daemon(home, embedder) as run:
+        answers: list[object] = []
+        # The work thread is held at its next step (each step takes the engine's exclusive turn)
+        # while the file is written and the sync asked: the watcher's events for the file are
+        # then queued with the ask, and the asked pass indexes the file and reports it.
+        with run.engine.exclusive():
+            write(home, LOG, daily_log(["Plays the cello."]))
+            asker = _ask(run.daemon, answers)
+            wait_for(lambda: run.daemon._asked, 30, "the ask to be queued")  # white-box: the queue
+        asker.join(timeout=60)
+        (answer,) = answers
+        assert isinstance(answer, dict), answer
+        assert answer["summary"].startswith("1 new, 0 changed"), answer
+        assert (answer["facts"], answer["embedded_texts"], answer["uncommitted"]) == (1, 1, None)
+        assert len(answer["commits"]) == 1
+        assert git(home, "show", f"HEAD:{LOG}") == (home / LOG).read_text()
+        assert "cello" in run.reader.search("cello", user_id="ana")[0].content
+
+
+def test_a_daemon_stopping_answers_the_syncs_asked_of_it(home, embedder):
+    with running_daemon(home, embedder) as run:
+        answers: list[object] = []
+        # The work thread is held at its next step, so the ask waits in the queue while the
+        # daemon is told to stop.
+        with run.engine.exclusive():
+            asker = _ask(run.daemon, answers)
+            wait_for(lambda: run.daemon._asked, 30, "the ask to be queued")  # white-box: the queue
+            run.daemon.stop()
+        asker.join(timeout=60)
+        assert not asker.is_alive(), "an ask was left waiting by a stopped daemon"
+        assert len(answers) == 1 and isinstance(answers[0], (dict, SyncdError))
+        run.thread.join(timeout=60)
+        with pytest.raises(SyncdError, match="stopping"):
+            run.daemon.sync_now()
+
+
+def test_without_a_daemon_syncd_sync_does_the_work_itself(home, embedder):
+    write(home, LOG, daily_log(["Likes green tea."]))
+    done = _cli(home, "sync", "-q")
+    assert done.returncode == 0, done.stderr
+    assert "by the running daemon" not in done.stdout
+    with syncd.open(home, read_only=True, embedder=embedder) as reader:
+        assert reader.status().fresh
