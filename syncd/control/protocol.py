@@ -16,6 +16,12 @@ Methods (version 1):
                fields of ``syncd.api.schemas.MemoryHit``), and ``stale`` counts the files the index
                does not reflect yet
     status  {}  -> ``Status.to_dict()``
+    revert  {"commit"} -> {"commit": the new commit's sha} (``Engine.revert``, by the one writer)
+    sync    {}  -> {"summary", "facts", "chunks", "embedded_texts", "errors", "commits",
+            "uncommitted", "pid"}: the whole tree synced and committed by the daemon
+            (``Daemon.sync_now``), for ``syncd sync`` beside it; ``uncommitted`` says why the
+            commit is still due (a git command of the person's), else null. A daemon of an older
+            syncd answers ``ProtocolError`` (unknown method)
     call    {"name", "arguments"} -> the result of one of the servers' operations (the MCP
             tools, ``syncd.server.service.OPERATIONS``), as JSON; served by ``syncd serve`` and
             ``syncd watch``, for ``syncd mcp``. The socket is its owner's alone (0600, peer uid
