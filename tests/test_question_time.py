@@ -108,11 +108,28 @@ def test_a_month_named_without_a_year_is_the_latest_one(question, first):
 
 
 @pytest.mark.parametrize(
-    "question", ["May I ask what Ana likes?", "What did she do in May 2022?", "in Mayhem", "on June 5, what"]
+    "question",
+    [
+        "May I ask what Ana likes?",
+        "What did she do in May 2022?",
+        "in Mayhem",
+        "in June 5",
+        "in June of 2022",
+        "in June '22",
+        "in June last year",
+        "in June two years ago",
+        "in Jan's chat",
+        "a party in Mar-a-Lago",
+    ],
 )
-def test_a_month_word_that_puts_nothing_in_a_yearless_month(question):
+def test_a_month_word_that_says_its_year_otherwise_or_is_a_word_is_no_yearless_month(question):
     months = [p for p in asked_periods(question, TODAY) if p.unit == "month"]
     assert all(p.first.year == 2022 for p in months), months  # only the named "May 2022", if any
+
+
+def test_a_yearless_month_beside_a_named_one_is_of_its_year():
+    months = [(p.first, p.unit) for p in asked_periods("What did she do in June and July 2021?", TODAY)]
+    assert months == [(dt.date(2021, 6, 1), "month"), (dt.date(2021, 7, 1), "month")]
 
 
 def test_a_row_says_when_by_a_date_or_a_relative_time():

@@ -251,11 +251,22 @@ def test_an_image_that_cannot_vouch_is_never_believed(home, embedder, monkeypatc
     assert Index(folder, dim, embedder.model_id, shared=True)._images.current() is None
 
 
-def test_an_image_written_where_no_boot_is_named_is_synced_and_believed_in_any_boot(home, embedder, monkeypatch):
+@pytest.mark.parametrize("unsynced", [True, False])
+def test_an_image_is_synced_unless_it_names_its_boot(home, embedder, monkeypatch, unsynced):
+    """Where it may not name its boot (no boot id, a filesystem not known to be local) the image
+    is fsynced and believed in any boot; where it may, it is not fsynced (and is believed in
+    its own boot only: the test above)."""
     _synced_log(home, embedder)
     folder = home / ".syncd/index"
-    monkeypatch.setattr(rows_image, "boot_id", lambda: None)
+    if not unsynced:
+        monkeypatch.setattr(rows_image, "unsynced_boot", lambda folder: None)
+    synced: list[int] = []
+    real_fsync = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: synced.append(fd) or real_fsync(fd))
     _both(folder, embedder.dim, embedder.model_id)  # writes the image
+    assert bool(synced) != unsynced
+    if unsynced:
+        return
     monkeypatch.setattr(rows_image, "boot_id", lambda: "a later boot")
     # White-box, as above: the image itself is believed.
     assert Index(folder, embedder.dim, embedder.model_id, shared=True)._images.current() is not None

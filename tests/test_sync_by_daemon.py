@@ -50,7 +50,7 @@ def test_syncd_sync_beside_a_running_daemon_returns_with_the_edit_committed_and_
             write(home, LOG, daily_log(facts))
             done = _cli(home, "sync", "-q")
             assert done.returncode == 0, done.stderr
-            assert f"by the running daemon, pid {daemon.pid}" in done.stdout, done.stdout
+            assert f"by the running daemon (pid {daemon.pid}" in done.stdout, done.stdout
             assert git(home, "show", f"HEAD:{LOG}") == (home / LOG).read_text()
             found = _cli(home, "search", f"{word} lessons", "--user", "ana", "--limit", "1")
             assert word in found.stdout, found.stdout + found.stderr
@@ -119,3 +119,54 @@ def test_without_a_daemon_syncd_sync_does_the_work_itself(home, embedder):
     assert "by the running daemon" not in done.stdout
     with syncd.open(home, read_only=True, embedder=embedder) as reader:
         assert reader.status().fresh
+
+
+def test_a_daemon_of_a_syncd_that_syncs_for_nobody_else_leaves_the_lock_error(home, embedder):
+    """A daemon whose socket lacks ``sync`` (an older syncd): the command says who holds the home."""
+    from syncd.daemon.control import ControlServer
+
+    with syncd.open(home, embedder=embedder) as engine:
+        engine.declare_daemon()
+        server = ControlServer(engine).start()  # ping, search, status, revert: no sync
+        try:
+            done = _cli(home, "sync", "-q")
+        finally:
+            server.stop()
+    assert done.returncode == 1
+    assert "is held by pid" in done.stderr and "(syncd watch)" in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def _has_socket(pid: int) -> bool:
+    fds = Path(f"/proc/{pid}/fd")
+    try:
+        return any(str(fd.readlink()).startswith("socket:") for fd in fds.iterdir())
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+
+
+def test_a_daemon_killed_while_asked_leaves_the_command_to_sync_itself(home, embedder):
+    warm_embed_cache(home, embedder)
+    daemon = start_cli_daemon(home)
+    try:
+        wait_for(lambda: "watching" in _daemon_log(home), 60, "the daemon to start")
+        daemon.send_signal(signal.SIGSTOP)  # it accepts no more, answers nothing
+        write(home, LOG, daily_log(["Plays the cello."]))
+        asking = subprocess.Popen(
+            [sys.executable, "-m", "syncd", "sync", "-q", "--home", str(home)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        wait_for(lambda: _has_socket(asking.pid), 60, "the command to ask the daemon")
+        daemon.kill()
+        daemon.wait(timeout=60)
+        out, err = asking.communicate(timeout=120)
+    finally:
+        if daemon.poll() is None:
+            daemon.kill()
+            daemon.wait(timeout=60)
+    assert asking.returncode == 0, err
+    assert "by the running daemon" not in out and "1 facts" in out, out
+    assert "Traceback" not in err
+    assert git(home, "show", f"HEAD:{LOG}") == (home / LOG).read_text()

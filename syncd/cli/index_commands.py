@@ -20,6 +20,7 @@ import click
 
 from ..engine.search import DEFAULT_LIMIT, KINDS
 from ..errors import GitBusyError, HistoryError, LockedError, RemoteError, SyncdError
+from ..home.disk import DAEMON_ROLE
 from .common import home_option, id_option, json_option, load_settings, print_json, resolve_home
 
 __all__ = ["COMMANDS"]
@@ -149,72 +150,111 @@ def sync_command(
     if push_after and no_commit:
         raise click.UsageError("--push pushes commits: it cannot go with --no-commit")
     deferred: Exception | None = None
+    done: dict | None = None
     with _resumable("sync", "the next `syncd sync` goes on from there") as heard:
-        try:
-            engine = _open(home, read_only=False)
-        except LockedError as locked:
-            if no_commit or pull_first or push_after:
-                # The daemon commits what it indexes, and shares through its own remote.
-                raise SyncdError(
-                    f"{locked}: beside a running daemon, `syncd sync` takes no --no-commit, --pull or "
-                    "--push (the daemon commits what it indexes; `syncd watch --remote` shares it)"
-                ) from None
-            done = _sync_by_daemon(resolve_home(home), locked)
-        else:
+        # A daemon that went away without answering (killed) lets go of the home a moment later:
+        # tried again until then, for a few seconds at most.
+        deadline = time.monotonic() + _DAEMON_GONE_WAIT_S
+        while done is None and time.monotonic() < deadline:
+            try:
+                engine = _open(home, read_only=False)
+            except LockedError as locked:
+                if not locked.holder.endswith(f"({DAEMON_ROLE})"):
+                    raise
+                if no_commit or pull_first or push_after:
+                    raise SyncdError(
+                        f"{locked}: beside a running daemon, `syncd sync` takes no --no-commit, --pull or "
+                        "--push (the daemon commits what it indexes; `syncd watch --remote` shares it)"
+                    ) from None
+                done = _sync_by_daemon(resolve_home(home), locked, quiet)
+                if done is None:
+                    time.sleep(0.05)  # the dying daemon's lock is let go after its socket
+                continue
             with engine, _progress_bar("syncing", not quiet, heard) as bar:
-                if pull_first:
-                    from ..engine.sharing import pull
+                done, deferred = _sync_here(engine, bar, no_commit, pull_first, push_after, remote)
+    if done is None:
+        raise SyncdError("the daemon holding the home went away without answering; run `syncd sync` again")
+    _print_sync(done, deferred)
 
-                    click.echo(pull(engine, remote).summary())
-                report = engine.sync(progress=bar)
-                commits = []
-                if not no_commit:
-                    try:
-                        commits = engine.commit()
-                    except (GitBusyError, HistoryError) as exc:
-                        deferred = exc  # the sync itself succeeded: exit 0, and say what to do about git
-                if push_after and deferred is None:
-                    from ..engine.sharing import push
 
-                    click.echo(push(engine, remote).summary())
-            done = {
-                "summary": report.plan.summary(),
-                "facts": report.facts,
-                "chunks": report.chunks,
-                "embedded_texts": report.embedded_texts,
-                "errors": report.errors,
-                "commits": commits,
-            }
+# How long `syncd sync` tries again after the daemon holding the home went away unanswering.
+_DAEMON_GONE_WAIT_S = 5.0
+
+
+def _sync_here(engine, bar, no_commit: bool, pull_first: bool, push_after: bool, remote: str):
+    """`syncd sync` in this process: (what it prints, the commit's GitBusyError or HistoryError
+    if git was busy: the sync itself succeeded, so the command exits 0 and says what to do)."""
+    deferred = None
+    if pull_first:
+        from ..engine.sharing import pull
+
+        click.echo(pull(engine, remote).summary())
+    report = engine.sync(progress=bar)
+    commits = []
+    if not no_commit:
+        try:
+            commits = engine.commit()
+        except (GitBusyError, HistoryError) as exc:
+            deferred = exc
+    if push_after and deferred is None:
+        from ..engine.sharing import push
+
+        click.echo(push(engine, remote).summary())
+    done = {
+        "summary": report.plan.summary(),
+        "facts": report.facts,
+        "chunks": report.chunks,
+        "embedded_texts": report.embedded_texts,
+        "errors": report.errors,
+        "commits": commits,
+    }
+    return done, deferred
+
+
+def _print_sync(done: dict, deferred: Exception | None) -> None:
+    """What a sync did, here or by the daemon (its answer: protocol.py's ``sync``)."""
     commits = done["commits"]
+    by = ""
+    if "pid" in done:
+        before = done.get("indexed_before") or 0
+        by = f" by the running daemon (pid {done['pid']}" + (
+            f"; {before} file(s) it had indexed just before this sync)" if before else ")"
+        )
     click.echo(
         f"{done['summary']}; {done['facts']} facts and {done['chunks']} chunks in the files indexed, "
-        f"{done['embedded_texts']} texts embedded"
-        + (f"; {len(commits)} commit(s)" if commits else "")
-        + (f" (by the running daemon, pid {done['pid']})" if "pid" in done else "")
+        f"{done['embedded_texts']} texts embedded" + (f"; {len(commits)} commit(s)" if commits else "") + by
     )
     for path, error in sorted(done["errors"].items()):
         click.echo(f"  error {path}: {error}", err=True)
+    if done.get("in_changes"):
+        click.echo(
+            f"syncd: note: {done['in_changes']} file(s) belong to a change still under way, which commits them "
+            "when it ends",
+            err=True,
+        )
     if done.get("uncommitted"):
         deferred = GitBusyError(done["uncommitted"])
     if deferred is not None:
         click.echo(f"syncd: warning: indexed, but not committed: {deferred}", err=True)
 
 
-def _sync_by_daemon(root: Path, locked: LockedError) -> dict:
+def _sync_by_daemon(root: Path, locked: LockedError, quiet: bool) -> dict | None:
     """The sync of the daemon that holds the home (Daemon.sync_now: it reconciles the tree and
-    commits), as the lines `syncd sync` prints. Raises ``locked`` when no daemon answers (another
-    kind of writer holds the home) or the daemon is of a syncd that syncs for nobody else."""
+    commits): its answer, or None when it went away without answering. Raises ``locked`` when
+    the daemon is of a syncd that syncs for nobody else."""
     from ..control.client import ask_daemon
 
-    try:
-        # However long the daemon's pass takes (a first index): Ctrl-C stops the wait, not the pass.
-        answer = ask_daemon(root, "sync", timeout=None)
-    except RemoteError as exc:
-        if exc.kind == "ProtocolError":
-            raise locked from None
-        raise SyncdError(f"the running daemon did not sync: {exc}") from None
-    if answer is None:
-        raise locked
+    daemon = f"the daemon ({locked.holder.split(' (')[0]})"
+    if not quiet and sys.stderr.isatty():
+        click.echo(f"syncd: {daemon} holds this home: it syncs and commits", err=True)
+    # However long the daemon's pass takes (a first index): Ctrl-C stops the wait, not the pass.
+    with _resumable("sync", f"{daemon} goes on with it and commits it"):
+        try:
+            answer = ask_daemon(root, "sync", timeout=None)
+        except RemoteError as exc:
+            if exc.kind == "ProtocolError":
+                raise locked from None
+            raise SyncdError(f"{daemon} did not sync: {exc}") from None
     return answer
 
 

@@ -8,6 +8,7 @@ import inspect
 import logging
 import os
 import sys
+import threading
 import types
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -357,10 +358,16 @@ def _overrides_marked_only() -> Iterator[None]:
         overrides.override = checking
 
 
+# Two threads importing lancedb first at once would each swap overrides.override, and the second
+# to restore it could put back the first's marking one.
+_importing_lancedb = threading.Lock()
+
+
 def import_lancedb() -> types.ModuleType:
     """lancedb, imported with the patches above (its REST client deferred, its overrides only
     marked); every syncd module that needs lancedb takes it from here."""
-    lancedb_defer_rest_client()
-    with _overrides_marked_only():
-        import lancedb
+    with _importing_lancedb:
+        lancedb_defer_rest_client()
+        with _overrides_marked_only():
+            import lancedb
     return lancedb

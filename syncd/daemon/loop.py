@@ -73,9 +73,6 @@ _COMMIT_MAX_DELAY_S = 5.0
 _RETRY_MIN_S, _RETRY_MAX_S = 0.5, 30.0
 # A sync running longer than this logs a progress line this often (syncd/sync/progress.py).
 _PROGRESS_LOG_EVERY_S = 10.0
-# A sync asked over the socket commits before it answers: it waits out a git command of the
-# person's that just moved HEAD for at most this long, then answers that the commit is due.
-_ASKED_COMMIT_WAIT_S = 5.0
 
 
 class _Stopped(Exception):
@@ -84,7 +81,9 @@ class _Stopped(Exception):
 
 @dataclass
 class _AskedSync:
-    """A sync another process asked for (Daemon.sync_now), answered by the work thread."""
+    """A sync another process asked for (Daemon.sync_now), answered by the work thread: it
+    writes ``answer`` or ``error`` once, before ``done`` is set; the asker reads them only after
+    ``done.wait()`` (the event orders the two threads)."""
 
     done: threading.Event = field(default_factory=threading.Event)
     answer: dict | None = None
@@ -169,10 +168,14 @@ class Daemon:
     def sync_now(self) -> dict:
         """Sync the whole tree and commit it, as `syncd sync` does, for another process (this
         daemon holds the home's lock, so `syncd sync` asks over the socket instead of failing).
-        Blocks until the work thread, after the step in hand, has reconciled and committed; asks
-        that arrive meanwhile share that pass only if they came before it began, so whatever the
-        asker changed before asking is in it. Returns the report as JSON (see _answer_asked).
-        Raises SyncdError when the daemon stops first or the pass fails."""
+
+        Returns once the work thread, after the step in hand, has made a pass that began after
+        the ask: everything on disk then is indexed, and committed, unless git is busy with a
+        command of the person's (``uncommitted`` says which; the daemon commits once git is
+        free) or the files belong to a change still under way (``in_changes``; that change
+        commits them when it ends). Returns the report as JSON (protocol.py). Raises SyncdError
+        when the daemon stops first or the pass fails. Takes ``_cond`` only: the pass runs on
+        the work thread in its exclusive turn, as every step does."""
         asked = _AskedSync()
         with self._cond:
             if self._stopping:
@@ -307,43 +310,60 @@ class Daemon:
 
     def _answer_asked(self, asked: list[_AskedSync]) -> None:
         """Reconcile and commit for the syncs other processes asked for (sync_now), and answer
-        them: what `syncd sync` prints, plus the reason when the commit is still due (a git
-        command of the person's holds git)."""
+        every one of them, whatever happens (each asker waits with no timeout)."""
+        answer: dict | None = None
+        error: SyncdError = SyncdError("the daemon failed to sync: see its log")
         try:
+            before = set(self._pending)  # indexed by earlier batches (the watcher's), not committed
             report = self.reconcile()
-            deadline = time.monotonic() + _ASKED_COMMIT_WAIT_S
-            while self._pending and not self._git_settled() and time.monotonic() < deadline:
-                time.sleep(0.05)
-            commits = self.commit_pending()
+            commits = self._commit_for_askers()
+            answer = self._asked_answer(report, commits, before)
         except _Stopped:
             error = SyncdError("the daemon stopped halfway through the sync; what it indexed is kept")
-            for one in asked:
-                one.settle(error=error)
             raise
         except SyncdError as exc:
-            for one in asked:
-                one.settle(error=exc)
+            error = exc
             raise
-        except Exception:
+        finally:
             for one in asked:
-                one.settle(error=SyncdError("the daemon failed to sync: see its log"))
-            raise
-        state = busy_state(self.root) if self._pending else None
+                one.settle(answer, None if answer is not None else error)
+
+    def _commit_for_askers(self) -> list[str]:
+        """commit_pending, after waiting out (twice ``commit_quiet_ms`` at most, and not once
+        stopping) a git command of the person's that moved HEAD a moment ago: the asker's
+        ``syncd sync`` then ends committed, where the loop would commit a moment later. Git is
+        looked at holding the commit stage, as commit_pending does, so a pass of ours half done
+        is never taken for the person's command. The write turn (the step's) is held meanwhile."""
+        limit = time.monotonic() + 2 * self.settings.commit_quiet_ms / 1000
+        while self._pending and not self._stopping:
+            with self.engine.writes.commit_stage():
+                due = self.engine.writes.settle_due()
+            if due <= 0 or time.monotonic() + due > limit:
+                break
+            time.sleep(due)  # the quiet time git still owes the person's command
+        return self.commit_pending()
+
+    def _asked_answer(self, report: SyncReport, commits: list[str], before: set[str]) -> dict:
+        """What an asked sync tells its asker (see protocol.py): the pass's report, the files the
+        daemon had indexed before it and committed with it, and what is left uncommitted, why."""
+        held = self.engine.writes.held() & self._pending if self._pending else set()
+        waiting = self._pending - held
         uncommitted = None
-        if self._pending:
+        if waiting:
+            state = busy_state(self.root)
             uncommitted = state.reason if state is not None else "git moved a moment ago; the daemon commits them soon"
-        answer = {
+        return {
             "summary": report.plan.summary(),
             "facts": report.facts,
             "chunks": report.chunks,
             "embedded_texts": report.embedded_texts,
             "errors": dict(report.errors),
             "commits": commits,
+            "indexed_before": len(before - self._pending),
             "uncommitted": uncommitted,
+            "in_changes": len(held),
             "pid": os.getpid(),
         }
-        for one in asked:
-            one.settle(answer)
 
     def _check_watcher(self) -> None:
         """Restart a watcher whose thread died and reconcile what it may have missed, rather

@@ -61,9 +61,11 @@ def asked_periods(question: str, today: dt.date) -> list[Period]:
     ranges = named_ranges(question)
     if ranges:
         named = [*ranges, *(p for p in named if not any(p.start < r.end and r.start < p.end for r in ranges))]
+    # A month named without a year is the latest by the end of the first period named with one.
+    months = yearless_months(question, named[0].last if named else today)
     relative = [
         period
-        for period in [*resolve(question, anchor), *yearless_months(question, anchor)]
+        for period in [*resolve(question, anchor), *months]
         if not any(period.start < other.end and other.start < period.end for other in named)
     ]
     return sorted([*named, *relative], key=lambda period: (period.start, period.end))

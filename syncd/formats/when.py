@@ -345,19 +345,22 @@ def named_periods(text: str) -> list[Period]:
 
 # A month named after a word that puts something in it ("in June", "during May", "early July"),
 # with no year of its own (a named year is named_periods'). A bare month name is no period:
-# "May I ask", "March on", "August" as a name.
+# "May I ask", "March on", "August" as a name; nor one that goes on into a word ("Mar-a-Lago",
+# "Jan's") or says its year another way ("June of 2022", "June '22", "June last year").
 _MONTH_ALONE = re.compile(
-    rf"\b(?:in|during|early|mid|late|mid-)\s*(?:the\s+month\s+of\s+)?{_MONTH_RE}(?!\w)(?!,?\s*\d)",
+    rf"\b(?:in|during|early|mid|late|mid-)\s*(?:the\s+month\s+of\s+)?{_MONTH_RE}(?!\w)"
+    r"(?!['’]s\b|-|,?\s*['’]?\d|\s+of\s+\d|\s+(?:last|this|next)\s+year|\s+\w+\s+years?\s+ago)",
     re.IGNORECASE,
 )
 
 
 def yearless_months(text: str, anchor: dt.date) -> list[Period]:
     """The months ``text`` names without a year ("in June", "during May", "early July"), each the
-    latest such month to begin on or before ``anchor`` (the day a question is asked, or the day
-    it names): asked in October, "in June" is June of the same year, and "in December" the
-    December before. A question asks mostly of what is past; one asking of a month ahead finds
-    the one before, as it would without this rule."""
+    latest such month to begin on or before ``anchor`` (the day a question is asked, or the last
+    day of the first period it names: "in June and July 2023" is June 2023): asked in October,
+    "in June" is June of the same year, and "in December" the December before. A question asks
+    mostly of what is past; one asking of a month ahead finds the one before. A month word that
+    is a name ("confide in June") reads as the month: nothing tells the two apart."""
     found: list[Period] = []
     if not _MONTH_NAME_WORD.search(text):
         return found

@@ -28,7 +28,6 @@ law in tests/test_rows_image.py.
 from __future__ import annotations
 
 import contextlib
-import functools
 import hashlib
 import importlib.util
 import json
@@ -41,6 +40,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..home.page_cache import boot_id, unsynced_boot
 from .files_mirror import table_stamp
 from .fulltext import TextIndex, best_rows, query_signals
 from .pending import PendingWrites
@@ -64,7 +64,6 @@ _MADE_BY = (
     "syncd.index.records",
 )
 _code_digest: str | None = None
-_BOOT_ID = "/proc/sys/kernel/random/boot_id"
 
 
 def _code() -> str:
@@ -139,32 +138,23 @@ def _json(payload: dict) -> str:
     return json.dumps(payload, separators=(",", ":"))
 
 
-@functools.cache
-def boot_id() -> str | None:
-    """This boot of the machine (Linux's random boot id), or None where the system names none."""
-    try:
-        return Path(_BOOT_ID).read_text(encoding="ascii").strip() or None
-    except (OSError, UnicodeDecodeError):
-        return None
-
-
 def _write(folder: Path, stamp: str, dim: int, codes: dict[str | None, int], arrays: dict[str, np.ndarray]) -> None:
     """Write an image. Derived data: a failure is logged and leaves the old image, which its
     stamp already disowns. Written to a temporary file and renamed, so a reader sees a whole
     image or the one before.
 
-    Not fsynced where the machine names its boot: the image then says the boot it was written
-    in and is believed only in that boot. Bytes a process wrote are in the page cache, which
-    every later process reads, until the machine stops; a power cut or a crash of the system,
-    the only ways to lose them, start a new boot, in which the image is disowned (the next
-    reader loads the table and writes a new one). The fsync of tens of megabytes was most of a
-    one-shot ``syncd sync`` of one line in a big log (bench_log_edit.py). Elsewhere it is synced."""
+    Not fsynced where the page cache keeps it for every reader until the machine stops (a local
+    filesystem of a machine that names its boot: syncd.home.page_cache): the image then says
+    the boot it was written in and is believed only in that boot, so a power cut or a system
+    crash, which could lose its bytes, disowns it (the next reader loads the table and writes
+    a new one). The fsync of tens of megabytes was most of a one-shot ``syncd sync`` of one
+    line in a big log (bench_log_edit.py). Elsewhere it is synced."""
     layout: dict[str, tuple[str, list[int], int]] = {}
     offset = 0
     for name, array in arrays.items():
         layout[name] = (array.dtype.str, list(array.shape), offset)
         offset += -(-array.nbytes // _ALIGN) * _ALIGN
-    header_boot = boot_id()
+    header_boot = unsynced_boot(folder)
     header = json.dumps(
         {
             "stamp": stamp,
