@@ -170,3 +170,36 @@ def test_a_daemon_killed_while_asked_leaves_the_command_to_sync_itself(home, emb
     assert "by the running daemon" not in out and "1 facts" in out, out
     assert "Traceback" not in err
     assert git(home, "show", f"HEAD:{LOG}") == (home / LOG).read_text()
+
+
+def test_the_daemon_s_progress_reaches_the_command_waiting_on_it(home, embedder):
+    """What the daemon's long sync notes in the progress file is what the waiting `syncd sync`
+    draws (its progress bar is fed by follow_daemon_progress)."""
+    from syncd.cli.index_commands import follow_daemon_progress
+    from syncd.home import Home
+    from syncd.sync.progress import SyncProgress
+    from syncd.sync.progress_file import ProgressFile
+
+    event = SyncProgress("sync", 3, 800, 1_000, 90_000, 250, 40, 12.0, texts_per_s=20.0, eta_s=300.0)
+    with syncd.open(home, embedder=embedder):  # holds the home, as the daemon whose note it is
+        clock = iter([0.0, 5.0])
+        ProgressFile(Home(home), clock=lambda: next(clock)).note(event)  # a sync running 5 s
+        heard: list[SyncProgress] = []
+        stop = threading.Event()
+        follower = threading.Thread(target=follow_daemon_progress, args=(home, heard.append, stop, 0.01))
+        follower.start()
+        wait_for(lambda: heard, 30, "the note to be read")
+        stop.set()
+        follower.join(timeout=30)
+    assert heard == [event]  # told once: an unchanged note is not drawn again
+
+
+def test_syncs_told_as_one_count_each_file_once():
+    from syncd.sync.plan import SyncPlan, combined_plan
+
+    startup = SyncPlan(new=("a.md", "b.md"), unchanged=3)
+    watcher = SyncPlan(changed=("a.md",), unchanged=4)
+    asked = SyncPlan(new=("c.md",), deleted=("b.md",), unchanged=4)
+    assert combined_plan([startup, watcher, asked]).summary() == "3 new, 1 changed, 0 moved, 1 deleted, 3 unchanged"
+    assert combined_plan([asked]).summary() == asked.summary()
+    assert combined_plan([]).summary() == "0 new, 0 changed, 0 moved, 0 deleted, 0 unchanged"

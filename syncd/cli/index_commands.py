@@ -247,15 +247,40 @@ def _sync_by_daemon(root: Path, locked: LockedError, quiet: bool) -> dict | None
     daemon = f"the daemon ({locked.holder.split(' (')[0]})"
     if not quiet and sys.stderr.isatty():
         click.echo(f"syncd: {daemon} holds this home: it syncs and commits", err=True)
+    stop = threading.Event()
     # However long the daemon's pass takes (a first index): Ctrl-C stops the wait, not the pass.
-    with _resumable("sync", f"{daemon} goes on with it and commits it"):
+    with (
+        _resumable("sync", f"{daemon} goes on with it and commits it") as heard,
+        _progress_bar("syncing", not quiet, heard) as bar,
+    ):
+        follower = threading.Thread(target=follow_daemon_progress, args=(root, bar, stop), daemon=True)
+        follower.start()
         try:
             answer = ask_daemon(root, "sync", timeout=None)
         except RemoteError as exc:
             if exc.kind == "ProtocolError":
                 raise locked from None
             raise SyncdError(f"{daemon} did not sync: {exc}") from None
+        finally:
+            stop.set()
+            follower.join()
     return answer
+
+
+def follow_daemon_progress(root: Path, update, stop: threading.Event, every_s: float = 0.5) -> None:
+    """Tell ``update`` where the daemon's sync stands, from the progress file it keeps for a long
+    sync (syncd/sync/progress_file.py), every ``every_s`` until ``stop``: a first index beside a
+    running daemon shows its progress as one done here would."""
+    from ..home import Home
+    from ..sync.progress_file import read_progress
+
+    home = Home(root)
+    last = None
+    while not stop.wait(every_s):
+        note = read_progress(home)
+        if note is not None and note.running and note.progress != last:
+            last = note.progress
+            update(note.progress)
 
 
 @click.command("reindex")

@@ -43,6 +43,7 @@ from ..history.status import uncommitted_paths
 from ..home import atomic_write, blob_sha, ignore_write_temp_files, read_regular, remove_stale_temp_files
 from ..sync.apply import SyncReport
 from ..sync.events import Batch, Event, coalesce
+from ..sync.plan import combined_plan
 from ..sync.progress import SyncProgress, log_every
 from ..sync.scan import DiskScan, list_tree
 from ..sync.watcher import TreeWatcher
@@ -88,6 +89,10 @@ class _AskedSync:
     done: threading.Event = field(default_factory=threading.Event)
     answer: dict | None = None
     error: SyncdError | None = None
+    # The daemon's syncs that ended while this ask waited in the queue (a startup reconcile, the
+    # watcher's batches): told with the asked pass's, as what the asker waited for. Under _cond.
+    waited: list[SyncReport] = field(default_factory=list)
+    commits_before: int = 0  # how many commits the daemon had made when asked (Daemon.commits)
 
     def settle(self, answer: dict | None = None, error: SyncdError | None = None) -> None:
         self.answer, self.error = answer, error
@@ -180,6 +185,7 @@ class Daemon:
         with self._cond:
             if self._stopping:
                 raise SyncdError("the daemon is stopping; run `syncd sync` again once it has stopped")
+            asked.commits_before = len(self.commits)  # a list only ever extended
             self._asked.append(asked)
             self._cond.notify()
         asked.done.wait()
@@ -311,13 +317,15 @@ class Daemon:
     def _answer_asked(self, asked: list[_AskedSync]) -> None:
         """Reconcile and commit for the syncs other processes asked for (sync_now), and answer
         every one of them, whatever happens (each asker waits with no timeout)."""
-        answer: dict | None = None
+        answers: list[dict] = []
         error: SyncdError = SyncdError("the daemon failed to sync: see its log")
         try:
             before = set(self._pending)  # indexed by earlier batches (the watcher's), not committed
             report = self.reconcile()
-            commits = self._commit_for_askers()
-            answer = self._asked_answer(report, commits, before)
+            self._commit_for_askers()
+            answers = [
+                self._asked_answer([*one.waited, report], self.commits[one.commits_before :], before) for one in asked
+            ]
         except _Stopped:
             error = SyncdError("the daemon stopped halfway through the sync; what it indexed is kept")
             raise
@@ -325,10 +333,11 @@ class Daemon:
             error = exc
             raise
         finally:
-            for one in asked:
+            for n, one in enumerate(asked):
+                answer = answers[n] if answers else None
                 one.settle(answer, None if answer is not None else error)
 
-    def _commit_for_askers(self) -> list[str]:
+    def _commit_for_askers(self) -> None:
         """commit_pending, after waiting out (twice ``commit_quiet_ms`` at most, and not once
         stopping) a git command of the person's that moved HEAD a moment ago: the asker's
         ``syncd sync`` then ends committed, where the loop would commit a moment later. Git is
@@ -341,11 +350,12 @@ class Daemon:
             if due <= 0 or time.monotonic() + due > limit:
                 break
             time.sleep(due)  # the quiet time git still owes the person's command
-        return self.commit_pending()
+        self.commit_pending()
 
-    def _asked_answer(self, report: SyncReport, commits: list[str], before: set[str]) -> dict:
-        """What an asked sync tells its asker (see protocol.py): the pass's report, the files the
-        daemon had indexed before it and committed with it, and what is left uncommitted, why."""
+    def _asked_answer(self, reports: list[SyncReport], commits: list[str], before: set[str]) -> dict:
+        """What an asked sync tells its asker (see protocol.py): the syncs it waited for and the
+        asked pass's, as one; the files the daemon had indexed before the ask and committed with
+        it; what is left uncommitted, and why."""
         held = self.engine.writes.held() & self._pending if self._pending else set()
         waiting = self._pending - held
         uncommitted = None
@@ -353,13 +363,14 @@ class Daemon:
             state = busy_state(self.root)
             uncommitted = state.reason if state is not None else "git moved a moment ago; the daemon commits them soon"
         return {
-            "summary": report.plan.summary(),
-            "facts": report.facts,
-            "chunks": report.chunks,
-            "embedded_texts": report.embedded_texts,
-            "errors": dict(report.errors),
+            "summary": combined_plan([r.plan for r in reports]).summary(),
+            "facts": sum(r.facts for r in reports),
+            "chunks": sum(r.chunks for r in reports),
+            "embedded_texts": sum(r.embedded_texts for r in reports),
+            "errors": {path: error for r in reports for path, error in r.errors.items()},
             "commits": commits,
-            "indexed_before": len(before - self._pending),
+            # Committed now, indexed before the ask by a batch not told above.
+            "indexed_before": len(before - self._pending - {p for r in reports for p in r.plan.changed_paths}),
             "uncommitted": uncommitted,
             "in_changes": len(held),
             "pid": os.getpid(),
@@ -538,6 +549,9 @@ class Daemon:
         if stoppable:
             progress = _then(progress, self._raise_if_stopping)
         report = self.engine.sync(paths, progress=progress)
+        with self._cond:
+            for asked in self._asked:
+                asked.waited.append(report)
         self.batches += 1
         plan = report.plan
         if not plan.empty:

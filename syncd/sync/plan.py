@@ -4,13 +4,13 @@ moved (a deleted path's sha reappearing elsewhere), deleted or only touched.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from ..index.records import FileRecord
 from .scan import DiskFile
 
-__all__ = ["SyncPlan", "plan_sync"]
+__all__ = ["SyncPlan", "combined_plan", "plan_sync"]
 
 
 @dataclass(frozen=True)
@@ -38,6 +38,24 @@ class SyncPlan:
             f"{len(self.new)} new, {len(self.changed)} changed, {len(self.moved)} moved, "
             f"{len(self.deleted)} deleted, {self.unchanged + len(self.touched)} unchanged"
         )
+
+
+def combined_plan(plans: Sequence[SyncPlan]) -> SyncPlan:
+    """Syncs run one after another told as one (the daemon's, for a `syncd sync` that waited on
+    them): every file any of them indexed, moved or deleted, in the order they did, and as
+    unchanged what the last one found unchanged less the files an earlier one had indexed."""
+    if not plans:
+        return SyncPlan()
+    last = plans[-1]
+    earlier = {path for plan in plans[:-1] for path in (*plan.new, *plan.changed, *(new for _, new in plan.moved))}
+    counted_again = len(earlier - set(last.changed_paths))
+    return SyncPlan(
+        new=tuple(path for plan in plans for path in plan.new),
+        changed=tuple(path for plan in plans for path in plan.changed),
+        moved=tuple(pair for plan in plans for pair in plan.moved),
+        deleted=tuple(path for plan in plans for path in plan.deleted),
+        unchanged=max(0, last.unchanged + len(last.touched) - counted_again),  # touched: unchanged to a person
+    )
 
 
 def plan_sync(disk: Mapping[str, DiskFile], index: Mapping[str, FileRecord], unreadable_dirs=()) -> SyncPlan:
