@@ -4,8 +4,11 @@ scan and its plan find nothing either, and says it for a tree just as the index 
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import shutil
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -143,3 +146,58 @@ def test_a_sync_of_a_tree_as_recorded_scans_nothing_and_one_touched_file_is_reco
         touched = engine.sync().plan
         assert touched.touched == ("vault/Tea.md",) and touched.unchanged == files - 1
         assert engine.sync().plan.empty
+
+
+def test_a_one_shot_sync_that_only_restats_a_file_records_it_without_lancedb(home, embedder):
+    """A one-shot sync seconds after the edit it indexed records the file's mtime as 0 (too recent
+    to trust); the next one-shot sync hashes it, finds the same bytes, and records its stat in the
+    files mirror alone (store.py's apply): no LanceDB imported for it, and the sync after that
+    trusts the stat. The table keeps the older stat of the same bytes, which costs a reader of
+    the table a hash and nothing else; new bytes of the same size are still a change."""
+    import lancedb
+
+    import syncd
+
+    rel = "memory/users/ana/2026-05-01.md"
+    (home / rel).parent.mkdir(parents=True, exist_ok=True)
+    (home / rel).write_text("# 2026-05-01\n\n- [note] Likes green tea.\n")
+    with syncd.open(home, embedder=embedder) as engine:
+        engine.sync()
+        racy = [path for path, record in engine.index.files().items() if record.mtime_ns == 0]
+        assert rel in racy  # just written
+    for path in racy:
+        os.utime(home / path, ns=(PAST_NS, PAST_NS))
+    script = (
+        "import json, sys, syncd\n"
+        f"with syncd.open({str(home)!r}) as engine:\n"
+        "    plan = engine.sync().plan\n"
+        "print(json.dumps([plan.touched, plan.changed, plan.unchanged, 'lancedb' in sys.modules]))\n"
+    )
+
+    def one_shot() -> list:
+        run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+        return json.loads(run.stdout)
+
+    files = len(recorded_files(home))
+    assert one_shot() == [sorted(racy), [], files - len(racy), False]  # hashed: the same bytes, restated
+    assert one_shot() == [[], [], files, False]  # trusted by its stat: nothing hashed
+    assert recorded_files(home)[rel].mtime_ns == PAST_NS
+    table = lancedb.connect(str(home / ".syncd/index/lance")).open_table("files").to_arrow().to_pylist()
+    assert [r["mtime_ns"] for r in table if r["path"] == rel] == [0]
+    (home / rel).write_text("# 2026-05-01\n\n- [note] Likes green teb.\n")  # same size, other bytes
+    os.utime(home / rel, ns=(PAST_NS, PAST_NS))  # and the very stat trusted: only the sha tells
+    with syncd.open(home, embedder=embedder) as engine:
+        assert engine.sync().plan.changed == ()  # a stat the mirror vouches for is trusted, as git's index is
+        assert "Likes green teb." not in [h.content for h in engine.search("teb", user_id="ana")]
+    os.utime(home / rel, ns=(PAST_NS + 10**9, PAST_NS + 10**9))
+    with syncd.open(home, embedder=embedder) as engine:
+        assert engine.sync().plan.changed == (rel,)
+        assert [h.content for h in engine.search("teb", user_id="ana", limit=1)] == ["Likes green teb."]
+
+
+def recorded_files(home: Path) -> dict[str, FileRecord]:
+    from syncd.index.files_mirror import read_mirror
+
+    snapshot = read_mirror(home / ".syncd/index")
+    assert snapshot is not None
+    return snapshot.files

@@ -11,6 +11,11 @@ inode and mtime), read from the directory listing, which costs microseconds. Eve
 tables makes a new manifest, so a write the mirror missed (a crash between the two, a write by an
 older syncd, a lost sqlite commit) leaves a stamp that no longer matches, and readers fall back
 to LanceDB. A writer whose mirror does not match rebuilds it from the tables.
+
+One difference from the tables is allowed: a file's stat (size, mtime) here may be newer than
+the files table's, for the same bytes (store.py: a restat made by a process with no table open
+goes to the mirror alone). A stat only spares a hash, so a reader of either copy gets the same
+plan; the table's older one costs its reader that hash.
 """
 
 from __future__ import annotations

@@ -16,6 +16,7 @@ __all__ = [
     "StaleRows",
     "heading_only",
     "meta_compatible",
+    "only_restats",
     "page_breadcrumb",
 ]
 
@@ -149,6 +150,18 @@ class FileUpdate:
         if not self.unchanged:
             return self.rows or []
         return [row for row in self.rows or () if row.id not in self.unchanged]
+
+
+def only_restats(update: FileUpdate, held: FileRecord | None) -> bool:
+    """Whether ``update`` only restats the file ``held`` records: the same bytes (sha), kind and
+    error found again under a new size or mtime (a sync plan's ``touched``), its rows kept."""
+    new = update.record
+    return (
+        update.rows is None
+        and new is not None
+        and held is not None
+        and (new.sha, new.kind, new.error) == (held.sha, held.kind, held.error)
+    )
 
 
 class StaleRows(Exception):

@@ -47,7 +47,7 @@ from ..home import atomic_write
 from .compaction import WRITES_BEFORE_OPTIMIZE, compact_table, ensure_id_index, writes_before_optimize
 from .files_mirror import FilesMirror, lance_stamp, read_mirror
 from .pending import PendingWrites, replaces_whole
-from .records import SCHEMA_VERSION, EntryRow, FileRecord, FileUpdate, StaleRows, meta_compatible
+from .records import SCHEMA_VERSION, EntryRow, FileRecord, FileUpdate, StaleRows, meta_compatible, only_restats
 from .write_behind import BackgroundWriter
 
 if TYPE_CHECKING:
@@ -459,13 +459,21 @@ class Index:
         The tables are written before this returns, or with ``defer`` behind it (pending.py): by a
         background writer, folded with the writes that follow, and by anything that needs the
         tables current (``persist()``). A failed write marks its paths unwritten (the next sync
-        redoes them); a direct write raises it, a deferred one raises it in ``wait_written``."""
+        redoes them); a direct write raises it, a deferred one raises it in ``wait_written``.
+
+        Restats alone (``only_restats``: a one-shot sync after one whose mtime was too recent to
+        trust) in a process with no table open go to the files mirror alone: the table keeps an
+        older stat of the same bytes (a hash to its reader) and LanceDB is not imported (a second)."""
         if self.read_only:
             raise IndexError_("this index was opened read-only")
         if not updates:
             return
         with self._lock:
             loaded = self._matrix_version is not None
+        if not loaded and self._lance_entries is None and self._mirror is not None:
+            with self._writing, self._lock:
+                if self._restated_in_mirror(updates):
+                    return
         if not loaded:
             # No rows in memory: write the tables now and leave memory unloaded (the next query
             # loads it from them). Both locks, in persist()'s order, stay held until the tables
@@ -484,6 +492,20 @@ class Index:
             self._behind.soon()
         else:
             self.persist()
+
+    def _restated_in_mirror(self, updates: Sequence[FileUpdate]) -> bool:
+        """apply() of restats only, in the files mirror alone, if it vouches for the tables on
+        disk and nothing is pending (under both locks); False, with nothing done, otherwise."""
+        records = self._ensure_records()
+        if self._pending or not all(only_restats(u, records.get(u.path)) for u in updates):
+            return False
+        assert self._mirror is not None
+        if not self._mirror.update(self._mirror.stamp(), [(u.path, u.record, None) for u in updates]):
+            return False
+        records.update((u.path, u.record) for u in updates if u.record is not None)
+        self._applied += 1
+        self._behind.mark_written(self._applied)
+        return True
 
     def _check_diffed(self, updates: Sequence[FileUpdate]) -> None:
         """Raise StaleRows unless every update's ``unchanged`` was answered for the rows held
