@@ -57,6 +57,25 @@ def test_sessions_lists_shows_and_states(with_sessions):
     assert json.loads(state.stdout)["steps"] == [{"type": "task", "task": "greet"}]
 
 
+def test_one_unreadable_session_is_said_and_the_rest_are_listed(with_sessions):
+    """A folder where a transcript belongs, or a link to a file outside the home: that session is
+    left out with a warning naming it and why; every other session is listed as before."""
+    home = with_sessions
+    sessions = home / "memory/users/ana/sessions"
+    (sessions / "s4/transcript.jsonl").mkdir(parents=True)
+    (sessions / "s5").mkdir()
+    (sessions / "s5/transcript.jsonl").symlink_to("/etc/passwd")
+    listed = syncd_cli(home, "sessions", "--json")
+    assert listed.returncode == 0, listed.stderr
+    assert {(r["user"], r["session"]) for r in json.loads(listed.stdout)} == {("ana", "s1"), ("bob", "s9")}
+    warnings = listed.stderr.strip().splitlines()
+    assert len(warnings) == 2 and all(w.startswith("syncd: warning: session left out") for w in warnings)
+    assert "ana/s4: not a regular file" in warnings[0] and "ana/s5:" in warnings[1]
+    shown = syncd_cli(home, "sessions", "show", "s4")
+    assert shown.returncode != 0
+    assert shown.stderr.strip() == "syncd: error: session 's4' cannot be read: ana/s4: not a regular file"
+
+
 @pytest.mark.parametrize(
     "args",
     [

@@ -30,9 +30,13 @@ def _owner(root, session: str, user: str | None) -> str:
 
     if user is not None:
         return user
-    owners = sorted({i.user for i in list_sessions(root) if i.session == session})
+    unreadable: list[str] = []
+    owners = sorted({i.user for i in list_sessions(root, None, unreadable) if i.session == session})
     if not owners:
-        raise NotFoundError(f"no session {session!r} in this home")
+        cannot = [why for why in unreadable if why.split(": ", 1)[0].split("/")[1] == session]
+        raise NotFoundError(
+            f"session {session!r} cannot be read: {cannot[0]}" if cannot else f"no session {session!r} in this home"
+        )
     if len(owners) > 1:
         raise click.UsageError(f"session {session!r} exists for several users ({', '.join(owners)}); pass --user")
     return owners[0]
@@ -57,9 +61,12 @@ def sessions_group(ctx: click.Context, user: str | None, as_json: bool, home: Pa
     root = _home(home)
     lifecycle = SessionLifecycle(SessionPolicy.from_settings(load_settings()))
     rows = []
-    for info in list_sessions(root, user):
+    unreadable: list[str] = []
+    for info in list_sessions(root, user, unreadable):
         due, reason = lifecycle.should_reset(info.last_active, info.turn_count, info.created)
         rows.append({**info.to_dict(), "reset_due": due, "reset_reason": reason or None})
+    for problem in unreadable:
+        click.echo(f"syncd: warning: session left out, cannot be read: {problem}", err=True)
     if as_json:
         print_json([{k: v for k, v in r.items() if k != "flushed"} for r in rows])
         return

@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..errors import SyncdError
 from ..home import Home, read_regular, validate_id
 
 __all__ = [
@@ -146,9 +147,11 @@ def _valid(kind: str, name: str) -> bool:
     return True
 
 
-def list_sessions(home: Home, user_id: str | None = None) -> list[SessionInfo]:
+def list_sessions(home: Home, user_id: str | None = None, unreadable: list[str] | None = None) -> list[SessionInfo]:
     """The sessions of one user (or of every user), most recently active first. A session with a
-    transcript but no (readable) ``session.json`` is listed with what its transcript says."""
+    transcript but no (readable) ``session.json`` is listed with what its transcript says. A
+    session whose files cannot be read at all (a folder or a link where a file belongs) is left
+    out, and said in ``unreadable`` ("user/session: why"): one bad session never hides the rest."""
     users_dir = home.memory_dir / "users"
     if user_id is not None:
         users = [validate_id("user", user_id)]
@@ -168,9 +171,13 @@ def list_sessions(home: Home, user_id: str | None = None) -> list[SessionInfo]:
         for name in names:
             if not _valid("session", name):
                 continue
-            info = read_session_info(home, user, name)
-            if info is None:
-                info = _from_transcript(home, user, name)
+            try:
+                info = read_session_info(home, user, name) or _from_transcript(home, user, name)
+            except (OSError, SyncdError) as exc:
+                if unreadable is not None:
+                    why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+                    unreadable.append(f"{user}/{name}: {why}")
+                continue
             if info is not None:
                 found.append(info)
     return sorted(found, key=lambda i: (i.last_active, i.user, i.session), reverse=True)
