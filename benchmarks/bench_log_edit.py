@@ -12,7 +12,8 @@ One home holds one daily log of ``--facts`` facts (indexed once). Each code then
   cli     ``python -m syncd sync`` as its own process after an edit: wall and peak RSS
           (/usr/bin/time), imports and model load included, after an untimed one-shot search;
           then ``python -m syncd search`` for the new words as its own process (no daemon):
-          the edit searchable one-shot;
+          the edit searchable one-shot; then, 2 s after the edit, ``syncd sync`` again (a no-op
+          to a person; the log's mtime was too recent to trust at the first);
   beside  ``python -m syncd sync`` after an edit while ``syncd watch`` of the same code runs
           (after one untimed edit, as a daemon that has run a while has read the log): a code
           whose daemon syncs for it returns with the edit committed; one that refuses is shown so.
@@ -165,12 +166,19 @@ def run_cli(code: Path, home: Path, n: int) -> dict:
     # one-shot search is then current, as the other code's and the daemon's writes left it not.
     _timed_cli(code, home, "search", "garden", "--user", "ana", "--limit", "1")
     word = edit(home, n)
+    edited = time.time()
     wall, cpu, rss, out = _timed_cli(code, home, "sync", "-q")
     embedded = int(out.split(" texts embedded")[0].rsplit(" ", 1)[-1])
     search_wall, search_cpu, search_rss, found = _timed_cli(
         code, home, "search", f"{word} lessons", "--user", "ana", "--limit", "1", "--json"
     )
+    # The sync just after an edit finds its mtime too recent to trust (sync/scan.py: racy); the
+    # next sync, once it is not, hashes the log again and records its stat: a no-op to a person.
+    time.sleep(max(0.0, edited + 2.2 - time.time()))
+    again_wall, _, again_rss, _ = _timed_cli(code, home, "sync", "-q")
     return {
+        "again_wall_s": again_wall,
+        "again_rss_mb": again_rss,
         "wall_s": wall,
         "cpu_s": cpu,
         "rss_mb": rss,
@@ -279,6 +287,8 @@ def main() -> None:
             ("then syncd search (CLI) wall", "cli", "search_wall_s"),
             ("then syncd search (CLI) CPU", "cli", "search_cpu_s"),
             ("then syncd search (CLI) RSS MB", "cli", "search_rss_mb"),
+            ("next syncd sync 2 s on, wall", "cli", "again_wall_s"),
+            ("next syncd sync 2 s on, RSS MB", "cli", "again_rss_mb"),
         ]
         print(f"  {'':32} {'old':>9} {'new':>9} {'new/old':>8}")
         for label, mode, key in rows:
