@@ -43,6 +43,19 @@ def test_links_and_backlinks_resolve_like_obsidian(tmp_path, capsys):
     assert out.rstrip().endswith("1 backlink to people/Bob.md")
 
 
+def test_a_page_name_without_a_page_is_no_page(tmp_path, capsys):
+    """ "" and "#Heading" name no page (in a link they open the page they are in; here there is
+    none): an error, not the links of some page."""
+    vault = tmp_path / "vault"
+    vault.mkdir()
+    (vault / "Notes.md").write_text("# Notes\n\nSee [[Notes#Notes]].\n", encoding="utf-8")
+    for name in ("", "#Notes"):
+        for command in ("links", "backlinks"):
+            assert main([command, name, "--vault", str(vault)]) == 1
+            assert capsys.readouterr().err.strip() == f"syncd: error: no page {name!r} in {vault}"
+    assert main(["links", "Notes#Notes", "--vault", str(vault)]) == 0
+
+
 def test_lint_changes_nothing_on_disk(tmp_path, capsys):
     syncd.init(tmp_path / "home")
     vault = tmp_path / "home" / "vault"

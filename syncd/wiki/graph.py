@@ -361,4 +361,7 @@ class VaultGraph:
         name = name.strip().removeprefix("./")
         if name in self.pages or name in self.files:
             return name
-        return self.resolver.resolve(parse_linktext(name)[0], "").target
+        target = parse_linktext(name)[0]
+        if not target:
+            return None  # "" or "#Heading": a link to the page it is in, and here there is none
+        return self.resolver.resolve(target, "").target
