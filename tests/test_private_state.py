@@ -181,6 +181,7 @@ def _watch_is_refused(home) -> None:
         second.communicate()
         pytest.fail("a second writer (`syncd watch`) started beside `syncd serve`")
     assert second.returncode == 1 and "only one writer" in err, err
+    assert "(syncd serve)" in err, err  # the command holding the home, as the person started it
 
 
 def test_rm_rf_syncd_under_a_running_server(tmp_path, monkeypatch, embedder):

@@ -20,7 +20,7 @@ import click
 
 from ..engine.search import DEFAULT_LIMIT, KINDS
 from ..errors import GitBusyError, HistoryError, LockedError, RemoteError, SyncdError
-from ..home.disk import DAEMON_ROLE
+from ..home.disk import held_by_a_daemon
 from .common import home_option, id_option, json_option, load_settings, print_json, resolve_home
 
 __all__ = ["COMMANDS"]
@@ -159,7 +159,7 @@ def sync_command(
             try:
                 engine = _open(home, read_only=False)
             except LockedError as locked:
-                if not locked.holder.endswith(f"({DAEMON_ROLE})"):
+                if not held_by_a_daemon(locked.holder):
                     raise
                 if no_commit or pull_first or push_after:
                     raise SyncdError(

@@ -197,7 +197,7 @@ def _mcp_holding_the_home(root: Path, principal) -> None:
     settings = load_settings()
     with open_engine(root, settings=settings) as engine:
         service = MemoryService(engine)
-        daemon = Daemon(engine, settings, control_methods=control_methods(lambda: service))
+        daemon = Daemon(engine, settings, control_methods=control_methods(lambda: service), role="syncd mcp")
         worker = threading.Thread(target=daemon.run, name="syncd-daemon", daemon=True)
         worker.start()
         try:

@@ -108,6 +108,7 @@ class Daemon:
         settings: Settings | None = None,
         serve: bool = True,
         control_methods: Mapping[str, Callable[..., object]] | None = None,
+        role: str = "syncd watch",
     ):
         self.engine = engine
         # Answer other processes' searches over the home's socket (syncd.control), and the
@@ -115,7 +116,7 @@ class Daemon:
         self.serve = serve
         self.control_methods = dict(control_methods or {})
         self.settings = settings or engine.settings
-        engine.declare_daemon()
+        engine.declare_daemon(role)  # the command running it, as a lock error names it
         # The process holding the home applies most batches: the wiki's link graph follows them.
         follow_index(engine)
         self.root: Path = engine.home.root

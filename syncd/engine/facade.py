@@ -41,7 +41,7 @@ from ..errors import (
 from ..history.git import head_sha, user_identity
 from ..history.intents import Intent
 from ..home import (
-    DAEMON_ROLE,
+    DAEMON_ROLES,
     Home,
     HomeLock,
     classify_path,
@@ -146,11 +146,14 @@ class Engine:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def declare_daemon(self) -> None:
-        """This engine now serves as the home's daemon: other processes hand it their writes."""
+    def declare_daemon(self, role: str = DAEMON_ROLES[0]) -> None:
+        """This engine now serves as the home's daemon, run by ``role`` (one of DAEMON_ROLES: the
+        command a person sees named in a lock error): other processes hand it their writes."""
         self._require_writer()
         assert self._lock is not None  # a writer holds the home's lock until it is closed
-        self._lock.relabel(DAEMON_ROLE)
+        if role not in DAEMON_ROLES:
+            raise ValueError(f"not a daemon's role: {role!r}")
+        self._lock.relabel(role)
 
     def exclusive(self) -> FairLock:
         """This engine's write turn, as a context manager: a change group holds it from start to

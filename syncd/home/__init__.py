@@ -9,7 +9,7 @@ Every other part of syncd stands on this floor, so its names are imported from t
 """
 
 from .disk import (
-    DAEMON_ROLE,
+    DAEMON_ROLES,
     Home,
     HomeLock,
     atomic_write,
@@ -41,7 +41,7 @@ from .layout import (
 )
 
 __all__ = [
-    "DAEMON_ROLE",
+    "DAEMON_ROLES",
     "Home",
     "HomeLock",
     "atomic_write",

@@ -37,12 +37,19 @@ __all__ = [
     "git_dir",
     "find_home",
     "Home",
-    "DAEMON_ROLE",
+    "DAEMON_ROLES",
+    "held_by_a_daemon",
 ]
 
-# What the lock file says while `syncd watch` holds the home: other processes then hand their
-# writes to it instead of waiting for a lock it never lets go.
-DAEMON_ROLE = "syncd watch"
+# What the lock file says while a daemon holds the home (the command that runs it: `syncd watch`,
+# `syncd serve`, `syncd mcp`): other processes then hand their writes to it instead of waiting
+# for a lock it never lets go.
+DAEMON_ROLES = ("syncd watch", "syncd serve", "syncd mcp")
+
+
+def held_by_a_daemon(holder: str | None) -> bool:
+    """Whether a lock's text (``pid N (role)``) says a daemon holds the home."""
+    return (holder or "").endswith(tuple(f"({role})" for role in DAEMON_ROLES))
 
 
 def blob_sha(data: bytes) -> str:
@@ -456,7 +463,7 @@ class HomeLock:
 
     def held_by_daemon(self) -> bool:
         """True when the text of the lock says a daemon holds it (meaningful while it is held)."""
-        return (self.holder() or "").endswith(f"({DAEMON_ROLE})")
+        return held_by_a_daemon(self.holder())
 
     def holder(self) -> str | None:
         try:

@@ -164,7 +164,11 @@ def serve(
         service = MemoryService(
             engine, MemoryManager(engine, author="syncd-server", **(manager_options or {})), read_only=read_only
         )
-        daemon = None if read_only else Daemon(engine, settings, control_methods=control_methods(lambda: service))
+        daemon = (
+            None
+            if read_only
+            else Daemon(engine, settings, control_methods=control_methods(lambda: service), role="syncd serve")
+        )
         app = build_server_app(service, tokens, host=host, cors_origins=cors_origins)
         config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on",
                                 # uvicorn annotates an int but hands it to asyncio.wait_for: a float serves.
