@@ -3,7 +3,9 @@ cannot vouch for itself (a lost update, a write by another program) status reads
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
 
 import lancedb
 from hypothesis import given, settings
@@ -128,3 +130,33 @@ def test_the_mirror_survives_compaction_and_rebuilds(home, embedder):
         snapshot = read_mirror(home / ".syncd/index")
         assert snapshot is not None and snapshot.files == engine.index.files()
         _same(home, engine)
+
+
+def test_status_names_the_commit_a_one_shot_sync_made_and_a_merge_under_way(home, embedder, capsys):
+    """`syncd sync` commits what it indexed, so `syncd status` names that commit (it named the
+    last one a daemon had made); while the person's merge is under way, status says so and that
+    syncd commits nothing until it ends."""
+    from syncd.cli import main
+
+    def git(*args: str) -> str:
+        return subprocess.run(["git", "-C", str(home), *args], capture_output=True, text=True, check=False).stdout
+
+    page = "vault/Tea.md"
+    write(home, page, "# Tea\n\nSteep for two minutes.\n")
+    assert main(["sync", "-q", "--home", str(home)]) == 0
+    capsys.readouterr()
+    assert main(["status", "--json", "--home", str(home)]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert shown["aligned_commit"] == git("rev-parse", "HEAD").strip() and shown["git_busy"] is None
+    branch = git("rev-parse", "--abbrev-ref", "HEAD").strip()
+    git("checkout", "-q", "-b", "side")
+    write(home, page, "# Tea\n\nSteep for three minutes.\n")
+    git("commit", "-qam", "side")
+    git("checkout", "-q", branch)
+    write(home, page, "# Tea\n\nSteep for four minutes.\n")
+    git("commit", "-qam", "mine")
+    git("merge", "side")  # a conflict: the merge stays under way
+    assert main(["status", "--home", str(home)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    busy = [line for line in lines if line.startswith("git ")]
+    assert len(busy) == 1 and "a git merge is under way" in busy[0] and "commits nothing" in busy[0], lines
