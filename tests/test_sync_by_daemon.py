@@ -63,6 +63,36 @@ def test_syncd_sync_beside_a_running_daemon_returns_with_the_edit_committed_and_
     assert daemon.returncode == 0, _daemon_log(home)[-3000:]
 
 
+def test_syncd_reindex_beside_a_running_daemon_is_done_by_the_daemon(home, embedder):
+    """`syncd reindex` beside `syncd watch` used to fail on the home's lock: the daemon rebuilds
+    the index for it (Daemon.reindex_now), and the index then serves every fact."""
+    warm_embed_cache(home, embedder)
+    write(home, LOG, daily_log(["Likes green tea.", "Took theremin lessons on Sunday."]))
+    daemon = start_cli_daemon(home)
+    try:
+        wait_for(lambda: "watching" in _daemon_log(home), 60, "the daemon to start")
+        done = _cli(home, "reindex", "-q")
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.startswith("rebuilt: ") and ", 2 facts, " in done.stdout, done.stdout
+        assert "rebuilding" not in _daemon_log(home)  # asked, not a lost index found by the daemon
+        found = _cli(home, "search", "theremin lessons", "--user", "ana", "--limit", "1")
+        assert "theremin" in found.stdout, found.stdout + found.stderr
+    finally:
+        daemon.send_signal(signal.SIGTERM)
+        daemon.wait(timeout=60)
+    assert daemon.returncode == 0, _daemon_log(home)[-3000:]
+    with syncd.open(home, read_only=True, embedder=embedder) as reader:
+        assert reader.status().fresh and reader.counts()["facts"] == 2
+
+
+def test_a_stopping_daemon_refuses_a_rebuild(home, embedder):
+    with running_daemon(home, embedder) as run:
+        run.daemon.stop()
+        run.thread.join(timeout=60)
+        with pytest.raises(SyncdError, match="stopping"):
+            run.daemon.reindex_now()
+
+
 def _ask(daemon, answers: list[object]) -> threading.Thread:
     def ask() -> None:
         try:

@@ -13,6 +13,7 @@ import sys
 import threading
 import time
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -121,11 +122,6 @@ def _open(home: Path | None, read_only: bool):
     return engine
 
 
-def _print_errors(report) -> None:
-    for path, error in sorted(report.errors.items()):
-        click.echo(f"  error {path}: {error}", err=True)
-
-
 quiet_option = click.option(
     "-q", "--quiet", is_flag=True, help="No progress bar (there is none either when stderr is not a terminal)."
 )
@@ -149,36 +145,69 @@ def sync_command(
     prints what it did."""
     if push_after and no_commit:
         raise click.UsageError("--push pushes commits: it cannot go with --no-commit")
+    refused = None
+    if no_commit or pull_first or push_after:
+        refused = (
+            "beside a running daemon, `syncd sync` takes no --no-commit, --pull or --push (the daemon "
+            "commits what it indexes; `syncd watch --remote` shares it)"
+        )
     deferred: Exception | None = None
-    done: dict | None = None
-    with _resumable("sync", "the next `syncd sync` goes on from there") as heard:
-        # A daemon that went away without answering (killed) lets go of the home a moment later:
-        # tried again until then, for a few seconds at most.
-        deadline = time.monotonic() + _DAEMON_GONE_WAIT_S
-        while done is None and time.monotonic() < deadline:
-            try:
-                engine = _open(home, read_only=False)
-            except LockedError as locked:
-                if not held_by_a_daemon(locked.holder):
-                    raise
-                if no_commit or pull_first or push_after:
-                    raise SyncdError(
-                        f"{locked}: beside a running daemon, `syncd sync` takes no --no-commit, --pull or "
-                        "--push (the daemon commits what it indexes; `syncd watch --remote` shares it)"
-                    ) from None
-                done = _sync_by_daemon(resolve_home(home), locked, quiet)
-                if done is None:
-                    time.sleep(0.05)  # the dying daemon's lock is let go after its socket
-                continue
+    with (
+        _resumable("sync", "the next `syncd sync` goes on from there") as heard,
+        _here_or_by_daemon(home, quiet, _SYNC, refused) as (engine, done),
+    ):
+        if engine is not None:
             with engine, _progress_bar("syncing", not quiet, heard) as bar:
                 done, deferred = _sync_here(engine, bar, no_commit, pull_first, push_after, remote)
-    if done is None:
-        raise SyncdError("the daemon holding the home went away without answering; run `syncd sync` again")
+    assert done is not None  # made here or answered by the daemon
     _print_sync(done, deferred)
 
 
-# How long `syncd sync` tries again after the daemon holding the home went away unanswering.
+@dataclass(frozen=True)
+class _DaemonAsk:
+    """A command that the daemon holding the home does for this process, and how it is told."""
+
+    method: str  # the socket's method (protocol.py)
+    command: str  # as a person types it: "sync"
+    does: str  # what the daemon does: "syncs and commits"
+    doing: str  # the progress bar's label: "syncing"
+    goes_on: str  # after Ctrl-C: what the daemon goes on with
+
+
+_SYNC = _DaemonAsk("sync", "sync", "syncs and commits", "syncing", "goes on with it and commits it")
+_REINDEX = _DaemonAsk("reindex", "reindex", "rebuilds the index", "reindexing", "goes on with the rebuild")
+
+# How long a command tries again after the daemon holding the home went away unanswering.
 _DAEMON_GONE_WAIT_S = 5.0
+
+
+@contextmanager
+def _here_or_by_daemon(home: Path | None, quiet: bool, ask: _DaemonAsk, refused: str | None = None):
+    """``(engine, None)``, a writable engine of the home to do ``ask``'s command here, or
+    ``(None, answer)`` when a daemon holds the home and did it (``refused``: why this run of the
+    command cannot be handed to it, raised with the lock error). A daemon that went away without
+    answering (killed) lets go of the home a moment later: tried again until then, for a few
+    seconds at most. Raises the lock error when another kind of process holds the home."""
+    deadline = time.monotonic() + _DAEMON_GONE_WAIT_S
+    while True:
+        try:
+            engine = _open(home, read_only=False)
+            break
+        except LockedError as locked:
+            if not held_by_a_daemon(locked.holder):
+                raise
+            if refused is not None:
+                raise SyncdError(f"{locked}: {refused}") from None
+            answer = _by_daemon(resolve_home(home), locked, quiet, ask)
+        if answer is not None:
+            yield None, answer
+            return
+        if time.monotonic() >= deadline:
+            raise SyncdError(
+                f"the daemon holding the home went away without answering; run `syncd {ask.command}` again"
+            )
+        time.sleep(0.05)  # the dying daemon's lock is let go after its socket
+    yield engine, None
 
 
 def _sync_here(engine, bar, no_commit: bool, pull_first: bool, push_after: bool, remote: str):
@@ -243,29 +272,30 @@ def _print_sync(done: dict, deferred: Exception | None) -> None:
         click.echo(f"syncd: warning: indexed, but not committed: {deferred}", err=True)
 
 
-def _sync_by_daemon(root: Path, locked: LockedError, quiet: bool) -> dict | None:
-    """The sync of the daemon that holds the home (Daemon.sync_now: it reconciles the tree and
-    commits): its answer, or None when it went away without answering. Raises ``locked`` when
-    the daemon is of a syncd that syncs for nobody else."""
+def _by_daemon(root: Path, locked: LockedError, quiet: bool, ask: _DaemonAsk) -> dict | None:
+    """``ask``'s command done by the daemon that holds the home (Daemon.sync_now reconciles the
+    tree and commits; Daemon.reindex_now rebuilds the index): its answer, or None when it went
+    away without answering. Raises ``locked`` when the daemon is of a syncd that does this for
+    nobody else."""
     from ..control.client import ask_daemon
 
     daemon = f"the daemon ({locked.holder.split(' (')[0]})"
     if not quiet and sys.stderr.isatty():
-        click.echo(f"syncd: {daemon} holds this home: it syncs and commits", err=True)
+        click.echo(f"syncd: {daemon} holds this home: it {ask.does}", err=True)
     stop = threading.Event()
     # However long the daemon's pass takes (a first index): Ctrl-C stops the wait, not the pass.
     with (
-        _resumable("sync", f"{daemon} goes on with it and commits it") as heard,
-        _progress_bar("syncing", not quiet, heard) as bar,
+        _resumable(ask.command, f"{daemon} {ask.goes_on}") as heard,
+        _progress_bar(ask.doing, not quiet, heard) as bar,
     ):
         follower = threading.Thread(target=follow_daemon_progress, args=(root, bar, stop), daemon=True)
         follower.start()
         try:
-            answer = ask_daemon(root, "sync", timeout=None)
+            answer = ask_daemon(root, ask.method, timeout=None)
         except RemoteError as exc:
             if exc.kind == "ProtocolError":
                 raise locked from None
-            raise SyncdError(f"{daemon} did not sync: {exc}") from None
+            raise SyncdError(f"{daemon} did not {ask.command}: {exc}") from None
         finally:
             stop.set()
             follower.join()
@@ -295,24 +325,33 @@ def reindex_command(quiet: bool, home: Path | None) -> None:
     """Rebuild the index from the markdown files (built aside, then swapped in).
 
     The old index serves until the new one is whole. An interrupted rebuild (Ctrl-C, a kill)
-    keeps what it built aside: the next `syncd reindex` goes on from there."""
+    keeps what it built aside: the next `syncd reindex` goes on from there. Beside a running
+    daemon (`syncd watch`, `syncd serve`), which holds the home, the daemon rebuilds it."""
     after = "the index is as it was, and the next `syncd reindex` goes on from where this one stopped"
     with (
         _resumable("reindex", after) as heard,
-        _open(home, read_only=False) as engine,
-        _progress_bar("reindexing", not quiet, heard) as bar,
+        _here_or_by_daemon(home, quiet, _REINDEX) as (engine, done),
     ):
-        report = engine.reindex(progress=bar)
-        counts = engine.counts()
-    # A rebuild that goes on from an interrupted one finds the files it had written unchanged
-    # (or only touched: same bytes, a new stat).
-    kept = report.plan.unchanged + len(report.plan.touched)
+        if engine is not None:
+            with engine, _progress_bar("reindexing", not quiet, heard) as bar:
+                report = engine.reindex(progress=bar)
+                done = {
+                    **{key: engine.counts()[key] for key in ("files", "facts", "chunks")},
+                    "embedded_texts": report.embedded_texts,
+                    # A rebuild that goes on from an interrupted one finds the files it had
+                    # written unchanged (or only touched: same bytes, a new stat).
+                    "kept": report.plan.unchanged + len(report.plan.touched),
+                    "errors": dict(report.errors),
+                }
+    assert done is not None  # made here or answered by the daemon
+    kept = done["kept"]
     resumed = f"; went on from an interrupted rebuild that had written {kept} of them" if kept else ""
     click.echo(
-        f"rebuilt: {counts['files']} files, {counts['facts']} facts, {counts['chunks']} chunks "
-        f"({report.embedded_texts} texts embedded, the rest from the cache){resumed}"
+        f"rebuilt: {done['files']} files, {done['facts']} facts, {done['chunks']} chunks "
+        f"({done['embedded_texts']} texts embedded, the rest from the cache){resumed}"
     )
-    _print_errors(report)
+    for path, error in sorted(done["errors"].items()):
+        click.echo(f"  error {path}: {error}", err=True)
 
 
 @click.command("search")

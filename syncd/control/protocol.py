@@ -22,6 +22,9 @@ Methods (version 1):
             (``Daemon.sync_now``), for ``syncd sync`` beside it; ``uncommitted`` says why the
             commit is still due (a git command of the person's), else null. A daemon of an older
             syncd answers ``ProtocolError`` (unknown method)
+    reindex {}  -> {"files", "facts", "chunks", "embedded_texts", "kept", "errors"}: the index
+            rebuilt by the daemon (``Daemon.reindex_now``), for ``syncd reindex`` beside it;
+            ``kept`` counts the files an interrupted rebuild had written already
     call    {"name", "arguments"} -> the result of one of the servers' operations (the MCP
             tools, ``syncd.server.service.OPERATIONS``), as JSON; served by ``syncd serve`` and
             ``syncd watch``, for ``syncd mcp``. The socket is its owner's alone (0600, peer uid

@@ -195,6 +195,32 @@ class Daemon:
         assert asked.answer is not None  # settled with one or the other
         return asked.answer
 
+    def reindex_now(self) -> dict:
+        """Rebuild the index, as `syncd reindex` does, for another process (this daemon holds
+        the home's lock). Runs on the asking connection's thread in the engine's exclusive turn,
+        as REST's /memory/reindex does: the daemon's steps wait meanwhile and the watcher's
+        events queue (the rebuild reads the tree as it is then; later changes are handled after
+        it). Once the daemon is asked to stop it is given up at its next slice of work, keeping
+        what it built aside for the next rebuild. Returns the counts as JSON (protocol.py)."""
+        if self._stopping:
+            raise SyncdError("the daemon is stopping; run `syncd reindex` again once it has stopped")
+        progress = _then(log_every(log, _PROGRESS_LOG_EVERY_S), self._raise_if_stopping)
+        try:
+            with self.engine.exclusive():
+                report = self.engine.reindex(progress=progress)
+                counts = self.engine.counts()
+        except _Stopped:
+            raise SyncdError(
+                "the daemon stopped halfway through the rebuild; the next `syncd reindex` goes on from where it stopped"
+            ) from None
+        return {
+            **{key: counts[key] for key in ("files", "facts", "chunks")},
+            "embedded_texts": report.embedded_texts,
+            # A rebuild going on from an interrupted one finds the files it had written unchanged.
+            "kept": report.plan.unchanged + len(report.plan.touched),
+            "errors": dict(report.errors),
+        }
+
     @property
     def doing(self) -> str | None:
         """The step the work thread is in (for a log line saying what a shutdown waits for)."""
@@ -209,7 +235,7 @@ class Daemon:
                 signal.signal(sig, lambda *_: self.stop())
         # Watch first, then reconcile: whatever changes during the reconcile is queued, not lost.
         self._watcher.start()
-        methods = {**self.control_methods, "sync": self.sync_now}
+        methods = {**self.control_methods, "sync": self.sync_now, "reindex": self.reindex_now}
         server = ControlServer(self.engine, self._generation, methods).start() if self.serve else None
         # The home's writer keeps its token hashes published for the readers of a shared index.
         mirror = TokenMirror(self.engine).start() if shares_index(self.engine) else None
