@@ -5,6 +5,7 @@ table (what an edit of one line in a big log leaves as it is). No LanceDB here: 
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -66,11 +67,20 @@ ENTRY_FIELDS = [f for f in entry_schema(1).names if f not in ("vector", "search_
 def payload(row: EntryRow) -> dict:
     """A row as LanceDB returns it (float32 importance included), so a hit reads the same
     whether it came from our own write or from a reload."""
-    out = {name: getattr(row, name) for name in ENTRY_FIELDS}
-    out["tags"] = list(row.tags)
+    return dict(zip(ENTRY_FIELDS, payload_values(row), strict=True))
+
+
+_ID_AT, _TAGS_AT, _IMPORTANCE_AT = (ENTRY_FIELDS.index(name) for name in ("id", "tags", "importance"))
+_payload_fields = operator.attrgetter(*ENTRY_FIELDS)
+
+
+def payload_values(row: EntryRow) -> tuple:
+    """``payload(row)``'s values in ENTRY_FIELDS order, as a read's columns zipped row by row."""
+    values = list(_payload_fields(row))
+    values[_TAGS_AT] = list(row.tags)
     if row.importance is not None:
-        out["importance"] = float(np.float32(row.importance))
-    return out
+        values[_IMPORTANCE_AT] = float(np.float32(row.importance))
+    return tuple(values)
 
 
 def load_into(matrix: RowCache, table: pa.Table) -> None:
@@ -107,12 +117,14 @@ def unchanged_in_table(held: pa.Table, rows: Sequence[EntryRow]) -> tuple[frozen
         return None
     wanted = {row.id: row for row in rows}
     same = []
-    # A slice at a time: a dict per held row for the whole of a 100,000-fact log would be
-    # hundreds of megabytes at once.
+    # A slice at a time, a column at a time: a dict per held row for the whole of a 100,000-fact
+    # log would be hundreds of megabytes at once, and building one per row was most of the time.
     for part in held.to_batches(max_chunksize=_ROWS_PER_SLICE):
         texts = part.column("search_text").to_pylist()
-        for at, found in enumerate(part.select(ENTRY_FIELDS).to_pylist()):
-            row = wanted.get(found["id"])
-            if row is not None and (texts[at] or "") == row.search_text and found == payload(row):
+        columns = [part.column(name).to_pylist() for name in ENTRY_FIELDS]
+        for at, found in enumerate(zip(*columns)):
+            row = wanted.get(found[_ID_AT])
+            if row is not None and (texts[at] or "") == row.search_text and found == payload_values(row):
                 same.append(row.id)
     return frozenset(ids), frozenset(same)
+
