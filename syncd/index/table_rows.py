@@ -127,4 +127,3 @@ def unchanged_in_table(held: pa.Table, rows: Sequence[EntryRow]) -> tuple[frozen
             if row is not None and (texts[at] or "") == row.search_text and found == payload_values(row):
                 same.append(row.id)
     return frozenset(ids), frozenset(same)
-
