@@ -226,10 +226,7 @@ def _sync_here(engine, bar, no_commit: bool, pull_first: bool, push_after: bool,
         except (GitBusyError, HistoryError) as exc:
             deferred = exc
         else:
-            from ..history.git import head_sha
-
-            # Every change indexed is committed: the index is the tree of HEAD (`syncd status`).
-            engine.note_aligned_commit(head_sha(engine.home.root))
+            engine.align_to_head()  # every change indexed is committed (`syncd status` names HEAD)
     if push_after and deferred is None:
         from ..engine.sharing import push
 
@@ -448,20 +445,14 @@ def status_command(as_json: bool, home: Path | None) -> None:
     where a merge with another machine kept both versions (a conflict to resolve)."""
     from ..engine.status import INDEX_OK
     from ..engine.status_read import read_status
-    from ..history.git import detached_head, operation_in_progress
     from ..index.backend import INDEX_UNREACHABLE
 
     root = resolve_home(home)
     status = read_status(root, load_settings())
     remote = _remote_state(root)
     conflicts = _conflicts(root)
-    # The person's git work under way: syncd indexes the files as they are and commits none of
-    # its own changes until it ends, so "commit" below may lag behind the files indexed.
-    git_busy = operation_in_progress(root) or detached_head(root)
     if as_json:
-        print_json(
-            status.to_dict() | {"remote": remote, "conflicts": [c.to_dict() for c in conflicts], "git_busy": git_busy}
-        )
+        print_json(status.to_dict() | {"remote": remote, "conflicts": [c.to_dict() for c in conflicts]})
         return
     click.echo(f"home     {status.home}")
     click.echo(f"model    {status.model_id}")
@@ -480,8 +471,8 @@ def status_command(as_json: bool, home: Path | None) -> None:
         )
     if status.aligned_commit:
         click.echo(f"commit   {status.aligned_commit}")
-    if git_busy:
-        click.echo(f"git      {git_busy}; until then syncd indexes the files as they are and commits nothing")
+    if status.git_busy:
+        click.echo(f"git      {status.git_busy}; until then syncd indexes the files as they are and commits nothing")
     if remote is not None:
         _echo_remote(remote)
     _echo_conflicts(conflicts)

@@ -364,6 +364,11 @@ class Engine:
             self.note_aligned_commit(head_sha(self.home.root))
         return sha
 
+    def align_to_head(self) -> None:
+        """Record that the index reflects the tree of HEAD: after a commit of everything it indexed
+        (a one-shot `syncd sync`)."""
+        self.note_aligned_commit(head_sha(self.home.root))
+
     def note_aligned_commit(self, sha: str | None) -> None:
         """Record that the index reflects the tree of commit ``sha`` (``Status.aligned_commit``):
         after a revert here, and by the daemon once nothing of its own waits to be committed."""

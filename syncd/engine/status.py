@@ -46,6 +46,9 @@ class Status:
     errors: dict[str, str] = field(default_factory=dict)
     compatible: bool = True
     aligned_commit: str | None = None
+    # The person's git work under way (a merge, a rebase, unmerged paths, a detached HEAD), with
+    # how to finish it: meanwhile syncd indexes the files as they are and commits none of them.
+    git_busy: str | None = None
     # Indexed (or deleted) files whose change git has not committed yet: the daemon's next commit.
     uncommitted: list[str] = field(default_factory=list)
     # INDEX_MISSING: there is no index on disk (never built, or deleted with .syncd/, which a
@@ -141,6 +144,7 @@ def build_status(
     max_file_bytes: int,
 ) -> Status:
     """The status of ``home`` given what its index knows of files (``known``) and holds (``counts``)."""
+    from ..history.git import detached_head, operation_in_progress
     from ..history.status import uncommitted_paths
     from ..sync.progress_file import read_progress
     from ..sync.scan import printable_path
@@ -158,6 +162,7 @@ def build_status(
         errors={p: r.error for p, r in known.items() if r.error},
         compatible=compatible,
         aligned_commit=meta.get("aligned_commit"),
+        git_busy=operation_in_progress(home.root) or detached_head(home.root),
         # A name that is not UTF-8 is shown escaped, as the scan records it, or no one could print it.
         uncommitted=[printable_path(p) for p in uncommitted_paths(home.root) if p not in stale],
         incompatible=incompatibility(meta, model_id, compatible),
