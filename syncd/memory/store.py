@@ -201,8 +201,7 @@ class MarkdownMemoryStore:
         """The day's log, for reading: bytes that are not UTF-8 read as U+FFFD (a rewrite of that
         file refuses instead), and a log that is a symbolic link or unreadable reads as absent, so
         one bad file never stops this user's memory. Both are reported by ``syncd status``."""
-        # Not daily_log_rel: it resolves links, and refusing one here would fail every read.
-        rel = self.home.daily_log_path(self.user_id, date).relative_to(self.home.root).as_posix()
+        rel = self.daily_log_rel(date)
         try:
             data = read_regular(self.home.root, rel)
         except OSError as exc:
