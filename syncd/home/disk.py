@@ -179,7 +179,10 @@ def read_regular(root: Path, rel: str) -> bytes | None:
                 raise
             os.close(fd)
             fd = child
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISDIR(mode):
+            raise OSError(errno.EISDIR, "a folder is there, not a file (move it away)", rel)
+        if not stat.S_ISREG(mode):
             raise OSError(errno.EINVAL, "not a regular file", rel)
         with os.fdopen(fd, "rb") as handle:
             fd = -1
