@@ -49,6 +49,7 @@ __all__ = [
     "busy_state",
     "check_tree_writable",
     "detached_head",
+    "git_folder_kind",
     "git_busy",
     "git_dir",
     "head_sha",
@@ -123,6 +124,20 @@ def run_git(
 def last_line(text: str) -> str:
     lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
     return lines[-1] if lines else ""
+
+
+def git_folder_kind(path: Path) -> str | None:
+    """What git says ``path`` (or, not made yet, its nearest existing folder) is when it is git's
+    own folder rather than a working tree: "bare" (a bare repository, or inside one), or "git-dir"
+    (inside a repository's .git folder); None otherwise."""
+    folder = Path(path).absolute()
+    while not folder.is_dir() and folder != folder.parent:
+        folder = folder.parent
+    # 128: not in any repository.
+    out = run_git(folder, "rev-parse", "--is-inside-git-dir", "--is-bare-repository", ok=(0, 128)).split()
+    if out[:1] != [b"true"]:
+        return None
+    return "bare" if out[1:] == [b"true"] else "git-dir"
 
 
 def open_or_init_repo(root: Path) -> tuple[Path, bool]:
