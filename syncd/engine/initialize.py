@@ -79,8 +79,7 @@ def _check_place(root: Path) -> None:
     except HomeError:
         return
     raise HomeError(
-        f"{root} is inside the syncd home {enclosing}; a home cannot hold another: "
-        f"use {enclosing} itself or a folder outside it"
+        f"{root} is inside the syncd home {enclosing}; a home cannot hold another: choose a folder outside it"
     )
 
 
