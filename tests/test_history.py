@@ -203,6 +203,33 @@ def test_a_git_failure_says_gits_first_error_line_not_its_last(home):
     assert git_reason("hint: one\nwarning: two\nthe last\n") == "the last" and git_reason("\n") == ""
 
 
+def test_revert_says_what_is_wrong_with_a_bad_target_and_what_to_do(home, capsys):
+    """Unknown, on another branch, a merge, already undone: one line each naming the commit and
+    the way on, exit 1, and nothing changed."""
+    merge = _merge_commit(home)
+    git(home, "checkout", "-q", "-b", "elsewhere", "main~1")
+    write(home, "vault/elsewhere.md", "# Elsewhere\n")
+    git(home, "add", "-A")
+    git(home, "commit", "-q", "-m", "elsewhere")
+    elsewhere = git(home, "rev-parse", "HEAD").strip()
+    git(home, "checkout", "-q", "main")
+    assert main(["revert", "--home", str(home), "HEAD^2"]) == 0  # the side branch's commit
+    capsys.readouterr()
+    head = git(home, "rev-parse", "HEAD").strip()
+    cases = {
+        "deadbeef": "no commit 'deadbeef' in this home's history; `syncd log` lists the commits",
+        elsewhere: f"commit {elsewhere[:10]} is not in the history of this home's branch; `syncd log`",
+        merge: f"commit {merge[:10]} is a merge; revert the commits it brought in, one at a time",
+        "HEAD~1^2": "what it changed is already undone on this branch (reverted before?); nothing to revert",
+    }
+    for target, said in cases.items():
+        assert main(["revert", "--home", str(home), target]) == 1
+        err = capsys.readouterr().err
+        assert said in err and err.count("\n") == 1, err
+    assert git(home, "rev-parse", "HEAD").strip() == head
+    assert git(home, "status", "--porcelain", "--untracked-files=no") == ""
+
+
 def test_revert_beside_a_running_daemon(home, embedder):
     with running_daemon(home, embedder) as run:
         write(home, LOG, daily_log(FACTS[:2]))
