@@ -114,7 +114,7 @@ def remotes(root: Path) -> dict[str, str]:
     entry "key\\nvalue\\0"), so a URL holding spaces (a folder like "My Drive/mem.git") is whole;
     exit 1 is no remote at all."""
     out = run_git(root, "config", "-z", "--get-regexp", r"^remote\..*\.url$", ok=(0, 1)).decode("utf-8", "replace")
-    found = {}
+    found: dict[str, str] = {}
     for entry in filter(None, out.split("\0")):
         key, _, url = entry.partition("\n")
         found.setdefault(key[len("remote.") : -len(".url")], url)
