@@ -21,6 +21,23 @@ def test_demo_builds_syncs_and_searches(tmp_path, capsys):
     assert main(["demo", str(tmp_path / "demo"), "--limit", "1"]) == 0  # a second run is harmless
 
 
+def test_demo_never_writes_into_a_home_or_folder_of_the_persons(tmp_path, capsys):
+    home = tmp_path / "real"
+    assert main(["init", str(home)]) == 0
+    write(home, "memory/users/me/MEMORY.md", "# Me\n\nShip it.\n")
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "todo.md").write_text("Buy milk.\n")
+    head = git.Repo(home).head.commit.hexsha
+    capsys.readouterr()
+    for place, said in ((home, "is a syncd home"), (tmp_path / "notes", "is a folder that is not empty")):
+        assert main(["demo", str(place)]) == 1
+        err = capsys.readouterr().err
+        assert said in err and "syncd demo /tmp/syncd-demo" in err and err.count("\n") == 1, err
+    assert sorted(p.name for p in (home / "memory/users").iterdir()) == [".gitkeep", "me"]
+    assert git.Repo(home).head.commit.hexsha == head
+    assert sorted(p.name for p in (tmp_path / "notes").iterdir()) == ["todo.md"]
+
+
 def test_sync_commits_and_status_is_fresh(tmp_path, capsys):
     home = tmp_path / "h"
     assert main(["init", str(home)]) == 0

@@ -4,6 +4,7 @@ any folder given with --vault, text and JSON, exit 1 only when lint finds errors
 from __future__ import annotations
 
 import json
+import subprocess
 
 import syncd
 from syncd.cli import main
@@ -63,3 +64,22 @@ def test_lint_changes_nothing_on_disk(tmp_path, capsys):
     before = {p: p.read_bytes() for p in vault.rglob("*") if p.is_file()}
     main(["lint", "--home", str(tmp_path / "home")])
     assert {p: p.read_bytes() for p in vault.rglob("*") if p.is_file()} == before
+
+
+def test_lint_links_and_backlinks_of_a_vault_in_a_git_repository_leave_it_clean(tmp_path, capsys):
+    """--vault on an Obsidian vault that is not a home: nothing is written into it, so its
+    repository's `git status` stays clean (a .syncd/ graph cache was left there, untracked)."""
+    vault = tmp_path / "notes"
+    vault.mkdir()
+    (vault / "Tea.md").write_text("# Tea\n\nSee [[Coffee]] and [[Nowhere]].\n", encoding="utf-8")
+    (vault / "Coffee.md").write_text("# Coffee\n", encoding="utf-8")
+    subprocess.run(["git", "init", "-q", str(vault)], check=True)
+    subprocess.run(["git", "-C", str(vault), "add", "-A"], check=True)
+    subprocess.run(["git", "-C", str(vault), "commit", "-qm", "notes"], check=True)
+    assert main(["lint", "--vault", str(vault)]) == 1
+    assert main(["links", "Tea.md", "--vault", str(vault)]) == 0
+    assert main(["backlinks", "Coffee", "--vault", str(vault)]) == 0
+    assert "[[Nowhere]]" in capsys.readouterr().out
+    status = subprocess.run(["git", "-C", str(vault), "status", "--porcelain", "--ignored"], capture_output=True)
+    assert status.stdout == b""
+    assert sorted(p.name for p in vault.iterdir()) == [".git", "Coffee.md", "Tea.md"]

@@ -9,10 +9,10 @@ import pytest
 
 import syncd
 from syncd.cli import main
-from syncd.errors import NotFoundError
+from syncd.errors import HistoryError, NotFoundError
 from syncd.history.blame import fact_history
 from syncd.history.committer import commit_changes
-from syncd.history.git import git_busy
+from syncd.history.git import git_busy, git_reason, run_git
 from syncd.history.intents import Intent, record_intent
 from syncd.history.log import read_log
 from syncd.history.revert import revert_commit
@@ -177,6 +177,57 @@ def test_revert_one_agent_turn_and_the_index_follows(home, embedder):
         assert_matches_rebuild(engine)
     with pytest.raises(NotFoundError):
         revert_commit(home, "no-such-commit", "x", "x@y")
+
+
+def _merge_commit(home) -> str:
+    """A merge of a side branch into main (a pull's merge, say); its sha."""
+    git(home, "checkout", "-q", "-b", "side")
+    write(home, "vault/side.md", "# Side\n")
+    git(home, "add", "-A")
+    git(home, "commit", "-q", "-m", "side")
+    git(home, "checkout", "-q", "main")
+    write(home, "vault/main.md", "# Main\n")
+    git(home, "add", "-A")
+    git(home, "commit", "-q", "-m", "main")
+    git(home, "merge", "-q", "--no-edit", "side")
+    return git(home, "rev-parse", "HEAD").strip()
+
+
+def test_a_git_failure_says_gits_first_error_line_not_its_last(home):
+    """git says the cause first ("error: commit ... is a merge but no -m option was given.") and
+    ends with "fatal: revert failed": the cause is what the person is shown."""
+    merge = _merge_commit(home)
+    with pytest.raises(HistoryError) as info:
+        run_git(home, "revert", "--no-edit", merge)
+    assert info.value.detail == f"error: commit {merge} is a merge but no -m option was given."
+    assert git_reason("hint: one\nwarning: two\nthe last\n") == "the last" and git_reason("\n") == ""
+
+
+def test_revert_says_what_is_wrong_with_a_bad_target_and_what_to_do(home, capsys):
+    """Unknown, on another branch, a merge, already undone: one line each naming the commit and
+    the way on, exit 1, and nothing changed."""
+    merge = _merge_commit(home)
+    git(home, "checkout", "-q", "-b", "elsewhere", "main~1")
+    write(home, "vault/elsewhere.md", "# Elsewhere\n")
+    git(home, "add", "-A")
+    git(home, "commit", "-q", "-m", "elsewhere")
+    elsewhere = git(home, "rev-parse", "HEAD").strip()
+    git(home, "checkout", "-q", "main")
+    assert main(["revert", "--home", str(home), "HEAD^2"]) == 0  # the side branch's commit
+    capsys.readouterr()
+    head = git(home, "rev-parse", "HEAD").strip()
+    cases = {
+        "deadbeef": "no commit 'deadbeef' in this home's history; `syncd log` lists the commits",
+        elsewhere: f"commit {elsewhere[:10]} is not in the history of this home's branch; `syncd log`",
+        merge: f"commit {merge[:10]} is a merge; revert the commits it brought in, one at a time",
+        "HEAD~1^2": "what it changed is already undone on this branch (reverted before?); nothing to revert",
+    }
+    for target, said in cases.items():
+        assert main(["revert", "--home", str(home), target]) == 1
+        err = capsys.readouterr().err
+        assert said in err and err.count("\n") == 1, err
+    assert git(home, "rev-parse", "HEAD").strip() == head
+    assert git(home, "status", "--porcelain", "--untracked-files=no") == ""
 
 
 def test_revert_beside_a_running_daemon(home, embedder):

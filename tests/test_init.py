@@ -98,3 +98,37 @@ def test_init_refuses_a_file_in_place_of_a_folder(tmp_path, capsys):
     assert main(["init", str(tmp_path)]) == 1
     assert "is not a folder" in capsys.readouterr().err
     assert (tmp_path / "memory").read_text() == "not a folder"
+
+
+def _tree(root: Path) -> list[str]:
+    return sorted(p.relative_to(root).as_posix() for p in root.rglob("*"))
+
+
+def test_init_refuses_git_folders_and_creates_nothing(tmp_path, capsys):
+    """A bare repository (or a folder in it) and a repository's .git folder have no working
+    tree: one clear line saying where to run init instead, and not a file or folder made."""
+    subprocess.run(["git", "init", "-q", "--bare", str(tmp_path / "bare.git")], check=True)
+    subprocess.run(["git", "init", "-q", str(tmp_path / "repo")], check=True)
+    cases = {
+        "bare.git": "bare git repository",
+        "bare.git/objects": "bare git repository",
+        "repo/.git": "inside a git repository's .git folder",
+        "repo/.git/hooks/new": "inside a git repository's .git folder",
+    }
+    before = _tree(tmp_path)
+    for rel, said in cases.items():
+        assert main(["init", str(tmp_path / rel)]) == 1
+        err = capsys.readouterr().err
+        assert err.startswith("syncd: error: ") and said in err and err.count("\n") == 1, err
+    assert _tree(tmp_path) == before
+
+
+def test_init_refuses_a_folder_inside_a_home_and_creates_nothing(tmp_path, capsys):
+    home = syncd.init(tmp_path / "home").home
+    before = _tree(tmp_path)
+    for rel in ("memory/users", "vault/new/deeper", ".syncd"):
+        assert main(["init", str(home / rel)]) == 1
+        err = capsys.readouterr().err
+        assert f"inside the syncd home {home}" in err and err.count("\n") == 1, err
+    assert _tree(tmp_path) == before
+    assert subprocess.run(["git", "-C", str(home), "status", "--porcelain"], capture_output=True).stdout == b""

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import json
+import shutil
 import signal
 import socket
 import time
@@ -137,6 +138,31 @@ def test_conflicts_name_paths_inside_the_home_only(server):
         for place in {str(server.home), str(server.home.resolve())}:
             assert place not in message, message
     assert "memory/users/cid/" in answers[0].json()["error"]["message"]
+
+
+def test_a_folder_where_a_memory_file_belongs_is_a_409_and_nothing_is_lost(server):
+    """A folder named like a user's MEMORY.md, core block or today's log: every request that
+    reads or writes that file answers 409 naming it, and the folder and its files stay."""
+    folder = server.home / "memory/users/dee"
+    today = dt.date.today().isoformat()
+    for name in ("MEMORY.md", "core/user.md", f"{today}.md"):
+        (folder / name).mkdir(parents=True)
+        (folder / name / "kept.md").write_text("Kept.\n")
+    try:
+        with server.client(server.admin) as admin:
+            answers = {
+                "MEMORY.md": [admin.get("/memory/file", params={"user_id": "dee"}),
+                              admin.get("/memory/stats", params={"user_id": "dee"})],
+                "core/user.md": [admin.put("/memory/core", json={"label": "user", "content": "Dee.", "user_id": "dee"})],
+                f"{today}.md": [admin.post("/memory/archival", json={"content": "Dee rows.", "user_id": "dee"})],
+            }  # fmt: skip
+        for name, found in answers.items():
+            for answer in found:
+                message = _error(answer, 409)["message"]
+                assert f"memory/users/dee/{name}: " in message and "a folder is there, not a file" in message
+            assert (folder / name / "kept.md").read_text() == "Kept.\n"
+    finally:
+        shutil.rmtree(folder)
 
 
 def test_a_revert_is_made_in_the_persons_git_name(server):

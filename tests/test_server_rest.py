@@ -158,6 +158,24 @@ def test_every_memory_endpoint_with_the_admin_token(server, admin):
     _error(admin.delete(f"/memory/archival/{fact['id']}", params={"user_id": "ana"}), 404)
 
 
+def test_patching_a_fact_typed_by_hand_answers_its_new_id_and_commits_once(server, admin):
+    """A hand-typed line has no id marker: the PATCH answers the fact as written with its derived
+    id (which follows the new content), and that id finds it for the next change."""
+    home = server.home
+    log_file = home / "memory/users/hal/2026-11-02.md"
+    log_file.parent.mkdir(parents=True)
+    log_file.write_text("# 2026-11-02\n\n## 10:00\n- [preference] Likes green tea.\n")
+    wait_for(lambda: not git(home, "status", "--porcelain", "memory/users/hal"), 30, "the daemon's commit of the log")
+    hit = _ok(admin.get("/memory/archival", params={"query": "green tea", "user_id": "hal"}))["hits"][0]
+    before = git(home, "rev-list", "--count", "HEAD")
+    changed = _ok(admin.patch(f"/memory/archival/{hit['id']}", json={"content": "Likes black tea.", "user_id": "hal"}))
+    assert changed["content"] == "Likes black tea." and changed["id"].startswith("h-") and changed["id"] != hit["id"]
+    assert log_file.read_text() == "# 2026-11-02\n\n## 10:00\n- [preference] Likes black tea.\n"
+    assert int(git(home, "rev-list", "--count", "HEAD")) == int(before) + 1
+    again = _ok(admin.patch(f"/memory/archival/{changed['id']}", json={"importance": 0.9, "user_id": "hal"}))
+    assert again["content"] == "Likes black tea." and again["importance"] == 0.9
+
+
 def test_home_and_vault_endpoints(server, admin):
     status = _ok(admin.get("/status"))
     assert status["files"] >= 4 and status["compatible"]
@@ -256,7 +274,7 @@ def test_hostile_ids_dates_and_paths_are_4xx_with_a_clear_body(server, admin, ba
         assert 400 <= response.status_code < 500, (response.request.url, response.text)
         if response.status_code != 404 or response.headers.get("content-type") == "application/json":
             assert response.json().get("error") or response.json().get("detail"), response.text
-    assert set(os.listdir(server.home / "memory/users")) <= {".gitkeep", "ana", "bob", "rev"}
+    assert set(os.listdir(server.home / "memory/users")) <= {".gitkeep", "ana", "bob", "hal", "rev"}
     assert sorted(os.listdir(server.home.parent)) == ["home"]
 
 

@@ -333,11 +333,13 @@ def test_a_daemon_and_a_server_share_a_home_through_a_remote(tmp_path, embedder,
 
 
 def test_the_command_line_shares_a_home(tmp_path):
+    """Through a remote whose path holds spaces, as a synced drive's folder does."""
     from click.testing import CliRunner
 
     from syncd.cli import cli
 
-    remote = bare_remote(tmp_path)
+    (tmp_path / "My Drive" / "shared  memory").mkdir(parents=True)
+    remote = bare_remote(tmp_path / "My Drive" / "shared  memory")
     a_root = syncd.init(tmp_path / "a").home
     runner = CliRunner()
 

@@ -10,10 +10,14 @@ import errno
 import os
 import shutil
 import time
+from pathlib import Path
 
 import pytest
 
 from syncd.config import Settings
+from syncd.errors import HomeError, ParseError
+from syncd.history.git import head_sha
+from syncd.home import Home
 from syncd.memory import MemoryManager
 
 from .daemon_helpers import running_daemon, wait_for
@@ -140,3 +144,40 @@ def test_reindex_and_status_with_links_do_not_fail(engine, home, outside):
     assert {"vault/people", "vault/dangling.md"} <= report.errors.keys()
     assert _leaked(engine) == []
     assert engine.status().fresh
+
+
+def test_writes_through_a_linked_block_or_user_folder_are_refused_and_the_links_kept(engine, home, outside):
+    """A link in place of a block, or of a user's folder, is neither replaced by a file nor written
+    through (inside the home or out of it): the write is refused, naming the link, before anything
+    is written, and the link, its target and git stay as they were."""
+    write(home, "shared/persona.md", "I am the shared persona.\n")
+    write(home, "people/bob/2026-11-22.md", "# 2026-11-22\n\n- [preference] Bob likes chess.\n")
+    os.symlink("../../shared/persona.md", home / "memory/core/persona.md")
+    os.symlink("../../people/bob", home / "memory/users/bob")
+    os.symlink(outside, home / "memory/users/ana")
+    engine.sync()
+    head = head_sha(home)
+    manager = MemoryManager(engine, settings=Settings(llm_model="gpt-4o-mini"))
+    writes = {
+        "memory/core/persona.md": manager.update_memory_block("persona", "I am a pirate."),
+        "memory/users/bob": manager.add_memory("Bob owns a boat.", user_id="bob"),
+        "memory/users/ana": manager.update_memory_block("user", "Ana is a nurse.", user_id="ana", scope="user"),
+    }
+    for link, write_it in writes.items():
+        with pytest.raises(ParseError, match=f"{link} is a symbolic link"):
+            asyncio.run(write_it)
+        assert os.path.islink(home / link)
+    assert (home / "shared/persona.md").read_text() == "I am the shared persona.\n"
+    assert sorted(os.listdir(home / "people/bob")) == ["2026-11-22.md"]
+    assert sorted(os.listdir(outside)) == ["2026-11-22.md", "secret.md"]
+    assert head_sha(home) == head
+
+
+def test_home_rel_names_a_link_not_its_target(home, outside):
+    os.symlink(outside, home / "memory/users/ana")
+    os.symlink(home / "vault", home / "memory/users/bob")
+    h = Home(home)
+    assert h.rel(home / "memory/users/ana/MEMORY.md") == "memory/users/ana/MEMORY.md"
+    assert h.rel(Path("memory/users/bob/x.md")) == "memory/users/bob/x.md"
+    with pytest.raises(HomeError):
+        h.rel(Path("memory/../../elsewhere.md"))

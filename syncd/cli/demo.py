@@ -11,7 +11,8 @@ from pathlib import Path
 from ..config import Settings
 from ..engine.facade import open_engine
 from ..engine.initialize import init
-from ..home import Home, atomic_write
+from ..errors import HomeError
+from ..home import Home, atomic_write, git_dir
 from ..wiki.store import follow_index
 
 __all__ = ["DEMO_FILES", "DEMO_QUERIES", "build_demo_home", "run_demo"]
@@ -49,10 +50,26 @@ DEMO_QUERIES: list[tuple[str, str | None]] = [
 ]
 
 
+# In the private folder of a home the demo made: a later demo may top that home up, and no other.
+_DEMO_MARK = "demo"
+
+
 def build_demo_home(path: Path | str, settings: Settings | None = None) -> Home:
-    """Create (or top up) a demo home at ``path``; files that already exist are left alone."""
-    report = init(path, settings)
+    """Create a demo home at ``path``, or top up one an earlier demo made (files that already
+    exist are left alone). Any other folder that is not empty is refused, a home of the person's
+    above all: the demo's people and their commit would land in their memory."""
+    root = Path(path).expanduser()
+    folder = git_dir(root)
+    made_by_demo = folder is not None and (folder / "syncd" / _DEMO_MARK).is_file()
+    if root.is_dir() and any(root.iterdir()) and not made_by_demo:
+        what = "a syncd home" if (root / "memory").is_dir() else "a folder that is not empty"
+        raise HomeError(
+            f"{root} is {what}; the demo writes its own people there, so it makes a new home instead: "
+            "give it a new folder, e.g. `syncd demo /tmp/syncd-demo`"
+        )
+    report = init(root, settings)
     home = Home(report.home)
+    (home.ensure_private_dir() / _DEMO_MARK).touch()
     for rel, text in DEMO_FILES.items():
         target = home.root / rel
         if not target.exists():

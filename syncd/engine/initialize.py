@@ -13,9 +13,9 @@ from pathlib import Path
 
 from ..config import Settings
 from ..errors import HomeError
-from ..history.git import open_or_init_repo
+from ..history.git import git_folder_kind, open_or_init_repo
 from ..history.staging import commit_paths
-from ..home import Home, atomic_write
+from ..home import Home, atomic_write, find_home
 from ..home.seed import vault_seed
 
 __all__ = ["init", "InitReport"]
@@ -58,12 +58,38 @@ def _create_if_missing(path: Path, data: bytes, home: Home, report: InitReport) 
     report.created.append(home.rel(path))
 
 
+def _check_place(root: Path) -> None:
+    """Refuse, before anything is made, a place no home can live in: git's own folder (a bare
+    repository, a repository's .git) has no working tree to hold the files, and a folder inside
+    another home would be that home's files and a second repository in its tree."""
+    kind = git_folder_kind(root)
+    if kind == "bare":
+        raise HomeError(
+            f"{root} is in a bare git repository, which has no working tree for the files; "
+            "`git clone` it and run `syncd init` on the clone"
+        )
+    if kind == "git-dir":
+        raise HomeError(
+            f"{root} is inside a git repository's .git folder; run `syncd init` on the repository's "
+            "own folder (the one holding .git)"
+        )
+    where = root.resolve()
+    try:
+        enclosing = find_home(where.parent)
+    except HomeError:
+        return
+    raise HomeError(
+        f"{root} is inside the syncd home {enclosing}; a home cannot hold another: choose a folder outside it"
+    )
+
+
 def init(path: Path | str, settings: Settings | None = None) -> InitReport:
     """Create or adopt a memory home at ``path``; running it again changes nothing."""
     settings = settings or Settings()
     root = Path(path).expanduser()
     if root.exists() and not root.is_dir():
         raise HomeError(f"{root} exists and is not a folder")
+    _check_place(root)
     root.mkdir(parents=True, exist_ok=True)
     home = Home(root)
     report = InitReport(home=home.root)

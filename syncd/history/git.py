@@ -49,12 +49,13 @@ __all__ = [
     "busy_state",
     "check_tree_writable",
     "detached_head",
+    "git_folder_kind",
+    "git_reason",
     "git_busy",
     "git_dir",
     "head_sha",
     "identity_env",
     "index_identity",
-    "last_line",
     "open_or_init_repo",
     "operation_in_progress",
     "repo_or_raise",
@@ -113,16 +114,36 @@ def run_git(
     stderr = done.stderr.decode("utf-8", "replace")
     if ".lock" in stderr and ("File exists" in stderr or "Unable to create" in stderr):
         state = busy_state(root)
-        raise GitBusyError(state.reason if state else last_line(stderr))
+        raise GitBusyError(state.reason if state else git_reason(stderr))
     marker = _operation_marker(root)
     if marker is not None:
         raise GitBusyError(marker)
-    raise HistoryError(command, last_line(stderr) or f"exit status {done.returncode}")
+    raise HistoryError(command, git_reason(stderr) or f"exit status {done.returncode}")
 
 
-def last_line(text: str) -> str:
-    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+def git_reason(stderr: str) -> str:
+    """Why git failed, in one of its own lines: the first ``fatal:`` or ``error:`` line (git says
+    the cause first and often ends with a bare "fatal: revert failed"), else its last line (hints
+    and progress come before it); "" when it said nothing."""
+    lines = [line.strip() for line in stderr.splitlines() if line.strip()]
+    for line in lines:
+        if line.startswith(("fatal:", "error:")):
+            return line
     return lines[-1] if lines else ""
+
+
+def git_folder_kind(path: Path) -> str | None:
+    """What git says ``path`` (or, not made yet, its nearest existing folder) is when it is git's
+    own folder rather than a working tree: "bare" (a bare repository, or inside one), or "git-dir"
+    (inside a repository's .git folder); None otherwise."""
+    folder = Path(path).absolute()
+    while not folder.is_dir() and folder != folder.parent:
+        folder = folder.parent
+    # 128: not in any repository.
+    out = run_git(folder, "rev-parse", "--is-inside-git-dir", "--is-bare-repository", ok=(0, 128)).split()
+    if out[:1] != [b"true"]:
+        return None
+    return "bare" if out[1:] == [b"true"] else "git-dir"
 
 
 def open_or_init_repo(root: Path) -> tuple[Path, bool]:

@@ -110,13 +110,14 @@ def configure_merges(root: Path) -> bool:
 
 
 def remotes(root: Path) -> dict[str, str]:
-    """``{name: fetch url}`` of the repository's remotes."""
-    out = run_git(root, "remote", "-v").decode("utf-8", "replace")
-    found = {}
-    for line in out.splitlines():
-        parts = line.split()
-        if len(parts) >= 3 and parts[2] == "(fetch)":
-            found[parts[0]] = parts[1]
+    """``{name: fetch url}`` of the repository's remotes. Read from git's config with ``-z`` (each
+    entry "key\\nvalue\\0"), so a URL holding spaces (a folder like "My Drive/mem.git") is whole;
+    exit 1 is no remote at all."""
+    out = run_git(root, "config", "-z", "--get-regexp", r"^remote\..*\.url$", ok=(0, 1)).decode("utf-8", "replace")
+    found: dict[str, str] = {}
+    for entry in filter(None, out.split("\0")):
+        key, _, url = entry.partition("\n")
+        found.setdefault(key[len("remote.") : -len(".url")], url)
     return found
 
 

@@ -23,8 +23,17 @@ def revert_commit(root: Path, commit: str, name: str, email: str) -> str:
         )
     except (HistoryError, GitBusyError):
         target = ""
+    listed = "`syncd log` lists the commits you can revert"
     if not target:
-        raise NotFoundError(f"no commit {commit!r} in this home's history")
+        raise NotFoundError(f"no commit {commit!r} in this home's history; {listed}")
+    short = target[:10]
+    if not _is_ancestor(root, target):
+        raise NotFoundError(f"commit {short} is not in the history of this home's branch; {listed}")
+    if len(run_git(root, "rev-list", "--parents", "-n", "1", target).split()) > 2:
+        raise RevertError(
+            f"commit {short} is a merge; revert the commits it brought in, one at a time, instead ({listed})"
+        )
+    before = head_sha(root)
     try:
         run_git(root, "revert", "--no-edit", target, env=identity_env(name, email))
     except (HistoryError, GitBusyError) as exc:
@@ -32,7 +41,16 @@ def revert_commit(root: Path, commit: str, name: str, email: str) -> str:
         if folder is not None and (folder / "REVERT_HEAD").exists():
             run_git(root, "revert", "--abort")
             detail = "later commits change the same lines; nothing was changed"
+        elif head_sha(root) == before and not run_git(root, "status", "--porcelain", "--untracked-files=no"):
+            detail = "what it changed is already undone on this branch (reverted before?); nothing to revert"
         else:
             detail = exc.detail if isinstance(exc, HistoryError) else exc.reason
-        raise RevertError(f"cannot revert {target[:10]}: {detail}") from None
+        raise RevertError(f"cannot revert {short}: {detail}") from None
     return head_sha(root) or target
+
+
+def _is_ancestor(root: Path, target: str) -> bool:
+    """Whether ``target`` is in HEAD's history: a commit of another branch (or one fetched and
+    never merged) is not this home's to revert."""
+    # Their common ancestor is target itself when it is one; none at all (exit 1) on another root.
+    return run_git(root, "merge-base", target, "HEAD", ok=(0, 1)).decode().strip() == target

@@ -28,10 +28,10 @@ from .git import (
     busy_state,
     carry_unmerged,
     detached_head,
+    git_reason,
     head_sha,
     identity_env,
     index_identity,
-    last_line,
     run_git,
 )
 from .processes import process_clock, wait_for_git_writers
@@ -101,7 +101,7 @@ def _pack_blobs(root: Path, paths: list[str]) -> None:
     err = proc.stderr.read()  # a few lines at most (--quiet): it cannot fill the pipe while we write
     proc.stderr.close()  # else our end stays open until the Popen is collected (a ResourceWarning)
     if proc.wait():
-        log.info("no bulk pack (%s); staging file by file", last_line(err.decode("utf-8", "replace")))
+        log.info("no bulk pack (%s); staging file by file", git_reason(err.decode("utf-8", "replace")))
 
 
 def stage_paths(

@@ -18,7 +18,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import BinaryIO
 
-from ..errors import ConflictError, HomeError, InvalidIdError, LockedError, StorageError
+from ..errors import ConflictError, HomeError, InvalidIdError, LockedError, ParseError, StorageError
 from .layout import validate_id, validate_label
 
 __all__ = [
@@ -31,6 +31,7 @@ __all__ = [
     "ignore_write_temp_files",
     "remove_stale_temp_files",
     "read_regular",
+    "read_memory_file",
     "durable_append",
     "write_some",
     "HomeLock",
@@ -185,7 +186,10 @@ def read_regular(root: Path, rel: str) -> bytes | None:
                 raise
             os.close(fd)
             fd = child
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISDIR(mode):
+            raise OSError(errno.EISDIR, "a folder is there, not a file (move it away)", rel)
+        if not stat.S_ISREG(mode):
             raise OSError(errno.EINVAL, "not a regular file", rel)
         with os.fdopen(fd, "rb") as handle:
             fd = -1
@@ -193,6 +197,17 @@ def read_regular(root: Path, rel: str) -> bytes | None:
     finally:
         if fd >= 0:
             os.close(fd)
+
+
+def read_memory_file(root: Path, rel: str) -> bytes | None:
+    """:func:`read_regular` for a file syncd reads in order to change it (a block, MEMORY.md, a
+    daily log), or to show it: None when absent, ParseError (a 409 over REST, one line in the CLI)
+    when something else sits at ``rel`` (a symbolic link on the way): the link is never written
+    through, nor replaced by a file."""
+    try:
+        return read_regular(root, rel)
+    except OSError as exc:
+        raise ParseError(f"cannot be read or changed: {exc.strerror or exc}", rel) from None
 
 
 def _is_link(name: str, dir_fd: int) -> bool:
@@ -667,10 +682,16 @@ class Home:
         return self.session_dir(user_id, session_id) / "session.json"
 
     def rel(self, path: Path) -> str:
-        """Home-relative posix path; refuses anything that escapes the home."""
-        resolved = (self.root / path).resolve() if not path.is_absolute() else path.resolve()
+        """Home-relative posix path of ``path`` (relative to the home, or absolute); refuses
+        anything that escapes the home. Symbolic links inside the home are not resolved: the path
+        names the link itself, never wherever it points (a write there is refused, not sent to
+        the link's target). Only an absolute path that is outside the home as written is resolved
+        (the home reached through a link to it)."""
+        full = Path(os.path.normpath(self.root / path))
+        if not full.is_relative_to(self.root) and path.is_absolute():
+            full = path.resolve()
         try:
-            return resolved.relative_to(self.root).as_posix()
+            return full.relative_to(self.root).as_posix()
         except ValueError:
             raise HomeError(f"{path} is outside the home {self.root}") from None
 

@@ -41,7 +41,7 @@ from .extraction import (
     wrap_injected,
 )
 from .prompts import PROMPT_VERSION
-from .store import Clock, MarkdownMemoryStore, local_now
+from .store import Clock, MarkdownMemoryStore, StoredFact, local_now
 from .writer import MarkdownWriter
 
 if TYPE_CHECKING:
@@ -664,14 +664,13 @@ class MemoryManager:
         validate_id("memory", memory_id)
         return await asyncio.to_thread(self._delete, memory_id, user, expected)
 
-    def _update(self, memory_id: str, user: str, changes: dict[str, Any], expected: Fact | None) -> Fact:
+    def _update(self, memory_id: str, user: str, changes: dict[str, Any], expected: Fact | None) -> StoredFact:
         store = self.store(user_id=user)
         hints = self._hints(memory_id, user)
         current = store.find_fact(memory_id, hints).fact
         new = replace(current, **changes)
         intent = self._intent(f"Edit fact {memory_id}", user)
-        store.replace_fact(memory_id, new, hint_paths=hints, intent=intent, expected=expected or current)
-        return new
+        return store.replace_fact(memory_id, new, hint_paths=hints, intent=intent, expected=expected or current)
 
     async def update_memory(
         self,
@@ -687,7 +686,27 @@ class MemoryManager:
         """Change one fact in place (only its line; compare-and-swap, one commit) and return it as
         written. Arguments left None keep their value. With ``expected`` (the fact as the caller
         last saw it), ConflictError if someone changed it meanwhile: nothing is written.
-        NotFoundError when the user has no such fact."""
+        NotFoundError when the user has no such fact. A fact typed by hand has no id of its own
+        (``Fact.id`` None); :meth:`change_memory` says its effective id after the change."""
+        stored = await self.change_memory(
+            memory_id, user_id, content=content, category=category, importance=importance, tags=tags,
+            expected=expected,
+        )  # fmt: skip
+        return stored.fact
+
+    async def change_memory(
+        self,
+        memory_id: str,
+        user_id: str | None = None,
+        *,
+        content: str | None = None,
+        category: str | None = None,
+        importance: float | None = None,
+        tags: Iterable[str] | None = None,
+        expected: Fact | None = None,
+    ) -> StoredFact:
+        """:meth:`update_memory`, returning the fact as it now stands in its file: its effective
+        id (a hand-written fact's derived id follows its new content), path and line."""
         self._enter()
         user = self._user(user_id)
         validate_id("memory", memory_id)

@@ -201,8 +201,7 @@ class MarkdownMemoryStore:
         """The day's log, for reading: bytes that are not UTF-8 read as U+FFFD (a rewrite of that
         file refuses instead), and a log that is a symbolic link or unreadable reads as absent, so
         one bad file never stops this user's memory. Both are reported by ``syncd status``."""
-        # Not daily_log_rel: it resolves links, and refusing one here would fail every read.
-        rel = self.home.daily_log_path(self.user_id, date).relative_to(self.home.root).as_posix()
+        rel = self.daily_log_rel(date)
         try:
             data = read_regular(self.home.root, rel)
         except OSError as exc:
@@ -276,22 +275,26 @@ class MarkdownMemoryStore:
         intent: Intent | None = None,
         expected: Fact | None = None,
     ) -> StoredFact:
-        """Rewrite exactly the line of one fact (compare-and-swap, one commit); the rest of the
-        file stays byte for byte. The fact keeps its effective id: give ``new_fact`` the old id (a
-        hand-written fact's derived id follows its content). With ``expected`` (the fact as the
+        """Rewrite exactly the line of one fact (compare-and-swap, one commit) and return it as
+        written; the rest of the file stays byte for byte. The fact keeps its effective id: give
+        ``new_fact`` the old id (a hand-written fact's derived id follows its content). With ``expected`` (the fact as the
         caller last saw it), ConflictError if someone changed that fact meanwhile: edits elsewhere
         in the file are kept, a concurrent edit of this fact is never overwritten."""
         check_text("fact content", new_fact.content)
         stored = self.find_fact(fact_id, hint_paths)
         rel = stored.path
+        written: list[StoredFact] = []
 
         def change(current: bytes | None) -> bytes:
             log = self._current_log(current, rel, fact_id, expected)
-            return self._render_log(rel, log.replace_fact(fact_id, new_fact, rel_path=rel))
+            new_log = log.replace_fact(fact_id, new_fact, rel_path=rel)
+            # The fact as this attempt writes it: a hand-written fact's id follows its new content.
+            written[:] = [list(stored_facts(new_log, rel, stored.date))[log.fact_ids(rel).index(fact_id)]]
+            return self._render_log(rel, new_log)
 
         summary = f"Edit fact {fact_id} of {self.user_id}"
         self.writer.update(rel, change, self._intent(summary, intent, stored.chat_id))
-        return stored
+        return written[0]
 
     def _read_log(self, rel: str, data: bytes) -> DailyLog:
         """``parse_daily_log`` of the log's bytes, from this process's last read of it."""

@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 from ..errors import ConflictError
 from ..history.intents import Intent
-from ..home import blob_sha
+from ..home import blob_sha, read_memory_file
 from .backend import MemoryBackend
 
 __all__ = ["MarkdownWriter", "Change"]
@@ -34,10 +34,9 @@ class MarkdownWriter:
         self.engine = engine
 
     def read(self, rel: str) -> bytes | None:
-        try:
-            return (self.engine.home.root / rel).read_bytes()
-        except FileNotFoundError:
-            return None
+        """The file's bytes, None when absent; ParseError, before anything is written, when a
+        symbolic link or a folder sits there (never followed, never replaced)."""
+        return read_memory_file(self.engine.home.root, rel)
 
     def update(self, rel: str, change: Change, intent: Intent) -> str | None:
         """Apply ``change`` to ``rel``; return the new blob sha, or None if nothing changed.

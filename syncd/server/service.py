@@ -66,9 +66,11 @@ def _hit(hit) -> s.MemoryHit:
     return s.MemoryHit.model_validate(hit_record(hit))
 
 
-def _fact(fact) -> s.FactOut:
+def _fact(fact, fact_id: str | None = None) -> s.FactOut:
+    """``fact`` as the API shows it; ``fact_id`` is its effective id when it has none of its own
+    (typed by hand)."""
     return s.FactOut(
-        id=fact.id,
+        id=fact_id or fact.id,
         content=fact.content,
         category=fact.category,
         tags=list(fact.tags),
@@ -167,10 +169,10 @@ class MemoryService:
     async def update(self, p: Principal, q: s.UpdateInput) -> s.FactOut:
         user = self.user_for(p, q.user_id)
         async with self._writing():
-            fact = await self.manager.update_memory(
+            stored = await self.manager.change_memory(
                 q.memory_id, user, content=q.content, category=q.category, importance=q.importance, tags=q.tags
             )
-        return _fact(fact)
+        return _fact(stored.fact, stored.id)
 
     async def process_turn(self, p: Principal, q: s.TurnInput) -> s.TurnResult:
         user = self.user_for(p, q.user_id)

@@ -40,12 +40,17 @@ def _home_of(vault: Path) -> Path | None:
 
 
 class WikiManager:
-    """One vault: ``root`` is its folder (``HOME/vault`` in a home, or any folder)."""
+    """One vault: ``root`` is its folder (``HOME/vault`` in a home, or any folder).
+
+    In a home the link graph is kept in the home's ``.syncd/wiki/`` (derived, ignored by git);
+    a vault outside any home, with no ``cache_dir`` given, is only read: nothing is written into
+    the person's folder (a ``.syncd/`` there would be an untracked folder in their repository)."""
 
     def __init__(self, root: Path | str, *, cache_dir: Path | str | None = None, use_cache: bool = True):
         self.root = Path(root).expanduser()
         if cache_dir is None:
             home = _home_of(self.root)
+            use_cache = use_cache and home is not None
             cache_dir = (home if home is not None else self.root) / ".syncd" / "wiki"
         self.cache_dir = Path(cache_dir)
         self.use_cache = use_cache
