@@ -149,6 +149,16 @@ def test_bad_revisions_are_clear_errors(history):
         search_at(history, "tea", "--all", user_id="ana")
 
 
+def test_a_range_or_an_exclusion_is_not_one_revision(history):
+    # git prints two shas (or a ^sha) for these: taken as a commit, read-tree failed on "^<sha>".
+    root = history.home.root
+    for at in ("HEAD~1..HEAD", "HEAD~2...HEAD", "^HEAD"):
+        with pytest.raises(InvalidInputError, match="not one commit"):
+            resolve_revision(root, at)
+    with pytest.raises(InvalidInputError, match="not one commit"):
+        search_at(history, "tea", "HEAD~1..HEAD", user_id="ana")
+
+
 def test_git_is_left_as_it_was_and_past_indexes_are_kept_few(history):
     root = history.home.root
     status, head, counts = git(root, "status", "--porcelain"), git(root, "rev-parse", "HEAD"), history.counts()

@@ -103,8 +103,12 @@ def resolve_revision(root: Path, at: str) -> str:
     if not isinstance(at, str) or not at.strip() or at.startswith("-"):
         raise InvalidInputError(f"bad revision {at!r}: a commit, HEAD~N, a branch, a tag or a date")
     out = run_git(root, "rev-parse", "--verify", "--quiet", "--end-of-options", f"{at}^{{commit}}", ok=(0, 1))
-    if out.strip():
+    # One commit, or nothing: a range (``A..B``) or an exclusion (``^A``) prints several lines or
+    # a ``^sha``, which no checkout can take.
+    if _SHA.fullmatch(out.decode().strip()):
         return out.decode().strip()
+    if out.strip():
+        raise InvalidInputError(f"bad revision {at!r}: a range or an exclusion, not one commit (--at takes one commit or a date)")
     try:
         when = dt.datetime.fromisoformat(at.strip())
     except ValueError:
