@@ -108,7 +108,9 @@ def resolve_revision(root: Path, at: str) -> str:
     if _SHA.fullmatch(out.decode().strip()):
         return out.decode().strip()
     if out.strip():
-        raise InvalidInputError(f"bad revision {at!r}: a range or an exclusion, not one commit (--at takes one commit or a date)")
+        raise InvalidInputError(
+            f"bad revision {at!r}: a range or an exclusion, not one commit (--at takes one commit or a date)"
+        )
     try:
         when = dt.datetime.fromisoformat(at.strip())
     except ValueError:

@@ -66,7 +66,6 @@ def readable(value: Any) -> Any:
     return value
 
 
-
 @dataclass(frozen=True)
 class SessionInfo:
     """The lifecycle fields of one session, as ``session.json`` holds them (ISO timestamps).
