@@ -142,6 +142,14 @@ def test_log_paths_are_read_from_the_current_folder_and_never_leave_the_home(hom
     assert LOG in capsys.readouterr().out
 
 
+def test_blame_refuses_what_is_no_fact_id_in_one_short_line(home, engine, capsys):
+    # The id went into the message whole: 100,000 characters of "no fact 'aaaa...'" on stderr.
+    for fact_id in ("", "a" * 100_000, "a b"):
+        assert main(["blame", "--home", str(home), fact_id]) != 0
+        err = capsys.readouterr().err
+        assert err.startswith("syncd: error: bad fact id") and len(err) < 200 and err.count("\n") == 1
+
+
 def _fact_id(engine, text):
     return next(h.id for h in engine.search(text, kind="fact", limit=5) if h.content == text)
 
