@@ -37,6 +37,9 @@ __all__ = ["TranscriptManager", "load_transcript", "read_transcript_file"]
 log = logging.getLogger(__name__)
 
 _APPEND_ATTEMPTS = 5
+# One lock per (home, user, session) in this process: what orders its appends (see _lock).
+_LOCKS: dict[tuple[str, str, str], threading.Lock] = {}
+_LOCKS_GUARD = threading.Lock()
 
 
 def load_transcript(home: Home, user_id: str, session_id: str) -> Transcript | None:
@@ -81,12 +84,13 @@ class TranscriptManager(UserSessions):
         author: str = "syncd-agent",
     ):
         super().__init__(home_or_engine, user_id, settings=settings, embedder=embedder, author=author)
-        self._locks: dict[tuple[str, str], threading.Lock] = {}
-        self._locks_guard = threading.Lock()
 
     def _lock(self, user: str, session: str) -> threading.Lock:
-        with self._locks_guard:
-            return self._locks.setdefault((user, session), threading.Lock())
+        # Of the process, not of this manager: two managers of one home (a server making one per
+        # request, an agent's threads) appending to one session raced on the size guard, and
+        # after _APPEND_ATTEMPTS lost rounds an append failed with ConflictError.
+        with _LOCKS_GUARD:
+            return _LOCKS.setdefault((str(self.home.root), user, session), threading.Lock())
 
     # -- writing ---------------------------------------------------------------------------------
 
