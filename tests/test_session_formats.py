@@ -244,6 +244,20 @@ def test_idle_timeout_max_turns_and_naive_datetimes():
         SessionPolicy(daily_reset_hour=24)
 
 
+def test_a_policy_and_a_turn_count_are_whole_numbers_a_timedelta_can_hold():
+    # True was hour 1 and max_turns=False a policy; a huge timeout raised OverflowError on every
+    # turn's check; a turn count "5" a TypeError from the comparison.
+    for bad in ({"daily_reset_hour": True}, {"max_turns": False}, {"idle_timeout_minutes": 10**13}):
+        with pytest.raises(SessionError):
+            SessionPolicy(**bad)
+    t = dt.datetime(2026, 1, 1, 12, tzinfo=UTC)
+    longest = SessionLifecycle(SessionPolicy(idle_timeout_minutes=10**12, max_turns=3))
+    assert longest.should_reset(t, 1, t, now=t + dt.timedelta(days=10**5)) == (False, "")
+    for count in ("5", -1, True):
+        with pytest.raises(SessionError, match="turn_count"):
+            longest.should_reset(t, count, t, now=t)
+
+
 def test_session_keys_are_valid_and_distinct():
     a = get_session_key("telegram", "a_b", "c")
     b = get_session_key("telegram", "a", "b_c")
