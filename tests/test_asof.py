@@ -6,6 +6,8 @@ user ever sees another's past rows; revisions by name and by date; clear errors.
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
+import itertools
 import subprocess
 import time
 from pathlib import Path
@@ -147,6 +149,36 @@ def test_bad_revisions_are_clear_errors(history):
         search_at(history, "tea", "1999-01-01", user_id="ana")
     with pytest.raises(InvalidInputError):
         search_at(history, "tea", "--all", user_id="ana")
+
+
+def test_a_range_or_an_exclusion_is_not_one_revision(history):
+    # git prints two shas (or a ^sha) for these: taken as a commit, read-tree failed on "^<sha>".
+    root = history.home.root
+    for at in ("HEAD~1..HEAD", "HEAD~2...HEAD", "^HEAD"):
+        with pytest.raises(InvalidInputError, match="not one commit"):
+            resolve_revision(root, at)
+    with pytest.raises(InvalidInputError, match="not one commit"):
+        search_at(history, "tea", "HEAD~1..HEAD", user_id="ana")
+
+
+def test_a_short_sha_two_commits_share_is_ambiguous_not_missing(tmp_path):
+    root = syncd.init(tmp_path / "home").home
+    tree = git(root, "rev-parse", "HEAD^{tree}").strip()
+    by_prefix: dict[str, str] = {}
+    for n in itertools.count():  # commits whose shas share 4 hex digits: a few hundred tries
+        body = f"tree {tree}\nauthor a <a@b> 0 +0000\ncommitter a <a@b> 0 +0000\n\ncommit {n}\n".encode()
+        sha = hashlib.sha1(b"commit %d\0" % len(body) + body).hexdigest()
+        if sha[:4] in by_prefix:
+            break
+        by_prefix[sha[:4]] = body.decode()
+    for text in (by_prefix[sha[:4]], body.decode()):
+        subprocess.run(
+            ["git", "hash-object", "-t", "commit", "-w", "--stdin"], cwd=root, input=text.encode(), check=True
+        )
+    # git names neither: it read "no commit '<prefix>' in this home's history".
+    with pytest.raises(InvalidInputError, match=r"ambiguous revision .*2 commits"):
+        resolve_revision(root, sha[:4])
+    assert resolve_revision(root, sha[:12]) == sha
 
 
 def test_git_is_left_as_it_was_and_past_indexes_are_kept_few(history):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+from pathlib import Path
 
 import pytest
 
@@ -124,6 +125,29 @@ def test_log_lists_commits_with_trailers(home, capsys):
     assert "+1 fact in " + LOG in out and "Syncd-Turn: 1" in out
     assert main(["log", "--home", str(home), "--json", "-n", "5"]) == 0
     assert len(json.loads(capsys.readouterr().out)) == 2
+
+
+def test_log_paths_are_read_from_the_current_folder_and_never_leave_the_home(home, capsys, monkeypatch):
+    write(home, LOG, daily_log(FACTS[:1]))
+    _commit(home)
+    # Handed to git as it was, "../etc" came back as "git log failed: fatal: ... outside repository".
+    assert main(["log", "--home", str(home), "../etc"]) != 0
+    err = capsys.readouterr().err
+    assert err.startswith("syncd: error:") and "outside the home" in err and "git" not in err
+    # From a folder inside the home, a path is relative to it, as git (and a shell) read it.
+    monkeypatch.chdir(home / Path(LOG).parent.parent)
+    assert main(["log", "--home", str(home), Path(LOG).parent.name]) == 0
+    assert LOG in capsys.readouterr().out
+    assert main(["log", "--home", str(home), "../../vault/../" + LOG]) == 0
+    assert LOG in capsys.readouterr().out
+
+
+def test_blame_refuses_what_is_no_fact_id_in_one_short_line(home, engine, capsys):
+    # The id went into the message whole: 100,000 characters of "no fact 'aaaa...'" on stderr.
+    for fact_id in ("", "a" * 100_000, "a b"):
+        assert main(["blame", "--home", str(home), fact_id]) != 0
+        err = capsys.readouterr().err
+        assert err.startswith("syncd: error: bad fact id") and len(err) < 200 and err.count("\n") == 1
 
 
 def _fact_id(engine, text):

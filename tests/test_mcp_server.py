@@ -113,6 +113,9 @@ def test_stdio_beside_a_running_server_goes_through_its_socket(server):
             assert "AccessError" in (await call_tool(client, "memory_search", query="bees", user_id="erin"))["error"]
             added = await call_tool(client, "memory_add", content="Fay restores old clocks.")
             assert added["fact"]["id"] in (server.home / f"memory/users/fay/{dt.date.today()}.md").read_text()
+            # The daemon's error type, once: it read "SyncdError: NotFoundError: no fact ...".
+            missing = (await call_tool(client, "memory_update", memory_id="no-such-fact", content="x"))["error"]
+            assert "NotFoundError: no fact 'no-such-fact'" in missing and "SyncdError" not in missing
 
     anyio.run(main)
     # The server's daemon made the commits: the stdio process never held the home.

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
+import sys
 
 import pytest
 
@@ -13,7 +15,7 @@ from syncd.server.service import OPERATIONS
 from syncd.session import StateMirror, TranscriptManager
 
 from .daemon_helpers import isolate_git_identity
-from .server_helpers import served_in_thread
+from .server_helpers import call_tool, mcp_over_http, served_in_thread
 
 STATE = {
     "version": 2,
@@ -95,3 +97,33 @@ def test_session_operations_are_mcp_tools(server):
     with server.client(server.admin) as admin:
         # The schema the MCP tools are generated from is the one REST validates with.
         assert _json(admin.get("/session/s-1/transcript", params={"user_id": "ana", "last_n": -1}), 422)
+
+
+def test_a_lone_surrogate_in_a_transcript_or_state_reads_as_a_replacement_character(server):
+    # A transcript keeps whatever str an agent said (the Python API takes a lone surrogate, a JSON
+    # file spells it \ud800); it failed the whole answer: a 500 from REST, a broken MCP reply, a
+    # traceback from `syncd sessions show`.
+    folder = server.home / "memory/users/ana/sessions/s-odd"
+    folder.mkdir(parents=True)
+    (folder / "transcript.jsonl").write_bytes(
+        b'{"ts":"2026-11-23T10:00:00+00:00","role":"user","content":"half \\ud800 a pair","meta":{"k\\udfff":"v"}}\n'
+    )
+    (folder / "state.json").write_text(json.dumps({**STATE, "steps": [{"type": "task", "task": "plan \ud800"}]}))
+    with server.client(server.admin) as admin:
+        entries = _json(admin.get("/session/s-odd/transcript", params={"user_id": "ana"}))["entries"]
+        assert [(e["content"], e["meta"]) for e in entries] == [("half \ufffd a pair", {"k\ufffd": "v"})]
+        state = _json(admin.get("/session/s-odd/state", params={"user_id": "ana"}))["state"]
+        assert state["steps"] == [{"type": "task", "task": "plan \ufffd"}]
+
+    async def over_mcp():
+        async with mcp_over_http(server, server.admin) as client:
+            return await call_tool(client, "session_transcript", user_id="ana", session_id="s-odd")
+
+    assert [e["content"] for e in asyncio.run(over_mcp())["entries"]] == ["half \ufffd a pair"]
+    shown = subprocess.run(
+        [sys.executable, "-m", "syncd", "sessions", "show", "s-odd", "--user", "ana", "--home", str(server.home)],
+        capture_output=True,
+        text=True,
+        encoding="utf-8",
+    )
+    assert shown.returncode == 0 and "half \ufffd a pair" in shown.stdout, shown.stderr

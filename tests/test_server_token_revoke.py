@@ -33,3 +33,15 @@ def test_revoke_takes_a_token_id_or_a_user_never_both(home):
         usage = syncd_cli("token", "revoke", *args, "--home", str(home))
         assert usage.returncode != 0 and "TOKEN_ID or --user" in usage.stderr and "Traceback" not in usage.stderr
     assert syncd_cli("token", "revoke", "--user", "nobody", "--home", str(home)).returncode == 1
+
+
+def test_revoke_takes_the_token_itself_and_never_echoes_it(home):
+    store = TokenStore.of(Home(home))
+    kept, _ = store.add("ana")
+    info, token = store.add("ana")
+    # Pasted whole, it was "no token with id 'sdu_…'" (the secret echoed back) and stayed valid.
+    pasted = syncd_cli("token", "revoke", token, "--home", str(home))
+    assert pasted.returncode == 0 and pasted.stdout.strip() == f"revoked token {info.id} of user ana", pasted.stderr
+    assert store.check(token) is None and [t.id for t in store.list()] == [kept.id]
+    again = syncd_cli("token", "revoke", token, "--home", str(home))
+    assert again.returncode == 1 and "no such token" in again.stderr and token not in again.stderr

@@ -13,9 +13,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from syncd.errors import ParseError, SessionError, UnsafePickleError
+from syncd.errors import InvalidInputError, ParseError, SessionError, UnsafePickleError
 from syncd.formats.agent_state import AgentState, parse_state, render_state
-from syncd.formats.transcripts import chunk_transcript, make_entry, parse_transcript, render_entry
+from syncd.formats.transcripts import TranscriptEntry, chunk_transcript, make_entry, parse_transcript, render_entry
 from syncd.session import SessionLifecycle, SessionPolicy, deserialize_agent, get_session_key, load_legacy_pickle
 from syncd.session.serializer import serialize_agent
 
@@ -81,6 +81,23 @@ def test_a_torn_last_line_at_every_byte_never_loses_an_earlier_entry(earlier, to
         assert all(s.line > len(earlier) for s in again.skipped)
 
 
+def test_an_entry_is_refused_rather_than_written_as_something_else():
+    at = dt.datetime(2026, 1, 1, tzinfo=UTC)
+    # list() made a str three actions and a dict its keys; a timestamp was any text at all.
+    for actions in ("abc", {"tool": "search", "query": "tea"}, b"xy", 5):
+        with pytest.raises(TypeError, match="actions must be a list"):
+            make_entry("user", "hi", actions, ts=at)
+    with pytest.raises(TypeError, match="metadata must be a dict"):
+        make_entry("user", "hi", None, [("a", 1)], ts=at)
+    for ts in ("yesterday", "2026-01-01T10:00:00", 5):
+        with pytest.raises(InvalidInputError, match="timestamp"):
+            make_entry("user", "hi", ts=ts)
+    # What is returned is what a reader of the file gets back.
+    entry = make_entry("user", "hi", [("search", 1)], {1: (2, 3)}, ts="2026-01-01T10:00:00Z")
+    assert (entry.actions, entry.meta, entry.ts) == ([["search", 1]], {"1": [2, 3]}, "2026-01-01T10:00:00Z")
+    assert parse_transcript(render_entry(entry)).entries[0].to_dict() == entry.to_dict()
+
+
 def test_a_line_that_is_not_an_entry_is_reported_and_keeps_its_number():
     good = render_entry(make_entry("user", "hi", ts=dt.datetime(2026, 1, 1, tzinfo=UTC)))
     parsed = parse_transcript(good + b"not json\n" + good + b'{"role": "user", "con')
@@ -93,7 +110,7 @@ def test_chunks_are_windows_of_tokens_and_an_append_keeps_every_complete_one():
         return [(i, i + 1) for i in range(len(text))]
 
     def numbered(contents):
-        return [make_entry("u", c, ts="t").__class__("t", "u", c, line=i + 1) for i, c in enumerate(contents)]
+        return [TranscriptEntry("t", "u", c, line=i + 1) for i, c in enumerate(contents)]
 
     four = numbered(["x" * 7] * 4)  # "u: xxxxxxx" is 10 tokens: 40 in all
     chunks = chunk_transcript(four, spans, size=20, overlap=5)
@@ -227,6 +244,20 @@ def test_idle_timeout_max_turns_and_naive_datetimes():
         SessionPolicy(daily_reset_hour=24)
 
 
+def test_a_policy_and_a_turn_count_are_whole_numbers_a_timedelta_can_hold():
+    # True was hour 1 and max_turns=False a policy; a huge timeout raised OverflowError on every
+    # turn's check; a turn count "5" a TypeError from the comparison.
+    for bad in ({"daily_reset_hour": True}, {"max_turns": False}, {"idle_timeout_minutes": 10**13}):
+        with pytest.raises(SessionError):
+            SessionPolicy(**bad)
+    t = dt.datetime(2026, 1, 1, 12, tzinfo=UTC)
+    longest = SessionLifecycle(SessionPolicy(idle_timeout_minutes=10**12, max_turns=3))
+    assert longest.should_reset(t, 1, t, now=t + dt.timedelta(days=10**5)) == (False, "")
+    for count in ("5", -1, True):
+        with pytest.raises(SessionError, match="turn_count"):
+            longest.should_reset(t, count, t, now=t)
+
+
 def test_session_keys_are_valid_and_distinct():
     a = get_session_key("telegram", "a_b", "c")
     b = get_session_key("telegram", "a", "b_c")
@@ -245,5 +276,5 @@ def test_the_daily_reset_fires_at_the_reset_instant_itself():
 
 
 def test_a_transcript_line_is_readable_text():
-    line = render_entry(make_entry("user", "chá 日本", ts="t"))
+    line = render_entry(make_entry("user", "chá 日本", ts="2026-01-01T10:00:00+00:00"))
     assert "chá 日本".encode() in line and line.count(b"\n") == 1

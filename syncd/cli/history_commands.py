@@ -28,16 +28,18 @@ def _print_entry(entry, indent: str = "") -> None:
 def log_command(path: str | None, limit: int, as_json: bool, home: Path | None) -> None:
     """Recent commits of the memory, with who made them and their provenance trailers.
 
-    PATH limits the log to commits touching this file or folder.
+    PATH limits the log to commits touching this file or folder (relative to the current folder
+    when it is inside the home, else to the home).
     """
     from ..engine import audit
     from ..home import Home
 
     root = Path(resolve_home(home)).resolve()
-    rel = None
-    if path:
-        target = Path(path)
-        rel = Home(root).rel(target) if target.is_absolute() else target.as_posix()
+    # Relative to the current folder inside the home (as git reads it), else to the home; one that
+    # leaves the home is refused here, with the home named, not by git.
+    cwd = Path.cwd().resolve()
+    base = cwd if cwd.is_relative_to(root) else root
+    rel = Home(root).rel(base / path) if path else None
     entries = audit.read_log(root, rel, limit)
     if as_json:
         print_json([e.to_dict() for e in entries])

@@ -256,10 +256,10 @@ def token_list(as_json: bool, home: Path | None) -> None:
 @click.option("--user", "user", metavar="ID", help="Revoke every token of this user instead.")
 @home_option
 def token_revoke(token_id: str | None, user: str | None, home: Path | None) -> None:
-    """Revoke one token, TOKEN_ID (see `syncd token list`), or with --user every token of one
-    user. A running server refuses them from its next request; with a PostgreSQL index, the
-    database's read-only servers within a second (or once the home's writer runs, if the
-    database is down now)."""
+    """Revoke one token, TOKEN_ID (see `syncd token list`; the token itself does too), or with
+    --user every token of one user. A running server refuses them from its next request; with a
+    PostgreSQL index, the database's read-only servers within a second (or once the home's writer
+    runs, if the database is down now)."""
     from ..home import Home
     from ..server.tokens import TokenStore
 

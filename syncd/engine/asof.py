@@ -84,6 +84,7 @@ __all__ = [
 KEEP = 4
 _FOLDER = "asof"
 _SHA = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
+_SHA_PREFIX = re.compile(r"[0-9a-fA-F]{4,63}")
 _LOCK = threading.Lock()  # one past index built at a time per process: they share the folder
 # Past folders in use in this process (a workbench viewing the past holds one for long): never
 # evicted, their engines never closed; and the engines kept open, the most recently asked last.
@@ -103,8 +104,16 @@ def resolve_revision(root: Path, at: str) -> str:
     if not isinstance(at, str) or not at.strip() or at.startswith("-"):
         raise InvalidInputError(f"bad revision {at!r}: a commit, HEAD~N, a branch, a tag or a date")
     out = run_git(root, "rev-parse", "--verify", "--quiet", "--end-of-options", f"{at}^{{commit}}", ok=(0, 1))
-    if out.strip():
+    # One commit, or nothing: a range (``A..B``) or an exclusion (``^A``) prints several lines or
+    # a ``^sha``, which no checkout can take.
+    if _SHA.fullmatch(out.decode().strip()):
         return out.decode().strip()
+    if out.strip():
+        raise InvalidInputError(
+            f"bad revision {at!r}: a range or an exclusion, not one commit (--at takes one commit or a date)"
+        )
+    if _SHA_PREFIX.fullmatch(at):
+        _refuse_ambiguous(root, at)
     try:
         when = dt.datetime.fromisoformat(at.strip())
     except ValueError:
@@ -115,6 +124,18 @@ def resolve_revision(root: Path, at: str) -> str:
     if not found.strip():
         raise NotFoundError(f"no commit at or before {at} in this home's history")
     return found.decode().strip()
+
+
+def _refuse_ambiguous(root: Path, prefix: str) -> None:
+    """InvalidInputError when several commits' shas start with ``prefix`` (git then names none,
+    and "no commit" would be wrong)."""
+    found = run_git(root, "rev-parse", f"--disambiguate={prefix.lower()}", ok=(0, 128)).decode().split()
+    if len(found) < 2:
+        return
+    kinds = run_git(root, "cat-file", "--batch-check=%(objecttype)", input="\n".join(found).encode() + b"\n")
+    commits = kinds.decode().split().count("commit")
+    if commits > 1:
+        raise InvalidInputError(f"ambiguous revision {prefix!r}: {commits} commits start with it; give more of the sha")
 
 
 def describe_revision(root: Path, sha: str) -> str:

@@ -94,12 +94,26 @@ def make_entry(
         if ts.tzinfo is None:
             raise InvalidInputError("transcript timestamps must be timezone-aware")
         ts = ts.isoformat(timespec="milliseconds")
-    entry = TranscriptEntry(
-        ts=ts, role=role, content=content, actions=None if actions is None else list(actions), meta=dict(meta or {})
-    )
-    # Refuses what JSON cannot say exactly (NaN, objects) before anything is written.
-    json.dumps(entry.to_dict(), allow_nan=False)
-    return entry
+    elif not isinstance(ts, str) or _iso_time(ts) is None:
+        raise InvalidInputError(f"a transcript timestamp is a timezone-aware datetime or ISO 8601 text, not {ts!r}")
+    # A str, a dict or bytes is iterable too: list() made "abc" three actions and a dict its keys.
+    if actions is not None and (isinstance(actions, (str, bytes, Mapping)) or not isinstance(actions, Sequence)):
+        raise TypeError(f"transcript actions must be a list, not {type(actions).__name__}")
+    if meta is not None and not isinstance(meta, Mapping):
+        raise TypeError(f"transcript metadata must be a dict, not {type(meta).__name__}")
+    # Through JSON and back: refuses what JSON cannot say (NaN, objects) before anything is
+    # written, and the entry returned is the one a reader gets (tuples as lists, keys as str).
+    plain = json.loads(json.dumps({"actions": actions, "meta": dict(meta or {})}, allow_nan=False))
+    return TranscriptEntry(ts=ts, role=role, content=content, actions=plain["actions"], meta=plain["meta"])
+
+
+def _iso_time(text: str) -> dt.datetime | None:
+    """An ISO 8601 time with an offset (a ``Z`` too), else None."""
+    try:
+        when = dt.datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    return when if when.tzinfo is not None else None
 
 
 def render_entry(entry: TranscriptEntry) -> bytes:

@@ -69,7 +69,7 @@ class TokenInfo:
 
 
 def _hash(token: str) -> str:
-    return hashlib.sha256(token.encode("utf-8")).hexdigest()
+    return hashlib.sha256(token.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 def _write_private(path: Path, data: bytes) -> None:
@@ -192,8 +192,15 @@ class TokenStore:
         return [TokenInfo(t["id"], t["user"], t.get("created", "")) for t in self._read_users()]
 
     def revoke(self, token_id: str) -> TokenInfo:
-        """Revoke the token with this id (only that one: a user's name is no token id here,
-        whatever it looks like; :meth:`revoke_user` revokes all of a user's tokens)."""
+        """Revoke the token with this id, or this token itself (only that one: a user's name is no
+        token id here, whatever it looks like; :meth:`revoke_user` revokes all of a user's tokens)."""
+        if token_id.startswith(_PREFIX_USER):
+            # The token itself, pasted whole: the one whose hash it has (never echoed back).
+            digest = _hash(token_id)
+            gone = self._revoke(lambda t: t.get("sha256") == digest)
+            if not gone:
+                raise NotFoundError("no such token: revoked already, or not of this home (see `syncd token list`)")
+            return gone[0]
         gone = self._revoke(lambda t: t["id"] == token_id)
         if not gone:
             named = any(t.user == token_id for t in self.list())

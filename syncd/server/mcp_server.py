@@ -24,7 +24,7 @@ from pydantic import Field, ValidationError
 
 from .._version import __version__
 from ..api import schemas as s
-from ..errors import AccessError, SyncdError
+from ..errors import AccessError, RemoteError, SyncdError
 from .gate import principal_of_scope
 from .scrub import scrubber
 from .service import LOCAL_ADMIN, OPERATIONS, MemoryService, Operation, call
@@ -67,7 +67,6 @@ class SocketBackend:
 
     async def call(self, principal: Principal, name: str, arguments: dict) -> dict:
         from ..control.client import ask_daemon
-        from ..errors import RemoteError
 
         op = OPERATIONS.get(name)
         if op is not None and principal.user is not None and "user_id" in op.input.model_fields:
@@ -75,10 +74,8 @@ class SocketBackend:
             if asked is not None and asked != principal.user:
                 raise AccessError(f"this server acts for user {principal.user!r}; it cannot act for {asked!r}")
             arguments = {**arguments, "user_id": principal.user}
-        try:
-            result = await asyncio.to_thread(ask_daemon, self.root, "call", {"name": name, "arguments": arguments})
-        except RemoteError as exc:
-            raise SyncdError(f"{exc.kind}: {exc}") from None
+        # A RemoteError carries the daemon's error type in ``kind``: the tool names that one.
+        result = await asyncio.to_thread(ask_daemon, self.root, "call", {"name": name, "arguments": arguments})
         if result is None:
             raise SyncdError("the syncd daemon of this home stopped answering; restart `syncd mcp`")
         return result
@@ -145,7 +142,8 @@ def _tool_function(op: Operation, backend: Backend, default: Principal, context_
         except ValidationError as exc:
             raise ToolError(f"invalid arguments: {s.describe_invalid(exc)}") from None
         except (SyncdError, ValueError, TypeError) as exc:
-            raise ToolError(getattr(backend, "scrub", str)(f"{type(exc).__name__}: {exc}")) from None
+            kind = exc.kind if isinstance(exc, RemoteError) else type(exc).__name__
+            raise ToolError(getattr(backend, "scrub", str)(f"{kind}: {exc}")) from None
         return json.dumps(result, ensure_ascii=False)
 
     tool.__name__ = op.name

@@ -14,6 +14,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+import re
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -31,6 +32,7 @@ __all__ = [
     "open_backend",
     "read_bytes",
     "read_session_info",
+    "readable",
     "render_session_info",
     "utc_now",
     "write_session_info",
@@ -46,6 +48,22 @@ def utc_now() -> dt.datetime:
 
 def read_bytes(home: Home, path: Path) -> bytes | None:
     return read_regular(home.root, home.rel(path))
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def readable(value: Any) -> Any:
+    """JSON data with every string one UTF-8 can carry, for readers (REST, MCP, the terminal): a
+    lone surrogate, which a transcript keeps exactly (an agent may say one through the Python API,
+    a JSON file may spell one ``\\ud800``), reads as U+FFFD instead of failing the whole answer."""
+    if isinstance(value, str):
+        return _SURROGATE.sub("\ufffd", value)
+    if isinstance(value, list):
+        return [readable(v) for v in value]
+    if isinstance(value, dict):
+        return {readable(k): readable(v) for k, v in value.items()}
+    return value
 
 
 @dataclass(frozen=True)

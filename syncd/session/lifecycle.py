@@ -21,6 +21,7 @@ from .files import Clock, utc_now
 __all__ = ["SessionPolicy", "SessionLifecycle", "get_session_key", "last_reset_boundary"]
 
 _DAY = dt.timedelta(days=1)
+_MAX_MINUTES = 10**12  # ~1.9 million years: within what timedelta can hold
 
 
 @dataclass(frozen=True)
@@ -32,16 +33,22 @@ class SessionPolicy:
     max_turns: int = 0
 
     def __post_init__(self) -> None:
-        if not isinstance(self.daily_reset_hour, int) or not 0 <= self.daily_reset_hour <= 23:
+        if not _whole(self.daily_reset_hour) or not 0 <= self.daily_reset_hour <= 23:
             raise SessionError("daily_reset_hour", "an hour of the day in UTC, 1-23 (0 disables it)")
-        if not isinstance(self.idle_timeout_minutes, int) or self.idle_timeout_minutes < 0:
-            raise SessionError("idle_timeout_minutes", "a whole number of minutes, 0 or more")
-        if not isinstance(self.max_turns, int) or self.max_turns < 0:
+        # timedelta takes at most 999,999,999 days: a larger timeout failed every turn's check.
+        if not _whole(self.idle_timeout_minutes) or not 0 <= self.idle_timeout_minutes <= _MAX_MINUTES:
+            raise SessionError("idle_timeout_minutes", f"a whole number of minutes, 0 to {_MAX_MINUTES}")
+        if not _whole(self.max_turns) or self.max_turns < 0:
             raise SessionError("max_turns", "a whole number of turns, 0 or more")
 
     @classmethod
     def from_settings(cls, settings) -> SessionPolicy:
         return cls(settings.session_daily_reset_hour, settings.session_idle_timeout_minutes, settings.session_max_turns)
+
+
+def _whole(value: object) -> bool:
+    """An int, and not a bool (``True`` is an int to Python, and no hour or count)."""
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _aware(name: str, value: dt.datetime) -> dt.datetime:
@@ -91,6 +98,8 @@ class SessionLifecycle:
         last = _aware("last_active_at", last_active_at)
         created = _aware("created_at", created_at)
         now = _aware("now", now) if now is not None else self.now()
+        if not _whole(turn_count) or turn_count < 0:
+            raise SessionError("turn_count", "a whole number of turns, 0 or more")
         policy = self.policy
         if policy.max_turns and turn_count >= policy.max_turns:
             return True, "max_turns"

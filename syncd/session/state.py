@@ -17,7 +17,7 @@ from ..errors import UnsafePickleError
 from ..formats.agent_state import AgentState, legacy_placeholder, parse_state, render_state, sniff_format
 from ..history.intents import Intent
 from ..home import Home, validate_id
-from .files import UserSessions, read_bytes, utc_now
+from .files import UserSessions, read_bytes, readable, utc_now
 from .serializer import deserialize_agent
 
 __all__ = ["StateMirror", "read_state_file"]
@@ -26,13 +26,13 @@ log = logging.getLogger(__name__)
 
 
 def read_state_file(home: Home, user_id: str, session_id: str) -> dict[str, Any] | None:
-    """The session's snapshot as JSON data (None: there is none, or it is not JSON v2). Safe from
-    any thread or process: it only reads."""
+    """The session's snapshot as JSON data (None: there is none, or it is not JSON v2), its strings
+    :func:`~syncd.session.files.readable`. Safe from any thread or process: it only reads."""
     data = read_bytes(home, home.state_path(user_id, session_id))
     if data is None:
         return None
     try:
-        return parse_state(data).to_dict()
+        return readable(parse_state(data).to_dict())
     except Exception as exc:  # noqa: BLE001 - a hand-broken file reads as no state, loudly
         log.warning("state of %s/%s is not JSON v2: %s", user_id, session_id, exc)
         return None

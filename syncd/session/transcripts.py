@@ -30,13 +30,16 @@ from ..formats.transcripts import (
 )
 from ..history.intents import Intent
 from ..home import Home, validate_id
-from .files import UserSessions, read_bytes, utc_now
+from .files import UserSessions, read_bytes, readable, utc_now
 
 __all__ = ["TranscriptManager", "load_transcript", "read_transcript_file"]
 
 log = logging.getLogger(__name__)
 
 _APPEND_ATTEMPTS = 5
+# One lock per (home, user, session) in this process: what orders its appends (see _lock).
+_LOCKS: dict[tuple[str, str, str], threading.Lock] = {}
+_LOCKS_GUARD = threading.Lock()
 
 
 def load_transcript(home: Home, user_id: str, session_id: str) -> Transcript | None:
@@ -49,7 +52,7 @@ def load_transcript(home: Home, user_id: str, session_id: str) -> Transcript | N
 def read_transcript_file(home: Home, user_id: str, session_id: str, last_n: int | None = None) -> list[dict[str, Any]]:
     """The entries of a user's session as plain dicts (``ts, role, content, actions, meta, line``),
     oldest first; the last ``last_n`` only when given. Empty when the session has no transcript.
-    Safe from any thread or process: it only reads."""
+    Strings are :func:`~syncd.session.files.readable` (a lone surrogate reads as U+FFFD). Safe from any thread or process: it only reads."""
     if last_n is not None and (not isinstance(last_n, int) or last_n < 0):
         raise ValueError("last_n must be a non-negative integer")
     transcript = load_transcript(home, user_id, session_id)
@@ -61,7 +64,7 @@ def read_transcript_file(home: Home, user_id: str, session_id: str, last_n: int 
     # Past the start there is nothing more to give: max(), or a last_n over the count would slice
     # from the end (4 of 3 entries gave 1).
     entries = transcript.entries if last_n is None else transcript.entries[max(0, len(transcript.entries) - last_n) :]
-    return [{**e.to_dict(), "line": e.line} for e in entries]
+    return [readable({**e.to_dict(), "line": e.line}) for e in entries]
 
 
 class TranscriptManager(UserSessions):
@@ -81,12 +84,13 @@ class TranscriptManager(UserSessions):
         author: str = "syncd-agent",
     ):
         super().__init__(home_or_engine, user_id, settings=settings, embedder=embedder, author=author)
-        self._locks: dict[tuple[str, str], threading.Lock] = {}
-        self._locks_guard = threading.Lock()
 
     def _lock(self, user: str, session: str) -> threading.Lock:
-        with self._locks_guard:
-            return self._locks.setdefault((user, session), threading.Lock())
+        # Of the process, not of this manager: two managers of one home (a server making one per
+        # request, an agent's threads) appending to one session raced on the size guard, and
+        # after _APPEND_ATTEMPTS lost rounds an append failed with ConflictError.
+        with _LOCKS_GUARD:
+            return _LOCKS.setdefault((str(self.home.root), user, session), threading.Lock())
 
     # -- writing ---------------------------------------------------------------------------------
 
