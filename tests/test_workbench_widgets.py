@@ -253,3 +253,21 @@ def test_it_follows_changes_made_elsewhere(wb, home, embedder):
     facts.users.pick("bob")
     assert facts.dates.items[0] == "2026-11-24" and "Visit Kyoto" in _texts(facts.rows)[0]
     assert "changed" in wb.header.value
+
+
+def test_editing_a_hand_typed_fact_keeps_it_open_under_its_new_id(wb, home):
+    """A fact typed by hand (no id in its line) has an id derived from its content: after an edit,
+    the editor shows the fact under the id the write says it has now."""
+    write(home, ANA_LOG, ANA_DAY + "- [note] Grows basil on the balcony.\n")
+    _show(wb, "Browse")
+    facts = wb.browse.facts
+    facts.users.pick("ana")
+    basil = next(row for row in facts.rows.children if "basil" in row.children[1].value)
+    basil.children[0].click()
+    editor = wb.edit.fact
+    before = editor.loaded.id
+    editor.content.value = "Grows basil and thyme on the balcony."
+    editor.save.click()
+    assert "Saved" in editor.status.value, editor.status.value
+    assert editor.loaded.id != before and editor.content.value == "Grows basil and thyme on the balcony."
+    assert "- [note] Grows basil and thyme on the balcony." in (home / ANA_LOG).read_text()

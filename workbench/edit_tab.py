@@ -119,8 +119,8 @@ class FactEditor(w.VBox):
         stored = self.loaded
         importance = self.importance.value if self.has_importance.value else None
         try:
-            fact = self.data.run(
-                self.data.memory.update_memory(
+            stored_now = self.data.run(
+                self.data.memory.change_memory(
                     stored.id,
                     self.user.value,
                     content=self.content.value,
@@ -136,17 +136,10 @@ class FactEditor(w.VBox):
         except (syncd.SyncdError, ValueError) as exc:
             self.status.value = note(str(exc), "err")
             return
-        new_id = fact.id or self._derived_id(stored, fact)
         self.status.value = note(f"Saved and committed as {self.data.memory.author}.", "ok")
-        self.open_quietly(self.user.value, new_id)
+        # A hand-written fact's id follows its content: the write says which it is now.
+        self.open_quietly(self.user.value, stored_now.id)
         self.changed()
-
-    def _derived_id(self, stored, fact) -> str:
-        """A hand-written fact's id follows its content: find it again on the same line."""
-        for other in self.data.day_facts(self.user.value, stored.date):
-            if other.line == stored.line and other.fact.content == fact.content:
-                return other.id
-        return stored.id
 
     def open_quietly(self, user: str, fact_id: str) -> None:
         status = self.status.value
