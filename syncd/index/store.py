@@ -299,10 +299,14 @@ class Index:
         """Before rebuilding tables that were deleted under us (``rm -rf .syncd``): the rows in
         memory are the only copy left, so keep them, and queries go on answering from them until
         the new tables are swapped in. Writes not yet in the tables have nowhere to go: drop
-        them, as written, since the rebuild reads every file from disk again."""
-        with self._writing, self._lock:  # in the order persist() takes them
+        them, as written, since the rebuild reads every file from disk again. The tables' handles
+        go too: they hold the versions of the deleted tables, where the swap's writes must build
+        on whatever tables are at that path then (a reader opening the index meanwhile makes
+        empty ones), so the swap opens them anew."""
+        with self._writing, self._lock, self._opening:  # in the order persist() takes them
             self._pending = PendingWrites()
             upto = self._applied
+            self._db = self._lance_files = self._lance_entries = None
         self._behind.mark_written(upto)
 
     def _replace_rows(self, aside: Index) -> None:
