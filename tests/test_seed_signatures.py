@@ -81,6 +81,7 @@ SEED_API: dict[type, dict[str, tuple[str, str]]] = {
         "search_memories": (ASYNC, "query, limit=, chat_id=, user_id=, use_hybrid=, kind=, include_wiki=, at="),
         "store": (SYNC, "*, user_id="),
         "update_memory": (ASYNC, "memory_id, user_id=, *, content=, category=, importance=, tags=, expected="),
+        "change_memory": (ASYNC, "memory_id, user_id=, *, content=, category=, importance=, tags=, expected="),
         "update_memory_block": (ASYNC, "label, content, chat_id=, user_id=, *, scope=, expected="),
         "users": (SYNC, ""),
     },

@@ -16,7 +16,7 @@ import re
 
 # Modules, not names: what this module defines beyond them is exactly its public API (tests/test_api.py).
 from .. import errors, formats
-from ..formats.fact_grammar import ID_PATTERN
+from ..formats.fact_grammar import ID_PATTERN as _ID_PATTERN
 from ..history import blame as _blame
 from ..history import git
 from ..history import log as _log
@@ -58,7 +58,7 @@ def blame(engine, fact_id: str, *, user_id: str | None = None) -> list[FactHisto
     ones that changed it. With ``user_id``, only lines in files that user may be named, each
     commit as they may see it (visibility.seen_by), without its list of files. NotFoundError
     when no such line holds it."""
-    if not isinstance(fact_id, str) or not re.fullmatch(ID_PATTERN, fact_id):
+    if not isinstance(fact_id, str) or not re.fullmatch(_ID_PATTERN, fact_id):
         shown = fact_id[:40] + "..." if isinstance(fact_id, str) and len(fact_id) > 40 else fact_id
         raise errors.InvalidInputError(f"bad fact id {shown!r}: a search shows each fact's id (such as m-1a2b3c4d)")
     rows = engine.find_fact(fact_id)
