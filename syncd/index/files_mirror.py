@@ -31,7 +31,16 @@ from pathlib import Path
 
 from .records import FileRecord
 
-__all__ = ["MIRROR_NAME", "FilesMirror", "MirrorSnapshot", "lance_stamp", "read_meta", "read_mirror", "table_stamp"]
+__all__ = [
+    "MIRROR_NAME",
+    "FilesMirror",
+    "MirrorSnapshot",
+    "folder_identity",
+    "lance_stamp",
+    "read_meta",
+    "read_mirror",
+    "table_stamp",
+]
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +74,21 @@ def _newest_manifest(versions: Path) -> str | None:
         return None
     st = os.stat(versions / best[1])
     return f"{best[0]}:{st.st_ino}:{st.st_mtime_ns}"
+
+
+def folder_identity(folder: Path) -> tuple[tuple[int, int], ...] | None:
+    """The folders the index at ``folder`` lives in (device and inode of that folder, of its
+    LanceDB folder and of each table's), or None when one of them is missing: a table deleted
+    or made anew under an open index changes it."""
+    lance = folder / "lance"
+    found = []
+    for path in (folder, lance, *(lance / f"{table}.lance" for table in _TABLES)):
+        try:
+            st = os.stat(path)
+        except OSError:
+            return None
+        found.append((st.st_dev, st.st_ino))
+    return tuple(found)
 
 
 def table_stamp(lance_dir: Path, table: str) -> str | None:

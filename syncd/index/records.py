@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 __all__ = [
     "HEADING_SEPARATOR",
@@ -17,6 +19,7 @@ __all__ = [
     "heading_only",
     "meta_compatible",
     "only_restats",
+    "rebuild_resumable",
     "page_breadcrumb",
 ]
 
@@ -42,6 +45,17 @@ def meta_compatible(meta: Mapping, model_id: str, empty: bool) -> bool:
     if not meta:
         return empty
     return meta.get("model_id") == model_id and meta.get("schema") == SCHEMA_VERSION
+
+
+def rebuild_resumable(aside_dir: Path, model_id: str, dim: int, meta: Mapping[str, object]) -> bool:
+    """Whether the rows an interrupted rebuild left in ``aside_dir`` are what a rebuild for
+    ``meta`` would write (same model, layout and settings): then it goes on from them."""
+    try:
+        found = json.loads((aside_dir / "meta.json").read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError):
+        return False
+    wanted = {"schema": SCHEMA_VERSION, "model_id": model_id, "dim": dim, **meta}
+    return isinstance(found, dict) and all(found.get(k) == v for k, v in wanted.items())
 
 
 def page_breadcrumb(title: str | None, heading: str) -> str:

@@ -31,11 +31,10 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import shutil
 import threading
 from collections import OrderedDict
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import timedelta
 from pathlib import Path
@@ -45,9 +44,18 @@ from ..compat.patches import import_lancedb
 from ..errors import IndexError_, SyncdError
 from ..home import atomic_write
 from .compaction import WRITES_BEFORE_OPTIMIZE, compact_table, ensure_id_index, writes_before_optimize
-from .files_mirror import FilesMirror, lance_stamp, read_mirror
+from .files_mirror import FilesMirror, folder_identity, lance_stamp, read_mirror
 from .pending import PendingWrites, replaces_whole
-from .records import SCHEMA_VERSION, EntryRow, FileRecord, FileUpdate, StaleRows, meta_compatible, only_restats
+from .records import (
+    SCHEMA_VERSION,
+    EntryRow,
+    FileRecord,
+    FileUpdate,
+    StaleRows,
+    meta_compatible,
+    only_restats,
+    rebuild_resumable,
+)
 from .write_behind import BackgroundWriter
 
 if TYPE_CHECKING:
@@ -185,17 +193,7 @@ class Index:
         return self._lance_entries
 
     def _disk_identity(self) -> tuple[tuple[int, int], ...] | None:
-        """The folders this index lives in (device and inode of its folder, of the LanceDB
-        folder and of each table's), or None when one of them is missing."""
-        lance = self.folder / "lance"
-        found = []
-        for path in (self.folder, lance, lance / f"{_FILES}.lance", lance / f"{_ENTRIES}.lance"):
-            try:
-                st = os.stat(path)
-            except OSError:
-                return None
-            found.append((st.st_dev, st.st_ino))
-        return tuple(found)
+        return folder_identity(self.folder)
 
     def on_disk(self) -> bool:
         """Whether the tables on disk are the ones this index was opened on (or last rebuilt).
@@ -259,7 +257,7 @@ class Index:
         on from them (a sync into the aside index redoes only the files it lacks or that changed
         since), any other starts it anew. The embedding cache lives elsewhere and survives too."""
         aside_dir = self.folder / "rebuild"
-        if aside_dir.exists() and not self._resumable(aside_dir, meta):
+        if aside_dir.exists() and not rebuild_resumable(aside_dir, self.model_id, self.dim, meta):
             shutil.rmtree(aside_dir, ignore_errors=True)
         if not self.on_disk():
             self._outlive_lost_tables()
@@ -284,16 +282,6 @@ class Index:
         # between leaves a rebuild to finish, never new rows under an old model's name.
         self.write_meta(**meta)
         shutil.rmtree(aside_dir, ignore_errors=True)
-
-    def _resumable(self, aside_dir: Path, meta: Mapping[str, object]) -> bool:
-        """Whether the rows an interrupted rebuild left in ``aside_dir`` are what a rebuild for
-        ``meta`` would write (same model, layout and settings): then it goes on from them."""
-        try:
-            found = json.loads((aside_dir / "meta.json").read_text(encoding="utf-8"))
-        except (OSError, json.JSONDecodeError):
-            return False
-        wanted = {"schema": SCHEMA_VERSION, "model_id": self.model_id, "dim": self.dim, **meta}
-        return isinstance(found, dict) and all(found.get(k) == v for k, v in wanted.items())
 
     def _outlive_lost_tables(self) -> None:
         """Before rebuilding tables that were deleted under us (``rm -rf .syncd``): the rows in
