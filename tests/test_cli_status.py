@@ -27,16 +27,24 @@ PATHS = [
     "vault/notes/Coffee.md",
 ]
 
+
+def _on_a_path(kind: str) -> st.SearchStrategy[tuple]:
+    return st.tuples(st.just(kind), st.sampled_from(PATHS), st.just(""))
+
+
+_WRITE = st.tuples(
+    st.just("write"), st.sampled_from(PATHS), st.one_of(daily_log_texts().map(lambda t: t[0]), page_texts())
+)
+_SYNC = st.tuples(st.just("sync"), st.just(""), st.just(""))
+
 operations = st.lists(
     st.one_of(
-        st.tuples(
-            st.just("write"), st.sampled_from(PATHS), st.one_of(daily_log_texts().map(lambda t: t[0]), page_texts())
-        ),
-        st.tuples(st.just("bad bytes"), st.sampled_from(PATHS), st.just("")),
-        st.tuples(st.just("delete"), st.sampled_from(PATHS), st.just("")),
+        _WRITE,
+        _on_a_path("bad bytes"),
+        _on_a_path("delete"),
         st.tuples(st.just("move"), st.sampled_from(PATHS), st.sampled_from(PATHS)),
-        st.tuples(st.just("touch"), st.sampled_from(PATHS), st.just("")),
-        st.tuples(st.just("sync"), st.just(""), st.just("")),
+        _on_a_path("touch"),
+        _SYNC,
         st.tuples(st.just("reindex"), st.just(""), st.just("")),
     ),
     max_size=8,
@@ -163,15 +171,7 @@ def test_status_names_the_commit_a_one_shot_sync_made_and_a_merge_under_way(home
 
 
 one_shot_operations = st.lists(
-    st.one_of(
-        st.tuples(
-            st.just("write"), st.sampled_from(PATHS), st.one_of(daily_log_texts().map(lambda t: t[0]), page_texts())
-        ),
-        st.tuples(st.just("touch"), st.sampled_from(PATHS), st.just("")),
-        st.tuples(st.just("age"), st.sampled_from(PATHS), st.just("")),
-        st.tuples(st.just("delete"), st.sampled_from(PATHS), st.just("")),
-        st.tuples(st.just("sync"), st.just(""), st.just("")),
-    ),
+    st.one_of(_WRITE, _on_a_path("touch"), _on_a_path("age"), _on_a_path("delete"), _SYNC),
     max_size=10,
 )
 

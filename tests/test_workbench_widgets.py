@@ -35,6 +35,15 @@ def _show(wb, title: str):
     wb.tabs.selected_index = wbmod.app.TITLES.index(title)
 
 
+def _open_from_browse(wb, user: str, words: str) -> None:
+    """Browse ``user``'s facts and click the edit button of the one holding ``words``."""
+    _show(wb, "Browse")
+    facts = wb.browse.facts
+    facts.users.pick(user)
+    row = next(row for row in facts.rows.children if words in row.children[1].value)
+    row.children[0].click()
+
+
 def test_search_shows_scored_hits_and_where_they_came_from(wb, home):
     s = wb.search
     assert s.user.options == ("(all users)", "ana", "bob")
@@ -82,11 +91,7 @@ def test_no_widget_renders_more_than_a_page(tmp_path, embedder):
 
 
 def test_edit_a_fact_from_browse_commits_it_as_the_workbench(wb, home):
-    _show(wb, "Browse")
-    facts = wb.browse.facts
-    facts.users.pick("ana")
-    tea = next(row for row in facts.rows.children if "green tea" in row.children[1].value)
-    tea.children[0].click()
+    _open_from_browse(wb, "ana", "green tea")
     editor = wb.edit.fact
     assert wb.tabs.selected_index == wbmod.app.TITLES.index("Edit")
     assert editor.content.value == "Likes green tea in the morning." and editor.category.value == "preference"
@@ -259,11 +264,7 @@ def test_editing_a_hand_typed_fact_keeps_it_open_under_its_new_id(wb, home):
     """A fact typed by hand (no id in its line) has an id derived from its content: after an edit,
     the editor shows the fact under the id the write says it has now."""
     write(home, ANA_LOG, ANA_DAY + "- [note] Grows basil on the balcony.\n")
-    _show(wb, "Browse")
-    facts = wb.browse.facts
-    facts.users.pick("ana")
-    basil = next(row for row in facts.rows.children if "basil" in row.children[1].value)
-    basil.children[0].click()
+    _open_from_browse(wb, "ana", "basil")
     editor = wb.edit.fact
     before = editor.loaded.id
     editor.content.value = "Grows basil and thyme on the balcony."
