@@ -52,6 +52,9 @@ def test_syncd_sync_beside_a_running_daemon_returns_with_the_edit_committed_and_
             assert done.returncode == 0, done.stderr
             assert f"by the running daemon (pid {daemon.pid}" in done.stdout, done.stdout
             assert git(home, "show", f"HEAD:{LOG}") == (home / LOG).read_text()
+            # Whichever indexed it, the answer says the edit is committed, and where.
+            head = git(home, "rev-parse", "HEAD").strip()
+            assert f"everything indexed is committed (HEAD {head[:10]})" in done.stdout, done.stdout
             found = _cli(home, "search", f"{word} lessons", "--user", "ana", "--limit", "1")
             assert word in found.stdout, found.stdout + found.stderr
         refused = _cli(home, "sync", "--no-commit")

@@ -251,6 +251,8 @@ def _print_sync(done: dict, deferred: Exception | None) -> None:
         by = f" by the running daemon (pid {done['pid']}" + (
             f"; {before} file(s) it had indexed just before this sync)" if before else ")"
         )
+        if done.get("head") and not done.get("uncommitted") and not done.get("in_changes"):
+            by += f"; everything indexed is committed (HEAD {done['head'][:10]})"
     click.echo(
         f"{done['summary']}; {done['facts']} facts and {done['chunks']} chunks in the files indexed, "
         f"{done['embedded_texts']} texts embedded" + (f"; {len(commits)} commit(s)" if commits else "") + by

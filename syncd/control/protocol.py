@@ -18,8 +18,9 @@ Methods (version 1):
     status  {}  -> ``Status.to_dict()``
     revert  {"commit"} -> {"commit": the new commit's sha} (``Engine.revert``, by the one writer)
     sync    {}  -> {"summary", "facts", "chunks", "embedded_texts", "errors", "commits",
-            "uncommitted", "pid"}: the whole tree synced and committed by the daemon
-            (``Daemon.sync_now``), for ``syncd sync`` beside it; ``uncommitted`` says why the
+            "indexed_before", "uncommitted", "in_changes", "head", "pid"}: the whole tree synced
+            and committed by the daemon (``Daemon.sync_now``), for ``syncd sync`` beside it;
+            ``head`` is HEAD's sha once the pass is done; ``uncommitted`` says why the
             commit is still due (a git command of the person's), else null. A daemon of an older
             syncd answers ``ProtocolError`` (unknown method)
     reindex {}  -> {"files", "facts", "chunks", "embedded_texts", "kept", "errors"}: the index

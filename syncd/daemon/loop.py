@@ -400,6 +400,10 @@ class Daemon:
             "indexed_before": len(before - self._pending - {p for r in reports for p in r.plan.changed_paths}),
             "uncommitted": uncommitted,
             "in_changes": len(held),
+            # What the asker can check the tree against: every change indexed is in it unless
+            # ``uncommitted`` or ``in_changes`` says otherwise (a sync answering "0 changed" when
+            # the watcher had already committed the edit is then seen to be up to date).
+            "head": head_sha(self.root),
             "pid": os.getpid(),
         }
 
