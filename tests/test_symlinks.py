@@ -20,7 +20,7 @@ from syncd.history.git import head_sha
 from syncd.home import Home
 from syncd.memory import MemoryManager
 
-from .daemon_helpers import running_daemon, wait_for
+from .daemon_helpers import git, running_daemon, wait_for
 from .helpers import write
 
 SECRET = "The launch code is swordfish."
@@ -171,6 +171,24 @@ def test_writes_through_a_linked_block_or_user_folder_are_refused_and_the_links_
     assert sorted(os.listdir(home / "people/bob")) == ["2026-11-22.md"]
     assert sorted(os.listdir(outside)) == ["2026-11-22.md", "secret.md"]
     assert head_sha(home) == head
+
+
+@pytest.mark.parametrize("how", ["write", "append"])
+def test_the_write_path_refuses_a_linked_file_for_every_writer(engine, home, outside, how):
+    """The write path itself reads what it changes as read_memory_file does, so writers that do
+    not look first (transcripts, MEMORY.md, the workbench) cannot replace a link by a file."""
+    rel = "memory/users/ana/MEMORY.md"
+    os.makedirs(home / "memory/users/ana", exist_ok=True)
+    os.symlink(outside / "secret.md", home / rel)
+    secret = (outside / "secret.md").read_bytes()
+    with pytest.raises(ParseError, match=f"{rel} is a symbolic link"):
+        if how == "write":
+            engine.writes.write_file(rel, b"# Memory\n")
+        else:
+            engine.writes.append_file(rel, b"- more\n", expected_size=len(secret))
+    assert os.path.islink(home / rel) and (outside / "secret.md").read_bytes() == secret
+    # git may hold the person's link (committed as theirs), never a file written in its place.
+    assert git(home, "ls-tree", "HEAD", "--", rel).split()[:1] in ([], ["120000"])
 
 
 def test_home_rel_names_a_link_not_its_target(home, outside):

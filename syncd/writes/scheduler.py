@@ -45,7 +45,7 @@ from ..home import (
     durable_append,
     file_blob_sha,
     git_dir,
-    read_regular,
+    read_memory_file,
     sync_folders,
 )
 from .groups import ChangeGroup, current_group
@@ -88,7 +88,12 @@ class Indexer(Protocol):
 
 class WritePath:
     """Writes through markdown for one engine: ``changes`` / ``write_file`` / ``append_file`` for
-    the API, ``commit_editor`` for the daemon, ``quiesced`` for a revert or a reindex."""
+    the API, ``commit_editor`` for the daemon, ``quiesced`` for a revert or a reindex.
+
+    Every writer's file is read as ``home.read_memory_file`` reads it: a symbolic link at or on
+    the way to it refuses the write (ParseError, naming the link) before anything is written, so
+    no writer (facts, blocks, MEMORY.md, transcripts, the workbench) replaces a link of the
+    person's by a file or writes through it."""
 
     def __init__(self, home: Home, settings: Settings, indexer: Indexer, lock: HomeLock | None):
         self.home = home
@@ -127,7 +132,7 @@ class WritePath:
         sha = blob_sha(data)
 
         def original() -> Original:
-            current = read_regular(self.home.root, rel)
+            current = read_memory_file(self.home.root, rel)
             return Original() if current is None else Original(data=current)
 
         if expected_sha is _ANY:
@@ -139,7 +144,7 @@ class WritePath:
     def append_file(self, rel: str, data: bytes, expected_size: int, intent: Intent | None = None) -> str:
         check_tree_writable(self.home.root)  # the person's merge or rebase: refused, nothing written
         path = self.home.root / rel
-        current = read_regular(self.home.root, self.home.rel(path)) or b""
+        current = read_memory_file(self.home.root, self.home.rel(path)) or b""
         if len(current) != expected_size:
             raise ConflictError(path, f"size {expected_size}", f"size {len(current)}")
         sha = blob_sha(current + data)
