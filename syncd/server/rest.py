@@ -129,10 +129,7 @@ def _memory_routes(svc: MemoryService) -> APIRouter:
 
     @r.delete("/archival/{memory_id}", response_model=s.DeleteResult, summary="Forget one fact")
     async def delete(memory_id: s.MemoryId, who: Who, user_id: UserParam = None):
-        result = await svc.delete(who, s.DeleteInput(memory_id=memory_id, user_id=user_id))
-        if not result.deleted:
-            raise NotFoundError(f"no fact {memory_id!r} in this memory")
-        return result
+        return await svc.delete(who, s.DeleteInput(memory_id=memory_id, user_id=user_id))
 
     @r.get("/core", response_model=s.CoreMemory, summary="The core memory blocks")
     async def core(q: Annotated[s.CoreInput, Query()], who: Who):
