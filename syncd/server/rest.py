@@ -256,6 +256,10 @@ def answer_errors(app: FastAPI, scrub: Callable[[str], str]) -> None:
         # read) in the same shape as ours.
         phrase = HTTPStatus(exc.status_code).phrase if exc.status_code in HTTPStatus._value2member_map_ else "Error"
         message = _HTTP_MESSAGES.get(str(exc.detail), str(exc.detail))
+        # FastAPI says "an error parsing the body" for whatever json.loads raised (its cause): valid
+        # JSON nested past the parser's recursion limit is not a body in the wrong encoding.
+        if isinstance(exc.__cause__, RecursionError):
+            message = "the request body is JSON nested too deeply to read (no request needs more than a few levels)"
         if exc.status_code == 404 and message == "Not Found":
             message = f"no route {request.method} {request.url.path} (see /docs)"
         return _error(exc.status_code, phrase.replace(" ", ""), message, exc.headers)
