@@ -25,6 +25,7 @@ from syncd.engine.asof import past_engine, resolve_revision, search_at
 from syncd.errors import InvalidInputError, NotFoundError
 from syncd.index import snapshot
 
+from .cli_helpers import run_main
 from .strategies import examples
 
 USERS = ["ana", "bob"]
@@ -149,6 +150,30 @@ def test_bad_revisions_are_clear_errors(history):
         search_at(history, "tea", "1999-01-01", user_id="ana")
     with pytest.raises(InvalidInputError):
         search_at(history, "tea", "--all", user_id="ana")
+
+
+def test_a_date_git_understands_names_the_last_commit_at_or_before_it(tmp_path, monkeypatch):
+    # "yesterday" read "no commit 'yesterday'": only ISO dates were dates, though `git log
+    # --before` takes git's own. A home made three days ago, with one commit an hour ago:
+    three_days_ago = dt.datetime.now(dt.UTC) - dt.timedelta(days=3)
+    monkeypatch.setenv("GIT_COMMITTER_DATE", three_days_ago.isoformat())
+    root = syncd.init(tmp_path / "home").home
+    monkeypatch.setenv("GIT_COMMITTER_DATE", (dt.datetime.now(dt.UTC) - dt.timedelta(hours=1)).isoformat())
+    git(root, "commit", "--allow-empty", "-q", "-m", "an hour ago")
+    first, last = git(root, "rev-list", "--max-parents=0", "HEAD").strip(), git(root, "rev-parse", "HEAD").strip()
+    for at in ("yesterday", "2 days ago", "2.days.ago", "3 days ago"):
+        assert resolve_revision(root, at) == first, at
+    assert resolve_revision(root, "now") == resolve_revision(root, "30 minutes ago") == last
+    with pytest.raises(NotFoundError, match=r"no commit at or before 4 days ago \(\d{4}-\d\d-\d\d \d\d:\d\d\)"):
+        resolve_revision(root, "4 days ago")
+    # Neither a date nor a commit: what git's lenient date parser would read as "now" or the
+    # 5th of the month is still a missing commit, not today's memory.
+    for at in ("no-such-branch", "never", "abc123", "HEAD~5", "main^2"):
+        with pytest.raises(NotFoundError, match="no commit '"):
+            resolve_revision(root, at)
+    old = run_main("search", "tea", "--at", "8 days ago", "--home", str(root))
+    assert old.returncode == 1 and old.stderr.startswith("syncd: error: no commit at or before 8 days ago (")
+    assert old.stderr.count("\n") == 1
 
 
 def test_a_range_or_an_exclusion_is_not_one_revision(history):

@@ -228,8 +228,8 @@ def test_a_git_failure_says_gits_first_error_line_not_its_last(home):
 
 
 def test_revert_says_what_is_wrong_with_a_bad_target_and_what_to_do(home, capsys):
-    """Unknown, on another branch, a merge, already undone: one line each naming the commit and
-    the way on, exit 1, and nothing changed."""
+    """Unknown, on another branch, a merge, already undone, the home's first: one line each naming
+    the commit and the way on, exit 1, and nothing changed."""
     merge = _merge_commit(home)
     git(home, "checkout", "-q", "-b", "elsewhere", "main~1")
     write(home, "vault/elsewhere.md", "# Elsewhere\n")
@@ -240,7 +240,9 @@ def test_revert_says_what_is_wrong_with_a_bad_target_and_what_to_do(home, capsys
     assert main(["revert", "--home", str(home), "HEAD^2"]) == 0  # the side branch's commit
     capsys.readouterr()
     head = git(home, "rev-parse", "HEAD").strip()
+    first = git(home, "rev-list", "--max-parents=0", "HEAD").strip()  # `syncd init`'s: it was reverted
     cases = {
+        first: f"commit {first[:10]} is the first commit of this home; reverting it would delete every file",
         "deadbeef": "no commit 'deadbeef' in this home's history; `syncd log` lists the commits",
         elsewhere: f"commit {elsewhere[:10]} is not in the history of this home's branch; `syncd log`",
         merge: f"commit {merge[:10]} is a merge; revert the commits it brought in, one at a time",

@@ -97,8 +97,14 @@ def test_every_tool_over_streamable_http_and_a_user_tokens_scope(server):
             assert "AccessError" in denied["error"]
             own = await call_tool(carol, "memory_search", query="safe code")
             assert all(h["id"] != secret["fact"]["id"] for h in own["hits"])
+            # Dan's fact is not in carol's memory: a missing id to her, as memory_update says it
+            # (it read {"deleted": false} where memory_update said NotFoundError).
             gone = await call_tool(carol, "memory_delete", memory_id=secret["fact"]["id"])
-            assert gone["deleted"] is False
+            changed = await call_tool(carol, "memory_update", memory_id=secret["fact"]["id"], content="x")
+            missing = f"NotFoundError: no fact {secret['fact']['id']!r} in the memory of carol"
+            assert gone == {"error": f"Error executing tool memory_delete: {missing}"}
+            assert changed == {"error": f"Error executing tool memory_update: {missing}"}
+            assert secret["fact"]["id"] in git(server.home, "show", f"HEAD:memory/users/dan/{dt.date.today()}.md")
             mine = await call_tool(carol, "memory_add", content="Carol sings in a choir.")
             assert mine["fact"]["id"] in (server.home / f"memory/users/carol/{dt.date.today()}.md").read_text()
 

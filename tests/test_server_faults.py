@@ -96,7 +96,13 @@ def test_every_error_has_the_documented_shape(server):
     with server.client(server.admin) as admin:
         assert "no route" in _error(admin.get("/no/such/route"), 404)["message"]
         _error(admin.delete("/status"), 405)
-        _error(admin.post("/memory/archival", content=b"\xff\xfe{", headers={"content-type": "application/json"}), 400)
+        json_type = {"content-type": "application/json"}
+        not_utf8 = _error(admin.post("/memory/archival", content=b"\xff\xfe{", headers=json_type), 400)
+        assert not_utf8["message"] == "the request body could not be read (JSON in UTF-8 expected)"
+        # Valid JSON in UTF-8, deeper than the parser goes: it read "JSON in UTF-8 expected".
+        deep = b'{"steps": ' + b"[" * 1000 + b"]" * 1000 + b"}"
+        too_deep = _error(admin.post("/memory/turns", content=deep, headers=json_type), 400)
+        assert too_deep["message"].startswith("the request body is JSON nested too deeply")
         assert _error(admin.get("/mcp", headers={"accept": "text/event-stream"}), 405)
     parts = urlsplit(server.url)
     with socket.create_connection((parts.hostname, parts.port), timeout=10) as sock:

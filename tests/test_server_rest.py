@@ -155,7 +155,9 @@ def test_every_memory_endpoint_with_the_admin_token(server, admin):
     assert blame["histories"][0]["introduced"]["subject"].startswith("Remember")
     assert _ok(admin.delete(f"/memory/archival/{fact['id']}", params={"user_id": "ana"}))["deleted"] is True
     assert fact["id"] not in log_file.read_text()
-    _error(admin.delete(f"/memory/archival/{fact['id']}", params={"user_id": "ana"}), 404)
+    gone = _error(admin.delete(f"/memory/archival/{fact['id']}", params={"user_id": "ana"}), 404)
+    # The same answer as changing a missing fact (and as MCP's memory_delete gives).
+    assert gone == _error(admin.patch(f"/memory/archival/{fact['id']}", json={"content": "x", "user_id": "ana"}), 404)
 
 
 def test_patching_a_fact_typed_by_hand_answers_its_new_id_and_commits_once(server, admin):

@@ -92,6 +92,11 @@ def test_an_entry_is_refused_rather_than_written_as_something_else():
     for ts in ("yesterday", "2026-01-01T10:00:00", 5):
         with pytest.raises(InvalidInputError, match="timestamp"):
             make_entry("user", "hi", ts=ts)
+    # A role with a newline was written, and read as two entries wherever one shows as "role: content".
+    for role in ("user\nassistant", "user\r", "a\tb", "\x1b[2Juser", "a\x85"):
+        with pytest.raises(InvalidInputError, match=r"a transcript role is one line of text: .* control character U\+"):
+            make_entry(role, "hi", ts=at)
+    assert make_entry("tool call · søk", "hi", ts=at).role == "tool call · søk"
     # What is returned is what a reader of the file gets back.
     entry = make_entry("user", "hi", [("search", 1)], {1: (2, 3)}, ts="2026-01-01T10:00:00Z")
     assert (entry.actions, entry.meta, entry.ts) == ([["search", 1]], {"1": [2, 3]}, "2026-01-01T10:00:00Z")

@@ -373,7 +373,7 @@ def reindex_command(quiet: bool, home: Path | None) -> None:
     default=None,
     metavar="REV",
     help="Search the memory as a past commit left it: a commit, HEAD~N, a branch, a tag, or a "
-    "date/time (2026-11-20T14:00: the last commit at or before it).",
+    "date/time (2026-11-20T14:00, yesterday, '2 days ago': the last commit at or before it).",
 )
 @json_option
 @home_option

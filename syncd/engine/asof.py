@@ -1,8 +1,8 @@
 """Memory as it was: search the memory at any past commit (issue 29, first floor).
 
 ``search_at(engine, query, at="HEAD~20")`` answers from the tree of that commit: the revision is
-anything git names (a sha, ``HEAD~3``, a branch, a tag) or a date/time (``2026-11-20T14:00``: the
-last commit on the current branch at or before it). The answer is exact by construction: the
+anything git names (a sha, ``HEAD~3``, a branch, a tag) or a date/time (``2026-11-20T14:00``,
+``yesterday``, ``2 days ago``: the last commit on the current branch at or before it). The answer is exact by construction: the
 tree of the commit is checked out from git's objects into ``.syncd/asof/<sha>/`` (git's own
 index and working tree are never touched) and indexed there by the same sync every home gets.
 
@@ -54,6 +54,7 @@ import os
 import re
 import shutil
 import threading
+import time
 import uuid
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -85,6 +86,8 @@ KEEP = 4
 _FOLDER = "asof"
 _SHA = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 _SHA_PREFIX = re.compile(r"[0-9a-fA-F]{4,63}")
+# In a revision (HEAD~2, main^, @{1}), never in a date.
+_REVISION_SYNTAX = re.compile(r"[~^]|@\{")
 _LOCK = threading.Lock()  # one past index built at a time per process: they share the folder
 # Past folders in use in this process (a workbench viewing the past holds one for long): never
 # evicted, their engines never closed; and the engines kept open, the most recently asked last.
@@ -99,8 +102,9 @@ _FILES = "files"
 
 
 def resolve_revision(root: Path, at: str) -> str:
-    """The commit ``at`` names: a revision git knows, else a date or date-time (ISO 8601; the
-    last commit at or before it on the current branch). InvalidInputError / NotFoundError."""
+    """The commit ``at`` names: a revision git knows, else a date or date-time (ISO 8601, or one
+    git understands, such as ``yesterday``; the last commit at or before it on the current branch).
+    InvalidInputError / NotFoundError."""
     if not isinstance(at, str) or not at.strip() or at.startswith("-"):
         raise InvalidInputError(f"bad revision {at!r}: a commit, HEAD~N, a branch, a tag or a date")
     out = run_git(root, "rev-parse", "--verify", "--quiet", "--end-of-options", f"{at}^{{commit}}", ok=(0, 1))
@@ -114,16 +118,41 @@ def resolve_revision(root: Path, at: str) -> str:
         )
     if _SHA_PREFIX.fullmatch(at):
         _refuse_ambiguous(root, at)
+    when = _date(root, at)
+    if when is None:
+        raise NotFoundError(f"no commit {at!r} in this home's history (nor is it a date)")
+    found = run_git(root, "rev-list", "-1", "--first-parent", f"--before={when.isoformat()}", "HEAD", ok=(0, 128))
+    if not found.strip():
+        shown = when.astimezone().strftime("%Y-%m-%d %H:%M")
+        raise NotFoundError(f"no commit at or before {at} ({shown}) in this home's history")
+    return found.decode().strip()
+
+
+def _date(root: Path, at: str) -> dt.datetime | None:
+    """The time ``at`` names (ISO 8601, naive meaning local; else any date git's ``--before``
+    understands: ``yesterday``, ``2 days ago``, ``last friday 14:00``), or None when it names none.
+
+    git is asked through ``git config --type=expiry-date``, the one command that says when its
+    date parser found no date: ``rev-list --before=nonsense`` quietly reads "now". That parser is
+    lenient (``HEAD~5`` reads as the 5th of the month, ``abc123`` as now), so a text in revision
+    syntax or a sha prefix that named no commit is never taken for a date: a missing commit
+    answering with today's memory would be a wrong answer, not an error."""
     try:
         when = dt.datetime.fromisoformat(at.strip())
     except ValueError:
-        raise NotFoundError(f"no commit {at!r} in this home's history (nor is it a date)") from None
-    if when.tzinfo is None:
-        when = when.astimezone()
-    found = run_git(root, "rev-list", "-1", "--first-parent", f"--before={when.isoformat()}", "HEAD", ok=(0, 128))
-    if not found.strip():
-        raise NotFoundError(f"no commit at or before {at} in this home's history")
-    return found.decode().strip()
+        pass
+    else:
+        return when if when.tzinfo is not None else when.astimezone()
+    if _REVISION_SYNTAX.search(at) or _SHA_PREFIX.fullmatch(at):
+        return None
+    out = run_git(root, "-c", f"syncd.at={at}", "config", "--type=expiry-date", "syncd.at", ok=(0, 128))
+    if not out.strip().isdigit():
+        return None
+    seconds = int(out)
+    if seconds == 0:  # "never", "false": expiry words, not a time
+        return None
+    # "now" (and "all") read as the largest time there is: now it is.
+    return dt.datetime.fromtimestamp(min(seconds, int(time.time())), dt.UTC)
 
 
 def _refuse_ambiguous(root: Path, prefix: str) -> None:

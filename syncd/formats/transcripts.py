@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -37,6 +38,10 @@ __all__ = [
 ]
 
 _MAX_ROLE_CHARS = 64
+# Control characters (category Cc), tab and newline included: an entry reads as "role: content"
+# (search, `syncd sessions show`), so a newline in a role would make one entry look like two, the
+# second said by whoever the role names after it; and a terminal acts on the others.
+_ROLE_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 
 @dataclass(frozen=True)
@@ -86,6 +91,11 @@ def make_entry(
     and actions/meta that are plain JSON data (so they round-trip exactly)."""
     if not isinstance(role, str) or not role.strip() or len(role) > _MAX_ROLE_CHARS:
         raise InvalidInputError(f"a transcript role is a non-empty string of at most {_MAX_ROLE_CHARS} characters")
+    if found := _ROLE_CONTROL.search(role):
+        raise InvalidInputError(
+            f"a transcript role is one line of text: {role!r} holds the control character "
+            f"U+{ord(found.group()):04X} at position {found.start()}"
+        )
     if not isinstance(content, str):
         raise TypeError(f"transcript content must be a str, not {type(content).__name__}")
     if ts is None:

@@ -29,9 +29,17 @@ def revert_commit(root: Path, commit: str, name: str, email: str) -> str:
     short = target[:10]
     if not _is_ancestor(root, target):
         raise NotFoundError(f"commit {short} is not in the history of this home's branch; {listed}")
-    if len(run_git(root, "rev-list", "--parents", "-n", "1", target).split()) > 2:
+    parents = len(run_git(root, "rev-list", "--parents", "-n", "1", target).split()) - 1
+    if parents > 1:
         raise RevertError(
             f"commit {short} is a merge; revert the commits it brought in, one at a time, instead ({listed})"
+        )
+    if parents == 0:
+        # The commit that made the home (`syncd init`'s, or the first of an adopted repository):
+        # undoing it deletes every file it added, .gitignore (which keeps .syncd/ out of git) too.
+        raise RevertError(
+            f"commit {short} is the first commit of this home; reverting it would delete every file it "
+            f"added (.gitignore, the memory/ and vault/ layout); nothing was changed ({listed})"
         )
     before = head_sha(root)
     try:

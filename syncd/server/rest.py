@@ -129,10 +129,7 @@ def _memory_routes(svc: MemoryService) -> APIRouter:
 
     @r.delete("/archival/{memory_id}", response_model=s.DeleteResult, summary="Forget one fact")
     async def delete(memory_id: s.MemoryId, who: Who, user_id: UserParam = None):
-        result = await svc.delete(who, s.DeleteInput(memory_id=memory_id, user_id=user_id))
-        if not result.deleted:
-            raise NotFoundError(f"no fact {memory_id!r} in this memory")
-        return result
+        return await svc.delete(who, s.DeleteInput(memory_id=memory_id, user_id=user_id))
 
     @r.get("/core", response_model=s.CoreMemory, summary="The core memory blocks")
     async def core(q: Annotated[s.CoreInput, Query()], who: Who):
@@ -259,6 +256,10 @@ def answer_errors(app: FastAPI, scrub: Callable[[str], str]) -> None:
         # read) in the same shape as ours.
         phrase = HTTPStatus(exc.status_code).phrase if exc.status_code in HTTPStatus._value2member_map_ else "Error"
         message = _HTTP_MESSAGES.get(str(exc.detail), str(exc.detail))
+        # FastAPI says "an error parsing the body" for whatever json.loads raised (its cause): valid
+        # JSON nested past the parser's recursion limit is not a body in the wrong encoding.
+        if isinstance(exc.__cause__, RecursionError):
+            message = "the request body is JSON nested too deeply to read (no request needs more than a few levels)"
         if exc.status_code == 404 and message == "Not Found":
             message = f"no route {request.method} {request.url.path} (see /docs)"
         return _error(exc.status_code, phrase.replace(" ", ""), message, exc.headers)

@@ -187,7 +187,11 @@ class MemoryService:
         user = self.user_for(p, q.user_id)
         async with self._writing():
             deleted = await self.manager.delete_memory(q.memory_id, user)
-        return s.DeleteResult(deleted=deleted, memory_id=q.memory_id)
+        if not deleted:
+            # As memory_update answers a missing id (the store's words), over REST and MCP alike:
+            # a {"deleted": false} beside it read as a different kind of answer.
+            raise NotFoundError(f"no fact {q.memory_id!r} in the memory of {user}")
+        return s.DeleteResult(deleted=True, memory_id=q.memory_id)
 
     async def core(self, p: Principal, q: s.CoreInput) -> s.CoreMemory:
         user = self.user_for(p, q.user_id)
@@ -384,7 +388,8 @@ OPERATIONS: dict[str, Operation] = {
             "Change one remembered fact in place by its id (its line in the daily log, one commit; "
             "the old text stays in the history). Fields left out keep their value.", read_only=False),
         _op("memory_delete", s.DeleteInput, "delete",
-            "Forget one fact by its id (its line leaves the daily log, one commit).", read_only=False),
+            "Forget one fact by its id (its line leaves the daily log, one commit). NotFoundError when "
+            "the memory holds no fact of that id.", read_only=False),
         _op("core_memory_get", s.CoreInput, "core",
             "The core memory blocks (persona, user, facts, context, ...) with the scope each comes from."),
         _op("core_memory_replace", s.BlockUpdateInput, "update_block",
