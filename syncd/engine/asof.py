@@ -2,9 +2,10 @@
 
 ``search_at(engine, query, at="HEAD~20")`` answers from the tree of that commit: the revision is
 anything git names (a sha, ``HEAD~3``, a branch, a tag) or a date/time (``2026-11-20T14:00``,
-``yesterday``, ``2 days ago``: the last commit on the current branch at or before it). The answer is exact by construction: the
-tree of the commit is checked out from git's objects into ``.syncd/asof/<sha>/`` (git's own
-index and working tree are never touched) and indexed there by the same sync every home gets.
+``yesterday``, ``2 days ago``: the last commit on the current branch at or before it). The answer
+is exact by construction: the tree of the commit is checked out from git's objects into
+``.syncd/asof/<sha>/`` (git's own index and working tree are never touched) and indexed there by
+the same sync every home gets.
 
 Cheap to make because the past index does not start empty: it starts as a copy of the rows of the
 index nearest to that commit (the home's own index, or a past one kept here, whichever differs
