@@ -210,3 +210,59 @@ def test_a_write_to_a_file_a_stash_took_out_builds_on_what_is_committed(engine, 
         assert fact in (home / log).read_text()
         assert fact in git(home, "show", f"HEAD:{log}")
     assert not git(home, "log", "--diff-filter=D", "--format=%H", "--", log).split()
+
+
+# Run by `git rebase` before it writes any state (a clean tree: nothing to autostash), after it
+# read HEAD: it waits here while the test makes a commit of ours, as one can land in that moment.
+_PAUSING_HOOK = """#!/bin/sh
+touch "$MARKS/started"
+i=0
+while [ ! -e "$MARKS/go" ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done
+"""
+
+
+def test_a_commit_a_rebase_abort_took_out_of_the_branch_is_put_back(home, embedder, tmp_path):
+    """`git rebase` moves the branch at its end from the HEAD it read at its start: our commit in
+    between makes that move fail, and `git rebase --abort` sets the branch back to what the rebase
+    read, dropping our commit (acknowledged) from the branch and its lines from the tree. The
+    daemon merges them back in as its own change."""
+    other = tmp_path / "other"
+    git(tmp_path, "clone", "-q", str(home), str(other))
+    (other / "vault/Remote.md").write_text("# Remote\n\nWritten on another machine.\n")
+    git(other, "add", "-A")
+    git(other, "commit", "-qm", "from the other machine")
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    hook = home / ".git/hooks/pre-rebase"
+    hook.write_text(_PAUSING_HOOK)
+    hook.chmod(0o755)
+    with running_daemon(home, embedder) as run:
+        _agent_facts(run.reader, "Likes green tea.")
+        log = _log(home)
+        run.settle()
+        pull = subprocess.Popen(
+            ["git", "pull", "-q", "--rebase", str(other), "main"],
+            cwd=home,
+            env={**os.environ, **GIT_ENV, "MARKS": str(marks)},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        wait_for(lambda: (marks / "started").exists(), 60, "the rebase to start")
+        _agent_facts(run.reader, "Swims on Sundays.")  # acknowledged: committed on the branch
+        assert "Swims on Sundays." in git(home, "show", f"HEAD:{log}")
+        (marks / "go").touch()
+        said = pull.communicate(timeout=60)[0]
+        assert pull.returncode != 0 and "could not update refs/heads/main" in said, said
+        git(home, "rebase", "--abort")
+        assert "Swims on Sundays." not in (home / log).read_text()  # what git itself leaves
+        wait_for(
+            lambda: "Swims on Sundays." in git(home, "show", f"HEAD:{log}"), 30, "the dropped commit put back"
+        )
+        run.settle()
+        run.stop()
+    text = (home / log).read_text()
+    assert text.count("Swims on Sundays.") == 1 and text.count("Likes green tea.") == 1, text
+    assert git(home, "show", f"HEAD:{log}") == text
+    put_back = git(home, "log", "-1", "--format=%an%n%s", "-S", "Swims on Sundays.", "--", log)
+    assert "rebase --abort" in put_back, put_back

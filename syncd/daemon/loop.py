@@ -48,7 +48,7 @@ from ..sync.progress import SyncProgress, log_every
 from ..sync.scan import DiskScan, list_tree
 from ..sync.watcher import TreeWatcher
 from ..wiki.store import follow_index
-from ..writes.rewind import find_rewound
+from ..writes.rewind import DroppedCommits, find_rewound
 from .control import ControlServer
 
 if TYPE_CHECKING:
@@ -140,6 +140,8 @@ class Daemon:
         self.reconciles = 0
         self.commits: list[str] = []
         self._asked: list[_AskedSync] = []  # under _cond
+        # Commits a `git rebase --abort` took out of the branch from now on (writes/rewind.py).
+        self._dropped = DroppedCommits(self.root, since=time.time())
 
     # -- called from other threads ---------------------------------------------------------------
 
@@ -644,6 +646,7 @@ class Daemon:
         # Paths of a change group still under way or waiting for its commit (in any process,
         # this one's under syncd serve): committed by it, so its turn stays one commit.
         held = writes.held() & self._pending
+        self._put_back_dropped()
         self._put_back_rewound(self._pending - held)
         try:
             ready = sorted(self._pending - held)
@@ -680,17 +683,35 @@ class Daemon:
         back what it took out before anything is committed; the restoration is committed as
         syncd's own change, never as the person deleting facts."""
         for rel, data in find_rewound(self.root, paths).items():
-            path = self.root / rel
-            try:
-                current = read_regular(self.root, rel)
-                intent = Intent(author="syncd", summary=f"Put back the facts a git command took out of {rel}")
-                record_intent(self.engine.home, rel, blob_sha(data), intent)
-                # A file taken out whole is put back only if nobody made it again meanwhile.
-                atomic_write(path, data, expected_sha=None if current is None else blob_sha(current))
-            except (OSError, SyncdError) as exc:  # changed meanwhile: the next pass looks again
-                log.info("did not put back %s yet: %s", rel, exc)
-                continue
-            log.warning("a git command took committed facts out of %s; put them back", rel)
+            if self._write_back(rel, data, f"Put back the facts a git command took out of {rel}"):
+                log.warning("a git command took committed facts out of %s; put them back", rel)
+
+    def _put_back_dropped(self) -> None:
+        """Commits a `git rebase --abort` took out of the branch (they landed after the rebase
+        read HEAD; writes/rewind.py) get their changes merged back into the tree, committed as
+        syncd's own change with the rest of the pending files."""
+        found = self._dropped.find()
+        for rel, data in found.items():
+            summary = f"Put back what a git rebase --abort took out of the branch in {rel}"
+            if self._write_back(rel, data, summary):
+                self._pending.add(rel)
+            else:
+                self._dropped.look_again()  # changed meanwhile: merged again with what is there then
+        if found:
+            log.warning("a git rebase --abort took commits out of the branch; put back %s", ", ".join(sorted(found)))
+
+    def _write_back(self, rel: str, data: bytes, summary: str) -> bool:
+        """Write ``data`` to ``rel`` as syncd's change, unless the file changed since it was
+        looked at (then False: the next pass looks again)."""
+        try:
+            current = read_regular(self.root, rel)
+            record_intent(self.engine.home, rel, blob_sha(data), Intent(author="syncd", summary=summary))
+            # A file taken out whole is put back only if nobody made it again meanwhile.
+            atomic_write(self.root / rel, data, expected_sha=None if current is None else blob_sha(current))
+        except (OSError, SyncdError) as exc:
+            log.info("did not put back %s yet: %s", rel, exc)
+            return False
+        return True
 
     def _git_settled(self, quiet_s: float | None = None) -> bool:
         """Whether git is still enough to commit what the tree holds (WritePath.settle_due); if

@@ -27,6 +27,16 @@ exactly HEAD's bytes as untracked. No command of the person's leaves that state 
 git tracks is never stashed as untracked, and ``rm`` or ``git rm`` of it leaves no such entry (the
 one exception, a page the person stashed untracked, then wrote again byte for byte, committed and
 deleted, is put back once; they delete it again). It is put back as HEAD has it.
+
+And a branch can lose commits whole. `git rebase` reads HEAD when it starts and, once done, moves
+the branch from what it read: a commit of ours landing in between (before the rebase writes its
+state, so nothing says a rebase is under way) makes that move fail ("could not update
+refs/heads/main"), and `git rebase --abort` then sets the branch back to the HEAD the rebase read,
+without looking at what the branch holds now: our commit is out of the branch, its lines out of
+the tree, acknowledged and gone. The branch's reflog names such a move ("rebase (abort)") and the
+commit it left (the previous entry); what the commits it dropped changed is merged back into the
+tree (:class:`DroppedCommits`), as syncd's own change. A reset the person types (`git reset --hard
+HEAD~1`) is theirs to make, and stays.
 """
 
 from __future__ import annotations
@@ -43,15 +53,20 @@ from pathlib import Path
 from ..errors import GitBusyError, HistoryError, SyncdError
 from ..history.git import run_git
 from ..history.objects import committed_blob
-from ..home import blob_sha, read_regular
+from ..home import blob_sha, git_dir, read_regular
 
-__all__ = ["find_rewound", "lost_facts", "merge_back", "undo_would_uncommit"]
+__all__ = ["DroppedCommits", "find_rewound", "lost_facts", "merge_back", "undo_would_uncommit"]
 
 log = logging.getLogger(__name__)
 
 # A fact line syncd wrote: "- [category] ... <!-- id:... -->" (hand-written facts carry no id).
 _SYNCD_FACT = re.compile(r"^- \[[a-z][a-z0-9_-]*\] .*<!--.*\bid:\S+.*-->\s*$")
 _HISTORY_DEPTH = 30
+# A move of the branch that sets it back to what a command read when it started, whatever the
+# branch holds by then (the reflog's words for `git rebase --abort`, `git am --abort`).
+_ABORT_MOVE = re.compile(r"^(rebase|rebase -i|am)[^:]*\(abort\)|^am --abort")
+_REFLOG_DEPTH = 50
+_REFLOG_TIME = re.compile(r"@\{(\d+)\}$")  # when an entry was made, as ``--date=unix`` names it
 
 
 def _lines(data: bytes) -> list[str]:
@@ -220,3 +235,100 @@ def undo_would_uncommit(root: Path, rel: str, current: bytes, before: bytes | No
         return True
     kept = set(before.splitlines()) if before is not None else set()
     return bool((set(head.splitlines()) & set(current.splitlines())) - kept)
+
+
+class DroppedCommits:
+    """Finds what an abort took out of the branch (module doc) for one daemon: each reflog entry
+    made since it started is looked at once, and the reflog only when it changed."""
+
+    def __init__(self, root: Path, since: float):
+        self.root = root
+        self.since = since
+        self._seen: set[tuple[str, str]] = set()
+        self._last: list[tuple[str, str]] = []  # the entries the last look took in
+        self._stamp: tuple[int, int] | None = None
+
+    def look_again(self) -> None:
+        """The last look's findings could not all be written back (a file changed meanwhile):
+        the next :meth:`find` looks at those entries again (merging is idempotent)."""
+        self._seen.difference_update(self._last)
+        self._stamp = None
+
+    def find(self) -> dict[str, bytes]:
+        """``{path: bytes to write}``: each file the dropped commits changed (and left there),
+        as the tree holds it with their change merged in. Empty when git is busy (looked at
+        again next time), HEAD is detached, or no abort set the branch back since."""
+        try:
+            branch = run_git(self.root, "symbolic-ref", "-q", "HEAD", ok=(0, 1)).decode().strip()
+        except (GitBusyError, HistoryError):
+            return {}
+        folder = git_dir(self.root)
+        try:
+            st = os.stat(folder / "logs" / branch) if branch and folder is not None else None
+        except OSError:
+            st = None
+        stamp = None if st is None else (st.st_size, st.st_mtime_ns)
+        if stamp is None or stamp == self._stamp:
+            return {}
+        try:
+            found = self._look(branch)
+        except (GitBusyError, HistoryError):
+            return {}
+        self._stamp = stamp
+        return found
+
+    def _look(self, branch: str) -> dict[str, bytes]:
+        out = run_git(
+            self.root, "reflog", "show", f"-n{_REFLOG_DEPTH}", "--date=unix", "--format=%H%x00%gd%x00%gs", branch, "--"
+        )
+        entries = [line.split("\0") for line in out.decode("utf-8", "replace").splitlines()]
+        found: dict[str, bytes] = {}
+        done = []
+        for newer, older in zip(entries, entries[1:]):
+            if len(newer) != 3 or len(older) != 3 or not _ABORT_MOVE.match(newer[2]):
+                continue
+            after, before = newer[0], older[0]
+            when = _REFLOG_TIME.search(newer[1])
+            if when is None or int(when.group(1)) < self.since or (before, after) in self._seen:
+                continue
+            # Dropped: the branch held ``before`` and was set back to an ancestor of it, and HEAD
+            # has not taken it in again since (a later pull of the same commits, say).
+            if _is_ancestor(self.root, after, before) and not _is_ancestor(self.root, before, "HEAD"):
+                found.update(_merged_back(self.root, after, before))
+            done.append((before, after))
+        self._seen.update(done)  # only once all were looked at: a failure looks at them again
+        self._last = done
+        return found
+
+
+def _is_ancestor(root: Path, older: str, newer: str) -> bool:
+    """Whether commit ``older`` is ``newer`` or one of its ancestors (HistoryError: git could not
+    say, e.g. a commit no longer there)."""
+    done = subprocess.run(
+        ["git", "merge-base", "--is-ancestor", older, newer], cwd=root, capture_output=True, check=False
+    )
+    if done.returncode not in (0, 1):
+        raise HistoryError("merge-base", done.stderr.decode("utf-8", "replace").strip())
+    return done.returncode == 0
+
+
+def _merged_back(root: Path, base: str, dropped: str) -> dict[str, bytes]:
+    """Each file the commits ``base..dropped`` changed, as the tree holds it with their change
+    merged in (three-way, keeping both sides' lines); files already so are left out."""
+    names = run_git(root, "diff", "--name-only", "-z", "--no-renames", base, dropped, "--")
+    found: dict[str, bytes] = {}
+    for raw in names.split(b"\0"):
+        rel = raw.decode("utf-8", "surrogateescape")
+        if not rel:
+            continue
+        was, then = _blob(root, f"{base}:{rel}"), _blob(root, f"{dropped}:{rel}")
+        try:
+            now = read_regular(root, rel)
+        except (OSError, SyncdError):
+            continue  # a link or a folder there now: the person's, left alone
+        if now == then or then is None:
+            # A file the dropped commits deleted stays as it is: putting back is for what was
+            # taken out, and a deletion committed again would be nobody's (no intent names it).
+            continue
+        found[rel] = then if now is None or now == was else merge_back(root, then, was, now)
+    return found
