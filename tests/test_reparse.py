@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
 
-from syncd.formats import DailyLog, FactLine, append_section, parse_daily_log, render_daily_log
+from syncd.formats import DailyLog, Fact, FactLine, append_section, parse_daily_log, render_daily_log
 from syncd.formats.reparse import LogMemo, reparse_daily_log
 
 from .strategies import daily_log_edits, examples, facts
@@ -47,18 +48,49 @@ def test_law_reparse_equals_a_full_parse(case):
     _same_parse(reparse_daily_log(new, old, parse_daily_log(old)), parse_daily_log(new))
 
 
+def _api_edits_equal_a_full_parse(text: str, fact: Fact, i: int) -> None:
+    """append_section, then replace_fact and remove_fact of fact ``i``, on the parse of ``text``."""
+    log = parse_daily_log(text)
+    appended = append_section(log, "23:59", "c1", "s1", [fact])
+    _same_parse(appended, parse_daily_log(render_daily_log(appended)), raw=False)
+    for edited in (log.replace_fact(i, fact), log.remove_fact(i)):
+        _same_parse(edited, parse_daily_log(render_daily_log(edited)), raw=False)
+        assert edited == DailyLog(edited.elements)
+
+
 @given(daily_log_edits(), facts(), st.data())
 @settings(max_examples=examples(60))
 def test_law_edits_through_the_api_equal_a_full_parse(case, fact, data):
     """replace_fact, remove_fact and append_section read again only around their edit."""
-    log = parse_daily_log(case[0])
-    appended = append_section(log, "23:59", "c1", "s1", [fact])
-    _same_parse(appended, parse_daily_log(render_daily_log(appended)), raw=False)
-    assume(log.facts())
-    i = data.draw(st.integers(0, len(log.facts()) - 1))
-    for edited in (log.replace_fact(i, fact), log.remove_fact(i)):
-        _same_parse(edited, parse_daily_log(render_daily_log(edited)), raw=False)
-        assert edited == DailyLog(edited.elements)
+    facts_there = len(parse_daily_log(case[0]).facts())
+    assume(facts_there)
+    _api_edits_equal_a_full_parse(case[0], fact, data.draw(st.integers(0, facts_there - 1)))
+
+
+# Removing a first-line fact made the `---` after it the first line, opening YAML frontmatter
+# down to the next `---`: the facts between became YAML and remove_fact refused its own edit
+# ("line 3 would not read back as given": the law's one CI failure, its example lost; these are
+# rebuilt from its report, a case the law's strategy rarely draws). A byte order mark on that
+# first line went with the fact. Pinned here: the law's `st.data()` cannot be given in an @example.
+@pytest.mark.parametrize(
+    "text",
+    [
+        "- [preference] tea\n---\n- [note] kept\n---\n",
+        "- [preference] tea\n---\ntitle: x\n- [note] kept\n- [note] kept too\n---\n## 10:00\n- [note] after\n",
+        "- [preference] tea\r\n\ufeff--- \r\n- [note] kept\r\n---\r\n",
+        "\ufeff- [preference] tea\n---\n- [note] kept\n---",
+        "\ufeff- [preference] tea\n- [note] kept\n",
+        "\ufeff- [preference] tea",
+    ],
+)
+def test_removing_a_first_line_fact_keeps_what_the_rest_means(text):
+    _api_edits_equal_a_full_parse(text, Fact("coffee", "preference"), 0)
+    log = parse_daily_log(text)
+    removed = log.remove_fact(0)
+    assert [f.fact for f in removed.facts()] == [f.fact for f in log.facts()[1:]]
+    # Only the fact is gone: the line stays, empty, holding the file's byte order mark if any.
+    bom = "\ufeff" if text.startswith("\ufeff") else ""
+    assert render_daily_log(removed) == bom + text.split("]", 1)[1].removeprefix(" tea")
 
 
 def _log(sections: int, edited: int | None = None, text: str = "edited") -> str:

@@ -23,7 +23,7 @@ from .fact_grammar import Fact, render_fact_line
 from .fact_ids import FactIdMemo, derive_id, normalise_content
 from .log_scan import Element, FactLine, LocatedFact, Scan, Section, TextLine, TextSpan, render_elements, scan_lines
 from .rescan import rescan
-from .text import BOM, split_lines
+from .text import BOM, opens_frontmatter, split_lines
 
 __all__ = ["DailyLog", "parse_daily_log", "render_daily_log", "reparse_daily_log"]
 
@@ -157,8 +157,20 @@ class DailyLog:
         return self._edited((*self.elements[:i], FactLine(new_fact, old.ending, raw), *self.elements[i + 1 :]))
 
     def remove_fact(self, key: int | str, *, rel_path: str | None = None) -> DailyLog:
-        """A log without one fact's line (same ``key`` rules as :meth:`replace_fact`)."""
+        """A log without one fact's line (same ``key`` rules as :meth:`replace_fact`).
+
+        The first line of a file is left empty rather than removed when removing it would change
+        what the rest of the file means or drop a byte that is not the fact's: when the line after
+        it is ``---`` (as the first line that would open YAML frontmatter, and every fact down to
+        the next ``---`` would become YAML), and when it starts with a byte order mark (the file's,
+        kept on the empty line).
+        """
         i = self._find(key, rel_path).line - 1
+        if i == 0:
+            first = self.elements[0]
+            bom = BOM if first.text.startswith(BOM) else ""
+            if bom or (len(self.elements) > 1 and opens_frontmatter(self.elements[1].text)):
+                return self._edited((TextLine(bom, first.ending), *self.elements[1:]))
         return self._edited(self.elements[:i] + self.elements[i + 1 :])
 
 

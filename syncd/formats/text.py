@@ -43,6 +43,7 @@ __all__ = [
     "fence_opener",
     "closes_fence",
     "frontmatter_line_count",
+    "opens_frontmatter",
     "atx_heading",
     "shared_ends",
 ]
@@ -158,17 +159,18 @@ def _is_frontmatter_delimiter(line: str) -> bool:
     return line.rstrip(" \t") == "---"
 
 
+def opens_frontmatter(line: str) -> bool:
+    """Whether ``line`` (no ending), as a file's first line, opens frontmatter (if a later ``---``
+    closes it)."""
+    return _is_frontmatter_delimiter(line[1:] if line.startswith(BOM) else line)
+
+
 def frontmatter_line_count(lines: Sequence[str]) -> int:
     """How many of ``lines`` (contents, no endings) form the frontmatter block; 0 if there is none.
 
     The count includes both ``---`` lines, so ``lines[count:]`` is the body.
     """
-    if not lines:
-        return 0
-    first = lines[0]
-    if first.startswith(BOM):
-        first = first[1:]
-    if not _is_frontmatter_delimiter(first):
+    if not lines or not opens_frontmatter(lines[0]):
         return 0
     for i in range(1, len(lines)):
         if _is_frontmatter_delimiter(lines[i]):
