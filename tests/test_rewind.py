@@ -256,9 +256,7 @@ def test_a_commit_a_rebase_abort_took_out_of_the_branch_is_put_back(home, embedd
         assert pull.returncode != 0 and "could not update refs/heads/main" in said, said
         git(home, "rebase", "--abort")
         assert "Swims on Sundays." not in (home / log).read_text()  # what git itself leaves
-        wait_for(
-            lambda: "Swims on Sundays." in git(home, "show", f"HEAD:{log}"), 30, "the dropped commit put back"
-        )
+        wait_for(lambda: "Swims on Sundays." in git(home, "show", f"HEAD:{log}"), 30, "the dropped commit put back")
         run.settle()
         run.stop()
     text = (home / log).read_text()
