@@ -7,6 +7,8 @@ import asyncio
 import os
 import subprocess
 
+import pytest
+
 from syncd.memory import MemoryManager
 from syncd.writes.rewind import find_rewound, lost_facts
 
@@ -221,11 +223,13 @@ while [ ! -e "$MARKS/go" ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done
 """
 
 
-def test_a_commit_a_rebase_abort_took_out_of_the_branch_is_put_back(home, embedder, tmp_path):
+@pytest.mark.parametrize("daemon", ["running", "started after the abort"])
+def test_a_commit_a_rebase_abort_took_out_of_the_branch_is_put_back(home, embedder, tmp_path, daemon):
     """`git rebase` moves the branch at its end from the HEAD it read at its start: our commit in
     between makes that move fail, and `git rebase --abort` sets the branch back to what the rebase
     read, dropping our commit (acknowledged) from the branch and its lines from the tree. The
-    daemon merges them back in as its own change."""
+    daemon merges them back in as its own change, also when it starts after the abort (what the
+    daemons looked at is kept in the home's private folder)."""
     other = tmp_path / "other"
     git(tmp_path, "clone", "-q", str(home), str(other))
     (other / "vault/Remote.md").write_text("# Remote\n\nWritten on another machine.\n")
@@ -254,13 +258,25 @@ def test_a_commit_a_rebase_abort_took_out_of_the_branch_is_put_back(home, embedd
         (marks / "go").touch()
         said = pull.communicate(timeout=60)[0]
         assert pull.returncode != 0 and "could not update refs/heads/main" in said, said
-        git(home, "rebase", "--abort")
-        assert "Swims on Sundays." not in (home / log).read_text()  # what git itself leaves
-        wait_for(lambda: "Swims on Sundays." in git(home, "show", f"HEAD:{log}"), 30, "the dropped commit put back")
-        run.settle()
+        if daemon == "running":
+            _abort_and_wait_for_the_put_back(home, log)
+            run.settle()
         run.stop()
+    if daemon != "running":
+        git(home, "rebase", "--abort")
+        with running_daemon(home, embedder) as run:
+            _abort_and_wait_for_the_put_back(home, log, aborted=True)
+            run.settle()
+            run.stop()
     text = (home / log).read_text()
     assert text.count("Swims on Sundays.") == 1 and text.count("Likes green tea.") == 1, text
     assert git(home, "show", f"HEAD:{log}") == text
     put_back = git(home, "log", "-1", "--format=%an%n%s", "-S", "Swims on Sundays.", "--", log)
     assert "rebase --abort" in put_back, put_back
+
+
+def _abort_and_wait_for_the_put_back(home, log: str, aborted: bool = False) -> None:
+    if not aborted:
+        git(home, "rebase", "--abort")
+        assert "Swims on Sundays." not in (home / log).read_text()  # what git itself leaves
+    wait_for(lambda: "Swims on Sundays." in git(home, "show", f"HEAD:{log}"), 30, "the dropped commit put back")

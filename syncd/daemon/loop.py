@@ -74,6 +74,9 @@ _COMMIT_MAX_DELAY_S = 5.0
 _RETRY_MIN_S, _RETRY_MAX_S = 0.5, 30.0
 # A sync running longer than this logs a progress line this often (syncd/sync/progress.py).
 _PROGRESS_LOG_EVERY_S = 10.0
+# The reflog entries of aborts already looked at (writes/rewind.DroppedCommits), in the home's
+# private folder: a daemon started later goes on from there.
+_DROPPED_STATE = "dropped-commits.json"
 
 
 class _Stopped(Exception):
@@ -141,7 +144,7 @@ class Daemon:
         self.commits: list[str] = []
         self._asked: list[_AskedSync] = []  # under _cond
         # Commits a `git rebase --abort` took out of the branch from now on (writes/rewind.py).
-        self._dropped = DroppedCommits(self.root, since=time.time())
+        self._dropped = DroppedCommits(self.root, engine.home.private_dir / _DROPPED_STATE)
 
     # -- called from other threads ---------------------------------------------------------------
 

@@ -41,11 +41,14 @@ HEAD~1`) is theirs to make, and stays.
 
 from __future__ import annotations
 
+import contextlib
+import json
 import logging
 import os
 import re
 import subprocess
 import tempfile
+import time
 from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
@@ -53,7 +56,7 @@ from pathlib import Path
 from ..errors import GitBusyError, HistoryError, SyncdError
 from ..history.git import run_git
 from ..history.objects import committed_blob
-from ..home import blob_sha, git_dir, read_regular
+from ..home import atomic_write, blob_sha, git_dir, read_regular
 
 __all__ = ["DroppedCommits", "find_rewound", "lost_facts", "merge_back", "undo_would_uncommit"]
 
@@ -239,14 +242,23 @@ def undo_would_uncommit(root: Path, rel: str, current: bytes, before: bytes | No
 
 class DroppedCommits:
     """Finds what an abort took out of the branch (module doc) for one daemon: each reflog entry
-    made since it started is looked at once, and the reflog only when it changed."""
+    is looked at once, and the reflog only when it changed. What was looked at is kept in
+    ``state_file`` (the home's private folder), so a daemon started after an abort it did not
+    see (the commit was made by a process that ended) still looks at it, and one restarted never
+    looks at an entry again; with no such file, the entries from now on."""
 
-    def __init__(self, root: Path, since: float):
+    def __init__(self, root: Path, state_file: Path):
         self.root = root
-        self.since = since
+        self.state_file = state_file
+        self.since = time.time()
         self._seen: set[tuple[str, str]] = set()
         self._last: list[tuple[str, str]] = []  # the entries the last look took in
         self._stamp: tuple[int, int] | None = None
+        try:
+            state = json.loads(state_file.read_text(encoding="utf-8"))
+            self.since, self._seen = float(state["since"]), {(str(b), str(a)) for b, a in state["seen"]}
+        except (OSError, ValueError, TypeError, KeyError):
+            self._keep()  # from now on, for this daemon and the next
 
     def look_again(self) -> None:
         """The last look's findings could not all be written back (a file changed meanwhile):
@@ -298,7 +310,18 @@ class DroppedCommits:
             done.append((before, after))
         self._seen.update(done)  # only once all were looked at: a failure looks at them again
         self._last = done
+        if done:
+            self._keep()
         return found
+
+    def _keep(self) -> None:
+        """Remember what was looked at (best effort: forgotten, an entry is merged back again,
+        which changes nothing the tree still holds)."""
+        newest = sorted(self._seen)[-_REFLOG_DEPTH:]
+        state = {"since": self.since, "seen": [list(pair) for pair in newest]}
+        with contextlib.suppress(OSError, SyncdError):
+            self.state_file.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write(self.state_file, json.dumps(state).encode())
 
 
 def _is_ancestor(root: Path, older: str, newer: str) -> bool:
