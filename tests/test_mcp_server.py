@@ -140,3 +140,37 @@ def test_stdio_alone_holds_the_home_itself(tmp_path, monkeypatch, embedder):
     assert not socket_path(home).exists()
     with syncd.open(home, embedder=embedder) as engine:  # the lock was released at exit
         assert engine.status().fresh
+
+
+def test_arguments_are_checked_by_the_operation_in_one_line_and_unknown_names_refused(server):
+    """The SDK's own check dropped unknown names (``userid`` wrote to the caller's memory) and
+    answered pydantic's report; the operation's model answers one line per field, as REST does,
+    over HTTP (in the server's process) and over stdio (through the daemon's socket) alike."""
+    today = server.home / f"memory/users/gus/{dt.date.today()}.md"
+
+    async def answers(client) -> list[str]:
+        return [
+            (await call_tool(client, "memory_add", **arguments))["error"]
+            for arguments in (
+                {},
+                {"content": 5},
+                {"content": "Gus flies kites.", "category": "Bad Cat!"},
+                {"content": "Gus flies kites.", "userid": "gus"},
+            )
+        ]
+
+    async def main():
+        async with mcp_over_http(server, server.admin) as client:
+            over_http = await answers(client)
+        async with _stdio(server.home) as client:
+            over_stdio = await answers(client)
+        return over_http, over_stdio
+
+    for said in anyio.run(main):
+        assert "content: Field required" in said[0]
+        assert "content: Input should be a valid string" in said[1]
+        assert "category: String should match pattern" in said[2]
+        assert "userid: Extra inputs are not permitted" in said[3]
+        for error in said:
+            assert "\n" not in error and "errors.pydantic.dev" not in error, error
+    assert not today.exists()

@@ -20,10 +20,9 @@ import logging
 from pathlib import Path
 from typing import Annotated, Any, Protocol
 
-from pydantic import Field, ValidationError
+from pydantic import Field
 
 from .._version import __version__
-from ..api import schemas as s
 from ..errors import AccessError, RemoteError, SyncdError
 from .gate import principal_of_scope
 from .scrub import scrubber
@@ -138,9 +137,9 @@ def _tool_function(op: Operation, backend: Backend, default: Principal, context_
 
         principal = _principal(ctx, default)
         try:
+            # The operation's input model checks the arguments (service.call): see
+            # _checked_by_the_operation.
             result = await backend.call(principal, op.name, {**arguments, **fixed})
-        except ValidationError as exc:
-            raise ToolError(f"invalid arguments: {s.describe_invalid(exc)}") from None
         except (SyncdError, ValueError, TypeError) as exc:
             kind = exc.kind if isinstance(exc, RemoteError) else type(exc).__name__
             raise ToolError(getattr(backend, "scrub", str)(f"{kind}: {exc}")) from None
@@ -169,4 +168,28 @@ def build_mcp(backend: Backend, default: Principal = LOCAL_ADMIN):
             annotations=ToolAnnotations(read_only_hint=op.read_only, destructive_hint=op.name == "memory_delete"),
             structured_output=False,
         )
+        _checked_by_the_operation(server, op.name)
     return server
+
+
+def _checked_by_the_operation(server, name: str) -> None:
+    """Leave a call's arguments to the operation's own input model instead of the SDK's copy of
+    it: that copy drops names it does not know (``userid`` for ``user_id`` wrote to the caller's
+    own memory, silently), and says what is wrong as pydantic's multi-line report with a link.
+    Ours refuses unknown names and answers one line per field, as REST does. The published schema
+    stays the SDK's (built from the same fields). An SDK without this hook keeps its own check."""
+    from mcp.server.mcpserver.utilities.func_metadata import FuncMetadata
+
+    class AsGiven(FuncMetadata):
+        def validate_arguments(self, arguments_to_validate: dict[str, Any]) -> dict[str, Any]:
+            return self.pre_parse_json(arguments_to_validate)
+
+    tool = getattr(getattr(server, "_tool_manager", None), "get_tool", lambda _: None)(name)
+    if tool is not None:
+        meta = tool.fn_metadata
+        tool.fn_metadata = AsGiven(
+            arg_model=meta.arg_model,
+            output_schema=meta.output_schema,
+            output_model=meta.output_model,
+            wrap_output=meta.wrap_output,
+        )

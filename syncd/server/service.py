@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from ..api import schemas as s
 from ..engine import audit
@@ -426,6 +426,11 @@ async def call(service: MemoryService, principal: Principal, name: str, argument
         raise NotFoundError(f"no operation {name!r}")
     if not isinstance(arguments, dict):
         raise InvalidInputError("arguments must be an object")
-    request = op.input.model_validate({**arguments, **dict(op.fixed)})
+    try:
+        request = op.input.model_validate({**arguments, **dict(op.fixed)})
+    except ValidationError as exc:
+        # One line per field, whichever way the call came (MCP in this process or through the
+        # daemon's socket): pydantic's own report spans lines and ends in a link.
+        raise InvalidInputError(f"invalid arguments: {s.describe_invalid(exc)}") from None
     result = await op.run(service, principal, request)
     return result.model_dump(mode="json")
