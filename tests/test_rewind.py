@@ -223,6 +223,40 @@ while [ ! -e "$MARKS/go" ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i+1)); done
 """
 
 
+def _other_machine(home, tmp_path):
+    """A clone of the home with a commit of its own (made before the home's next commits, so that
+    pulling from it rebases them)."""
+    other = tmp_path / "other"
+    git(tmp_path, "clone", "-q", str(home), str(other))
+    (other / "vault/Remote.md").write_text("# Remote\n\nWritten on another machine.\n")
+    git(other, "add", "-A")
+    git(other, "commit", "-qm", "from the other machine")
+    return other
+
+
+def _rebase_failing_at_its_end(home, tmp_path, other, meanwhile) -> None:
+    """A real `git pull --rebase` from ``other`` that ``meanwhile()`` commits under (paused in its
+    pre-rebase hook, after it read HEAD), so that moving the branch at its end fails."""
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    hook = home / ".git/hooks/pre-rebase"
+    hook.write_text(_PAUSING_HOOK)
+    hook.chmod(0o755)
+    pull = subprocess.Popen(
+        ["git", "pull", "-q", "--rebase", str(other), "main"],
+        cwd=home,
+        env={**os.environ, **GIT_ENV, "MARKS": str(marks)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    wait_for(lambda: (marks / "started").exists(), 60, "the rebase to start")
+    meanwhile()
+    (marks / "go").touch()
+    said = pull.communicate(timeout=60)[0]
+    assert pull.returncode != 0 and "could not update refs/heads/main" in said, said
+
+
 @pytest.mark.parametrize("daemon", ["running", "started after the abort"])
 def test_a_commit_a_rebase_abort_took_out_of_the_branch_is_put_back(home, embedder, tmp_path, daemon):
     """`git rebase` moves the branch at its end from the HEAD it read at its start: our commit in
@@ -230,34 +264,17 @@ def test_a_commit_a_rebase_abort_took_out_of_the_branch_is_put_back(home, embedd
     read, dropping our commit (acknowledged) from the branch and its lines from the tree. The
     daemon merges them back in as its own change, also when it starts after the abort (what the
     daemons looked at is kept in the home's private folder)."""
-    other = tmp_path / "other"
-    git(tmp_path, "clone", "-q", str(home), str(other))
-    (other / "vault/Remote.md").write_text("# Remote\n\nWritten on another machine.\n")
-    git(other, "add", "-A")
-    git(other, "commit", "-qm", "from the other machine")
-    marks = tmp_path / "marks"
-    marks.mkdir()
-    hook = home / ".git/hooks/pre-rebase"
-    hook.write_text(_PAUSING_HOOK)
-    hook.chmod(0o755)
+    other = _other_machine(home, tmp_path)
     with running_daemon(home, embedder) as run:
         _agent_facts(run.reader, "Likes green tea.")
         log = _log(home)
         run.settle()
-        pull = subprocess.Popen(
-            ["git", "pull", "-q", "--rebase", str(other), "main"],
-            cwd=home,
-            env={**os.environ, **GIT_ENV, "MARKS": str(marks)},
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
-        wait_for(lambda: (marks / "started").exists(), 60, "the rebase to start")
-        _agent_facts(run.reader, "Swims on Sundays.")  # acknowledged: committed on the branch
-        assert "Swims on Sundays." in git(home, "show", f"HEAD:{log}")
-        (marks / "go").touch()
-        said = pull.communicate(timeout=60)[0]
-        assert pull.returncode != 0 and "could not update refs/heads/main" in said, said
+
+        def add() -> None:
+            _agent_facts(run.reader, "Swims on Sundays.")  # acknowledged: committed on the branch
+            assert "Swims on Sundays." in git(home, "show", f"HEAD:{log}")
+
+        _rebase_failing_at_its_end(home, tmp_path, other, add)
         if daemon == "running":
             _abort_and_wait_for_the_put_back(home, log)
             run.settle()
@@ -280,3 +297,25 @@ def _abort_and_wait_for_the_put_back(home, log: str, aborted: bool = False) -> N
         git(home, "rebase", "--abort")
         assert "Swims on Sundays." not in (home / log).read_text()  # what git itself leaves
     wait_for(lambda: "Swims on Sundays." in git(home, "show", f"HEAD:{log}"), 30, "the dropped commit put back")
+
+
+def test_a_commit_of_the_persons_their_abort_took_out_stays_out(home, embedder, tmp_path):
+    """Only syncd's commits are put back: one the person made (from another terminal, say) and
+    their own abort dropped is theirs to have dropped."""
+    other = _other_machine(home, tmp_path)
+    with running_daemon(home, embedder) as run:
+        _agent_facts(run.reader, "Likes green tea.")  # a commit the pull rebases
+        run.settle()
+
+        def commit() -> None:
+            write(home, "vault/Mine.md", "# Mine\n\nThe person's page.\n")
+            git(home, "add", "vault/Mine.md")
+            git(home, "commit", "-qm", "the person's own commit")
+
+        _rebase_failing_at_its_end(home, tmp_path, other, commit)
+        git(home, "rebase", "--abort")
+        _agent_facts(run.reader, "Swims on Sundays.")  # a pass of the daemon's after the abort
+        run.settle()
+        run.stop()
+    assert not (home / "vault/Mine.md").exists()
+    assert "vault/Mine.md" not in git(home, "ls-tree", "-r", "--name-only", "HEAD")

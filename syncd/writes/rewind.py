@@ -66,8 +66,9 @@ log = logging.getLogger(__name__)
 _SYNCD_FACT = re.compile(r"^- \[[a-z][a-z0-9_-]*\] .*<!--.*\bid:\S+.*-->\s*$")
 _HISTORY_DEPTH = 30
 # A move of the branch that sets it back to what a command read when it started, whatever the
-# branch holds by then (the reflog's words for `git rebase --abort`, `git am --abort`).
-_ABORT_MOVE = re.compile(r"^(rebase|rebase -i|am)[^:]*\(abort\)|^am --abort")
+# branch holds by then: the reflog's words for `git rebase --abort`. (`git am --abort` checks what
+# the branch holds, and no commit of ours lands during `git am`, which leaves rebase-apply/.)
+_ABORT_MOVE = re.compile(r"^rebase( -i)?[^:]*\(abort\)")
 _REFLOG_DEPTH = 50
 _REFLOG_TIME = re.compile(r"@\{(\d+)\}$")  # when an entry was made, as ``--date=unix`` names it
 
@@ -305,7 +306,11 @@ class DroppedCommits:
                 continue
             # Dropped: the branch held ``before`` and was set back to an ancestor of it, and HEAD
             # has not taken it in again since (a later pull of the same commits, say).
-            if _is_ancestor(self.root, after, before) and not _is_ancestor(self.root, before, "HEAD"):
+            if (
+                _is_ancestor(self.root, after, before)
+                and not _is_ancestor(self.root, before, "HEAD")
+                and _all_ours(self.root, after, before)
+            ):
                 found.update(_merged_back(self.root, after, before))
             done.append((before, after))
         self._seen.update(done)  # only once all were looked at: a failure looks at them again
@@ -333,6 +338,14 @@ def _is_ancestor(root: Path, older: str, newer: str) -> bool:
     if done.returncode not in (0, 1):
         raise HistoryError("merge-base", done.stderr.decode("utf-8", "replace").strip())
     return done.returncode == 0
+
+
+def _all_ours(root: Path, base: str, dropped: str) -> bool:
+    """Whether every commit of ``base..dropped`` was made by syncd (its ``Syncd-Source`` trailer):
+    a commit of the person's that their abort took out is theirs to have dropped."""
+    out = run_git(root, "log", "--format=%x00%(trailers:key=Syncd-Source,valueonly)", f"{base}..{dropped}", "--")
+    commits = out.decode("utf-8", "replace").split("\0")[1:]
+    return bool(commits) and all(trailer.strip() for trailer in commits)
 
 
 def _merged_back(root: Path, base: str, dropped: str) -> dict[str, bytes]:
