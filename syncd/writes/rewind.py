@@ -34,9 +34,10 @@ state, so nothing says a rebase is under way) makes that move fail ("could not u
 refs/heads/main"), and `git rebase --abort` then sets the branch back to the HEAD the rebase read,
 without looking at what the branch holds now: our commit is out of the branch, its lines out of
 the tree, acknowledged and gone. The branch's reflog names such a move ("rebase (abort)") and the
-commit it left (the previous entry); what the commits it dropped changed is merged back into the
-tree (:class:`DroppedCommits`), as syncd's own change. A reset the person types (`git reset --hard
-HEAD~1`) is theirs to make, and stays.
+commit it left (the previous entry); when every commit it dropped is syncd's (a ``Syncd-Source``
+trailer), what they changed is merged back into the tree (:class:`DroppedCommits`), as syncd's own
+change. A commit of the person's that their abort dropped, and a reset they type (`git reset
+--hard HEAD~1`), are theirs to make, and stay.
 """
 
 from __future__ import annotations
