@@ -319,3 +319,28 @@ def test_a_commit_of_the_persons_their_abort_took_out_stays_out(home, embedder, 
         run.stop()
     assert not (home / "vault/Mine.md").exists()
     assert "vault/Mine.md" not in git(home, "ls-tree", "-r", "--name-only", "HEAD")
+
+
+def test_dropped_commits_are_found_in_a_linked_worktree_home(tmp_path):
+    """A home may be a linked worktree: its branch's reflog is in the shared git folder."""
+    from syncd.writes.rewind import DroppedCommits
+
+    main = tmp_path / "main"
+    git(tmp_path, "init", "-q", "-b", "main", str(main))
+    write(main, "a.md", "# A\n")
+    git(main, "add", "-A")
+    git(main, "commit", "-qm", "start")
+    home = tmp_path / "home"
+    git(main, "worktree", "add", "-q", "-b", "work", str(home))
+    state = tmp_path / "state.json"
+    dropped = DroppedCommits(home, state)
+    assert dropped.find() == {}
+    before = git(home, "rev-parse", "HEAD").strip()
+    write(home, "a.md", "# A\n- [note] Kept by syncd. <!-- id:x1 -->\n")
+    git(home, "commit", "-qam", "syncd's\n\nSyncd-Source: api")
+    # What `git rebase --abort` leaves: the branch set back, with its words in the reflog.
+    git(home, "update-ref", "-m", "rebase (abort): returning to refs/heads/work", "refs/heads/work", before)
+    git(home, "reset", "-q", "--hard")
+    assert dropped.find() == {"a.md": b"# A\n- [note] Kept by syncd. <!-- id:x1 -->\n"}
+    assert dropped.find() == {}  # looked at once
+    assert DroppedCommits(home, state).find() == {}  # and by the next daemon, not again

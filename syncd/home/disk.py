@@ -36,6 +36,7 @@ __all__ = [
     "write_some",
     "HomeLock",
     "git_dir",
+    "common_git_dir",
     "find_home",
     "Home",
     "DAEMON_ROLES",
@@ -523,6 +524,19 @@ def git_dir(root: Path) -> Path | None:
     return None
 
 
+def common_git_dir(root: Path) -> Path | None:
+    """The git folder the worktrees of ``root``'s repository share (its branches, their reflogs,
+    ``info/exclude``): :func:`git_dir` itself, or the folder a linked worktree's ``commondir``
+    names. None when ``root`` is not the top of a repository."""
+    folder = git_dir(root)
+    if folder is None:
+        return None
+    with contextlib.suppress(OSError, UnicodeDecodeError):
+        shared = Path((folder / "commondir").read_text(encoding="utf-8").strip())
+        return shared if shared.is_absolute() else folder / shared
+    return folder
+
+
 # What a repository's own exclude file gets so that git never lists atomic_write's temp files.
 _TEMP_EXCLUDE = f"# syncd: a write in flight; never the person's, never to be stashed or committed\n.*{_TEMP_SUFFIX}\n"
 
@@ -537,13 +551,9 @@ def ignore_write_temp_files(root: Path) -> None:
     than any ``.gitignore`` in the tree: it is never committed and edits none of the person's
     files. Idempotent and cheap (one small read) once done; a repository we cannot write to is
     left as it is, since the committer skips these files anyway."""
-    folder = git_dir(root)
+    folder = common_git_dir(root)
     if folder is None:
         return
-    common = folder / "commondir"  # a linked worktree's git folder names the shared one
-    with contextlib.suppress(OSError, UnicodeDecodeError):
-        shared = Path(common.read_text(encoding="utf-8").strip())
-        folder = shared if shared.is_absolute() else folder / shared
     exclude = folder / "info" / "exclude"
     try:
         current = exclude.read_bytes()

@@ -57,7 +57,7 @@ from pathlib import Path
 from ..errors import GitBusyError, HistoryError, SyncdError
 from ..history.git import run_git
 from ..history.objects import committed_blob
-from ..home import atomic_write, blob_sha, git_dir, read_regular
+from ..home import atomic_write, blob_sha, common_git_dir, git_dir, read_regular
 
 __all__ = ["DroppedCommits", "find_rewound", "lost_facts", "merge_back", "undo_would_uncommit"]
 
@@ -252,13 +252,13 @@ class DroppedCommits:
     def __init__(self, root: Path, state_file: Path):
         self.root = root
         self.state_file = state_file
-        self.since = time.time()
+        self.since = int(time.time())  # whole seconds, as the reflog says when
         self._seen: set[tuple[str, str]] = set()
         self._last: list[tuple[str, str]] = []  # the entries the last look took in
         self._stamp: tuple[int, int] | None = None
         try:
             state = json.loads(state_file.read_text(encoding="utf-8"))
-            self.since, self._seen = float(state["since"]), {(str(b), str(a)) for b, a in state["seen"]}
+            self.since, self._seen = int(state["since"]), {(str(b), str(a)) for b, a in state["seen"]}
         except (OSError, ValueError, TypeError, KeyError):
             self._keep()  # from now on, for this daemon and the next
 
@@ -272,14 +272,13 @@ class DroppedCommits:
         """``{path: bytes to write}``: each file the dropped commits changed (and left there),
         as the tree holds it with their change merged in. Empty when git is busy (looked at
         again next time), HEAD is detached, or no abort set the branch back since."""
+        # Read from git's files, not asked of git: this runs on every commit pass of the daemon.
+        folder, shared = git_dir(self.root), common_git_dir(self.root)
         try:
-            branch = run_git(self.root, "symbolic-ref", "-q", "HEAD", ok=(0, 1)).decode().strip()
-        except (GitBusyError, HistoryError):
-            return {}
-        folder = git_dir(self.root)
-        try:
-            st = os.stat(folder / "logs" / branch) if branch and folder is not None else None
-        except OSError:
+            head = (folder / "HEAD").read_text(encoding="utf-8").strip() if folder is not None else ""
+            branch = head[len("ref: ") :] if head.startswith("ref: refs/heads/") else ""
+            st = os.stat(shared / "logs" / branch) if branch and shared is not None else None
+        except (OSError, UnicodeDecodeError):
             st = None
         stamp = None if st is None else (st.st_size, st.st_mtime_ns)
         if stamp is None or stamp == self._stamp:
