@@ -381,10 +381,12 @@ def _read_kept(path: Path | None) -> list[str]:
 
 def push(root: Path, remote: str, branch: str) -> bool:
     """Push the current branch to ``remote`` (never forced). False when the remote moved on
-    meanwhile (pull, then push again); HistoryError when it cannot be reached."""
+    meanwhile (pull, then push again); HistoryError when it cannot be reached or refuses the push
+    for a reason of its own (a hook, a branch checked out there)."""
     _check_remote(root, remote)
     try:
-        # Exit 1 with a "!" line: the remote refused the update (it moved on); 128: unreachable.
+        # Exit 1 with a "!" line: the update was refused ("[rejected]": the remote moved on;
+        # "[remote rejected]": the remote declined it); 128: unreachable.
         out = run_git(
             root,
             "push",
@@ -396,8 +398,13 @@ def push(root: Path, remote: str, branch: str) -> bool:
         )
     except HistoryError as exc:
         raise HistoryError("push", f"cannot push to remote {remote!r}: {exc.detail}") from None
-    if any(line.startswith("!") for line in out.decode("utf-8", "replace").splitlines()):
+    refused = [line.split("\t")[-1] for line in out.decode("utf-8", "replace").splitlines() if line.startswith("!")]
+    if refused and all(summary.startswith("[rejected]") for summary in refused):
         return False
+    if refused:
+        # "[remote rejected] (branch is currently checked out)", "(pre-receive hook declined)": the
+        # remote refuses this push whatever we merge first, so pulling and pushing again cannot help.
+        raise HistoryError("push", f"remote {remote!r} refused the push: {refused[0]}")
     tip = run_git(root, "rev-parse", "--verify", "--quiet", f"refs/remotes/{remote}/{branch}", ok=(0, 1))
     if tip.decode().strip() != head_sha(root):
         raise HistoryError("push", f"remote {remote!r} did not take the push (a hook of the remote's declined it?)")

@@ -1,0 +1,33 @@
+"""What a shared home says when the remote or the person gets in the way (real git, real homes):
+a remote that declines a push says why at once instead of being pulled from in a loop."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+import syncd
+from syncd.engine.sharing import push
+from syncd.errors import HistoryError
+
+from .sharing_helpers import shared_homes
+
+
+def git(root: Path, *args: str) -> str:
+    return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, check=True).stdout
+
+
+def test_a_push_the_remote_declines_says_why_without_pulling(tmp_path, embedder):
+    remote, (a_root, _b) = shared_homes(tmp_path, embedder)
+    hook = remote / "hooks" / "pre-receive"
+    hook.write_text("#!/bin/sh\necho 'no pushes on Sunday' >&2\nexit 1\n")
+    hook.chmod(0o755)
+    before = git(remote, "rev-parse", "main")
+    (a_root / "vault" / "Sunday.md").write_text("# Sunday\n\nWritten on a Sunday.\n")
+    with syncd.open(a_root, embedder=embedder) as a:
+        with pytest.raises(HistoryError, match=r"refused the push: \[remote rejected\] \(pre-receive hook declined\)"):
+            push(a, "origin")
+    assert git(remote, "rev-parse", "main") == before
+    assert "Syncd-Source: merge" not in git(a_root, "log", "--format=%B")
