@@ -4,6 +4,7 @@ a remote that declines a push says why at once instead of being pulled from in a
 from __future__ import annotations
 
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -31,3 +32,27 @@ def test_a_push_the_remote_declines_says_why_without_pulling(tmp_path, embedder)
             push(a, "origin")
     assert git(remote, "rev-parse", "main") == before
     assert "Syncd-Source: merge" not in git(a_root, "log", "--format=%B")
+
+
+def syncd_cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "syncd", *args], capture_output=True, text=True, check=False)
+
+
+def test_a_secret_in_a_remote_s_url_is_never_printed(tmp_path):
+    root = str(syncd.init(tmp_path / "a").home)
+    urls = {
+        "lab": "https://ana:hunter2@git.example.org/mem.git",
+        "hub": "https://ghp_SECRETTOKEN@github.com/ana/mem.git",
+    }
+    for name, url in urls.items():
+        assert syncd_cli("remote", "add", name, url, "--home", root).returncode == 0
+    again = syncd_cli("remote", "add", "lab", "https://ana:other@git.example.org/x.git", "--home", root)
+    listed = syncd_cli("remote", "list", "--home", root)
+    assert again.returncode == 1 and "already points at https://ana:***@git.example.org/mem.git" in again.stderr
+    assert listed.stdout.splitlines() == [
+        "hub https://***@github.com/ana/mem.git",
+        "lab https://ana:***@git.example.org/mem.git",
+    ]
+    for shown in (again.stdout + again.stderr, listed.stdout + listed.stderr):
+        assert "hunter2" not in shown and "SECRETTOKEN" not in shown
+    assert "hunter2" in git(Path(root), "config", "remote.lab.url")  # git keeps it to authenticate with

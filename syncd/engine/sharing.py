@@ -21,10 +21,21 @@ from ..history.staging import commit_paths
 if TYPE_CHECKING:
     from .facade import Engine
 
-__all__ = ["PullReport", "PushReport", "check_remote", "merge_driver", "pull", "push", "remotes", "share"]
+__all__ = [
+    "PullReport",
+    "PushReport",
+    "check_remote",
+    "merge_driver",
+    "pull",
+    "push",
+    "remotes",
+    "share",
+    "shown_url",
+]
 
 # The git side, for the front ends (the command line's `remote list` and the driver git calls).
 remotes = git_remote.remotes
+shown_url = git_remote.shown_url
 merge_driver = git_remote.merge_driver
 
 # A push that finds the remote moved on pulls and tries again, this many times in all.

@@ -39,6 +39,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
+from urllib.parse import urlsplit, urlunsplit
 
 from ..errors import GitBusyError, HistoryError, InvalidInputError
 from ..formats.merging import (
@@ -66,6 +67,7 @@ __all__ = [
     "push",
     "recover_merge",
     "remotes",
+    "shown_url",
 ]
 
 log = logging.getLogger(__name__)
@@ -121,6 +123,25 @@ def remotes(root: Path) -> dict[str, str]:
     return found
 
 
+def shown_url(url: str) -> str:
+    """``url`` as syncd prints it: a password in it (``https://me:secret@host/``) masked, and so is
+    the lone name of an http(s) URL, where access tokens go (``https://TOKEN@github.com/``); a
+    terminal's scrollback, a shared screen or a bug report is no place for them. ssh's user
+    (``ssh://git@host``) and scp-like addresses (``git@host:path``) say no secret and stay."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return url
+    if not parts.scheme or "@" not in parts.netloc:
+        return url
+    user, _, host = parts.netloc.rpartition("@")
+    if ":" in user:
+        user = user.partition(":")[0] + ":***"
+    elif parts.scheme.lower() in ("http", "https"):
+        user = "***"
+    return urlunsplit(parts._replace(netloc=f"{user}@{host}"))
+
+
 def add_remote(root: Path, name: str, url: str) -> None:
     """``git remote add``; InvalidInputError for a bad name or one already naming another URL."""
     if not name or name.startswith("-") or any(c.isspace() for c in name) or "/" in name:
@@ -132,7 +153,7 @@ def add_remote(root: Path, name: str, url: str) -> None:
         return
     if name in known:
         raise InvalidInputError(
-            f"remote {name!r} already points at {known[name]}; remove it with `git remote remove {name}` first"
+            f"remote {name!r} already points at {shown_url(known[name])}; remove it with `git remote remove {name}` first"
         )
     run_git(root, "remote", "add", name, url)
 
