@@ -56,3 +56,18 @@ def test_a_secret_in_a_remote_s_url_is_never_printed(tmp_path):
     for shown in (again.stdout + again.stderr, listed.stdout + listed.stderr):
         assert "hunter2" not in shown and "SECRETTOKEN" not in shown
     assert "hunter2" in git(Path(root), "config", "remote.lab.url")  # git keeps it to authenticate with
+
+
+def test_a_remote_of_another_history_is_refused_in_one_line(tmp_path, embedder):
+    remote, _homes = shared_homes(tmp_path, embedder)
+    other = syncd.init(tmp_path / "other").home
+    (other / "vault" / "Mine.md").write_text("# Mine\n\nOnly here.\n")
+    assert syncd_cli("remote", "add", "origin", str(remote), "--home", str(other)).returncode == 0
+    for command in ("pull", "push"):
+        done = syncd_cli(command, "--home", str(other))
+        assert done.returncode == 1 and done.stdout == "", done.stderr
+        assert done.stderr.startswith("syncd: error: git pull failed: origin/main shares no history with this home")
+        assert len(done.stderr.strip().splitlines()) == 1
+    assert not (other / ".git" / "MERGE_HEAD").exists() and not (other / ".git" / "syncd" / "pull.json").exists()
+    assert git(other, "log", "--merges", "--oneline") == "" and git(other, "ls-files", "vault/Mine.md")
+    assert git(other, "status", "--porcelain") == ""

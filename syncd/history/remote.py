@@ -244,6 +244,14 @@ def merge_fetched(
     if holds(root, theirs):
         return MergeResult(None)
     before = head_sha(root)
+    if before is not None and not run_git(root, "merge-base", before, theirs, ok=(0, 1)).strip():
+        # git refuses such a merge; merging it anyway would pour whatever that repository holds
+        # (a mistyped URL's code project, say) into the memory.
+        raise HistoryError(
+            "pull",
+            f"{remote}/{branch} shares no history with this home (another home or repository, not a clone"
+            " of this one's remote); to share a home, `git clone` its remote and run `syncd init` in the clone",
+        )
     identity = identity_env(name, email)
     folder = git_dir(root)
     kept_list = folder / _KEPT_BOTH if folder is not None else None
