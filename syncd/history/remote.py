@@ -12,7 +12,7 @@ helpers, three-way merges); syncd adds what memory needs:
   driver that failed) is finished by keeping what is there: the edited file stays, and any
   marker left becomes a callout. Nothing is dropped silently; what kept both versions is reported.
 * A push never forces: a remote that moved on is pulled first, then pushed again.
-* A pull killed mid-merge (kill -9, a power cut) is finished or undone by the next one
+* A pull killed or interrupted mid-merge (kill -9, a power cut, Ctrl-C) is finished or undone by the next one
   (:func:`recover_merge`): the merge writes a journal (who, from where, onto what) before it
   starts, and the pull removes it once what came in is indexed. Found with its process gone,
   the journal says what that process left: git's ``index.lock`` it held (taken before the
@@ -283,7 +283,9 @@ def merge_fetched(
             kept_both = sorted({*kept, *_read_kept(kept_list)})
             log.warning("pull from %s kept both versions in %s", label, ", ".join(kept_both))
             return MergeResult(head_sha(root), False, tuple(kept_both))
-    except BaseException:
+    except Exception:
+        # The merge was undone or never began. An interrupt (Ctrl-C, which git gets too, halting
+        # it wherever it was) keeps the journal, as a kill does, for the next pull to finish.
         if journal is not None:
             journal.unlink(missing_ok=True)
         raise
@@ -342,12 +344,15 @@ def recover_merge(root: Path, journal: Path, name: str, email: str) -> str | Non
             ours = lock.stat().st_mtime >= float(state.get("started", 0)) - 1
         except OSError:
             ours = False
+        idle = not running_git_writers(root)
         # The killed merge's lock (taken after the journal was written), and no git command of
         # the person's running that could be holding it now.
-        if ours and not running_git_writers(root):
+        if ours and idle:
             lock.unlink(missing_ok=True)
             done = "git's index.lock of the killed merge removed (the tree was not written yet)"
-            _remove_driver_files(root, float(state.get("started", 0)))
+        # Also where git, interrupted, removed its lock itself but not these.
+        if idle and _remove_driver_files(root, float(state.get("started", 0))) and not ours:
+            done = "the merge driver's copies of the interrupted merge removed (the tree was not written yet)"
         identity = identity_env(name, email)
         remote, branch, theirs = str(state.get("remote")), str(state.get("branch")), str(state.get("theirs"))
         merge_head = folder / "MERGE_HEAD"
@@ -382,15 +387,18 @@ def recover_merge(root: Path, journal: Path, name: str, email: str) -> str | Non
     return done
 
 
-def _remove_driver_files(root: Path, since: float) -> None:
+def _remove_driver_files(root: Path, since: float) -> int:
     """The copies git hands a merge driver (``.merge_file_XXXXXX`` at the top of the tree), left
-    by a merge killed while its driver ran: git removes them itself when it lives."""
+    by a merge killed while its driver ran: git removes them itself when it lives. How many."""
+    removed = 0
     for path in root.glob(".merge_file_*"):
         try:
             if path.is_file() and not path.is_symlink() and path.stat().st_mtime >= since - 1:
                 path.unlink()
+                removed += 1
         except OSError:
             continue
+    return removed
 
 
 def _index_moved(root: Path) -> bool:
