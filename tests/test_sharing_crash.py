@@ -112,6 +112,7 @@ def _assert_whole(b_root: Path, embedder, merged_onto: str) -> None:
     parents = _git(b_root, "log", "-1", "--format=%P").split()
     assert len(parents) == 2 and parents[0] == merged_onto  # the merge itself, not a commit of its pieces
     with syncd.open(b_root, embedder=embedder) as b:
+        assert b.status().aligned_commit == _git(b_root, "rev-parse", "HEAD").strip()
         hits = b.search("Fact 2 of machine a", user_id="ana", limit=3)
         assert hits and "machine a" in hits[0].content
         assert_matches_rebuild(b)

@@ -141,7 +141,9 @@ def pull(engine: Engine, remote: str = "origin") -> PullReport:
             email or engine.settings.human_email,
             _journal(engine),
         )
-    if result.head is not None:
+    if result.head is not None or recovered is not None:
+        # A merge recovered above (committed, say, as a killed pull left it) is new to the index
+        # as much as one made here, though it leaves nothing for merge_fetched to merge.
         engine.sync()
         engine.note_aligned_commit(head_sha(root))
     # What came in is indexed: a kill from here on leaves nothing for the next pull to pick up.
