@@ -278,6 +278,15 @@ def merge_fetched(
                 raise GitBusyError(
                     f"not pulled: {exc}; commit or wait for the changes in the way, then pull again"
                 ) from None
+            if not _unmerged(root):
+                # Merged whole, its commit refused: the repository's pre-merge-commit hook said
+                # no, which is the person's to say (a merge stopped at conflicts leaves paths
+                # unmerged, and only that one is syncd's to finish).
+                run_git(root, "merge", "--abort", ok=(0, 128))
+                raise GitBusyError(
+                    "not pulled: git merged but did not commit the merge (the repository's"
+                    " pre-merge-commit hook declined it?); nothing changed"
+                ) from None
             label = f"{remote}/{branch}"
             kept = _commit_stopped_merge(root, label, identity)
             kept_both = sorted({*kept, *_read_kept(kept_list)})
