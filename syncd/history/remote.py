@@ -148,6 +148,10 @@ def add_remote(root: Path, name: str, url: str) -> None:
         raise InvalidInputError(f"bad remote name {name!r}: one word, no slash")
     if not url.strip():
         raise InvalidInputError("the remote's URL is empty")
+    if url.startswith("-"):
+        # git would read it as one of its options ("--mirror=fetch" sets up a mirror, others fail
+        # with git's usage text); a path starting with "-" can be given as ./-name.
+        raise InvalidInputError(f"bad remote URL {url!r}: it starts with '-' (a path? write ./{url})")
     known = remotes(root)
     if known.get(name) == url:
         return
