@@ -120,6 +120,10 @@ def test_bad_remotes_are_clear_errors(machines, tmp_path):
         share(a, "origin", str(tmp_path / "elsewhere.git"))
     with pytest.raises(InvalidInputError, match="bad remote name"):
         share(a, "-x", str(tmp_path / "x.git"))
+    for url in ("--mirror=fetch", "-h"):
+        with pytest.raises(InvalidInputError, match="bad remote URL"):
+            share(a, "mirror", url)
+    assert "mirror" not in git(a.home.root, "remote").split()
 
 
 def _turn(engine, session: str, when: dt.datetime, words: str):

@@ -1,6 +1,6 @@
-"""kill -9 of a real ``syncd pull`` / ``syncd push`` at a chosen moment, then a restart: no merge
-left half-done (no MERGE_HEAD, no git lock, no journal), nothing lost (every fact of both
-machines once), the index equal to a rebuild.
+"""kill -9 or Ctrl-C of a real ``syncd pull`` / ``syncd push`` at a chosen moment, then a
+restart: no merge left half-done (no MERGE_HEAD, no git lock, no journal, no copy of the merge
+driver's), nothing lost (every fact of both machines once), the index equal to a rebuild.
 
 The moments are made deterministic by the process itself announcing it got there and waiting to
 be killed: git's own hooks (``pre-merge-commit``: the merge's result is in the index and the tree,
@@ -69,9 +69,12 @@ def _syncd(*args: str, env: dict[str, str] | None = None) -> subprocess.Complete
     )
 
 
-def _kill_when(marker: Path, *args: str, env: dict[str, str] | None = None) -> None:
-    """Run ``syncd ARGS`` in a process group of its own; once ``marker`` appears, kill -9 the
-    whole group (syncd, the git it runs, git's hooks and drivers)."""
+def _kill_when(
+    marker: Path, *args: str, env: dict[str, str] | None = None, sig: signal.Signals = signal.SIGKILL
+) -> None:
+    """Run ``syncd ARGS`` in a process group of its own; once ``marker`` appears, send ``sig`` to
+    the whole group (syncd, the git it runs, git's hooks and drivers): kill -9, or SIGINT as a
+    terminal's Ctrl-C does."""
     process = subprocess.Popen(
         [sys.executable, "-m", "syncd", *args],
         env={**os.environ, **(env or {})},
@@ -82,7 +85,7 @@ def _kill_when(marker: Path, *args: str, env: dict[str, str] | None = None) -> N
     try:
         wait_for(lambda: marker.exists() or process.poll() is not None, 180, f"{marker.name}")
         assert process.poll() is None, process.stderr.read().decode()[-2000:]
-        os.killpg(process.pid, signal.SIGKILL)
+        os.killpg(process.pid, sig)
     finally:
         process.wait(60)
         process.stderr.close()
@@ -109,12 +112,14 @@ def _assert_whole(b_root: Path, embedder, merged_onto: str) -> None:
     parents = _git(b_root, "log", "-1", "--format=%P").split()
     assert len(parents) == 2 and parents[0] == merged_onto  # the merge itself, not a commit of its pieces
     with syncd.open(b_root, embedder=embedder) as b:
+        assert b.status().aligned_commit == _git(b_root, "rev-parse", "HEAD").strip()
         hits = b.search("Fact 2 of machine a", user_id="ana", limit=3)
         assert hits and "machine a" in hits[0].content
         assert_matches_rebuild(b)
 
 
-def test_a_pull_killed_while_the_merge_driver_runs_is_undone_then_redone(diverged, tmp_path, embedder):
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGINT], ids=["kill-9", "ctrl-c"])
+def test_a_pull_killed_while_the_merge_driver_runs_is_undone_then_redone(diverged, tmp_path, embedder, sig):
     _remote, _a, b_root = diverged
     pause = tmp_path / "pause"
     pause.mkdir()
@@ -122,21 +127,25 @@ def test_a_pull_killed_while_the_merge_driver_runs_is_undone_then_redone(diverge
     marker = tmp_path / "in-driver"
     before = _git(b_root, "rev-parse", "HEAD").strip()
     path = os.pathsep.join(p for p in (str(pause), os.environ.get("PYTHONPATH", "")) if p)
-    _kill_when(marker, "pull", "--home", str(b_root), env={"PYTHONPATH": path, "SYNCD_TEST_DRIVER_MARK": str(marker)})
-    # Killed mid-merge: git's lock is left, the journal says whose it is, the tree is untouched.
-    assert (b_root / ".git" / "index.lock").exists() and (b_root / ".git" / "syncd" / PULL_JOURNAL).exists()
+    env = {"PYTHONPATH": path, "SYNCD_TEST_DRIVER_MARK": str(marker)}
+    _kill_when(marker, "pull", "--home", str(b_root), env=env, sig=sig)
+    # Killed mid-merge: the journal says whose merge it was, the tree is untouched; git's lock is
+    # left by a kill (an interrupted git removes it, but not the copies it gave the driver).
+    assert (b_root / ".git" / "syncd" / PULL_JOURNAL).exists()
+    assert (b_root / ".git" / "index.lock").exists() == (sig == signal.SIGKILL)
     assert "machine a" not in (b_root / LOG).read_text()
     again = _syncd("pull", "--home", str(b_root))
     assert again.returncode == 0 and "merged" in again.stdout, again.stderr[-2000:]
     _assert_whole(b_root, embedder, before)
 
 
-def test_a_pull_killed_before_the_merge_commit_is_committed_by_the_next(diverged, tmp_path, embedder):
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGINT], ids=["kill-9", "ctrl-c"])
+def test_a_pull_killed_before_the_merge_commit_is_committed_by_the_next(diverged, tmp_path, embedder, sig):
     _remote, _a, b_root = diverged
     marker = tmp_path / "before-commit"
     hook = _hook(b_root / ".git", "pre-merge-commit", marker)
     before = _git(b_root, "rev-parse", "HEAD").strip()
-    _kill_when(marker, "pull", "--home", str(b_root))
+    _kill_when(marker, "pull", "--home", str(b_root), sig=sig)
     hook.unlink()
     # The merge's result is in the tree and the index; HEAD has not moved.
     assert "Fact 2 of machine a." in (b_root / LOG).read_text()

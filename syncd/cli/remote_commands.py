@@ -43,11 +43,11 @@ def remote_add(name: str, url: str, home: Path | None) -> None:
 @remote_group.command("list")
 @home_option
 def remote_list(home: Path | None) -> None:
-    """The home's git remotes, one per line: NAME URL."""
-    from ..engine.sharing import remotes
+    """The home's git remotes, one per line: NAME URL (a password or token in the URL masked)."""
+    from ..engine.sharing import remotes, shown_url
 
     for name, url in sorted(remotes(resolve_home(home)).items()):
-        click.echo(f"{name} {url}")
+        click.echo(f"{name} {shown_url(url)}")
 
 
 @click.command("pull")

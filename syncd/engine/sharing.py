@@ -21,10 +21,21 @@ from ..history.staging import commit_paths
 if TYPE_CHECKING:
     from .facade import Engine
 
-__all__ = ["PullReport", "PushReport", "check_remote", "merge_driver", "pull", "push", "remotes", "share"]
+__all__ = [
+    "PullReport",
+    "PushReport",
+    "check_remote",
+    "merge_driver",
+    "pull",
+    "push",
+    "remotes",
+    "share",
+    "shown_url",
+]
 
 # The git side, for the front ends (the command line's `remote list` and the driver git calls).
 remotes = git_remote.remotes
+shown_url = git_remote.shown_url
 merge_driver = git_remote.merge_driver
 
 # A push that finds the remote moved on pulls and tries again, this many times in all.
@@ -130,7 +141,9 @@ def pull(engine: Engine, remote: str = "origin") -> PullReport:
             email or engine.settings.human_email,
             _journal(engine),
         )
-    if result.head is not None:
+    if result.head is not None or recovered is not None:
+        # A merge recovered above (committed, say, as a killed pull left it) is new to the index
+        # as much as one made here, though it leaves nothing for merge_fetched to merge.
         engine.sync()
         engine.note_aligned_commit(head_sha(root))
     # What came in is indexed: a kill from here on leaves nothing for the next pull to pick up.

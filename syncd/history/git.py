@@ -97,7 +97,11 @@ def run_git(
 ) -> bytes:
     """``git args`` in ``root``; its stdout. An exit status outside ``ok`` becomes
     GitBusyError (a held lock, the user's operation) or HistoryError (anything else)."""
-    command = args[0] if args else "git"
+    # The git command is named after any ``-c key=value`` settings given before it.
+    skip = 0
+    while args[skip : skip + 1] == ("-c",):
+        skip += 2
+    command = args[skip] if len(args) > skip else "git"
     try:
         done = subprocess.run(
             ["git", *args],

@@ -12,7 +12,7 @@ helpers, three-way merges); syncd adds what memory needs:
   driver that failed) is finished by keeping what is there: the edited file stays, and any
   marker left becomes a callout. Nothing is dropped silently; what kept both versions is reported.
 * A push never forces: a remote that moved on is pulled first, then pushed again.
-* A pull killed mid-merge (kill -9, a power cut) is finished or undone by the next one
+* A pull killed or interrupted mid-merge (kill -9, a power cut, Ctrl-C) is finished or undone by the next one
   (:func:`recover_merge`): the merge writes a journal (who, from where, onto what) before it
   starts, and the pull removes it once what came in is indexed. Found with its process gone,
   the journal says what that process left: git's ``index.lock`` it held (taken before the
@@ -39,6 +39,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
+from urllib.parse import urlsplit, urlunsplit
 
 from ..errors import GitBusyError, HistoryError, InvalidInputError
 from ..formats.merging import (
@@ -66,6 +67,7 @@ __all__ = [
     "push",
     "recover_merge",
     "remotes",
+    "shown_url",
 ]
 
 log = logging.getLogger(__name__)
@@ -121,18 +123,41 @@ def remotes(root: Path) -> dict[str, str]:
     return found
 
 
+def shown_url(url: str) -> str:
+    """``url`` as syncd prints it: a password in it (``https://me:secret@host/``) masked, and so is
+    the lone name of an http(s) URL, where access tokens go (``https://TOKEN@github.com/``); a
+    terminal's scrollback, a shared screen or a bug report is no place for them. ssh's user
+    (``ssh://git@host``) and scp-like addresses (``git@host:path``) say no secret and stay."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return url
+    if not parts.scheme or "@" not in parts.netloc:
+        return url
+    user, _, host = parts.netloc.rpartition("@")
+    if ":" in user:
+        user = user.partition(":")[0] + ":***"
+    elif parts.scheme.lower() in ("http", "https"):
+        user = "***"
+    return urlunsplit(parts._replace(netloc=f"{user}@{host}"))
+
+
 def add_remote(root: Path, name: str, url: str) -> None:
     """``git remote add``; InvalidInputError for a bad name or one already naming another URL."""
     if not name or name.startswith("-") or any(c.isspace() for c in name) or "/" in name:
         raise InvalidInputError(f"bad remote name {name!r}: one word, no slash")
     if not url.strip():
         raise InvalidInputError("the remote's URL is empty")
+    if url.startswith("-"):
+        # git would read it as one of its options ("--mirror=fetch" sets up a mirror, others fail
+        # with git's usage text); a path starting with "-" can be given as ./-name.
+        raise InvalidInputError(f"bad remote URL {url!r}: it starts with '-' (a path? write ./{url})")
     known = remotes(root)
     if known.get(name) == url:
         return
     if name in known:
         raise InvalidInputError(
-            f"remote {name!r} already points at {known[name]}; remove it with `git remote remove {name}` first"
+            f"remote {name!r} already points at {shown_url(known[name])}; remove it with `git remote remove {name}` first"
         )
     run_git(root, "remote", "add", name, url)
 
@@ -223,6 +248,14 @@ def merge_fetched(
     if holds(root, theirs):
         return MergeResult(None)
     before = head_sha(root)
+    if before is not None and not run_git(root, "merge-base", before, theirs, ok=(0, 1)).strip():
+        # git refuses such a merge; merging it anyway would pour whatever that repository holds
+        # (a mistyped URL's code project, say) into the memory.
+        raise HistoryError(
+            "pull",
+            f"{remote}/{branch} shares no history with this home (another home or repository, not a clone"
+            " of this one's remote); to share a home, `git clone` its remote and run `syncd init` in the clone",
+        )
     identity = identity_env(name, email)
     folder = git_dir(root)
     kept_list = folder / _KEPT_BOTH if folder is not None else None
@@ -249,12 +282,23 @@ def merge_fetched(
                 raise GitBusyError(
                     f"not pulled: {exc}; commit or wait for the changes in the way, then pull again"
                 ) from None
+            if not _unmerged(root):
+                # Merged whole, its commit refused: the repository's pre-merge-commit hook said
+                # no, which is the person's to say (a merge stopped at conflicts leaves paths
+                # unmerged, and only that one is syncd's to finish).
+                run_git(root, "merge", "--abort", ok=(0, 128))
+                raise GitBusyError(
+                    "not pulled: git merged but did not commit the merge (the repository's"
+                    " pre-merge-commit hook declined it?); nothing changed"
+                ) from None
             label = f"{remote}/{branch}"
             kept = _commit_stopped_merge(root, label, identity)
             kept_both = sorted({*kept, *_read_kept(kept_list)})
             log.warning("pull from %s kept both versions in %s", label, ", ".join(kept_both))
             return MergeResult(head_sha(root), False, tuple(kept_both))
-    except BaseException:
+    except Exception:
+        # The merge was undone or never began. An interrupt (Ctrl-C, which git gets too, halting
+        # it wherever it was) keeps the journal, as a kill does, for the next pull to finish.
         if journal is not None:
             journal.unlink(missing_ok=True)
         raise
@@ -313,12 +357,15 @@ def recover_merge(root: Path, journal: Path, name: str, email: str) -> str | Non
             ours = lock.stat().st_mtime >= float(state.get("started", 0)) - 1
         except OSError:
             ours = False
+        idle = not running_git_writers(root)
         # The killed merge's lock (taken after the journal was written), and no git command of
         # the person's running that could be holding it now.
-        if ours and not running_git_writers(root):
+        if ours and idle:
             lock.unlink(missing_ok=True)
             done = "git's index.lock of the killed merge removed (the tree was not written yet)"
-            _remove_driver_files(root, float(state.get("started", 0)))
+        # Also where git, interrupted, removed its lock itself but not these.
+        if idle and _remove_driver_files(root, float(state.get("started", 0))) and not ours:
+            done = "the merge driver's copies of the interrupted merge removed (the tree was not written yet)"
         identity = identity_env(name, email)
         remote, branch, theirs = str(state.get("remote")), str(state.get("branch")), str(state.get("theirs"))
         merge_head = folder / "MERGE_HEAD"
@@ -353,15 +400,18 @@ def recover_merge(root: Path, journal: Path, name: str, email: str) -> str | Non
     return done
 
 
-def _remove_driver_files(root: Path, since: float) -> None:
+def _remove_driver_files(root: Path, since: float) -> int:
     """The copies git hands a merge driver (``.merge_file_XXXXXX`` at the top of the tree), left
-    by a merge killed while its driver ran: git removes them itself when it lives."""
+    by a merge killed while its driver ran: git removes them itself when it lives. How many."""
+    removed = 0
     for path in root.glob(".merge_file_*"):
         try:
             if path.is_file() and not path.is_symlink() and path.stat().st_mtime >= since - 1:
                 path.unlink()
+                removed += 1
         except OSError:
             continue
+    return removed
 
 
 def _index_moved(root: Path) -> bool:
@@ -381,10 +431,12 @@ def _read_kept(path: Path | None) -> list[str]:
 
 def push(root: Path, remote: str, branch: str) -> bool:
     """Push the current branch to ``remote`` (never forced). False when the remote moved on
-    meanwhile (pull, then push again); HistoryError when it cannot be reached."""
+    meanwhile (pull, then push again); HistoryError when it cannot be reached or refuses the push
+    for a reason of its own (a hook, a branch checked out there)."""
     _check_remote(root, remote)
     try:
-        # Exit 1 with a "!" line: the remote refused the update (it moved on); 128: unreachable.
+        # Exit 1 with a "!" line: the update was refused ("[rejected]": the remote moved on;
+        # "[remote rejected]": the remote declined it); 128: unreachable.
         out = run_git(
             root,
             "push",
@@ -396,8 +448,13 @@ def push(root: Path, remote: str, branch: str) -> bool:
         )
     except HistoryError as exc:
         raise HistoryError("push", f"cannot push to remote {remote!r}: {exc.detail}") from None
-    if any(line.startswith("!") for line in out.decode("utf-8", "replace").splitlines()):
+    refused = [line.split("\t")[-1] for line in out.decode("utf-8", "replace").splitlines() if line.startswith("!")]
+    if refused and all(summary.startswith("[rejected]") for summary in refused):
         return False
+    if refused:
+        # "[remote rejected] (branch is currently checked out)", "(pre-receive hook declined)": the
+        # remote refuses this push whatever we merge first, so pulling and pushing again cannot help.
+        raise HistoryError("push", f"remote {remote!r} refused the push: {refused[0]}")
     tip = run_git(root, "rev-parse", "--verify", "--quiet", f"refs/remotes/{remote}/{branch}", ok=(0, 1))
     if tip.decode().strip() != head_sha(root):
         raise HistoryError("push", f"remote {remote!r} did not take the push (a hook of the remote's declined it?)")
