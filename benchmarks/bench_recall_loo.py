@@ -4,11 +4,12 @@
 
 The home is built as ``bench_recall.py`` builds it (same facts, same dates, same questions), each
 question embedded once. Every configuration of a grid over the search's tuned parameters (the
-weights of full text, context and time, the context's decay, BM25's k1 and b) ranks every
-question; then, for each conversation, the configuration best on the other conversations is
-chosen and measured on it. The mean of those held-out values is what the same tuning procedure
-would score on conversations it never saw, by the spread of this data: if it sits well below the
-default configuration's recall, the default is fitted to these conversations.
+weights of full text, context, time and question, the context's decay, a reply's gain, BM25's
+k1 and b) ranks every question; then, for each conversation, the configuration best on the
+other conversations is chosen and measured on it. The mean of those held-out values is what the
+same tuning procedure would score on conversations it never saw, by the spread of this data: if
+it sits well below the default configuration's recall, the default is fitted to these
+conversations.
 
 Printed: recall@10 of the default configuration per conversation (and their spread), then per
 held-out conversation the configuration chosen on the others, its recall on the others and on the
@@ -39,17 +40,20 @@ from syncd.index.search import Weights, hybrid_search
 
 K = 10
 # The weights tuned on this data, each at its default and on both sides of it, in every
-# combination; the context's decay and reach, recency's weight and BM25's (k1, b) on both sides
-# of theirs at the defaults (module constants, set for the run). A search costs tens of
-# milliseconds on a shared machine, so the grid is what a run can afford, not every combination.
+# combination; the context's decay and reach, a reply's gain, the question and recency weights
+# and BM25's (k1, b) on both sides of theirs at the defaults (module constants, set for the
+# run). A search costs tens of milliseconds on a shared machine, so the grid is what a run can
+# afford, not every combination.
 JOINT: dict[str, tuple[float, ...]] = {
     "fulltext": (0.15, 0.3, 0.5),
     "context": (0.25, 0.5, 0.75),
-    "time": (0.0, 0.1, 0.2),
+    "time": (0.05, 0.15, 0.25),
 }
 ALONE: dict[str, tuple[float, ...]] = {
     "decay": (0.25, 0.75),
     "reach": (1, 3),
+    "gain": (1.25, 1.75),
+    "question": (0.1, 0.3),
     "recency": (0.0, 0.2),
     "bm25": (1, 2),
 }
@@ -58,13 +62,15 @@ BM25 = ((1.2, 0.75), (0.9, 0.4), (1.5, 0.9))
 DEFAULT: dict[str, float] = {
     "fulltext": 0.3,
     "context": 0.5,
-    "time": 0.1,
+    "time": 0.15,
     "recency": 0.1,
+    "question": 0.2,
     "decay": 0.5,
     "reach": 2,
+    "gain": 1.5,
     "bm25": 0,
 }
-_WEIGHTS = ("fulltext", "context", "time", "recency")
+_WEIGHTS = ("fulltext", "context", "time", "recency", "question")
 # Student's t at 97.5% by degrees of freedom, for the interval of a mean over a few conversations.
 _T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262}
 
@@ -79,13 +85,14 @@ def grid(joint: dict[str, tuple[float, ...]], alone: dict[str, tuple[float, ...]
 @contextlib.contextmanager
 def configured(config: dict[str, float]) -> Iterator[Weights]:
     k1, b = BM25[int(config["bm25"])]
-    saved = (fulltext._K1, fulltext._B, search._CONTEXT_DECAY, search._CONTEXT_REACH)
+    saved = (fulltext._K1, fulltext._B, search._CONTEXT_DECAY, search._CONTEXT_REACH, search._REPLY_GAIN)
     fulltext._K1, fulltext._B = k1, b
     search._CONTEXT_DECAY, search._CONTEXT_REACH = config["decay"], int(config["reach"])
+    search._REPLY_GAIN = config["gain"]
     try:
         yield dataclasses.replace(Weights(), **{name: config[name] for name in _WEIGHTS})
     finally:
-        fulltext._K1, fulltext._B, search._CONTEXT_DECAY, search._CONTEXT_REACH = saved
+        fulltext._K1, fulltext._B, search._CONTEXT_DECAY, search._CONTEXT_REACH, search._REPLY_GAIN = saved
 
 
 def questions(samples: list[dict]) -> list[tuple[str, str, dt.datetime, dict]]:

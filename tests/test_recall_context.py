@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 import syncd
 from syncd.index.records import NEIGHBOURS
 from syncd.index.rows import parse_file
@@ -90,3 +92,45 @@ def engine_weights(engine):
     from syncd.index.search import Weights
 
     return Weights.from_settings(engine.settings)
+
+
+QUESTIONS = """# 2026-03-15
+
+## 10:00 chat:c2 session:s3
+- [dialog] Bo: Did you see the cake I baked for the party? [image: a chocolate cake on a plate]
+- [dialog] Ana: Yes, it looked delicious.
+- [dialog] Bo: Here is the garden after the party. [image: a rose bush, or is it a tree?]
+- [dialog] Ana: The roses are lovely.
+"""
+
+
+def test_a_question_gives_part_of_its_relevance_to_its_reply(tmp_path, embedder) -> None:
+    """A question asked in a conversation holds no answer, its reply does: the question keeps 0.8
+    of its own relevance (its question part takes the rest back), and its reply's context is
+    three quarters of the question's relevance where another neighbour passes on half."""
+    root = syncd.init(tmp_path / "home").home
+    write(root, LOG, CONVERSATION)
+    write(root, "memory/users/ana/2026-03-15.md", QUESTIONS)
+    with syncd.open(root, embedder=embedder) as engine:
+        engine.sync()
+        weights = engine_weights(engine)
+        hits = engine.search("Which city did Bo fly to for the wedding?", user_id="ana", kind="fact", limit=20)
+        cake = engine.search("What did Bo bake for the party?", user_id="ana", kind="fact", limit=20)
+
+    def own(hit) -> float:
+        return weights.semantic * hit.parts["semantic"] + weights.fulltext * hit.parts["fulltext"]
+
+    found = {h.content: h for h in hits}
+    question = found["Ana: Which city did you fly to for your sister's wedding?"]
+    reply = found["Bo: Porto, and it rained the whole weekend."]
+    assert question.parts["question"] == pytest.approx(-own(question))
+    assert question.parts["question"] < 0
+    assert reply.parts["question"] == 0
+    # Its context part is 1.5 times the question's relevance: weighted 0.5, three quarters of it.
+    assert reply.parts["context"] == pytest.approx(1.5 * own(question))
+    assert weights.context * reply.parts["context"] == pytest.approx(0.75 * own(question))
+    # A trailing bracketed note (an image's caption) is set aside: what is left says whether it asks.
+    asks = {h.content.split(" [")[0]: h.parts["question"] < 0 for h in cake}
+    assert asks["Bo: Did you see the cake I baked for the party?"]
+    assert not asks["Bo: Here is the garden after the party."]
+    assert not asks["Ana: Yes, it looked delicious."]

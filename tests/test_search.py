@@ -88,6 +88,7 @@ def test_hits_carry_their_source_and_score_parts(populated):
         "context",
         "importance",
         "recency",
+        "question",
         "time",
         "bm25",
         "coverage",
@@ -100,7 +101,8 @@ def test_hits_carry_their_source_and_score_parts(populated):
         + 0.5 * top.parts["context"]
         + 0.2 * top.parts["importance"]
         + 0.1 * top.parts["recency"]
-        + 0.1 * top.parts["time"]
+        + 0.2 * top.parts["question"]
+        + 0.15 * top.parts["time"]
     )
     assert top.score == expected  # summed in the same order: the parts add up exactly
     assert top.parts["context"] > 0  # its section's other facts say something about the query too

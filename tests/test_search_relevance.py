@@ -197,7 +197,7 @@ def test_without_the_time_weight_time_changes_nothing(days, embedder):
     }
     plain_scores = {h.content: h.score for h in hits}
     said = "Cy: I went to Lyon last week, it was great."
-    assert weighted[said] == pytest.approx(plain_scores[said] + 0.1 * 0.5)
+    assert weighted[said] == pytest.approx(plain_scores[said] + 0.15 * 0.5)
     assert (
         weighted["Cy: Lyon is such a lovely city to go to."] == plain_scores["Cy: Lyon is such a lovely city to go to."]
     )

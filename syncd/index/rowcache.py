@@ -379,7 +379,8 @@ class RowCache:
     def around(self, rows: np.ndarray, scope: ScopeMask, reach: int) -> tuple[np.ndarray, np.ndarray]:
         """The facts at most ``reach`` places before and after each row in its conversation:
         a (rows, 2 * reach) array of row numbers, -1 where there is none (or it is out of
-        ``scope``), and each column's distance."""
+        ``scope``), and each column's distance. The first ``reach`` columns go back from the
+        row (the fact just before it first), the others forward."""
         self._flush()
         return neighbours(self._prev, self._next, self._mask(scope), rows, reach)
 

@@ -1,7 +1,7 @@
 """Hybrid search: vector and full-text candidates, normalised, combined with weighted parts.
 
 score = 0.7 * semantic + 0.3 * full text + 0.5 * context + 0.2 * importance + 0.1 * recency
-        + 0.1 * time, where
+        + 0.2 * question + 0.15 * time, where
 
 - semantic is the cosine (clamped at 0); full text is BM25 over the best BM25 in scope (both
   computed row by row for every candidate, however it was found, so the parts are comparable).
@@ -11,7 +11,19 @@ score = 0.7 * semantic + 0.3 * full text + 0.5 * context + 0.2 * importance + 0.
   (0.7 * semantic + 0.3 * full text) among the facts of its section one place away, or half of
   it two places away. A question is often answered by the turn after the one that matches it
   ("Where did you go?" / "Lyon, last spring"), so the neighbours of every candidate are ranked
-  too. Chunks and facts alone in their section have no context;
+  too. The fact just after a question (a fact whose text ends in "?", a trailing bracketed note
+  such as an image's caption aside) is its reply, and takes three quarters of the question's
+  relevance instead of half. Chunks and facts alone in their section have no context;
+- question is minus the own relevance (0.7 * semantic + 0.3 * full text) of a fact that asks a
+  question, 0 for any other row: a question asked in a conversation shares the query's words and
+  its interrogative form ("What did you paint?" lies close to "What has Melanie painted?") but
+  holds no answer, which is in its reply. So a question keeps 0.8 of its own relevance and its
+  reply gets 0.75 where another neighbour gets 0.5. Measured on LoCoMo dev
+  (benchmarks/bench_recall.py), where one turn in four is a question: recall@10 0.808 -> 0.830,
+  every conversation up, leave-one-conversation-out 0.808 -> 0.841 (bench_recall_loo.py; every
+  fold chose these values). The reply's share alone, or the question's discount alone, moved it
+  less than half as far; a reply taking all of its question's relevance (or a question keeping
+  0.7 of its own) pushed dated statements out of the top ten for "when" questions;
 - importance is the fact's own (0.5 when it has none); recency halves every 30 days, and a row
   without a date of its own (MEMORY.md, a block, a wiki page) gets 0.5, the middle;
 - time is what the row's date says to what the query asks of time (syncd.formats.question_time):
@@ -20,12 +32,16 @@ score = 0.7 * semantic + 0.3 * full text + 0.5 * context + 0.2 * importance + 0.
   time means ("yesterday", "last week") that lies inside it; for a query asking "when" and naming none,
   0.5 when the row is a fact that says a time (a date, "yesterday", "last year"): the answer to
   "when" is one.
-  0 otherwise, and for every row of a query that asks nothing of time.
+  0 otherwise, and for every row of a query that asks nothing of time. Its weight is 0.15, not
+  0.1, since replies rank higher: at 0.1 they pushed a dated statement past the tenth place for
+  a "when" question more often than before (LoCoMo dev temporal recall@10 0.917 -> 0.903; 0.916
+  at 0.15, and 0.808 either way without the question part).
 
 The seed's weights (semantic, full text, importance, recency) stay the default; context (0.5,
-halving per step away) and time are new: a neighbour one place away passes on half its relevance, so a fact outranks the turn
-that matched only if its own words or meaning make up the other half. ``Weights`` (and the
-``search_weight_*`` settings) change any of them; a context weight of 0 turns it off.
+halving per step away), question and time are new: a neighbour one place away passes on half
+its relevance, so a fact outranks the turn that matched only if its own words or meaning make up
+the other half. ``Weights`` (and the ``search_weight_*`` settings) change any of them; a context
+or question weight of 0 turns it off.
 
 Beside the weighted parts each hit carries absolute ones, which mean the same for every query
 (the normalised full text is 1.0 for the best match in scope however little it holds): ``bm25``
@@ -41,6 +57,7 @@ of the query, no context and no closeness in meaning (no padding up to the limit
 from __future__ import annotations
 
 import datetime as dt
+import functools
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
@@ -67,6 +84,13 @@ _NO_MEANING = 0.05
 # Context flows from facts at most this many places away, halving with each step.
 _CONTEXT_REACH = 2
 _CONTEXT_DECAY = 0.5
+# The reply to a question (the fact just after it) takes this many times what another neighbour
+# one place away passes on: with the context weight of 0.5, three quarters of the question's
+# relevance instead of half.
+_REPLY_GAIN = 1.5
+# Texts up to this long have whether they ask memoised (_ends_asking); a longer one is tested
+# each time, so the memo never holds on to a huge text.
+_MEMO_CHARS = 2000
 
 
 @dataclass(frozen=True)
@@ -76,7 +100,8 @@ class Weights:
     context: float = 0.5
     importance: float = 0.2
     recency: float = 0.1
-    time: float = 0.1
+    question: float = 0.2
+    time: float = 0.15
 
     @classmethod
     def from_settings(cls, settings) -> Weights:
@@ -171,6 +196,28 @@ def _time_match(query_text: str, now: dt.datetime, payloads: list[dict], rows: n
     return out
 
 
+def _asks(row: dict) -> bool:
+    """Whether a row is a fact that asks a question (:func:`_ends_asking`)."""
+    if row["kind"] != "fact":
+        return False
+    text = row["text"]
+    return _ends_asking(text) if len(text) <= _MEMO_CHARS else _ends_asking.__wrapped__(text)
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _ends_asking(text: str) -> bool:
+    """Whether ``text`` ends in "?" once a trailing bracketed note (an image's caption, a link)
+    is set aside. Memoised: a search asks it of some hundreds of rows, the same rows again and
+    again (a row's text is one string object for as long as its rows are loaded, its hash
+    computed once), and the lookup costs a fraction of the test."""
+    text = text.rstrip()
+    if text.endswith("]"):
+        start = text.rfind("[")
+        if start >= 0 and "]" not in text[start:-1]:
+            text = text[:start].rstrip()
+    return text.endswith("?")
+
+
 def _inside(meant: Period, periods: list[Period]) -> float:
     """The largest share of ``meant``'s days that one of ``periods`` holds."""
     days = (meant.last - meant.first).days + 1
@@ -255,14 +302,24 @@ def hybrid_search(
         coverage, rare = _take(coverage_all, scored), _take(rare_all, scored)
         created = rows.row_created(ranked)
         payloads = rows.row_payloads(ranked)
+        # Whether a row asks matters for the ranked rows (their question part) and for the fact
+        # just before each (the first column of ``near``: its reply's share); read for them only.
+        asking = np.fromiter((_asks(row) for row in payloads), dtype=bool, count=len(payloads))
+        prev = near[:, 0] if reach else np.full(len(ranked), -1)
+        known = prev >= 0
+        after_question = np.zeros(len(ranked), dtype=bool)
+        after_question[known] = [_asks(row) for row in rows.row_payloads(prev[known])]
     best_bm25 = float(passage_all.max(initial=0.0)) or 1.0
     at = np.searchsorted(scored, ranked)
     semantic = np.maximum(cosine, 0.0)
     fulltext = bm25.astype(np.float64) / best_bm25
     passed = weights.semantic * semantic + weights.fulltext * fulltext
-    neighbour = np.maximum(near, 0)
-    shares = np.where(near >= 0, passed[np.searchsorted(scored, neighbour)], 0.0)
-    context = (shares * _CONTEXT_DECAY ** (distances - 1)).max(axis=1, initial=0.0)
+    neighbour = np.searchsorted(scored, np.maximum(near, 0))
+    shares = np.where(near >= 0, passed[neighbour], 0.0) * _CONTEXT_DECAY ** (distances - 1)
+    if reach:
+        # The first column is the fact just before (rows.around): a question, when it is one.
+        shares[:, 0] *= np.where(after_question, _REPLY_GAIN, 1.0)
+    context = shares.max(axis=1, initial=0.0)
     recency = _recency(created, now)
     # Whether this memory answers the query at all (relevance.py: measures that mean the same
     # for every query), by the best evidence among the candidates: they hold the closest rows in
@@ -286,6 +343,7 @@ def hybrid_search(
         "context": context,
         "importance": importance,
         "recency": recency,
+        "question": -np.where(asking, passed[at], 0.0),
     }
     # Summed part by part in this order, as the parts a hit shows would be: they add up exactly.
     score = sum(getattr(weights, name) * value for name, value in parts.items())
