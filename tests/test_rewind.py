@@ -344,3 +344,23 @@ def test_dropped_commits_are_found_in_a_linked_worktree_home(tmp_path):
     assert dropped.find() == {"a.md": b"# A\n- [note] Kept by syncd. <!-- id:x1 -->\n"}
     assert dropped.find() == {}  # looked at once
     assert DroppedCommits(home, state).find() == {}  # and by the next daemon, not again
+
+
+def test_a_binary_file_changed_on_both_sides_does_not_stop_the_rest_being_put_back(home):
+    """A file that is not text, written by the dropped commit and again since, cannot be merged
+    line by line (it was, into a garbled picture): it stays as it is now, and the dropped
+    commit's other files are put back all the same."""
+    from syncd.writes.rewind import DroppedCommits
+
+    dropped = DroppedCommits(home, home.parent / "dropped.json")
+    before = git(home, "rev-parse", "HEAD").strip()
+    (home / "vault/photo.png").write_bytes(b"\x89PNG\x00first")
+    write(home, "vault/Page.md", "# Page\n\nKept by syncd.\n")
+    git(home, "add", "-A")
+    git(home, "commit", "-qm", "syncd's\n\nSyncd-Source: editor")
+    git(home, "update-ref", "-m", "rebase (abort): returning to refs/heads/main", "refs/heads/main", before)
+    git(home, "reset", "-q", "--hard")
+    (home / "vault/photo.png").write_bytes(b"\x89PNG\x00second")
+    found = dropped.find()
+    assert found == {"vault/Page.md": b"# Page\n\nKept by syncd.\n"}
+    assert (home / "vault/photo.png").read_bytes() == b"\x89PNG\x00second"

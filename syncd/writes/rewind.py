@@ -366,5 +366,20 @@ def _merged_back(root: Path, base: str, dropped: str) -> dict[str, bytes]:
             # A file the dropped commits deleted stays as it is: putting back is for what was
             # taken out, and a deletion committed again would be nobody's (no intent names it).
             continue
-        found[rel] = then if now is None or now == was else merge_back(root, then, was, now)
+        if now is None or now == was:
+            found[rel] = then
+        elif all(_is_text(data) for data in (then, was, now) if data is not None):
+            found[rel] = merge_back(root, then, was, now)
+        else:  # a picture, say, changed since: lines cannot be merged, and the newer one stays
+            log.warning("did not put back %s (not text, and changed since): the dropped commit has it", rel)
     return found
+
+
+def _is_text(data: bytes) -> bool:
+    if b"\0" in data:
+        return False
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
