@@ -13,7 +13,7 @@ from click.testing import CliRunner
 import syncd
 from syncd.cli import main
 from syncd.errors import StorageError
-from syncd.index.backend import INDEX_UNREACHABLE, IndexUnreachable
+from syncd.index.backend import INDEX_UNREACHABLE, IndexUnreachable, redact_url
 
 from .daemon_helpers import running_daemon, wait_for
 from .helpers import write
@@ -111,6 +111,8 @@ def test_cli_status_says_the_database_is_unreachable(pg_server, pg_home, embedde
     [
         ("mysql://localhost/x", "must start with postgresql://"),
         ("postgresql://nobody@/nodb?host=/nonexistent-socket-dir", "cannot be reached"),
+        # a port that is not a number: urlsplit raised ValueError from the redaction (a traceback)
+        ("postgresql://nobody:s3cret@localhost:notaport/x", "cannot be reached"),
     ],
 )
 def test_init_refuses_a_bad_index_url_in_one_line(tmp_path, url, said):
@@ -118,12 +120,21 @@ def test_init_refuses_a_bad_index_url_in_one_line(tmp_path, url, said):
     assert code != 0
     assert said in output, output
     assert "Traceback" not in output
+    assert "s3cret" not in output
     assert not (tmp_path / "h").exists()
 
 
-def test_init_records_the_url_without_its_password(tmp_path, pg_url):
-    with_password = pg_url.replace("postgres:@", "postgres:s3cret@")
-    code, output = _syncd("init", str(tmp_path / "h"), "--index", with_password)
+@pytest.mark.parametrize(
+    "with_password",
+    [
+        lambda url: url.replace("postgres:@", "postgres:s3cret@"),
+        # libpq's other place for a password: it was recorded in .git/config and printed as given
+        lambda url: f"{url}&password=s3cret",
+    ],
+    ids=["userinfo", "query"],
+)
+def test_init_records_the_url_without_its_password(tmp_path, pg_url, with_password):
+    code, output = _syncd("init", str(tmp_path / "h"), "--index", with_password(pg_url))
     assert code == 0, output
     recorded = subprocess.run(
         ["git", "config", "--local", "syncd.index"], cwd=tmp_path / "h", capture_output=True, text=True, check=True
@@ -131,3 +142,9 @@ def test_init_records_the_url_without_its_password(tmp_path, pg_url):
     assert recorded == pg_url.replace("postgres:@", "postgres@")
     assert "s3cret" not in output
     assert not any("s3cret" in p.read_text(errors="replace") for p in (tmp_path / "h").rglob("*") if p.is_file())
+
+
+def test_an_ipv6_host_is_recorded_as_written():
+    """urlsplit's hostname drops an IPv6 address's brackets: the recorded URL was unreadable."""
+    assert redact_url("postgresql://ana:s3cret@[::1]:5432/db") == "postgresql://ana@[::1]:5432/db"
+    assert redact_url("postgresql://ana:s3cret@h1:5432,h2:5433/db") == "postgresql://ana@h1:5432,h2:5433/db"
