@@ -5,6 +5,7 @@ database is unreachable, and the index converges once the server is back."""
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 
 import pytest
@@ -148,3 +149,41 @@ def test_an_ipv6_host_is_recorded_as_written():
     """urlsplit's hostname drops an IPv6 address's brackets: the recorded URL was unreadable."""
     assert redact_url("postgresql://ana:s3cret@[::1]:5432/db") == "postgresql://ana@[::1]:5432/db"
     assert redact_url("postgresql://ana:s3cret@h1:5432,h2:5433/db") == "postgresql://ana@h1:5432,h2:5433/db"
+
+
+def test_a_copy_of_a_home_does_not_write_its_originals_schema(tmp_path, pg_home, embedder):
+    """``cp -a`` of a home carries its recorded schema: the copy's writer wrote its files into the
+    original's rows (the original's search found the copy's facts). It is refused in one line
+    that says how to give the copy its own schema, and then both stay apart."""
+    write(pg_home, LOG, "# 2026-11-28\n\n## 10:00\n\n- [fact] Green tea in the morning.\n")
+    with syncd.open(pg_home, embedder=embedder) as engine:
+        engine.sync()
+    copy = tmp_path / "copy"
+    shutil.copytree(pg_home, copy, symlinks=True)
+    write(copy, LOG, "# 2026-11-28\n\n## 10:00\n\n- [fact] Coffee only.\n")
+    code, output = _syncd("sync", "--home", str(copy))
+    assert code != 0 and "config --unset syncd.indexschema" in output, output
+    assert "Traceback" not in output and len(output.strip().splitlines()) == 1
+    with syncd.open(pg_home, embedder=embedder) as engine:
+        assert engine.status().fresh
+        assert _facts(engine) == {"Green tea in the morning."}
+    subprocess.run(["git", "config", "--unset", "syncd.indexschema"], cwd=copy, check=True)
+    with syncd.open(copy, embedder=embedder) as engine:
+        engine.sync()
+        assert _facts(engine) == {"Coffee only."}
+    with syncd.open(pg_home, embedder=embedder) as engine:
+        assert _facts(engine) == {"Green tea in the morning."}
+
+
+def _facts(engine) -> set[str]:
+    return {h.content for h in engine.search("drink", user_id="ana", limit=20) if h.kind == "fact"}
+
+
+def test_a_moved_home_keeps_its_schema(tmp_path, pg_home, embedder):
+    write(pg_home, LOG, "# 2026-11-28\n\n## 10:00\n\n- [fact] Green tea in the morning.\n")
+    with syncd.open(pg_home, embedder=embedder) as engine:
+        engine.sync()
+    moved = pg_home.rename(tmp_path / "moved")
+    with syncd.open(moved, embedder=embedder) as engine:
+        engine.sync()
+        assert engine.status().fresh and _facts(engine) == {"Green tea in the morning."}

@@ -37,6 +37,7 @@ __all__ = [
     "home_index",
     "open_index",
     "record_home_index",
+    "recorded_schema",
     "recorded_url",
     "redact_url",
     "validate_url",
@@ -132,6 +133,11 @@ def record_home_index(root: Path, url: str) -> None:
 def recorded_url(root: Path) -> str | None:
     """The index URL the home at ``root`` recorded (``syncd init --index``), None for LanceDB."""
     return _git_config(root, "--get", _URL_KEY) or None
+
+
+def recorded_schema(root: Path) -> str | None:
+    """The PostgreSQL schema the home at ``root`` recorded as its own, None if none yet."""
+    return _git_config(root, "--get", _SCHEMA_KEY) or None
 
 
 def home_index(root: Path, settings) -> tuple[str, str] | None:

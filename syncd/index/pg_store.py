@@ -356,6 +356,21 @@ class PgIndex:
 
     # -- the home's token hashes, for readers that hold no copy of the home ----------------------
 
+    def holder(self) -> str | None:
+        """Which home's writer keeps this schema (engine/index_holder.py), None before any."""
+        with self._conn() as conn:
+            row = conn.execute(self._sql("SELECT value FROM {s}.meta WHERE key = 'holder'")).fetchone()
+        return row[0] if row else None
+
+    def set_holder(self, holder: str) -> None:
+        with self._conn() as conn:
+            conn.execute(
+                self._sql(
+                    "INSERT INTO {s}.meta VALUES ('holder', %s) ON CONFLICT (key) DO UPDATE SET value = excluded.value"
+                ),
+                (json.dumps(holder),),
+            )
+
     def tokens(self) -> dict | None:
         """The token hashes the home's writer published (write_tokens), None if none were."""
         with self._conn() as conn:
@@ -613,11 +628,12 @@ class PgIndex:
             # meta.json does the LanceDB tables'.
             kept = (self.meta() if self.exists() else {}) | aside.meta()
             with self._db.get() as conn, conn.transaction():
-                if self.exists():  # the home's published token hashes outlive its rows too
+                if self.exists():  # the home's published token hashes and its holder outlive its rows
                     conn.execute(
                         aside._sql("INSERT INTO {s}.meta SELECT key, value FROM ")
                         + self._sql(
-                            "{s}.meta WHERE key = 'tokens' ON CONFLICT (key) DO UPDATE SET value = excluded.value"
+                            "{s}.meta WHERE key IN ('tokens', 'holder')"
+                            " ON CONFLICT (key) DO UPDATE SET value = excluded.value"
                         )
                     )
                 conn.execute(self._sql("DROP SCHEMA IF EXISTS {s} CASCADE"))
