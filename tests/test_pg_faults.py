@@ -187,3 +187,26 @@ def test_a_moved_home_keeps_its_schema(tmp_path, pg_home, embedder):
     with syncd.open(moved, embedder=embedder) as engine:
         engine.sync()
         assert engine.status().fresh and _facts(engine) == {"Green tea in the morning."}
+
+
+@pytest.mark.parametrize("table", ["terms", "entries", "files"])
+def test_a_table_dropped_by_hand_is_made_anew(pg_url, pg_home, embedder, table):
+    """One table of the home's schema dropped (psql, a clumsy clean-up): the schema still being
+    there, status said fresh, every search failed with 'relation does not exist' and syncd sync
+    found nothing to do. The next writer makes the schema anew and it equals a rebuild."""
+    import psycopg
+
+    write(pg_home, LOG, "# 2026-11-28\n\n## 10:00\n\n- [fact] Green tea in the morning.\n")
+    with syncd.open(pg_home, embedder=embedder) as engine:
+        engine.sync()
+        schema = engine.index.schema
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute(f"DROP TABLE {schema}.{table} CASCADE")
+    code, output = _syncd("sync", "--home", str(pg_home))
+    assert code == 0, output
+    with syncd.open(pg_home, embedder=embedder) as engine:
+        assert engine.status().fresh
+        assert _facts(engine) == {"Green tea in the morning."}
+        synced = pg_snapshot(engine)
+        engine.reindex()
+        assert_same(synced, pg_snapshot(engine))

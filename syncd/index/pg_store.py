@@ -60,6 +60,7 @@ log = logging.getLogger(__name__)
 PG_LAYOUT = 3
 _SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]{0,53}")
 _REBUILD_SUFFIX = "__rebuild"
+_TABLE_NAMES = ("meta", "files", "entries", "texts", "terms")
 _ROWS_PER_STATEMENT = 2000
 
 # Payload fields as LanceDB returns them (store._ENTRY_FIELDS), and the column holding each
@@ -214,7 +215,7 @@ class PgIndex:
         """Make the schema and its tables if missing; a schema of another layout is made anew by
         a writer (its rows are derived: the next sync fills it) and refused by a reader."""
         exists = conn.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s", (self.schema,)).fetchone()
-        if exists:
+        if exists and self._whole(conn):
             row = conn.execute(self._sql("SELECT value FROM {s}.meta WHERE key = 'layout'")).fetchone()
             if row is not None and row[0] == PG_LAYOUT:
                 self._ready = True
@@ -241,8 +242,14 @@ class PgIndex:
             pass
 
     def exists(self) -> bool:
+        """Whether the schema is there with every table: one table dropped by hand is an index
+        to make anew, not one to read "relation does not exist" from on every search."""
         with self._db.get() as conn:
-            return conn.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s", (self.schema,)).fetchone() is not None
+            return self._whole(conn)
+
+    def _whole(self, conn) -> bool:
+        query = "SELECT count(*) FROM pg_tables WHERE schemaname = %s AND tablename = ANY(%s)"
+        return conn.execute(query, (self.schema, list(_TABLE_NAMES))).fetchone()[0] == len(_TABLE_NAMES)
 
     # -- meta ------------------------------------------------------------------------------------
 
