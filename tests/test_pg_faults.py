@@ -5,6 +5,7 @@ database is unreachable, and the index converges once the server is back."""
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 
 import pytest
@@ -13,7 +14,7 @@ from click.testing import CliRunner
 import syncd
 from syncd.cli import main
 from syncd.errors import StorageError
-from syncd.index.backend import INDEX_UNREACHABLE, IndexUnreachable
+from syncd.index.backend import INDEX_UNREACHABLE, IndexUnreachable, redact_url
 
 from .daemon_helpers import running_daemon, wait_for
 from .helpers import write
@@ -111,6 +112,8 @@ def test_cli_status_says_the_database_is_unreachable(pg_server, pg_home, embedde
     [
         ("mysql://localhost/x", "must start with postgresql://"),
         ("postgresql://nobody@/nodb?host=/nonexistent-socket-dir", "cannot be reached"),
+        # a port that is not a number: urlsplit raised ValueError from the redaction (a traceback)
+        ("postgresql://nobody:s3cret@localhost:notaport/x", "cannot be reached"),
     ],
 )
 def test_init_refuses_a_bad_index_url_in_one_line(tmp_path, url, said):
@@ -118,12 +121,21 @@ def test_init_refuses_a_bad_index_url_in_one_line(tmp_path, url, said):
     assert code != 0
     assert said in output, output
     assert "Traceback" not in output
+    assert "s3cret" not in output
     assert not (tmp_path / "h").exists()
 
 
-def test_init_records_the_url_without_its_password(tmp_path, pg_url):
-    with_password = pg_url.replace("postgres:@", "postgres:s3cret@")
-    code, output = _syncd("init", str(tmp_path / "h"), "--index", with_password)
+@pytest.mark.parametrize(
+    "with_password",
+    [
+        lambda url: url.replace("postgres:@", "postgres:s3cret@"),
+        # libpq's other place for a password: it was recorded in .git/config and printed as given
+        lambda url: f"{url}&password=s3cret",
+    ],
+    ids=["userinfo", "query"],
+)
+def test_init_records_the_url_without_its_password(tmp_path, pg_url, with_password):
+    code, output = _syncd("init", str(tmp_path / "h"), "--index", with_password(pg_url))
     assert code == 0, output
     recorded = subprocess.run(
         ["git", "config", "--local", "syncd.index"], cwd=tmp_path / "h", capture_output=True, text=True, check=True
@@ -131,3 +143,70 @@ def test_init_records_the_url_without_its_password(tmp_path, pg_url):
     assert recorded == pg_url.replace("postgres:@", "postgres@")
     assert "s3cret" not in output
     assert not any("s3cret" in p.read_text(errors="replace") for p in (tmp_path / "h").rglob("*") if p.is_file())
+
+
+def test_an_ipv6_host_is_recorded_as_written():
+    """urlsplit's hostname drops an IPv6 address's brackets: the recorded URL was unreadable."""
+    assert redact_url("postgresql://ana:s3cret@[::1]:5432/db") == "postgresql://ana@[::1]:5432/db"
+    assert redact_url("postgresql://ana:s3cret@h1:5432,h2:5433/db") == "postgresql://ana@h1:5432,h2:5433/db"
+
+
+def test_a_copy_of_a_home_does_not_write_its_originals_schema(tmp_path, pg_home, embedder):
+    """``cp -a`` of a home carries its recorded schema: the copy's writer wrote its files into the
+    original's rows (the original's search found the copy's facts). It is refused in one line
+    that says how to give the copy its own schema, and then both stay apart."""
+    write(pg_home, LOG, "# 2026-11-28\n\n## 10:00\n\n- [fact] Green tea in the morning.\n")
+    with syncd.open(pg_home, embedder=embedder) as engine:
+        engine.sync()
+    copy = tmp_path / "copy"
+    shutil.copytree(pg_home, copy, symlinks=True)
+    write(copy, LOG, "# 2026-11-28\n\n## 10:00\n\n- [fact] Coffee only.\n")
+    code, output = _syncd("sync", "--home", str(copy))
+    assert code != 0 and "config --unset syncd.indexschema" in output, output
+    assert "Traceback" not in output and len(output.strip().splitlines()) == 1
+    with syncd.open(pg_home, embedder=embedder) as engine:
+        assert engine.status().fresh
+        assert _facts(engine) == {"Green tea in the morning."}
+    subprocess.run(["git", "config", "--unset", "syncd.indexschema"], cwd=copy, check=True)
+    with syncd.open(copy, embedder=embedder) as engine:
+        engine.sync()
+        assert _facts(engine) == {"Coffee only."}
+    with syncd.open(pg_home, embedder=embedder) as engine:
+        assert _facts(engine) == {"Green tea in the morning."}
+
+
+def _facts(engine) -> set[str]:
+    return {h.content for h in engine.search("drink", user_id="ana", limit=20) if h.kind == "fact"}
+
+
+def test_a_moved_home_keeps_its_schema(tmp_path, pg_home, embedder):
+    write(pg_home, LOG, "# 2026-11-28\n\n## 10:00\n\n- [fact] Green tea in the morning.\n")
+    with syncd.open(pg_home, embedder=embedder) as engine:
+        engine.sync()
+    moved = pg_home.rename(tmp_path / "moved")
+    with syncd.open(moved, embedder=embedder) as engine:
+        engine.sync()
+        assert engine.status().fresh and _facts(engine) == {"Green tea in the morning."}
+
+
+@pytest.mark.parametrize("table", ["terms", "entries", "files"])
+def test_a_table_dropped_by_hand_is_made_anew(pg_url, pg_home, embedder, table):
+    """One table of the home's schema dropped (psql, a clumsy clean-up): the schema still being
+    there, status said fresh, every search failed with 'relation does not exist' and syncd sync
+    found nothing to do. The next writer makes the schema anew and it equals a rebuild."""
+    import psycopg
+
+    write(pg_home, LOG, "# 2026-11-28\n\n## 10:00\n\n- [fact] Green tea in the morning.\n")
+    with syncd.open(pg_home, embedder=embedder) as engine:
+        engine.sync()
+        schema = engine.index.schema
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute(f"DROP TABLE {schema}.{table} CASCADE")
+    code, output = _syncd("sync", "--home", str(pg_home))
+    assert code == 0, output
+    with syncd.open(pg_home, embedder=embedder) as engine:
+        assert engine.status().fresh
+        assert _facts(engine) == {"Green tea in the morning."}
+        synced = pg_snapshot(engine)
+        engine.reindex()
+        assert_same(synced, pg_snapshot(engine))

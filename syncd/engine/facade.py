@@ -56,6 +56,7 @@ from ..sync.apply import Progress, SyncReport, sync
 from ..writes.groups import ChangeGroup, current_group
 from ..writes.scheduler import WritePath
 from ..writes.turn import FairLock
+from .index_holder import claim_schema
 from .status import Status, build_status, count_stale, incompatibility, missing_status
 
 if TYPE_CHECKING:
@@ -112,6 +113,8 @@ class Engine:
                                    location=home_index(home.root, settings),
                                    ann_min_rows=settings.vector_index_min_rows)  # fmt: skip
             self.index = index
+            if not read_only and self._owns_index:
+                claim_schema(home.root, index)
             # Parts above the engine that keep something derived from the same parses (the
             # wiki's link graph) follow every batch the index applies: follow_index.
             self._followers: list[IndexFollower] = []

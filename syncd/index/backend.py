@@ -37,6 +37,7 @@ __all__ = [
     "home_index",
     "open_index",
     "record_home_index",
+    "recorded_schema",
     "recorded_url",
     "redact_url",
     "validate_url",
@@ -98,16 +99,16 @@ def validate_url(url: str) -> str:
 
 
 def redact_url(url: str) -> str:
-    """``url`` without its password: what may be written into the home, shown or logged."""
+    """``url`` without its password: what may be written into the home, shown or logged.
+
+    libpq takes a password after the user name and as a ``password`` parameter of the query, so
+    both go. The host part is kept as written: urlsplit's hostname would lose an IPv6 address's
+    brackets and a second host's port (``h1:5432,h2:5433``), recording a URL libpq cannot read."""
     parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    user = parts.username or ""
-    host = parts.hostname or ""
-    if parts.port is not None:
-        host = f"{host}:{parts.port}"
-    netloc = f"{user}@{host}" if user else host
-    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+    userinfo, at, hosts = parts.netloc.rpartition("@")
+    netloc = f"{userinfo.partition(':')[0]}@{hosts}" if at else hosts
+    query = "&".join(p for p in parts.query.split("&") if p.partition("=")[0].strip().lower() != "password")
+    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
 
 
 def _git_config(root: Path, *args: str) -> str | None:
@@ -132,6 +133,11 @@ def record_home_index(root: Path, url: str) -> None:
 def recorded_url(root: Path) -> str | None:
     """The index URL the home at ``root`` recorded (``syncd init --index``), None for LanceDB."""
     return _git_config(root, "--get", _URL_KEY) or None
+
+
+def recorded_schema(root: Path) -> str | None:
+    """The PostgreSQL schema the home at ``root`` recorded as its own, None if none yet."""
+    return _git_config(root, "--get", _SCHEMA_KEY) or None
 
 
 def home_index(root: Path, settings) -> tuple[str, str] | None:

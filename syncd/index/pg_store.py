@@ -60,6 +60,7 @@ log = logging.getLogger(__name__)
 PG_LAYOUT = 3
 _SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]{0,53}")
 _REBUILD_SUFFIX = "__rebuild"
+_TABLE_NAMES = ("meta", "files", "entries", "texts", "terms")
 _ROWS_PER_STATEMENT = 2000
 
 # Payload fields as LanceDB returns them (store._ENTRY_FIELDS), and the column holding each
@@ -214,7 +215,7 @@ class PgIndex:
         """Make the schema and its tables if missing; a schema of another layout is made anew by
         a writer (its rows are derived: the next sync fills it) and refused by a reader."""
         exists = conn.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s", (self.schema,)).fetchone()
-        if exists:
+        if exists and self._whole(conn):
             row = conn.execute(self._sql("SELECT value FROM {s}.meta WHERE key = 'layout'")).fetchone()
             if row is not None and row[0] == PG_LAYOUT:
                 self._ready = True
@@ -241,8 +242,14 @@ class PgIndex:
             pass
 
     def exists(self) -> bool:
+        """Whether the schema is there with every table: one table dropped by hand is an index
+        to make anew, not one to read "relation does not exist" from on every search."""
         with self._db.get() as conn:
-            return conn.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s", (self.schema,)).fetchone() is not None
+            return self._whole(conn)
+
+    def _whole(self, conn) -> bool:
+        query = "SELECT count(*) FROM pg_tables WHERE schemaname = %s AND tablename = ANY(%s)"
+        return conn.execute(query, (self.schema, list(_TABLE_NAMES))).fetchone()[0] == len(_TABLE_NAMES)
 
     # -- meta ------------------------------------------------------------------------------------
 
@@ -355,6 +362,21 @@ class PgIndex:
         return {decode_text(category): int(n) for category, n in found}
 
     # -- the home's token hashes, for readers that hold no copy of the home ----------------------
+
+    def holder(self) -> str | None:
+        """Which home's writer keeps this schema (engine/index_holder.py), None before any."""
+        with self._conn() as conn:
+            row = conn.execute(self._sql("SELECT value FROM {s}.meta WHERE key = 'holder'")).fetchone()
+        return row[0] if row else None
+
+    def set_holder(self, holder: str) -> None:
+        with self._conn() as conn:
+            conn.execute(
+                self._sql(
+                    "INSERT INTO {s}.meta VALUES ('holder', %s) ON CONFLICT (key) DO UPDATE SET value = excluded.value"
+                ),
+                (json.dumps(holder),),
+            )
 
     def tokens(self) -> dict | None:
         """The token hashes the home's writer published (write_tokens), None if none were."""
@@ -613,11 +635,12 @@ class PgIndex:
             # meta.json does the LanceDB tables'.
             kept = (self.meta() if self.exists() else {}) | aside.meta()
             with self._db.get() as conn, conn.transaction():
-                if self.exists():  # the home's published token hashes outlive its rows too
+                if self.exists():  # the home's published token hashes and its holder outlive its rows
                     conn.execute(
                         aside._sql("INSERT INTO {s}.meta SELECT key, value FROM ")
                         + self._sql(
-                            "{s}.meta WHERE key = 'tokens' ON CONFLICT (key) DO UPDATE SET value = excluded.value"
+                            "{s}.meta WHERE key IN ('tokens', 'holder')"
+                            " ON CONFLICT (key) DO UPDATE SET value = excluded.value"
                         )
                     )
                 conn.execute(self._sql("DROP SCHEMA IF EXISTS {s} CASCADE"))
