@@ -6,6 +6,7 @@ database is unreachable, and the index converges once the server is back."""
 from __future__ import annotations
 
 import shutil
+import socket
 import subprocess
 
 import pytest
@@ -185,6 +186,18 @@ def test_a_moved_home_keeps_its_schema(tmp_path, pg_home, embedder):
         engine.sync()
     moved = pg_home.rename(tmp_path / "moved")
     with syncd.open(moved, embedder=embedder) as engine:
+        engine.sync()
+        assert engine.status().fresh and _facts(engine) == {"Green tea in the morning."}
+
+
+def test_a_home_whose_machine_name_changed_keeps_its_schema(pg_home, embedder, monkeypatch):
+    """A container's machine name changes with every start: the home must not be locked out of
+    its own index as if it were a copy on another machine."""
+    write(pg_home, LOG, "# 2026-11-28\n\n## 10:00\n\n- [fact] Green tea in the morning.\n")
+    with syncd.open(pg_home, embedder=embedder) as engine:
+        engine.sync()
+    monkeypatch.setattr(socket, "gethostname", lambda: "the-next-container")
+    with syncd.open(pg_home, embedder=embedder) as engine:
         engine.sync()
         assert engine.status().fresh and _facts(engine) == {"Green tea in the morning."}
 

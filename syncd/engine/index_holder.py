@@ -5,8 +5,11 @@ A home records its schema in its ``.git/config`` (index.backend), and a copy of 
 both writers then wrote their own files' rows into the one schema, each searching the other's
 memory and each status naming the other's commit as the index's. The writer of a home therefore
 claims its schema (the machine's name and the home's path, kept in the schema beside its token
-hashes) and refuses one claimed by another home that is still there with the same record. A home
-that moved (its old path gone, or recording another schema now) hands its schema on silently.
+hashes) and refuses one claimed by another home of this machine that is still there with the same
+record. A home that moved (its old path gone, or recording another schema now) hands its schema on
+silently, and so does a claim made under another machine name: that home cannot be looked at from
+here, and a container's name changes with every start, so refusing would lock a home out of its
+own index (a copy taken to another machine is the case this cannot tell).
 """
 
 from __future__ import annotations
@@ -44,11 +47,11 @@ def claim_schema(root: Path, index: Any) -> None:
 
 
 def _moved(holder: str, schema: str) -> bool:
-    """Whether the home ``holder`` names is no longer there to keep ``schema``; a home on another
-    machine cannot be looked at, so it is taken as still there."""
+    """Whether the home ``holder`` names is no longer there to keep ``schema``; one claimed under
+    another machine name is taken as moved (see the module doc)."""
     host, _, path = holder.partition(":")
     if host != socket.gethostname():
-        return False
+        return True
     old = Path(path)
     try:
         return not (old / ".git").exists() or recorded_schema(old) != schema
