@@ -313,7 +313,10 @@ class DroppedCommits:
             ):
                 found.update(_merged_back(self.root, after, before))
             done.append((before, after))
-        self._seen.update(done)  # only once all were looked at: a failure looks at them again
+        # Only once all were looked at (a failure looks at them again), and only entries the
+        # reflog still shows among its last ones: an older one is never looked at again anyway.
+        shown = {(older[0], newer[0]) for newer, older in zip(entries, entries[1:])}
+        self._seen = (self._seen & shown) | set(done)
         self._last = done
         if done:
             self._keep()
@@ -322,8 +325,7 @@ class DroppedCommits:
     def _keep(self) -> None:
         """Remember what was looked at (best effort: forgotten, an entry is merged back again,
         which changes nothing the tree still holds)."""
-        newest = sorted(self._seen)[-_REFLOG_DEPTH:]
-        state = {"since": self.since, "seen": [list(pair) for pair in newest]}
+        state = {"since": self.since, "seen": [list(pair) for pair in sorted(self._seen)]}
         with contextlib.suppress(OSError, SyncdError):
             self.state_file.parent.mkdir(parents=True, exist_ok=True)
             atomic_write(self.state_file, json.dumps(state).encode())
