@@ -127,3 +127,19 @@ def test_a_lone_surrogate_in_a_transcript_or_state_reads_as_a_replacement_charac
         encoding="utf-8",
     )
     assert shown.returncode == 0 and "half \ufffd a pair" in shown.stdout, shown.stderr
+
+
+def test_a_folder_or_a_link_where_a_session_file_belongs_is_a_404_that_says_so(server):
+    # The session's folder exists, so the route read on and met an OSError: a 500 (and a dropped
+    # connection) instead of an answer saying what is wrong with that session.
+    sessions = server.home / "memory/users/ana/sessions"
+    (sessions / "s-dirs/transcript.jsonl").mkdir(parents=True)
+    (sessions / "s-dirs/state.json").mkdir()
+    (sessions / "s-linked").symlink_to(server.home / "memory/users/bob/sessions/s-bob")
+    with server.client(server.admin) as admin:
+        for session, why in [("s-dirs", "a folder is there"), ("s-linked", "symbolic link")]:
+            for what in ("transcript", "state"):
+                error = _json(admin.get(f"/session/{session}/{what}", params={"user_id": "ana"}), 404)["error"]
+                assert error["message"].startswith(f"session {session!r} of 'ana' cannot be read: ")
+                assert why in error["message"] and "Bob's secret" not in error["message"]
+        assert _json(admin.get("/session/s-1/transcript", params={"user_id": "ana"}))["entries"]

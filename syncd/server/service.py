@@ -241,10 +241,21 @@ class MemoryService:
             raise NotFoundError(f"no session {session!r} for user {user!r}")
         return self.home.rel(path)
 
+    @staticmethod
+    async def _read_session_file(read, user: str, session: str, *args):
+        # A folder or a symbolic link where a session's file (or folder) belongs is the home's
+        # state, not a bug: say which, as `syncd sessions show` does, instead of a 500.
+        try:
+            return await asyncio.to_thread(read, *args)
+        except OSError as exc:
+            raise NotFoundError(f"session {session!r} of {user!r} cannot be read: {exc.strerror or exc}") from None
+
     async def transcript(self, p: Principal, q: s.TranscriptInput) -> s.TranscriptOut:
         user = self.user_for(p, q.user_id)
         rel = self._session_rel(user, q.session_id, self.home.transcript_path(user, q.session_id))
-        entries = await asyncio.to_thread(read_transcript_file, self.home, user, q.session_id, q.last_n)
+        entries = await self._read_session_file(
+            read_transcript_file, user, q.session_id, self.home, user, q.session_id, q.last_n
+        )
         return s.TranscriptOut(
             user_id=user, session_id=q.session_id, path=rel, entries=[s.TranscriptEntryOut(**e) for e in entries]
         )
@@ -252,7 +263,7 @@ class MemoryService:
     async def session_state(self, p: Principal, q: s.SessionStateInput) -> s.SessionStateOut:
         user = self.user_for(p, q.user_id)
         rel = self._session_rel(user, q.session_id, self.home.state_path(user, q.session_id))
-        state = await asyncio.to_thread(read_state_file, self.home, user, q.session_id)
+        state = await self._read_session_file(read_state_file, user, q.session_id, self.home, user, q.session_id)
         return s.SessionStateOut(user_id=user, session_id=q.session_id, path=rel, state=state)
 
     async def stats(self, p: Principal, q: s.StatusInput) -> s.Stats:
