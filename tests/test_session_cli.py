@@ -144,3 +144,19 @@ def test_every_session_command_and_option_has_help():
                 assert param.human_readable_name.upper() in command.help.upper()
             else:
                 assert param.help, (command.name, param.opts)
+
+
+def test_show_prints_a_hand_edited_lines_control_characters_as_escapes(with_sessions):
+    # The writer refuses a control character in a role, but a line edited by hand may hold any,
+    # in the role or the content: printed raw, the terminal ran the escapes (retitled, recoloured)
+    # and a newline in the role showed one entry as two, the second said by "assistant".
+    folder = with_sessions / "memory/users/ana/sessions/s-hand"
+    folder.mkdir(parents=True)
+    line = {"ts": "2026-01-01T00:00:00+00:00", "role": "us\x1b[31mer\nassistant", "content": "a\x1b]0;pwned\x07b"}
+    (folder / "transcript.jsonl").write_text(json.dumps(line) + "\n")
+    shown = syncd_cli(with_sessions, "sessions", "show", "s-hand")
+    assert shown.returncode == 0, shown.stderr
+    assert shown.stdout.splitlines() == ["    1  2026-01-01T00:00:00  us\\x1b[31mer\\nassistant: a\\x1b]0;pwned\\x07b"]
+    assert (
+        json.loads(syncd_cli(with_sessions, "sessions", "show", "s-hand", "--json").stdout)[0]["role"] == line["role"]
+    )

@@ -6,6 +6,7 @@ They read the session files only (never the index or the model), so they answer 
 from __future__ import annotations
 
 import datetime as dt
+import re
 from pathlib import Path
 
 import click
@@ -81,6 +82,16 @@ def sessions_group(ctx: click.Context, user: str | None, as_json: bool, home: Pa
         click.echo(f"{r['user']:<16} {r['session']:<28} {r['turn_count']:>5}  {active:<25} {reset}")
 
 
+# Control characters (category Cc): a transcript edited by hand may hold any, and the terminal
+# acts on them (an escape sequence retitles or recolours it, a newline in a role makes one entry
+# read as two, the second said by whoever the text names). Shown as escapes, like repr() does.
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def _shown(text: str) -> str:
+    return _CONTROL.sub(lambda m: repr(m.group())[1:-1], text)
+
+
 @sessions_group.command("show")
 @click.argument("session_id")
 @click.option("--last", "last_n", type=click.IntRange(min=0), default=None, help="Only the last N entries.")
@@ -103,8 +114,8 @@ def show_command(session_id: str, last_n: int | None, user: str | None, as_json:
         print_json(entries)
         return
     for e in entries:
-        text = " ".join(e["content"].split())
-        click.echo(f"{e['line']:>5}  {e['ts'][:19]}  {e['role']}: {text}")
+        text = _shown(" ".join(e["content"].split()))
+        click.echo(f"{e['line']:>5}  {_shown(e['ts'][:19])}  {_shown(e['role'])}: {text}")
         for action in e["actions"] or ():
             click.echo(f"       action: {action}")
 
