@@ -160,3 +160,24 @@ def test_show_prints_a_hand_edited_lines_control_characters_as_escapes(with_sess
     assert (
         json.loads(syncd_cli(with_sessions, "sessions", "show", "s-hand", "--json").stdout)[0]["role"] == line["role"]
     )
+
+
+def test_a_time_utc_cannot_say_is_no_time_and_the_listing_goes_on(with_sessions):
+    # Year 1 at +05:00 is valid ISO 8601 but before UTC's year 1: the reset check, which compares
+    # in UTC, raised OverflowError and `syncd sessions` failed for every session with a traceback.
+    sessions = with_sessions / "memory/users/ana/sessions"
+    (sessions / "s-early").mkdir()
+    (sessions / "s-early/session.json").write_text(
+        json.dumps({"created_at": "0001-01-01T00:00:00+05:00", "last_active_at": "0001-01-01T00:00:00+05:00"})
+    )
+    (sessions / "s-late").mkdir()
+    late = [
+        {"ts": "9999-12-31T23:00:00-05:00", "role": "user", "content": "from the far future"},
+        {"ts": "2026-01-02T00:00:00+00:00", "role": "user", "content": "today"},
+    ]
+    (sessions / "s-late/transcript.jsonl").write_text("".join(json.dumps(e) + "\n" for e in late))
+    listed = syncd_cli(with_sessions, "sessions", "--json", env={"SYNCD_SESSION_DAILY_RESET_HOUR": "5"})
+    assert listed.returncode == 0, listed.stderr
+    rows = {r["session"]: r for r in json.loads(listed.stdout)}
+    assert set(rows) == {"s1", "s9", "s-late"}
+    assert rows["s-late"]["created_at"] == rows["s-late"]["last_active_at"] == "2026-01-02T00:00:00+00:00"

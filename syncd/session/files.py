@@ -112,7 +112,20 @@ def _stamp(value: object) -> str | None:
         when = dt.datetime.fromisoformat(value)
     except ValueError:
         return None
-    return value if when.tzinfo is not None else when.replace(tzinfo=dt.UTC).isoformat(timespec="milliseconds")
+    if when.tzinfo is None:
+        return when.replace(tzinfo=dt.UTC).isoformat(timespec="milliseconds")
+    return value if _in_utc(when) else None
+
+
+def _in_utc(when: dt.datetime) -> bool:
+    """Whether an aware time is one UTC can say: year 1 at +05:00 (or 9999-12-31 at -05:00) is
+    a valid ISO time but not a UTC one, and the lifecycle, which compares in UTC, raised
+    OverflowError on it, taking `syncd sessions` (every session listed) down with one file."""
+    try:
+        when.astimezone(dt.UTC)
+    except OverflowError:
+        return False
+    return True
 
 
 def _count(value: object) -> int:
@@ -217,9 +230,10 @@ def _from_transcript(home: Home, user: str, session: str) -> SessionInfo | None:
 
 def _is_time(value: str) -> bool:
     try:
-        return dt.datetime.fromisoformat(value).tzinfo is not None
+        when = dt.datetime.fromisoformat(value)
     except ValueError:
         return False
+    return when.tzinfo is not None and _in_utc(when)
 
 
 def open_backend(home_or_engine: Any, settings: Any = None, embedder: Any = None) -> tuple[Any, bool]:
