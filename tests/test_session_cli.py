@@ -181,3 +181,16 @@ def test_a_time_utc_cannot_say_is_no_time_and_the_listing_goes_on(with_sessions)
     rows = {r["session"]: r for r in json.loads(listed.stdout)}
     assert set(rows) == {"s1", "s9", "s-late"}
     assert rows["s-late"]["created_at"] == rows["s-late"]["last_active_at"] == "2026-01-02T00:00:00+00:00"
+
+
+def test_show_finds_a_session_with_no_dated_entry_by_its_folder(with_sessions):
+    # A crash in a session's first append leaves only a torn line: no entry gives the session a
+    # time, so it is not listed, and show said "no session" of a folder that is there.
+    folder = with_sessions / "memory/users/ana/sessions/s-torn"
+    folder.mkdir(parents=True)
+    (folder / "transcript.jsonl").write_bytes(b'{"ts":"2026-01-01T00:00:00+00:00","role":"us')
+    shown = syncd_cli(with_sessions, "sessions", "show", "s-torn", "--json")
+    assert shown.returncode == 0, shown.stderr
+    assert json.loads(shown.stdout) == []
+    assert (folder / "transcript.jsonl").read_bytes() == b'{"ts":"2026-01-01T00:00:00+00:00","role":"us'
+    assert syncd_cli(with_sessions, "sessions", "show", "s-none").stderr.startswith("syncd: error: no session")

@@ -6,7 +6,9 @@ They read the session files only (never the index or the model), so they answer 
 from __future__ import annotations
 
 import datetime as dt
+import os
 import re
+import stat
 from pathlib import Path
 
 import click
@@ -35,12 +37,33 @@ def _owner(root, session: str, user: str | None) -> str:
     owners = sorted({i.user for i in list_sessions(root, None, unreadable) if i.session == session})
     if not owners:
         cannot = [why for why in unreadable if why.split(": ", 1)[0].split("/")[1] == session]
-        raise NotFoundError(
-            f"session {session!r} cannot be read: {cannot[0]}" if cannot else f"no session {session!r} in this home"
-        )
+        if cannot:
+            raise NotFoundError(f"session {session!r} cannot be read: {cannot[0]}")
+        # Not listed, for it has no dated entry yet (a crash in its first append leaves only a
+        # torn line; a hand edit can leave none): its folder still says whose it is, and show
+        # says what is in it rather than that it does not exist.
+        owners = _folder_owners(root, session)
+    if not owners:
+        raise NotFoundError(f"no session {session!r} in this home")
     if len(owners) > 1:
         raise click.UsageError(f"session {session!r} exists for several users ({', '.join(owners)}); pass --user")
     return owners[0]
+
+
+def _folder_owners(root, session: str) -> list[str]:
+    users = root.memory_dir / "users"
+    try:
+        names = sorted(e.name for e in os.scandir(users) if e.is_dir(follow_symlinks=False))
+    except OSError:
+        return []
+    found = []
+    for user in names:
+        try:
+            if stat.S_ISDIR(os.lstat(root.sessions_dir_of(user) / session).st_mode):
+                found.append(user)
+        except (OSError, ValueError):
+            continue
+    return found
 
 
 @click.group("sessions", invoke_without_command=True)
