@@ -11,6 +11,7 @@ the driver's Python process: nothing of syncd's code knows it is being tested.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -70,11 +71,16 @@ def _syncd(*args: str, env: dict[str, str] | None = None) -> subprocess.Complete
 
 
 def _kill_when(
-    marker: Path, *args: str, env: dict[str, str] | None = None, sig: signal.Signals = signal.SIGKILL
+    marker: Path,
+    *args: str,
+    env: dict[str, str] | None = None,
+    sig: signal.Signals = signal.SIGKILL,
+    git_only: bool = False,
 ) -> None:
     """Run ``syncd ARGS`` in a process group of its own; once ``marker`` appears, send ``sig`` to
     the whole group (syncd, the git it runs, git's hooks and drivers): kill -9, or SIGINT as a
-    terminal's Ctrl-C does."""
+    terminal's Ctrl-C does. ``git_only``: to git and what it runs alone, as when they act on a
+    Ctrl-C before syncd does."""
     process = subprocess.Popen(
         [sys.executable, "-m", "syncd", *args],
         env={**os.environ, **(env or {})},
@@ -85,10 +91,44 @@ def _kill_when(
     try:
         wait_for(lambda: marker.exists() or process.poll() is not None, 180, f"{marker.name}")
         assert process.poll() is None, process.stderr.read().decode()[-2000:]
-        os.killpg(process.pid, sig)
+        if git_only:
+            for pid in _group_but_its_leader(process.pid):
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, sig)
+        else:
+            os.killpg(process.pid, sig)
     finally:
         process.wait(60)
         process.stderr.close()
+
+
+def _group_but_its_leader(group: int) -> list[int]:
+    """The processes of process group ``group`` but its leader (syncd): the git it runs, and
+    git's hooks and drivers (from /proc: each process's pgrp)."""
+    found = []
+    for stat_file in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            text = stat_file.read_text()
+        except OSError:
+            continue
+        pid, fields = int(stat_file.parent.name), text[text.rindex(")") + 2 :].split()
+        if int(fields[2]) == group and pid != group:
+            found.append(pid)
+    return found
+
+
+def _left_under_way(b_root: Path, before: str) -> bool:
+    """What a Ctrl-C leaves is one of two: syncd and the git it runs get it together, and either
+    may act on it first. Either the merge is left under way with its journal, for the next pull
+    to finish (True), as a kill leaves it; or git died first and syncd, seeing its merge fail,
+    undid it as any failed merge, leaving nothing of it behind (False, checked here)."""
+    folder = b_root / ".git"
+    if (folder / "syncd" / PULL_JOURNAL).exists():
+        return True
+    assert not (folder / "MERGE_HEAD").exists() and not (folder / "index.lock").exists()
+    assert _git(b_root, "rev-parse", "HEAD").strip() == before
+    assert _git(b_root, "status", "--porcelain").strip() == ""  # no copy a driver was given
+    return False
 
 
 def _hook(folder: Path, name: str, marker: Path) -> Path:
@@ -118,8 +158,12 @@ def _assert_whole(b_root: Path, embedder, merged_onto: str) -> None:
         assert_matches_rebuild(b)
 
 
-@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGINT], ids=["kill-9", "ctrl-c"])
-def test_a_pull_killed_while_the_merge_driver_runs_is_undone_then_redone(diverged, tmp_path, embedder, sig):
+@pytest.mark.parametrize(
+    ("sig", "git_only"),
+    [(signal.SIGKILL, False), (signal.SIGINT, False), (signal.SIGINT, True)],
+    ids=["kill-9", "ctrl-c", "ctrl-c-to-git-first"],
+)
+def test_a_pull_killed_while_the_merge_driver_runs_is_undone_then_redone(diverged, tmp_path, embedder, sig, git_only):
     _remote, _a, b_root = diverged
     pause = tmp_path / "pause"
     pause.mkdir()
@@ -128,27 +172,33 @@ def test_a_pull_killed_while_the_merge_driver_runs_is_undone_then_redone(diverge
     before = _git(b_root, "rev-parse", "HEAD").strip()
     path = os.pathsep.join(p for p in (str(pause), os.environ.get("PYTHONPATH", "")) if p)
     env = {"PYTHONPATH": path, "SYNCD_TEST_DRIVER_MARK": str(marker)}
-    _kill_when(marker, "pull", "--home", str(b_root), env=env, sig=sig)
+    _kill_when(marker, "pull", "--home", str(b_root), env=env, sig=sig, git_only=git_only)
     # Killed mid-merge: the journal says whose merge it was, the tree is untouched; git's lock is
     # left by a kill (an interrupted git removes it, but not the copies it gave the driver).
-    assert (b_root / ".git" / "syncd" / PULL_JOURNAL).exists()
-    assert (b_root / ".git" / "index.lock").exists() == (sig == signal.SIGKILL)
+    if sig == signal.SIGKILL or _left_under_way(b_root, before):
+        assert (b_root / ".git" / "syncd" / PULL_JOURNAL).exists()
+        assert (b_root / ".git" / "index.lock").exists() == (sig == signal.SIGKILL)
     assert "machine a" not in (b_root / LOG).read_text()
     again = _syncd("pull", "--home", str(b_root))
     assert again.returncode == 0 and "merged" in again.stdout, again.stderr[-2000:]
     _assert_whole(b_root, embedder, before)
 
 
-@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGINT], ids=["kill-9", "ctrl-c"])
-def test_a_pull_killed_before_the_merge_commit_is_committed_by_the_next(diverged, tmp_path, embedder, sig):
+@pytest.mark.parametrize(
+    ("sig", "git_only"),
+    [(signal.SIGKILL, False), (signal.SIGINT, False), (signal.SIGINT, True)],
+    ids=["kill-9", "ctrl-c", "ctrl-c-to-git-first"],
+)
+def test_a_pull_killed_before_the_merge_commit_is_committed_by_the_next(diverged, tmp_path, embedder, sig, git_only):
     _remote, _a, b_root = diverged
     marker = tmp_path / "before-commit"
     hook = _hook(b_root / ".git", "pre-merge-commit", marker)
     before = _git(b_root, "rev-parse", "HEAD").strip()
-    _kill_when(marker, "pull", "--home", str(b_root), sig=sig)
+    _kill_when(marker, "pull", "--home", str(b_root), sig=sig, git_only=git_only)
     hook.unlink()
     # The merge's result is in the tree and the index; HEAD has not moved.
-    assert "Fact 2 of machine a." in (b_root / LOG).read_text()
+    if sig == signal.SIGKILL or _left_under_way(b_root, before):
+        assert "Fact 2 of machine a." in (b_root / LOG).read_text()
     assert "Syncd-Source: merge" not in _git(b_root, "log", "-1", "--format=%B")
     again = _syncd("pull", "--home", str(b_root))
     assert again.returncode == 0, again.stderr[-2000:]

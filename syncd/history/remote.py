@@ -262,12 +262,13 @@ def merge_fetched(
     if kept_list is not None:
         kept_list.unlink(missing_ok=True)
     config = ["-c", f"merge.{DRIVER}.driver={_driver_command()}", "-c", f"merge.{DRIVER}.name=syncd"]
+    started = time.time()
     if journal is not None:
         _write_journal(
             journal,
             {
                 "pid": os.getpid(),
-                "started": time.time(),
+                "started": started,
                 "before": before,
                 "theirs": theirs,
                 "remote": remote,
@@ -279,6 +280,11 @@ def merge_fetched(
             run_git(root, *config, "merge", "--no-edit", "-m", _message(remote, branch), theirs, env=identity)
         except (HistoryError, GitBusyError) as exc:
             if folder is None or not (folder / "MERGE_HEAD").exists():
+                if _left_staged(root, before):
+                    raise _HalfMerged(
+                        f"not pulled: git stopped half-way through the merge ({exc}); run `syncd pull` again "
+                        "to finish it"
+                    ) from None
                 raise GitBusyError(
                     f"not pulled: {exc}; commit or wait for the changes in the way, then pull again"
                 ) from None
@@ -298,12 +304,36 @@ def merge_fetched(
             return MergeResult(head_sha(root), False, tuple(kept_both))
     except Exception:
         # The merge was undone or never began. An interrupt (Ctrl-C, which git gets too, halting
-        # it wherever it was) keeps the journal, as a kill does, for the next pull to finish.
+        # it wherever it was) keeps the journal, as a kill does, for the next pull to finish. But
+        # git may die of the Ctrl-C first, and this process see its failure before its own
+        # interrupt: the merge is then over here, and the copies git gave a driver it was running
+        # (which a git that dies never removes) go with it, as recover_merge would take them.
+        if isinstance(sys.exc_info()[1], _HalfMerged):
+            raise  # its journal stays: the next pull commits what the merge staged, as the merge
         if journal is not None:
             journal.unlink(missing_ok=True)
+        if not running_git_writers(root):
+            _remove_driver_files(root, started)
         raise
     after = head_sha(root)
     return MergeResult(after, fast_forward=after == theirs, kept_both=tuple(_read_kept(kept_list)))
+
+
+class _HalfMerged(GitBusyError):
+    """git died after writing the merge's tree and index, before its commit and before MERGE_HEAD
+    (a Ctrl-C that reached git before syncd, in a pre-merge-commit hook say): what it staged is
+    the merge, for the next pull to commit as one (recover_merge), not the person's change."""
+
+
+def _left_staged(root: Path, before: str | None) -> bool:
+    """Whether git's index differs from HEAD, HEAD being still ``before``: a merge that failed
+    got as far as staging its result (a pull starts with nothing staged in its way)."""
+    if before is None or head_sha(root) != before:
+        return False
+    try:
+        return bool(run_git(root, "diff", "--cached", "--name-only", "-z", "HEAD", "--").strip(b"\0"))
+    except (GitBusyError, HistoryError):
+        return False
 
 
 def _write_journal(path: Path, data: dict) -> None:
