@@ -281,7 +281,7 @@ def merge_fetched(
         except (HistoryError, GitBusyError) as exc:
             if folder is None or not (folder / "MERGE_HEAD").exists():
                 if _left_staged(root, before):
-                    raise _HalfMerged(
+                    raise GitBusyError(
                         f"not pulled: git stopped half-way through the merge ({exc}); run `syncd pull` again "
                         "to finish it"
                     ) from None
@@ -304,25 +304,20 @@ def merge_fetched(
             return MergeResult(head_sha(root), False, tuple(kept_both))
     except Exception:
         # The merge was undone or never began. An interrupt (Ctrl-C, which git gets too, halting
-        # it wherever it was) keeps the journal, as a kill does, for the next pull to finish. But
-        # git may die of the Ctrl-C first, and this process see its failure before its own
-        # interrupt: the merge is then over here, and the copies git gave a driver it was running
-        # (which a git that dies never removes) go with it, as recover_merge would take them.
-        if isinstance(sys.exc_info()[1], _HalfMerged):
-            raise  # its journal stays: the next pull commits what the merge staged, as the merge
-        if journal is not None:
+        # it wherever it was) keeps the journal, as a kill does, for the next pull to finish. git
+        # may die of the Ctrl-C first, and this process see its failure before its own interrupt:
+        # - if git had staged the merge's result (it died in a pre-merge-commit hook, before
+        #   MERGE_HEAD), that is the merge: the journal stays for the next pull to commit it as
+        #   one (recover_merge), never for the daemon to commit it as the person's change;
+        # - else the merge is over here, and the copies git gave a driver it was running (which a
+        #   git that dies never removes) go with it, as recover_merge would take them.
+        if journal is not None and not _left_staged(root, before):
             journal.unlink(missing_ok=True)
         if not running_git_writers(root):
             _remove_driver_files(root, started)
         raise
     after = head_sha(root)
     return MergeResult(after, fast_forward=after == theirs, kept_both=tuple(_read_kept(kept_list)))
-
-
-class _HalfMerged(GitBusyError):
-    """git died after writing the merge's tree and index, before its commit and before MERGE_HEAD
-    (a Ctrl-C that reached git before syncd, in a pre-merge-commit hook say): what it staged is
-    the merge, for the next pull to commit as one (recover_merge), not the person's change."""
 
 
 def _left_staged(root: Path, before: str | None) -> bool:
