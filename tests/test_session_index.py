@@ -166,3 +166,16 @@ def test_incremental_transcript_indexing_equals_a_rebuild_and_reembeds_only_the_
     incremental = snapshot(indexed)
     indexed.reindex()
     assert_same_index(incremental, snapshot(indexed))
+
+
+def test_a_session_search_finds_its_hits_below_the_users_other_sessions(indexed):
+    # The session's hits were filtered from the user's best max(limit*8, 40): a session whose
+    # chunks all ranked below 40 of the user's other sessions' was answered with nothing.
+    transcripts = TranscriptManager(indexed, "ana")
+    for n in range(45):
+        run(transcripts.append_turn(f"loud{n}", "user", "we talked about green tea and the tea house again"))
+    run(transcripts.append_turn("quiet", "user", "the weather was grey; a little tea later"))
+    indexer = TranscriptIndexer(indexed)
+    assert all(h.session_id != "quiet" for h in indexer.search_transcripts("green tea house", "ana", limit=40))
+    (hit,) = indexer.search_transcripts("green tea house", "ana", limit=1, session_id="quiet")
+    assert hit.session_id == "quiet" and "grey" in hit.content

@@ -49,11 +49,19 @@ class TranscriptIndexer:
         self._require_enabled()
         user = validate_id("user", user_id)
         session = None if session_id is None else validate_id("session", session_id)
-        pool = limit if session is None else max(limit * 8, 40)
-        hits = self.engine.search(query, user_id=user, kind="transcript", limit=pool)
-        if session is not None:
-            hits = [h for h in hits if h.session_id == session]
-        return hits[:limit]
+        if session is None:
+            return self.engine.search(query, user_id=user, kind="transcript", limit=limit)
+        # Rows are scoped by user, not by session: the user's best hits are asked for in growing
+        # pools until the session has ``limit`` of them or the pool holds every hit there is (a
+        # search returns fewer than asked only when nothing else matches), so a session whose
+        # chunks rank below the user's other sessions' is still searched whole.
+        pool = max(limit * 8, 40)
+        while True:
+            hits = self.engine.search(query, user_id=user, kind="transcript", limit=pool)
+            mine = [h for h in hits if h.session_id == session]
+            if len(mine) >= limit or len(hits) < pool:
+                return mine[:limit]
+            pool *= 4
 
 
 class MarkdownIndexer:
