@@ -8,6 +8,8 @@ import os
 import subprocess
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from syncd.memory import MemoryManager
 from syncd.writes.rewind import find_rewound, lost_facts
@@ -292,6 +294,35 @@ def test_a_commit_a_rebase_abort_took_out_of_the_branch_is_put_back(home, embedd
     assert "rebase --abort" in put_back, put_back
 
 
+def test_with_no_daemon_the_next_change_puts_back_what_a_rebase_abort_took_out(home, embedder, tmp_path):
+    """An agent writing with no daemon (``MemoryManager(home)``: each change borrows the home's
+    lock) is not covered by a daemon's commit pass: before this, the commit a `git rebase
+    --abort` dropped stayed out of the branch for good. The next change puts it back first, in a
+    commit of syncd's own, then makes its own."""
+    other = _other_machine(home, tmp_path)
+    with MemoryManager(home, embedder=embedder) as memory:
+        asyncio.run(memory.add_memory("Likes green tea.", "ana", dedup=False))
+        log = _log(home)
+
+        def add() -> None:
+            asyncio.run(memory.add_memory("Swims on Sundays.", "ana", dedup=False))  # acknowledged
+            assert "Swims on Sundays." in git(home, "show", f"HEAD:{log}")
+
+        _rebase_failing_at_its_end(home, tmp_path, other, add)
+        git(home, "rebase", "--abort")
+        assert "Swims on Sundays." not in (home / log).read_text()  # what git itself leaves
+        asyncio.run(memory.add_memory("Reads crime novels.", "ana", dedup=False))
+        hits = asyncio.run(memory.retrieve_relevant_memories("swimming on Sundays", user_id="ana"))
+    text = (home / log).read_text()
+    for fact in ("Likes green tea.", "Swims on Sundays.", "Reads crime novels."):
+        assert text.count(fact) == 1, text
+    assert git(home, "show", f"HEAD:{log}") == text
+    put_back = git(home, "log", "-1", "--format=%an%n%s", "-S", "Swims on Sundays.", "--", log)
+    assert put_back.splitlines() == ["syncd", f"Put back what a git rebase --abort took out of the branch in {log}"]
+    assert "Swims on Sundays." in hits  # indexed too
+    assert not git(home, "status", "--porcelain", "--", "memory")
+
+
 def _abort_and_wait_for_the_put_back(home, log: str, aborted: bool = False) -> None:
     if not aborted:
         git(home, "rebase", "--abort")
@@ -364,3 +395,37 @@ def test_a_binary_file_changed_on_both_sides_does_not_stop_the_rest_being_put_ba
     found = dropped.find()
     assert found == {"vault/Page.md": b"# Page\n\nKept by syncd.\n"}
     assert (home / "vault/photo.png").read_bytes() == b"\x89PNG\x00second"
+
+
+_SHA = st.text("0123456789abcdef", min_size=40, max_size=40)
+_ENTRY = st.tuples(
+    _SHA,
+    _SHA,
+    st.text(st.characters(blacklist_characters="<>\n\t\r", blacklist_categories=("Cs",)), min_size=1, max_size=30),
+    st.integers(0, 2**33),
+    st.text(st.characters(blacklist_characters="\n", blacklist_categories=("Cs",)), max_size=200),
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    entries=st.lists(_ENTRY, max_size=120), torn=st.sampled_from(["", "abc", "0" * 40 + " 1"]), pad=st.integers(0, 3)
+)
+def test_the_reflog_file_is_read_from_its_end_as_git_reflog_reads_it(tmp_path_factory, entries, torn, pad):
+    """The branch's reflog is read from the file's end (every commit pass of a writer reads it):
+    its last entries, oldest first, whatever the file's length, names and messages (tabs in a
+    message included), and a torn last line skipped."""
+    # white-box: the reflog reader is a parser of git's file format; its law is tested directly.
+    from syncd.writes.rewind import _reflog_tail
+
+    path = tmp_path_factory.mktemp("reflog") / "main"
+    # A long history before them, so that the entries asked for lie past the first block read.
+    filler = [("1" * 40, "2" * 40, "Someone", 1, "commit: " + "x" * 300)] * (pad * 40)
+    lines = [
+        f"{a} {b} {name} <p@example.org> {when} +0100\t{message}" for a, b, name, when, message in filler + entries
+    ]
+    path.write_bytes("".join(line + "\n" for line in lines).encode() + torn.encode())
+    got = _reflog_tail(path, 50)
+    want = [(a, b, when, message) for a, b, _, when, message in (filler + entries)[-50:]]
+    assert [(e.move[0], e.move[1], e.when, e.message) for e in got] == want
+    assert _reflog_tail(path.with_name("missing"), 50) == []

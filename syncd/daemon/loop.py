@@ -38,9 +38,8 @@ from ..config import Settings
 from ..engine.database import TokenMirror, shares_index
 from ..errors import GitBusyError, HistoryError, SyncdError
 from ..history.git import busy_state, head_sha
-from ..history.intents import Intent, record_intent
 from ..history.status import uncommitted_paths
-from ..home import atomic_write, blob_sha, ignore_write_temp_files, read_regular, remove_stale_temp_files
+from ..home import ignore_write_temp_files, remove_stale_temp_files
 from ..sync.apply import SyncReport
 from ..sync.events import Batch, Event, coalesce
 from ..sync.plan import combined_plan
@@ -48,7 +47,7 @@ from ..sync.progress import SyncProgress, log_every
 from ..sync.scan import DiskScan, list_tree
 from ..sync.watcher import TreeWatcher
 from ..wiki.store import follow_index
-from ..writes.rewind import DroppedCommits, find_rewound
+from ..writes.rewind import find_rewound
 from .control import ControlServer
 
 if TYPE_CHECKING:
@@ -74,9 +73,6 @@ _COMMIT_MAX_DELAY_S = 5.0
 _RETRY_MIN_S, _RETRY_MAX_S = 0.5, 30.0
 # A sync running longer than this logs a progress line this often (syncd/sync/progress.py).
 _PROGRESS_LOG_EVERY_S = 10.0
-# The reflog entries of aborts already looked at (writes/rewind.DroppedCommits), in the home's
-# private folder: a daemon started later goes on from there.
-_DROPPED_STATE = "dropped-commits.json"
 
 
 class _Stopped(Exception):
@@ -143,8 +139,6 @@ class Daemon:
         self.reconciles = 0
         self.commits: list[str] = []
         self._asked: list[_AskedSync] = []  # under _cond
-        # Commits a `git rebase --abort` took out of the branch from now on (writes/rewind.py).
-        self._dropped = DroppedCommits(self.root, engine.home.private_dir / _DROPPED_STATE)
 
     # -- called from other threads ---------------------------------------------------------------
 
@@ -686,35 +680,14 @@ class Daemon:
         back what it took out before anything is committed; the restoration is committed as
         syncd's own change, never as the person deleting facts."""
         for rel, data in find_rewound(self.root, paths).items():
-            if self._write_back(rel, data, f"Put back the facts a git command took out of {rel}"):
+            if self.engine.writes.write_back(rel, data, f"Put back the facts a git command took out of {rel}"):
                 log.warning("a git command took committed facts out of %s; put them back", rel)
 
     def _put_back_dropped(self) -> None:
         """Commits a `git rebase --abort` took out of the branch (they landed after the rebase
         read HEAD; writes/rewind.py) get their changes merged back into the tree, committed as
         syncd's own change with the rest of the pending files."""
-        found = self._dropped.find()
-        for rel, data in found.items():
-            summary = f"Put back what a git rebase --abort took out of the branch in {rel}"
-            if self._write_back(rel, data, summary):
-                self._pending.add(rel)
-            else:
-                self._dropped.look_again()  # changed meanwhile: merged again with what is there then
-        if found:
-            log.warning("a git rebase --abort took commits out of the branch; put back %s", ", ".join(sorted(found)))
-
-    def _write_back(self, rel: str, data: bytes, summary: str) -> bool:
-        """Write ``data`` to ``rel`` as syncd's change, unless the file changed since it was
-        looked at (then False: the next pass looks again)."""
-        try:
-            current = read_regular(self.root, rel)
-            record_intent(self.engine.home, rel, blob_sha(data), Intent(author="syncd", summary=summary))
-            # A file taken out whole is put back only if nobody made it again meanwhile.
-            atomic_write(self.root / rel, data, expected_sha=None if current is None else blob_sha(current))
-        except (OSError, SyncdError) as exc:
-            log.info("did not put back %s yet: %s", rel, exc)
-            return False
-        return True
+        self._pending.update(self.engine.writes.take_back_dropped())
 
     def _git_settled(self, quiet_s: float | None = None) -> bool:
         """Whether git is still enough to commit what the tree holds (WritePath.settle_due); if

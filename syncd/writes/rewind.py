@@ -52,6 +52,7 @@ import tempfile
 import time
 from collections import Counter
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import GitBusyError, HistoryError, SyncdError
@@ -71,7 +72,9 @@ _HISTORY_DEPTH = 30
 # the branch holds, and no commit of ours lands during `git am`, which leaves rebase-apply/.)
 _ABORT_MOVE = re.compile(r"^rebase( -i)?[^:]*\(abort\)")
 _REFLOG_DEPTH = 50
-_REFLOG_TIME = re.compile(r"@\{(\d+)\}$")  # when an entry was made, as ``--date=unix`` names it
+# What a reflog file's tail is read in: its last _REFLOG_DEPTH entries are almost always in the
+# first block (an entry is a line of two shas, a name, a time and a short message).
+_TAIL_BLOCK = 16384
 
 
 def _lines(data: bytes) -> list[str]:
@@ -243,11 +246,13 @@ def undo_would_uncommit(root: Path, rel: str, current: bytes, before: bytes | No
 
 
 class DroppedCommits:
-    """Finds what an abort took out of the branch (module doc) for one daemon: each reflog entry
-    is looked at once, and the reflog only when it changed. What was looked at is kept in
-    ``state_file`` (the home's private folder), so a daemon started after an abort it did not
-    see (the commit was made by a process that ended) still looks at it, and one restarted never
-    looks at an entry again; with no such file, the entries from now on."""
+    """Finds what an abort took out of the branch (module doc) for one writer of the home: each
+    reflog entry is looked at once, and the reflog only when it changed. What was looked at is
+    kept in ``state_file`` (the home's private folder) and read again before each look, so a
+    daemon started after an abort it did not see (the commit was made by a process that ended)
+    still looks at it, and no writer (a daemon, or an agent's process writing with no daemon)
+    looks at an entry another has looked at; with no such file, the entries from now on.
+    Callers hold the home's lock, so no two look at once."""
 
     def __init__(self, root: Path, state_file: Path):
         self.root = root
@@ -256,11 +261,19 @@ class DroppedCommits:
         self._seen: set[tuple[str, str]] = set()
         self._last: list[tuple[str, str]] = []  # the entries the last look took in
         self._stamp: tuple[int, int] | None = None
+        if not self._read_kept():
+            self._keep()  # from now on, for this writer and the next
+
+    def _read_kept(self) -> bool:
+        """Take in what the state file says was looked at (by any writer); False without one."""
         try:
-            state = json.loads(state_file.read_text(encoding="utf-8"))
-            self.since, self._seen = int(state["since"]), {(str(b), str(a)) for b, a in state["seen"]}
+            state = json.loads(self.state_file.read_text(encoding="utf-8"))
+            since, seen = int(state["since"]), {(str(b), str(a)) for b, a in state["seen"]}
         except (OSError, ValueError, TypeError, KeyError):
-            self._keep()  # from now on, for this daemon and the next
+            return False
+        self.since = since
+        self._seen |= seen
+        return True
 
     def look_again(self) -> None:
         """The last look's findings could not all be written back (a file changed meanwhile):
@@ -272,51 +285,46 @@ class DroppedCommits:
         """``{path: bytes to write}``: each file the dropped commits changed (and left there),
         as the tree holds it with their change merged in. Empty when git is busy (looked at
         again next time), HEAD is detached, or no abort set the branch back since."""
-        # Read from git's files, not asked of git: this runs on every commit pass of the daemon.
+        # Read from git's files, not asked of git: this runs on every commit pass of a writer.
         folder, shared = git_dir(self.root), common_git_dir(self.root)
+        reflog: Path | None = None
         try:
             head = (folder / "HEAD").read_text(encoding="utf-8").strip() if folder is not None else ""
             branch = head[len("ref: ") :] if head.startswith("ref: refs/heads/") else ""
-            st = os.stat(shared / "logs" / branch) if branch and shared is not None else None
+            reflog = shared / "logs" / branch if branch and shared is not None else None
+            st = None if reflog is None else os.stat(reflog)
         except (OSError, UnicodeDecodeError):
             st = None
-        stamp = None if st is None else (st.st_size, st.st_mtime_ns)
-        if stamp is None or stamp == self._stamp:
+        if reflog is None or st is None or (st.st_size, st.st_mtime_ns) == self._stamp:
             return {}
         try:
-            found = self._look(branch)
+            found = self._look(reflog)
         except (GitBusyError, HistoryError):
             return {}
-        self._stamp = stamp
+        self._stamp = (st.st_size, st.st_mtime_ns)
         return found
 
-    def _look(self, branch: str) -> dict[str, bytes]:
-        out = run_git(
-            self.root, "reflog", "show", f"-n{_REFLOG_DEPTH}", "--date=unix", "--format=%H%x00%gd%x00%gs", branch, "--"
-        )
-        entries = [line.split("\0") for line in out.decode("utf-8", "replace").splitlines()]
+    def _look(self, reflog: Path) -> dict[str, bytes]:
+        self._read_kept()
+        entries = _reflog_tail(reflog, _REFLOG_DEPTH)
         found: dict[str, bytes] = {}
         done = []
-        for newer, older in zip(entries, entries[1:]):
-            if len(newer) != 3 or len(older) != 3 or not _ABORT_MOVE.match(newer[2]):
-                continue
-            after, before = newer[0], older[0]
-            when = _REFLOG_TIME.search(newer[1])
-            if when is None or int(when.group(1)) < self.since or (before, after) in self._seen:
+        for entry in entries:
+            if not _ABORT_MOVE.match(entry.message) or entry.when < self.since or entry.move in self._seen:
                 continue
             # Dropped: the branch held ``before`` and was set back to an ancestor of it, and HEAD
             # has not taken it in again since (a later pull of the same commits, say).
+            before, after = entry.move
             if (
                 _is_ancestor(self.root, after, before)
                 and not _is_ancestor(self.root, before, "HEAD")
                 and _all_ours(self.root, after, before)
             ):
                 found.update(_merged_back(self.root, after, before))
-            done.append((before, after))
+            done.append(entry.move)
         # Only once all were looked at (a failure looks at them again), and only entries the
         # reflog still shows among its last ones: an older one is never looked at again anyway.
-        shown = {(older[0], newer[0]) for newer, older in zip(entries, entries[1:])}
-        self._seen = (self._seen & shown) | set(done)
+        self._seen = (self._seen & {entry.move for entry in entries}) | set(done)
         self._last = done
         if done:
             self._keep()
@@ -329,6 +337,41 @@ class DroppedCommits:
         with contextlib.suppress(OSError, SyncdError):
             self.state_file.parent.mkdir(parents=True, exist_ok=True)
             atomic_write(self.state_file, json.dumps(state).encode())
+
+
+@dataclass(frozen=True)
+class _ReflogEntry:
+    move: tuple[str, str]  # the commit the ref held before, and after
+    when: int  # seconds since the epoch
+    message: str
+
+
+def _reflog_tail(path: Path, count: int) -> list[_ReflogEntry]:
+    """The last ``count`` entries of the reflog file at ``path``, oldest first, read from its end
+    (a branch's reflog grows by a line a commit; this runs on every commit pass). git writes an
+    entry as one line, ``<old> <new> <name> <email> <seconds> <zone>\t<message>``; a line not so
+    (a torn last line, say) is skipped. No file: no entries."""
+    try:
+        with open(path, "rb") as handle:
+            end = handle.seek(0, os.SEEK_END)
+            start, data = end, b""
+            while start > 0 and data.count(b"\n") <= count:
+                start = max(0, start - _TAIL_BLOCK)
+                handle.seek(start)
+                data = handle.read(end - start)
+    except OSError:
+        return []
+    lines = data.split(b"\n")
+    if start > 0:
+        lines = lines[1:]  # the first may be the end of a line read only in part
+    entries = []
+    for raw in lines[-count - 1 :]:
+        head, tab, message = raw.decode("utf-8", "replace").partition("\t")
+        words = head.split()
+        if not tab or len(words) < 4 or not words[-2].isdigit():
+            continue
+        entries.append(_ReflogEntry((words[0], words[1]), int(words[-2]), message))
+    return entries[-count:]
 
 
 def _is_ancestor(root: Path, older: str, newer: str) -> bool:

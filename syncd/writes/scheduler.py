@@ -46,17 +46,22 @@ from ..home import (
     file_blob_sha,
     git_dir,
     read_memory_file,
+    read_regular,
     sync_folders,
 )
 from .groups import ChangeGroup, current_group
 from .journal import GroupJournal, Original, held_paths, recover_abandoned
 from .queue import CommitQueue
-from .rewind import find_rewound, undo_would_uncommit
+from .rewind import DroppedCommits, find_rewound, undo_would_uncommit
 from .turn import FairLock
 
 __all__ = ["Indexer", "WritePath"]
 
 log = logging.getLogger(__name__)
+
+# The reflog entries of aborts already looked at (rewind.DroppedCommits), in the home's private
+# folder: shared by every writer of the home, the daemon started later too.
+_DROPPED_STATE = "dropped-commits.json"
 
 _ANY = object()
 _POLL_S = 0.02
@@ -118,6 +123,7 @@ class WritePath:
         # (rewind.py). The time of the move, not of our noticing it: a commit made before this
         # engine started is nothing to watch for.
         self._foreign_moved = float("-inf")
+        self._dropped: DroppedCommits | None = None  # made on first use, by a holder of the home's lock
 
     # -- the API's writes -----------------------------------------------------------------------
 
@@ -303,6 +309,7 @@ class WritePath:
                 group.mode = "borrowed" if group.lock is not None else "handoff"
                 if group.lock is not None:
                     self.recover()
+                    self._commit_dropped()
             group.journal = GroupJournal.open(self.home)
         except BaseException:
             self.release(group)
@@ -677,6 +684,52 @@ class WritePath:
         """Undo the groups of processes that died before their commit (see journal.py)."""
         root = self.home.root
         return recover_abandoned(self.home, functools.partial(undo_would_uncommit, root))
+
+    def take_back_dropped(self) -> list[str]:
+        """Merge back into the tree what a `git rebase --abort` took out of the branch: commits of
+        syncd's that landed after the rebase read HEAD (rewind.DroppedCommits). Each file is
+        written as syncd's own change (its intent recorded) for the caller to commit; returns
+        the paths written. The caller holds the home's lock (a daemon's, or one borrowed for a
+        change), so no other writer looks at the reflog or writes those files meanwhile."""
+        if self._dropped is None:
+            self._dropped = DroppedCommits(self.home.root, self.home.private_dir / _DROPPED_STATE)
+        found = self._dropped.find()
+        written = []
+        for rel, data in found.items():
+            if self.write_back(rel, data, f"Put back what a git rebase --abort took out of the branch in {rel}"):
+                written.append(rel)
+            else:
+                self._dropped.look_again()  # changed meanwhile: merged again with what is there then
+        if found:
+            log.warning("a git rebase --abort took commits out of the branch; put back %s", ", ".join(sorted(found)))
+        return written
+
+    def write_back(self, rel: str, data: bytes, summary: str) -> bool:
+        """Write ``data`` to ``rel`` as syncd's change (``summary`` its commit's subject), unless
+        the file changed since it was read here (then False: the caller's next pass looks again)."""
+        try:
+            current = read_regular(self.home.root, rel)
+            record_intent(self.home, rel, blob_sha(data), Intent(author="syncd", summary=summary))
+            # A file taken out whole is put back only if nobody made it again meanwhile.
+            atomic_write(self.home.root / rel, data, expected_sha=None if current is None else blob_sha(current))
+        except (OSError, SyncdError) as exc:
+            log.info("did not put back %s yet: %s", rel, exc)
+            return False
+        return True
+
+    def _commit_dropped(self) -> None:
+        """With no daemon (a change that borrows the home's lock), what a `git rebase --abort`
+        took out of the branch is put back and committed, as syncd's own change, before the
+        change writes: nothing else would. A commit git refuses now leaves the files written,
+        with their intent, for the next commit of them."""
+        paths = self.take_back_dropped()
+        if not paths:
+            return
+        self._queue.written(paths)
+        try:
+            self._index_and_commit(set(paths))
+        except SyncdError as exc:
+            log.warning("put back %s, not committed yet: %s", ", ".join(paths), exc)
 
     def held(self) -> set[str]:
         """Paths of groups still open or waiting for their commit, in any live process."""
