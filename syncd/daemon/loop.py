@@ -680,14 +680,14 @@ class Daemon:
         back what it took out before anything is committed; the restoration is committed as
         syncd's own change, never as the person deleting facts."""
         for rel, data in find_rewound(self.root, paths).items():
-            if self.engine.writes.write_back(rel, data, f"Put back the facts a git command took out of {rel}"):
+            if self.engine.writes.put_back.write(rel, data, f"Put back the facts a git command took out of {rel}"):
                 log.warning("a git command took committed facts out of %s; put them back", rel)
 
     def _put_back_dropped(self) -> None:
         """Commits a `git rebase --abort` took out of the branch (they landed after the rebase
         read HEAD; writes/rewind.py) get their changes merged back into the tree, committed as
         syncd's own change with the rest of the pending files."""
-        self._pending.update(self.engine.writes.take_back_dropped())
+        self._pending.update(self.engine.writes.put_back.dropped())
 
     def _git_settled(self, quiet_s: float | None = None) -> bool:
         """Whether git is still enough to commit what the tree holds (WritePath.settle_due); if

@@ -99,7 +99,9 @@ class Engine:
         # The index is written by one thread at a time (re-entrant: a reindex inside a sync).
         self._indexing = threading.RLock()
         if not read_only:
-            self._lock = home.lock().acquire("syncd engine")
+            # Agents writing with no daemon hold the lock a change at a time: their changes
+            # under way are waited out (up to lock_wait_s), and none begins meanwhile.
+            self._lock = home.lock().acquire_waiting("syncd engine", settings.lock_wait_s)
         self.writes = WritePath(home, settings, self, self._lock)
         try:
             inner = embedder or load_embedder(settings, cache_dir=home.state_dir / "models")

@@ -9,6 +9,7 @@ Every other part of syncd stands on this floor, so its names are imported from t
 """
 
 from .disk import (
+    CHANGE_HOLDER,
     DAEMON_ROLES,
     Home,
     HomeLock,
@@ -43,6 +44,7 @@ from .layout import (
 )
 
 __all__ = [
+    "CHANGE_HOLDER",
     "DAEMON_ROLES",
     "Home",
     "HomeLock",

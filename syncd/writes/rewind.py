@@ -57,10 +57,11 @@ from pathlib import Path
 
 from ..errors import GitBusyError, HistoryError, SyncdError
 from ..history.git import run_git
+from ..history.intents import Intent, record_intent
 from ..history.objects import committed_blob
-from ..home import atomic_write, blob_sha, common_git_dir, git_dir, read_regular
+from ..home import Home, atomic_write, blob_sha, common_git_dir, git_dir, read_regular
 
-__all__ = ["DroppedCommits", "find_rewound", "lost_facts", "merge_back", "undo_would_uncommit"]
+__all__ = ["DroppedCommits", "PutBack", "find_rewound", "lost_facts", "merge_back", "undo_would_uncommit"]
 
 log = logging.getLogger(__name__)
 
@@ -372,6 +373,51 @@ def _reflog_tail(path: Path, count: int) -> list[_ReflogEntry]:
             continue
         entries.append(_ReflogEntry((words[0], words[1]), int(words[-2]), message))
     return entries[-count:]
+
+
+# The reflog entries of aborts already looked at (DroppedCommits), in the home's private folder:
+# shared by every writer of the home, a daemon started later too.
+_DROPPED_STATE = "dropped-commits.json"
+
+
+class PutBack:
+    """Writes back, as syncd's own change, what git commands took out of the tree or the branch,
+    for a holder of the home's lock (a daemon, or a change that borrowed it): no other writer
+    looks at the reflog or writes those files meanwhile. The caller commits what was written."""
+
+    def __init__(self, home: Home):
+        self.home = home
+        self._dropped: DroppedCommits | None = None  # made on first use
+
+    def dropped(self) -> list[str]:
+        """Merge back into the tree what a `git rebase --abort` took out of the branch: commits of
+        syncd's that landed after the rebase read HEAD (:class:`DroppedCommits`), each file with
+        its intent recorded; the paths written."""
+        if self._dropped is None:
+            self._dropped = DroppedCommits(self.home.root, self.home.private_dir / _DROPPED_STATE)
+        found = self._dropped.find()
+        written = []
+        for rel, data in found.items():
+            if self.write(rel, data, f"Put back what a git rebase --abort took out of the branch in {rel}"):
+                written.append(rel)
+            else:
+                self._dropped.look_again()  # changed meanwhile: merged again with what is there then
+        if found:
+            log.warning("a git rebase --abort took commits out of the branch; put back %s", ", ".join(sorted(found)))
+        return written
+
+    def write(self, rel: str, data: bytes, summary: str) -> bool:
+        """Write ``data`` to ``rel`` as syncd's change (``summary`` its commit's subject), unless
+        the file changed since it was read here (then False: the caller's next pass looks again)."""
+        try:
+            current = read_regular(self.home.root, rel)
+            record_intent(self.home, rel, blob_sha(data), Intent(author="syncd", summary=summary))
+            # A file taken out whole is put back only if nobody made it again meanwhile.
+            atomic_write(self.home.root / rel, data, expected_sha=None if current is None else blob_sha(current))
+        except (OSError, SyncdError) as exc:
+            log.info("did not put back %s yet: %s", rel, exc)
+            return False
+        return True
 
 
 def _is_ancestor(root: Path, older: str, newer: str) -> bool:

@@ -38,6 +38,7 @@ from ..history.git import (
 from ..history.intents import Intent, drop_intents, record_intent
 from ..history.objects import ObjectStore, committed_blob
 from ..home import (
+    CHANGE_HOLDER,
     Home,
     HomeLock,
     atomic_write,
@@ -46,22 +47,17 @@ from ..home import (
     file_blob_sha,
     git_dir,
     read_memory_file,
-    read_regular,
     sync_folders,
 )
 from .groups import ChangeGroup, current_group
 from .journal import GroupJournal, Original, held_paths, recover_abandoned
 from .queue import CommitQueue
-from .rewind import DroppedCommits, find_rewound, undo_would_uncommit
+from .rewind import PutBack, find_rewound, undo_would_uncommit
 from .turn import FairLock
 
 __all__ = ["Indexer", "WritePath"]
 
 log = logging.getLogger(__name__)
-
-# The reflog entries of aborts already looked at (rewind.DroppedCommits), in the home's private
-# folder: shared by every writer of the home, the daemon started later too.
-_DROPPED_STATE = "dropped-commits.json"
 
 _ANY = object()
 _POLL_S = 0.02
@@ -70,6 +66,8 @@ _POLL_S = 0.02
 # about 2 s past its move of HEAD (staging._SETTLE_LIMIT_S); a person's git command may hold it
 # longer, and HEAD holding the write is what the acknowledgement promises.
 _INDEX_IN_PLACE_S = 3.0
+# How often a change handed to a daemon looks whether that daemon still holds the home.
+_DAEMON_LOOK_S = 0.5
 # How long after a git command of someone else's a write checks its file was not rewound by it.
 _REWIND_WATCH_S = 30.0
 
@@ -123,7 +121,8 @@ class WritePath:
         # (rewind.py). The time of the move, not of our noticing it: a commit made before this
         # engine started is nothing to watch for.
         self._foreign_moved = float("-inf")
-        self._dropped: DroppedCommits | None = None  # made on first use, by a holder of the home's lock
+        # What git commands took out of the tree or the branch, written back (by a lock holder).
+        self.put_back = PutBack(home)
 
     # -- the API's writes -----------------------------------------------------------------------
 
@@ -276,7 +275,12 @@ class WritePath:
                 self._written_stat[rel] = (st.st_ino, st.st_size, st.st_mtime_ns)
             if group.mode == "handoff":
                 # The daemon indexes it; waiting here lets the rest of the group read it back.
-                if not self._wait_for(rel, sha, lambda: self._indexer.indexed_sha(rel)):
+                # A daemon gone meanwhile never will: the group's end commits it (_wait_committed).
+                indexed = functools.partial(self._indexer.indexed_sha, rel)
+                if (
+                    not self._wait_for(rel, sha, indexed, gone=self._daemon_gone_look())
+                    and not self.home.lock().is_free()
+                ):
                     log.warning(
                         "%s was written but not indexed within %.0f s; is the daemon running?",
                         rel,
@@ -333,7 +337,7 @@ class WritePath:
         deadline = time.monotonic() + self.settings.lock_wait_s
         while True:
             try:
-                return lock.acquire("syncd change")
+                return lock.acquire(CHANGE_HOLDER, after_waiters=True)
             except LockedError as exc:
                 if lock.held_by_daemon():
                     return None
@@ -616,18 +620,40 @@ class WritePath:
         """Whether a read in the current group should flush first."""
         return current_group(self) is not None and bool(self._queue.unindexed())
 
-    def _wait_for(self, rel: str, sha: str, reached: Callable[[], str | None], deadline: float | None = None) -> bool:
+    def _wait_for(
+        self,
+        rel: str,
+        sha: str,
+        reached: Callable[[], str | None],
+        deadline: float | None = None,
+        gone: Callable[[], bool] = lambda: False,
+    ) -> bool:
         """Wait until ``reached()`` equals ``sha`` or the file no longer holds ``sha`` (someone
         changed it again: whoever indexes and commits handles their version), at most until
-        ``deadline`` (default: ``lock_wait_s`` from now)."""
+        ``deadline`` (default: ``lock_wait_s`` from now) or until ``gone()`` says there is no
+        one to wait for (then False, as for late)."""
         deadline = time.monotonic() + self.settings.lock_wait_s if deadline is None else deadline
         while reached() != sha:
             if file_blob_sha(self.home.root / rel) != sha:
                 return True
-            if time.monotonic() >= deadline:
+            if time.monotonic() >= deadline or gone():
                 return False
             time.sleep(_POLL_S)
         return True
+
+    def _daemon_gone_look(self) -> Callable[[], bool]:
+        """A check, made at most every ``_DAEMON_LOOK_S``, that the daemon a change was handed to
+        has let go of the home's lock (stopped, or killed) without taking the lock."""
+        lock = self.home.lock()
+        next_look = [time.monotonic() + _DAEMON_LOOK_S]
+
+        def gone() -> bool:
+            if time.monotonic() < next_look[0]:
+                return False
+            next_look[0] = time.monotonic() + _DAEMON_LOOK_S
+            return lock.is_free()
+
+        return gone
 
     def _wait_committed(self, written: dict[str, str]) -> None:
         """Handed to the daemon: wait (``lock_wait_s`` in all) until HEAD holds our writes and
@@ -643,11 +669,14 @@ class WritePath:
         held longer (a person's long git command) does not undo the acknowledgement:
         HEAD holds the writes."""
         deadline = time.monotonic() + self.settings.lock_wait_s
+        gone = self._daemon_gone_look()
         late = [
             rel
             for rel, sha in written.items()
-            if not self._wait_for(rel, sha, functools.partial(blob_at_head, self.home.root, rel), deadline)
+            if not self._wait_for(rel, sha, functools.partial(blob_at_head, self.home.root, rel), deadline, gone)
         ]
+        if late and self._take_over({rel: written[rel] for rel in late}):
+            return
         if late:
             raise CommitDeferredError(
                 f"saved but not committed within {self.settings.lock_wait_s:.0f} s "
@@ -658,6 +687,32 @@ class WritePath:
         until = min(deadline, time.monotonic() + _INDEX_IN_PLACE_S)
         while folder is not None and (folder / "index.lock").exists() and time.monotonic() < until:
             time.sleep(_POLL_S)
+
+    def _take_over(self, written: dict[str, str]) -> bool:
+        """The daemon a change was handed to let go of the home before committing it (stopped,
+        or killed): index and commit it here, borrowing the home's lock as a change with no
+        daemon does. True once HEAD holds ``written``; False when the lock is held again (a
+        daemon started anew commits it) or git refused (CommitDeferredError follows: the
+        change is saved with its intent, and the next writer commits it)."""
+        try:
+            lock = self.home.lock().acquire(CHANGE_HOLDER, after_waiters=True)
+        except LockedError:
+            return False
+        try:
+            self.recover()
+            self._queue.written(written)
+            landed = self._index_and_commit(set(written))
+        except StorageError as exc:
+            if not exc.saved:
+                raise
+            landed = {rel: blob_at_head(self.home.root, rel) for rel in written}  # committed, not indexed
+        except SyncdError as exc:
+            log.warning("the daemon stopped before committing %s, and git refused it here: %s", ", ".join(written), exc)
+            return False
+        finally:
+            lock.release()
+        log.info("the daemon stopped before committing %s; committed here", ", ".join(written))
+        return all(landed.get(rel) == sha for rel, sha in written.items())
 
     # -- whole-home operations ---------------------------------------------------------------------
 
@@ -685,44 +740,12 @@ class WritePath:
         root = self.home.root
         return recover_abandoned(self.home, functools.partial(undo_would_uncommit, root))
 
-    def take_back_dropped(self) -> list[str]:
-        """Merge back into the tree what a `git rebase --abort` took out of the branch: commits of
-        syncd's that landed after the rebase read HEAD (rewind.DroppedCommits). Each file is
-        written as syncd's own change (its intent recorded) for the caller to commit; returns
-        the paths written. The caller holds the home's lock (a daemon's, or one borrowed for a
-        change), so no other writer looks at the reflog or writes those files meanwhile."""
-        if self._dropped is None:
-            self._dropped = DroppedCommits(self.home.root, self.home.private_dir / _DROPPED_STATE)
-        found = self._dropped.find()
-        written = []
-        for rel, data in found.items():
-            if self.write_back(rel, data, f"Put back what a git rebase --abort took out of the branch in {rel}"):
-                written.append(rel)
-            else:
-                self._dropped.look_again()  # changed meanwhile: merged again with what is there then
-        if found:
-            log.warning("a git rebase --abort took commits out of the branch; put back %s", ", ".join(sorted(found)))
-        return written
-
-    def write_back(self, rel: str, data: bytes, summary: str) -> bool:
-        """Write ``data`` to ``rel`` as syncd's change (``summary`` its commit's subject), unless
-        the file changed since it was read here (then False: the caller's next pass looks again)."""
-        try:
-            current = read_regular(self.home.root, rel)
-            record_intent(self.home, rel, blob_sha(data), Intent(author="syncd", summary=summary))
-            # A file taken out whole is put back only if nobody made it again meanwhile.
-            atomic_write(self.home.root / rel, data, expected_sha=None if current is None else blob_sha(current))
-        except (OSError, SyncdError) as exc:
-            log.info("did not put back %s yet: %s", rel, exc)
-            return False
-        return True
-
     def _commit_dropped(self) -> None:
         """With no daemon (a change that borrows the home's lock), what a `git rebase --abort`
         took out of the branch is put back and committed, as syncd's own change, before the
         change writes: nothing else would. A commit git refuses now leaves the files written,
         with their intent, for the next commit of them."""
-        paths = self.take_back_dropped()
+        paths = self.put_back.dropped()
         if not paths:
             return
         self._queue.written(paths)

@@ -1,0 +1,160 @@
+"""Agents writing with no daemon and a daemon coming and going beside them: the daemon starts
+while their changes hold the home's lock one after another, and a change handed to a daemon that
+then stops (or is killed) before committing it is committed by the agent itself.
+
+Real processes throughout: agent processes adding facts through ``MemoryManager(home)`` (each
+change borrows the home's lock, or hands the write to a daemon when one holds it), `syncd watch`
+in its own process, real git, LanceDB and the bundled model.
+"""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+import syncd
+
+from .daemon_helpers import git, start_cli_daemon, wait_for
+from .helpers import assert_matches_rebuild
+
+pytestmark = pytest.mark.slow
+
+_AGENT = textwrap.dedent(
+    """
+    import asyncio, sys
+    from pathlib import Path
+    from syncd.errors import SyncdError
+    from syncd.memory import MemoryManager
+
+    home, user, stop = sys.argv[1], sys.argv[2], Path(sys.argv[3])
+
+    async def main():
+        with MemoryManager(home) as memory:
+            i = 0
+            while not stop.exists():
+                content = f"{user} remembers kite number {i}."
+                try:
+                    await memory.add_memory(content, user_id=user, dedup=False)
+                except SyncdError as exc:
+                    print(f"REFUSED {type(exc).__name__}: {exc}", flush=True)
+                else:
+                    print(f"OK {content}", flush=True)
+                i += 1
+
+    asyncio.run(main())
+    """
+)
+
+
+class Agents:
+    """Agent processes adding facts until stopped; what each acknowledged, what was refused."""
+
+    def __init__(self, home: Path, count: int = 2):
+        self.home = home
+        self.stop_file = home.parent / "agents.stop"
+        script = home.parent / "agent.py"
+        script.write_text(_AGENT)
+        self.logs = [home.parent / f"agent{n}.out" for n in range(count)]
+        self.procs = []
+        for n, log in enumerate(self.logs):
+            with open(log, "w") as out:
+                self.procs.append(
+                    subprocess.Popen(
+                        [sys.executable, str(script), str(home), f"agent{n}", str(self.stop_file)],
+                        stdout=out,
+                        stderr=subprocess.STDOUT,
+                    )
+                )
+
+    def lines(self) -> list[str]:
+        return [line for log in self.logs for line in log.read_text().splitlines()]
+
+    def acknowledged(self) -> list[str]:
+        return [line[3:] for line in self.lines() if line.startswith("OK ")]
+
+    def wait_for_adds(self, more_than: int) -> None:
+        wait_for(lambda: len(self.acknowledged()) > more_than, 120, f"the agents' adds past {more_than}")
+
+    def stop(self) -> None:
+        self.stop_file.touch()
+        for proc in self.procs:
+            assert proc.wait(180) == 0, self.lines()[-20:]
+
+
+def _start_daemon(home: Path) -> subprocess.Popen:
+    """`syncd watch` in its own process, once it holds the home (its lock names it), or failed."""
+    daemon = start_cli_daemon(home)
+    lock = home / ".git/syncd/lock"
+
+    def holds() -> bool:
+        return daemon.poll() is not None or f"pid {daemon.pid} (syncd watch)" in lock.read_text(errors="replace")
+
+    wait_for(holds, 90, "the daemon to hold the home")
+    errors = "".join(err.read_text() for err in home.parent.glob("daemon-*.err"))
+    assert daemon.poll() is None, errors  # it runs: not refused
+    return daemon
+
+
+def _committed_text(home: Path) -> str:
+    names = git(home, "ls-tree", "-r", "--name-only", "HEAD", "--", "memory/users").split()
+    return "".join(git(home, "show", f"HEAD:{name}") for name in names if name.endswith(".md"))
+
+
+def _check_everything_kept(home: Path, agents: Agents, embedder) -> None:
+    refused = [line for line in agents.lines() if line.startswith("REFUSED") or "Traceback" in line]
+    assert not refused, refused[:5]
+    text = _committed_text(home)
+    lost = [fact for fact in agents.acknowledged() if fact not in text]
+    assert not lost, lost[:5]
+    assert not git(home, "status", "--porcelain", "--", "memory").strip()
+    with syncd.open(home, embedder=embedder) as engine:
+        assert not engine.sync().plan.changed_paths  # nothing left behind for the next writer
+        assert_matches_rebuild(engine)
+
+
+def test_a_daemon_starts_beside_agents_writing_with_no_daemon(home, embedder):
+    """Each change of an agent's holds the home's lock for a moment, back to back with the next:
+    `syncd watch` (any writer holding the lock for good) tried the lock once and failed ("held
+    by pid N (syncd change)") nearly every time. It now waits for the changes under way, and no
+    new change begins meanwhile; the agents then hand their writes to it."""
+    agents = Agents(home)
+    try:
+        for round_ in range(3):
+            agents.wait_for_adds(8 * (round_ + 1))
+            daemon = _start_daemon(home)
+            before = len(agents.acknowledged())
+            agents.wait_for_adds(before + 4)  # handed to the daemon now
+            daemon.send_signal(signal.SIGTERM)
+            assert daemon.wait(60) == 0
+    finally:
+        agents.stop()
+    _check_everything_kept(home, agents, embedder)
+
+
+def test_a_change_handed_to_a_daemon_killed_before_its_commit_is_committed_by_the_agent(home, embedder):
+    """A change handed to the daemon waits for the daemon's commit: with the daemon killed (or
+    stopped) first, it waited out lock_wait_s (30 s) and then said "saved but not committed",
+    leaving the file for the next writer. The agent now sees the daemon gone and commits it."""
+    agents = Agents(home)
+    try:
+        agents.wait_for_adds(4)
+        for _ in range(2):
+            daemon = _start_daemon(home)
+            before = len(agents.acknowledged())
+            agents.wait_for_adds(before + 6)
+            daemon.send_signal(signal.SIGKILL)
+            daemon.wait(60)
+            killed = time.monotonic()
+            before = len(agents.acknowledged())
+            agents.wait_for_adds(before + 6)
+            # Well before lock_wait_s: the agents did not wait it out.
+            assert time.monotonic() - killed < 20
+    finally:
+        agents.stop()
+    _check_everything_kept(home, agents, embedder)
