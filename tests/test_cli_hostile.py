@@ -173,3 +173,15 @@ def test_a_home_without_its_git_repository_is_told_so_in_syncds_words(tmp_path):
         assert "--local" not in result.stderr, result.stderr
         result = run_main(*command, "--home", str(broken))
         assert result.returncode == 1 and f"`git -C {broken} status` says what is wrong" in result.stderr
+
+
+def test_a_file_where_syncd_keeps_its_index_is_named_by_every_command(tmp_path):
+    home = syncd.init(tmp_path / "h").home
+    subprocess.run(["rm", "-rf", str(home / ".syncd")], check=True)
+    (home / ".syncd").write_text("not a folder\n")
+    for command in (["status"], ["search", "tea"], ["sync", "-q"], ["lint"]):
+        result = run_main(*command, "--home", str(home))
+        assert result.returncode == 1, (command, result.stderr)
+        assert result.stderr.startswith(f"syncd: error: {home / '.syncd'} is not a folder: syncd keeps")
+        assert result.stderr.count("\n") == 1
+    assert (home / ".syncd").read_text() == "not a folder\n"
