@@ -21,7 +21,9 @@ them, so ``--help``, ``--version`` and a search answered by the daemon start qui
 
 from __future__ import annotations
 
+import errno
 import gc
+import io
 import logging
 import os
 import sys
@@ -41,6 +43,7 @@ from . import (
     session_commands,
     wiki_commands,
 )
+from .common import say
 
 __all__ = ["main", "cli", "run"]
 
@@ -98,7 +101,8 @@ def _one_line(text: str) -> str:
 
 
 def _error(message: str) -> None:
-    click.echo(f"syncd: error: {_one_line(message)}", err=True)
+    # An error may name what the user typed or what a file holds: its control characters are shown.
+    say(f"syncd: error: {_one_line(message)}", err=True)
 
 
 def _silence_stdout() -> None:
@@ -112,8 +116,23 @@ def _silence_stdout() -> None:
         pass
 
 
+class _ClosedStdout(io.RawIOBase):
+    """What stands for a stdout that was closed when syncd started (``syncd ... >&-``), for which
+    Python leaves sys.stdout None and click prints nothing, silently: a command that writes to it
+    fails as writing to a closed descriptor does (a token shown only once is not lost unsaid),
+    and one that writes nothing there (``syncd watch >&-``, a daemon) runs as usual."""
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data) -> int:
+        raise OSError(errno.EBADF, "standard output is closed")
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run ``syncd`` with ``argv`` (default: sys.argv[1:]) and return its exit status."""
+    if sys.stdout is None:
+        sys.stdout = io.TextIOWrapper(_ClosedStdout(), encoding="utf-8", write_through=True)
     try:
         result = cli.main(args=argv, prog_name="syncd", standalone_mode=False)
         # Here, not at exit: a reader that went away must surface while we can still handle it.

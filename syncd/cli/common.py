@@ -1,4 +1,5 @@
-"""What every command shares: the ``--home`` option, settings, checked ids, JSON output.
+"""What every command shares: the ``--home`` option, settings, checked ids, JSON output, and
+text output that shows the control characters of what it prints as escapes.
 
 Nothing here imports pydantic, LanceDB or the model: a command pays only for what it
 uses, so ``syncd --help`` and a search the daemon answers start in a blink (pydantic only
@@ -8,17 +9,40 @@ when a SYNCD_* value needs its reading, see syncd.config).
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import click
 
 from ..errors import ConfigError, HomeError
 
-__all__ = ["home_option", "json_option", "resolve_home", "load_settings", "print_json", "id_option"]
+__all__ = [
+    "home_option",
+    "json_option",
+    "resolve_home",
+    "load_settings",
+    "print_json",
+    "id_option",
+    "PathArg",
+    "shown",
+    "say",
+    "echo_json",
+]
+
+
+class PathArg(click.Path):
+    """A folder or file given on the command line, never an empty one: ``syncd init "$DIR"``
+    with DIR unset would otherwise make a home of the current folder (click reads "" as ".")."""
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, str) and not value.strip():
+            self.fail("an empty path; name a folder ('.' is the current one)", param, ctx)
+        return super().convert(value, param, ctx)
+
 
 home_option = click.option(
     "--home",
-    type=click.Path(path_type=Path),
+    type=PathArg(path_type=Path),
     envvar="SYNCD_HOME",
     default=None,
     help="The memory home (default: $SYNCD_HOME, then the nearest enclosing home).",
@@ -75,5 +99,40 @@ def load_settings():
         raise ConfigError(f"invalid setting in the environment: {problems}") from None
 
 
+# Control characters (category Cc). File content, file names, commit messages and the arguments
+# echoed in an error may hold any, and a terminal acts on them: an escape sequence retitles or
+# recolours it or moves the cursor over what was printed, a newline makes one entry read as two.
+# And lone surrogates: the bytes of a file name that is not UTF-8, as Python reads it, which no
+# encoder takes.
+_UNSHOWABLE = re.compile(r"[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
+_JSON_UNSHOWABLE = re.compile(r"[\x7f-\x9f\ud800-\udfff]")
+
+
+def _escape(char: str) -> str:
+    code = ord(char)
+    if 0xDC80 <= code <= 0xDCFF:  # os.fsdecode's stand-in for the byte it could not decode
+        return f"\\x{code - 0xDC00:02x}"
+    return repr(char)[1:-1]
+
+
+def shown(text: str) -> str:
+    """``text`` with each control character written as its escape, as repr() does (``\\x1b``),
+    and each undecodable byte of a file name as ``\\xe9``."""
+    return _UNSHOWABLE.sub(lambda m: _escape(m.group()), text)
+
+
+def say(line: str, err: bool = False) -> None:
+    """Print one line of text output (stdout, or stderr with ``err``), its control characters
+    shown as escapes: what every text line holding a file's or git's words goes through."""
+    click.echo(shown(line), err=err)
+
+
 def print_json(value: object) -> None:
-    click.echo(json.dumps(value, indent=2, ensure_ascii=False, default=str))
+    echo_json(json.dumps(value, indent=2, ensure_ascii=False, default=str) + "\n")
+
+
+def echo_json(text: str) -> None:
+    """JSON text on stdout. json.dumps escapes the control characters below U+0020; the rest
+    (DEL and C1, which some terminals act on too) and lone surrogates (which no encoder takes)
+    are escaped here: the same JSON value."""
+    click.echo(_JSON_UNSHOWABLE.sub(lambda m: f"\\u{ord(m.group()):04x}", text), nl=False)

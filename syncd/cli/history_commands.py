@@ -8,20 +8,20 @@ from pathlib import Path
 
 import click
 
-from .common import home_option, json_option, load_settings, print_json, resolve_home
+from .common import PathArg, home_option, json_option, load_settings, print_json, resolve_home, say
 
 __all__ = ["COMMANDS"]
 
 
 def _print_entry(entry, indent: str = "") -> None:
-    click.echo(f"{indent}{entry.sha[:10]}  {entry.date}  {entry.author} <{entry.email}>")
-    click.echo(f"{indent}    {entry.subject}")
+    say(f"{indent}{entry.sha[:10]}  {entry.date}  {entry.author} <{entry.email}>")
+    say(f"{indent}    {entry.subject}")
     for key, value in entry.trailers.items():
-        click.echo(f"{indent}    {key}: {value}")
+        say(f"{indent}    {key}: {value}")
 
 
 @click.command("log")
-@click.argument("path", required=False)
+@click.argument("path", required=False, type=PathArg(path_type=str))
 @click.option("-n", "--limit", type=click.IntRange(min=1), default=20, show_default=True, help="How many commits.")
 @json_option
 @home_option
@@ -45,11 +45,11 @@ def log_command(path: str | None, limit: int, as_json: bool, home: Path | None) 
         print_json([e.to_dict() for e in entries])
         return
     if not entries:
-        click.echo("no commits" + (f" touching {rel}" if rel else ""))
+        say("no commits" + (f" touching {rel}" if rel else ""))
     for entry in entries:
         _print_entry(entry)
         for name in entry.files[:10]:
-            click.echo(f"      {name}")
+            say(f"      {name}")
         if len(entry.files) > 10:
             click.echo(f"      ... and {len(entry.files) - 10} more files")
 
@@ -74,8 +74,8 @@ def blame_command(fact_id: str, as_json: bool, home: Path | None) -> None:
         print_json([h.to_dict() | {"at": h.introduced.sha if h.introduced else None} for h in histories])
         return
     for history in histories:
-        click.echo(f"{fact_id}  {history.path}:{history.line}")
-        click.echo(f"    {history.text}")
+        say(f"{fact_id}  {history.path}:{history.line}")
+        say(f"    {history.text}")
         if history.uncommitted:
             click.echo("    not committed yet (the daemon commits it shortly)")
             continue

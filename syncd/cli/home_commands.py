@@ -6,13 +6,13 @@ from pathlib import Path
 
 import click
 
-from .common import home_option, load_settings
+from .common import PathArg, home_option, load_settings, say
 
 __all__ = ["COMMANDS"]
 
 
 @click.command("init")
-@click.argument("path", required=False, type=click.Path(path_type=Path))
+@click.argument("path", required=False, type=PathArg(path_type=Path))
 @click.option(
     "--index",
     "index_url",
@@ -41,20 +41,20 @@ def init_command(path: Path | None, index_url: str | None, home: Path | None) ->
         record_home_index(report.home, index_url)
         click.echo(f"  index: {redact_url(index_url)}")
     if not report.changed:
-        click.echo(f"{report.home} is already a syncd home; nothing to do")
+        say(f"{report.home} is already a syncd home; nothing to do")
         return
     for rel in report.created:
         click.echo(f"  created {rel}")
     if report.git_initialised:
-        click.echo(f"  initialised git repository in {report.home}")
-    click.echo(f"syncd home ready at {report.home}" + (f" (commit {report.commit[:10]})" if report.commit else ""))
+        say(f"  initialised git repository in {report.home}")
+    say(f"syncd home ready at {report.home}" + (f" (commit {report.commit[:10]})" if report.commit else ""))
 
 
 @click.command("demo")
-@click.argument("path", required=False, type=click.Path(path_type=Path))
+@click.argument("path", required=False, type=PathArg(path_type=Path))
 @click.option("--limit", type=click.IntRange(min=1), default=3, show_default=True, help="Results per query.")
 # Not $SYNCD_HOME: a demo must never land in the user's real home.
-@click.option("--home", type=click.Path(path_type=Path), default=None, help="Same as PATH.")
+@click.option("--home", type=PathArg(path_type=Path), default=None, help="Same as PATH.")
 def demo_command(path: Path | None, limit: int, home: Path | None) -> None:
     """Create a demo home with two users' memory, index it and search it (offline).
 

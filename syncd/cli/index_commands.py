@@ -22,7 +22,7 @@ import click
 from ..engine.search import DEFAULT_LIMIT, KINDS
 from ..errors import GitBusyError, HistoryError, LockedError, RemoteError, SyncdError
 from ..home.disk import held_by_a_daemon
-from .common import home_option, id_option, json_option, load_settings, print_json, resolve_home
+from .common import home_option, id_option, json_option, load_settings, print_json, resolve_home, say
 
 __all__ = ["COMMANDS"]
 
@@ -258,7 +258,7 @@ def _print_sync(done: dict, deferred: Exception | None) -> None:
         f"{done['embedded_texts']} texts embedded" + (f"; {len(commits)} commit(s)" if commits else "") + by
     )
     for path, error in sorted(done["errors"].items()):
-        click.echo(f"  error {path}: {error}", err=True)
+        say(f"  error {path}: {error}", err=True)
     if done.get("in_changes"):
         click.echo(
             f"syncd: note: {done['in_changes']} file(s) belong to a change still under way, which commits them "
@@ -268,7 +268,7 @@ def _print_sync(done: dict, deferred: Exception | None) -> None:
     if done.get("uncommitted"):
         deferred = GitBusyError(done["uncommitted"])
     if deferred is not None:
-        click.echo(f"syncd: warning: indexed, but not committed: {deferred}", err=True)
+        say(f"syncd: warning: indexed, but not committed: {deferred}", err=True)
 
 
 def _by_daemon(root: Path, locked: LockedError, quiet: bool, ask: _DaemonAsk) -> dict | None:
@@ -350,7 +350,7 @@ def reindex_command(quiet: bool, home: Path | None) -> None:
         f"({done['embedded_texts']} texts embedded, the rest from the cache){resumed}"
     )
     for path, error in sorted(done["errors"].items()):
-        click.echo(f"  error {path}: {error}", err=True)
+        say(f"  error {path}: {error}", err=True)
 
 
 @click.command("search")
@@ -433,10 +433,10 @@ def search_command(
     for rank, hit in enumerate(hits, 1):
         label = f"[{hit['category']}] " if hit["category"] else ""
         parts = " ".join(f"{k}={v:.2f}" for k, v in hit["parts"].items())
-        click.echo(f"{rank:2}. {hit['score']:.3f}  {label}{hit['snippet']}")
+        say(f"{rank:2}. {hit['score']:.3f}  {label}{hit['snippet']}")
         # A wiki hit says which page and section it came from (a daemon of an older syncd may not).
         where = f"  {hit['breadcrumb']}" if hit.get("title") and hit.get("breadcrumb") else ""
-        click.echo(f"      {hit['path']}:{hit['line']}{where}  ({parts})")
+        say(f"      {hit['path']}:{hit['line']}{where}  ({parts})")
 
 
 @click.command("status")
@@ -456,7 +456,7 @@ def status_command(as_json: bool, home: Path | None) -> None:
     if as_json:
         print_json(status.to_dict() | {"remote": remote, "conflicts": [c.to_dict() for c in conflicts]})
         return
-    click.echo(f"home     {status.home}")
+    say(f"home     {status.home}")
     click.echo(f"model    {status.model_id}")
     if status.incompatible:
         click.echo(f"index    {status.incompatible}: the next `syncd sync` (or `syncd reindex`) rebuilds it")
@@ -474,7 +474,7 @@ def status_command(as_json: bool, home: Path | None) -> None:
     if status.aligned_commit:
         click.echo(f"commit   {status.aligned_commit}")
     if status.git_busy:
-        click.echo(f"git      {status.git_busy}; until then syncd indexes the files as they are and commits nothing")
+        say(f"git      {status.git_busy}; until then syncd indexes the files as they are and commits nothing")
     if remote is not None:
         _echo_remote(remote)
     _echo_conflicts(conflicts)
@@ -495,15 +495,15 @@ def _echo_freshness(status) -> None:
     for kind, paths in stale.items():
         click.echo(f"stale    {len(paths)} {kind}:")
         for path in paths[:50]:
-            click.echo(f"           {path}")
+            say(f"           {path}")
         if len(paths) > 50:
             click.echo(f"           ... and {len(paths) - 50} more")
     if status.uncommitted:
         click.echo(f"git      {len(status.uncommitted)} indexed change(s) not yet committed:")
         for path in status.uncommitted[:50]:
-            click.echo(f"           {path}")
+            say(f"           {path}")
     for path, error in sorted(status.errors.items()):
-        click.echo(f"error    {path}: {error}")
+        say(f"error    {path}: {error}")
 
 
 def _remote_state(root: Path) -> dict | None:
@@ -528,18 +528,18 @@ def _conflicts(root: Path) -> list:
 
 def _echo_conflicts(conflicts: list) -> None:
     for conflict in conflicts:
-        click.echo(f"conflict {conflict.path}:{conflict.line}: {conflict.describe()}")
+        say(f"conflict {conflict.path}:{conflict.line}: {conflict.describe()}")
 
 
 def _echo_remote(state: dict) -> None:
     def ago(stamp: float | None) -> str:
         return "never" if stamp is None else f"{max(0.0, time.time() - stamp):.0f} s ago"
 
-    click.echo(f"remote   {state['remote']}: last pull {ago(state['last_pull'])}, last push {ago(state['last_push'])}")
+    say(f"remote   {state['remote']}: last pull {ago(state['last_pull'])}, last push {ago(state['last_push'])}")
     if state.get("error"):
         retry = state.get("retry_at")
         when = f"; retrying in {max(0.0, retry - time.time()):.0f} s" if retry else ""
-        click.echo(f"remote   unreachable or refused: {state['error']}{when} (local writes go on)")
+        say(f"remote   unreachable or refused: {state['error']}{when} (local writes go on)")
 
 
 def _echo_sync_state(status) -> None:

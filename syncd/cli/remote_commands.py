@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from .common import home_option, load_settings, resolve_home
+from .common import home_option, load_settings, resolve_home, say
 
 __all__ = ["COMMANDS"]
 
@@ -47,7 +47,7 @@ def remote_list(home: Path | None) -> None:
     from ..engine.sharing import remotes, shown_url
 
     for name, url in sorted(remotes(resolve_home(home)).items()):
-        click.echo(f"{name} {shown_url(url)}")
+        say(f"{name} {shown_url(url)}")
 
 
 @click.command("pull")
@@ -60,7 +60,7 @@ def pull_command(remote: str, home: Path | None) -> None:
 
     with _open(home) as engine:
         report = pull(engine, remote)
-    click.echo(report.summary())
+    say(report.summary())
 
 
 @click.command("push")
@@ -74,8 +74,8 @@ def push_command(remote: str, home: Path | None) -> None:
     with _open(home) as engine:
         report = push(engine, remote)
     for pulled in report.pulls:
-        click.echo(pulled.summary())
-    click.echo(report.summary())
+        say(pulled.summary())
+    say(report.summary())
 
 
 @click.command("merge-driver", hidden=True)

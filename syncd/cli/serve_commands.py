@@ -140,7 +140,9 @@ def _serve_database(index_url: str, host: str, port: int) -> None:
     """``syncd serve --read-only --index URL``: every home of the database (server.database_server)."""
     from ..index.backend import validate_url
     from ..server.database_server import serve_database
+    from ..server.serve import check_listen
 
+    check_listen(host, port)
     settings = load_settings()
     settings = settings.model_copy(update={"index_url": validate_url(index_url)})
     serve_database(

@@ -7,14 +7,13 @@ from __future__ import annotations
 
 import datetime as dt
 import os
-import re
 import stat
 from pathlib import Path
 
 import click
 
 from ..errors import NotFoundError
-from .common import home_option, id_option, json_option, load_settings, print_json, resolve_home
+from .common import home_option, id_option, json_option, load_settings, print_json, resolve_home, say
 
 __all__ = ["COMMANDS"]
 
@@ -90,7 +89,7 @@ def sessions_group(ctx: click.Context, user: str | None, as_json: bool, home: Pa
         due, reason = lifecycle.should_reset(info.last_active, info.turn_count, info.created)
         rows.append({**info.to_dict(), "reset_due": due, "reset_reason": reason or None})
     for problem in unreadable:
-        click.echo(f"syncd: warning: session left out, cannot be read: {problem}", err=True)
+        say(f"syncd: warning: session left out, cannot be read: {problem}", err=True)
     if as_json:
         print_json([{k: v for k, v in r.items() if k != "flushed"} for r in rows])
         return
@@ -103,16 +102,6 @@ def sessions_group(ctx: click.Context, user: str | None, as_json: bool, home: Pa
         # To the second, with its UTC offset: the stored milliseconds would push the columns apart.
         active = dt.datetime.fromisoformat(r["last_active_at"]).isoformat(sep=" ", timespec="seconds")
         click.echo(f"{r['user']:<16} {r['session']:<28} {r['turn_count']:>5}  {active:<25} {reset}")
-
-
-# Control characters (category Cc): a transcript edited by hand may hold any, and the terminal
-# acts on them (an escape sequence retitles or recolours it, a newline in a role makes one entry
-# read as two, the second said by whoever the text names). Shown as escapes, like repr() does.
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
-
-
-def _shown(text: str) -> str:
-    return _CONTROL.sub(lambda m: repr(m.group())[1:-1], text)
 
 
 @sessions_group.command("show")
@@ -137,10 +126,12 @@ def show_command(session_id: str, last_n: int | None, user: str | None, as_json:
         print_json(entries)
         return
     for e in entries:
-        text = _shown(" ".join(e["content"].split()))
-        click.echo(f"{e['line']:>5}  {_shown(e['ts'][:19])}  {_shown(e['role'])}: {text}")
+        # A transcript edited by hand may hold any control character: a newline in a role would
+        # make one entry read as two, the second said by whoever the text names.
+        text = " ".join(e["content"].split())
+        say(f"{e['line']:>5}  {e['ts'][:19]}  {e['role']}: {text}")
         for action in e["actions"] or ():
-            click.echo(f"       action: {action}")
+            say(f"       action: {action}")
 
 
 @sessions_group.command("state")

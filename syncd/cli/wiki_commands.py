@@ -6,19 +6,18 @@ They work on the home's ``vault/`` by default, or on any Obsidian vault given wi
 
 from __future__ import annotations
 
-import sys
 from dataclasses import replace
 from pathlib import Path
 
 import click
 
-from .common import home_option, json_option, resolve_home
+from .common import PathArg, echo_json, home_option, json_option, resolve_home, say
 
 __all__ = ["COMMANDS"]
 
 vault_option = click.option(
     "--vault",
-    type=click.Path(path_type=Path, file_okay=False),
+    type=PathArg(path_type=Path, file_okay=False),
     default=None,
     help="An Obsidian vault folder to read instead of the home's vault/ (no home needed).",
 )
@@ -51,10 +50,20 @@ def lint_command(as_json: bool, vault: Path | None, home: Path | None) -> None:
 
     manager = _manager(vault, home)
     findings = sorted([*manager.lint(), *_conflict_findings(manager.root, vault is None)])
-    sys.stdout.write(lint_json(findings) if as_json else lint_text(findings))
+    _print(lint_json(findings) if as_json else lint_text(findings), as_json)
     code = lint_exit_code(findings)
     if code:
         raise click.exceptions.Exit(code)
+
+
+def _print(text: str, as_json: bool) -> None:
+    """A report on stdout through click (which writes UTF-8 to a stdout Python thinks is ASCII),
+    the control characters of page names and links shown as escapes, line by line."""
+    if as_json:
+        echo_json(text)
+        return
+    for line in text.removesuffix("\n").split("\n"):
+        say(line)
 
 
 def _conflict_findings(vault: Path, in_home: bool) -> list:
@@ -87,7 +96,7 @@ def links_command(page: str, as_json: bool, vault: Path | None, home: Path | Non
     from ..wiki.report import links_json, links_text
 
     edges = _manager(vault, home).links(page)
-    sys.stdout.write(links_json(page, edges) if as_json else links_text(page, edges))
+    _print(links_json(page, edges) if as_json else links_text(page, edges), as_json)
 
 
 @click.command("backlinks")
@@ -100,7 +109,7 @@ def backlinks_command(page: str, as_json: bool, vault: Path | None, home: Path |
     from ..wiki.report import backlinks_json, backlinks_text
 
     edges = _manager(vault, home).backlinks(page)
-    sys.stdout.write(backlinks_json(page, edges) if as_json else backlinks_text(page, edges))
+    _print(backlinks_json(page, edges) if as_json else backlinks_text(page, edges), as_json)
 
 
 COMMANDS = [lint_command, links_command, backlinks_command]

@@ -798,6 +798,12 @@ class Home:
         """This home, or HomeError when its folder is not a syncd home (yet)."""
         if not self.memory_dir.is_dir() and not self.state_dir.is_dir():
             raise HomeError(f"{self.root} is not a syncd home; run `syncd init {self.root}` first")
+        if self.state_dir.exists() and not self.state_dir.is_dir():
+            # Else each command meets it deep down, as "File exists" from the embedding cache.
+            raise HomeError(
+                f"{self.state_dir} is not a folder: syncd keeps the home's index and caches there; "
+                "move it away (whatever syncd kept there is rebuilt)"
+            )
         return self
 
     def lock(self) -> HomeLock:

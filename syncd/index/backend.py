@@ -112,11 +112,20 @@ def redact_url(url: str) -> str:
 
 
 def _git_config(root: Path, *args: str) -> str | None:
+    from ..home.disk import git_dir
+
+    # A home with no repository of its own has recorded nothing; git would read the config of a
+    # repository around it instead (or fail with words about --local that say nothing here).
+    if git_dir(root) is None:
+        return None
     done = subprocess.run(["git", "config", "--local", *args], cwd=root, capture_output=True, text=True, check=False)
     if done.returncode == 1:  # the key is not set
         return None
     if done.returncode != 0:
-        raise ConfigError(f"cannot read the index setting of {root}: {done.stderr.strip()}")
+        raise ConfigError(
+            f"cannot read the index setting of {root}: its git repository is unreadable "
+            f"({done.stderr.strip()}); `git -C {root} status` says what is wrong"
+        )
     return done.stdout.strip()
 
 

@@ -24,6 +24,7 @@ import json
 import logging
 import os
 import signal
+import socket
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -34,6 +35,7 @@ from ..config import Settings
 from ..daemon.loop import Daemon
 from ..daemon.sharing import RemoteSharing
 from ..engine.facade import open_engine
+from ..errors import ConfigError
 from ..home import atomic_write
 from ..memory import MemoryManager
 from .gate import Gate
@@ -44,7 +46,16 @@ from .routes_session import session_routers
 from .service import WORKER_THREADS, MemoryService
 from .tokens import TokenStore
 
-__all__ = ["LOOPBACK", "MAX_BODY_BYTES", "SERVER_FILE", "ServerHandle", "build_server_app", "serve", "uvicorn_server"]
+__all__ = [
+    "LOOPBACK",
+    "MAX_BODY_BYTES",
+    "SERVER_FILE",
+    "ServerHandle",
+    "build_server_app",
+    "check_listen",
+    "serve",
+    "uvicorn_server",
+]
 
 log = logging.getLogger(__name__)
 
@@ -133,6 +144,24 @@ def uvicorn_server(config, on_started: Callable[[str], None], on_stopping: Calla
     return Server(config)
 
 
+def check_listen(host: str, port: int) -> None:
+    """ConfigError unless ``host``:``port`` can be listened on now (each address the name has,
+    as uvicorn binds them): a name that does not resolve or a port in use is said in one line
+    before the home is held or anything loads. uvicorn itself only logs such a failure and exits
+    the process with its own status (3)."""
+    try:
+        addresses = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except (socket.gaierror, UnicodeError) as exc:
+        raise ConfigError(f"cannot listen on {host!r}: {getattr(exc, 'strerror', None) or exc}") from None
+    for family, kind, proto, _, address in addresses:
+        with socket.socket(family, kind, proto) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as asyncio's server does
+            try:
+                probe.bind(address)
+            except OSError as exc:
+                raise ConfigError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+
+
 def serve(
     home: Path,
     settings: Settings,
@@ -157,6 +186,7 @@ def serve(
     --remote`` does (pull every ``pull_every`` seconds, push what is new; daemon/sharing.py)."""
     import uvicorn
 
+    check_listen(host, port)
     # The lock comes first: a second server (or a `syncd watch`) fails here, naming the holder.
     with open_engine(home, settings=settings, embedder=embedder, read_only=read_only) as engine:
         tokens = TokenStore.of(engine.home)

@@ -110,10 +110,7 @@ class WikiManager:
         graph = snap.graph()
         graph.edges  # noqa: B018 -- resolves every link now, reusing what the store knows
         if cache is not None:
-            try:
-                cache.keep_resolutions(graph, snap.known_files)
-            except sqlite3.Error as exc:
-                log.warning("could not keep resolved links in %s: %s", cache.path, exc)
+            cache.keep_resolutions(graph, snap.known_files)
         return graph
 
     def lint(self) -> list[Finding]:

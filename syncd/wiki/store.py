@@ -28,6 +28,7 @@ import os
 import sqlite3
 import time
 from collections.abc import Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -130,6 +131,7 @@ class GraphCache:
     def __init__(self, path: Path):
         path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
+        self._refused = False
         # The daemon's sync and a CLI lint may write at once: wait for each other, briefly.
         self._db = sqlite3.connect(str(path), timeout=10, isolation_level=None)
         version = self._db.execute("PRAGMA user_version").fetchone()[0]
@@ -174,13 +176,13 @@ class GraphCache:
     def save(self, upserts: Sequence[tuple[str, int, int, int, str, str]], deletes: Sequence[str]) -> None:
         if not upserts and not deletes:
             return
-        with self._transaction():
+        with self._best_effort(), self._transaction():
             self._db.executemany(_UPSERT, upserts)
             self._db.executemany("DELETE FROM pages WHERE path = ?", [(d,) for d in deletes])
 
     def touch(self, stats: Sequence[tuple[str, int, int, int, str]]) -> None:
         """New stat for pages whose content is the same: ``(path, size, mtime_ns, checked_ns, sha)``."""
-        with self._transaction():
+        with self._best_effort(), self._transaction():
             self._db.executemany(
                 "UPDATE pages SET size = ?, mtime_ns = ?, checked_ns = ? WHERE path = ? AND sha = ?",
                 [(size, mtime, checked, path, sha) for path, size, mtime, checked, sha in stats],
@@ -195,10 +197,10 @@ class GraphCache:
         """Store what ``graph`` resolved anew, and its file list as the one every stored
         resolution now holds for. Only if no other process stored resolutions since ours were
         loaded (else ours may answer for another file list): then nothing is stored. Returns
-        whether they were stored."""
+        whether they were stored (or could not be: see _best_effort)."""
         if not graph.fresh and graph.known_files == graph.files:
             return True
-        with self._transaction():
+        with self._best_effort(), self._transaction():
             if self._stored_files() != loaded_files:
                 return False
             self._db.executemany(
@@ -218,7 +220,7 @@ class GraphCache:
         return None if row is None else json.loads(row[0])
 
     def set_fact(self, key: str, value: Any) -> None:
-        with self._transaction():
+        with self._best_effort(), self._transaction():
             self._set_fact(key, value)
 
     def _set_fact(self, key: str, value: Any) -> None:
@@ -226,6 +228,19 @@ class GraphCache:
 
     def _transaction(self):
         return _Immediate(self._db)
+
+    @contextmanager
+    def _best_effort(self):
+        """A write the store cannot take (on a read-only disk, say, or a page name that is not
+        UTF-8) is left out and logged: the store only saves work, and the lint, links or sync
+        that was writing it goes on without it."""
+        try:
+            yield
+        except (sqlite3.Error, UnicodeEncodeError) as exc:
+            # Once: a read-only store refuses every write of the command alike.
+            level = logging.DEBUG if self._refused else logging.WARNING
+            self._refused = True
+            log.log(level, "the wiki graph store %s was not updated: %s", self.path, exc)
 
 
 class _Immediate:
