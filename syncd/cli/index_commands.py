@@ -21,7 +21,7 @@ import click
 
 from ..engine.search import DEFAULT_LIMIT, KINDS
 from ..errors import GitBusyError, HistoryError, LockedError, RemoteError, SyncdError
-from ..home.disk import held_by_a_daemon
+from ..home.lock import held_by_a_daemon
 from .common import home_option, id_option, json_option, load_settings, print_json, resolve_home, say
 
 __all__ = ["COMMANDS"]

@@ -9,10 +9,7 @@ Every other part of syncd stands on this floor, so its names are imported from t
 """
 
 from .disk import (
-    CHANGE_HOLDER,
-    DAEMON_ROLES,
     Home,
-    HomeLock,
     atomic_write,
     blob_sha,
     common_git_dir,
@@ -42,6 +39,7 @@ from .layout import (
     validate_id,
     validate_label,
 )
+from .lock import CHANGE_HOLDER, DAEMON_ROLES, HomeLock
 
 __all__ = [
     "CHANGE_HOLDER",

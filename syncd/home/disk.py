@@ -14,12 +14,13 @@ import re
 import stat
 import tempfile
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from pathlib import Path
 from typing import BinaryIO
 
-from ..errors import ConflictError, HomeError, InvalidIdError, LockedError, ParseError, StorageError
+from ..errors import ConflictError, HomeError, InvalidIdError, ParseError, StorageError
 from .layout import validate_id, validate_label
+from .lock import HomeLock
 
 __all__ = [
     "blob_sha",
@@ -34,25 +35,11 @@ __all__ = [
     "read_memory_file",
     "durable_append",
     "write_some",
-    "HomeLock",
     "git_dir",
     "common_git_dir",
     "find_home",
     "Home",
-    "CHANGE_HOLDER",
-    "DAEMON_ROLES",
-    "held_by_a_daemon",
 ]
-
-# What the lock file says while a daemon holds the home (the command that runs it: `syncd watch`,
-# `syncd serve`, `syncd mcp`): other processes then hand their writes to it instead of waiting
-# for a lock it never lets go.
-DAEMON_ROLES = ("syncd watch", "syncd serve", "syncd mcp")
-
-
-def held_by_a_daemon(holder: str | None) -> bool:
-    """Whether a lock's text (``pid N (role)``) says a daemon holds the home."""
-    return (holder or "").endswith(tuple(f"({role})" for role in DAEMON_ROLES))
 
 
 def blob_sha(data: bytes) -> str:
@@ -444,150 +431,6 @@ def durable_append(path: Path, data: bytes, expected_size: int | None = None) ->
         return size + len(data)
     finally:
         os.close(fd)
-
-
-# What the lock says while one change of an agent's holds it (WritePath borrows it per change):
-# a holder that lets go within moments, which a writer wanting the lock for good waits out.
-CHANGE_HOLDER = "syncd change"
-_LOCK_POLL_S = 0.05
-
-
-class HomeLock:
-    """The single-writer lock ``<git dir>/syncd/lock`` (an flock, so a killed holder releases it
-    at once). Outside ``.syncd/``: deleting the derived state must never let a second writer in.
-
-    Beside it, ``lock.wait`` (an flock too) is a turnstile for writers that hold the lock for
-    good (a daemon, ``syncd sync``): agents writing with no daemon borrow the lock for each change
-    (:data:`CHANGE_HOLDER`), back to back, so a writer that only tried the lock could find it
-    held every time, and `syncd watch` failed to start beside them. Such a writer holds the
-    turnstile while it waits (:meth:`acquire_waiting`); a borrower passes the turnstile before
-    it tries the lock (:meth:`acquire`, ``after_waiters``), so once a writer waits no new change
-    begins, the ones under way finish, and the writer gets the lock."""
-
-    def __init__(self, path: Path):
-        self.path = path
-        self._fd: int | None = None
-
-    def acquire(self, what: str = "syncd", after_waiters: bool = False) -> HomeLock:
-        """Take the lock now or raise LockedError naming its holder. ``after_waiters``: also
-        LockedError while a writer waits for the lock in :meth:`acquire_waiting` (a change
-        borrowing the lock lets that writer in first)."""
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        if after_waiters:
-            with self._turnstile(fcntl.LOCK_SH) as passed:
-                if not passed:
-                    raise LockedError(self.path, "a writer waiting for the lock")
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as exc:
-            os.close(fd)
-            if exc.errno in (errno.EWOULDBLOCK, errno.EACCES, errno.EAGAIN):
-                raise LockedError(self.path, self.holder() or "another process") from None
-            raise
-        os.ftruncate(fd, 0)
-        os.write(fd, f"pid {os.getpid()} ({what})\n".encode())
-        os.fsync(fd)
-        self._fd = fd
-        return self
-
-    def acquire_waiting(self, what: str, wait_s: float) -> HomeLock:
-        """Take the lock for good: at once, or, while a change of an agent's holds it, once the
-        changes under way are done (no new one begins meanwhile), waiting up to ``wait_s``.
-        LockedError, naming the holder, when a holder of another kind has it (a daemon, another
-        writer) or the wait runs out."""
-        try:
-            return self.acquire(what)
-        except LockedError:
-            if not self._held_for_a_change():
-                raise
-        deadline = time.monotonic() + wait_s
-        with self._turnstile(fcntl.LOCK_EX, deadline) as waiting:
-            while True:
-                try:
-                    return self.acquire(what)
-                except LockedError:
-                    if not waiting or not self._held_for_a_change() or time.monotonic() >= deadline:
-                        raise
-                time.sleep(_LOCK_POLL_S)
-
-    def _held_for_a_change(self) -> bool:
-        """Whether the lock's holder lets go within moments: a change of an agent's, or a holder
-        that has not written its name yet or is letting go (the lock says nothing then)."""
-        holder = self.holder()
-        return holder is None or holder.endswith(f"({CHANGE_HOLDER})")
-
-    @contextlib.contextmanager
-    def _turnstile(self, mode: int, deadline: float | None = None) -> Iterator[bool]:
-        """Hold ``lock.wait`` in ``mode`` for the block (True), trying until ``deadline`` (None:
-        once); False when it could not be had in time."""
-        fd = os.open(self.path.with_name("lock.wait"), os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            while True:
-                try:
-                    fcntl.flock(fd, mode | fcntl.LOCK_NB)
-                    break
-                except OSError as exc:
-                    if exc.errno not in (errno.EWOULDBLOCK, errno.EACCES, errno.EAGAIN):
-                        raise
-                    if deadline is None or time.monotonic() >= deadline:
-                        yield False
-                        return
-                time.sleep(_LOCK_POLL_S)
-            yield True
-        finally:
-            os.close(fd)  # lets go of the flock too
-
-    def is_free(self) -> bool:
-        """Whether nobody holds the lock at this moment (a daemon that stopped, or was killed,
-        holds it no more), found without taking it."""
-        try:
-            fd = os.open(self.path, os.O_RDONLY)
-        except FileNotFoundError:
-            return True
-        try:
-            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        except OSError:
-            return False
-        finally:
-            os.close(fd)  # lets go of a shared flock taken
-        return True
-
-    def relabel(self, what: str) -> None:
-        """Say what holds the lock now (a writer that became the daemon)."""
-        if self._fd is None:
-            return
-        os.ftruncate(self._fd, 0)
-        os.pwrite(self._fd, f"pid {os.getpid()} ({what})\n".encode(), 0)
-        os.fsync(self._fd)
-
-    def held_by_daemon(self) -> bool:
-        """True when the text of the lock says a daemon holds it (meaningful while it is held)."""
-        return held_by_a_daemon(self.holder())
-
-    def holder(self) -> str | None:
-        try:
-            return self.path.read_text(encoding="utf-8", errors="replace").strip() or None
-        except FileNotFoundError:
-            return None
-
-    @property
-    def held(self) -> bool:
-        return self._fd is not None
-
-    def release(self) -> None:
-        if self._fd is None:
-            return
-        with contextlib.suppress(OSError):
-            os.ftruncate(self._fd, 0)
-        os.close(self._fd)
-        self._fd = None
-
-    def __enter__(self) -> HomeLock:
-        return self.acquire()
-
-    def __exit__(self, *exc: object) -> None:
-        self.release()
 
 
 def git_dir(root: Path) -> Path | None:
