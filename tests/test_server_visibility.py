@@ -1,8 +1,8 @@
-"""A user's token never receives a byte of another user's memory through history or counts: not
-a fact, a commit subject, a trailer, a file name or a row count. Over a real `syncd serve`
-whose history holds every kind of commit: one user's, a person's commit over both users'
-files (its subject quoting a secret), a shared file committed in another user's name, and a
-move out of another user's folder."""
+"""A user's token never receives a byte of another user's memory through history, counts or the
+past (``at=``): not a fact, a commit subject, a trailer, a file name, a row count, nor whether a
+commit of theirs exists. Over a real `syncd serve` whose history holds every kind of commit: one
+user's, a person's commit over both users' files (its subject quoting a secret), a shared file
+committed in another user's name, and a move out of another user's folder."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from syncd.history.log import LogEntry
 from syncd.memory import MemoryManager
 
 from .daemon_helpers import git, isolate_git_identity, wait_for
-from .server_helpers import served_in_thread
+from .server_helpers import call_tool, mcp_over_http, served_in_thread
 
 TODAY = dt.date.today().isoformat()
 ANA_FACTS = ["Ana likes green tea.", "Ana rows on Sundays."]
@@ -75,6 +75,10 @@ def server(tmp_path_factory, embedder):
         with served_in_thread(home, embedder) as served:
             _, served.ana = served.tokens.add("ana")
             _, served.bob = served.tokens.add("bob")
+            # The server indexes the files written above after it starts: a search before that
+            # pass ends (the kayak of blame's test) finds nothing.
+            with served.client(served.admin) as admin:
+                wait_for(lambda: admin.get("/status").json()["fresh"], 60, "the first sync")
             yield served
     finally:
         mp.undo()
@@ -261,3 +265,85 @@ def test_what_a_reader_is_shown_of_a_commit():
         seen_by(LogEntry("s", "a", "e", "d", "init", {}, ("memory/users/.gitkeep", "vault/i.md")), "ana").subject
         == "init"
     )
+
+
+def _visible_shas(home, user: str) -> list[str]:
+    """The first-parent line of HEAD, newest first, without the commits ``user`` is never shown."""
+    out = git(home, "log", "--first-parent", "--format=%x1d%H", "--name-only", "--no-renames")
+    records = [[line for line in r.splitlines() if line.strip()] for r in out.split("\x1d")[1:]]
+    return [sha for sha, *files in records if any(readable(f, user) for f in files)]
+
+
+def _past_answer(client, at: str, path: str = "/memory/core", **params) -> tuple[int, str]:
+    """What ``client`` is told of the past ``at``: the status and the error's message, or the
+    blocks (the hits' ids for a search)."""
+    response = client.get(path, params={"at": at, **params})
+    body = response.json()
+    if response.status_code != 200:
+        return response.status_code, body["error"]["message"]
+    if "hits" in body:
+        return 200, json.dumps([h["id"] for h in body["hits"]])
+    return 200, json.dumps(body["blocks"], sort_keys=True)
+
+
+# bob's words and shas against look-alikes that name nothing, in every form a revision takes.
+_FRESH_WORDS = ["Kangaroo", "4417", "Wombat", "sess-nobody"]
+_REVISION_FORMS = ["HEAD^{{/{w}}}", ":/{w}", "HEAD~{n}^{{/{w}}}", "{s}", "{s}~{n}", "{s}^", "HEAD~{n}", "{s}^{{/{w}}}",
+                   "@{{{n}}}", "HEAD@{{{n}}}", "{w}", "HEAD^{{/PIN is {w}}}", "{s}^{{commit}}", "HEAD~{n}^"]  # fmt: skip
+
+
+@settings(max_examples=30, deadline=None, database=None)
+@given(
+    form=st.sampled_from(_REVISION_FORMS),
+    word=st.integers(0, len(BOB_WORDS) - 1),
+    sha=st.integers(0, 100),
+    length=st.integers(8, 40),
+    n=st.integers(0, 12),
+)
+def test_no_revision_tells_ana_of_bobs_commits(server, ana, form, word, sha, length, n):
+    """The answer to any ``at=`` is the same whether the words and shas in it are bob's (his
+    commit messages, his commits) or name nothing: ana cannot learn that a commit of bob's
+    exists, what its message says, or how many there are."""
+    shas = sorted(_bob_only_shas(server.home))
+    secrets, looks = (BOB_WORDS[word], shas[sha % len(shas)][:length]), (_FRESH_WORDS[word], f"f00d{sha:04x}" * 5)
+    status, said = _past_answer(ana, form.format(w=secrets[0], s=secrets[1], n=n))
+    assert status < 500, said
+    fresh_status, fresh_said = _past_answer(ana, form.format(w=looks[0], s=looks[1][:length], n=n))
+    for look, secret in zip(looks, secrets, strict=True):
+        fresh_said = fresh_said.replace(look[: len(secret)], secret)
+    assert (status, said) == (fresh_status, fresh_said), (form, secrets)
+
+
+def test_ana_steps_back_over_her_own_commits_only(server, ana):
+    """HEAD~N counts the commits ana is shown: the Nth back is her Nth, named by its sha the same."""
+    mine = _visible_shas(server.home, "ana")
+    assert len(mine) < len(git(server.home, "rev-list", "--first-parent", "HEAD").split())
+    for n, sha in enumerate(mine):
+        assert _past_answer(ana, f"HEAD~{n}") == _past_answer(ana, sha)
+    assert _past_answer(ana, f"HEAD~{len(mine)}")[0] == 404
+    assert _past_answer(ana, "HEAD^^") == _past_answer(ana, "HEAD~2") == _past_answer(ana, mine[2])
+    # The admin naming ana sees her view; naming nobody, git's own HEAD~N.
+    with server.client(server.admin) as admin:
+        every = git(server.home, "rev-list", "--first-parent", "HEAD").split()
+        last = len(mine) - 1
+        assert _past_answer(admin, f"HEAD~{last}", user_id="ana") == _past_answer(admin, mine[-1], user_id="ana")
+        assert (
+            _past_answer(admin, f"HEAD~{len(mine)}")[0] == 200 and _past_answer(admin, f"HEAD~{len(every)}")[0] == 404
+        )
+
+
+def test_searches_and_tools_of_the_past_say_nothing_of_bobs_commit_messages(server, ana):
+    """Every read of the past (search, vault search, core blocks; REST and MCP) names it alike."""
+
+    def answers(look: str) -> list:
+        at = f"HEAD^{{/{look}}}"
+        said = [_past_answer(ana, at, path, query="pets") for path in ("/memory/archival", "/vault/search")]
+
+        async def tools():
+            async with mcp_over_http(server, server.ana) as client:
+                return [await call_tool(client, "core_memory_get", at=at),
+                        await call_tool(client, "memory_search", query="tea", at=at)]  # fmt: skip
+
+        return json.loads(json.dumps([*said, *asyncio.run(tools())]).replace(look, "<word>"))
+
+    assert answers("Quokka") == answers("Wombat")

@@ -149,7 +149,8 @@ def _at(what: str) -> Any:
         min_length=1,
         max_length=200,
         description=f"{what} as a past commit left it: a commit, HEAD~N, a branch, a tag, or a date/time "
-        "(2026-11-20T14:00, yesterday, 2 days ago: the last commit at or before it). None: as it is now.",
+        "(2026-11-20T14:00, yesterday, 2 days ago: the last commit at or before it). None: as it is now. "
+        "A user's token names a date, a branch, a tag, HEAD or one of the commits its log shows.",
     )
 
 
