@@ -347,3 +347,43 @@ def test_searches_and_tools_of_the_past_say_nothing_of_bobs_commit_messages(serv
         return json.loads(json.dumps([*said, *asyncio.run(tools())]).replace(look, "<word>"))
 
     assert answers("Quokka") == answers("Wombat")
+
+
+def test_lint_tells_ana_nothing_of_bobs_files_a_shared_page_cites(tmp_path, embedder, monkeypatch):
+    """A shared synthesis page citing bob's daily log (and a log of his that does not exist):
+    ana's lint neither says whether his files exist nor which commit of his changed them last,
+    while her own cited log is still checked; bob and the admin are told everything."""
+    isolate_git_identity(tmp_path, monkeypatch)
+    home = syncd.init(tmp_path / "home").home
+    sources = "".join(f"  - memory/users/{name}.md\n" for name in ("bob/{0}", "bob/2001-01-01", "ana/{0}"))
+    page = f"---\ntype: synthesis\nsources:\n{sources}---\n# Pets\n\nWho keeps which pets.\n"
+    with served_in_thread(home, embedder) as served:
+        _, ana_token = served.tokens.add("ana")
+        _, bob_token = served.tokens.add("bob")
+        with served.client(ana_token) as ana, served.client(bob_token) as bob, served.client(served.admin) as admin:
+            for client, text in [(ana, "Ana likes green tea."), (bob, "Bob keeps a pet Quokka.")]:
+                assert client.post("/memory/archival", json={"content": text}).status_code == 200
+            (home / "vault/pets.md").write_text(page.format(TODAY))
+            _commit_all(home, "Pets page", "vault/pets.md")
+            for client, text in [(ana, "Ana rows on Sundays."), (bob, "Bob feeds the Quokka at dawn.")]:
+                assert client.post("/memory/archival", json={"content": text}).status_code == 200
+            wait_for(lambda: "Quokka at dawn" in git(home, "log", "-3", "--format=%s"), 60, "bob's commit")
+            bobs = git(home, "log", "-1", "--format=%H", "--", "memory/users/bob")[:8]
+
+            def said(client, **params) -> str:
+                response = client.get("/vault/lint", params=params)
+                assert response.status_code == 200, response.text
+                return " ".join(f["message"] for f in response.json()["findings"])
+
+            for told in (said(ana), said(admin, user_id="ana")):
+                assert "memory/users/bob" not in told and bobs not in told, told
+                assert f"source 'memory/users/ana/{TODAY}.md' changed in commit" in told
+            for told in (said(bob), said(admin)):
+                assert f"source 'memory/users/bob/{TODAY}.md' changed in commit {bobs}" in told
+                assert "source 'memory/users/bob/2001-01-01.md' does not exist" in told
+
+            async def tool():
+                async with mcp_over_http(served, ana_token) as client:
+                    return await call_tool(client, "vault_lint")
+
+            assert "memory/users/bob" not in json.dumps(asyncio.run(tool()))

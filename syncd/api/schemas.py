@@ -278,7 +278,7 @@ class PageInput(Input):
     path: VaultPath
 
 
-class LintInput(Input):
+class LintInput(_ForUser):
     pass
 
 

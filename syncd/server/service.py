@@ -381,7 +381,10 @@ class MemoryService:
         from ..wiki.manager import WikiManager
 
         wiki = WikiManager.for_home(self.home.root)
-        findings = await asyncio.to_thread(wiki.lint)
+        # A page's sources may name files of one user: the others are told nothing of them.
+        reader = self.reader_for(p, q.user_id)
+        shown = None if reader is None else (lambda rel: readable(rel, reader))
+        findings = await asyncio.to_thread(wiki.lint, shown)
         return s.LintResult(findings=[s.Finding.model_validate(f.to_dict()) for f in findings])
 
 
