@@ -13,7 +13,7 @@ import re
 from urllib.parse import quote, unquote
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 import syncd
@@ -113,14 +113,17 @@ def _holds(text: str, secret: str) -> bool:
     return secret in text
 
 
-def _assert_nothing_of_bob(server, response, *sent: str) -> None:
-    """Nothing of bob's memory in ``response`` but what the request itself said."""
-    text = response.text
-    sent = (*sent, unquote(str(response.request.url)))
+def _assert_text_says_nothing_of_bob(server, text: str, *sent: str) -> None:
+    """Nothing of bob's memory in ``text`` but what the request itself said."""
     secrets = {*BOB_WORDS, *_bob_fact_ids(server.home), *_bob_only_shas(server.home), "memory/users/bob/"}
     for secret in secrets:
         if not any(secret in s for s in sent):
-            assert not _holds(text, secret), (secret, response.request.url, text[:2000])
+            assert not _holds(text, secret), (secret, sent, text[:2000])
+
+
+def _assert_nothing_of_bob(server, response, *sent: str) -> None:
+    """Nothing of bob's memory in ``response`` but what the request itself said."""
+    _assert_text_says_nothing_of_bob(server, response.text, *sent, unquote(str(response.request.url)))
     if response.headers.get("content-type", "").startswith("application/json"):
         body = response.json()
         for entry in _entries(body):
@@ -231,6 +234,30 @@ def test_no_parameter_of_any_endpoint_reaches_bobs_memory(server, ana, value, li
         _assert_nothing_of_bob(server, response, value, quoted)
         if path == "/status" and response.status_code == 200:
             assert response.json()["aligned_commit"] is None
+
+
+@settings(max_examples=15, deadline=None, database=None)
+@given(value=st.one_of(st.sampled_from(["bob", "BOB", "bob.", "sess-bobhidden", "memory/users/bob"]), _STRINGS))
+@example(value="bob")
+def test_no_argument_of_any_mcp_tool_reaches_bobs_memory(server, value):
+    """The MCP tools as ana's token calls them, each string argument in turn what a hostile
+    caller could send: no answer (nor error) holds anything of bob's."""
+    query = value if value.strip() else "x"
+    calls = [("memory_search", {"query": query}), ("memory_search", {"query": "pets", "chat_id": value}),
+             ("memory_search", {"query": "pets", "at": value}), ("memory_search", {"query": "x", "user_id": value}),
+             ("memory_search", {"query": query, "kind": "transcript"}), ("core_memory_get", {"chat_id": value}),
+             ("core_memory_get", {"at": value}), ("memory_blame", {"fact_id": value}),
+             ("session_transcript", {"session_id": value}), ("session_list", {"user_id": value}),
+             ("memory_status", {"user_id": value}), ("daily_logs_recent", {"user_id": value}),
+             ("vault_search", {"query": query}), ("vault_page_read", {"path": value}),
+             ("vault_lint", {"user_id": value})]  # fmt: skip
+
+    async def answers():
+        async with mcp_over_http(server, server.ana) as client:
+            return [(name, await call_tool(client, name, **arguments)) for name, arguments in calls]
+
+    for name, answer in asyncio.run(answers()):
+        _assert_text_says_nothing_of_bob(server, json.dumps(answer, ensure_ascii=False), value, name)
 
 
 def test_log_paths_a_user_may_name():
