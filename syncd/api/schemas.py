@@ -150,7 +150,8 @@ def _at(what: str) -> Any:
         max_length=200,
         description=f"{what} as a past commit left it: a commit, HEAD~N, a branch, a tag, or a date/time "
         "(2026-11-20T14:00, yesterday, 2 days ago: the last commit at or before it). None: as it is now. "
-        "A user's token names a date, a branch, a tag, HEAD or one of the commits its log shows.",
+        "For one user (a user's token, or user_id), HEAD~N and shas count and name only the commits their "
+        "log shows; ^{/text}, @{N} and :/text are refused.",
     )
 
 
