@@ -225,3 +225,31 @@ def test_the_database_down_is_a_503_then_answers_again(world, pg_server):
     assert down.headers.get("retry-after") == "1"
     back = _get(client, path, token, query="sailboats")
     assert back.status_code == 200 and back.json()["hits"], back.text
+
+
+def test_a_home_indexed_with_another_model_is_told_only_to_its_own_tokens(world, embedder, tmp_path):
+    """A home this reader cannot search (its index made with another model) is, to a token of
+    another home or to no token at all, what a home that does not exist is: a 401 naming nothing.
+    Its own tokens are told why it cannot be searched."""
+    import psycopg
+
+    client, a = world["client"], world["homes"]["a"]
+    _, engine, _, admin, users = _build(tmp_path / "c", {"dee": ["Grows tomatoes."]}, embedder, world["url"])
+    try:
+        schema = engine.index.schema
+        with psycopg.connect(world["url"], autocommit=True) as conn:
+            conn.execute(
+                psycopg.sql.SQL("UPDATE {}.meta SET value = jsonb_set(value, '{{model_id}}', %s) WHERE key = 'meta'")
+                .format(psycopg.sql.Identifier(schema)),
+                ('"another-model"',),
+            )  # fmt: skip
+        path = f"/homes/{schema}/memory/stats"
+        wait_for(lambda: _get(client, path, admin).status_code == 400, 10 * TOKENS_TTL_S, "the home listed")
+        assert "another-model" in _get(client, path, admin).text
+        assert "another-model" in _get(client, path, users["dee"]).text
+        for token in (a["admin"], a["users"]["ana"], "sda_" + "x" * 43):
+            refused = _get(client, path, token)
+            assert refused.status_code == 401 and schema not in refused.text, refused.text
+            assert refused.json() == _get(client, "/homes/no_such_home/memory/stats", token).json()
+    finally:
+        engine.close()

@@ -149,7 +149,9 @@ def _at(what: str) -> Any:
         min_length=1,
         max_length=200,
         description=f"{what} as a past commit left it: a commit, HEAD~N, a branch, a tag, or a date/time "
-        "(2026-11-20T14:00, yesterday, 2 days ago: the last commit at or before it). None: as it is now.",
+        "(2026-11-20T14:00, yesterday, 2 days ago: the last commit at or before it). None: as it is now. "
+        "For one user (a user's token, or user_id), HEAD~N and shas count and name only the commits their "
+        "log shows; ^{/text}, @{N} and :/text are refused.",
     )
 
 
@@ -277,7 +279,7 @@ class PageInput(Input):
     path: VaultPath
 
 
-class LintInput(Input):
+class LintInput(_ForUser):
     pass
 
 

@@ -63,8 +63,10 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import IndexError_, InvalidInputError, NotFoundError
 from ..history.git import run_git
+from ..history.log import commit_files, first_parents
 from ..home import Home
 from ..index.records import meta_compatible
+from .visibility import sees
 
 if TYPE_CHECKING:
     from ..index.search import Hit
@@ -89,6 +91,12 @@ _SHA = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 _SHA_PREFIX = re.compile(r"[0-9a-fA-F]{4,63}")
 # In a revision (HEAD~2, main^, @{1}), never in a date.
 _REVISION_SYNTAX = re.compile(r"[~^]|@\{")
+# For a reader bound to one user (resolve_revision's ``reader``): a revision, then steps back
+# along first parents (HEAD~2, main^^, HEAD~); and what searches or walks every commit (^{/text},
+# ^2, @{N}, :/text), which such a reader may not name a past by.
+_STEPS = re.compile(r"(?P<base>[^~^]+)(?P<steps>(?:~[0-9]*|\^1?)+)")
+_STEP = re.compile(r"~[0-9]*|\^1?")
+_WALKS = re.compile(r"[~^]|@\{|\A\s*:")
 _LOCK = threading.Lock()  # one past index built at a time per process: they share the folder
 # Past folders in use in this process (a workbench viewing the past holds one for long): never
 # evicted, their engines never closed; and the engines kept open, the most recently asked last.
@@ -102,12 +110,23 @@ _COMPLETE = "frozen"
 _FILES = "files"
 
 
-def resolve_revision(root: Path, at: str) -> str:
+def resolve_revision(root: Path, at: str, reader: str | None = None) -> str:
     """The commit ``at`` names: a revision git knows, else a date or date-time (ISO 8601, or one
     git understands, such as ``yesterday``; the last commit at or before it on the current branch).
-    InvalidInputError / NotFoundError."""
+    InvalidInputError / NotFoundError.
+
+    ``reader``: the user the answer is for (None: the home's own tools, which see everything). A
+    user may learn nothing of the commits that touched only other users' files: not their shas,
+    not their number, not their messages (the log they are shown leaves them out:
+    syncd.engine.visibility). So for a reader, a sha or a prefix names only the commits they may
+    see; ``HEAD~N`` (``^``, ``~``) steps back over those commits alone; and what searches or walks
+    every commit (``HEAD^{/text}`` matching a commit message, ``@{N}``, ``:/text``, ``^2``) is
+    refused. A date or a name (HEAD, a branch, a tag) may still land on another user's commit:
+    its tree holds what the reader sees exactly as the commit before it did."""
     if not isinstance(at, str) or not at.strip() or at.startswith("-"):
         raise InvalidInputError(f"bad revision {at!r}: a commit, HEAD~N, a branch, a tag or a date")
+    if reader is not None:
+        return _resolve_for(root, at, reader)
     out = run_git(root, "rev-parse", "--verify", "--quiet", "--end-of-options", f"{at}^{{commit}}", ok=(0, 1))
     # One commit, or nothing: a range (``A..B``) or an exclusion (``^A``) prints several lines or
     # a ``^sha``, which no checkout can take.
@@ -156,16 +175,70 @@ def _date(root: Path, at: str) -> dt.datetime | None:
     return dt.datetime.fromtimestamp(min(seconds, int(time.time())), dt.UTC)
 
 
-def _refuse_ambiguous(root: Path, prefix: str) -> None:
-    """InvalidInputError when several commits' shas start with ``prefix`` (git then names none,
-    and "no commit" would be wrong)."""
+def _commits_starting(root: Path, prefix: str) -> list[str]:
+    """The commits whose shas start with ``prefix`` (4 hex digits or more)."""
     found = run_git(root, "rev-parse", f"--disambiguate={prefix.lower()}", ok=(0, 128)).decode().split()
-    if len(found) < 2:
-        return
+    if not found:
+        return []
     kinds = run_git(root, "cat-file", "--batch-check=%(objecttype)", input="\n".join(found).encode() + b"\n")
-    commits = kinds.decode().split().count("commit")
+    return [sha for sha, kind in zip(found, kinds.decode().split(), strict=True) if kind == "commit"]
+
+
+def _refuse_ambiguous(root: Path, prefix: str, commits: int | None = None) -> None:
+    """InvalidInputError when several commits' shas start with ``prefix`` (git then names none,
+    and "no commit" would be wrong); ``commits``: how many, when the caller counted them."""
+    if commits is None:
+        commits = len(_commits_starting(root, prefix))
     if commits > 1:
         raise InvalidInputError(f"ambiguous revision {prefix!r}: {commits} commits start with it; give more of the sha")
+
+
+def _resolve_for(root: Path, at: str, reader: str) -> str:
+    """:func:`resolve_revision` for ``reader`` (see there)."""
+    walk = _STEPS.fullmatch(at)
+    base = walk["base"] if walk else at
+    if _WALKS.search(base):
+        raise InvalidInputError(
+            f"bad revision {at!r}: a past read for one user is named by a date, a branch, a tag, HEAD or one of "
+            "their commits (see their log), or N of their commits back from one (HEAD~N); ^{/text}, @{N}, "
+            ":/text and ^2 search or walk every user's commits"
+        )
+    sha = _their_commit(root, base, reader) if _SHA_PREFIX.fullmatch(base) else resolve_revision(root, base)
+    if walk is None:
+        return sha
+    steps = sum(int(step[1:] or 1) if step[0] == "~" else 1 for step in _STEP.findall(walk["steps"]))
+    back = _steps_back(root, sha, steps, reader)
+    if back is None:
+        raise NotFoundError(f"no commit {at!r} in this home's history (nor is it a date)")
+    return back
+
+
+def _their_commit(root: Path, prefix: str, reader: str) -> str:
+    """The one commit ``reader`` may see whose sha starts with ``prefix``: those of other users
+    are no commits to them, nor do they make a prefix ambiguous."""
+    touched = commit_files(root, _commits_starting(root, prefix))
+    theirs = [sha for sha, files in touched.items() if sees(files, reader)]
+    _refuse_ambiguous(root, prefix, len(theirs))
+    if not theirs:
+        raise NotFoundError(f"no commit {prefix!r} in this home's history (nor is it a date)")
+    return theirs[0]
+
+
+def _steps_back(root: Path, sha: str, steps: int, reader: str) -> str | None:
+    """The commit ``steps`` back from ``sha`` along its first parents, counting only the commits
+    ``reader`` may see (``sha`` itself is step 0 when they see it); None past the first commit.
+    Read in pages that double, so a step or two costs one small git call."""
+    seen, skip, page = 0, 0, 64
+    while True:
+        entries = first_parents(root, sha, page, skip)
+        for entry in entries:
+            if sees(entry.files, reader):
+                if seen == steps:
+                    return entry.sha
+                seen += 1
+        if len(entries) < page:
+            return None
+        skip, page = skip + page, min(page * 2, 4096)
 
 
 def describe_revision(root: Path, sha: str) -> str:

@@ -229,10 +229,6 @@ class IndexedHome:
     def fact_categories(self, user_id: str) -> dict[str, int]:
         return self.index.fact_categories(user_id)
 
-    def token_hashes(self) -> dict | None:
-        """The token hashes the home's writer published (None: none yet, so no token opens it)."""
-        return self.index.tokens()
-
 
 class DatabaseHomes:
     """Every home of one PostgreSQL database, for a reader holding none of them. Homes are named
@@ -265,6 +261,15 @@ class DatabaseHomes:
     def names(self) -> list[str]:
         """The homes whose index this database holds, by name."""
         return sorted(self._held_homes())
+
+    def token_hashes(self, name: str) -> dict | None:
+        """The token hashes home ``name``'s writer published (None: none yet, so no token opens
+        it), whatever model its index was made with: a request is checked against them before it is told anything of the home, so to a
+        token of another home one this reader cannot search is one that does not exist.
+        NotFoundError when the database holds no such home."""
+        if name not in self._held_homes():
+            raise NotFoundError(f"the database holds no home {name!r} (GET /homes lists them)")
+        return self.database.tokens(name)
 
     def home(self, name: str) -> IndexedHome:
         """The home ``name``; NotFoundError when the database holds no such home, ConfigError

@@ -18,13 +18,14 @@ to one user (``audit.blame``, ``audit.user_log``) and the servers apply these ru
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import replace
 
 from ..errors import AccessError, InvalidInputError
 from ..history.log import LogEntry
 from ..home import classify_path
 
-__all__ = ["log_path", "readable", "seen_by"]
+__all__ = ["log_path", "readable", "seen_by", "sees"]
 
 _USERS = ("memory", "users")
 # The empty file `syncd init` keeps the users' folder with: nobody's memory, in the first commit.
@@ -76,6 +77,11 @@ def log_path(path: str | None, user: str | None) -> str | None:
 
 def _neutral_subject(files: list[str]) -> str:
     return f"change {files[0]}" if len(files) == 1 else f"change {len(files)} files"
+
+
+def sees(files: Iterable[str], user: str) -> bool:
+    """Whether ``user`` is shown a commit that touched ``files`` at all (:func:`seen_by`)."""
+    return any(readable(f, user) for f in files)
 
 
 def seen_by(entry: LogEntry, user: str) -> LogEntry | None:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from .git import head_sha, repo_or_raise, run_git
 
-__all__ = ["LogEntry", "commit_files", "read_log"]
+__all__ = ["LogEntry", "commit_files", "first_parents", "read_log"]
 
 
 _FIELD = "\x1f"
@@ -114,3 +114,9 @@ def commit_files(root: Path, shas: Iterable[str]) -> dict[str, tuple[str, ...]]:
     if not wanted:
         return {}
     return {e.sha: e.files for e in _log_with_files(root, "--no-walk=unsorted", *wanted)}
+
+
+def first_parents(root: Path, start: str, limit: int, skip: int = 0) -> list[LogEntry]:
+    """``limit`` commits of the first-parent line of commit ``start`` (itself first), after the
+    first ``skip``, as :func:`read_log` lists them."""
+    return _log_with_files(root, "--first-parent", f"-n{limit}", f"--skip={skip}", "--end-of-options", start)

@@ -378,12 +378,6 @@ class PgIndex:
                 (json.dumps(holder),),
             )
 
-    def tokens(self) -> dict | None:
-        """The token hashes the home's writer published (write_tokens), None if none were."""
-        with self._conn() as conn:
-            row = conn.execute(self._sql("SELECT value FROM {s}.meta WHERE key = 'tokens'")).fetchone()
-        return None if row is None else dict(row[0])
-
     def write_tokens(self, hashes: Mapping) -> bool:
         """Publish the home's token hashes (``{"admin": sha256 or None, "users": [{"id", "user",
         "sha256"}]}``: hashes only, never a token) unless the database holds them already; True
@@ -705,6 +699,17 @@ class PgDatabase:
                 if held.get("layout") == PG_LAYOUT and "meta" in held:
                     found[name] = dict(held["meta"])
         return found
+
+    def tokens(self, schema: str) -> dict | None:
+        """The token hashes home ``schema``'s writer published (PgIndex.write_tokens), None if none
+        were; whatever model its index was made with."""
+        from psycopg import sql
+
+        with self._db.get() as conn:
+            row = conn.execute(
+                sql.SQL("SELECT value FROM {}.meta WHERE key = 'tokens'").format(sql.Identifier(schema))
+            ).fetchone()
+        return None if row is None else dict(row[0])
 
     def index(self, schema: str, dim: int, model_id: str, ann_min_rows: int | None = None) -> PgIndex:
         """The home ``schema``'s index, read-only, over this database's connections."""

@@ -75,7 +75,7 @@ class HomesGate(Gate):
         now = time.monotonic()
         held = self._hashes.get(name)
         if held is None or now - held[0] > TOKENS_TTL_S:
-            held = (now, self.homes.home(name).token_hashes())
+            held = (now, self.homes.token_hashes(name))
             self._hashes[name] = held
         return held[1]
 

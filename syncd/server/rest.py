@@ -200,8 +200,8 @@ def _vault_routes(svc: MemoryService) -> APIRouter:
         return await svc.page(who, q)
 
     @r.get("/lint", response_model=s.LintResult, summary="Check the vault")
-    async def lint(who: Who):
-        return await svc.lint(who, s.LintInput())
+    async def lint(who: Who, user_id: UserParam = None):
+        return await svc.lint(who, s.LintInput(user_id=user_id))
 
     return r
 

@@ -21,6 +21,7 @@ from pydantic import BaseModel, ValidationError
 
 from ..api import schemas as s
 from ..engine import audit
+from ..engine.asof import resolve_revision
 from ..engine.search import hit_record, search
 from ..engine.visibility import readable
 from ..errors import AccessError, InvalidInputError, NotFoundError
@@ -127,6 +128,19 @@ class MemoryService:
         """The user a request acts for."""
         return user_for(principal, requested, self.manager.default_user_id)
 
+    def reader_for(self, principal: Principal, requested: str | None) -> str | None:
+        """Whose view of the shared home a request gets (history, the past): the user it acts
+        for, or None for the admin naming no user, who sees the whole home."""
+        return None if principal.admin and requested is None else self.user_for(principal, requested)
+
+    async def past(self, principal: Principal, q: s.SearchInput | s.CoreInput | s.VaultSearchInput) -> str | None:
+        """The commit ``q.at`` names for the reader of the request (None: now). Every read of the
+        past resolves it here, so a user's token names only pasts it may know of
+        (asof.resolve_revision's ``reader``)."""
+        if q.at is None:
+            return None
+        return await asyncio.to_thread(resolve_revision, self.home.root, q.at, self.reader_for(principal, q.user_id))
+
     @staticmethod
     def require_admin(principal: Principal, what: str) -> None:
         if not principal.admin:
@@ -136,8 +150,9 @@ class MemoryService:
 
     async def search(self, p: Principal, q: s.SearchInput) -> s.SearchResult:
         user = self.user_for(p, q.user_id)
+        at = await self.past(p, q)
         hits = await self.manager.search_memories(
-            q.query, q.limit, q.chat_id, user, kind=q.kind, include_wiki=q.include_wiki, at=q.at
+            q.query, q.limit, q.chat_id, user, kind=q.kind, include_wiki=q.include_wiki, at=at
         )
         return s.SearchResult(hits=[_hit(h) for h in hits])
 
@@ -195,7 +210,8 @@ class MemoryService:
 
     async def core(self, p: Principal, q: s.CoreInput) -> s.CoreMemory:
         user = self.user_for(p, q.user_id)
-        blocks = await asyncio.to_thread(self.manager.core_blocks, chat_id=q.chat_id, user_id=user, at=q.at)
+        at = await self.past(p, q)
+        blocks = await asyncio.to_thread(self.manager.core_blocks, chat_id=q.chat_id, user_id=user, at=at)
         return s.CoreMemory(user_id=user, chat_id=q.chat_id, blocks={k: _block(b) for k, b in blocks.items()})
 
     async def update_block(self, p: Principal, q: s.BlockUpdateInput) -> s.BlockOut:
@@ -298,12 +314,12 @@ class MemoryService:
         return {"files": files, **self.engine.counts(user_id=user)}
 
     async def log(self, p: Principal, q: s.LogInput) -> s.LogOut:
-        user = None if p.admin and q.user_id is None else self.user_for(p, q.user_id)
+        user = self.reader_for(p, q.user_id)
         entries = await asyncio.to_thread(audit.log, self.home.root, q.path, q.limit, user_id=user)
         return s.LogOut(entries=[_log_entry(e) for e in entries])
 
     async def blame(self, p: Principal, q: s.BlameInput) -> s.BlameOut:
-        user = None if p.admin and q.user_id is None else self.user_for(p, q.user_id)
+        user = self.reader_for(p, q.user_id)
         histories = await asyncio.to_thread(audit.blame, self.engine, q.fact_id, user_id=user)
         return s.BlameOut(
             fact_id=q.fact_id,
@@ -340,11 +356,12 @@ class MemoryService:
     # -- the vault -------------------------------------------------------------------------------
 
     async def vault_search(self, p: Principal, q: s.VaultSearchInput) -> s.SearchResult:
-        user = None if p.admin and q.user_id is None else self.user_for(p, q.user_id)
+        user = self.reader_for(p, q.user_id)
+        at = await self.past(p, q)
         # The vault is shared; a user's scope holds it plus their own rows, which are dropped here.
         hits = await asyncio.to_thread(
             lambda: search(
-                self.engine, q.query, user_id=user, limit=q.limit * 4 + 20, kind="chunk", include_wiki=True, at=q.at
+                self.engine, q.query, user_id=user, limit=q.limit * 4 + 20, kind="chunk", include_wiki=True, at=at
             )
         )
         pages = [h for h in hits if h.source == "vault_page"][: q.limit]
@@ -364,7 +381,10 @@ class MemoryService:
         from ..wiki.manager import WikiManager
 
         wiki = WikiManager.for_home(self.home.root)
-        findings = await asyncio.to_thread(wiki.lint)
+        # A page's sources may name files of one user: the others are told nothing of them.
+        reader = self.reader_for(p, q.user_id)
+        shown = None if reader is None else (lambda rel: readable(rel, reader))
+        findings = await asyncio.to_thread(wiki.lint, shown)
         return s.LintResult(findings=[s.Finding.model_validate(f.to_dict()) for f in findings])
 
 

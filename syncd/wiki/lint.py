@@ -50,7 +50,7 @@ import datetime as dt
 import posixpath
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from urllib.parse import quote
 
 from ..formats.text import closes_fence, fence_opener, frontmatter_line_count
@@ -135,12 +135,19 @@ class GitFacts:
     ``vault_prefix`` is the vault's folder relative to the git root (``'vault/'`` in a home);
     ``last_changed`` maps git-root-relative paths to ``(order, commit time, commit sha)`` of the
     last commit touching them, ``order`` growing with recency; ``existing`` holds the git-root-relative paths outside the vault that
-    sources name and that exist."""
+    sources name and that exist; ``hidden`` those that whoever asks may not be told of (another
+    user's files): such a source is not checked, as a URL is not."""
 
     vault_prefix: str = ""
     last_changed: Mapping[str, tuple[int, int, str]] = field(default_factory=dict)
     log_rewrites: tuple[LogRewrite, ...] = ()
     existing: frozenset[str] = frozenset()
+    hidden: frozenset[str] = frozenset()
+
+    def hiding(self, paths: frozenset[str]) -> GitFacts:
+        """These facts with nothing said of ``paths``: not whether they exist, not their commits."""
+        last = {p: v for p, v in self.last_changed.items() if p not in paths}
+        return replace(self, last_changed=last, existing=self.existing - paths, hidden=self.hidden | paths)
 
 
 def _finding(code: str, path: str, line: int, message: str) -> Finding:
@@ -386,7 +393,7 @@ def local_source_paths(graph: VaultGraph) -> set[str]:
 def _source_repo_path(graph: VaultGraph, git: GitFacts | None, page: str, source: str) -> str | None:
     """The git-root-relative path a source names; ``''`` if it names nothing; None for a URL."""
     kind, ref = source_ref(graph, page, source)
-    if kind == "url":
+    if kind == "url" or (kind == "path" and git is not None and ref in git.hidden):
         return None
     if kind == "vault":
         return (git.vault_prefix if git else "") + ref

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import sqlite3
+from collections.abc import Callable
 from pathlib import Path
 
 from ..errors import HomeError, NotFoundError
@@ -113,12 +114,18 @@ class WikiManager:
             cache.keep_resolutions(graph, snap.known_files)
         return graph
 
-    def lint(self) -> list[Finding]:
+    def lint(self, shown: Callable[[str], bool] | None = None) -> list[Finding]:
         """Every finding for the vault, sorted (see :mod:`syncd.wiki.lint` for the codes).
+
+        ``shown``: whether a home-relative file outside the vault may be named to whoever asks
+        (None: any). A source it hides is not checked, as a URL is not: a shared page citing
+        another user's daily log tells nobody else whether that log exists or which commit last
+        changed it.
 
         The findings are kept in the derived store with a digest of what they depend on (every
         file name, every page's blob sha, the git HEAD, whether the files sources name outside
-        the vault exist), so a lint of an unchanged vault only scans it and compares."""
+        the vault exist), so a lint of an unchanged vault only scans it and compares. Findings
+        with sources hidden are not kept: they are made again for each asker."""
         cache = self._cache()
         try:
             snap = snapshot(self.root, cache)
@@ -133,11 +140,15 @@ class WikiManager:
                 and all(
                     location is not None and (location[0] / p).is_file() == there for p, there in hit["outside"].items()
                 )
+                and (shown is None or all(shown(p) for p in hit["outside"]))
             ):
                 return [Finding(**f) for f in hit["findings"]]
             graph = self._resolved(snap, cache)
             log_text = self._read(LOG) if LOG in graph.pages else None
             facts = self._git_facts(graph, log_text, cache, location)
+            hidden = frozenset(p for p in local_source_paths(graph) if shown is not None and not shown(p))
+            if hidden and facts is not None:
+                return lint(graph, log_text=log_text, git=facts.hiding(hidden))
             findings = lint(graph, log_text=log_text, git=facts)
             if cache is not None:
                 outside = {p: p in facts.existing for p in local_source_paths(graph)} if facts else {}
