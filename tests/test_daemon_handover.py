@@ -9,16 +9,20 @@ in its own process, real git, LanceDB and the bundled model.
 
 from __future__ import annotations
 
+import asyncio
 import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 
 import pytest
 
 import syncd
+from syncd.config import Settings
+from syncd.errors import SyncdError
 
 from .daemon_helpers import git, start_cli_daemon, wait_for
 from .helpers import assert_matches_rebuild
@@ -158,3 +162,79 @@ def test_a_change_handed_to_a_daemon_killed_before_its_commit_is_committed_by_th
     finally:
         agents.stop()
     _check_everything_kept(home, agents, embedder)
+
+
+_HOLDER = textwrap.dedent(
+    """
+    import sys, time
+    from pathlib import Path
+    from syncd.errors import LockedError
+    from syncd.home.lock import HomeLock
+
+    lock, role, stop = HomeLock(Path(sys.argv[1])), sys.argv[2], Path(sys.argv[3])
+    if role == "daemon":  # holds the home as a daemon does, and never commits anything
+        lock.acquire("syncd watch")
+        print("held", flush=True)
+        time.sleep(600)
+    while not stop.exists():  # agents' long changes, borrowing the lock one after another
+        try:
+            lock.acquire("syncd change", after_waiters=True)
+        except LockedError:
+            time.sleep(0.02)
+            continue
+        time.sleep(4)
+        lock.release()
+        time.sleep(0.1)
+    """
+)
+
+
+def test_a_change_handed_to_a_daemon_that_died_is_committed_while_other_agents_borrow_the_lock(home, embedder):
+    """The daemon a change was handed to dies, and other agents' changes then hold the home's
+    lock nearly all the time, one after another. The writer looked for a free lock to tell the
+    daemon gone, so it waited out lock_wait_s twice and raised CommitDeferredError with no
+    daemon left to commit its change. A lock held by agents' changes says no daemon holds the
+    home: the writer borrows it between their changes and commits its own."""
+    from syncd.home import Home
+    from syncd.memory import MemoryManager
+
+    script = home.parent / "holder.py"
+    script.write_text(_HOLDER)
+    lock_path, stop = str(Home(home).lock().path), home.parent / "holders.stop"
+    daemon = subprocess.Popen([sys.executable, str(script), lock_path, "daemon", str(stop)], stdout=subprocess.PIPE)
+    borrower = None
+    try:
+        assert daemon.stdout is not None and daemon.stdout.readline() == b"held\n"
+        outcome: list[object] = []
+        with MemoryManager(home, Settings(lock_wait_s=6), embedder=embedder) as memory:
+
+            def add() -> None:
+                try:
+                    outcome.append(asyncio.run(memory.add_memory("Flies a red kite.", "ana", dedup=False)))
+                except SyncdError as exc:
+                    outcome.append(exc)
+
+            adding = threading.Thread(target=add)
+            adding.start()
+            wait_for(lambda: "Flies a red kite." in _tree_text(home), 30, "the change handed to the daemon")
+            daemon.kill()
+            daemon.wait(30)
+            killed = time.monotonic()
+            borrower = subprocess.Popen([sys.executable, str(script), lock_path, "change", str(stop)])
+            adding.join(60)
+            took = time.monotonic() - killed
+        assert outcome and not isinstance(outcome[0], Exception), outcome
+        # Committed between two of the other changes, not after waiting out lock_wait_s.
+        assert took < 9, took
+        assert "Flies a red kite." in _committed_text(home)
+    finally:
+        stop.touch()
+        daemon.kill()
+        daemon.wait(30)
+        daemon.stdout.close()
+        if borrower is not None:
+            borrower.wait(30)
+
+
+def _tree_text(home: Path) -> str:
+    return "".join(path.read_text() for path in (home / "memory/users").rglob("*.md"))

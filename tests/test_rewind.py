@@ -6,13 +6,14 @@ from __future__ import annotations
 import asyncio
 import os
 import subprocess
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from syncd.memory import MemoryManager
-from syncd.writes.rewind import find_rewound, lost_facts
+from syncd.writes.rewind import Merged, find_rewound, lost_facts
 
 from .daemon_helpers import GIT_ENV, daily_log, git, running_daemon, wait_for
 from .helpers import write
@@ -372,9 +373,62 @@ def test_dropped_commits_are_found_in_a_linked_worktree_home(tmp_path):
     # What `git rebase --abort` leaves: the branch set back, with its words in the reflog.
     git(home, "update-ref", "-m", "rebase (abort): returning to refs/heads/work", "refs/heads/work", before)
     git(home, "reset", "-q", "--hard")
-    assert dropped.find() == {"a.md": b"# A\n- [note] Kept by syncd. <!-- id:x1 -->\n"}
+    assert dropped.find() == {"a.md": Merged(b"# A\n- [note] Kept by syncd. <!-- id:x1 -->\n", b"# A\n")}
+    dropped.looked()
     assert dropped.find() == {}  # looked at once
     assert DroppedCommits(home, state).find() == {}  # and by the next daemon, not again
+
+
+def _drop_a_commit_of_syncds(home: Path, rel: str, text: str) -> None:
+    """What `git rebase --abort` leaves after a commit of syncd's landed under the rebase: the
+    branch set back, with its words in the reflog, and the tree as the branch has it."""
+    before = git(home, "rev-parse", "HEAD").strip()
+    write(home, rel, text)
+    git(home, "add", "-A")
+    git(home, "commit", "-qm", "syncd's\n\nSyncd-Source: api")
+    git(home, "update-ref", "-m", "rebase (abort): returning to refs/heads/main", "refs/heads/main", before)
+    git(home, "reset", "-q", "--hard")
+
+
+def test_an_entry_is_kept_as_looked_at_only_once_its_files_are_written(home):
+    """Found but not written back (the writer was killed between, or a file changed under the
+    write): the entry is looked at again, by this writer and by the next. Before, the look kept
+    it at once, and reading the state file again undid look_again."""
+    from syncd.writes.rewind import DroppedCommits
+
+    state = home.parent / "dropped.json"
+    dropped = DroppedCommits(home, state)
+    _drop_a_commit_of_syncds(home, "vault/Page.md", "# Page\n\nKept by syncd.\n")
+    found = dropped.find()
+    assert set(found) == {"vault/Page.md"}
+    assert DroppedCommits(home, state).find() == found  # a writer killed before the write
+    dropped.look_again()
+    assert dropped.find() == found
+    dropped.looked()
+    assert dropped.find() == {}
+    assert DroppedCommits(home, state).find() == {}
+
+
+def test_put_back_leaves_a_file_changed_after_the_merge_read_it(home):
+    """The merge is made from the tree's bytes when it looked; a save of the person's landing
+    after that look is not overwritten with a merge that lacks it: the file stays as they saved
+    it, and the next look merges again."""
+    from syncd.home import Home
+    from syncd.writes.rewind import PutBack
+
+    put_back = PutBack(Home(home))
+    assert put_back.dropped() == {}
+    _drop_a_commit_of_syncds(home, "vault/Page.md", "# Page\n\nKept by syncd.\n")
+    found = put_back._dropped.find()  # white-box: the look, then a save before the write
+    write(home, "vault/Page.md", "# Page\n\nThe person's line.\n")
+    assert not put_back.write(
+        "vault/Page.md", found["vault/Page.md"].data, "put back", over=found["vault/Page.md"].over
+    )
+    assert (home / "vault/Page.md").read_text() == "# Page\n\nThe person's line.\n"
+    put_back._dropped.look_again()
+    assert set(put_back.dropped()) == {"vault/Page.md"}
+    merged = (home / "vault/Page.md").read_text()
+    assert "The person's line." in merged and "Kept by syncd." in merged
 
 
 def test_a_binary_file_changed_on_both_sides_does_not_stop_the_rest_being_put_back(home):
@@ -393,7 +447,7 @@ def test_a_binary_file_changed_on_both_sides_does_not_stop_the_rest_being_put_ba
     git(home, "reset", "-q", "--hard")
     (home / "vault/photo.png").write_bytes(b"\x89PNG\x00second")
     found = dropped.find()
-    assert found == {"vault/Page.md": b"# Page\n\nKept by syncd.\n"}
+    assert found == {"vault/Page.md": Merged(b"# Page\n\nKept by syncd.\n", None)}
     assert (home / "vault/photo.png").read_bytes() == b"\x89PNG\x00second"
 
 

@@ -30,6 +30,23 @@ def held_by_a_daemon(holder: str | None) -> bool:
 # a holder that lets go within moments, which a writer wanting the lock for good waits out.
 CHANGE_HOLDER = "syncd change"
 _LOCK_POLL_S = 0.05
+# is_free's shared flock lasts microseconds; a writer trying the lock then tries again this often.
+_FREE_LOOK_TRIES = 4
+_FREE_LOOK_GAP_S = 0.003
+
+
+def _names_a_live_process(holder: str | None) -> bool:
+    """Whether a lock's text (``pid N (role)``) names a process alive on this machine."""
+    words = (holder or "").split()
+    if len(words) < 2 or words[0] != "pid" or not words[1].isdigit():
+        return False
+    try:
+        os.kill(int(words[1]), 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True  # alive, someone else's
+    return True
 
 
 class HomeLock:
@@ -59,17 +76,32 @@ class HomeLock:
                     raise LockedError(self.path, "a writer waiting for the lock")
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as exc:
-            os.close(fd)
-            if exc.errno in (errno.EWOULDBLOCK, errno.EACCES, errno.EAGAIN):
-                raise LockedError(self.path, self.holder() or "another process") from None
+            self._flock_exclusive(fd)
+            os.ftruncate(fd, 0)
+            os.write(fd, f"pid {os.getpid()} ({what})\n".encode())
+            os.fsync(fd)
+        except BaseException:
+            os.close(fd)  # lets go of the flock too: a lock we could not label is not kept
             raise
-        os.ftruncate(fd, 0)
-        os.write(fd, f"pid {os.getpid()} ({what})\n".encode())
-        os.fsync(fd)
         self._fd = fd
         return self
+
+    def _flock_exclusive(self, fd: int) -> None:
+        """Take the flock on ``fd`` or raise LockedError naming the holder. While no live
+        process's name is on the lock, a few tries over a few milliseconds: :meth:`is_free`
+        takes a shared flock for a moment, which must not make a free lock look held (a live
+        holder is answered at once: a writer handing its change to a daemon asks every time)."""
+        for attempt in range(_FREE_LOOK_TRIES):
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return
+            except OSError as exc:
+                if exc.errno not in (errno.EWOULDBLOCK, errno.EACCES, errno.EAGAIN):
+                    raise
+            holder = self.holder()
+            if _names_a_live_process(holder) or attempt + 1 == _FREE_LOOK_TRIES:
+                raise LockedError(self.path, holder or "another process")
+            time.sleep(_FREE_LOOK_GAP_S)
 
     def acquire_waiting(self, what: str, wait_s: float) -> HomeLock:
         """Take the lock for good: at once, or, while a change of an agent's holds it, once the

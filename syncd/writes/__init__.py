@@ -28,7 +28,11 @@ that write is acknowledged or undone: built on, a refused write's bytes would ri
 next writer's commit. A write handed
 to a daemon in another process returns once HEAD holds it, or raises CommitDeferredError (a
 GitBusyError that says the change *is* kept: saved with its provenance, committed by the daemon once
-git is free; not to be written again) when the daemon could not commit it in time.
+git is free; not to be written again) when the daemon could not commit it in time. A daemon that
+lets go of the home before committing it (stopped, killed) is noticed by its lock (free, or held
+by agents' changes or a sync, which never commit a change handed over): the writer then borrows
+the lock and commits the change itself (handoff.py, ``WritePath._take_over``), or, when a daemon
+holds the home again, waits for that one.
 
 **Who may commit what.** Only :meth:`WritePath.commit_editor` commits, holding the queue's
 commit stage: the commit queue's passes (the groups' own paths) and the daemon's batches (what
@@ -43,11 +47,17 @@ a group that died (it is undone first).
                         a FairLock (turn.py), served in the order asked, so no one is starved
   ``Engine._indexing``  one index apply at a time
   the queue's condition (``CommitQueue._cond``): the queue, its two stages (the commit stage is
-                        a flag under it: one commit at a time, HEAD moves once per pass, also
-                        for the daemon's commits and a revert, which go before the queue's
-                        next pass when they wait for it), which group still holds which
-                        path, and the sets of paths written-not-indexed and undone
-  the home lock (an flock under the git directory): one writing process per home
+                        a flag under it, held from before a commit is made until HEAD and
+                        git's index are in place: one commit at a time, HEAD moves once per
+                        pass, also for the daemon's commits and a revert, which go before the
+                        queue's next pass when they wait for it), which group still holds
+                        which path, and the sets of paths written-not-indexed and undone
+  the home lock (an flock under the git directory): one writing process per home; held for
+                        good by a daemon or ``syncd sync``, borrowed per change otherwise.
+                        Beside it, its turnstile ``lock.wait``: a writer waiting to hold the
+                        lock for good holds it, and a change passes it before borrowing, so
+                        agents writing back to back never keep a daemon from starting
+                        (home/lock.py)
   a journal's flock: its group's process is alive
 """
 

@@ -61,7 +61,7 @@ from ..history.intents import Intent, record_intent
 from ..history.objects import committed_blob
 from ..home import Home, atomic_write, blob_sha, common_git_dir, git_dir, read_regular
 
-__all__ = ["DroppedCommits", "PutBack", "find_rewound", "lost_facts", "merge_back", "undo_would_uncommit"]
+__all__ = ["DroppedCommits", "Merged", "PutBack", "find_rewound", "lost_facts", "merge_back", "undo_would_uncommit"]
 
 log = logging.getLogger(__name__)
 
@@ -76,6 +76,7 @@ _REFLOG_DEPTH = 50
 # What a reflog file's tail is read in: its last _REFLOG_DEPTH entries are almost always in the
 # first block (an entry is a line of two shas, a name, a time and a short message).
 _TAIL_BLOCK = 16384
+_TAIL_MAX = 1 << 20
 
 
 def _lines(data: bytes) -> list[str]:
@@ -278,14 +279,24 @@ class DroppedCommits:
 
     def look_again(self) -> None:
         """The last look's findings could not all be written back (a file changed meanwhile):
-        the next :meth:`find` looks at those entries again (merging is idempotent)."""
+        the next :meth:`find` looks at those entries again (merging is idempotent). They were
+        never kept (:meth:`looked`), so reading the state file again does not undo this."""
         self._seen.difference_update(self._last)
+        self._last = []
         self._stamp = None
 
-    def find(self) -> dict[str, bytes]:
-        """``{path: bytes to write}``: each file the dropped commits changed (and left there),
-        as the tree holds it with their change merged in. Empty when git is busy (looked at
-        again next time), HEAD is detached, or no abort set the branch back since."""
+    def looked(self) -> None:
+        """The last look's findings are written back: keep its entries as looked at, for this
+        writer and the next. Only now: a writer killed before the write looks at them again."""
+        if self._last:
+            self._keep()
+            self._last = []
+
+    def find(self) -> dict[str, Merged]:
+        """Each file the dropped commits changed (and left there), as the tree holds it with
+        their change merged in. Empty when git is busy (looked at again next time), HEAD is
+        detached, or no abort set the branch back since. The caller writes them, then says
+        :meth:`looked` (or :meth:`look_again`)."""
         # Read from git's files, not asked of git: this runs on every commit pass of a writer.
         folder, shared = git_dir(self.root), common_git_dir(self.root)
         reflog: Path | None = None
@@ -305,10 +316,10 @@ class DroppedCommits:
         self._stamp = (st.st_size, st.st_mtime_ns)
         return found
 
-    def _look(self, reflog: Path) -> dict[str, bytes]:
+    def _look(self, reflog: Path) -> dict[str, Merged]:
         self._read_kept()
         entries = _reflog_tail(reflog, _REFLOG_DEPTH)
-        found: dict[str, bytes] = {}
+        found: dict[str, Merged] = {}
         done = []
         for entry in entries:
             if not _ABORT_MOVE.match(entry.message) or entry.when < self.since or entry.move in self._seen:
@@ -327,8 +338,6 @@ class DroppedCommits:
         # reflog still shows among its last ones: an older one is never looked at again anyway.
         self._seen = (self._seen & {entry.move for entry in entries}) | set(done)
         self._last = done
-        if done:
-            self._keep()
         return found
 
     def _keep(self) -> None:
@@ -338,6 +347,15 @@ class DroppedCommits:
         with contextlib.suppress(OSError, SyncdError):
             self.state_file.parent.mkdir(parents=True, exist_ok=True)
             atomic_write(self.state_file, json.dumps(state).encode())
+
+
+@dataclass(frozen=True)
+class Merged:
+    """A file to put back: ``data`` to write, merged from the tree's bytes ``over`` (None: no
+    file there), which it replaces only if the tree still holds them."""
+
+    data: bytes
+    over: bytes | None
 
 
 @dataclass(frozen=True)
@@ -354,14 +372,20 @@ def _reflog_tail(path: Path, count: int) -> list[_ReflogEntry]:
     (a torn last line, say) is skipped. No file: no entries."""
     try:
         with open(path, "rb") as handle:
-            end = handle.seek(0, os.SEEK_END)
-            start, data = end, b""
-            while start > 0 and data.count(b"\n") <= count:
-                start = max(0, start - _TAIL_BLOCK)
+            start = handle.seek(0, os.SEEK_END)
+            blocks: list[bytes] = []
+            lines_read = 0
+            # Each block is read once; a reflog with lines longer than _TAIL_MAX / count (never
+            # git's own) gives fewer entries rather than a read of the whole file.
+            while start > 0 and lines_read <= count and len(blocks) * _TAIL_BLOCK < _TAIL_MAX:
+                size = min(_TAIL_BLOCK, start)
+                start -= size
                 handle.seek(start)
-                data = handle.read(end - start)
+                blocks.append(handle.read(size))
+                lines_read += blocks[-1].count(b"\n")
     except OSError:
         return []
+    data = b"".join(reversed(blocks))
     lines = data.split(b"\n")
     if start > 0:
         lines = lines[1:]  # the first may be the end of a line read only in part
@@ -380,6 +404,13 @@ def _reflog_tail(path: Path, count: int) -> list[_ReflogEntry]:
 _DROPPED_STATE = "dropped-commits.json"
 
 
+class _Unread:
+    """The default of PutBack.write's ``over``: read the file then."""
+
+
+_UNREAD = _Unread()
+
+
 class PutBack:
     """Writes back, as syncd's own change, what git commands took out of the tree or the branch,
     for a holder of the home's lock (a daemon, or a change that borrowed it): no other writer
@@ -389,31 +420,38 @@ class PutBack:
         self.home = home
         self._dropped: DroppedCommits | None = None  # made on first use
 
-    def dropped(self) -> list[str]:
+    def dropped(self) -> dict[str, str]:
         """Merge back into the tree what a `git rebase --abort` took out of the branch: commits of
         syncd's that landed after the rebase read HEAD (:class:`DroppedCommits`), each file with
-        its intent recorded; the paths written."""
+        its intent recorded; ``{path: blob sha written}``. A file changed since the merge read
+        it is left as it is now, and looked at again next time."""
         if self._dropped is None:
             self._dropped = DroppedCommits(self.home.root, self.home.private_dir / _DROPPED_STATE)
         found = self._dropped.find()
-        written = []
-        for rel, data in found.items():
-            if self.write(rel, data, f"Put back what a git rebase --abort took out of the branch in {rel}"):
-                written.append(rel)
-            else:
-                self._dropped.look_again()  # changed meanwhile: merged again with what is there then
-        if found:
-            log.warning("a git rebase --abort took commits out of the branch; put back %s", ", ".join(sorted(found)))
+        written: dict[str, str] = {}
+        for rel, merged in found.items():
+            summary = f"Put back what a git rebase --abort took out of the branch in {rel}"
+            if self.write(rel, merged.data, summary, over=merged.over):
+                written[rel] = blob_sha(merged.data)
+        if len(written) == len(found):
+            self._dropped.looked()
+        else:
+            self._dropped.look_again()  # changed meanwhile: merged again with what is there then
+        if written:
+            log.warning("a git rebase --abort took commits out of the branch; put back %s", ", ".join(sorted(written)))
         return written
 
-    def write(self, rel: str, data: bytes, summary: str) -> bool:
-        """Write ``data`` to ``rel`` as syncd's change (``summary`` its commit's subject), unless
-        the file changed since it was read here (then False: the caller's next pass looks again)."""
+    def write(self, rel: str, data: bytes, summary: str, over: bytes | _Unread | None = _UNREAD) -> bool:
+        """Write ``data`` to ``rel`` as syncd's change (``summary`` its commit's subject) in place
+        of ``over`` (the bytes ``data`` was made from; None: no file; by default what the file
+        holds when this reads it), unless the file holds something else by the rename (then
+        False: the caller's next pass looks again)."""
         try:
-            current = read_regular(self.home.root, rel)
+            if isinstance(over, _Unread):
+                over = read_regular(self.home.root, rel)
             record_intent(self.home, rel, blob_sha(data), Intent(author="syncd", summary=summary))
             # A file taken out whole is put back only if nobody made it again meanwhile.
-            atomic_write(self.home.root / rel, data, expected_sha=None if current is None else blob_sha(current))
+            atomic_write(self.home.root / rel, data, expected_sha=None if over is None else blob_sha(over))
         except (OSError, SyncdError) as exc:
             log.info("did not put back %s yet: %s", rel, exc)
             return False
@@ -439,11 +477,11 @@ def _all_ours(root: Path, base: str, dropped: str) -> bool:
     return bool(commits) and all(trailer.strip() for trailer in commits)
 
 
-def _merged_back(root: Path, base: str, dropped: str) -> dict[str, bytes]:
+def _merged_back(root: Path, base: str, dropped: str) -> dict[str, Merged]:
     """Each file the commits ``base..dropped`` changed, as the tree holds it with their change
     merged in (three-way, keeping both sides' lines); files already so are left out."""
     names = run_git(root, "diff", "--name-only", "-z", "--no-renames", base, dropped, "--")
-    found: dict[str, bytes] = {}
+    found: dict[str, Merged] = {}
     for raw in names.split(b"\0"):
         rel = raw.decode("utf-8", "surrogateescape")
         if not rel:
@@ -458,9 +496,9 @@ def _merged_back(root: Path, base: str, dropped: str) -> dict[str, bytes]:
             # taken out, and a deletion committed again would be nobody's (no intent names it).
             continue
         if now is None or now == was:
-            found[rel] = then
+            found[rel] = Merged(then, now)
         elif all(_is_text(data) for data in (then, was, now) if data is not None):
-            found[rel] = merge_back(root, then, was, now)
+            found[rel] = Merged(merge_back(root, then, was, now), now)
         else:  # a picture, say, changed since: lines cannot be merged, and the newer one stays
             log.warning("did not put back %s (not text, and changed since): the dropped commit has it", rel)
     return found

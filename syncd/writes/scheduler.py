@@ -18,7 +18,6 @@ from typing import Protocol
 from ..config import Settings
 from ..errors import (
     ChangedMeanwhileError,
-    CommitDeferredError,
     ConflictError,
     GitBusyError,
     HistoryError,
@@ -50,6 +49,7 @@ from ..home import (
     sync_folders,
 )
 from .groups import ChangeGroup, current_group
+from .handoff import TakeOver, daemon_gone_look, deferred
 from .journal import GroupJournal, Original, held_paths, recover_abandoned
 from .queue import CommitQueue
 from .rewind import PutBack, find_rewound, undo_would_uncommit
@@ -66,8 +66,6 @@ _POLL_S = 0.02
 # about 2 s past its move of HEAD (staging._SETTLE_LIMIT_S); a person's git command may hold it
 # longer, and HEAD holding the write is what the acknowledgement promises.
 _INDEX_IN_PLACE_S = 3.0
-# How often a change handed to a daemon looks whether that daemon still holds the home.
-_DAEMON_LOOK_S = 0.5
 # How long after a git command of someone else's a write checks its file was not rewound by it.
 _REWIND_WATCH_S = 30.0
 
@@ -278,8 +276,8 @@ class WritePath:
                 # A daemon gone meanwhile never will: the group's end commits it (_wait_committed).
                 indexed = functools.partial(self._indexer.indexed_sha, rel)
                 if (
-                    not self._wait_for(rel, sha, indexed, gone=self._daemon_gone_look())
-                    and not self.home.lock().is_free()
+                    not self._wait_for(rel, sha, indexed, gone=daemon_gone_look(self.home.lock()))
+                    and self.home.lock().held_by_daemon()
                 ):
                     log.warning(
                         "%s was written but not indexed within %.0f s; is the daemon running?",
@@ -330,11 +328,12 @@ class WritePath:
             raise
         return True
 
-    def _borrow_lock(self) -> HomeLock | None:
+    def _borrow_lock(self, deadline: float | None = None) -> HomeLock | None:
         """The home lock for one change, or None when a daemon holds it (it takes our writes).
-        Another process's engine lets go between its changes, so we wait for it, bounded."""
+        Another process's engine lets go between its changes, so we wait for it, bounded (by
+        ``deadline``; default ``lock_wait_s`` from now); LockedError, naming the holder, past it."""
         lock = self.home.lock()
-        deadline = time.monotonic() + self.settings.lock_wait_s
+        deadline = time.monotonic() + self.settings.lock_wait_s if deadline is None else deadline
         while True:
             try:
                 return lock.acquire(CHANGE_HOLDER, after_waiters=True)
@@ -641,24 +640,11 @@ class WritePath:
             time.sleep(_POLL_S)
         return True
 
-    def _daemon_gone_look(self) -> Callable[[], bool]:
-        """A check, made at most every ``_DAEMON_LOOK_S``, that the daemon a change was handed to
-        has let go of the home's lock (stopped, or killed) without taking the lock."""
-        lock = self.home.lock()
-        next_look = [time.monotonic() + _DAEMON_LOOK_S]
-
-        def gone() -> bool:
-            if time.monotonic() < next_look[0]:
-                return False
-            next_look[0] = time.monotonic() + _DAEMON_LOOK_S
-            return lock.is_free()
-
-        return gone
-
     def _wait_committed(self, written: dict[str, str]) -> None:
         """Handed to the daemon: wait (``lock_wait_s`` in all) until HEAD holds our writes and
-        the daemon's pass has let go of git's index lock. Late is CommitDeferredError: saved, its
-        intent recorded, committed by the daemon once git is free; kept, so not to be written
+        the daemon's pass has let go of git's index lock. A daemon gone meanwhile: committed
+        here (:meth:`_take_over`). Late is CommitDeferredError: saved, its intent recorded,
+        committed by the daemon once git is free (or the next sync); kept, so not to be written
         again.
 
         Why the lock too: a pass moves HEAD, then puts its index in place, both under index.lock
@@ -669,35 +655,41 @@ class WritePath:
         held longer (a person's long git command) does not undo the acknowledgement:
         HEAD holds the writes."""
         deadline = time.monotonic() + self.settings.lock_wait_s
-        gone = self._daemon_gone_look()
-        late = [
-            rel
-            for rel, sha in written.items()
-            if not self._wait_for(rel, sha, functools.partial(blob_at_head, self.home.root, rel), deadline, gone)
-        ]
-        if late and self._take_over({rel: written[rel] for rel in late}):
-            return
-        if late:
-            raise CommitDeferredError(
-                f"saved but not committed within {self.settings.lock_wait_s:.0f} s "
-                f"({', '.join(late)}): the daemon commits it once git is free; "
-                "it is kept, do not write it again"
-            )
+        late = dict(written)
+        while True:
+            gone = daemon_gone_look(self.home.lock())
+            late = {
+                rel: sha
+                for rel, sha in late.items()
+                if not self._wait_for(rel, sha, functools.partial(blob_at_head, self.home.root, rel), deadline, gone)
+            }
+            if not late:
+                break
+            outcome = self._take_over(late, deadline)
+            if outcome == "landed":
+                return
+            if outcome == "daemon" and time.monotonic() < deadline:
+                continue  # a daemon (started anew) holds the home: it commits them
+            raise deferred(late, self.settings.lock_wait_s, outcome)
         folder = git_dir(self.home.root)
         until = min(deadline, time.monotonic() + _INDEX_IN_PLACE_S)
         while folder is not None and (folder / "index.lock").exists() and time.monotonic() < until:
             time.sleep(_POLL_S)
 
-    def _take_over(self, written: dict[str, str]) -> bool:
+    def _take_over(self, written: dict[str, str], deadline: float) -> TakeOver:
         """The daemon a change was handed to let go of the home before committing it (stopped,
         or killed): index and commit it here, borrowing the home's lock as a change with no
-        daemon does. True once HEAD holds ``written``; False when the lock is held again (a
-        daemon started anew commits it) or git refused (CommitDeferredError follows: the
-        change is saved with its intent, and the next writer commits it)."""
+        daemon does (waiting, up to ``deadline``, for other agents' changes that borrow it).
+        "landed" once HEAD holds ``written``; "daemon" when a daemon holds the lock (again: it
+        commits them); "held" when another writer kept the lock past ``deadline``; "refused"
+        when git refused (the change is saved with its intent, and the next sync commits it).
+        StorageError (``saved``) when committed but not indexed, as for a borrowed change."""
         try:
-            lock = self.home.lock().acquire(CHANGE_HOLDER, after_waiters=True)
+            lock = self._borrow_lock(deadline)
         except LockedError:
-            return False
+            return "held"
+        if lock is None:
+            return "daemon"
         try:
             self.recover()
             self._queue.written(written)
@@ -705,14 +697,15 @@ class WritePath:
         except StorageError as exc:
             if not exc.saved:
                 raise
-            landed = {rel: blob_at_head(self.home.root, rel) for rel in written}  # committed, not indexed
+            log.warning("the daemon stopped before committing %s; committed here, not indexed", ", ".join(written))
+            raise
         except SyncdError as exc:
             log.warning("the daemon stopped before committing %s, and git refused it here: %s", ", ".join(written), exc)
-            return False
+            return "refused"
         finally:
             lock.release()
         log.info("the daemon stopped before committing %s; committed here", ", ".join(written))
-        return all(landed.get(rel) == sha for rel, sha in written.items())
+        return "landed" if all(landed.get(rel) == sha for rel, sha in written.items()) else "refused"
 
     # -- whole-home operations ---------------------------------------------------------------------
 
@@ -745,14 +738,24 @@ class WritePath:
         took out of the branch is put back and committed, as syncd's own change, before the
         change writes: nothing else would. A commit git refuses now leaves the files written,
         with their intent, for the next commit of them."""
-        paths = self.put_back.dropped()
-        if not paths:
-            return
-        self._queue.written(paths)
         try:
-            self._index_and_commit(set(paths))
+            if busy_state(self.home.root) is not None:
+                raise GitBusyError("a git command of the person's is under way")
+            # Between the steps of a git command (see settle_due) the tree is half rewritten:
+            # merged into then, its lines would ride along. Waited out as the commit would.
+            self._await_settled(time.monotonic() + self.settings.lock_wait_s)
+        except GitBusyError:
+            return  # what it aborts is looked at once git settles (not looked at till then)
+        written = self.put_back.dropped()
+        if not written:
+            return
+        # Committed as merged here: a sha this process wrote before the abort is stale now.
+        self._expected.update(written)
+        self._queue.written(written)
+        try:
+            self._index_and_commit(set(written))
         except SyncdError as exc:
-            log.warning("put back %s, not committed yet: %s", ", ".join(paths), exc)
+            log.warning("put back %s, not committed yet: %s", ", ".join(written), exc)
 
     def held(self) -> set[str]:
         """Paths of groups still open or waiting for their commit, in any live process."""
