@@ -324,6 +324,31 @@ def test_with_no_daemon_the_next_change_puts_back_what_a_rebase_abort_took_out(h
     assert not git(home, "status", "--porcelain", "--", "memory")
 
 
+def test_with_no_daemon_a_put_back_merged_with_the_persons_line_is_syncds_own_commit(home, embedder, tmp_path):
+    """The process that wrote the dropped commit expected its file to hold what it wrote then;
+    merged with a line the person saved after the abort, the file holds other bytes, and the
+    put-back's commit was refused for them ("changed meanwhile"): the merge rode along in the
+    agent's next commit, as the agent's. It is now committed as syncd's own change first."""
+    other = _other_machine(home, tmp_path)
+    with MemoryManager(home, embedder=embedder) as memory:
+        asyncio.run(memory.add_memory("Likes green tea.", "ana", dedup=False))
+        log = _log(home)
+
+        def add() -> None:
+            asyncio.run(memory.add_memory("Swims on Sundays.", "ana", dedup=False))
+
+        _rebase_failing_at_its_end(home, tmp_path, other, add)
+        git(home, "rebase", "--abort")
+        with open(home / log, "a") as handle:
+            handle.write("- Plays the cello.\n")
+        asyncio.run(memory.add_memory("Reads crime novels.", "ana", dedup=False))
+    text = (home / log).read_text()
+    for fact in ("Likes green tea.", "Swims on Sundays.", "Reads crime novels.", "Plays the cello."):
+        assert text.count(fact) == 1, text
+    put_back = git(home, "log", "-1", "--format=%an%n%s", "-S", "Swims on Sundays.", "--", log)
+    assert put_back.splitlines() == ["syncd", f"Put back what a git rebase --abort took out of the branch in {log}"]
+
+
 def _abort_and_wait_for_the_put_back(home, log: str, aborted: bool = False) -> None:
     if not aborted:
         git(home, "rebase", "--abort")
