@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import git
@@ -185,3 +187,32 @@ def test_a_file_where_syncd_keeps_its_index_is_named_by_every_command(tmp_path):
         assert result.stderr.startswith(f"syncd: error: {home / '.syncd'} is not a folder: syncd keeps")
         assert result.stderr.count("\n") == 1
     assert (home / ".syncd").read_text() == "not a folder\n"
+
+
+def test_ctrl_c_while_the_cli_imports_says_interrupted_without_a_traceback(tmp_path):
+    """Ctrl-C in the first tens of milliseconds (click and the commands' modules importing)
+    raised KeyboardInterrupt before the CLI's handling of it was there: a Python traceback
+    through click's and syncd's code. Swept over that window, for the console script and for
+    ``python -m syncd``. A traceback only in the interpreter's own start (its site module,
+    before any code of syncd's or click's runs) is beyond any program's reach, and allowed."""
+    script = Path(sys.executable).parent / "syncd"
+    ours = []
+    for command in ([str(script), "--help"], [sys.executable, "-m", "syncd", "--help"]):
+        for step in range(30):
+            proc = subprocess.Popen(
+                command,
+                cwd=tmp_path,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+                text=True,
+                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+            )
+            time.sleep(0.006 * step)
+            proc.send_signal(signal.SIGINT)
+            err = proc.communicate(timeout=120)[1]
+            frames = [line for line in err.splitlines() if line.lstrip().startswith('File "')]
+            if any("/syncd/" in frame or "/click/" in frame for frame in frames):
+                ours.append(err)
+            elif not frames and proc.returncode not in (0, -signal.SIGINT):
+                assert err.strip() == "syncd: interrupted" and proc.returncode == 130, err
+    assert not ours, ours[0]
