@@ -207,7 +207,7 @@ def test_ctrl_c_while_the_cli_imports_says_interrupted_without_a_traceback(tmp_p
                 text=True,
                 preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
             )
-            time.sleep(0.006 * step)
+            time.sleep(0.006 * step)  # not a wait: the signal lands at a swept moment of the import
             proc.send_signal(signal.SIGINT)
             err = proc.communicate(timeout=120)[1]
             frames = [line for line in err.splitlines() if line.lstrip().startswith('File "')]
