@@ -5,8 +5,6 @@ Markdown files are the only truth; a LanceDB index and a git history are kept in
 
 from __future__ import annotations
 
-import typing
-
 from ._version import __version__
 from .errors import (
     BlockLimitError,
@@ -22,7 +20,10 @@ from .errors import (
     SyncdError,
 )
 
-if typing.TYPE_CHECKING:
+# Not typing.TYPE_CHECKING: importing typing is most of what importing syncd costs, and the
+# `syncd` command reaches its Ctrl-C handling only after (__main__).
+TYPE_CHECKING = False
+if TYPE_CHECKING:
     from .config import Settings
     from .engine.initialize import InitReport, init
 

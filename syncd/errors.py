@@ -34,7 +34,9 @@ The tree (tests/test_errors.py checks it against the classes)::
 
 from __future__ import annotations
 
-from pathlib import Path
+TYPE_CHECKING = False  # typing not imported: this runs first in every `syncd` command (__main__)
+if TYPE_CHECKING:
+    from pathlib import Path
 
 __all__ = [
     "SyncdError",
