@@ -238,3 +238,75 @@ def test_a_change_handed_to_a_daemon_that_died_is_committed_while_other_agents_b
 
 def _tree_text(home: Path) -> str:
     return "".join(path.read_text() for path in (home / "memory/users").rglob("*.md"))
+
+
+_OTHER_AGENT = textwrap.dedent(
+    """
+    import sys, time
+    from pathlib import Path
+    import syncd
+    from syncd.config import Settings
+
+    home, go = Path(sys.argv[1]), Path(sys.argv[2])
+    with syncd.open(home, read_only=True, settings=Settings(lock_wait_s=10)) as engine:
+        print("ready", flush=True)
+        while not go.exists() or not go.read_text():
+            time.sleep(0.005)  # polled: the test writes the log's path here
+        rel = go.read_text()
+        with engine.changes():  # borrows the home's lock at once, and holds it a moment
+            time.sleep(1.5)  # not a wait: the other change's length
+            engine.append_file(rel, b"- [note] Sails a blue boat.\\n", (home / rel).stat().st_size)
+        print("done", flush=True)
+    """
+)
+
+
+def test_a_takeover_finding_its_change_committed_by_another_agent_is_acknowledged(home, embedder):
+    """The daemon a change was handed to dies; another agent's change borrows the lock first,
+    appends to the same daily log and commits both lines. The takeover then committed its own
+    line against what it had written, git refused ("changed meanwhile"), and the writer got
+    CommitDeferredError ("git refused it here") though HEAD held its line: a client retrying
+    that would add the fact twice. What HEAD holds is now looked at first."""
+    from syncd.home import Home
+    from syncd.memory import MemoryManager
+
+    (home.parent / "holder.py").write_text(_HOLDER)
+    (home.parent / "other.py").write_text(_OTHER_AGENT)
+    go = home.parent / "go"
+    other = subprocess.Popen(
+        [sys.executable, str(home.parent / "other.py"), str(home), str(go)], stdout=subprocess.PIPE
+    )
+    daemon = subprocess.Popen(
+        [sys.executable, str(home.parent / "holder.py"), str(Home(home).lock().path), "daemon", str(go)],
+        stdout=subprocess.PIPE,
+    )
+    try:
+        assert other.stdout is not None and other.stdout.readline() == b"ready\n"
+        assert daemon.stdout is not None and daemon.stdout.readline() == b"held\n"
+        outcome: list[object] = []
+        with MemoryManager(home, Settings(lock_wait_s=10), embedder=embedder) as memory:
+
+            def add() -> None:
+                try:
+                    outcome.append(asyncio.run(memory.add_memory("Flies a red kite.", "ana", dedup=False)))
+                except SyncdError as exc:
+                    outcome.append(exc)
+
+            adding = threading.Thread(target=add)
+            adding.start()
+            wait_for(lambda: "Flies a red kite." in _tree_text(home), 30, "the change handed to the daemon")
+            log = next((home / "memory/users").rglob("*.md")).relative_to(home).as_posix()
+            daemon.kill()
+            daemon.wait(30)
+            go.write_text(log)
+            adding.join(60)
+        assert other.stdout.readline() == b"done\n"
+        assert outcome and not isinstance(outcome[0], SyncdError), outcome
+        committed = _committed_text(home)
+        assert committed.count("Flies a red kite.") == 1 and "Sails a blue boat." in committed
+    finally:
+        for proc in (daemon, other):
+            proc.kill()
+            proc.wait(30)
+            if proc.stdout is not None:
+                proc.stdout.close()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 import subprocess
+import threading
 
 import pytest
 from hypothesis import given
@@ -190,3 +191,41 @@ def test_lock_is_exclusive_within_one_process_too(tmp_path):
     with HomeLock(tmp_path / "lock"):
         with pytest.raises(LockedError):
             HomeLock(tmp_path / "lock").acquire()
+
+
+@pytest.mark.parametrize("label", ["pid 99999999999999999999 (syncd watch)", "pid \u00b2 (syncd watch)", "pid", ""])
+def test_a_held_lock_with_any_label_is_refused_with_a_lock_error(tmp_path, label):
+    """The label of a held lock is read to tell a live holder from a free lock: a number too
+    large for a pid (OverflowError) or a digit that is not ASCII (ValueError from int) escaped
+    as a bare exception instead of LockedError."""
+    path = tmp_path / "lock"
+    with HomeLock(path):
+        path.write_text(label)
+        with pytest.raises(LockedError):
+            HomeLock(path).acquire("second")
+
+
+def test_relabelling_never_leaves_the_lock_saying_nothing(tmp_path):
+    """A waiting writer reads an empty label as a holder letting go (no daemon): relabelling
+    truncated, then wrote. It now writes over the old label, then cuts it to length, and the
+    label is read by its first line, so what is read meanwhile names the old role or the new."""
+    path = tmp_path / "lock"
+    lock = HomeLock(path).acquire("syncd engine")
+    seen = set()
+    stop = threading.Event()
+
+    def read() -> None:
+        while not stop.is_set():
+            seen.add(HomeLock(path).holder())
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    try:
+        for n in range(300):
+            lock.relabel("syncd watch" if n % 2 else "syncd engine-long-role")
+    finally:
+        stop.set()
+        reader.join()
+        lock.release()
+    assert None not in seen
+    assert {label.rsplit("(", 1)[1] for label in seen} <= {"syncd watch)", "syncd engine)", "syncd engine-long-role)"}

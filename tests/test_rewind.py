@@ -42,7 +42,8 @@ def test_a_file_git_put_back_to_an_older_version_is_rewound_and_merged_back(engi
     git(home, "add", log)
     back = find_rewound(home, [log])
     assert list(back) == [log]
-    text = back[log].decode()
+    assert back[log].over == (home / log).read_bytes()  # merged from what the tree holds
+    text = back[log].data.decode()
     for line in ("Likes green tea.", "Swims on Sundays.", "Reads crime novels.", "Typed by the person."):
         assert text.count(line) == 1, text
     assert "<<<<<<<" not in text
@@ -105,7 +106,7 @@ def test_a_file_a_stash_took_out_whole_under_our_commit_is_put_back(engine, home
     _agent_facts(engine, "Likes green tea.", "Swims on Sundays.")
     log = _log(home)
     data = _stash_took_it_out_under_our_commit(home, log)
-    assert find_rewound(home, [log]) == {log: data}
+    assert find_rewound(home, [log]) == {log: Merged(data, None)}
 
 
 def test_a_file_the_person_deleted_is_not_put_back(engine, home):
@@ -347,6 +348,50 @@ def test_with_no_daemon_a_put_back_merged_with_the_persons_line_is_syncds_own_co
         assert text.count(fact) == 1, text
     put_back = git(home, "log", "-1", "--format=%an%n%s", "-S", "Swims on Sundays.", "--", log)
     assert put_back.splitlines() == ["syncd", f"Put back what a git rebase --abort took out of the branch in {log}"]
+
+
+def test_two_aborts_looked_at_once_put_back_both_commits(home):
+    """Two `git rebase --abort`s, each dropping a commit of syncd's to one file, seen in one look:
+    the second's merge was made from the tree and replaced the first's, and both entries were
+    kept as looked at, so the first commit's line was never put back. Each is now merged into
+    what the one before made of the file."""
+    from syncd.home import Home
+    from syncd.writes.rewind import PutBack
+
+    write(home, "vault/Page.md", "# Page\n")
+    git(home, "add", "-A")
+    git(home, "commit", "-qm", "the person's page")
+    put_back = PutBack(Home(home))
+    assert put_back.dropped() == {}
+    _drop_a_commit_of_syncds(home, "vault/Page.md", "# Page\n\n- [note] First fact. <!-- id:a1 -->\n")
+    _drop_a_commit_of_syncds(home, "vault/Page.md", "# Page\n\n- [note] Second fact. <!-- id:a2 -->\n")
+    assert set(put_back.dropped()) == {"vault/Page.md"}
+    text = (home / "vault/Page.md").read_text()
+    assert text.count("First fact.") == 1 and text.count("Second fact.") == 1, text
+    assert put_back.dropped() == {}
+
+
+def test_a_rewound_file_is_put_back_only_over_the_bytes_its_merge_was_made_from(home):
+    """The daemon merges a rewound file from the bytes it looked at; a save of the person's
+    between that look and the write was overwritten by a merge that lacks it. The write now
+    compares against the bytes the merge was made from: the save stays, and the next pass
+    merges again."""
+    from syncd.home import Home
+    from syncd.writes.rewind import PutBack
+
+    rel = "vault/Page.md"
+    write(home, rel, "# Page\n")
+    git(home, "add", "-A")
+    git(home, "commit", "-qm", "page")
+    write(home, rel, "# Page\n- [note] Kept by syncd. <!-- id:x1 -->\n")
+    git(home, "add", "-A")
+    git(home, "commit", "-qm", "syncd's\n\nSyncd-Source: api")
+    git(home, "checkout", "HEAD~1", "--", rel)  # a git command rewinds it, tree and index
+    found = find_rewound(home, [rel])
+    with open(home / rel, "a") as handle:
+        handle.write("The person's new line.\n")
+    assert not PutBack(Home(home)).write(rel, found[rel].data, "put back", over=found[rel].over)
+    assert (home / rel).read_text() == "# Page\nThe person's new line.\n"
 
 
 def _abort_and_wait_for_the_put_back(home, log: str, aborted: bool = False) -> None:

@@ -679,8 +679,10 @@ class Daemon:
         """Files a git command of the person's rewound under our commits (writes/rewind.py) get
         back what it took out before anything is committed; the restoration is committed as
         syncd's own change, never as the person deleting facts."""
-        for rel, data in find_rewound(self.root, paths).items():
-            if self.engine.writes.put_back.write(rel, data, f"Put back the facts a git command took out of {rel}"):
+        for rel, merged in find_rewound(self.root, paths).items():
+            summary = f"Put back the facts a git command took out of {rel}"
+            # Over the bytes the merge was made from: a save since then is not overwritten.
+            if self.engine.writes.put_back.write(rel, merged.data, summary, over=merged.over):
                 log.warning("a git command took committed facts out of %s; put them back", rel)
 
     def _put_back_dropped(self) -> None:

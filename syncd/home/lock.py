@@ -38,12 +38,12 @@ _FREE_LOOK_GAP_S = 0.003
 def _names_a_live_process(holder: str | None) -> bool:
     """Whether a lock's text (``pid N (role)``) names a process alive on this machine."""
     words = (holder or "").split()
-    if len(words) < 2 or words[0] != "pid" or not words[1].isdigit():
+    if len(words) < 2 or words[0] != "pid" or not (words[1].isascii() and words[1].isdigit()):
         return False
     try:
         os.kill(int(words[1]), 0)
-    except ProcessLookupError:
-        return False
+    except (ProcessLookupError, OverflowError, ValueError):
+        return False  # none such (a number too large for a pid included)
     except OSError:
         return True  # alive, someone else's
     return True
@@ -166,11 +166,14 @@ class HomeLock:
         return True
 
     def relabel(self, what: str) -> None:
-        """Say what holds the lock now (a writer that became the daemon)."""
+        """Say what holds the lock now (a writer that became the daemon). Written over the old
+        label, then cut to its length: a reader never finds it empty (which says "letting go"),
+        and reads its first line (:meth:`holder`)."""
         if self._fd is None:
             return
-        os.ftruncate(self._fd, 0)
-        os.pwrite(self._fd, f"pid {os.getpid()} ({what})\n".encode(), 0)
+        label = f"pid {os.getpid()} ({what})\n".encode()
+        os.pwrite(self._fd, label, 0)
+        os.ftruncate(self._fd, len(label))
         os.fsync(self._fd)
 
     def held_by_daemon(self) -> bool:
@@ -178,10 +181,13 @@ class HomeLock:
         return held_by_a_daemon(self.holder())
 
     def holder(self) -> str | None:
+        """The lock's label, ``pid N (role)`` (its first line: see :meth:`relabel`); None when
+        it says nothing (not held, or being taken or let go)."""
         try:
-            return self.path.read_text(encoding="utf-8", errors="replace").strip() or None
+            text = self.path.read_text(encoding="utf-8", errors="replace").strip()
         except FileNotFoundError:
             return None
+        return text.splitlines()[0] if text else None
 
     @property
     def held(self) -> bool:

@@ -30,7 +30,7 @@ to a daemon in another process returns once HEAD holds it, or raises CommitDefer
 GitBusyError that says the change *is* kept: saved with its provenance, committed by the daemon once
 git is free; not to be written again) when the daemon could not commit it in time. A daemon that
 lets go of the home before committing it (stopped, killed) is noticed by its lock (free, or held
-by agents' changes or a sync, which never commit a change handed over): the writer then borrows
+by agents' changes or a sync, which do not take changes handed over): the writer then borrows
 the lock and commits the change itself (handoff.py, ``WritePath._take_over``), or, when a daemon
 holds the home again, waits for that one.
 

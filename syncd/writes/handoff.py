@@ -30,7 +30,8 @@ def daemon_gone_look(lock: HomeLock) -> Callable[[], bool]:
     """A check, made at most every ``_DAEMON_LOOK_S``, that no daemon holds the home's ``lock``
     any more (the one a change was handed to stopped, or was killed): the lock is free, or held
     by another kind of writer (agents' changes borrowing it back to back, a ``syncd sync``),
-    which never commits a change handed over. Once it says so, it keeps saying so."""
+    which does not take changes handed over (a sync may commit one, or may not). Once it says
+    so, it keeps saying so."""
     next_look = time.monotonic() + _DAEMON_LOOK_S
     found = False
 

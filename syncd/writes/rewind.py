@@ -55,7 +55,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import GitBusyError, HistoryError, SyncdError
+from ..errors import ConflictError, GitBusyError, HistoryError, StorageError, SyncdError
 from ..history.git import run_git
 from ..history.intents import Intent, record_intent
 from ..history.objects import committed_blob
@@ -167,10 +167,10 @@ def _base(root: Path, rel: str, work: bytes) -> bytes | None:
     return None
 
 
-def find_rewound(root: Path, paths: Iterable[str]) -> dict[str, bytes]:
+def find_rewound(root: Path, paths: Iterable[str]) -> dict[str, Merged]:
     """Of ``paths``, the files a git command rewound or took out whole (see the module doc),
-    each with the bytes to write back (for a file taken out, HEAD's). Empty when git is busy or
-    cannot say (nothing is restored on a guess)."""
+    each with the bytes to write back (for a file taken out, HEAD's) over the bytes they were
+    made from. Empty when git is busy or cannot say (nothing is restored on a guess)."""
     # HEAD's blobs come from the objects in memory, so a file as HEAD has it (the common case:
     # a write checks the file it builds on) costs no git process; git's index is asked only
     # about files that differ from HEAD.
@@ -206,11 +206,11 @@ def find_rewound(root: Path, paths: Iterable[str]) -> dict[str, bytes]:
         head = _blob(root, f"HEAD:{rel}")
         if head is None or not lost_facts(head, work):
             continue
-        found[rel] = merge_back(root, head, _base(root, rel, work), work)
+        found[rel] = Merged(merge_back(root, head, _base(root, rel, work), work), work)
     return found
 
 
-def _stashed_whole(root: Path, gone: dict[str, str]) -> dict[str, bytes]:
+def _stashed_whole(root: Path, gone: dict[str, str]) -> dict[str, Merged]:
     """Of ``gone`` (``{path: HEAD's sha}``, files HEAD and git's index hold and the tree does
     not), those the newest stash entry keeps as untracked with exactly HEAD's bytes: taken out
     by a `git stash -u` racing our commit (module doc). Each with HEAD's bytes."""
@@ -226,7 +226,7 @@ def _stashed_whole(root: Path, gone: dict[str, str]) -> dict[str, bytes]:
             continue
         head = _blob(root, sha)
         if head is not None and lost_facts(head, b""):
-            found[rel] = head
+            found[rel] = Merged(head, None)
     return found
 
 
@@ -332,7 +332,9 @@ class DroppedCommits:
                 and not _is_ancestor(self.root, before, "HEAD")
                 and _all_ours(self.root, after, before)
             ):
-                found.update(_merged_back(self.root, after, before))
+                # Oldest first, each merged into what the ones before made of a file (two aborts
+                # looked at once: the second's merge from the tree would lack the first's lines).
+                found.update(_merged_back(self.root, after, before, found))
             done.append(entry.move)
         # Only once all were looked at (a failure looks at them again), and only entries the
         # reflog still shows among its last ones: an older one is never looked at again anyway.
@@ -457,6 +459,36 @@ class PutBack:
             return False
         return True
 
+    def taken_under_commit(self, rel: str, sha: str) -> None:
+        """``rel`` was committed as written (blob ``sha``), and a git command took it out of the
+        tree while the commit pass ran: a `git stash --include-untracked` (or `git clean`) that
+        read git's index before the pass published it counts a new file as untracked and deletes
+        it, after the pass staged its bytes. HEAD holds the write, so it is acknowledged; the
+        tree must hold it too, else the next write to the file starts it anew and its commit, in
+        the agent's name, deletes what was acknowledged (or the daemon commits the deletion as
+        the person's). Put back as HEAD has it: nobody asked for the deletion (the stash keeps
+        its own copy)."""
+        try:
+            data = run_git(self.home.root, "cat-file", "blob", sha)
+        except (GitBusyError, HistoryError) as exc:
+            log.info("did not put back %s, taken out of the tree under its commit: %s", rel, exc)
+            return
+        self.taken_whole(rel, data)
+
+    def taken_whole(self, rel: str, data: bytes) -> None:
+        """Write committed ``data`` to ``rel``, which a git command took out of the tree, unless
+        someone made the file again meanwhile (compare-and-swap on "must not exist")."""
+        try:
+            atomic_write(self.home.root / rel, data, expected_sha=None)
+        except (ConflictError, StorageError) as exc:
+            # Made again meanwhile (whoever did commits it), or the disk refused: looked at no more.
+            log.info("did not put back %s, taken out of the tree under its commit: %s", rel, exc)
+            return
+        # Not noted as the writer's own (WritePath._written_stat): a daemon that indexed the
+        # deletion sees a new file and indexes it again; with no daemon, the index never left
+        # these bytes.
+        log.warning("a git command took %s out of the tree while it was committed; put it back", rel)
+
 
 def _is_ancestor(root: Path, older: str, newer: str) -> bool:
     """Whether commit ``older`` is ``newer`` or one of its ancestors (HistoryError: git could not
@@ -477,9 +509,10 @@ def _all_ours(root: Path, base: str, dropped: str) -> bool:
     return bool(commits) and all(trailer.strip() for trailer in commits)
 
 
-def _merged_back(root: Path, base: str, dropped: str) -> dict[str, Merged]:
-    """Each file the commits ``base..dropped`` changed, as the tree holds it with their change
-    merged in (three-way, keeping both sides' lines); files already so are left out."""
+def _merged_back(root: Path, base: str, dropped: str, earlier: dict[str, Merged]) -> dict[str, Merged]:
+    """Each file the commits ``base..dropped`` changed, as the tree holds it (or as ``earlier``
+    merges made it) with their change merged in (three-way, keeping both sides' lines); files
+    already so are left out."""
     names = run_git(root, "diff", "--name-only", "-z", "--no-renames", base, dropped, "--")
     found: dict[str, Merged] = {}
     for raw in names.split(b"\0"):
@@ -487,18 +520,23 @@ def _merged_back(root: Path, base: str, dropped: str) -> dict[str, Merged]:
         if not rel:
             continue
         was, then = _blob(root, f"{base}:{rel}"), _blob(root, f"{dropped}:{rel}")
-        try:
-            now = read_regular(root, rel)
-        except (OSError, SyncdError):
-            continue  # a link or a folder there now: the person's, left alone
+        now: bytes | None
+        over: bytes | None
+        if rel in earlier:
+            now, over = earlier[rel].data, earlier[rel].over
+        else:
+            try:
+                now = over = read_regular(root, rel)
+            except (OSError, SyncdError):
+                continue  # a link or a folder there now: the person's, left alone
         if now == then or then is None:
             # A file the dropped commits deleted stays as it is: putting back is for what was
             # taken out, and a deletion committed again would be nobody's (no intent names it).
             continue
         if now is None or now == was:
-            found[rel] = Merged(then, now)
+            found[rel] = Merged(then, over)
         elif all(_is_text(data) for data in (then, was, now) if data is not None):
-            found[rel] = Merged(merge_back(root, then, was, now), now)
+            found[rel] = Merged(merge_back(root, then, was, now), over)
         else:  # a picture, say, changed since: lines cannot be merged, and the newer one stays
             log.warning("did not put back %s (not text, and changed since): the dropped commit has it", rel)
     return found

@@ -32,7 +32,6 @@ from ..history.git import (
     git_fingerprint,
     git_last_moved,
     operation_in_progress,
-    run_git,
 )
 from ..history.intents import Intent, drop_intents, record_intent
 from ..history.objects import ObjectStore, committed_blob
@@ -66,6 +65,11 @@ _POLL_S = 0.02
 # about 2 s past its move of HEAD (staging._SETTLE_LIMIT_S); a person's git command may hold it
 # longer, and HEAD holding the write is what the acknowledgement promises.
 _INDEX_IN_PLACE_S = 3.0
+# A takeover waiting for the home's lock looks this often whether HEAD took its change meanwhile.
+_DAEMON_GONE_LOOK_S = 0.5
+# How long a change with no daemon waits for git to settle before putting back what a rebase
+# abort dropped (else the next change does): a few of commit_quiet_ms's 0.3 s.
+_PUT_BACK_SETTLE_S = 1.5
 # How long after a git command of someone else's a write checks its file was not rewound by it.
 _REWIND_WATCH_S = 30.0
 
@@ -228,7 +232,7 @@ class WritePath:
         if rel in rewound and gone:
             # Taken out whole (a stash racing our commit): put back as HEAD has it, so the write
             # builds on what is committed instead of starting the file anew.
-            self._put_back(rel, rewound[rel])
+            self.put_back.taken_whole(rel, rewound[rel].data)
         elif rewound:
             raise GitBusyError(
                 f"not written, retry in a moment: a git command of yours took facts out of {rel} "
@@ -476,7 +480,7 @@ class WritePath:
             if staged_checked and rel in expected:
                 landed[rel] = expected[rel]
                 if before[rel] is not None and not os.path.lexists(root / rel):
-                    self._put_back_taken(rel, expected[rel])
+                    self.put_back.taken_under_commit(rel, expected[rel])
                 continue
             sha = file_blob_sha(root / rel)
             if sha is not None and sha == before[rel]:
@@ -486,34 +490,6 @@ class WritePath:
         with contextlib.suppress(SyncdError):
             operation_in_progress(root)
         return landed
-
-    def _put_back_taken(self, rel: str, sha: str) -> None:
-        """``rel`` was committed as written, and a git command took it out of the tree while the
-        pass ran: a `git stash --include-untracked` (or `git clean`) that read git's index before
-        the pass published it counts a new file as untracked and deletes it, after the pass
-        staged its bytes. HEAD holds the write, so it is acknowledged; the tree must hold it too,
-        else the next write to the file starts it anew and its commit, in the agent's name,
-        deletes what was acknowledged (or the daemon commits the deletion as the person's). Put
-        back as HEAD has it: nobody asked for the deletion (the stash keeps its own copy)."""
-        try:
-            data = run_git(self.home.root, "cat-file", "blob", sha)
-        except (GitBusyError, HistoryError) as exc:
-            log.info("did not put back %s, taken out of the tree under its commit: %s", rel, exc)
-            return
-        self._put_back(rel, data)
-
-    def _put_back(self, rel: str, data: bytes) -> None:
-        """Write committed ``data`` to ``rel``, which a git command took out of the tree, unless
-        someone made the file again meanwhile (compare-and-swap on "must not exist")."""
-        try:
-            atomic_write(self.home.root / rel, data, expected_sha=None)
-        except (ConflictError, StorageError) as exc:
-            # Made again meanwhile (whoever did commits it), or the disk refused: looked at no more.
-            log.info("did not put back %s, taken out of the tree under its commit: %s", rel, exc)
-            return
-        # Not noted as written by us (_written_stat): a daemon that indexed the deletion sees a
-        # new file and indexes it again; with no daemon, the index never left these bytes.
-        log.warning("a git command took %s out of the tree while it was committed; put it back", rel)
 
     def _commit_retrying(self, paths: set[str], expected: dict[str, str]) -> None:
         """Commit ``paths`` (the caller holds the commit stage) once git is settled, waiting out
@@ -680,32 +656,52 @@ class WritePath:
         """The daemon a change was handed to let go of the home before committing it (stopped,
         or killed): index and commit it here, borrowing the home's lock as a change with no
         daemon does (waiting, up to ``deadline``, for other agents' changes that borrow it).
-        "landed" once HEAD holds ``written``; "daemon" when a daemon holds the lock (again: it
-        commits them); "held" when another writer kept the lock past ``deadline``; "refused"
-        when git refused (the change is saved with its intent, and the next sync commits it).
+        "landed" once HEAD holds ``written`` (whoever committed it: an agent's change that
+        built on it commits it too); "daemon" when a daemon holds the lock (again: it commits
+        them); "held" when another writer kept the lock past ``deadline``; "refused" when git
+        refused (the change is saved with its intent, and the next sync commits it).
         StorageError (``saved``) when committed but not indexed, as for a borrowed change."""
-        try:
-            lock = self._borrow_lock(deadline)
-        except LockedError:
-            return "held"
+        while True:
+            late = self._still_late(written)
+            if not late:
+                return "landed"
+            try:
+                lock = self._borrow_lock(min(deadline, time.monotonic() + _DAEMON_GONE_LOOK_S))
+                break
+            except LockedError:
+                if time.monotonic() >= deadline:
+                    return "landed" if not self._still_late(written) else "held"
         if lock is None:
             return "daemon"
         try:
+            late = self._still_late(written)  # looked at again under the lock: nobody commits now
+            if not late:
+                return "landed"
             self.recover()
-            self._queue.written(written)
-            landed = self._index_and_commit(set(written))
+            self._queue.written(late)
+            landed = self._index_and_commit(set(late))
         except StorageError as exc:
             if not exc.saved:
                 raise
-            log.warning("the daemon stopped before committing %s; committed here, not indexed", ", ".join(written))
+            log.warning("the daemon stopped before committing %s; committed here, not indexed", ", ".join(late))
             raise
         except SyncdError as exc:
-            log.warning("the daemon stopped before committing %s, and git refused it here: %s", ", ".join(written), exc)
-            return "refused"
+            log.warning("the daemon stopped before committing %s, and git refused it here: %s", ", ".join(late), exc)
+            return "landed" if not self._still_late(written) else "refused"
         finally:
             lock.release()
-        log.info("the daemon stopped before committing %s; committed here", ", ".join(written))
-        return "landed" if all(landed.get(rel) == sha for rel, sha in written.items()) else "refused"
+        log.info("the daemon stopped before committing %s; committed here", ", ".join(late))
+        return "landed" if all(landed.get(rel) == sha for rel, sha in late.items()) else "refused"
+
+    def _still_late(self, written: dict[str, str]) -> dict[str, str]:
+        """Of ``written``, what HEAD does not hold yet and the tree still holds as written (a file
+        changed again is whoever changed it's to commit, as in :meth:`_wait_for`)."""
+        root = self.home.root
+        return {
+            rel: sha
+            for rel, sha in written.items()
+            if blob_at_head(root, rel) != sha and file_blob_sha(root / rel) == sha
+        }
 
     # -- whole-home operations ---------------------------------------------------------------------
 
@@ -742,8 +738,9 @@ class WritePath:
             if busy_state(self.home.root) is not None:
                 raise GitBusyError("a git command of the person's is under way")
             # Between the steps of a git command (see settle_due) the tree is half rewritten:
-            # merged into then, its lines would ride along. Waited out as the commit would.
-            self._await_settled(time.monotonic() + self.settings.lock_wait_s)
+            # merged into then, its lines would ride along. Waited out for a moment (the home's
+            # lock is held meanwhile, and the change's own write waits for git too), else later.
+            self._await_settled(time.monotonic() + _PUT_BACK_SETTLE_S)
         except GitBusyError:
             return  # what it aborts is looked at once git settles (not looked at till then)
         written = self.put_back.dropped()
