@@ -26,6 +26,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from .config import Settings
     from .engine.initialize import InitReport, init
+del TYPE_CHECKING  # not a name of syncd's
 
 
 def open(home=None, read_only: bool = False, settings: Settings | None = None, embedder=None):  # noqa: A001
