@@ -297,3 +297,20 @@ def test_provenance_missing_and_stale_sources(home):
 def test_the_lint_skill_explains_every_code():
     skill = (Path(__file__).parent.parent / "skills" / "notebook" / "lint.md").read_text()
     assert [code for code in CODES if f"`{code}`" not in skill] == []
+
+
+def test_a_frontmatter_value_built_from_yaml_anchors_is_quoted_briefly(tmp_path):
+    # Each level is ten copies of the one before: a 300-byte page whose `aliases` repr was 50 MB
+    # (10**7 items; two levels more is gigabytes, and the daemon parses every page it indexes).
+    levels = ["l0: &l0 [x, x, x, x, x, x, x, x, x, x]"]
+    levels += [f"l{n}: &l{n} [{', '.join([f'*l{n - 1}'] * 10)}]" for n in range(1, 7)]
+    bomb = "\n".join(levels)
+    write(tmp_path, {
+        "Aliases.md": f"---\n{bomb}\naliases: [ok, *l6]\n---\n# A\n",
+        "Tags.md": f"---\n{bomb}\ntags: [*l6]\n---\n# T\n",
+        "Sources.md": f"---\n{bomb}\nsources: [*l6]\n---\n# S\n",
+    })  # fmt: skip
+    findings = [f for f in WikiManager(tmp_path, use_cache=False).lint() if f.code.startswith("bad-")]
+    assert sorted(f.code for f in findings) == ["bad-aliases", "bad-sources", "bad-tags"]
+    assert all(len(f.message) < 400 for f in findings), [len(f.message) for f in findings]
+    assert all("holds [[" in f.message for f in findings)

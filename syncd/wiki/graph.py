@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import re
+import reprlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
@@ -34,6 +35,10 @@ __all__ = [
 ]
 
 _TAG_OK_RE = re.compile(r"#?[\w/-]+")
+# A frontmatter value quoted in a message, cut short: YAML anchors let a 300-byte page hold a list
+# nested ten deep with ten copies at each level, whose full repr is gigabytes.
+_BRIEF = reprlib.Repr()
+_BRIEF.maxlevel, _BRIEF.maxlist, _BRIEF.maxdict, _BRIEF.maxstring = 2, 4, 4, 60
 
 
 class LinkRef(NamedTuple):
@@ -130,7 +135,7 @@ def _string_list(value: Any) -> tuple[list[str], str | None]:
             else:
                 bad.append(item)
         if bad:
-            return items, f"holds {bad[0]!r}, which is not text"
+            return items, f"holds {_BRIEF.repr(bad[0])}, which is not text"
         return items, None
     return [], f"is a {type(value).__name__}, not text or a list of text"
 
@@ -162,7 +167,7 @@ def _shape_problems(fm: Mapping[Any, Any], fm_lines: list[str]) -> tuple[list[Pr
         for item in value:
             text = str(item) if isinstance(item, (str, int, float)) and not isinstance(item, bool) else None
             if text is None or not _TAG_OK_RE.fullmatch(text) or text.lstrip("#").isdigit():
-                problems.append(Problem("bad-tags", line, f"frontmatter `{key}` holds {item!r}, which Obsidian "
+                problems.append(Problem("bad-tags", line, f"frontmatter `{key}` holds {_BRIEF.repr(item)}, which Obsidian "
                                         "does not read as a tag (letters, digits, _ - / and not only digits; "
                                         "no spaces: use-dashes)"))  # fmt: skip
                 break
