@@ -314,3 +314,15 @@ def test_a_frontmatter_value_built_from_yaml_anchors_is_quoted_briefly(tmp_path)
     assert sorted(f.code for f in findings) == ["bad-aliases", "bad-sources", "bad-tags"]
     assert all(len(f.message) < 400 for f in findings), [len(f.message) for f in findings]
     assert all("holds [[" in f.message for f in findings)
+
+
+def test_a_page_with_a_byte_that_is_not_utf8_keeps_its_links(tmp_path):
+    # Its links were dropped whole: the page it alone links to was an orphan with no backlinks,
+    # and its broken link went unreported (the sync indexes it with U+FFFD for the bad byte).
+    write(tmp_path, {"Caf\u00e9.md": b"# Caf\xe9 notes\n\nSee [[Only]] and [[Nowhere]].\n", "Only.md": "# Only\n"})
+    wiki = WikiManager(tmp_path, use_cache=False)
+    findings = wiki.lint()
+    assert codes(findings) == [("broken-link", "Caf\u00e9.md", 3), ("invalid-encoding", "Caf\u00e9.md", 1)]
+    (bad,) = [f for f in findings if f.code == "invalid-encoding"]
+    assert bad.message.startswith("not valid UTF-8 (byte 0xe9") and "Caf" not in bad.message
+    assert [e.source for e in wiki.backlinks("Only")] == ["Caf\u00e9.md"]

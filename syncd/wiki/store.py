@@ -260,9 +260,13 @@ class _Immediate:
 def _node_from_bytes(rel: str, sha: str, data: bytes) -> PageNode:
     try:
         text = decode_markdown(data, rel)
-    except ParseError as exc:  # not UTF-8: the page still exists and can be linked to
-        problem = Problem("invalid-encoding", exc.line or 1, f"{exc}; save the file as UTF-8")
-        return replace(page_node(rel, sha, ""), problems=(problem,))
+    except ParseError as exc:
+        # Not UTF-8: read as the sync indexes it (U+FFFD for the bad bytes), so one bad byte
+        # does not take the page's links with it (their targets called orphans, broken ones unseen).
+        why = str(exc).removeprefix(f"{rel}:{exc.line}: ")
+        problem = Problem("invalid-encoding", exc.line or 1, f"{why}; save the file as UTF-8")
+        node = page_node(rel, sha, data.decode("utf-8", errors="replace"))
+        return replace(node, problems=(problem, *node.problems))
     return page_node(rel, sha, text)
 
 
