@@ -326,3 +326,23 @@ def test_a_page_with_a_byte_that_is_not_utf8_keeps_its_links(tmp_path):
     (bad,) = [f for f in findings if f.code == "invalid-encoding"]
     assert bad.message.startswith("not valid UTF-8 (byte 0xe9") and "Caf" not in bad.message
     assert [e.source for e in wiki.backlinks("Only")] == ["Caf\u00e9.md"]
+
+
+def test_a_source_outside_the_home_is_never_looked_at_and_hides_no_stale_page(home):
+    # `../x` was looked for on disk (so lint, over REST too, told whether any file on the machine
+    # exists), and handed to git log with the other sources: git refused the whole walk, and
+    # every stale-page finding of the vault was silently gone.
+    (home.parent / "outside.txt").write_text("a file next to the home\n")
+    vault = home / "vault"
+    write(home, {"raw/paper.txt": "v1\n"})
+    write(vault, {"Summary.md": "---\nsources: [raw/paper.txt]\n---\n# S\n"})
+    commit(home, "summary")
+    write(home, {"raw/paper.txt": "v2\n"})
+    commit(home, "paper changed")
+    for n, source in enumerate(["../outside.txt", "vault/../../outside.txt", "../no-such-file.txt"]):
+        write(vault, {f"Climbs{n}.md": f"---\nsources: ['{source}']\n---\n# C\n"})
+    commit(home, "pages citing files outside the home")
+    findings = [f for f in WikiManager.for_home(home).lint() if "source" in f.code or f.code == "stale-page"]
+    assert codes(findings) == [("missing-source", "Climbs0.md", 2), ("missing-source", "Climbs1.md", 2),
+                               ("missing-source", "Climbs2.md", 2), ("stale-page", "Summary.md", 2)]  # fmt: skip
+    assert all("is outside the home" in f.message for f in findings if f.code == "missing-source")
