@@ -83,3 +83,21 @@ def test_lint_links_and_backlinks_of_a_vault_in_a_git_repository_leave_it_clean(
     status = subprocess.run(["git", "-C", str(vault), "status", "--porcelain", "--ignored"], capture_output=True)
     assert status.stdout == b""
     assert sorted(p.name for p in vault.iterdir()) == [".git", "Coffee.md", "Tea.md"]
+
+
+def test_a_newline_in_a_name_or_a_title_never_starts_another_line(tmp_path, capsys):
+    # The report was split into lines before its control characters were escaped: a file name
+    # or a title holding a newline printed one finding as two, the second with no path.
+    vault = tmp_path / "vault"
+    vault.mkdir()
+    (vault / "index.md").write_text("# Index\n", encoding="utf-8")
+    (vault / "two\nlines.md").write_text("See [[index]].\n", encoding="utf-8")
+    for name in ("A.md", "B.md"):
+        (vault / name).write_text('---\ntitle: "Tea\\nCoffee"\n---\nBody.\n', encoding="utf-8")
+    main(["lint", "--vault", str(vault)])
+    out = capsys.readouterr().out
+    assert "title 'Tea\\nCoffee' is also the title of B.md" in out
+    assert "two\\nlines.md:1: warning orphan" in out
+    assert all(line.split(":")[0].endswith(".md") for line in out.splitlines()[:-1]), out
+    main(["backlinks", "index", "--vault", str(vault)])
+    assert capsys.readouterr().out.splitlines() == ["two\\nlines.md:1: [[index]] -> index.md", "1 backlink to index"]

@@ -60,7 +60,7 @@ def test_fresh_home_lints_clean(home):
     findings = wiki.lint()
     assert findings == []
     assert report.lint_exit_code(findings) == 0
-    assert report.lint_text(findings) == "no findings\n"
+    assert report.lint_lines(findings) == ["no findings"]
 
 
 def test_bootstrap_seeds_once_then_never_writes(tmp_path):
@@ -161,7 +161,7 @@ def test_links_and_backlinks(tmp_path):
     assert sorted({e.source for e in back}) == ["Alice.md", "index.md", "log.md"]
     doc = json.loads(report.backlinks_json("people/Bob.md", back))
     assert {b["source"] for b in doc["backlinks"]} == {"Alice.md", "index.md", "log.md"}
-    assert "-> people/Bob.md" in report.links_text("Alice.md", links)
+    assert "-> people/Bob.md" in "\n".join(report.links_lines("Alice.md", links))
     with pytest.raises(NotFoundError):
         wiki.links("Nobody")
 
