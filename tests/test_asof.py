@@ -16,7 +16,7 @@ import pyarrow as pa
 import pyarrow.compute
 import pyarrow.parquet as pq
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 import syncd
@@ -161,19 +161,46 @@ def test_a_date_git_understands_names_the_last_commit_at_or_before_it(tmp_path, 
     monkeypatch.setenv("GIT_COMMITTER_DATE", (dt.datetime.now(dt.UTC) - dt.timedelta(hours=1)).isoformat())
     git(root, "commit", "--allow-empty", "-q", "-m", "an hour ago")
     first, last = git(root, "rev-list", "--max-parents=0", "HEAD").strip(), git(root, "rev-parse", "HEAD").strip()
-    for at in ("yesterday", "2 days ago", "2.days.ago", "3 days ago"):
+    for at in (
+        "yesterday",
+        "2 days ago",
+        "2.days.ago",
+        "3 days ago",
+        "Yesterday noon",
+        "two days ago",
+        "2 days ago at noon",
+        "2 days ago 00:00 UTC",
+    ):
         assert resolve_revision(root, at) == first, at
     assert resolve_revision(root, "now") == resolve_revision(root, "30 minutes ago") == last
     with pytest.raises(NotFoundError, match=r"no commit at or before 4 days ago \(\d{4}-\d\d-\d\d \d\d:\d\d\)"):
         resolve_revision(root, "4 days ago")
     # Neither a date nor a commit: what git's lenient date parser would read as "now" or the
     # 5th of the month is still a missing commit, not today's memory.
-    for at in ("no-such-branch", "never", "abc123", "HEAD~5", "main^2"):
+    # Nor a mistyped tag or a ticket number, whose digits git reads as a day or a time.
+    for at in ("no-such-branch", "never", "abc123", "HEAD~5", "main^2", "v2", "ticket-42", "x0", "release 7"):
         with pytest.raises(NotFoundError, match="no commit '"):
             resolve_revision(root, at)
     old = run_main("search", "tea", "--at", "8 days ago", "--home", str(root))
     assert old.returncode == 1 and old.stderr.startswith("syncd: error: no commit at or before 8 days ago (")
     assert old.stderr.count("\n") == 1
+
+
+_NAMES = st.from_regex(r"[A-Za-z]{1,8}[-_ .]?[0-9]{1,3}", fullmatch=True)
+
+
+@settings(max_examples=examples(25), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(at=_NAMES)
+def test_law_a_name_with_a_number_that_names_no_commit_is_no_date(tmp_path, at):
+    """A branch or tag name that is not there ("v2", "ticket-42", "rc 7") is a missing commit,
+    whatever git's date parser would make of its digits, unless its word is one of a date's."""
+    root = tmp_path / "home"
+    if not root.exists():
+        syncd.init(root)
+    word = at.rstrip("0123456789 -_.").lower()
+    assume(not asof._date_word(word))
+    with pytest.raises(NotFoundError, match="no commit '"):
+        resolve_revision(root, at)
 
 
 def test_a_range_or_an_exclusion_is_not_one_revision(history):
