@@ -346,3 +346,21 @@ def test_a_source_outside_the_home_is_never_looked_at_and_hides_no_stale_page(ho
     assert codes(findings) == [("missing-source", "Climbs0.md", 2), ("missing-source", "Climbs1.md", 2),
                                ("missing-source", "Climbs2.md", 2), ("stale-page", "Summary.md", 2)]  # fmt: skip
     assert all("is outside the home" in f.message for f in findings if f.code == "missing-source")
+
+
+def test_a_linked_page_is_a_name_never_read(tmp_path):
+    # lint, links and backlinks read a page through a symbolic link, wherever it led: another
+    # user's log, any file of the machine (over REST too), though syncd never follows links.
+    outside = tmp_path / "outside"
+    write(outside, {"secret.md": "# Secret\n\n[[Swordfish]]\n\n## Launch codes\n", "folder/x.md": "[[Swordfish]]\n"})
+    vault = tmp_path / "vault"
+    write(vault, {"Notes.md": "[[secret#Launch codes]] and [[secret]]\n"})
+    (vault / "secret.md").symlink_to(outside / "secret.md")
+    (vault / "linked").symlink_to(outside / "folder")
+    for wiki in (WikiManager(vault, use_cache=False), WikiManager(vault, cache_dir=tmp_path / "cache")):
+        findings = wiki.lint()
+        assert not [f for f in findings if "Swordfish" in f.message or f.path != "Notes.md"], findings
+        assert [(e.link.raw, e.resolution.target) for e in wiki.links("Notes")] == [
+            ("secret#Launch codes", "secret.md"), ("secret", "secret.md")]  # fmt: skip
+        assert wiki.links("secret.md") == []
+    assert "secret.md" not in build_graph(vault).pages and "secret.md" in build_graph(vault).files

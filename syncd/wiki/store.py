@@ -26,6 +26,7 @@ import json
 import logging
 import os
 import sqlite3
+import stat
 import time
 from collections.abc import Sequence
 from contextlib import contextmanager
@@ -35,7 +36,7 @@ from typing import Any
 
 from ..errors import ParseError
 from ..formats.text import decode_markdown
-from ..home import blob_sha
+from ..home import blob_sha, read_regular
 from .graph import PageNode, Problem, VaultGraph, node_of_page, page_node
 
 __all__ = [
@@ -101,7 +102,11 @@ def _hidden(rel: str) -> bool:
 
 
 def scan_vault(root: Path) -> dict[str, os.stat_result]:
-    """Every file under ``root`` (relative ``/`` paths), hidden files and folders left out."""
+    """Every file under ``root`` (relative ``/`` paths), hidden files and folders left out. A
+    symbolic link to a file is there by its name, with the link's own stat: a link opens it, as
+    in Obsidian, but it is never read (syncd never follows links: it may lead out of the vault,
+    to another user's memory or anything on the machine; ``syncd status`` names it). A link to a
+    folder is not gone into."""
     out: dict[str, os.stat_result] = {}
     stack = [("", str(root))]
     while stack:
@@ -119,7 +124,7 @@ def scan_vault(root: Path) -> dict[str, os.stat_result]:
                 if entry.is_dir(follow_symlinks=False):
                     stack.append((rel + "/", entry.path))
                 elif entry.is_file():
-                    out[rel] = entry.stat()
+                    out[rel] = entry.stat(follow_symlinks=False)
             except OSError:
                 continue
     return out
@@ -312,7 +317,7 @@ def snapshot(root: Path, cache: GraphCache | None = None) -> Snapshot:
     upserts: list[tuple[str, int, int, int, str, str]] = []
     to_parse: list[tuple[str, str, bytes]] = []
     for rel, st in stats.items():
-        if not rel.lower().endswith(".md"):
+        if not rel.lower().endswith(".md") or stat.S_ISLNK(st.st_mode):
             continue
         row = cached.get(rel)
         if row is not None:
@@ -323,9 +328,12 @@ def snapshot(root: Path, cache: GraphCache | None = None) -> Snapshot:
                     known[rel] = resolved
                 continue
         try:
-            data = (root / rel).read_bytes()
+            # Not through a link, even one swapped in since the scan.
+            data = read_regular(root, rel)
         except OSError as exc:
             log.warning("cannot read %s: %s", rel, exc)
+            continue
+        if data is None:  # gone since the scan
             continue
         sha = blob_sha(data)
         if row is not None and row[3] == sha:
