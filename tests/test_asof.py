@@ -8,6 +8,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import itertools
+import os
 import subprocess
 import time
 from pathlib import Path
@@ -486,3 +487,28 @@ def test_the_rest_api_reads_core_memory_and_the_vault_at_a_past_commit(tmp_path,
             assert (user_block(), user_block(at="HEAD~1")) == ("Bob rows.", "Bob sails.")
             assert "vault/Bees.md" in pages(at="HEAD~1") and "vault/Bees.md" not in pages()
             assert bob.get("/memory/core", params={"at": "nope"}).status_code == 404
+
+
+def test_a_commit_holding_the_index_folder_is_searched_without_it(tmp_path, embedder):
+    # A commit holding .syncd/ (a `git add -f`, or pushed by a machine whose syncd kept no
+    # .gitignore in it): checked out into the past tree, its files stood where the past engine
+    # keeps its own, and a search at that commit failed with "File exists: .../.syncd/index".
+    root = syncd.init(tmp_path / "home").home
+    with syncd.open(root, embedder=embedder) as engine:
+        apply_step(root, ("page", "ana", 2), 0)
+        engine.sync()
+        engine.commit()
+        blob = subprocess.run(["git", "hash-object", "-w", "--stdin"], cwd=root, input=b"# Stale\n\nThe cello.\n",
+                              capture_output=True, check=True).stdout.decode().strip()  # fmt: skip
+        index = {"GIT_INDEX_FILE": str(tmp_path / "index")}
+        subprocess.run(["git", "read-tree", "HEAD"], cwd=root, env={**os.environ, **index}, check=True)
+        for name in (".syncd/index", ".syncd/notes.md"):
+            subprocess.run(["git", "update-index", "--add", "--cacheinfo", f"100644,{blob},{name}"], cwd=root,
+                           env={**os.environ, **index}, check=True)  # fmt: skip
+        tree = subprocess.run(["git", "write-tree"], cwd=root, env={**os.environ, **index}, capture_output=True,
+                              check=True, text=True).stdout.strip()  # fmt: skip
+        sha = git(root, "commit-tree", tree, "-p", "HEAD", "-m", "the index too").strip()
+        assert ".syncd/index" in git(root, "ls-tree", "-r", "--name-only", sha)
+        assert [h.path for h in search_at(engine, "the cello", sha, limit=5)] == ["vault/Topic2.md"]
+        with past_engine(engine, sha, files=True) as past:
+            assert (past.home.root / "vault/Topic2.md").is_file() and not (past.home.root / ".syncd/notes.md").exists()

@@ -284,6 +284,9 @@ def _check_out_files(root: Path, sha: str, folder: Path) -> None:
     env = {"GIT_INDEX_FILE": str(private)}
     try:
         run_git(root, "read-tree", sha, env=env)
+        # A commit holding .syncd/ (a `git add -A` once .gitignore was gone) would write its old
+        # files where the past engine keeps its own index: never part of the memory, left out.
+        run_git(root, "rm", "-r", "--cached", "--force", "--quiet", "--ignore-unmatch", "--", ".syncd", env=env)
         run_git(root, "--work-tree", str(folder), "checkout-index", "--all", "--force", env=env)
     finally:
         private.unlink(missing_ok=True)
