@@ -364,3 +364,15 @@ def test_a_linked_page_is_a_name_never_read(tmp_path):
             ("secret#Launch codes", "secret.md"), ("secret", "secret.md")]  # fmt: skip
         assert wiki.links("secret.md") == []
     assert "secret.md" not in build_graph(vault).pages and "secret.md" in build_graph(vault).files
+
+
+def test_a_page_whose_name_git_quotes_is_found_stale(home):
+    # git log quoted these names ("Say \"hi\".md"), which then matched no page: never stale.
+    names = ['Say "hi".md', "back\\slash.md", "tab\there.md", "caf\u00e9.md"]
+    write(home, {"raw/paper.txt": "v1\n"})
+    write(home / "vault", dict.fromkeys(names, "---\nsources: [raw/paper.txt]\n---\n# P\n"))
+    commit(home, "pages")
+    write(home, {"raw/paper.txt": "v2\n"})
+    commit(home, "paper changed")
+    stale = [f.path for f in WikiManager.for_home(home).lint() if f.code == "stale-page"]
+    assert sorted(stale) == sorted(names)

@@ -15,13 +15,15 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from .lint import GitFacts, LogRewrite
-from .store import GraphCache
+from .store import GraphCache, sources_digest
 
 __all__ = ["git_root", "head_commit", "last_changed", "log_versions", "log_rewrites", "git_location", "git_facts"]
 
 log = logging.getLogger(__name__)
 
 LOG_HISTORY_LIMIT = 200
+# Answers kept in the store hold for the code that read them from git, as well as for the HEAD.
+_CODE = sources_digest("wiki.provenance")[:12]
 
 
 def _git(root: Path, *args: str, stdin: bytes | None = None) -> bytes | None:
@@ -59,7 +61,9 @@ def last_changed(root: Path, paths: Iterable[str]) -> dict[str, tuple[int, int, 
     if not wanted:
         return {}
     stdin = ("--\n" + "".join(p + "\n" for p in wanted)).encode()
-    out = _git(root, "log", "HEAD", "--stdin", "--topo-order", "--no-renames", "--name-only",
+    # -z: names as they are. Without it git quotes a name holding '"', '\\' or a control
+    # character, which then matched no page: such a page was never found stale.
+    out = _git(root, "log", "HEAD", "--stdin", "--topo-order", "--no-renames", "--name-only", "-z",
                "--format=%x01%H %ct", stdin=stdin)  # fmt: skip
     if not out:
         return {}
@@ -67,9 +71,9 @@ def last_changed(root: Path, paths: Iterable[str]) -> dict[str, tuple[int, int, 
     found: dict[str, tuple[int, int, str]] = {}
     total = len(records)
     for position, record in enumerate(records):
-        head, _, names = record.partition("\n")
+        head, _, names = record.partition("\0")
         sha, _, when = head.partition(" ")
-        for name in names.split("\n"):
+        for name in names.removeprefix("\n").split("\0"):
             if name and name not in found:
                 found[name] = (total - position, int(when), sha)
     return found
@@ -167,7 +171,7 @@ def git_facts(
         return GitFacts(prefix, {}, (), existing)
     wanted = sorted({prefix + p for p in page_paths} | set(existing))
     digest = hashlib.sha1("\n".join(wanted).encode()).hexdigest()
-    times = _cached(cache, f"last_changed:{head}:{digest}", lambda: last_changed(root, wanted))
-    versions = _cached(cache, f"log_versions:{head}:{prefix}", lambda: log_versions(root, prefix + "log.md"))
+    times = _cached(cache, f"last_changed:{_CODE}:{head}:{digest}", lambda: last_changed(root, wanted))
+    versions = _cached(cache, f"log_versions:{_CODE}:{head}:{prefix}", lambda: log_versions(root, prefix + "log.md"))
     rewrites = tuple(log_rewrites([tuple(v) for v in versions], log_text))
     return GitFacts(prefix, {k: tuple(v) for k, v in times.items()}, rewrites, existing)
