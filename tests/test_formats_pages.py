@@ -15,6 +15,7 @@ from syncd.formats import (
     render_page,
     split_lines,
 )
+from syncd.wiki.graph import page_node
 
 from .strategies import page_models, page_texts
 
@@ -326,6 +327,24 @@ def test_adversarial_pages_parse(text):
 )
 def test_comments_and_math_hide_links(text, targets):
     assert [link.target for link in parse_page(text).links] == targets
+
+
+# YAML 1.1 reads 1:59:59:... as one number in base 60: a few kilobytes make an integer with more
+# digits than Python writes (str() raises ValueError past 4300 of them).
+_HUGE_NUMBER = st.sampled_from([1, 2, 2500, 3000]).map(lambda parts: "1" + ":59" * parts)
+_FM_VALUE = st.one_of(_HUGE_NUMBER, st.text(st.sampled_from("ab #,1:"), max_size=8)).flatmap(
+    lambda v: st.sampled_from([v, f"[{v}]", f"[ok, {v}]", f"[[{v}]]", f"{{k: {v}}}"]))  # fmt: skip
+
+
+@given(key=st.sampled_from(["title", "tags", "tag", "aliases", "alias", "sources", "type"]), value=_FM_VALUE)
+@settings(max_examples=60, deadline=None)
+def test_law_no_frontmatter_value_makes_a_page_raise(key, value):
+    """A title or tag that is a number too long to write was str()ed: ValueError from parse_page,
+    which took `syncd sync` (a traceback) and lint down with one page."""
+    text = f"---\n{key}: {value}\n---\n# Heading\n\nBody.\n"
+    page = parse_page(text)
+    assert render_page(page) == text and page.title is not None
+    page_node("p.md", "sha", text)
 
 
 _MATH_TEXT = st.text(st.sampled_from("ab1 \t\\[]#%<"), max_size=12)

@@ -77,6 +77,7 @@ __all__ = [
     "parse_page_outline",
     "render_page",
     "page_from_body",
+    "scalar_text",
 ]
 
 MAX_CHUNK_CHARS = 2000
@@ -250,15 +251,29 @@ def _load_frontmatter(source: str) -> tuple[dict[Any, Any], str | None]:
     return data, None
 
 
+def scalar_text(value: Any) -> str | None:
+    """A frontmatter value written as text when it is a scalar people mean as text (a string,
+    an integer or a float; not a boolean), else None. An integer too long for Python to write
+    (past 4300 digits it raises ValueError) is None too: YAML 1.1 reads ``1:59:59:...`` as one
+    number in base 60, so a few kilobytes of frontmatter make one."""
+    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+        return None
+    try:
+        return str(value)
+    except ValueError:
+        return None
+
+
 def _frontmatter_tags(fm: dict[Any, Any]) -> list[str]:
     out: list[str] = []
     for key in ("tags", "tag"):
         value = fm.get(key)
         items = value if isinstance(value, list) else [value]
         for item in items:
-            if isinstance(item, bool) or not isinstance(item, (str, int, float)):
+            text = scalar_text(item)
+            if text is None:
                 continue
-            for word in _FM_TAG_SPLIT_RE.split(str(item)):
+            for word in _FM_TAG_SPLIT_RE.split(text):
                 word = word.lstrip("#")
                 if word:
                     out.append(word)
@@ -266,10 +281,8 @@ def _frontmatter_tags(fm: dict[Any, Any]) -> list[str]:
 
 
 def _frontmatter_title(fm: dict[Any, Any]) -> str | None:
-    value = fm.get("title")
-    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
-        return None
-    return str(value).strip() or None
+    text = scalar_text(fm.get("title"))
+    return None if text is None else text.strip() or None
 
 
 def _mask_code_spans(line: str) -> str:
