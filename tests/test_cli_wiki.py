@@ -101,3 +101,21 @@ def test_a_newline_in_a_name_or_a_title_never_starts_another_line(tmp_path, caps
     assert all(line.split(":")[0].endswith(".md") for line in out.splitlines()[:-1]), out
     main(["backlinks", "index", "--vault", str(vault)])
     assert capsys.readouterr().out.splitlines() == ["two\\nlines.md:1: [[index]] -> index.md", "1 backlink to index"]
+
+
+def test_a_page_is_named_as_search_prints_it_or_as_a_link_is_pasted(tmp_path, capsys):
+    # `syncd search` prints vault/Tea.md:3 and a person copies it, or copies [[Tea]] from the
+    # page: both were "no page".
+    home = tmp_path / "home"
+    syncd.init(home)
+    (home / "vault" / "Tea.md").write_text("# Tea\n\nSee [[index]].\n", encoding="utf-8")
+    for name in ("vault/Tea.md", "vault/Tea", "[[Tea]]", "![[Tea#Tea]]", "[[tea|shown]]"):
+        assert main(["links", name, "--home", str(home)]) == 0, name
+        assert capsys.readouterr().out.splitlines()[0] == f"{name}:3: [[index]] -> index.md"
+    assert main(["backlinks", "vault/index.md", "--home", str(home)]) == 0
+    assert "Tea.md:3: [[index]] -> index.md" in capsys.readouterr().out
+    # Outside a home, vault/ is a folder like any other.
+    plain = tmp_path / "plain"
+    (plain / "vault").mkdir(parents=True)
+    (plain / "Tea.md").write_text("[[x]]\n", encoding="utf-8")
+    assert main(["links", "vault/Tea.md", "--vault", str(plain)]) == 1

@@ -93,7 +93,8 @@ def _conflict_findings(vault: Path, in_home: bool) -> list:
 @vault_option
 @home_option
 def links_command(page: str, as_json: bool, vault: Path | None, home: Path | None) -> None:
-    """The links and embeds of PAGE (a vault path or a name as written in a link), each resolved."""
+    """The links and embeds of PAGE (a vault path, a path as search prints it, or a name or a link
+    as written in a page), each resolved."""
     from ..wiki.report import links_json, links_lines
 
     edges = _manager(vault, home).links(page)
@@ -106,7 +107,8 @@ def links_command(page: str, as_json: bool, vault: Path | None, home: Path | Non
 @vault_option
 @home_option
 def backlinks_command(page: str, as_json: bool, vault: Path | None, home: Path | None) -> None:
-    """The links elsewhere in the vault that open PAGE (a vault path or a link name)."""
+    """The links elsewhere in the vault that open PAGE (a vault path, a path as search prints it,
+    or a name or a link as written in a page)."""
     from ..wiki.report import backlinks_json, backlinks_lines
 
     edges = _manager(vault, home).backlinks(page)

@@ -370,8 +370,11 @@ class VaultGraph:
 
     def find(self, name: str) -> str | None:
         """The file a person means by ``name``: a vault path, or what ``[[name]]`` opens from
-        the vault root."""
-        name = name.strip().removeprefix("./")
+        the vault root (a link pasted whole, ``[[name]]`` or ``![[name]]``, means the same)."""
+        name = name.strip()
+        if name.startswith(("[[", "![[")) and name.endswith("]]"):
+            name = name.removeprefix("!")[2:-2]
+        name = name.removeprefix("./")
         if name in self.pages or name in self.files:
             return name
         target = parse_linktext(name)[0]

@@ -49,6 +49,10 @@ class WikiManager:
 
     def __init__(self, root: Path | str, *, cache_dir: Path | str | None = None, use_cache: bool = True):
         self.root = Path(root).expanduser()
+        # The home whose vault/ this is, if it is one (its pages are named from the home too).
+        self.home: Path | None = _home_of(self.root)
+        if self.home is not None and self.root != self.home / "vault":
+            self.home = None
         if cache_dir is None:
             home = _home_of(self.root)
             use_cache = use_cache and home is not None
@@ -59,7 +63,9 @@ class WikiManager:
     @classmethod
     def for_home(cls, home: Path | str, **kwargs) -> WikiManager:
         home = Path(home).expanduser()
-        return cls(home / "vault", cache_dir=home / ".syncd" / "wiki", **kwargs)
+        manager = cls(home / "vault", cache_dir=home / ".syncd" / "wiki", **kwargs)
+        manager.home = home
+        return manager
 
     def __repr__(self) -> str:
         return f"WikiManager({str(self.root)!r})"
@@ -177,6 +183,9 @@ class WikiManager:
 
     def _page(self, graph: VaultGraph, page: str) -> str:
         found = graph.find(page)
+        # A path as search, status and log print it, relative to the home (vault/people/Bob.md).
+        if found is None and self.home is not None and page.startswith("vault/"):
+            found = graph.find(page.removeprefix("vault/"))
         if found is None:
             raise NotFoundError(f"no page {page!r} in {self.root}")
         return found
