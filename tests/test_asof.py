@@ -199,7 +199,7 @@ def test_law_a_name_with_a_number_that_names_no_commit_is_no_date(tmp_path, at):
     if not root.exists():
         syncd.init(root)
     word = at.rstrip("0123456789 -_.").lower()
-    assume(not asof._date_word(word))
+    assume(not asof._date_word(word))  # white-box: which words a date may hold is the module's table
     with pytest.raises(NotFoundError, match="no commit '"):
         resolve_revision(root, at)
 

@@ -119,3 +119,23 @@ def test_a_page_is_named_as_search_prints_it_or_as_a_link_is_pasted(tmp_path, ca
     (plain / "vault").mkdir(parents=True)
     (plain / "Tea.md").write_text("[[x]]\n", encoding="utf-8")
     assert main(["links", "vault/Tea.md", "--vault", str(plain)]) == 1
+
+
+def test_a_page_larger_than_syncd_reads_is_named_not_read(tmp_path, capsys, monkeypatch):
+    # The sync leaves such a file out (an error in status); lint read and parsed it whole, in the
+    # daemon's own process when asked over REST: a stray dump of gigabytes was all memory.
+    vault = tmp_path / "vault"
+    vault.mkdir()
+    (vault / "Dump.md").write_text("[[Nowhere]]\n" + "x" * 3000 + "\n", encoding="utf-8")
+    (vault / "Notes.md").write_text("See [[Dump]].\n", encoding="utf-8")
+    monkeypatch.setenv("SYNCD_MAX_FILE_BYTES", "2048")
+    assert main(["lint", "--vault", str(vault)]) == 1
+    out = capsys.readouterr().out.splitlines()
+    too_large = (
+        "Dump.md:1: error too-large: 3013 bytes, over the 2048 syncd reads of a file (SYNCD_MAX_FILE_BYTES): not "
+        "indexed, its links not checked; split it, or move it out of the vault"
+    )
+    assert out == [too_large, "1 error"]
+    monkeypatch.delenv("SYNCD_MAX_FILE_BYTES")
+    assert main(["lint", "--vault", str(vault)]) == 1
+    assert "broken-link: [[Nowhere]]" in capsys.readouterr().out

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import click
 
-from .common import PathArg, echo_json, home_option, json_option, resolve_home, say
+from .common import PathArg, echo_json, home_option, json_option, load_settings, resolve_home, say
 
 __all__ = ["COMMANDS"]
 
@@ -27,14 +27,15 @@ def _manager(vault: Path | None, home: Path | None):
     from ..errors import HomeError
     from ..wiki.manager import WikiManager
 
+    limit = load_settings().max_file_bytes
     if vault is not None:
         if not vault.is_dir():
             raise HomeError(f"{vault} is not a folder")
-        return WikiManager(vault)
+        return WikiManager(vault, max_file_bytes=limit)
     root = resolve_home(home)
     if not (root / "vault").is_dir():
         raise HomeError(f"{root} has no vault/ folder; run `syncd init {root}` to seed one, or pass --vault")
-    return WikiManager.for_home(root)
+    return WikiManager.for_home(root, max_file_bytes=limit)
 
 
 @click.command("lint")

@@ -381,7 +381,7 @@ class MemoryService:
     async def lint(self, p: Principal, q: s.LintInput) -> s.LintResult:
         from ..wiki.manager import WikiManager
 
-        wiki = WikiManager.for_home(self.home.root)
+        wiki = WikiManager.for_home(self.home.root, max_file_bytes=self.settings.max_file_bytes)
         # A page's sources may name files of one user: the others are told nothing of them.
         reader = self.reader_for(p, q.user_id)
         shown = None if reader is None else (lambda rel: readable(rel, reader))

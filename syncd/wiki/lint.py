@@ -22,6 +22,7 @@ orphan                    warning   no page links here and ``index.md`` does not
 missing-from-index        warning   linked from elsewhere but not listed in ``index.md``
 invalid-frontmatter       error     the YAML between the ``---`` lines does not parse
 invalid-encoding          error     the file is not UTF-8
+too-large                 error     the file is larger than syncd reads (not indexed, not linted)
 bad-tags                  warning   ``tags`` is not a list of valid tags
 bad-aliases               warning   ``aliases`` is not text or a list of text
 bad-sources               warning   ``sources`` is not a list of links, paths or URLs
@@ -89,6 +90,7 @@ CODES: dict[str, str] = {
     "missing-from-index": "warning",
     "invalid-frontmatter": "error",
     "invalid-encoding": "error",
+    "too-large": "error",
     "bad-tags": "warning",
     "bad-aliases": "warning",
     "bad-sources": "warning",

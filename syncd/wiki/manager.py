@@ -16,6 +16,7 @@ import sqlite3
 from collections.abc import Callable
 from pathlib import Path
 
+from ..config import Settings
 from ..errors import HomeError, NotFoundError
 from ..home import atomic_write
 from ..home.seed import vault_seed
@@ -47,8 +48,17 @@ class WikiManager:
     a vault outside any home, with no ``cache_dir`` given, is only read: nothing is written into
     the person's folder (a ``.syncd/`` there would be an untracked folder in their repository)."""
 
-    def __init__(self, root: Path | str, *, cache_dir: Path | str | None = None, use_cache: bool = True):
+    def __init__(
+        self,
+        root: Path | str,
+        *,
+        cache_dir: Path | str | None = None,
+        use_cache: bool = True,
+        max_file_bytes: int = Settings.max_file_bytes,
+    ):
         self.root = Path(root).expanduser()
+        # Pages larger are not read, as the sync does not index them (Settings.max_file_bytes).
+        self.max_file_bytes = max_file_bytes
         # The home whose vault/ this is, if it is one (its pages are named from the home too).
         self.home: Path | None = _home_of(self.root)
         if self.home is not None and self.root != self.home / "vault":
@@ -106,7 +116,7 @@ class WikiManager:
         """The vault's link graph, every link resolved (and what was resolved anew kept)."""
         cache = self._cache()
         try:
-            snap = snapshot(self.root, cache)
+            snap = snapshot(self.root, cache, self.max_file_bytes)
             return self._resolved(snap, cache)
         finally:
             if cache is not None:
@@ -134,7 +144,7 @@ class WikiManager:
         with sources hidden are not kept: they are made again for each asker."""
         cache = self._cache()
         try:
-            snap = snapshot(self.root, cache)
+            snap = snapshot(self.root, cache, self.max_file_bytes)
             location = git_location(self.root)
             head = head_commit(location[0]) if location else None
             key = f"{snap.key()}:{head}:{_LINT_CODE}"
@@ -194,7 +204,7 @@ class WikiManager:
         """The links of ``page`` (a vault path or a name as written in ``[[...]]``), resolved."""
         cache = self._cache()
         try:
-            graph = snapshot(self.root, cache).graph()  # one page's links: no need to resolve all
+            graph = snapshot(self.root, cache, self.max_file_bytes).graph()  # one page's links: no need to resolve all
         finally:
             if cache is not None:
                 cache.close()

@@ -275,6 +275,12 @@ def _node_from_bytes(rel: str, sha: str, data: bytes) -> PageNode:
     return page_node(rel, sha, text)
 
 
+def _too_large(rel: str, size: int, limit: int) -> PageNode:
+    problem = Problem("too-large", 1, f"{size} bytes, over the {limit} syncd reads of a file (SYNCD_MAX_FILE_BYTES): "
+                      "not indexed, its links not checked; split it, or move it out of the vault")  # fmt: skip
+    return replace(page_node(rel, "", ""), problems=(problem,))
+
+
 @dataclass(frozen=True)
 class Snapshot:
     """The vault's state as the store saw it: every file, and for each page its blob sha and
@@ -305,9 +311,13 @@ class Snapshot:
         return VaultGraph(pages, self.files, self.known, self.known_files)
 
 
-def snapshot(root: Path, cache: GraphCache | None = None) -> Snapshot:
+def snapshot(root: Path, cache: GraphCache | None = None, max_file_bytes: int | None = None) -> Snapshot:
     """Scan the vault at ``root``; with ``cache``, unchanged pages are neither parsed nor (out
-    of the racy window) read, and the cache is brought up to date. Reads the vault only."""
+    of the racy window) read, and the cache is brought up to date. Reads the vault only.
+
+    A page larger than ``max_file_bytes`` is not read (the sync does not index it either): a
+    stray dump of gigabytes would otherwise be read whole and parsed, by lint over REST in the
+    daemon's own process too. It is a ``too-large`` problem, its links unknown."""
     root = Path(root)
     stats = scan_vault(root)
     cached, known_files = cache.load() if cache is not None else ({}, None)
@@ -318,6 +328,10 @@ def snapshot(root: Path, cache: GraphCache | None = None) -> Snapshot:
     to_parse: list[tuple[str, str, bytes]] = []
     for rel, st in stats.items():
         if not rel.lower().endswith(".md") or stat.S_ISLNK(st.st_mode):
+            continue
+        if max_file_bytes is not None and st.st_size > max_file_bytes:
+            # Named by its size and time in place of a sha, so a lint kept for it ends when it changes.
+            pages[rel] = (f"too-large:{st.st_size}:{st.st_mtime_ns}", _too_large(rel, st.st_size, max_file_bytes))
             continue
         row = cached.get(rel)
         if row is not None:
@@ -385,9 +399,9 @@ def _parse_all(items: list[tuple[str, str, bytes]]) -> list[tuple[str, str, str,
         return _parse_batch(items, keep=True)
 
 
-def build_graph(root: Path, cache: GraphCache | None = None) -> VaultGraph:
+def build_graph(root: Path, cache: GraphCache | None = None, max_file_bytes: int | None = None) -> VaultGraph:
     """The graph of the vault at ``root`` from its files (see ``snapshot``)."""
-    return snapshot(root, cache).graph()
+    return snapshot(root, cache, max_file_bytes).graph()
 
 
 def follow_index(engine: Any) -> None:
