@@ -376,3 +376,24 @@ def test_a_page_whose_name_git_quotes_is_found_stale(home):
     commit(home, "paper changed")
     stale = [f.path for f in WikiManager.for_home(home).lint() if f.code == "stale-page"]
     assert sorted(stale) == sorted(names)
+
+
+def test_the_store_keeps_one_answer_of_git_per_question_however_long_the_history(home):
+    # Keyed by the HEAD, each lint after a commit added a row holding every version of log.md
+    # (8 MB a row for a 280 KB log of 60 versions): the derived store grew with history for good.
+    import sqlite3
+
+    from syncd.wiki.store import store_path
+
+    vault = home / "vault"
+    write(vault, {"Summary.md": "---\nsources: [Notes.md]\n---\n# S\n", "Notes.md": "# N\n"})
+    for n in range(3):
+        write(
+            vault, {"log.md": (vault / "log.md").read_text() + f"- 2026-01-0{n + 1} 10:00 me edited: [[Notes]] (x)\n"}
+        )
+        commit(home, f"log {n}")
+        WikiManager.for_home(home).lint()
+    with sqlite3.connect(store_path(home)) as db:
+        keys = sorted(k for (k,) in db.execute("SELECT key FROM facts") if k.startswith(("log_", "last_")))
+    db.close()
+    assert keys == ["last_changed", "log_versions:vault/"]

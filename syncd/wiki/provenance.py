@@ -129,14 +129,18 @@ def log_rewrites(versions: list[tuple[str, int, str]], current: str | None) -> l
     return found
 
 
-def _cached(cache: GraphCache | None, key: str, compute):
+def _cached(cache: GraphCache | None, question: str, state: str, compute):
+    """The answer to ``question`` as of ``state`` (the HEAD, the code, what was asked): kept
+    under the question alone, so a new HEAD replaces the answer rather than adding one. Keyed by
+    the HEAD, each lint after a commit added a row holding every version of log.md (8 MB a row
+    for a 280 KB log of 60 versions), and the store grew with the history for good."""
     if cache is None:
         return compute()
-    hit = cache.fact(key)
-    if hit is not None:
-        return hit
+    hit = cache.fact(question)
+    if isinstance(hit, dict) and hit.get("state") == state:
+        return hit["answer"]
     value = compute()
-    cache.set_fact(key, value)
+    cache.set_fact(question, {"state": state, "answer": value})
     return value
 
 
@@ -171,7 +175,9 @@ def git_facts(
         return GitFacts(prefix, {}, (), existing)
     wanted = sorted({prefix + p for p in page_paths} | set(existing))
     digest = hashlib.sha1("\n".join(wanted).encode()).hexdigest()
-    times = _cached(cache, f"last_changed:{_CODE}:{head}:{digest}", lambda: last_changed(root, wanted))
-    versions = _cached(cache, f"log_versions:{_CODE}:{head}:{prefix}", lambda: log_versions(root, prefix + "log.md"))
+    times = _cached(cache, "last_changed", f"{_CODE}:{head}:{digest}", lambda: last_changed(root, wanted))
+    versions = _cached(
+        cache, f"log_versions:{prefix}", f"{_CODE}:{head}", lambda: log_versions(root, prefix + "log.md")
+    )
     rewrites = tuple(log_rewrites([tuple(v) for v in versions], log_text))
     return GitFacts(prefix, {k: tuple(v) for k, v in times.items()}, rewrites, existing)
