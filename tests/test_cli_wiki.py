@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 
 import syncd
 from syncd.cli import main
@@ -139,3 +140,15 @@ def test_a_page_larger_than_syncd_reads_is_named_not_read(tmp_path, capsys, monk
     monkeypatch.delenv("SYNCD_MAX_FILE_BYTES")
     assert main(["lint", "--vault", str(vault)]) == 1
     assert "broken-link: [[Nowhere]]" in capsys.readouterr().out
+
+
+def test_log_lines_show_the_control_characters_of_the_files_they_name(tmp_path):
+    # `syncd -v sync` logged a link named like this raw to the terminal: the OSC sequence retitled it.
+    home = tmp_path / "home"
+    syncd.init(home)
+    (home / "vault" / "x\x1b]0;PWNED\x07.md").symlink_to("/etc/passwd")
+    result = subprocess.run([sys.executable, "-m", "syncd", "-v", "sync", "--home", str(home)], capture_output=True,
+                            text=True)  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert "vault/x\\x1b]0;PWNED\\x07.md: a symbolic link" in result.stderr
+    assert "\x1b" not in result.stderr + result.stdout
