@@ -397,3 +397,18 @@ def test_the_store_keeps_one_answer_of_git_per_question_however_long_the_history
         keys = sorted(k for (k,) in db.execute("SELECT key FROM facts") if k.startswith(("log_", "last_")))
     db.close()
     assert keys == ["last_changed", "log_versions:vault/"]
+
+
+def test_a_source_reached_through_a_link_is_never_looked_at(home, tmp_path):
+    # is_file() followed the link: lint told whoever asked whether any file it led to existed.
+    outside = tmp_path / "outside"
+    write(outside, {"secret.txt": "x\n"})
+    (home / "notes").mkdir()
+    (home / "notes" / "etc").symlink_to(outside)
+    (home / "notes" / "link.txt").symlink_to(outside / "secret.txt")
+    write(home, {"notes/real.txt": "y\n"})
+    sources = ["notes/etc/secret.txt", "notes/link.txt", "notes/real.txt"]
+    write(home / "vault", {"P.md": f"---\nsources: {sources}\n---\n# P\n"})
+    for _ in range(2):  # the second answered from the store
+        missing = [f.message for f in WikiManager.for_home(home).lint() if f.code == "missing-source"]
+        assert sorted(m.split("'")[1] for m in missing) == sources[:2]

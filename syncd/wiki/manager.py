@@ -22,7 +22,7 @@ from ..home import atomic_write
 from ..home.seed import vault_seed
 from .graph import Edge, VaultGraph
 from .lint import LOG, Finding, GitFacts, lint, local_source_paths, source_ref
-from .provenance import git_facts, git_location, head_commit
+from .provenance import git_facts, git_location, head_commit, is_regular
 from .store import CODE_DIGEST, STORE_FILE, GraphCache, Snapshot, snapshot, sources_digest
 
 __all__ = ["WikiManager"]
@@ -154,7 +154,7 @@ class WikiManager:
                 hit is not None
                 and hit["key"] == key
                 and all(
-                    location is not None and (location[0] / p).is_file() == there for p, there in hit["outside"].items()
+                    location is not None and is_regular(location[0], p) == there for p, there in hit["outside"].items()
                 )
                 and (shown is None or all(shown(p) for p in hit["outside"]))
             ):

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import os
+import stat
 import subprocess
 from collections.abc import Iterable
 from pathlib import Path
@@ -17,7 +19,16 @@ from pathlib import Path
 from .lint import GitFacts, LogRewrite
 from .store import GraphCache, sources_digest
 
-__all__ = ["git_root", "head_commit", "last_changed", "log_versions", "log_rewrites", "git_location", "git_facts"]
+__all__ = [
+    "is_regular",
+    "git_root",
+    "head_commit",
+    "last_changed",
+    "log_versions",
+    "log_rewrites",
+    "git_location",
+    "git_facts",
+]
 
 log = logging.getLogger(__name__)
 
@@ -144,6 +155,22 @@ def _cached(cache: GraphCache | None, question: str, state: str, compute):
     return value
 
 
+def is_regular(root: Path, rel: str) -> bool:
+    """Whether ``rel`` (under ``root``) is a regular file reached without a symbolic link:
+    ``(root / rel).is_file()`` followed one, so a source through a link in the home
+    (``notes/etc -> /etc``) told lint's reader whether any file of the machine exists."""
+    path = root
+    for part in rel.split("/"):
+        path = path / part
+        try:
+            mode = os.lstat(path).st_mode
+        except OSError:
+            return False
+        if stat.S_ISLNK(mode):
+            return False
+    return stat.S_ISREG(mode)
+
+
 def git_location(vault_root: Path) -> tuple[Path, str] | None:
     """``(git root, vault prefix)`` (``'vault/'`` in a home, ``''`` when the vault is the repo),
     or None when the vault is not in a git work tree."""
@@ -169,7 +196,7 @@ def git_facts(
     files that sources name outside the vault (checked for existence here too)."""
     root, prefix = location
     outside = sorted(set(outside_paths))
-    existing = frozenset(p for p in outside if (root / p).is_file())
+    existing = frozenset(p for p in outside if is_regular(root, p))
     head = head_commit(root)
     if head is None:
         return GitFacts(prefix, {}, (), existing)
