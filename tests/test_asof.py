@@ -8,6 +8,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import itertools
+import os
 import subprocess
 import time
 from pathlib import Path
@@ -16,7 +17,7 @@ import pyarrow as pa
 import pyarrow.compute
 import pyarrow.parquet as pq
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 import syncd
@@ -161,19 +162,46 @@ def test_a_date_git_understands_names_the_last_commit_at_or_before_it(tmp_path, 
     monkeypatch.setenv("GIT_COMMITTER_DATE", (dt.datetime.now(dt.UTC) - dt.timedelta(hours=1)).isoformat())
     git(root, "commit", "--allow-empty", "-q", "-m", "an hour ago")
     first, last = git(root, "rev-list", "--max-parents=0", "HEAD").strip(), git(root, "rev-parse", "HEAD").strip()
-    for at in ("yesterday", "2 days ago", "2.days.ago", "3 days ago"):
+    for at in (
+        "yesterday",
+        "2 days ago",
+        "2.days.ago",
+        "3 days ago",
+        "Yesterday noon",
+        "two days ago",
+        "2 days ago at noon",
+        "2 days ago 00:00 UTC",
+    ):
         assert resolve_revision(root, at) == first, at
     assert resolve_revision(root, "now") == resolve_revision(root, "30 minutes ago") == last
     with pytest.raises(NotFoundError, match=r"no commit at or before 4 days ago \(\d{4}-\d\d-\d\d \d\d:\d\d\)"):
         resolve_revision(root, "4 days ago")
     # Neither a date nor a commit: what git's lenient date parser would read as "now" or the
     # 5th of the month is still a missing commit, not today's memory.
-    for at in ("no-such-branch", "never", "abc123", "HEAD~5", "main^2"):
+    # Nor a mistyped tag or a ticket number, whose digits git reads as a day or a time.
+    for at in ("no-such-branch", "never", "abc123", "HEAD~5", "main^2", "v2", "ticket-42", "x0", "release 7"):
         with pytest.raises(NotFoundError, match="no commit '"):
             resolve_revision(root, at)
     old = run_main("search", "tea", "--at", "8 days ago", "--home", str(root))
     assert old.returncode == 1 and old.stderr.startswith("syncd: error: no commit at or before 8 days ago (")
     assert old.stderr.count("\n") == 1
+
+
+_NAMES = st.from_regex(r"[A-Za-z]{1,8}[-_ .]?[0-9]{1,3}", fullmatch=True)
+
+
+@settings(max_examples=examples(25), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(at=_NAMES)
+def test_law_a_name_with_a_number_that_names_no_commit_is_no_date(tmp_path, at):
+    """A branch or tag name that is not there ("v2", "ticket-42", "rc 7") is a missing commit,
+    whatever git's date parser would make of its digits, unless its word is one of a date's."""
+    root = tmp_path / "home"
+    if not root.exists():
+        syncd.init(root)
+    word = at.rstrip("0123456789 -_.").lower()
+    assume(not asof._date_word(word))  # white-box: which words a date may hold is the module's table
+    with pytest.raises(NotFoundError, match="no commit '"):
+        resolve_revision(root, at)
 
 
 def test_a_range_or_an_exclusion_is_not_one_revision(history):
@@ -459,3 +487,28 @@ def test_the_rest_api_reads_core_memory_and_the_vault_at_a_past_commit(tmp_path,
             assert (user_block(), user_block(at="HEAD~1")) == ("Bob rows.", "Bob sails.")
             assert "vault/Bees.md" in pages(at="HEAD~1") and "vault/Bees.md" not in pages()
             assert bob.get("/memory/core", params={"at": "nope"}).status_code == 404
+
+
+def test_a_commit_holding_the_index_folder_is_searched_without_it(tmp_path, embedder):
+    # A commit holding .syncd/ (a `git add -f`, or pushed by a machine whose syncd kept no
+    # .gitignore in it): checked out into the past tree, its files stood where the past engine
+    # keeps its own, and a search at that commit failed with "File exists: .../.syncd/index".
+    root = syncd.init(tmp_path / "home").home
+    with syncd.open(root, embedder=embedder) as engine:
+        apply_step(root, ("page", "ana", 2), 0)
+        engine.sync()
+        engine.commit()
+        blob = subprocess.run(["git", "hash-object", "-w", "--stdin"], cwd=root, input=b"# Stale\n\nThe cello.\n",
+                              capture_output=True, check=True).stdout.decode().strip()  # fmt: skip
+        index = {"GIT_INDEX_FILE": str(tmp_path / "index")}
+        subprocess.run(["git", "read-tree", "HEAD"], cwd=root, env={**os.environ, **index}, check=True)
+        for name in (".syncd/index", ".syncd/notes.md"):
+            subprocess.run(["git", "update-index", "--add", "--cacheinfo", f"100644,{blob},{name}"], cwd=root,
+                           env={**os.environ, **index}, check=True)  # fmt: skip
+        tree = subprocess.run(["git", "write-tree"], cwd=root, env={**os.environ, **index}, capture_output=True,
+                              check=True, text=True).stdout.strip()  # fmt: skip
+        sha = git(root, "commit-tree", tree, "-p", "HEAD", "-m", "the index too").strip()
+        assert ".syncd/index" in git(root, "ls-tree", "-r", "--name-only", sha)
+        assert [h.path for h in search_at(engine, "the cello", sha, limit=5)] == ["vault/Topic2.md"]
+        with past_engine(engine, sha, files=True) as past:
+            assert (past.home.root / "vault/Topic2.md").is_file() and not (past.home.root / ".syncd/notes.md").exists()

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from syncd.formats import (
@@ -15,6 +15,7 @@ from syncd.formats import (
     render_page,
     split_lines,
 )
+from syncd.wiki.graph import page_node
 
 from .strategies import page_models, page_texts
 
@@ -293,8 +294,15 @@ def test_law_parse_never_raises_on_markup_soup(text):
         "".join("`" * i + "a" for i in range(1, 400)),
         "#a" * 50_000,
         "x" * 200_000,
+        # Each `$` searched the rest of its line for a closer (and for `%%` and `<!--`): a line
+        # of 150 KB of prices or `%%` took minutes, and held the daemon's sync and lint meanwhile.
+        "$a " * 50_000,
+        "$1" * 50_000,
+        "$ " * 50_000,
+        "%%" * 100_000,
     ],
 )
+@pytest.mark.timeout(60)  # each takes milliseconds; minutes is the quadratic pattern back
 def test_adversarial_pages_parse(text):
     # No timing assert: a quadratic pattern here turns this test from milliseconds into minutes.
     page = parse_page(text)
@@ -319,6 +327,39 @@ def test_adversarial_pages_parse(text):
 )
 def test_comments_and_math_hide_links(text, targets):
     assert [link.target for link in parse_page(text).links] == targets
+
+
+# YAML 1.1 reads 1:59:59:... as one number in base 60: a few kilobytes make an integer with more
+# digits than Python writes (str() raises ValueError past 4300 of them).
+_HUGE_NUMBER = st.sampled_from([1, 2, 2500, 3000]).map(lambda parts: "1" + ":59" * parts)
+_FM_VALUE = st.one_of(_HUGE_NUMBER, st.text(st.sampled_from("ab #,1:"), max_size=8)).flatmap(
+    lambda v: st.sampled_from([v, f"[{v}]", f"[ok, {v}]", f"[[{v}]]", f"{{k: {v}}}"]))  # fmt: skip
+
+
+@given(key=st.sampled_from(["title", "tags", "tag", "aliases", "alias", "sources", "type"]), value=_FM_VALUE)
+@settings(max_examples=60, deadline=None)
+def test_law_no_frontmatter_value_makes_a_page_raise(key, value):
+    """A title or tag that is a number too long to write was str()ed: ValueError from parse_page,
+    which took `syncd sync` (a traceback) and lint down with one page."""
+    text = f"---\n{key}: {value}\n---\n# Heading\n\nBody.\n"
+    page = parse_page(text)
+    assert render_page(page) == text and page.title is not None
+    page_node("p.md", "sha", text)
+
+
+_MATH_TEXT = st.text(st.sampled_from("ab1 \t\\[]#%<"), max_size=12)
+
+
+@given(pre=st.text(st.sampled_from("ab1 #"), max_size=12), inner=_MATH_TEXT, inner2=_MATH_TEXT,
+       noise=st.text(st.sampled_from("$ 1a\\"), max_size=30))  # fmt: skip
+@settings(max_examples=300)
+def test_law_inline_math_ends_at_the_first_dollar_that_may_close_it(pre, inner, inner2, noise):
+    """Pandoc's rule, whatever the rest of the line holds: ``$`` not followed by a space opens
+    math, which ends at the first ``$`` not after a space or a backslash nor before a digit; a
+    link inside is hidden, one after it is read."""
+    assume(not inner.startswith((" ", "\t")))
+    text = f"{pre} ${inner}[[In]]{inner2}x$ [[After]] {noise}"
+    assert [link.target for link in parse_page(text).links] == ["After"]
 
 
 def test_comments_hide_tags_and_headings():

@@ -208,6 +208,18 @@ def test_home_and_vault_endpoints(server, admin):
     assert [h["id"] for h in hits][:1] == [kept["id"]]
 
 
+def test_vault_lint_answers_for_a_file_name_that_is_not_utf8(server, admin):
+    # Its lone surrogate (how Python reads the name) failed the whole JSON answer: a 500.
+    name = os.path.join(os.fsencode(server.home / "vault"), b"caf\xe9.md")
+    with open(name, "wb") as page:
+        page.write(b"# Cafe\n\n[[Nowhere at all]]\n")
+    try:
+        findings = _ok(admin.get("/vault/lint"))["findings"]
+    finally:
+        os.unlink(name)
+    assert {(f["code"], f["path"]) for f in findings} >= {("broken-link", "caf\ufffd.md"), ("orphan", "caf\ufffd.md")}
+
+
 def test_tokens_scope_every_request_to_their_user(server, admin):
     _error(_once(server, None, "GET", "/memory/archival", params={"query": "tea"}), 401)
     _error(_once(server, "sda_not-a-token", "GET", "/memory/archival", params={"query": "tea"}), 401)

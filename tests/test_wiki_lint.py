@@ -60,7 +60,7 @@ def test_fresh_home_lints_clean(home):
     findings = wiki.lint()
     assert findings == []
     assert report.lint_exit_code(findings) == 0
-    assert report.lint_text(findings) == "no findings\n"
+    assert report.lint_lines(findings) == ["no findings"]
 
 
 def test_bootstrap_seeds_once_then_never_writes(tmp_path):
@@ -161,7 +161,7 @@ def test_links_and_backlinks(tmp_path):
     assert sorted({e.source for e in back}) == ["Alice.md", "index.md", "log.md"]
     doc = json.loads(report.backlinks_json("people/Bob.md", back))
     assert {b["source"] for b in doc["backlinks"]} == {"Alice.md", "index.md", "log.md"}
-    assert "-> people/Bob.md" in report.links_text("Alice.md", links)
+    assert "-> people/Bob.md" in "\n".join(report.links_lines("Alice.md", links))
     with pytest.raises(NotFoundError):
         wiki.links("Nobody")
 
@@ -297,3 +297,118 @@ def test_provenance_missing_and_stale_sources(home):
 def test_the_lint_skill_explains_every_code():
     skill = (Path(__file__).parent.parent / "skills" / "notebook" / "lint.md").read_text()
     assert [code for code in CODES if f"`{code}`" not in skill] == []
+
+
+def test_a_frontmatter_value_built_from_yaml_anchors_is_quoted_briefly(tmp_path):
+    # Each level is ten copies of the one before: a 300-byte page whose `aliases` repr was 50 MB
+    # (10**7 items; two levels more is gigabytes, and the daemon parses every page it indexes).
+    levels = ["l0: &l0 [x, x, x, x, x, x, x, x, x, x]"]
+    levels += [f"l{n}: &l{n} [{', '.join([f'*l{n - 1}'] * 10)}]" for n in range(1, 7)]
+    bomb = "\n".join(levels)
+    write(tmp_path, {
+        "Aliases.md": f"---\n{bomb}\naliases: [ok, *l6]\n---\n# A\n",
+        "Tags.md": f"---\n{bomb}\ntags: [*l6]\n---\n# T\n",
+        "Sources.md": f"---\n{bomb}\nsources: [*l6]\n---\n# S\n",
+    })  # fmt: skip
+    findings = [f for f in WikiManager(tmp_path, use_cache=False).lint() if f.code.startswith("bad-")]
+    assert sorted(f.code for f in findings) == ["bad-aliases", "bad-sources", "bad-tags"]
+    assert all(len(f.message) < 400 for f in findings), [len(f.message) for f in findings]
+    assert all("holds [[" in f.message for f in findings)
+
+
+def test_a_page_with_a_byte_that_is_not_utf8_keeps_its_links(tmp_path):
+    # Its links were dropped whole: the page it alone links to was an orphan with no backlinks,
+    # and its broken link went unreported (the sync indexes it with U+FFFD for the bad byte).
+    write(tmp_path, {"Caf\u00e9.md": b"# Caf\xe9 notes\n\nSee [[Only]] and [[Nowhere]].\n", "Only.md": "# Only\n"})
+    wiki = WikiManager(tmp_path, use_cache=False)
+    findings = wiki.lint()
+    assert codes(findings) == [("broken-link", "Caf\u00e9.md", 3), ("invalid-encoding", "Caf\u00e9.md", 1)]
+    (bad,) = [f for f in findings if f.code == "invalid-encoding"]
+    assert bad.message.startswith("not valid UTF-8 (byte 0xe9") and "Caf" not in bad.message
+    assert [e.source for e in wiki.backlinks("Only")] == ["Caf\u00e9.md"]
+
+
+def test_a_source_outside_the_home_is_never_looked_at_and_hides_no_stale_page(home):
+    # `../x` was looked for on disk (so lint, over REST too, told whether any file on the machine
+    # exists), and handed to git log with the other sources: git refused the whole walk, and
+    # every stale-page finding of the vault was silently gone.
+    (home.parent / "outside.txt").write_text("a file next to the home\n")
+    vault = home / "vault"
+    write(home, {"raw/paper.txt": "v1\n"})
+    write(vault, {"Summary.md": "---\nsources: [raw/paper.txt]\n---\n# S\n"})
+    commit(home, "summary")
+    write(home, {"raw/paper.txt": "v2\n"})
+    commit(home, "paper changed")
+    for n, source in enumerate(["../outside.txt", "vault/../../outside.txt", "../no-such-file.txt"]):
+        write(vault, {f"Climbs{n}.md": f"---\nsources: ['{source}']\n---\n# C\n"})
+    commit(home, "pages citing files outside the home")
+    findings = [f for f in WikiManager.for_home(home).lint() if "source" in f.code or f.code == "stale-page"]
+    assert codes(findings) == [("missing-source", "Climbs0.md", 2), ("missing-source", "Climbs1.md", 2),
+                               ("missing-source", "Climbs2.md", 2), ("stale-page", "Summary.md", 2)]  # fmt: skip
+    assert all("is outside the home" in f.message for f in findings if f.code == "missing-source")
+
+
+def test_a_linked_page_is_a_name_never_read(tmp_path):
+    # lint, links and backlinks read a page through a symbolic link, wherever it led: another
+    # user's log, any file of the machine (over REST too), though syncd never follows links.
+    outside = tmp_path / "outside"
+    write(outside, {"secret.md": "# Secret\n\n[[Swordfish]]\n\n## Launch codes\n", "folder/x.md": "[[Swordfish]]\n"})
+    vault = tmp_path / "vault"
+    write(vault, {"Notes.md": "[[secret#Launch codes]] and [[secret]]\n"})
+    (vault / "secret.md").symlink_to(outside / "secret.md")
+    (vault / "linked").symlink_to(outside / "folder")
+    for wiki in (WikiManager(vault, use_cache=False), WikiManager(vault, cache_dir=tmp_path / "cache")):
+        findings = wiki.lint()
+        assert not [f for f in findings if "Swordfish" in f.message or f.path != "Notes.md"], findings
+        assert [(e.link.raw, e.resolution.target) for e in wiki.links("Notes")] == [
+            ("secret#Launch codes", "secret.md"), ("secret", "secret.md")]  # fmt: skip
+        assert wiki.links("secret.md") == []
+    assert "secret.md" not in build_graph(vault).pages and "secret.md" in build_graph(vault).files
+
+
+def test_a_page_whose_name_git_quotes_is_found_stale(home):
+    # git log quoted these names ("Say \"hi\".md"), which then matched no page: never stale.
+    names = ['Say "hi".md', "back\\slash.md", "tab\there.md", "caf\u00e9.md"]
+    write(home, {"raw/paper.txt": "v1\n"})
+    write(home / "vault", dict.fromkeys(names, "---\nsources: [raw/paper.txt]\n---\n# P\n"))
+    commit(home, "pages")
+    write(home, {"raw/paper.txt": "v2\n"})
+    commit(home, "paper changed")
+    stale = [f.path for f in WikiManager.for_home(home).lint() if f.code == "stale-page"]
+    assert sorted(stale) == sorted(names)
+
+
+def test_the_store_keeps_one_answer_of_git_per_question_however_long_the_history(home):
+    # Keyed by the HEAD, each lint after a commit added a row holding every version of log.md
+    # (8 MB a row for a 280 KB log of 60 versions): the derived store grew with history for good.
+    import sqlite3
+
+    from syncd.wiki.store import store_path
+
+    vault = home / "vault"
+    write(vault, {"Summary.md": "---\nsources: [Notes.md]\n---\n# S\n", "Notes.md": "# N\n"})
+    for n in range(3):
+        write(
+            vault, {"log.md": (vault / "log.md").read_text() + f"- 2026-01-0{n + 1} 10:00 me edited: [[Notes]] (x)\n"}
+        )
+        commit(home, f"log {n}")
+        WikiManager.for_home(home).lint()
+    with sqlite3.connect(store_path(home)) as db:
+        keys = sorted(k for (k,) in db.execute("SELECT key FROM facts") if k.startswith(("log_", "last_")))
+    db.close()
+    assert keys == ["last_changed", "log_versions:vault/"]
+
+
+def test_a_source_reached_through_a_link_is_never_looked_at(home, tmp_path):
+    # is_file() followed the link: lint told whoever asked whether any file it led to existed.
+    outside = tmp_path / "outside"
+    write(outside, {"secret.txt": "x\n"})
+    (home / "notes").mkdir()
+    (home / "notes" / "etc").symlink_to(outside)
+    (home / "notes" / "link.txt").symlink_to(outside / "secret.txt")
+    write(home, {"notes/real.txt": "y\n"})
+    sources = ["notes/etc/secret.txt", "notes/link.txt", "notes/real.txt"]
+    write(home / "vault", {"P.md": f"---\nsources: {sources}\n---\n# P\n"})
+    for _ in range(2):  # the second answered from the store
+        missing = [f.message for f in WikiManager.for_home(home).lint() if f.code == "missing-source"]
+        assert sorted(m.split("'")[1] for m in missing) == sources[:2]

@@ -78,7 +78,20 @@ def cli(verbose: int) -> None:
     """Filesystem-native memory for AI agents: markdown is the truth, LanceDB the index, git the
     history."""
     level = logging.WARNING - 10 * min(verbose, 2)
-    logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
+    handler = logging.StreamHandler()
+    handler.setFormatter(_ShownFormatter("%(levelname)s %(name)s: %(message)s"))
+    logging.basicConfig(level=level, handlers=[handler])
+
+
+class _ShownFormatter(logging.Formatter):
+    """Log lines on the terminal with their control characters shown as escapes, as every other
+    line the CLI prints: a message names files (a vault page called ``\x1b]0;...\x07.md``
+    retitled the terminal from ``syncd -v sync``, or from a warning at any level)."""
+
+    def formatMessage(self, record: logging.LogRecord) -> str:
+        from .common import shown
+
+        return shown(super().formatMessage(record))
 
 
 _GROUPS = (

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import click
 
-from .common import PathArg, echo_json, home_option, json_option, resolve_home, say
+from .common import PathArg, echo_json, home_option, json_option, load_settings, resolve_home, say
 
 __all__ = ["COMMANDS"]
 
@@ -27,14 +27,15 @@ def _manager(vault: Path | None, home: Path | None):
     from ..errors import HomeError
     from ..wiki.manager import WikiManager
 
+    limit = load_settings().max_file_bytes
     if vault is not None:
         if not vault.is_dir():
             raise HomeError(f"{vault} is not a folder")
-        return WikiManager(vault)
+        return WikiManager(vault, max_file_bytes=limit)
     root = resolve_home(home)
     if not (root / "vault").is_dir():
         raise HomeError(f"{root} has no vault/ folder; run `syncd init {root}` to seed one, or pass --vault")
-    return WikiManager.for_home(root)
+    return WikiManager.for_home(root, max_file_bytes=limit)
 
 
 @click.command("lint")
@@ -46,23 +47,24 @@ def lint_command(as_json: bool, vault: Path | None, home: Path | None) -> None:
     ambiguous names, orphans, index.md and log.md, frontmatter, stale sources; and (a warning
     each) the conflicts a merge with another machine kept both versions of, in the vault and in
     the home's memory/. Reads only; exits 1 when there are errors."""
-    from ..wiki.report import lint_exit_code, lint_json, lint_text
+    from ..wiki.report import lint_exit_code, lint_json, lint_lines
 
     manager = _manager(vault, home)
     findings = sorted([*manager.lint(), *_conflict_findings(manager.root, vault is None)])
-    _print(lint_json(findings) if as_json else lint_text(findings), as_json)
+    _print(lint_json(findings) if as_json else lint_lines(findings))
     code = lint_exit_code(findings)
     if code:
         raise click.exceptions.Exit(code)
 
 
-def _print(text: str, as_json: bool) -> None:
-    """A report on stdout through click (which writes UTF-8 to a stdout Python thinks is ASCII),
-    the control characters of page names and links shown as escapes, line by line."""
-    if as_json:
-        echo_json(text)
+def _print(report: str | list[str]) -> None:
+    """A report on stdout through click (which writes UTF-8 to a stdout Python thinks is ASCII):
+    JSON text, or lines whose control characters (a newline a message quotes too) are shown as
+    escapes."""
+    if isinstance(report, str):
+        echo_json(report)
         return
-    for line in text.removesuffix("\n").split("\n"):
+    for line in report:
         say(line)
 
 
@@ -92,11 +94,12 @@ def _conflict_findings(vault: Path, in_home: bool) -> list:
 @vault_option
 @home_option
 def links_command(page: str, as_json: bool, vault: Path | None, home: Path | None) -> None:
-    """The links and embeds of PAGE (a vault path or a name as written in a link), each resolved."""
-    from ..wiki.report import links_json, links_text
+    """The links and embeds of PAGE (a vault path, a path as search prints it, or a name or a link
+    as written in a page), each resolved."""
+    from ..wiki.report import links_json, links_lines
 
     edges = _manager(vault, home).links(page)
-    _print(links_json(page, edges) if as_json else links_text(page, edges), as_json)
+    _print(links_json(page, edges) if as_json else links_lines(page, edges))
 
 
 @click.command("backlinks")
@@ -105,11 +108,12 @@ def links_command(page: str, as_json: bool, vault: Path | None, home: Path | Non
 @vault_option
 @home_option
 def backlinks_command(page: str, as_json: bool, vault: Path | None, home: Path | None) -> None:
-    """The links elsewhere in the vault that open PAGE (a vault path or a link name)."""
-    from ..wiki.report import backlinks_json, backlinks_text
+    """The links elsewhere in the vault that open PAGE (a vault path, a path as search prints it,
+    or a name or a link as written in a page)."""
+    from ..wiki.report import backlinks_json, backlinks_lines
 
     edges = _manager(vault, home).backlinks(page)
-    _print(backlinks_json(page, edges) if as_json else backlinks_text(page, edges), as_json)
+    _print(backlinks_json(page, edges) if as_json else backlinks_lines(page, edges))
 
 
 COMMANDS = [lint_command, links_command, backlinks_command]

@@ -97,6 +97,21 @@ _REVISION_SYNTAX = re.compile(r"[~^]|@\{")
 _STEPS = re.compile(r"(?P<base>[^~^]+)(?P<steps>(?:~[0-9]*|\^1?)+)")
 _STEP = re.compile(r"~[0-9]*|\^1?")
 _WALKS = re.compile(r"[~^]|@\{|\A\s*:")
+# The words of a date git's parser reads (its date.c): the rest it skips, reading what digits are
+# left as a day or a time, so "v2" (a tag mistyped) was the 2nd of this month and "ticket-42" now.
+# A text holding any other word is no date. Months and weekdays from their first three letters.
+_DATE_WORD = re.compile(r"[A-Za-z]+")
+_MONTHS_AND_DAYS = (
+    "january", "february", "march", "april", "may", "june", "july", "august", "september", "october", "november",
+    "december", "sunday", "monday", "tuesday", "wednesday", "thursday", "friday", "saturday",
+)  # fmt: skip
+_DATE_WORDS = frozenset(
+    "yesterday today now noon midnight tea am pm ago last at t z second seconds minute minutes hour hours day days "
+    "week weeks month months year years zero one two three four five six seven eight nine ten "
+    # git's time zone names
+    "idlw nt cat hst hdt yst ydt pst pdt mst mdt cst cdt est edt ast adt wat gmt utc bst wet west cet met mewt mest "
+    "cest mesz fwt fst eet eest wast wadt cct jst east eadt gst nzt nzst nzdt idle".split()
+)
 _LOCK = threading.Lock()  # one past index built at a time per process: they share the folder
 # Past folders in use in this process (a workbench viewing the past holds one for long): never
 # evicted, their engines never closed; and the engines kept open, the most recently asked last.
@@ -163,7 +178,7 @@ def _date(root: Path, at: str) -> dt.datetime | None:
         pass
     else:
         return when if when.tzinfo is not None else when.astimezone()
-    if _REVISION_SYNTAX.search(at) or _SHA_PREFIX.fullmatch(at):
+    if _REVISION_SYNTAX.search(at) or _SHA_PREFIX.fullmatch(at) or not all(map(_date_word, _DATE_WORD.findall(at))):
         return None
     out = run_git(root, "-c", f"syncd.at={at}", "config", "--type=expiry-date", "syncd.at", ok=(0, 128))
     if not out.strip().isdigit():
@@ -173,6 +188,11 @@ def _date(root: Path, at: str) -> dt.datetime | None:
         return None
     # "now" (and "all") read as the largest time there is: now it is.
     return dt.datetime.fromtimestamp(min(seconds, int(time.time())), dt.UTC)
+
+
+def _date_word(word: str) -> bool:
+    word = word.lower()
+    return word in _DATE_WORDS or (len(word) >= 3 and any(name.startswith(word) for name in _MONTHS_AND_DAYS))
 
 
 def _commits_starting(root: Path, prefix: str) -> list[str]:
@@ -264,6 +284,9 @@ def _check_out_files(root: Path, sha: str, folder: Path) -> None:
     env = {"GIT_INDEX_FILE": str(private)}
     try:
         run_git(root, "read-tree", sha, env=env)
+        # A commit holding .syncd/ (a `git add -A` once .gitignore was gone) would write its old
+        # files where the past engine keeps its own index: never part of the memory, left out.
+        run_git(root, "rm", "-r", "--cached", "--force", "--quiet", "--ignore-unmatch", "--", ".syncd", env=env)
         run_git(root, "--work-tree", str(folder), "checkout-index", "--all", "--force", env=env)
     finally:
         private.unlink(missing_ok=True)

@@ -49,6 +49,7 @@ ignored. ``body_line`` is the 1-based line where the body starts.
 
 from __future__ import annotations
 
+import bisect
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -76,6 +77,7 @@ __all__ = [
     "parse_page_outline",
     "render_page",
     "page_from_body",
+    "scalar_text",
 ]
 
 MAX_CHUNK_CHARS = 2000
@@ -101,6 +103,8 @@ _BLOCK_ID_RE = re.compile(r"(?:^|\s)\^([A-Za-z0-9-]+)[ \t]*$")
 _FOOTNOTE_RE = re.compile(r"[ ]{0,3}\[\^([^\]\s]+)\]:")
 # What closes each hidden region that may span lines.
 _CLOSERS = {"%%": "%%", "<!--": "-->", "$$": "$$"}
+# What opens one (``$`` also opens inline math).
+_OPENERS = ("%%", "<!--", "$")
 # Code spans and wikilinks are masked by a character that is neither a space nor a word character,
 # so a '#' right after them is still "not preceded by whitespace" and never starts a tag.
 _MASK = "\x00"
@@ -247,15 +251,29 @@ def _load_frontmatter(source: str) -> tuple[dict[Any, Any], str | None]:
     return data, None
 
 
+def scalar_text(value: Any) -> str | None:
+    """A frontmatter value written as text when it is a scalar people mean as text (a string,
+    an integer or a float; not a boolean), else None. An integer too long for Python to write
+    (past 4300 digits it raises ValueError) is None too: YAML 1.1 reads ``1:59:59:...`` as one
+    number in base 60, so a few kilobytes of frontmatter make one."""
+    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+        return None
+    try:
+        return str(value)
+    except ValueError:
+        return None
+
+
 def _frontmatter_tags(fm: dict[Any, Any]) -> list[str]:
     out: list[str] = []
     for key in ("tags", "tag"):
         value = fm.get(key)
         items = value if isinstance(value, list) else [value]
         for item in items:
-            if isinstance(item, bool) or not isinstance(item, (str, int, float)):
+            text = scalar_text(item)
+            if text is None:
                 continue
-            for word in _FM_TAG_SPLIT_RE.split(str(item)):
+            for word in _FM_TAG_SPLIT_RE.split(text):
                 word = word.lstrip("#")
                 if word:
                     out.append(word)
@@ -263,10 +281,8 @@ def _frontmatter_tags(fm: dict[Any, Any]) -> list[str]:
 
 
 def _frontmatter_title(fm: dict[Any, Any]) -> str | None:
-    value = fm.get("title")
-    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
-        return None
-    return str(value).strip() or None
+    text = scalar_text(fm.get("title"))
+    return None if text is None else text.strip() or None
 
 
 def _mask_code_spans(line: str) -> str:
@@ -308,33 +324,45 @@ def _mask_code_spans(line: str) -> str:
     return "".join(out)
 
 
-def _inline_math_end(line: str, start: int) -> int:
-    """End (exclusive) of a ``$...$`` span opening at ``start``, or -1 if none opens there.
+def _math_closers(line: str) -> list[int]:
+    """Where a ``$`` may close inline math, in order: Pandoc's rule (which Obsidian follows
+    closely) is that the closing ``$`` is not preceded by a space or a backslash nor followed by
+    a digit, so ``$5 and $10`` is text."""
+    n = len(line)
+    out = []
+    close = line.find("$", 1)
+    while close >= 0:
+        if line[close - 1] not in " \t\\" and not (close + 1 < n and line[close + 1].isdigit()):
+            out.append(close)
+        close = line.find("$", close + 1)
+    return out
 
-    Pandoc's rule, which Obsidian follows closely: the opening ``$`` is not followed by a space,
-    the closing one is not preceded by a space nor followed by a digit, so ``$5 and $10`` is text.
-    """
+
+def _inline_math_end(line: str, start: int, closers: list[int]) -> int:
+    """End (exclusive) of a ``$...$`` span opening at ``start``, or -1 if none opens there
+    (the opening ``$`` is not followed by a space); ``closers`` from :func:`_math_closers`.
+    Looked up, not searched for: a line of many ``$`` that close nothing (prices, ``$a $b``)
+    would otherwise be scanned to its end once per ``$``."""
     n = len(line)
     if start + 1 >= n or line[start + 1] in " \t$":
         return -1
-    close = start + 1
-    while True:
-        close = line.find("$", close + 1)
-        if close < 0:
-            return -1
-        if line[close - 1] in " \t\\" or (close + 1 < n and line[close + 1].isdigit()):
-            continue
-        return close + 1
+    at = bisect.bisect_left(closers, start + 2)
+    return closers[at] + 1 if at < len(closers) else -1
 
 
 def _mask_hidden(line: str, hidden: str | None) -> tuple[str, str | None]:
     """Mask code spans, comments and math in ``line``; ``hidden`` is the closer still awaited
-    from an earlier line (or None). Returns the masked line and the closer awaited after it."""
+    from an earlier line (or None). Returns the masked line and the closer awaited after it.
+
+    Linear in the line's length: each opener's next place is searched for again only once the
+    scan has passed it, so a line of thousands of ``$`` or ``%%`` costs one pass, not one each."""
     if "`" in line:
         line = _mask_code_spans(line)
     n = len(line)
     out: list[str] = []
     pos = 0
+    upcoming = dict.fromkeys(_OPENERS, -2)  # -2: not searched yet; -1: none left in the line
+    closers: list[int] | None = None
     while pos < n:
         if hidden is not None:
             end = line.find(hidden, pos)
@@ -346,7 +374,10 @@ def _mask_hidden(line: str, hidden: str | None) -> tuple[str, str | None]:
             pos = end
             hidden = None
             continue
-        starts = [i for i in (line.find("%%", pos), line.find("<!--", pos), line.find("$", pos)) if i >= 0]
+        for opener, at in upcoming.items():
+            if -1 < at < pos or at == -2:
+                upcoming[opener] = line.find(opener, pos)
+        starts = [i for i in upcoming.values() if i >= 0]
         if not starts:
             break
         start = min(starts)
@@ -357,7 +388,12 @@ def _mask_hidden(line: str, hidden: str | None) -> tuple[str, str | None]:
         elif line.startswith("$$", start):
             opener = "$$"
         else:
-            end = -1 if start and line[start - 1] == "\\" else _inline_math_end(line, start)
+            if start and line[start - 1] == "\\":
+                end = -1
+            else:
+                if closers is None:
+                    closers = _math_closers(line)
+                end = _inline_math_end(line, start, closers)
             if end < 0:
                 out.append(line[pos : start + 1])
                 pos = start + 1

@@ -29,6 +29,7 @@ from ..home import read_regular
 from ..memory import MemoryManager
 from ..memory.tools import update_block
 from ..session.files import list_sessions
+from ..session.files import readable as encodable
 from ..session.state import read_state_file
 from ..session.transcripts import read_transcript_file
 from .tokens import Principal
@@ -380,12 +381,14 @@ class MemoryService:
     async def lint(self, p: Principal, q: s.LintInput) -> s.LintResult:
         from ..wiki.manager import WikiManager
 
-        wiki = WikiManager.for_home(self.home.root)
+        wiki = WikiManager.for_home(self.home.root, max_file_bytes=self.settings.max_file_bytes)
         # A page's sources may name files of one user: the others are told nothing of them.
         reader = self.reader_for(p, q.user_id)
         shown = None if reader is None else (lambda rel: readable(rel, reader))
         findings = await asyncio.to_thread(wiki.lint, shown)
-        return s.LintResult(findings=[s.Finding.model_validate(f.to_dict()) for f in findings])
+        # A file name that is not UTF-8 (a lone surrogate, as Python reads it) failed the whole
+        # answer in JSON: it reads as U+FFFD, the rest of the finding as it is.
+        return s.LintResult(findings=[s.Finding.model_validate(encodable(f.to_dict())) for f in findings])
 
 
 @dataclass(frozen=True)

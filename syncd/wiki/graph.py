@@ -15,11 +15,12 @@ from __future__ import annotations
 
 import json
 import re
+import reprlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from ..formats.pages import Page, parse_page_outline
+from ..formats.pages import Page, parse_page_outline, scalar_text
 from .resolve import Resolution, Resolver, parse_linktext, subpath_exists
 
 __all__ = [
@@ -34,6 +35,19 @@ __all__ = [
 ]
 
 _TAG_OK_RE = re.compile(r"#?[\w/-]+")
+
+
+# A frontmatter value quoted in a message, cut short: YAML anchors let a 300-byte page hold a list
+# nested ten deep with ten copies at each level, whose full repr is gigabytes.
+class _Brief(reprlib.Repr):
+    def repr_int(self, x: int, level: int) -> str:
+        # An integer too long for Python to write (see scalar_text) is named, not written.
+        text = scalar_text(x)
+        return "<a number too long to write>" if text is None else super().repr_int(x, level)
+
+
+_BRIEF = _Brief()
+_BRIEF.maxlevel, _BRIEF.maxlist, _BRIEF.maxdict, _BRIEF.maxstring = 2, 4, 4, 60
 
 
 class LinkRef(NamedTuple):
@@ -123,14 +137,13 @@ def _string_list(value: Any) -> tuple[list[str], str | None]:
     if isinstance(value, list):
         items, bad = [], []
         for item in value:
-            if isinstance(item, str) and item.strip():
-                items.append(item.strip())
-            elif isinstance(item, (int, float)) and not isinstance(item, bool):
-                items.append(str(item))
+            text = scalar_text(item)
+            if text is not None and text.strip():
+                items.append(text.strip())
             else:
                 bad.append(item)
         if bad:
-            return items, f"holds {bad[0]!r}, which is not text"
+            return items, f"holds {_BRIEF.repr(bad[0])}, which is not text"
         return items, None
     return [], f"is a {type(value).__name__}, not text or a list of text"
 
@@ -160,9 +173,9 @@ def _shape_problems(fm: Mapping[Any, Any], fm_lines: list[str]) -> tuple[list[Pr
                                     f"write a list: `{key}: [project, idea]`"))  # fmt: skip
             continue
         for item in value:
-            text = str(item) if isinstance(item, (str, int, float)) and not isinstance(item, bool) else None
+            text = scalar_text(item)
             if text is None or not _TAG_OK_RE.fullmatch(text) or text.lstrip("#").isdigit():
-                problems.append(Problem("bad-tags", line, f"frontmatter `{key}` holds {item!r}, which Obsidian "
+                problems.append(Problem("bad-tags", line, f"frontmatter `{key}` holds {_BRIEF.repr(item)}, which Obsidian "
                                         "does not read as a tag (letters, digits, _ - / and not only digits; "
                                         "no spaces: use-dashes)"))  # fmt: skip
                 break
@@ -357,8 +370,11 @@ class VaultGraph:
 
     def find(self, name: str) -> str | None:
         """The file a person means by ``name``: a vault path, or what ``[[name]]`` opens from
-        the vault root."""
-        name = name.strip().removeprefix("./")
+        the vault root (a link pasted whole, ``[[name]]`` or ``![[name]]``, means the same)."""
+        name = name.strip()
+        if name.startswith(("[[", "![[")) and name.endswith("]]"):
+            name = name.removeprefix("!")[2:-2]
+        name = name.removeprefix("./")
         if name in self.pages or name in self.files:
             return name
         target = parse_linktext(name)[0]

@@ -22,6 +22,7 @@ orphan                    warning   no page links here and ``index.md`` does not
 missing-from-index        warning   linked from elsewhere but not listed in ``index.md``
 invalid-frontmatter       error     the YAML between the ``---`` lines does not parse
 invalid-encoding          error     the file is not UTF-8
+too-large                 error     the file is larger than syncd reads (not indexed, not linted)
 bad-tags                  warning   ``tags`` is not a list of valid tags
 bad-aliases               warning   ``aliases`` is not text or a list of text
 bad-sources               warning   ``sources`` is not a list of links, paths or URLs
@@ -89,6 +90,7 @@ CODES: dict[str, str] = {
     "missing-from-index": "warning",
     "invalid-frontmatter": "error",
     "invalid-encoding": "error",
+    "too-large": "error",
     "bad-tags": "warning",
     "bad-aliases": "warning",
     "bad-sources": "warning",
@@ -353,9 +355,7 @@ def _check_provenance(graph: VaultGraph, git: GitFacts | None, out: list[Finding
             if repo_path is None:
                 continue
             if repo_path == "":
-                out.append(_finding("missing-source", path, node.sources_line,
-                    f"source '{source}' does not exist (looked in the vault"
-                    f"{' and the home' if git and git.vault_prefix else ''}); fix the path or remove it"))  # fmt: skip
+                out.append(_finding("missing-source", path, node.sources_line, _missing_source(source, git)))
                 continue
             if git is None or mine is None:
                 continue
@@ -366,6 +366,21 @@ def _check_provenance(graph: VaultGraph, git: GitFacts | None, out: list[Finding
                     f"did ({mine[2][:8]}, {_date(mine[1])}); re-read the source and update the page"))  # fmt: skip
 
 
+def _missing_source(source: str, git: GitFacts | None) -> str:
+    where = "home" if git and git.vault_prefix else "vault"
+    if _climbs(source):
+        return (f"source '{source}' is outside the {where}, where lint looks at no file; copy it into the {where} "
+                "and name that, or remove it")  # fmt: skip
+    return (f"source '{source}' does not exist (looked in the vault{' and the home' if where == 'home' else ''}); "
+            "fix the path or remove it")  # fmt: skip
+
+
+def _climbs(source: str) -> bool:
+    """Whether a source path climbs above the home (or the vault outside any repository)."""
+    rel = posixpath.normpath(source.lstrip("/"))
+    return rel == ".." or rel.startswith("../")
+
+
 def _date(ts: int) -> str:
     return dt.datetime.fromtimestamp(ts, dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
 
@@ -373,12 +388,16 @@ def _date(ts: int) -> str:
 def source_ref(graph: VaultGraph, page: str, source: str) -> tuple[str, str]:
     """What one ``sources`` entry of ``page`` names: ``('vault', vault path)``, ``('path',
     path relative to the home)`` for a file outside the vault, ``('url', '')`` (not checked) or
-    ``('missing', '')`` for a link that opens nothing."""
+    ``('missing', '')`` for a link that opens nothing or a path that climbs out of the home
+    (``../x``: whether a file exists there, or when git last changed it, is no business of the
+    home's readers; and git refuses the whole history walk for a path outside its tree)."""
     if source.startswith("[[") and source.endswith("]]"):
         target = graph.resolver.resolve(parse_linktext(source[2:-2])[0], page).target
         return ("missing", "") if target is None else ("vault", target)
     if _URL_RE.match(source) or source.startswith("mailto:"):
         return "url", ""
+    if _climbs(source):
+        return "missing", ""
     rel = posixpath.normpath(source.lstrip("/"))
     return ("vault", rel) if rel in graph.files else ("path", rel)
 

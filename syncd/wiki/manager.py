@@ -16,12 +16,13 @@ import sqlite3
 from collections.abc import Callable
 from pathlib import Path
 
+from ..config import Settings
 from ..errors import HomeError, NotFoundError
 from ..home import atomic_write
 from ..home.seed import vault_seed
 from .graph import Edge, VaultGraph
 from .lint import LOG, Finding, GitFacts, lint, local_source_paths, source_ref
-from .provenance import git_facts, git_location, head_commit
+from .provenance import git_facts, git_location, head_commit, is_regular
 from .store import CODE_DIGEST, STORE_FILE, GraphCache, Snapshot, snapshot, sources_digest
 
 __all__ = ["WikiManager"]
@@ -47,8 +48,21 @@ class WikiManager:
     a vault outside any home, with no ``cache_dir`` given, is only read: nothing is written into
     the person's folder (a ``.syncd/`` there would be an untracked folder in their repository)."""
 
-    def __init__(self, root: Path | str, *, cache_dir: Path | str | None = None, use_cache: bool = True):
+    def __init__(
+        self,
+        root: Path | str,
+        *,
+        cache_dir: Path | str | None = None,
+        use_cache: bool = True,
+        max_file_bytes: int = Settings.max_file_bytes,
+    ):
         self.root = Path(root).expanduser()
+        # Pages larger are not read, as the sync does not index them (Settings.max_file_bytes).
+        self.max_file_bytes = max_file_bytes
+        # The home whose vault/ this is, if it is one (its pages are named from the home too).
+        self.home: Path | None = _home_of(self.root)
+        if self.home is not None and self.root != self.home / "vault":
+            self.home = None
         if cache_dir is None:
             home = _home_of(self.root)
             use_cache = use_cache and home is not None
@@ -59,7 +73,9 @@ class WikiManager:
     @classmethod
     def for_home(cls, home: Path | str, **kwargs) -> WikiManager:
         home = Path(home).expanduser()
-        return cls(home / "vault", cache_dir=home / ".syncd" / "wiki", **kwargs)
+        manager = cls(home / "vault", cache_dir=home / ".syncd" / "wiki", **kwargs)
+        manager.home = home
+        return manager
 
     def __repr__(self) -> str:
         return f"WikiManager({str(self.root)!r})"
@@ -100,7 +116,7 @@ class WikiManager:
         """The vault's link graph, every link resolved (and what was resolved anew kept)."""
         cache = self._cache()
         try:
-            snap = snapshot(self.root, cache)
+            snap = snapshot(self.root, cache, self.max_file_bytes)
             return self._resolved(snap, cache)
         finally:
             if cache is not None:
@@ -128,7 +144,7 @@ class WikiManager:
         with sources hidden are not kept: they are made again for each asker."""
         cache = self._cache()
         try:
-            snap = snapshot(self.root, cache)
+            snap = snapshot(self.root, cache, self.max_file_bytes)
             location = git_location(self.root)
             head = head_commit(location[0]) if location else None
             key = f"{snap.key()}:{head}:{_LINT_CODE}"
@@ -138,7 +154,7 @@ class WikiManager:
                 hit is not None
                 and hit["key"] == key
                 and all(
-                    location is not None and (location[0] / p).is_file() == there for p, there in hit["outside"].items()
+                    location is not None and is_regular(location[0], p) == there for p, there in hit["outside"].items()
                 )
                 and (shown is None or all(shown(p) for p in hit["outside"]))
             ):
@@ -177,6 +193,9 @@ class WikiManager:
 
     def _page(self, graph: VaultGraph, page: str) -> str:
         found = graph.find(page)
+        # A path as search, status and log print it, relative to the home (vault/people/Bob.md).
+        if found is None and self.home is not None and page.startswith("vault/"):
+            found = graph.find(page.removeprefix("vault/"))
         if found is None:
             raise NotFoundError(f"no page {page!r} in {self.root}")
         return found
@@ -185,7 +204,7 @@ class WikiManager:
         """The links of ``page`` (a vault path or a name as written in ``[[...]]``), resolved."""
         cache = self._cache()
         try:
-            graph = snapshot(self.root, cache).graph()  # one page's links: no need to resolve all
+            graph = snapshot(self.root, cache, self.max_file_bytes).graph()  # one page's links: no need to resolve all
         finally:
             if cache is not None:
                 cache.close()

@@ -10,18 +10,31 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import os
+import stat
 import subprocess
 from collections.abc import Iterable
 from pathlib import Path
 
 from .lint import GitFacts, LogRewrite
-from .store import GraphCache
+from .store import GraphCache, sources_digest
 
-__all__ = ["git_root", "head_commit", "last_changed", "log_versions", "log_rewrites", "git_location", "git_facts"]
+__all__ = [
+    "is_regular",
+    "git_root",
+    "head_commit",
+    "last_changed",
+    "log_versions",
+    "log_rewrites",
+    "git_location",
+    "git_facts",
+]
 
 log = logging.getLogger(__name__)
 
 LOG_HISTORY_LIMIT = 200
+# Answers kept in the store hold for the code that read them from git, as well as for the HEAD.
+_CODE = sources_digest("wiki.provenance")[:12]
 
 
 def _git(root: Path, *args: str, stdin: bytes | None = None) -> bytes | None:
@@ -59,7 +72,9 @@ def last_changed(root: Path, paths: Iterable[str]) -> dict[str, tuple[int, int, 
     if not wanted:
         return {}
     stdin = ("--\n" + "".join(p + "\n" for p in wanted)).encode()
-    out = _git(root, "log", "HEAD", "--stdin", "--topo-order", "--no-renames", "--name-only",
+    # -z: names as they are. Without it git quotes a name holding '"', '\\' or a control
+    # character, which then matched no page: such a page was never found stale.
+    out = _git(root, "log", "HEAD", "--stdin", "--topo-order", "--no-renames", "--name-only", "-z",
                "--format=%x01%H %ct", stdin=stdin)  # fmt: skip
     if not out:
         return {}
@@ -67,9 +82,9 @@ def last_changed(root: Path, paths: Iterable[str]) -> dict[str, tuple[int, int, 
     found: dict[str, tuple[int, int, str]] = {}
     total = len(records)
     for position, record in enumerate(records):
-        head, _, names = record.partition("\n")
+        head, _, names = record.partition("\0")
         sha, _, when = head.partition(" ")
-        for name in names.split("\n"):
+        for name in names.removeprefix("\n").split("\0"):
             if name and name not in found:
                 found[name] = (total - position, int(when), sha)
     return found
@@ -125,15 +140,35 @@ def log_rewrites(versions: list[tuple[str, int, str]], current: str | None) -> l
     return found
 
 
-def _cached(cache: GraphCache | None, key: str, compute):
+def _cached(cache: GraphCache | None, question: str, state: str, compute):
+    """The answer to ``question`` as of ``state`` (the HEAD, the code, what was asked): kept
+    under the question alone, so a new HEAD replaces the answer rather than adding one. Keyed by
+    the HEAD, each lint after a commit added a row holding every version of log.md (8 MB a row
+    for a 280 KB log of 60 versions), and the store grew with the history for good."""
     if cache is None:
         return compute()
-    hit = cache.fact(key)
-    if hit is not None:
-        return hit
+    hit = cache.fact(question)
+    if isinstance(hit, dict) and hit.get("state") == state:
+        return hit["answer"]
     value = compute()
-    cache.set_fact(key, value)
+    cache.set_fact(question, {"state": state, "answer": value})
     return value
+
+
+def is_regular(root: Path, rel: str) -> bool:
+    """Whether ``rel`` (under ``root``) is a regular file reached without a symbolic link:
+    ``(root / rel).is_file()`` followed one, so a source through a link in the home
+    (``notes/etc -> /etc``) told lint's reader whether any file of the machine exists."""
+    path = root
+    for part in rel.split("/"):
+        path = path / part
+        try:
+            mode = os.lstat(path).st_mode
+        except OSError:
+            return False
+        if stat.S_ISLNK(mode):
+            return False
+    return stat.S_ISREG(mode)
 
 
 def git_location(vault_root: Path) -> tuple[Path, str] | None:
@@ -161,13 +196,15 @@ def git_facts(
     files that sources name outside the vault (checked for existence here too)."""
     root, prefix = location
     outside = sorted(set(outside_paths))
-    existing = frozenset(p for p in outside if (root / p).is_file())
+    existing = frozenset(p for p in outside if is_regular(root, p))
     head = head_commit(root)
     if head is None:
         return GitFacts(prefix, {}, (), existing)
     wanted = sorted({prefix + p for p in page_paths} | set(existing))
     digest = hashlib.sha1("\n".join(wanted).encode()).hexdigest()
-    times = _cached(cache, f"last_changed:{head}:{digest}", lambda: last_changed(root, wanted))
-    versions = _cached(cache, f"log_versions:{head}:{prefix}", lambda: log_versions(root, prefix + "log.md"))
+    times = _cached(cache, "last_changed", f"{_CODE}:{head}:{digest}", lambda: last_changed(root, wanted))
+    versions = _cached(
+        cache, f"log_versions:{prefix}", f"{_CODE}:{head}", lambda: log_versions(root, prefix + "log.md")
+    )
     rewrites = tuple(log_rewrites([tuple(v) for v in versions], log_text))
     return GitFacts(prefix, {k: tuple(v) for k, v in times.items()}, rewrites, existing)

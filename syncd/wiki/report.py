@@ -19,7 +19,9 @@ from collections.abc import Sequence
 from .graph import Edge, shown
 from .lint import SEVERITIES, Finding
 
-__all__ = ["lint_exit_code", "lint_text", "lint_json", "links_text", "links_json", "backlinks_text", "backlinks_json"]
+__all__ = [
+    "lint_exit_code", "lint_lines", "lint_json", "links_lines", "links_json", "backlinks_lines", "backlinks_json",
+]  # fmt: skip
 
 
 def lint_exit_code(findings: Sequence[Finding]) -> int:
@@ -32,11 +34,13 @@ def _summary(findings: Sequence[Finding]) -> str:
     return ", ".join(parts) if parts else "no findings"
 
 
-def lint_text(findings: Sequence[Finding]) -> str:
-    """``path:line: severity code: message`` per finding, then a one-line summary."""
+def lint_lines(findings: Sequence[Finding]) -> list[str]:
+    """``path:line: severity code: message`` per finding, then a one-line summary. Lines, not
+    one text: a message may quote a newline (a title, an alias, a source), which the terminal
+    must be shown as an escape, never as the start of another finding."""
     lines = [f"{f.path}:{f.line}: {f.severity} {f.code}: {f.message}" for f in findings]
     lines.append(_summary(findings))
-    return "\n".join(lines) + "\n"
+    return lines
 
 
 def lint_json(findings: Sequence[Finding]) -> str:
@@ -71,10 +75,10 @@ def link_sub(edge: Edge) -> str:
     return edge.link.subpath
 
 
-def links_text(page: str, edges: Sequence[Edge]) -> str:
+def links_lines(page: str, edges: Sequence[Edge]) -> list[str]:
     lines = [_edge_line(e, page) for e in edges]
     lines.append(f"{len(edges)} link{'s' if len(edges) != 1 else ''} in {page}")
-    return "\n".join(lines) + "\n"
+    return lines
 
 
 def links_json(page: str, edges: Sequence[Edge]) -> str:
@@ -82,10 +86,10 @@ def links_json(page: str, edges: Sequence[Edge]) -> str:
                       sort_keys=True) + "\n"  # fmt: skip
 
 
-def backlinks_text(page: str, edges: Sequence[Edge]) -> str:
+def backlinks_lines(page: str, edges: Sequence[Edge]) -> list[str]:
     lines = [_edge_line(e, e.source) for e in edges]
     lines.append(f"{len(edges)} backlink{'s' if len(edges) != 1 else ''} to {page}")
-    return "\n".join(lines) + "\n"
+    return lines
 
 
 def backlinks_json(page: str, edges: Sequence[Edge]) -> str:

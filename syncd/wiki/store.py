@@ -26,6 +26,7 @@ import json
 import logging
 import os
 import sqlite3
+import stat
 import time
 from collections.abc import Sequence
 from contextlib import contextmanager
@@ -35,7 +36,7 @@ from typing import Any
 
 from ..errors import ParseError
 from ..formats.text import decode_markdown
-from ..home import blob_sha
+from ..home import blob_sha, read_regular
 from .graph import PageNode, Problem, VaultGraph, node_of_page, page_node
 
 __all__ = [
@@ -101,7 +102,11 @@ def _hidden(rel: str) -> bool:
 
 
 def scan_vault(root: Path) -> dict[str, os.stat_result]:
-    """Every file under ``root`` (relative ``/`` paths), hidden files and folders left out."""
+    """Every file under ``root`` (relative ``/`` paths), hidden files and folders left out. A
+    symbolic link to a file is there by its name, with the link's own stat: a link opens it, as
+    in Obsidian, but it is never read (syncd never follows links: it may lead out of the vault,
+    to another user's memory or anything on the machine; ``syncd status`` names it). A link to a
+    folder is not gone into."""
     out: dict[str, os.stat_result] = {}
     stack = [("", str(root))]
     while stack:
@@ -119,7 +124,7 @@ def scan_vault(root: Path) -> dict[str, os.stat_result]:
                 if entry.is_dir(follow_symlinks=False):
                     stack.append((rel + "/", entry.path))
                 elif entry.is_file():
-                    out[rel] = entry.stat()
+                    out[rel] = entry.stat(follow_symlinks=False)
             except OSError:
                 continue
     return out
@@ -260,10 +265,20 @@ class _Immediate:
 def _node_from_bytes(rel: str, sha: str, data: bytes) -> PageNode:
     try:
         text = decode_markdown(data, rel)
-    except ParseError as exc:  # not UTF-8: the page still exists and can be linked to
-        problem = Problem("invalid-encoding", exc.line or 1, f"{exc}; save the file as UTF-8")
-        return replace(page_node(rel, sha, ""), problems=(problem,))
+    except ParseError as exc:
+        # Not UTF-8: read as the sync indexes it (U+FFFD for the bad bytes), so one bad byte
+        # does not take the page's links with it (their targets called orphans, broken ones unseen).
+        why = str(exc).removeprefix(f"{rel}:{exc.line}: ")
+        problem = Problem("invalid-encoding", exc.line or 1, f"{why}; save the file as UTF-8")
+        node = page_node(rel, sha, data.decode("utf-8", errors="replace"))
+        return replace(node, problems=(problem, *node.problems))
     return page_node(rel, sha, text)
+
+
+def _too_large(rel: str, size: int, limit: int) -> PageNode:
+    problem = Problem("too-large", 1, f"{size} bytes, over the {limit} syncd reads of a file (SYNCD_MAX_FILE_BYTES): "
+                      "not indexed, its links not checked; split it, or move it out of the vault")  # fmt: skip
+    return replace(page_node(rel, "", ""), problems=(problem,))
 
 
 @dataclass(frozen=True)
@@ -296,9 +311,13 @@ class Snapshot:
         return VaultGraph(pages, self.files, self.known, self.known_files)
 
 
-def snapshot(root: Path, cache: GraphCache | None = None) -> Snapshot:
+def snapshot(root: Path, cache: GraphCache | None = None, max_file_bytes: int | None = None) -> Snapshot:
     """Scan the vault at ``root``; with ``cache``, unchanged pages are neither parsed nor (out
-    of the racy window) read, and the cache is brought up to date. Reads the vault only."""
+    of the racy window) read, and the cache is brought up to date. Reads the vault only.
+
+    A page larger than ``max_file_bytes`` is not read (the sync does not index it either): a
+    stray dump of gigabytes would otherwise be read whole and parsed, by lint over REST in the
+    daemon's own process too. It is a ``too-large`` problem, its links unknown."""
     root = Path(root)
     stats = scan_vault(root)
     cached, known_files = cache.load() if cache is not None else ({}, None)
@@ -308,7 +327,11 @@ def snapshot(root: Path, cache: GraphCache | None = None) -> Snapshot:
     upserts: list[tuple[str, int, int, int, str, str]] = []
     to_parse: list[tuple[str, str, bytes]] = []
     for rel, st in stats.items():
-        if not rel.lower().endswith(".md"):
+        if not rel.lower().endswith(".md") or stat.S_ISLNK(st.st_mode):
+            continue
+        if max_file_bytes is not None and st.st_size > max_file_bytes:
+            # Named by its size and time in place of a sha, so a lint kept for it ends when it changes.
+            pages[rel] = (f"too-large:{st.st_size}:{st.st_mtime_ns}", _too_large(rel, st.st_size, max_file_bytes))
             continue
         row = cached.get(rel)
         if row is not None:
@@ -319,9 +342,12 @@ def snapshot(root: Path, cache: GraphCache | None = None) -> Snapshot:
                     known[rel] = resolved
                 continue
         try:
-            data = (root / rel).read_bytes()
+            # Not through a link, even one swapped in since the scan.
+            data = read_regular(root, rel)
         except OSError as exc:
             log.warning("cannot read %s: %s", rel, exc)
+            continue
+        if data is None:  # gone since the scan
             continue
         sha = blob_sha(data)
         if row is not None and row[3] == sha:
@@ -373,9 +399,9 @@ def _parse_all(items: list[tuple[str, str, bytes]]) -> list[tuple[str, str, str,
         return _parse_batch(items, keep=True)
 
 
-def build_graph(root: Path, cache: GraphCache | None = None) -> VaultGraph:
+def build_graph(root: Path, cache: GraphCache | None = None, max_file_bytes: int | None = None) -> VaultGraph:
     """The graph of the vault at ``root`` from its files (see ``snapshot``)."""
-    return snapshot(root, cache).graph()
+    return snapshot(root, cache, max_file_bytes).graph()
 
 
 def follow_index(engine: Any) -> None:
