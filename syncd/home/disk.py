@@ -27,6 +27,7 @@ __all__ = [
     "file_blob_sha",
     "read_at_most",
     "disk_failure",
+    "write_refused",
     "atomic_write",
     "replace_unsynced",
     "ignore_write_temp_files",
@@ -129,6 +130,19 @@ def disk_failure(exc: BaseException, folder: Path | None = None) -> str | None:
                 return _filesystem_state(folder) or _DISK_ERRNOS[code]
         current = current.__cause__ or current.__context__
     return None
+
+
+# What SQLite says when it may not write a database or make one in its folder.
+_WRITE_REFUSALS = ("readonly database", "unable to open database file")
+
+
+def write_refused(exc: BaseException) -> bool:
+    """Whether ``exc`` says this process may not write there at all (a read-only mount, a home
+    that is someone else's), as opposed to a disk that is full or failing: what a reader of such
+    a home shrugs off, since it only ever wanted to keep a cache there."""
+    if isinstance(exc, OSError):
+        return exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS)
+    return any(words in str(exc).lower() for words in _WRITE_REFUSALS)
 
 
 def _filesystem_state(folder: Path | None) -> str | None:

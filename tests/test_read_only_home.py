@@ -1,0 +1,77 @@
+"""A home the user cannot write to: on a read-only mount, or with its folders' write permission
+taken away. Reading it works as well as ever (search, status, blame, log, lint) and says nothing
+about what it could not write; changing it says what is wrong in one line."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import syncd
+from syncd.errors import EmbeddingError
+from syncd.index.embed_cache import EmbeddingCache
+
+from .cli_helpers import run_main
+from .helpers import write
+from .mounts import read_only_view, without_root_powers
+
+LOG = "memory/users/ana/2026-11-22.md"
+
+
+@pytest.fixture
+def indexed(home: Path, embedder) -> Path:
+    write(home, LOG, "# 2026-11-22\n\n## 10:00\n- [pref] Likes green tea. <!-- id:f-tea -->\n")
+    with syncd.open(home, embedder=embedder) as engine:
+        engine.sync()
+        engine.commit()
+    return home
+
+
+def _reads(root: Path) -> None:
+    """Every reading command works on ``root``."""
+    for args in (["search", "green tea"], ["status"], ["blame", "f-tea"], ["log", "-n", "1"], ["lint"]):
+        result = run_main(*args, "--home", str(root))
+        assert result.returncode == 0 and result.stderr == "", (args, result.stderr)
+        if args[0] == "search":
+            assert "Likes green tea." in result.stdout
+
+
+def test_a_home_on_a_read_only_mount_is_searched_and_read(indexed: Path, tmp_path: Path):
+    with read_only_view(indexed, tmp_path / "ro") as ro:
+        _reads(ro)
+
+
+def test_the_embedding_cache_of_a_home_that_cannot_be_written_is_read(tmp_path: Path):
+    folder = tmp_path / "state"
+    with EmbeddingCache(folder / "embed_cache.sqlite") as cache:
+        cache.put_many("m", ["tea"], np.ones((1, 4), dtype=np.float32))
+    (tmp_path / "empty").mkdir()
+    with read_only_view(tmp_path, tmp_path.parent / f"{tmp_path.name}-ro") as ro:
+        with EmbeddingCache(ro / "state" / "embed_cache.sqlite") as cache:
+            assert cache.read_only and list(cache.get_many("m", ["tea"])[0]) == [1.0] * 4
+            with pytest.raises(EmbeddingError, match="cannot write the embedding cache"):
+                cache.put_many("m", ["coffee"], np.ones((1, 4), dtype=np.float32))
+        # No cache there yet, and no way to make one: one in memory, for this process.
+        with EmbeddingCache(ro / "empty" / "embed_cache.sqlite") as cache:
+            assert cache.read_only and cache.get_many("m", ["tea"]) == {}
+            cache.put_many("m", ["tea"], np.ones((1, 4), dtype=np.float32))
+            assert len(cache.get_many("m", ["tea"])) == 1
+    assert sorted(p.name for p in (tmp_path / "empty").iterdir()) == []
+
+
+def test_a_home_its_user_may_not_write_is_searched(indexed: Path):
+    for folder, _, files in os.walk(indexed):
+        for name in (*files, ""):
+            os.chmod(os.path.join(folder, name), 0o555 if not name else 0o444)
+    try:
+        for args in (["search", "green tea"], ["status"]):
+            done = subprocess.run(
+                without_root_powers([*args, "--home", str(indexed)]), capture_output=True, text=True, timeout=120
+            )
+            assert done.returncode == 0 and "error" not in done.stderr, (args, done.stderr)
+    finally:
+        subprocess.run(["chmod", "-R", "u+w", str(indexed)], check=True)
