@@ -185,3 +185,29 @@ def test_a_file_where_syncd_keeps_its_index_is_named_by_every_command(tmp_path):
         assert result.stderr.startswith(f"syncd: error: {home / '.syncd'} is not a folder: syncd keeps")
         assert result.stderr.count("\n") == 1
     assert (home / ".syncd").read_text() == "not a folder\n"
+
+
+def test_a_home_whose_path_is_not_utf8_is_told_so_and_linted(tmp_path):
+    """A folder named on a Latin-1 system: LanceDB takes only UTF-8 paths, and raised a
+    UnicodeEncodeError traceback from every command that opens the index; lint one from the
+    path git printed."""
+    home = syncd.init(Path(os.fsdecode(os.fsencode(tmp_path) + b"/caf\xe9"))).home
+    for command in (["search", "tea"], ["sync", "-q"], ["reindex", "-q"]):
+        result = run_main(*command, "--home", str(home))
+        assert result.returncode == 1, (command, result.stderr)
+        assert result.stderr == (
+            f"syncd: error: {tmp_path}/caf\\xe9: its path is not UTF-8, and LanceDB cannot keep the index in a "
+            "folder so named; rename the folder (or the one above it that is so named), or keep the index in "
+            "PostgreSQL (SYNCD_INDEX_URL)\n"
+        ), command
+    result = run_main("lint", "--home", str(home))
+    assert result.returncode == 0 and result.stdout == "no findings\n", result.stderr
+    # With no index yet, status reads none: it says so, and what to run (which then says the above).
+    assert run_main("status", "--home", str(home)).returncode == 0
+
+
+def test_a_vault_whose_folder_name_ends_in_a_space_is_found_in_its_repository(tmp_path):
+    from syncd.wiki.provenance import git_location
+
+    home = syncd.init(tmp_path / "h ").home
+    assert git_location(home / "vault") == (home, "vault/")
