@@ -23,8 +23,9 @@ import pytest
 from lancedb.table import LanceTable
 
 import syncd
+from syncd.daemon.logfile import daemon_log
 from syncd.errors import StorageError
-from syncd.home import atomic_write, blob_sha, durable_append
+from syncd.home import Home, atomic_write, blob_sha, durable_append
 from syncd.home import disk as home_module  # where write_some is called from
 from syncd.index.embed_cache import CachedEmbedder, EmbeddingCache
 
@@ -280,3 +281,36 @@ def test_a_full_embedding_cache_warns_once_naming_the_disk_and_never_fails(
     warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
     assert len(warnings) == 1, warnings
     assert "no space left" in warnings[0] and str(disk.root) in warnings[0]
+
+
+# ---------------------------------------------------------------------------------------------
+# The daemon's log
+
+
+def test_a_full_disk_under_the_daemon_log_is_said_once_never_as_a_traceback(tmp_path: Path, capsys, caplog) -> None:
+    """logging's own handler printed '--- Logging error ---' and a traceback on stderr for every
+    line the daemon logged while the disk was full."""
+    caplog.set_level(logging.INFO, logger="syncd")  # what daemon_log sets, put back after the test
+    home = syncd.init(tmp_path / "home").home
+    log = logging.getLogger("syncd.test")
+    for small in _mount(home / ".syncd", "1m"):
+        handler = daemon_log(Home(home))
+        try:
+            log.info("before the disk fills")
+            small.fill()
+            for i in range(3):
+                log.info("line %d: %s", i, "x" * 5000)
+            small.free()
+            log.info("once there is room again")
+        finally:
+            logging.getLogger("syncd").removeHandler(handler)
+            handler.close()
+        kept = (home / ".syncd" / "daemon.log").read_text()
+    told = capsys.readouterr().err
+    assert "Traceback" not in told and "Logging error" not in told, told
+    assert told == (
+        f"syncd: warning: cannot write the daemon's log {home}/.syncd/daemon.log: no space left on the device; "
+        "syncd goes on without it until it can be written\n"
+    )
+    assert "before the disk fills" in kept
+    assert kept.endswith("once there is room again\n(3 log line(s) before the one above could not be written here)\n")

@@ -88,3 +88,24 @@ def test_a_home_its_user_may_not_write_is_searched(indexed: Path):
             assert done.returncode == 0 and done.stderr == "", (args, done.stderr)
     finally:
         subprocess.run(["chmod", "-R", "u+w", str(indexed)], check=True)
+
+
+def test_the_daemon_log_of_a_read_only_home_is_one_warning(indexed: Path, tmp_path: Path, capsys, caplog):
+    """A server reading a read-only home (`syncd serve --read-only`) opened its log before
+    anything else, and stopped there: 'Read-only file system: .../.syncd/daemon.log'."""
+    from syncd.daemon.logfile import daemon_log
+    from syncd.home import Home
+
+    caplog.set_level(logging.INFO, logger="syncd")  # what daemon_log sets, put back after the test
+    with read_only_view(indexed, tmp_path / "ro") as ro:
+        handler = daemon_log(Home(ro))
+        try:
+            for i in range(3):
+                logging.getLogger("syncd.test").info("line %d", i)
+        finally:
+            logging.getLogger("syncd").removeHandler(handler)
+            handler.close()
+    assert capsys.readouterr().err == (
+        f"syncd: warning: cannot write the daemon's log {ro}/.syncd/daemon.log: the file system is read-only; "
+        "syncd goes on without it until it can be written\n"
+    )
