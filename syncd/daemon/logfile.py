@@ -58,7 +58,7 @@ class _StateLog(logging.handlers.WatchedFileHandler):
             # Whatever it still buffers would only fail again on every later line.
             with contextlib.suppress(OSError):
                 self.stream.close()
-            self.stream = None  # type: ignore[assignment]
+            self.stream = None
         if not self._lost:
             reason = disk_failure(refusal) or refusal.strerror or str(refusal)
             with contextlib.suppress(OSError, ValueError):
@@ -70,6 +70,8 @@ class _StateLog(logging.handlers.WatchedFileHandler):
 
     def _written_again(self) -> None:
         lost, self._lost = self._lost, 0
+        if self.stream is None:
+            return
         with contextlib.suppress(OSError, ValueError):
             self.stream.write(f"({lost} log line(s) before the one above could not be written here)\n")
             self.stream.flush()
