@@ -109,3 +109,29 @@ def test_the_daemon_log_of_a_read_only_home_is_one_warning(indexed: Path, tmp_pa
         f"syncd: warning: cannot write the daemon's log {ro}/.syncd/daemon.log: the file system is read-only; "
         "syncd goes on without it until it can be written\n"
     )
+
+
+def _refusal(root: Path, why: str) -> str:
+    return (
+        f"syncd: error: cannot change the home {root}: its lock {root}/.git/syncd/lock cannot be written ({why}); "
+        "sync, reindex, watch, serve, revert, pull, push and agents' writes need write access to the home and its "
+        ".git folder (search, status and log do not)\n"
+    )
+
+
+def test_changing_a_home_that_cannot_be_written_says_what_needs_write_access(indexed: Path, tmp_path: Path):
+    """Was 'syncd: error: Read-only file system: HOME/.git/syncd/lock': neither what was refused
+    nor what to do."""
+    with read_only_view(indexed, tmp_path / "ro") as ro:
+        for args in (["sync", "-q"], ["reindex", "-q"], ["watch"], ["revert", "HEAD"], ["pull"]):
+            result = run_main(*args, "--home", str(ro))
+            assert (result.returncode, result.stderr) == (1, _refusal(ro, "the file system is read-only")), args
+    lock = indexed / ".git" / "syncd" / "lock"
+    lock.chmod(0o444)
+    try:
+        done = subprocess.run(
+            without_root_powers(["sync", "-q", "--home", str(indexed)]), capture_output=True, text=True, timeout=120
+        )
+    finally:
+        lock.chmod(0o644)
+    assert (done.returncode, done.stderr) == (1, _refusal(indexed, "permission denied"))

@@ -16,7 +16,7 @@ import tempfile
 import time
 from collections.abc import Iterable
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 from ..errors import ConflictError, HomeError, InvalidIdError, ParseError, StorageError
 from .layout import validate_id, validate_label
@@ -664,4 +664,27 @@ class Home:
         return self
 
     def lock(self) -> HomeLock:
-        return HomeLock(self.ensure_private_dir() / "lock")
+        return _HomeLock(self.ensure_private_dir() / "lock", self.root)
+
+
+class _HomeLock(HomeLock):
+    """The home's lock, refused in syncd's words when the home cannot be written at all: a raw
+    'Read-only file system: .../.git/syncd/lock' said neither what was refused nor what needs
+    write access (changing the home does; reading it does not)."""
+
+    def __init__(self, path: Path, root: Path):
+        super().__init__(path)
+        self._root = root
+
+    def acquire(self, *args: Any, **kwargs: Any) -> HomeLock:
+        try:
+            return super().acquire(*args, **kwargs)
+        except OSError as exc:
+            if not write_refused(exc):
+                raise
+            raise HomeError(
+                f"cannot change the home {self._root}: its lock {self.path} cannot be written "
+                f"({disk_failure(exc) or os.strerror(exc.errno or 0).lower()}); sync, reindex, watch, serve, revert, pull, push and agents' "
+                "writes need write access to the home and its .git folder (search, status and "
+                "log do not)"
+            ) from exc
