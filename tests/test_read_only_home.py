@@ -135,3 +135,40 @@ def test_changing_a_home_that_cannot_be_written_says_what_needs_write_access(ind
     finally:
         lock.chmod(0o644)
     assert (done.returncode, done.stderr) == (1, _refusal(indexed, "permission denied"))
+
+
+def _sync_without_root_powers(root: Path) -> subprocess.CompletedProcess:
+    return subprocess.run(without_root_powers(["sync", "-q", "--home", str(root)]), capture_output=True, text=True,
+                          timeout=120)  # fmt: skip
+
+
+def test_a_sync_into_an_index_folder_the_user_may_not_write_says_so_first(indexed: Path):
+    """A `sudo syncd sync` leaves .syncd/ root's: the user's next sync parsed and embedded,
+    warned that the embedding cache could not be written, then failed in LanceDB's words
+    ('lance error: LanceError(IO): Permission denied (os error 13) at path .../data/.tmpXXXX')."""
+    write(indexed, "memory/users/ana/2026-11-23.md", "# 2026-11-23\n\n## 10:00\n- [pref] Likes coffee.\n")
+    subprocess.run(["chmod", "-R", "a-w", str(indexed / ".syncd")], check=True)
+    try:
+        done = _sync_without_root_powers(indexed)
+    finally:
+        subprocess.run(["chmod", "-R", "u+w", str(indexed / ".syncd")], check=True)
+    assert done.returncode == 1
+    assert done.stderr == (
+        f"syncd: error: {indexed}/.syncd cannot be written (permission denied): syncd keeps the home's index there. "
+        f"It is derived and safe to delete: make {indexed}/.syncd yours again (chown -R) or remove it, then run "
+        "`syncd reindex`\n"
+    )
+
+
+def test_a_sync_of_a_home_whose_folder_the_user_may_not_write_says_so(indexed: Path):
+    subprocess.run(["rm", "-rf", str(indexed / ".syncd")], check=True)
+    indexed.chmod(0o555)
+    try:
+        done = _sync_without_root_powers(indexed)
+    finally:
+        indexed.chmod(0o755)
+    assert done.returncode == 1
+    assert done.stderr == (
+        f"syncd: error: cannot make {indexed}/.syncd, where syncd keeps the home's index (permission denied): "
+        f"changing the home needs write access to {indexed}\n"
+    )

@@ -556,6 +556,32 @@ class Home:
             atomic_write(ignore, _STATE_GITIGNORE)
         return folder
 
+    def require_writable_state(self) -> Path:
+        """``.syncd/`` (made if missing), refused as a HomeError when this process may not write
+        it or the index's folders in it: a writer would otherwise fail deep inside LanceDB, after
+        a sync's parsing and embedding, in its words. The common cause is a ``sudo syncd sync``
+        that left them root's."""
+        try:
+            folder = self.ensure_state_dir()
+        except OSError as exc:
+            if not write_refused(exc):
+                raise
+            raise HomeError(
+                f"cannot make {self.state_dir}, where syncd keeps the home's index "
+                f"({disk_failure(exc) or 'permission denied'}): changing the home needs write access to {self.root}"
+            ) from exc
+        for path in (folder, folder / "index", folder / "index" / "lance"):
+            if path.is_dir() and not os.access(path, os.W_OK | os.X_OK):
+                raise self._state_refused(path, _filesystem_state(path) or "permission denied")
+        return folder
+
+    def _state_refused(self, path: Path, reason: str) -> HomeError:
+        return HomeError(
+            f"{path} cannot be written ({reason}): syncd keeps the home's index there. It is derived "
+            f"and safe to delete: make {self.state_dir} yours again (chown -R) or remove it, then run "
+            "`syncd reindex`"
+        )
+
     @property
     def private_dir(self) -> Path:
         """State that nothing can rebuild, so it must outlive ``rm -rf .syncd``: the single-writer
