@@ -15,7 +15,12 @@ from pathlib import Path
 
 import pytest
 
-__all__ = ["read_only_view", "without_root_powers"]
+__all__ = ["WITHOUT_ROOT_POWERS", "read_only_view", "without_root_powers"]
+
+# A command run as root without the capabilities that let root ignore a file's mode: ``chmod``
+# binds it then, as it binds any user (what a home someone else owns looks like, without a second
+# user who could run this interpreter).
+WITHOUT_ROOT_POWERS = ["setpriv", "--bounding-set=-dac_override,-dac_read_search,-fowner"]
 
 
 def _need_root() -> None:
@@ -40,9 +45,6 @@ def read_only_view(folder: Path, where: Path) -> Iterator[Path]:
 
 
 def without_root_powers(args: list[str]) -> list[str]:
-    """``python -m syncd ARGS`` run as root without the capabilities that let root ignore a
-    file's mode (``chmod -w`` binds it then, as it binds any user): what a home someone else owns
-    looks like, without a second user who could run this interpreter."""
+    """``python -m syncd ARGS`` run :data:`WITHOUT_ROOT_POWERS`."""
     _need_root()
-    drop = "-dac_override,-dac_read_search,-fowner"
-    return ["setpriv", f"--bounding-set={drop}", sys.executable, "-m", "syncd", *args]
+    return [*WITHOUT_ROOT_POWERS, sys.executable, "-m", "syncd", *args]
