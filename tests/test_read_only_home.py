@@ -172,3 +172,17 @@ def test_a_sync_of_a_home_whose_folder_the_user_may_not_write_says_so(indexed: P
         f"syncd: error: cannot make {indexed}/.syncd, where syncd keeps the home's index (permission denied): "
         f"changing the home needs write access to {indexed}\n"
     )
+
+
+def test_tokens_of_a_read_only_home_are_listed_and_a_change_is_refused_in_one_line(indexed: Path, tmp_path: Path):
+    """Was 'syncd: error: Read-only file system: HOME/.git/syncd/tokens.lock'."""
+    with read_only_view(indexed, tmp_path / "ro") as ro:
+        assert run_main("token", "list", "--home", str(ro)).returncode == 0
+        for args in (["token", "add", "--user", "ana"], ["token", "revoke", "--user", "ana"]):
+            result = run_main(*args, "--home", str(ro))
+            assert result.returncode == 1, args
+            assert result.stderr == (
+                f"syncd: error: cannot change the tokens kept in {ro}/.git/syncd (the file system is read-only): "
+                "issuing or revoking a token, and a server's first start, need write access to the home's .git "
+                "folder\n"
+            ), args
