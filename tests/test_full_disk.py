@@ -29,6 +29,8 @@ from syncd.home import Home, atomic_write, blob_sha, durable_append
 from syncd.home import disk as home_module  # where write_some is called from
 from syncd.index.embed_cache import CachedEmbedder, EmbeddingCache
 
+from .cli_helpers import run_main
+from .daemon_helpers import warm_embed_cache
 from .helpers import assert_matches_rebuild, write
 
 LOG = "memory/users/ana/2026-03-01.md"
@@ -314,3 +316,34 @@ def test_a_full_disk_under_the_daemon_log_is_said_once_never_as_a_traceback(tmp_
     )
     assert "before the disk fills" in kept
     assert kept.endswith("once there is room again\n(3 log line(s) before the one above could not be written here)\n")
+
+
+# ---------------------------------------------------------------------------------------------
+# The command line on a full disk
+
+
+def test_a_home_on_a_full_disk_is_searched_and_a_sync_names_the_disk(tmp_path: Path, embedder) -> None:
+    """Reading needs no room: `syncd search` and `syncd status` failed with 'cannot open the
+    embedding cache ...: no space left on the device' (SQLite makes a file to open it); and
+    `syncd sync` said only 'No space left on device', from writing its name into the lock."""
+    for small in _mount(tmp_path / "disk", "32m"):
+        home = syncd.init(small.root / "home").home
+        warm_embed_cache(home, embedder)
+        write(home, LOG, "# 2026-03-01\n\n## 09:00\n- [preference] Likes green tea.\n")
+        with syncd.open(home, embedder=embedder) as engine:
+            engine.sync()
+            engine.commit()
+        write(home, OTHER, "# 2026-03-02\n\n## 08:00\n- [fact] Runs on Sundays.\n")
+        small.fill()
+        searched = run_main("search", "green tea", "--home", str(home))
+        assert searched.returncode == 0 and "Likes green tea." in searched.stdout, searched.stderr
+        status = run_main("status", "--home", str(home))
+        assert status.returncode == 0 and OTHER in status.stdout, status.stderr
+        synced = run_main("sync", "-q", "--home", str(home))
+        assert synced.returncode == 1
+        assert synced.stderr == (
+            f"syncd: error: cannot take the home's lock {home}/.git/syncd/lock: no space left on the device; "
+            "free space on the disk holding it\n"
+        )
+        small.free()
+        assert run_main("sync", "-q", "--home", str(home)).returncode == 0

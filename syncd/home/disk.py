@@ -694,23 +694,49 @@ class Home:
 
 
 class _HomeLock(HomeLock):
-    """The home's lock, refused in syncd's words when the home cannot be written at all: a raw
+    """The home's lock, refused in syncd's words when the home cannot be written: a raw
     'Read-only file system: .../.git/syncd/lock' said neither what was refused nor what needs
-    write access (changing the home does; reading it does not)."""
+    write access (changing the home does; reading it does not), and 'No space left on device'
+    not where."""
 
     def __init__(self, path: Path, root: Path):
         super().__init__(path)
         self._root = root
 
     def acquire(self, *args: Any, **kwargs: Any) -> HomeLock:
+        # Looked at first: the holder's name written after the flock is taken fails on a full
+        # disk, and HomeLock.acquire then keeps the flock (its descriptor is not closed), so the
+        # home stayed locked for this process's life.
+        if _no_room(self.path.parent):
+            raise self._full(_DISK_ERRNOS[errno.ENOSPC])
         try:
             return super().acquire(*args, **kwargs)
         except OSError as exc:
             if not write_refused(exc):
-                raise
+                full = disk_failure(exc)
+                if full is None:
+                    raise
+                raise self._full(full) from exc
             raise HomeError(
                 f"cannot change the home {self._root}: its lock {self.path} cannot be written "
-                f"({disk_failure(exc) or os.strerror(exc.errno or 0).lower()}); sync, reindex, watch, serve, revert, pull, push and agents' "
-                "writes need write access to the home and its .git folder (search, status and "
-                "log do not)"
+                f"({disk_failure(exc) or os.strerror(exc.errno or 0).lower()}); sync, reindex, watch, serve, "
+                "revert, pull, push and agents' writes need write access to the home and its .git folder "
+                "(search, status and log do not)"
             ) from exc
+
+    def _full(self, reason: str) -> StorageError:
+        return StorageError(
+            f"cannot take the home's lock {self.path}: {reason}; free space on the disk holding it",
+            self.path,
+            saved=False,
+        )
+
+
+def _no_room(folder: Path) -> bool:
+    """Whether the file system holding ``folder`` has not one block free (one that reports no
+    size at all, as some network mounts do, is given the benefit of the doubt)."""
+    try:
+        st = os.statvfs(folder)
+    except OSError:
+        return False
+    return st.f_blocks > 0 and st.f_bavail == 0

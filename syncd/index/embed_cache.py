@@ -82,9 +82,11 @@ class EmbeddingCache:
                 raise
             self._conn, self._file = conn, self._identity()
         except (OSError, sqlite3.Error) as exc:
-            if write_refused(exc) and self._open_for_reading(exc):
-                return
             reason = disk_failure(exc, self.path.parent)
+            # A disk that is full, read-only or not ours still lets a search or a status read
+            # (and a sync fails where the index cannot be written, naming the disk).
+            if (reason is not None or write_refused(exc)) and self._open_for_reading(exc):
+                return
             if reason is not None:
                 raise EmbeddingError(
                     f"cannot open the embedding cache {self.path}: {reason} (SQLite said: {exc}); "
@@ -96,7 +98,7 @@ class EmbeddingCache:
 
     def _open_for_reading(self, refusal: BaseException) -> bool:
         """Open the cache for reading only, when this process may not write it: a home on a
-        read-only mount, or owned by someone else. A search there needs no cache at all (a
+        read-only mount, or owned by someone else, or a full disk. A search there needs no cache at all (a
         query's vector is never cached) and must not fail for want of one. The file as it is
         (``mode=ro``; ``immutable`` on a read-only file system, where SQLite cannot make the
         shared-memory file WAL readers need), or an empty cache in memory when there is no file
