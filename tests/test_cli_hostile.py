@@ -211,3 +211,18 @@ def test_a_vault_whose_folder_name_ends_in_a_space_is_found_in_its_repository(tm
 
     home = syncd.init(tmp_path / "h ").home
     assert git_location(home / "vault") == (home, "vault/")
+
+
+def test_a_file_where_syncd_keeps_its_lock_and_tokens_is_named_by_every_command_that_needs_them(tmp_path):
+    home = syncd.init(tmp_path / "h").home
+    subprocess.run(["rm", "-rf", str(home / ".git" / "syncd")], check=True)
+    (home / ".git" / "syncd").write_text("not a folder\n")
+    for command in (["sync", "-q"], ["reindex", "-q"], ["watch"], ["token", "list"], ["token", "add", "--user", "a"]):
+        result = run_main(*command, "--home", str(home))
+        assert result.returncode == 1, command
+        assert result.stderr == (
+            f"syncd: error: {home}/.git/syncd is not a folder: syncd keeps the home's lock, tokens and writes not "
+            "yet committed there; move it away\n"
+        ), command
+    assert run_main("status", "--home", str(home)).returncode == 0
+    assert (home / ".git" / "syncd").read_text() == "not a folder\n"

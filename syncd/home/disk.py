@@ -607,7 +607,12 @@ class Home:
         try:
             folder.mkdir(mode=0o700)
         except FileExistsError:
-            pass
+            if not folder.is_dir():
+                # Else each command meets it deep down, as 'File exists' or 'Not a directory'.
+                raise HomeError(
+                    f"{folder} is not a folder: syncd keeps the home's lock, tokens and writes not yet "
+                    "committed there; move it away"
+                ) from None
         except OSError as exc:
             raise HomeError(f"cannot make {folder} for the home's lock and tokens: {exc.strerror or exc}") from exc
         return folder
