@@ -186,3 +186,26 @@ def test_tokens_of_a_read_only_home_are_listed_and_a_change_is_refused_in_one_li
                 "issuing or revoking a token, and a server's first start, need write access to the home's .git "
                 "folder\n"
             ), args
+
+
+def test_a_read_only_home_is_searched_as_a_kept_revision_left_it(indexed: Path, tmp_path: Path):
+    """`search --at` failed with 'Read-only file system' (no file named) even for a revision its
+    writer had built, from marking it as the most recently asked; a revision not built yet said
+    'Read-only file system: .../.syncd/asof/.SHA-XXXX'."""
+    from syncd.engine.asof import close_past_engines
+
+    assert run_main("search", "green tea", "--at", "HEAD", "--home", str(indexed)).returncode == 0
+    with read_only_view(indexed, tmp_path / "ro") as ro:
+        try:
+            kept = run_main("search", "green tea", "--at", "HEAD", "--home", str(ro))
+            assert kept.returncode == 0 and "Likes green tea." in kept.stdout, kept.stderr
+            first = subprocess.run(["git", "-C", str(ro), "rev-parse", "HEAD~1"], capture_output=True, text=True)
+            new = run_main("search", "green tea", "--at", "HEAD~1", "--home", str(ro))
+            assert new.returncode == 1
+            assert new.stderr == (
+                f"syncd: error: cannot search the memory as {first.stdout[:10]} left it: its index is built in "
+                f"{ro}/.syncd/asof, which cannot be written (the file system is read-only); the revisions built "
+                "there before are searched as ever\n"
+            )
+        finally:
+            close_past_engines()
