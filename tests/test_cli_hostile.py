@@ -226,3 +226,15 @@ def test_a_file_where_syncd_keeps_its_lock_and_tokens_is_named_by_every_command_
         ), command
     assert run_main("status", "--home", str(home)).returncode == 0
     assert (home / ".git" / "syncd").read_text() == "not a folder\n"
+
+
+def test_a_damaged_git_index_is_the_status_git_line_not_the_end_of_the_status(tmp_path):
+    """Was 'syncd: error: git ls-files failed: fatal: .git/index: index file smaller than
+    expected', and no status at all."""
+    home = syncd.init(tmp_path / "h").home
+    (home / ".git" / "index").write_bytes(b"garbage\n")
+    result = run_main("status", "--home", str(home))
+    assert result.returncode == 0, result.stderr
+    [line] = [line for line in result.stdout.splitlines() if line.startswith("git ")]
+    assert "index file smaller than expected" in line and f"`git -C {home} status` says what is wrong" in line
+    assert "indexed  " in result.stdout
