@@ -264,3 +264,21 @@ def test_a_sync_waiting_on_a_stopped_daemon_says_so_and_ends_once_it_goes_on(hom
         daemon.wait(timeout=60)
     assert asking.returncode == 0 and f"by the running daemon (pid {daemon.pid}" in out, out
     assert git(home, "show", f"HEAD:{LOG}") == (home / LOG).read_text()
+
+
+def test_a_search_beside_a_stopped_daemon_searches_here_at_once(home, embedder):
+    """Asked, a stopped daemon kept `syncd search` waiting the socket's whole timeout (30 s), then
+    'the daemon ... did not answer (timed out); working without it'."""
+    warm_embed_cache(home, embedder)
+    write(home, LOG, daily_log(["Plays the cello."]))
+    daemon = start_cli_daemon(home)
+    try:
+        wait_for(lambda: "indexed" in _daemon_log(home), 60, "the daemon to index the log")
+        daemon.send_signal(signal.SIGSTOP)
+        found = _cli(home, "search", "cello", "--user", "ana")
+    finally:
+        daemon.send_signal(signal.SIGCONT)
+        daemon.terminate()
+        daemon.wait(timeout=60)
+    assert found.returncode == 0 and "Plays the cello." in found.stdout, found.stderr
+    assert "did not answer" not in found.stderr, found.stderr

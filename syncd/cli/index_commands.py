@@ -320,6 +320,20 @@ def _stopped(pid: int) -> bool:
     return stat.rpartition(")")[2].split()[:1] in (["T"], ["t"])
 
 
+def _daemon_stopped(root: Path) -> bool:
+    """Whether the daemon holding the home is stopped (Ctrl-Z): asked, it would keep a search
+    waiting for the whole of the socket's timeout (30 s) before this process searched itself."""
+    from ..errors import HomeError
+    from ..home import Home, HomeLock
+
+    try:
+        holder = HomeLock(Home(root).lock_path).holder() or ""
+    except (HomeError, OSError):
+        return False
+    pid = _holder_pid(holder)
+    return pid is not None and held_by_a_daemon(holder) and _stopped(pid)
+
+
 def follow_daemon_progress(
     root: Path, update, stop: threading.Event, every_s: float = 0.5, pid: int | None = None
 ) -> None:
@@ -439,7 +453,7 @@ def search_command(
         **({"at": at} if at is not None else {}),
     }
     # A past commit is searched here, not by the daemon: its index is built aside from git's objects.
-    answer = ask_daemon(root, "search", params) if at is None else None
+    answer = ask_daemon(root, "search", params) if at is None and not _daemon_stopped(root) else None
     advice = "the running daemon is indexing them"
     if answer is None:
         from ..embedding.fastembed_backend import release_after_query
