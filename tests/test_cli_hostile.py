@@ -226,3 +226,81 @@ def test_ctrl_c_while_the_cli_imports_says_interrupted_without_a_traceback(tmp_p
             elif not frames and proc.returncode not in (0, -signal.SIGINT):
                 assert err.strip() == "syncd: interrupted" and proc.returncode == 130, err
     assert not ours, ours[0]
+
+
+def test_a_home_whose_path_is_not_utf8_is_told_so_and_linted(tmp_path):
+    """A folder named on a Latin-1 system: LanceDB takes only UTF-8 paths, and raised a
+    UnicodeEncodeError traceback from every command that opens the index; lint one from the
+    path git printed."""
+    home = syncd.init(Path(os.fsdecode(os.fsencode(tmp_path) + b"/caf\xe9"))).home
+    for command in (["search", "tea"], ["sync", "-q"], ["reindex", "-q"]):
+        result = run_main(*command, "--home", str(home))
+        assert result.returncode == 1, (command, result.stderr)
+        assert result.stderr == (
+            f"syncd: error: {tmp_path}/caf\\xe9: its path is not UTF-8, and LanceDB cannot keep the index in a "
+            "folder so named; rename the folder (or the one above it that is so named), or keep the index in "
+            "PostgreSQL (SYNCD_INDEX_URL)\n"
+        ), command
+    result = run_main("lint", "--home", str(home))
+    assert result.returncode == 0 and result.stdout == "no findings\n", result.stderr
+    # With no index yet, status reads none: it says so, and what to run (which then says the above).
+    assert run_main("status", "--home", str(home)).returncode == 0
+
+
+def test_a_vault_whose_folder_name_ends_in_a_space_is_found_in_its_repository(tmp_path):
+    from syncd.wiki.provenance import git_location
+
+    home = syncd.init(tmp_path / "h ").home
+    assert git_location(home / "vault") == (home, "vault/")
+
+
+def test_a_file_where_syncd_keeps_its_lock_and_tokens_is_named_by_every_command_that_needs_them(tmp_path):
+    home = syncd.init(tmp_path / "h").home
+    subprocess.run(["rm", "-rf", str(home / ".git" / "syncd")], check=True)
+    (home / ".git" / "syncd").write_text("not a folder\n")
+    for command in (["sync", "-q"], ["reindex", "-q"], ["watch"], ["token", "list"], ["token", "add", "--user", "a"]):
+        result = run_main(*command, "--home", str(home))
+        assert result.returncode == 1, command
+        assert result.stderr == (
+            f"syncd: error: {home}/.git/syncd is not a folder: syncd keeps the home's lock, tokens and writes not "
+            "yet committed there; move it away\n"
+        ), command
+    assert run_main("status", "--home", str(home)).returncode == 0
+    assert (home / ".git" / "syncd").read_text() == "not a folder\n"
+
+
+def test_a_damaged_git_index_is_the_status_git_line_not_the_end_of_the_status(tmp_path):
+    """Was 'syncd: error: git ls-files failed: fatal: .git/index: index file smaller than
+    expected', and no status at all."""
+    home = syncd.init(tmp_path / "h").home
+    (home / ".git" / "index").write_bytes(b"garbage\n")
+    result = run_main("status", "--home", str(home))
+    assert result.returncode == 0, result.stderr
+    [line] = [line for line in result.stdout.splitlines() if line.startswith("git ")]
+    assert "index file smaller than expected" in line and f"`git -C {home} status` says what is wrong" in line
+    assert "indexed  " in result.stdout
+
+
+def test_a_damaged_index_is_one_line_naming_the_remedy_for_every_command(home, embedder):
+    """A data file of the index cut short (a crash of the disk, a bad copy): search, status, sync
+    and even `syncd reindex`, the remedy status names, died with LanceDB's RuntimeError traceback."""
+    write(home, "memory/users/ana/2026-11-22.md", "# 2026-11-22\n\n## 10:00\n- [pref] Likes green tea.\n")
+    with syncd.open(home, embedder=embedder) as engine:
+        engine.sync()
+    index = home / ".syncd" / "index"
+    for data in (index / "lance" / "entries.lance" / "data").iterdir():
+        os.truncate(data, 10)
+    for derived in ("rows.image", "files.sqlite"):  # what would answer without reading the tables
+        (index / derived).unlink(missing_ok=True)
+    for command in (["search", "tea"], ["status"], ["sync", "-q"], ["reindex", "-q"]):
+        result = run_main(*command, "--home", str(home))
+        assert result.returncode == 1, (command, result.stderr)
+        assert result.stderr.startswith("syncd: error: the index cannot be read (lance error: "), result.stderr
+        assert result.stderr.endswith(
+            "it is derived from the markdown: remove the home's .syncd/index folder and run `syncd reindex` (the "
+            "embedding cache beside it keeps every vector, so nothing is embedded again)\n"
+        )
+        assert result.stderr.count("\n") == 1 and ".rs:" not in result.stderr
+    subprocess.run(["rm", "-rf", str(index)], check=True)
+    assert run_main("reindex", "-q", "--home", str(home)).returncode == 0
+    assert "Likes green tea." in run_main("search", "tea", "--home", str(home)).stdout

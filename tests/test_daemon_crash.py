@@ -27,6 +27,7 @@ from .daemon_helpers import (
     warm_embed_cache,
 )
 from .helpers import assert_matches_rebuild, write
+from .mounts import WITHOUT_ROOT_POWERS
 
 FACTS = [
     "Likes green tea in the morning.",
@@ -135,8 +136,7 @@ def test_kill_9_during_a_large_batch_then_restart_converges(home, embedder):
 
 
 # Root reads every file whatever its mode, through CAP_DAC_OVERRIDE and CAP_DAC_READ_SEARCH.
-# Without those two the daemon is still uid 0 but meets file modes like anyone else.
-WITHOUT_ROOT_READ = ["setpriv", "--bounding-set", "-dac_override,-dac_read_search"]
+# Without those (WITHOUT_ROOT_POWERS) the daemon is still uid 0 but meets file modes like anyone else.
 _CHECK = textwrap.dedent("""
     import sys
     import syncd
@@ -154,7 +154,7 @@ _CHECK = textwrap.dedent("""
 def test_permission_denied_on_one_file_is_skipped_and_the_daemon_goes_on(home, embedder):
     warm_embed_cache(home, embedder)
     write(home, "vault/Tea.md", "# Tea\n\nGreen tea is grassy.\n")
-    daemon = start_cli_daemon(home, prefix=WITHOUT_ROOT_READ)
+    daemon = start_cli_daemon(home, prefix=WITHOUT_ROOT_POWERS)
     try:
         wait_for(lambda: "add vault/Tea.md" in subjects(home), 60, "the daemon's first commit")
         secret = write(home, "vault/Secret.md", "# Secret\n\nThe safe code is 1234.\n")
@@ -169,7 +169,7 @@ def test_permission_denied_on_one_file_is_skipped_and_the_daemon_goes_on(home, e
         assert code == 0, err
         # The index with the unreadable file equals a rebuild made by a process that cannot read it.
         check = subprocess.run(
-            [*WITHOUT_ROOT_READ, sys.executable, "-c", _CHECK, str(home)],
+            [*WITHOUT_ROOT_POWERS, sys.executable, "-c", _CHECK, str(home)],
             cwd=Path(__file__).parents[1],
             capture_output=True,
             text=True,
@@ -177,7 +177,7 @@ def test_permission_denied_on_one_file_is_skipped_and_the_daemon_goes_on(home, e
             check=False,
         )
         assert "rebuild-ok" in check.stdout, check.stderr
-        daemon = start_cli_daemon(home, prefix=WITHOUT_ROOT_READ)
+        daemon = start_cli_daemon(home, prefix=WITHOUT_ROOT_POWERS)
         wait_for(lambda: "watching" in _log_text(home).rsplit("stopped watching", 1)[-1], 60, "the restart")
         os.chmod(secret, 0o644)  # the fix is an attrib event: the file is read and indexed now
         wait_for(lambda: "add vault/Secret.md" in subjects(home), 30, "the fixed file to be committed")

@@ -23,11 +23,14 @@ import pytest
 from lancedb.table import LanceTable
 
 import syncd
+from syncd.daemon.logfile import daemon_log
 from syncd.errors import StorageError
-from syncd.home import atomic_write, blob_sha, durable_append
+from syncd.home import Home, atomic_write, blob_sha, durable_append
 from syncd.home import disk as home_module  # where write_some is called from
 from syncd.index.embed_cache import CachedEmbedder, EmbeddingCache
 
+from .cli_helpers import run_main
+from .daemon_helpers import warm_embed_cache
 from .helpers import assert_matches_rebuild, write
 
 LOG = "memory/users/ana/2026-03-01.md"
@@ -280,3 +283,67 @@ def test_a_full_embedding_cache_warns_once_naming_the_disk_and_never_fails(
     warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
     assert len(warnings) == 1, warnings
     assert "no space left" in warnings[0] and str(disk.root) in warnings[0]
+
+
+# ---------------------------------------------------------------------------------------------
+# The daemon's log
+
+
+def test_a_full_disk_under_the_daemon_log_is_said_once_never_as_a_traceback(tmp_path: Path, capsys, caplog) -> None:
+    """logging's own handler printed '--- Logging error ---' and a traceback on stderr for every
+    line the daemon logged while the disk was full."""
+    caplog.set_level(logging.INFO, logger="syncd")  # what daemon_log sets, put back after the test
+    home = syncd.init(tmp_path / "home").home
+    log = logging.getLogger("syncd.test")
+    for small in _mount(home / ".syncd", "1m"):
+        handler = daemon_log(Home(home))
+        try:
+            log.info("before the disk fills")
+            small.fill()
+            for i in range(3):
+                log.info("line %d: %s", i, "x" * 5000)
+            small.free()
+            log.info("once there is room again")
+        finally:
+            logging.getLogger("syncd").removeHandler(handler)
+            handler.close()
+        kept = (home / ".syncd" / "daemon.log").read_text()
+    told = capsys.readouterr().err
+    assert "Traceback" not in told and "Logging error" not in told, told
+    assert told == (
+        f"syncd: warning: cannot write the daemon's log {home}/.syncd/daemon.log: no space left on the device; "
+        "syncd goes on without it until it can be written\n"
+    )
+    assert "before the disk fills" in kept
+    assert kept.endswith("once there is room again\n(3 log line(s) before the one above could not be written here)\n")
+
+
+# ---------------------------------------------------------------------------------------------
+# The command line on a full disk
+
+
+def test_a_home_on_a_full_disk_is_searched_and_a_sync_names_the_disk(tmp_path: Path, embedder) -> None:
+    """Reading needs no room: `syncd search` and `syncd status` failed with 'cannot open the
+    embedding cache ...: no space left on the device' (SQLite makes a file to open it); and
+    `syncd sync` said only 'No space left on device', from writing its name into the lock."""
+    for small in _mount(tmp_path / "disk", "32m"):
+        home = syncd.init(small.root / "home").home
+        warm_embed_cache(home, embedder)
+        write(home, LOG, "# 2026-03-01\n\n## 09:00\n- [preference] Likes green tea.\n")
+        with syncd.open(home, embedder=embedder) as engine:
+            engine.sync()
+            engine.commit()
+        write(home, OTHER, "# 2026-03-02\n\n## 08:00\n- [fact] Runs on Sundays.\n")
+        small.fill()
+        searched = run_main("search", "green tea", "--home", str(home))
+        assert searched.returncode == 0 and "Likes green tea." in searched.stdout, searched.stderr
+        status = run_main("status", "--home", str(home))
+        assert status.returncode == 0 and OTHER in status.stdout, status.stderr
+        synced = run_main("sync", "-q", "--home", str(home))
+        assert synced.returncode == 1
+        assert synced.stderr == (
+            f"syncd: error: cannot take the home's lock {home}/.git/syncd/lock: no space left on the device; "
+            "free space on the disk holding it\n"
+        )
+        small.free()
+        assert run_main("sync", "-q", "--home", str(home)).returncode == 0

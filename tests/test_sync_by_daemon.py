@@ -236,3 +236,49 @@ def test_syncs_told_as_one_count_each_file_once():
     assert combined_plan([startup, watcher, asked]).summary() == "3 new, 1 changed, 0 moved, 1 deleted, 3 unchanged"
     assert combined_plan([asked]).summary() == asked.summary()
     assert combined_plan([]).summary() == "0 new, 0 changed, 0 moved, 0 deleted, 0 unchanged"
+
+
+def test_a_sync_waiting_on_a_stopped_daemon_says_so_and_ends_once_it_goes_on(home, embedder, tmp_path):
+    """A daemon stopped in its terminal (Ctrl-Z) left `syncd sync` waiting without a word: it
+    looked like a hang."""
+    warm_embed_cache(home, embedder)
+    daemon = start_cli_daemon(home)
+    told = tmp_path / "sync.err"
+    try:
+        wait_for(lambda: "watching" in _daemon_log(home), 60, "the daemon to start")
+        daemon.send_signal(signal.SIGSTOP)
+        write(home, LOG, daily_log(["Plays the cello."]))
+        with open(told, "w") as err:
+            asking = subprocess.Popen([sys.executable, "-m", "syncd", "sync", "-q", "--home", str(home)],
+                                      stdout=subprocess.PIPE, stderr=err, text=True)  # fmt: skip
+        wait_for(lambda: "is stopped" in told.read_text(), 60, "the command to say the daemon is stopped")
+        assert told.read_text() == (
+            f"syncd: the daemon (pid {daemon.pid}) is stopped (Ctrl-Z in its terminal?) and answers once it goes "
+            f"on: `fg` there, or `kill -CONT {daemon.pid}`; Ctrl-C stops waiting\n"
+        )
+        daemon.send_signal(signal.SIGCONT)
+        out, _ = asking.communicate(timeout=120)
+    finally:
+        daemon.send_signal(signal.SIGCONT)
+        daemon.terminate()
+        daemon.wait(timeout=60)
+    assert asking.returncode == 0 and f"by the running daemon (pid {daemon.pid}" in out, out
+    assert git(home, "show", f"HEAD:{LOG}") == (home / LOG).read_text()
+
+
+def test_a_search_beside_a_stopped_daemon_searches_here_at_once(home, embedder):
+    """Asked, a stopped daemon kept `syncd search` waiting the socket's whole timeout (30 s), then
+    'the daemon ... did not answer (timed out); working without it'."""
+    warm_embed_cache(home, embedder)
+    write(home, LOG, daily_log(["Plays the cello."]))
+    daemon = start_cli_daemon(home)
+    try:
+        wait_for(lambda: "indexed" in _daemon_log(home), 60, "the daemon to index the log")
+        daemon.send_signal(signal.SIGSTOP)
+        found = _cli(home, "search", "cello", "--user", "ana")
+    finally:
+        daemon.send_signal(signal.SIGCONT)
+        daemon.terminate()
+        daemon.wait(timeout=60)
+    assert found.returncode == 0 and "Plays the cello." in found.stdout, found.stderr
+    assert "did not answer" not in found.stderr, found.stderr

@@ -287,7 +287,9 @@ def _by_daemon(root: Path, locked: LockedError, quiet: bool, ask: _DaemonAsk) ->
         _resumable(ask.command, f"{daemon} {ask.goes_on}") as heard,
         _progress_bar(ask.doing, not quiet, heard) as bar,
     ):
-        follower = threading.Thread(target=follow_daemon_progress, args=(root, bar, stop), daemon=True)
+        follower = threading.Thread(
+            target=follow_daemon_progress, args=(root, bar, stop, 0.5, _holder_pid(locked.holder)), daemon=True
+        )
         follower.start()
         try:
             answer = ask_daemon(root, ask.method, timeout=None)
@@ -301,16 +303,58 @@ def _by_daemon(root: Path, locked: LockedError, quiet: bool, ask: _DaemonAsk) ->
     return answer
 
 
-def follow_daemon_progress(root: Path, update, stop: threading.Event, every_s: float = 0.5) -> None:
+def _holder_pid(holder: str) -> int | None:
+    """The pid a lock's text names (``pid N (role)``), or None."""
+    words = holder.split()
+    return int(words[1]) if len(words) > 1 and words[0] == "pid" and words[1].isdigit() else None
+
+
+def _stopped(pid: int) -> bool:
+    """Whether process ``pid`` is stopped (Ctrl-Z in its terminal, SIGSTOP): it answers nothing
+    until it is continued."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    # The state follows the command name, which is in parentheses and may hold any character.
+    return stat.rpartition(")")[2].split()[:1] in (["T"], ["t"])
+
+
+def _daemon_stopped(root: Path) -> bool:
+    """Whether the daemon holding the home is stopped (Ctrl-Z): asked, it would keep a search
+    waiting for the whole of the socket's timeout (30 s) before this process searched itself."""
+    from ..errors import HomeError
+    from ..home import Home, HomeLock
+
+    try:
+        holder = HomeLock(Home(root).lock_path).holder() or ""
+    except (HomeError, OSError):
+        return False
+    pid = _holder_pid(holder)
+    return pid is not None and held_by_a_daemon(holder) and _stopped(pid)
+
+
+def follow_daemon_progress(
+    root: Path, update, stop: threading.Event, every_s: float = 0.5, pid: int | None = None
+) -> None:
     """Tell ``update`` where the daemon's sync stands, from the progress file it keeps for a long
     sync (syncd/sync/progress_file.py), every ``every_s`` until ``stop``: a first index beside a
-    running daemon shows its progress as one done here would."""
+    running daemon shows its progress as one done here would. A daemon (``pid``) that is
+    stopped is said once: the wait would otherwise look like a hang of this command."""
     from ..home import Home
     from ..sync.progress_file import read_progress
 
     home = Home(root)
     last = None
+    said = False
     while not stop.wait(every_s):
+        if pid is not None and not said and _stopped(pid):
+            said = True
+            click.echo(
+                f"syncd: the daemon (pid {pid}) is stopped (Ctrl-Z in its terminal?) and answers once it "
+                f"goes on: `fg` there, or `kill -CONT {pid}`; Ctrl-C stops waiting",
+                err=True,
+            )
         note = read_progress(home)
         if note is not None and note.running and note.progress != last:
             last = note.progress
@@ -409,7 +453,7 @@ def search_command(
         **({"at": at} if at is not None else {}),
     }
     # A past commit is searched here, not by the daemon: its index is built aside from git's objects.
-    answer = ask_daemon(root, "search", params) if at is None else None
+    answer = ask_daemon(root, "search", params) if at is None and not _daemon_stopped(root) else None
     advice = "the running daemon is indexing them"
     if answer is None:
         from ..embedding.fastembed_backend import release_after_query

@@ -71,6 +71,7 @@ _BURST_MAX_WAIT_S = 30.0
 _COMMIT_MAX_DELAY_S = 5.0
 # Retry backoff while git is busy with the user's operation, or a commit failed.
 _RETRY_MIN_S, _RETRY_MAX_S = 0.5, 30.0
+_RETRY_DOUBLINGS = 16  # past _RETRY_MAX_S long before
 # A sync running longer than this logs a progress line this often (syncd/sync/progress.py).
 _PROGRESS_LOG_EVERY_S = 10.0
 
@@ -274,14 +275,24 @@ class Daemon:
             # Not a failure: what the reconcile left undone is on disk, and the next start's
             # reconcile goes on from there (a sync keeps what it wrote).
             log.info("stopping: left a reconcile of %s halfway; the next start goes on from there", self.root)
-        except Exception:
+        except Exception as exc:
             # A reconcile soon redoes whatever the failed step dropped; backing off keeps a
-            # lasting failure (an unreadable home) from spinning and flooding the log.
-            delay = min(_RETRY_MIN_S * 2**self._failures, _RETRY_MAX_S)
+            # lasting failure (an unreadable home, its .git deleted) from spinning and flooding
+            # the log. The exponent is bounded: 2.0**1024 overflows, which killed the daemon.
+            delay = min(_RETRY_MIN_S * 2.0 ** min(self._failures, _RETRY_DOUBLINGS), _RETRY_MAX_S)
             self._failures += 1
-            log.exception("watch step failed; reconciling again in %.1f s", delay)
+            if isinstance(exc, SyncdError):
+                # A state of the home, said in syncd's words with its fix: no traceback to read.
+                log.error("watch step failed: %s; trying again in %.1f s", exc, delay)
+            else:
+                log.exception("watch step failed; reconciling again in %.1f s", delay)
             with self._cond:
-                self._next_reconcile = time.monotonic() + delay
+                again = time.monotonic() + delay
+                self._next_reconcile = again
+                # A commit due already would be tried again at once, failing the same way (a
+                # step can fail before commit_pending backs off itself): held back as long.
+                if self._commit_due is not None:
+                    self._commit_due = max(self._commit_due, again)
         else:
             self._failures = 0
         finally:

@@ -56,6 +56,7 @@ from .model_files import (
     check_model_folder,
     default_model_dir,
     folder_fingerprint,
+    user_model_cache,
     verify_sha256,
 )
 
@@ -551,7 +552,7 @@ def load_embedder(settings: Settings, cache_dir: Path | None = None) -> Embedder
         if settings.home is not None:
             cache_dir = Path(settings.home) / ".syncd" / "models"
         else:
-            cache_dir = Path.home() / ".cache" / "syncd" / "models"
+            cache_dir = user_model_cache()
     batch, threads = settings.embed_batch_size, settings.embed_threads
     if settings.embed_model_path is not None:
         name = settings.embed_model or DEFAULT_EMBED_MODEL

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.resources
+import logging
 import os
 import shutil
 import uuid
@@ -21,6 +22,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from ..errors import EmbeddingError
+from ..home import write_refused
 
 __all__ = [
     "BUNDLED_TOKENIZER_DIR",
@@ -33,6 +35,7 @@ __all__ = [
     "check_model_folder",
     "default_model_dir",
     "folder_fingerprint",
+    "user_model_cache",
     "verify_sha256",
 ]
 
@@ -55,6 +58,8 @@ REQUIRED_MODEL_FILES = ("model.onnx", "tokenizer.json", "tokenizer_config.json")
 OPTIONAL_MODEL_FILES = ("special_tokens_map.json", "config.json")
 
 _HASH_CHUNK = 1 << 20
+
+log = logging.getLogger(__name__)
 
 
 def verify_sha256(path: Path, expected: str) -> None:
@@ -163,7 +168,25 @@ def default_model_dir(
     damaged copy can be shown to be refused.
     """
     onnx = Path(onnx_path) if onnx_path is not None else bundled_onnx_path()
-    target = Path(cache_dir) / f"all-MiniLM-L6-v2-int8-{expected_sha256[:12]}"
+    try:
+        return _assembled_default(Path(cache_dir), onnx, expected_sha256)
+    except EmbeddingError as exc:
+        mine = user_model_cache()
+        if exc.__cause__ is None or not write_refused(exc.__cause__) or Path(cache_dir) == mine:
+            raise
+        # A home this process may not write (a read-only mount, someone else's home) is still
+        # searched: the folder holds only links to installed files, so the user's own serves.
+        log.info("%s; assembling the model folder under %s instead", exc, mine)
+    return _assembled_default(mine, onnx, expected_sha256)
+
+
+def user_model_cache() -> Path:
+    """Where the model folders of a process with no home of its own are kept: the user's cache."""
+    return Path.home() / ".cache" / "syncd" / "models"
+
+
+def _assembled_default(cache_dir: Path, onnx: Path, expected_sha256: str) -> Path:
+    target = cache_dir / f"all-MiniLM-L6-v2-int8-{expected_sha256[:12]}"
     stamp = target.with_name(target.name + _VERIFIED_SUFFIX)
     identity = _file_identity(onnx, expected_sha256)
     checked_before = identity is not None and _read_stamp(stamp) == identity

@@ -61,10 +61,10 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..errors import IndexError_, InvalidInputError, NotFoundError
+from ..errors import IndexError_, InvalidInputError, NotFoundError, StorageError
 from ..history.git import run_git
 from ..history.log import commit_files, first_parents
-from ..home import Home
+from ..home import Home, disk_failure, write_refused
 from ..index.records import meta_compatible
 from .visibility import sees
 
@@ -456,6 +456,23 @@ def _build(engine: Engine, sha: str, folder: Path) -> Any:
     return rows
 
 
+def _build_here(engine: Engine, sha: str, folder: Path) -> Any:
+    """:func:`_build`, refused in syncd's words where the home's state cannot be written: the
+    revisions built before still answer there, a new one cannot be made."""
+    try:
+        return _build(engine, sha, folder)
+    except OSError as exc:
+        reason = disk_failure(exc, folder.parent) or ("permission denied" if write_refused(exc) else None)
+        if reason is None:
+            raise
+        raise StorageError(
+            f"cannot search the memory as {sha[:10]} left it: its index is built in {folder.parent}, which "
+            f"cannot be written ({reason}); the revisions built there before are searched as ever",
+            folder.parent,
+            saved=False,
+        ) from exc
+
+
 def _cache_path(engine: Engine) -> Path:
     """The home's embedding cache: where a frozen index's vectors are."""
     return Path(engine.embedder.cache.path)
@@ -508,7 +525,7 @@ def past_engine(engine: Engine, at: str, files: bool = False) -> Iterator[Engine
         if past is None or not _usable(folder, model_id):
             if past is not None and not _IN_USE[folder]:
                 _OPEN.pop(folder).close()  # its folder was deleted under it (rm -rf .syncd)
-            built = None if _usable(folder, model_id) else _build(engine, sha, folder)
+            built = None if _usable(folder, model_id) else _build_here(engine, sha, folder)
             model = _model(engine)
             rows = FrozenIndex(folder, model.dim, model_id, _cache_path(engine), embedder=model, rows=built)
             past = _OPEN[folder] = engine_class(Home(folder / "tree"), _local(engine), read_only=True, embedder=model,
@@ -516,7 +533,10 @@ def past_engine(engine: Engine, at: str, files: bool = False) -> Iterator[Engine
         if files:
             _with_files(engine.home.root, sha, folder)
         _OPEN.move_to_end(folder)
-        os.utime(folder)
+        # The mark of the most recently asked revision, which eviction spares: a home this
+        # process may not write (a read-only mount) still answers from the revisions kept.
+        with contextlib.suppress(OSError):
+            os.utime(folder)
         _IN_USE[folder] += 1
         _evict(base, folder)
         _close_unused()

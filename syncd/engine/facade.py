@@ -111,8 +111,10 @@ class Engine:
             # An index handed in (a past revision's) is its giver's to close.
             self._owns_index = index is None
             if index is None:
-                index = open_index(home.state_dir, inner.dim, inner.model_id, shared=read_only,
-                                   location=home_index(home.root, settings),
+                location = home_index(home.root, settings)
+                if location is None and not read_only:
+                    home.require_writable_state()
+                index = open_index(home.state_dir, inner.dim, inner.model_id, shared=read_only, location=location,
                                    ann_min_rows=settings.vector_index_min_rows)  # fmt: skip
             self.index = index
             if not read_only and self._owns_index:

@@ -12,6 +12,7 @@ import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 
+from ..errors import HistoryError
 from ..home import Home
 from ..index.records import FileRecord
 
@@ -152,6 +153,14 @@ def build_status(
     plan = _plan(home, known, max_file_bytes)
     stale = set(plan.changed_paths) if plan is not None else set()
     running = read_progress(home)
+    try:
+        git_busy = operation_in_progress(home.root) or detached_head(home.root)
+        # A name that is not UTF-8 is shown escaped, as the scan records it, or no one could print it.
+        uncommitted = [printable_path(p) for p in uncommitted_paths(home.root) if p not in stale]
+    except HistoryError as exc:
+        # A repository git cannot read (a damaged .git/index) is the status's git line, not the
+        # end of the status: what the index holds is still known.
+        git_busy, uncommitted = f"{exc} (`git -C {home.root} status` says what is wrong)", []
     return Status(
         home=str(home.root),
         model_id=model_id,
@@ -162,9 +171,8 @@ def build_status(
         errors={p: r.error for p, r in known.items() if r.error},
         compatible=compatible,
         aligned_commit=meta.get("aligned_commit"),
-        git_busy=operation_in_progress(home.root) or detached_head(home.root),
-        # A name that is not UTF-8 is shown escaped, as the scan records it, or no one could print it.
-        uncommitted=[printable_path(p) for p in uncommitted_paths(home.root) if p not in stale],
+        git_busy=git_busy,
+        uncommitted=uncommitted,
         incompatible=incompatibility(meta, model_id, compatible),
         sync=running.to_dict() if running is not None else None,
         # What Index.rebuilding leaves aside, with the meta that lets the next rebuild go on from it.

@@ -25,6 +25,7 @@ from .disk import (
     remove_stale_temp_files,
     replace_unsynced,
     sync_folders,
+    write_refused,
     write_some,
 )
 from .layout import (
@@ -61,6 +62,7 @@ __all__ = [
     "read_regular",
     "remove_stale_temp_files",
     "sync_folders",
+    "write_refused",
     "write_some",
     "ID_MAX_LEN",
     "ID_RULE",

@@ -16,7 +16,7 @@ import tempfile
 import time
 from collections.abc import Iterable
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 from ..errors import ConflictError, HomeError, InvalidIdError, ParseError, StorageError
 from .layout import validate_id, validate_label
@@ -27,6 +27,7 @@ __all__ = [
     "file_blob_sha",
     "read_at_most",
     "disk_failure",
+    "write_refused",
     "atomic_write",
     "replace_unsynced",
     "ignore_write_temp_files",
@@ -129,6 +130,19 @@ def disk_failure(exc: BaseException, folder: Path | None = None) -> str | None:
                 return _filesystem_state(folder) or _DISK_ERRNOS[code]
         current = current.__cause__ or current.__context__
     return None
+
+
+# What SQLite says when it may not write a database or make one in its folder.
+_WRITE_REFUSALS = ("readonly database", "unable to open database file")
+
+
+def write_refused(exc: BaseException) -> bool:
+    """Whether ``exc`` says this process may not write there at all (a read-only mount, a home
+    that is someone else's), as opposed to a disk that is full or failing: what a reader of such
+    a home shrugs off, since it only ever wanted to keep a cache there."""
+    if isinstance(exc, OSError):
+        return exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS)
+    return any(words in str(exc).lower() for words in _WRITE_REFUSALS)
 
 
 def _filesystem_state(folder: Path | None) -> str | None:
@@ -542,6 +556,32 @@ class Home:
             atomic_write(ignore, _STATE_GITIGNORE)
         return folder
 
+    def require_writable_state(self) -> Path:
+        """``.syncd/`` (made if missing), refused as a HomeError when this process may not write
+        it or the index's folders in it: a writer would otherwise fail deep inside LanceDB, after
+        a sync's parsing and embedding, in its words. The common cause is a ``sudo syncd sync``
+        that left them root's."""
+        try:
+            folder = self.ensure_state_dir()
+        except OSError as exc:
+            if not write_refused(exc):
+                raise
+            raise HomeError(
+                f"cannot make {self.state_dir}, where syncd keeps the home's index "
+                f"({disk_failure(exc) or 'permission denied'}): changing the home needs write access to {self.root}"
+            ) from exc
+        for path in (folder, folder / "index", folder / "index" / "lance"):
+            if path.is_dir() and not os.access(path, os.W_OK | os.X_OK):
+                raise self._state_refused(path, _filesystem_state(path) or "permission denied")
+        return folder
+
+    def _state_refused(self, path: Path, reason: str) -> HomeError:
+        return HomeError(
+            f"{path} cannot be written ({reason}): syncd keeps the home's index there. It is derived "
+            f"and safe to delete: make {self.state_dir} yours again (chown -R) or remove it, then run "
+            "`syncd reindex`"
+        )
+
     @property
     def private_dir(self) -> Path:
         """State that nothing can rebuild, so it must outlive ``rm -rf .syncd``: the single-writer
@@ -567,7 +607,12 @@ class Home:
         try:
             folder.mkdir(mode=0o700)
         except FileExistsError:
-            pass
+            if not folder.is_dir():
+                # Else each command meets it deep down, as 'File exists' or 'Not a directory'.
+                raise HomeError(
+                    f"{folder} is not a folder: syncd keeps the home's lock, tokens and writes not yet "
+                    "committed there; move it away"
+                ) from None
         except OSError as exc:
             raise HomeError(f"cannot make {folder} for the home's lock and tokens: {exc.strerror or exc}") from exc
         return folder
@@ -650,4 +695,53 @@ class Home:
         return self
 
     def lock(self) -> HomeLock:
-        return HomeLock(self.ensure_private_dir() / "lock")
+        return _HomeLock(self.ensure_private_dir() / "lock", self.root)
+
+
+class _HomeLock(HomeLock):
+    """The home's lock, refused in syncd's words when the home cannot be written: a raw
+    'Read-only file system: .../.git/syncd/lock' said neither what was refused nor what needs
+    write access (changing the home does; reading it does not), and 'No space left on device'
+    not where."""
+
+    def __init__(self, path: Path, root: Path):
+        super().__init__(path)
+        self._root = root
+
+    def acquire(self, *args: Any, **kwargs: Any) -> HomeLock:
+        # Looked at first: the holder's name written after the flock is taken fails on a full
+        # disk, and HomeLock.acquire then keeps the flock (its descriptor is not closed), so the
+        # home stayed locked for this process's life.
+        if _no_room(self.path.parent):
+            raise self._full(_DISK_ERRNOS[errno.ENOSPC])
+        try:
+            return super().acquire(*args, **kwargs)
+        except OSError as exc:
+            if not write_refused(exc):
+                full = disk_failure(exc)
+                if full is None:
+                    raise
+                raise self._full(full) from exc
+            raise HomeError(
+                f"cannot change the home {self._root}: its lock {self.path} cannot be written "
+                f"({disk_failure(exc) or os.strerror(exc.errno or 0).lower()}); sync, reindex, watch, serve, "
+                "revert, pull, push and agents' writes need write access to the home and its .git folder "
+                "(search, status and log do not)"
+            ) from exc
+
+    def _full(self, reason: str) -> StorageError:
+        return StorageError(
+            f"cannot take the home's lock {self.path}: {reason}; free space on the disk holding it",
+            self.path,
+            saved=False,
+        )
+
+
+def _no_room(folder: Path) -> bool:
+    """Whether the file system holding ``folder`` has not one block free (one that reports no
+    size at all, as some network mounts do, is given the benefit of the doubt)."""
+    try:
+        st = os.statvfs(folder)
+    except OSError:
+        return False
+    return st.f_blocks > 0 and st.f_bavail == 0

@@ -37,8 +37,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import ConfigError, NotFoundError
-from .disk import Home
+from ..errors import ConfigError, HomeError, NotFoundError
+from .disk import Home, disk_failure, write_refused
 from .layout import validate_id
 
 __all__ = ["ADMIN_FILE", "USERS_FILE", "Principal", "TokenInfo", "TokenStore", "match_token"]
@@ -136,8 +136,17 @@ class TokenStore:
     @contextlib.contextmanager
     def _locked(self):
         """Serialise changes across processes (two `syncd token add` at once)."""
-        self.dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-        fd = os.open(self.dir / "tokens.lock", os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            self.dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+            fd = os.open(self.dir / "tokens.lock", os.O_RDWR | os.O_CREAT, 0o600)
+        except OSError as exc:
+            if not write_refused(exc):
+                raise
+            # Else 'Read-only file system: .../tokens.lock': neither what nor what to do.
+            raise HomeError(
+                f"cannot change the tokens kept in {self.dir} ({disk_failure(exc) or 'permission denied'}): "
+                "issuing or revoking a token, and a server's first start, need write access to the home's .git folder"
+            ) from exc
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
             yield

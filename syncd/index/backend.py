@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Protocol
 from urllib.parse import urlsplit, urlunsplit
 
-from ..errors import ConfigError, IndexUnreachable
+from ..errors import ConfigError, HomeError, IndexUnreachable
 from .records import FileRecord, FileUpdate
 
 __all__ = [
@@ -192,6 +192,7 @@ def open_index(
     if location is None:
         from .store import Index
 
+        _check_lance_path(state_dir)
         return Index(state_dir / "index", dim, model_id, read_only=read_only, shared=shared)
     from .pg_store import PgIndex
 
@@ -207,6 +208,19 @@ def open_index(
             index.close()
             raise
     return index
+
+
+def _check_lance_path(state_dir: Path) -> None:
+    """LanceDB takes a folder's path as UTF-8 text only: a home whose path holds a byte that is
+    not (a folder named on a Latin-1 system) would fail deep inside it, in its own words."""
+    try:
+        str(state_dir).encode("utf-8")
+    except UnicodeEncodeError:
+        raise HomeError(
+            f"{state_dir.parent}: its path is not UTF-8, and LanceDB cannot keep the index in a "
+            "folder so named; rename the folder (or the one above it that is so named), or keep "
+            "the index in PostgreSQL (SYNCD_INDEX_URL)"
+        ) from None
 
 
 def iter_chunks(values: Sequence, size: int) -> Iterator[Sequence]:

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 from ..embedding.fastembed_backend import Embedder, check_texts
 from ..errors import EmbeddingError
-from ..home import disk_failure
+from ..home import disk_failure, write_refused
 
 if TYPE_CHECKING:
     # Imported where vectors are made: an engine that embeds nothing (a no-op sync) opens the
@@ -65,6 +65,8 @@ class EmbeddingCache:
         self._lock = threading.Lock()
         self._conn: sqlite3.Connection | None = None
         self._file: tuple[int, int] | None = None
+        # True when this process may not write the cache (see _open_for_reading).
+        self.read_only = False
         self._open()
 
     def _open(self) -> None:
@@ -81,6 +83,10 @@ class EmbeddingCache:
             self._conn, self._file = conn, self._identity()
         except (OSError, sqlite3.Error) as exc:
             reason = disk_failure(exc, self.path.parent)
+            # A disk that is full, read-only or not ours still lets a search or a status read
+            # (and a sync fails where the index cannot be written, naming the disk).
+            if (reason is not None or write_refused(exc)) and self._open_for_reading(exc):
+                return
             if reason is not None:
                 raise EmbeddingError(
                     f"cannot open the embedding cache {self.path}: {reason} (SQLite said: {exc}); "
@@ -89,6 +95,32 @@ class EmbeddingCache:
             raise EmbeddingError(
                 f"cannot open the embedding cache {self.path}: {exc} (it is only a cache: deleting it is safe)"
             ) from exc
+
+    def _open_for_reading(self, refusal: BaseException) -> bool:
+        """Open the cache for reading only, when this process may not write it: a home on a
+        read-only mount, or owned by someone else, or a full disk. A search there needs no cache at all (a
+        query's vector is never cached) and must not fail for want of one. The file as it is
+        (``mode=ro``; ``immutable`` on a read-only file system, where SQLite cannot make the
+        shared-memory file WAL readers need), or an empty cache in memory when there is no file
+        to read. False when even that fails: the caller reports the refusal."""
+        uris = (f"{self.path.as_uri()}?mode=ro", f"{self.path.as_uri()}?immutable=1") if self.path.exists() else ()
+        for uri in (*uris, ":memory:"):
+            try:
+                conn = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
+            except sqlite3.Error:
+                continue
+            try:
+                if uri == ":memory:":
+                    self._init_schema(conn)
+                elif conn.execute("PRAGMA user_version").fetchone()[0] != _SCHEMA_VERSION:
+                    raise sqlite3.DatabaseError("another schema version")
+            except (sqlite3.Error, EmbeddingError):
+                conn.close()
+                continue
+            log.info("the embedding cache %s cannot be written (%s); reading it only", self.path, refusal)
+            self._conn, self._file, self.read_only = conn, self._identity(), True
+            return True
+        return False
 
     def _drop_orphaned_journal(self) -> None:
         """Remove the -wal and -shm files of a cache file that was deleted (by hand, while a

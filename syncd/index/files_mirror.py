@@ -29,6 +29,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..home import write_refused
 from .records import FileRecord
 
 __all__ = [
@@ -187,6 +188,14 @@ def read_mirror(folder: Path) -> MirrorSnapshot | None:
     return None
 
 
+def _not_kept(what: str, exc: sqlite3.Error) -> None:
+    """Say that a change of the mirror was not made. Quietly when this process may not write
+    there at all (a search or a status of a home on a read-only mount, or someone else's): that
+    costs only the speed of the next status, and is no news to the person who made it so."""
+    level = logging.INFO if write_refused(exc) else logging.WARNING
+    log.log(level, "files mirror not %s (status will read the index instead): %s", what, exc)
+
+
 class _Abandon(Exception):
     """Leave a mirror transaction without changing anything: the mirror no longer matches."""
 
@@ -262,7 +271,7 @@ class FilesMirror:
         except _Abandon:
             return False
         except sqlite3.Error as exc:
-            log.warning("files mirror not updated (status will read the index instead): %s", exc)
+            _not_kept("updated", exc)
             return False
         return True
 
@@ -281,7 +290,7 @@ class FilesMirror:
                 )
                 self._set_stamp(conn, stamp)
         except sqlite3.Error as exc:
-            log.warning("files mirror not rebuilt (status will read the index instead): %s", exc)
+            _not_kept("rebuilt", exc)
 
     def restamp(self, before: str | None) -> None:
         """The tables got new versions with the same content (compaction): carry the mirror over,
@@ -294,7 +303,7 @@ class FilesMirror:
                 self._set_stamp(conn, self.stamp())
             conn.execute("COMMIT")
         except sqlite3.Error as exc:
-            log.warning("files mirror not restamped (status will read the index instead): %s", exc)
+            _not_kept("restamped", exc)
 
     def invalidate(self) -> None:
         """Before the tables are dropped: until rebuilt, the mirror vouches for nothing."""

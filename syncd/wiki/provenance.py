@@ -56,7 +56,9 @@ def _git(root: Path, *args: str, stdin: bytes | None = None) -> bytes | None:
 
 def git_root(path: Path) -> Path | None:
     out = _git(path, "rev-parse", "--show-toplevel")
-    return Path(out.decode().strip()) if out else None
+    # The path as the file system names it: not UTF-8 on a Latin-1 system, and maybe ending
+    # in a space.
+    return Path(os.fsdecode(out.removesuffix(b"\n"))) if out else None
 
 
 def head_commit(root: Path) -> str | None:

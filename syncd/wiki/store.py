@@ -36,7 +36,7 @@ from typing import Any
 
 from ..errors import ParseError
 from ..formats.text import decode_markdown
-from ..home import blob_sha, read_regular
+from ..home import blob_sha, read_regular, write_refused
 from .graph import PageNode, Problem, VaultGraph, node_of_page, page_node
 
 __all__ = [
@@ -242,8 +242,10 @@ class GraphCache:
         try:
             yield
         except (sqlite3.Error, UnicodeEncodeError) as exc:
-            # Once: a read-only store refuses every write of the command alike.
-            level = logging.DEBUG if self._refused else logging.WARNING
+            # Once: a read-only store refuses every write of the command alike. And quietly when
+            # this process may not write there at all (a home on a read-only mount, someone
+            # else's): the person who made it so needs no news of it on every lint.
+            level = logging.DEBUG if self._refused else logging.INFO if write_refused(exc) else logging.WARNING
             self._refused = True
             log.log(level, "the wiki graph store %s was not updated: %s", self.path, exc)
 
