@@ -709,9 +709,8 @@ class _HomeLock(HomeLock):
         self._root = root
 
     def acquire(self, *args: Any, **kwargs: Any) -> HomeLock:
-        # Looked at first: the holder's name written after the flock is taken fails on a full
-        # disk, and HomeLock.acquire then keeps the flock (its descriptor is not closed), so the
-        # home stayed locked for this process's life.
+        # Looked at first: on a full disk the holder's name cannot be written once the flock is
+        # taken (HomeLock.acquire then lets go of it and raises the bare OSError, said below).
         if _no_room(self.path.parent):
             raise self._full(_DISK_ERRNOS[errno.ENOSPC])
         try:
