@@ -69,6 +69,9 @@ def test_two_daemons_on_one_home_cannot_both_run_and_sigterm_commits(home, embed
         assert second.returncode == 1
         assert f"pid {first.pid}" in second.stderr, second.stderr
         with syncd.open(home, read_only=True, embedder=embedder) as reader:
+            # Its first reconcile done: a page it took in instead, if stopped halfway, is left
+            # for the next start (as the README says), not committed on the way out.
+            wait_for(lambda: reader.status().fresh, 30, "the daemon's first reconcile")
             write(home, "vault/Tea.md", "# Tea\n\nGreen tea is grassy.\n")
             wait_for(lambda: reader.status().fresh, 30, "the daemon to index the page")
         code, err = _stop(first, home)
