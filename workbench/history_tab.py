@@ -125,11 +125,14 @@ class HistoryTab(w.VBox):
             current = self.user.value
             self.user.options = users
             self.user.value = current if current in users else ALL_USERS
+        # Why the list is empty goes where the list's commit would show, not on the status line:
+        # there it would outlive the filter it was about (the next list loads without a word).
+        error = None
         try:
             self.entries = self.data.log(self._filter(), self.limit)
         except syncd.SyncdError as exc:
             self.entries = []
-            self.status.value = note(str(exc), "err")
+            error = str(exc)
         self.more.layout.display = None if len(self.entries) >= self.limit else "none"
         self.commits.set_items(self.entries)
         # Another filter is another list: its newest commit is shown, not the one picked before
@@ -139,7 +142,11 @@ class HistoryTab(w.VBox):
         if (self.commits.value is None or refiltered) and self.entries:
             self.commits.pick(self.entries[0])
         elif self.commits.value is None:
-            self.detail.value = note("no commits" + (f" touching {self._filter()}" if self._filter() else ""))
+            self.detail.value = (
+                note(error, "err")
+                if error
+                else note("no commits" + (f" touching {self._filter()}" if self._filter() else ""))
+            )
             self.revert.disabled = True
 
     def _older(self) -> None:

@@ -1,0 +1,36 @@
+"""The workbench as a careless or hostile person uses it: odd bytes in every text field, stale
+forms, clicks on what changed meanwhile. Each test names what went wrong before its fix."""
+
+from __future__ import annotations
+
+import pytest
+
+from .workbench_helpers import build_home, import_workbench
+
+wbmod = import_workbench()
+
+
+@pytest.fixture
+def home(tmp_path, embedder):
+    return build_home(tmp_path / "home", embedder)
+
+
+@pytest.fixture
+def wb(home, embedder):
+    bench = wbmod.Workbench(home, poll=0, embedder=embedder)
+    yield bench
+    bench.close()
+
+
+def _show(wb, title: str):
+    wb.tabs.selected_index = wbmod.app.TITLES.index(title)
+
+
+def test_the_history_list_error_goes_when_the_filter_is_mended(wb):
+    """An error loading the list stayed on the status line after the next filter loaded fine."""
+    _show(wb, "History")
+    history = wb.history
+    history.path.value = "../../elsewhere"
+    assert "outside repository" in history.detail.value
+    history.path.value = "memory/users/ana"
+    assert history.entries and "outside" not in history.status.value + history.detail.value
