@@ -26,6 +26,18 @@ def _show(wb, title: str):
     wb.tabs.selected_index = wbmod.app.TITLES.index(title)
 
 
+def test_a_nul_typed_into_the_history_fields_is_a_message_not_a_traceback(wb):
+    """A NUL reached git's argument list, which the OS refuses with a bare ValueError: typed
+    into the path filter or the "as of" box it came out of the widget's callback as a traceback."""
+    _show(wb, "History")
+    history = wb.history
+    history.path.value = "memory/\x00users"
+    assert "NUL" in history.detail.value + history.status.value and history.entries == []
+    history.when.value = "HEAD\x00"
+    history.view_then.click()
+    assert "NUL" in history.status.value and wb.data.at is None
+
+
 def test_the_history_list_error_goes_when_the_filter_is_mended(wb):
     """An error loading the list stayed on the status line after the next filter loaded fine."""
     _show(wb, "History")
