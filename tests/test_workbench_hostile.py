@@ -46,3 +46,20 @@ def test_the_history_list_error_goes_when_the_filter_is_mended(wb):
     assert "outside repository" in history.detail.value
     history.path.value = "memory/users/ana"
     assert history.entries and "outside" not in history.status.value + history.detail.value
+
+
+def test_a_block_typed_to_open_like_frontmatter_is_saved_as_typed(wb, home):
+    """Block text opening with `---`, YAML, `---` was written bare at the top of a file with no
+    frontmatter, so it was read back as the block's settings: its first lines gone and its limit
+    whatever they said (here 12, leaving the block over its own limit and unsaveable)."""
+    block = wb.edit.block
+    block.scope.value = "global"
+    block.label.value = "persona"
+    block.load.click()
+    typed = "---\nlimit: 12\n---\nI am a careful, kind assistant."
+    block.text.value = typed
+    block.save.click()
+    assert "Saved" in block.status.value
+    block.load.click()
+    assert block.text.value == typed and block.limit == wb.data.settings.block_char_limit
+    assert wb.data.memory.core_blocks()["persona"].content == typed
