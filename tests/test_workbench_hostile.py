@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from .workbench_helpers import build_home, import_workbench
+from .helpers import write
+from .workbench_helpers import build_home, git, import_workbench
 
 wbmod = import_workbench()
 
@@ -63,3 +64,33 @@ def test_a_block_typed_to_open_like_frontmatter_is_saved_as_typed(wb, home):
     block.load.click()
     assert block.text.value == typed and block.limit == wb.data.settings.block_char_limit
     assert wb.data.memory.core_blocks()["persona"].content == typed
+
+
+def _commit(home, message: str) -> None:
+    git(home, "add", "-A")
+    git(home, "commit", "-q", "-m", message)
+
+
+def test_a_commit_shows_the_facts_of_a_log_with_a_nul_and_of_a_merge(wb, home):
+    """A commit's facts were read from `git show`, which calls a file with a NUL byte binary
+    ("Binary files differ": +0) and shows a merge as a combined diff of its conflicts only (+0),
+    though both logs' facts are indexed and the merge's files were listed beside the "+0"."""
+    write(home, "memory/users/ana/2026-11-23.md", b"# 2026-11-23\n\n- [note] Has a \x00 in it.\n- [note] Plain.\n")
+    _commit(home, "a log with a NUL")
+    git(home, "checkout", "-q", "-b", "side")
+    write(home, "memory/users/ana/2026-11-24.md", "# 2026-11-24\n\n- [note] Said on the side branch.\n")
+    _commit(home, "side")
+    git(home, "checkout", "-q", "-")
+    write(home, "memory/users/bob/2026-11-25.md", "# 2026-11-25\n\n- [note] Said on the main branch.\n")
+    _commit(home, "main")
+    git(home, "merge", "-q", "--no-edit", "side")
+    _show(wb, "History")
+    history = wb.history
+    history.refresh()
+    shown = {}
+    for entry in history.entries[:4]:
+        history.commits.pick(entry)
+        shown[entry.subject] = history.detail.value
+    assert "+2 −0" in shown["a log with a NUL"] and "Plain." in shown["a log with a NUL"]
+    merge = shown["Merge branch 'side'"]
+    assert "+1 −0" in merge and "Said on the side branch." in merge and "main branch" not in merge
