@@ -94,3 +94,28 @@ def test_a_commit_shows_the_facts_of_a_log_with_a_nul_and_of_a_merge(wb, home):
     assert "+2 −0" in shown["a log with a NUL"] and "Plain." in shown["a log with a NUL"]
     merge = shown["Merge branch 'side'"]
     assert "+1 −0" in merge and "Said on the side branch." in merge and "main branch" not in merge
+
+
+PLANS = (
+    "# Plans\n\nWe sail east in May.\n"
+    "> [!conflict]- Both machines changed the line above; origin/main had:\n"
+    "> We sail west in May.\n"
+)
+
+
+def test_keeping_theirs_never_keeps_a_version_the_person_was_not_shown(wb, home):
+    """The Conflicts panel resolved "the conflict at path:line" as the file had it at the click:
+    when their version had been changed since the list was read, the one kept was never shown."""
+    write(home, "vault/Plans.md", PLANS)
+    _show(wb, "Health")
+    panel = wb.health.conflicts
+    (row,) = panel.rows.children
+    assert "We sail west in May." in row.children[1].value
+    write(home, "vault/Plans.md", PLANS.replace("west", "south"))  # someone, meanwhile
+    row.children[2].children[1].click()  # keep theirs: west, as shown
+    assert "changed meanwhile" in panel.status.value
+    assert (home / "vault/Plans.md").read_text() == PLANS.replace("west", "south")
+    (row,) = panel.rows.children  # read again: what is there now
+    assert "We sail south in May." in row.children[1].value
+    row.children[2].children[1].click()
+    assert (home / "vault/Plans.md").read_text() == "# Plans\n\nWe sail south in May.\n"

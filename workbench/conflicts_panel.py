@@ -91,7 +91,7 @@ class ConflictsPanel(w.VBox):
     def resolve(self, conflict, keep: str) -> None:
         """Keep ``mine``, ``theirs`` or ``both`` of one conflict (what its buttons do)."""
         try:
-            self.data.resolve_conflict(conflict.path, conflict.line, keep)
+            self.data.resolve_conflict(conflict, keep)
         except syncd.ConflictError:
             self.status.value = note(
                 f"{conflict.path} changed meanwhile: nothing written; the list is read again.", "warn"

@@ -300,10 +300,13 @@ class HomeData:
         """What merges with another machine kept both versions of (home-relative paths, lines)."""
         return syncd.engine.conflicts.find_conflicts(self.root)
 
-    def resolve_conflict(self, path: str, line: int, keep: str) -> str:
-        """Keep ``mine``, ``theirs`` or ``both`` of the conflict at ``path:line``: one
-        compare-and-swap write through the engine's write path, committed as the workbench."""
-        return syncd.engine.conflicts.resolve_conflict(self.engine, path, line, keep, author=AUTHOR)
+    def resolve_conflict(self, conflict: syncd.engine.conflicts.Conflict, keep: str) -> str:
+        """Keep ``mine``, ``theirs`` or ``both`` of ``conflict`` (as it was listed): one
+        compare-and-swap write through the engine's write path, committed as the workbench.
+        ConflictError when the file no longer holds that conflict as listed."""
+        return syncd.engine.conflicts.resolve_conflict(
+            self.engine, conflict.path, conflict.line, keep, author=AUTHOR, expected=conflict
+        )
 
     def reindex(self, progress: Callable[[Any], None]) -> Any:
         """Rebuild the index (holding the home for the rebuild). LockedError while a daemon or
