@@ -119,3 +119,22 @@ def test_keeping_theirs_never_keeps_a_version_the_person_was_not_shown(wb, home)
     assert "We sail south in May." in row.children[1].value
     row.children[2].children[1].click()
     assert (home / "vault/Plans.md").read_text() == "# Plans\n\nWe sail south in May.\n"
+
+
+def test_a_block_that_is_a_symbolic_link_is_never_read_through(wb, home, tmp_path):
+    """The workbench read block files with Path.read_text, following a link to any file on the
+    machine: Browse showed its text as the block, and the block editor loaded it to edit."""
+    secret = tmp_path / "secret.txt"
+    secret.write_text("The neighbour's wifi password.\n")
+    (home / "memory/users/ana/core/human.md").symlink_to(secret)
+    _show(wb, "Browse")
+    wb.browse.which.value = "Core blocks"
+    view = wb.browse.blocks
+    view.user.value = "ana"
+    assert "wifi" not in view.view.value and "symbolic link" in view.view.value
+    block = wb.edit.block
+    block.scope.value = "user"
+    block.user.value = "ana"
+    block.label.value = "human"
+    block.load.click()
+    assert "wifi" not in block.text.value and "symbolic link" in block.status.value and block.save.disabled

@@ -124,7 +124,8 @@ class BlocksView(w.VBox):
             cells = [f"<b>{esc(row.label)}</b>"]
             for scope in SCOPES:
                 text = row.texts.get(scope)
-                cell = note("—") if text is None else esc(_short(text))
+                problem = row.problems.get(scope)
+                cell = note(problem, "err") if problem else note("—") if text is None else esc(_short(text))
                 mark = ' class="syncd-winner"' if row.resolved == scope else ""
                 cells.append(f"<div{mark}>{cell}</div>")
             resolved = f"{row.resolved}" + (" (built-in)" if row.resolved == "default" else "")

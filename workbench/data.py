@@ -16,7 +16,7 @@ import contextlib
 import logging
 import os
 from collections.abc import Callable, Coroutine
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -25,7 +25,8 @@ import syncd.engine.asof
 import syncd.engine.audit
 import syncd.engine.conflicts
 import syncd.engine.search
-from syncd.formats import parse_page
+from syncd.formats import Page, decode_markdown_lossy, parse_page
+from syncd.home import read_memory_file
 from syncd.memory import MemoryManager, StoredFact
 
 __all__ = ["HomeData", "BlockRow", "Provenance", "DayCounts", "AUTHOR"]
@@ -46,6 +47,7 @@ class BlockRow:
     resolved: str  # "chat", "user", "global" or "default"
     content: str
     limit: int
+    problems: dict[str, str] = field(default_factory=dict)  # scope -> why its file is not used
 
 
 @dataclass(frozen=True)
@@ -230,40 +232,51 @@ class HomeData:
 
     # -- core blocks -----------------------------------------------------------------------------
 
-    def _block_file(self, label: str, scope: str, user: str | None, chat: str | None, now: bool = False) -> Path:
+    def _block_page(self, label: str, scope: str, user: str | None, chat: str | None, now: bool = False) -> Page | None:
+        """The block file at one scope (of now for an edit, else of the memory shown), None when
+        there is none. Read as the engine reads it, never through a symbolic link (whose target
+        may be any file on the machine): ParseError saying what is there instead."""
         home = (self.memory if now else self._reader).engine.home
         if scope == "global":
-            return home.block_path(label)
-        if scope == "user":
-            return home.block_path(label, user)
-        return home.block_path(label, user, chat)
+            path = home.block_path(label)
+        elif scope == "user":
+            path = home.block_path(label, user)
+        else:
+            path = home.block_path(label, user, chat)
+        rel = home.rel(path)
+        data = read_memory_file(home.root, rel)
+        return None if data is None else parse_page(decode_markdown_lossy(data, rel)[0])
 
     def block_text(self, label: str, scope: str, user: str | None, chat: str | None) -> str | None:
-        """The body of the block file at one scope, None when there is no such file."""
+        """The body of the block file at one scope, None when there is no such file; ParseError
+        when something other than a file is there (a symbolic link)."""
         if (scope in ("user", "chat") and not user) or (scope == "chat" and not chat):
             return None
-        path = self._block_file(label, scope, user, chat)
-        try:
-            text = path.read_text(encoding="utf-8", errors="replace")
-        except OSError:
-            return None
-        return parse_page(text).body.strip()
+        page = self._block_page(label, scope, user, chat)
+        return None if page is None else page.body.strip()
 
     def blocks(self, user: str | None, chat: str | None) -> list[BlockRow]:
-        """Every block label as ``user`` in ``chat`` sees it, with the text at each scope."""
+        """Every block label as ``user`` in ``chat`` sees it, with the text at each scope (and
+        why a file there is not used, for one that cannot be)."""
         resolved = self._reader.core_blocks(user_id=user, chat_id=chat) if user else self._reader.core_blocks()
         rows = []
         for label, block in resolved.items():
-            texts = {scope: self.block_text(label, scope, user, chat) for scope in SCOPES}
-            rows.append(BlockRow(label, texts, block.scope, block.content, block.limit))
+            texts: dict[str, str | None] = {}
+            problems: dict[str, str] = {}
+            for scope in SCOPES:
+                try:
+                    texts[scope] = self.block_text(label, scope, user, chat)
+                except syncd.SyncdError as exc:
+                    texts[scope], problems[scope] = None, str(exc)
+            rows.append(BlockRow(label, texts, block.scope, block.content, block.limit, problems))
         return rows
 
     def block_limit(self, label: str, scope: str, user: str | None, chat: str | None) -> int:
-        path = self._block_file(label, scope, user, chat, now=True)  # for an edit, which is of now
         try:
-            meta = parse_page(path.read_text(encoding="utf-8", errors="replace")).frontmatter
-        except OSError:
-            meta = {}
+            page = self._block_page(label, scope, user, chat, now=True)  # for an edit, which is of now
+        except syncd.SyncdError:
+            page = None
+        meta = page.frontmatter if page is not None else {}
         value = meta.get("limit") if isinstance(meta, dict) else None
         if isinstance(value, int) and not isinstance(value, bool) and value > 0:
             return value

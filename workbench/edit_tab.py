@@ -283,6 +283,8 @@ class BlockEditor(w.VBox):
             self.loaded_text = self.data.block_text(label, scope, user, chat) or ""
             self.limit = self.data.block_limit(label, scope, user, chat)
         except (syncd.SyncdError, ValueError) as exc:
+            self.loaded_text = None  # what the form held before is not this block's
+            self.save.disabled = True
             self.status.value = note(str(exc), "err")
             return
         self.text.value = self.loaded_text
