@@ -138,3 +138,17 @@ def test_a_block_that_is_a_symbolic_link_is_never_read_through(wb, home, tmp_pat
     block.label.value = "human"
     block.load.click()
     assert "wifi" not in block.text.value and "symbolic link" in block.status.value and block.save.disabled
+
+
+def test_a_hit_whose_file_became_a_symbolic_link_shows_no_lines_from_elsewhere(wb, home, tmp_path):
+    """The lines around a hit were read with Path.read_text: a log replaced by a link since it
+    was indexed (a pull can bring one) showed the lines of whatever file the link named."""
+    wb.search.user.value = "ana"
+    wb.search.query.value = "green tea"
+    secret = tmp_path / "secret.txt"
+    secret.write_text("".join(f"private line {n}\n" for n in range(10)))
+    log = home / "memory/users/ana/2026-11-22.md"
+    log.unlink()
+    log.symlink_to(secret)
+    wb.search.rows.children[0].children[0].click()
+    assert "private line" not in wb.search.detail.value

@@ -26,7 +26,7 @@ import syncd.engine.audit
 import syncd.engine.conflicts
 import syncd.engine.search
 from syncd.formats import Page, decode_markdown_lossy, parse_page
-from syncd.home import read_memory_file
+from syncd.home import read_memory_file, read_regular
 from syncd.memory import MemoryManager, StoredFact
 
 __all__ = ["HomeData", "BlockRow", "Provenance", "DayCounts", "AUTHOR"]
@@ -214,10 +214,14 @@ class HomeData:
 
     def around(self, rel: str, line: int, radius: int = 4) -> list[tuple[int, str]]:
         """Numbered lines of a file around ``line`` (what a person opens the file to see)."""
+        # Never through a symbolic link: a pull can put one where an indexed file was.
         try:
-            text = (self._read_root / rel).read_text(encoding="utf-8", errors="replace")
-        except OSError:
+            data = read_regular(self._read_root, rel)
+        except (OSError, syncd.SyncdError):
             return []
+        if data is None:
+            return []
+        text = data.decode("utf-8", errors="replace")
         lines = text.splitlines()
         start, end = max(line - radius, 1), min(line + radius, len(lines))
         return [(n, lines[n - 1]) for n in range(start, end + 1)]
