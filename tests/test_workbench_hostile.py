@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from .helpers import write
+from .workbench_helpers import ANA_LOG_REL as ANA_LOG
 from .workbench_helpers import build_home, git, import_workbench
 
 wbmod = import_workbench()
@@ -152,3 +153,23 @@ def test_a_hit_whose_file_became_a_symbolic_link_shows_no_lines_from_elsewhere(w
     log.symlink_to(secret)
     wb.search.rows.children[0].children[0].click()
     assert "private line" not in wb.search.detail.value
+
+
+def _open_from_browse(wb, user: str, words: str) -> None:
+    _show(wb, "Browse")
+    facts = wb.browse.facts
+    facts.users.pick(user)
+    row = next(row for row in facts.rows.children if words in row.children[1].value)
+    row.children[0].click()
+
+
+def test_moving_the_importance_slider_sets_the_importance(wb, home):
+    """A fact without an importance loads with "set importance" unticked; moving the slider left
+    it unticked, so Save said "Saved and committed" and wrote nothing of it."""
+    _open_from_browse(wb, "ana", "half marathon")
+    editor = wb.edit.fact
+    assert not editor.has_importance.value
+    editor.importance.value = 0.9
+    editor.save.click()
+    assert "- [goal] Wants to run a half marathon. <!-- imp:0.9 -->" in (home / ANA_LOG).read_text()
+    assert editor.has_importance.value and editor.importance.value == 0.9  # as reloaded

@@ -51,6 +51,8 @@ class FactEditor(w.VBox):
         self.status = w.HTML()
         self.status.add_class("syncd-edit-status")
         self.load.on_click(lambda _: self.load_fact(self.user.value, self.fact_id.value.strip()))
+        # Whoever moves the slider means to set the importance: saved unticked, the move was lost.
+        self.importance.observe(lambda _: setattr(self.has_importance, "value", True), "value")
         self.save.on_click(lambda _: self.write())
         self.delete.on_click(lambda _: self._ask_delete())
         self.confirm.on_click(lambda _: self.remove())
@@ -97,8 +99,9 @@ class FactEditor(w.VBox):
         f = stored.fact
         self.content.value = f.content
         self.category.value = f.category
-        self.has_importance.value = f.importance is not None
         self.importance.value = 0.5 if f.importance is None else f.importance
+        # After the slider: moving it ticks the box (below), and a loaded fact says for itself.
+        self.has_importance.value = f.importance is not None
         self.tags.value = " ".join(f.tags)
         self.save.disabled = self.delete.disabled = False
 
