@@ -173,3 +173,19 @@ def test_moving_the_importance_slider_sets_the_importance(wb, home):
     editor.save.click()
     assert "- [goal] Wants to run a half marathon. <!-- imp:0.9 -->" in (home / ANA_LOG).read_text()
     assert editor.has_importance.value and editor.importance.value == 0.9  # as reloaded
+
+
+def test_saving_an_unchanged_fact_says_nothing_was_saved(wb, home):
+    """Save on a fact as loaded (or a second click on Save) said "Saved and committed as
+    workbench" though nothing was written and no commit made."""
+    head = git(home, "rev-parse", "HEAD")
+    wb.edit_fact("ana", "f-tea")
+    editor = wb.edit.fact
+    editor.save.click()
+    assert "Nothing to save" in editor.status.value and git(home, "rev-parse", "HEAD") == head
+    editor.content.value = "Likes oolong."
+    editor.save.click()
+    assert "Saved" in editor.status.value
+    editor.save.click()  # the same click again
+    assert "Nothing to save" in editor.status.value
+    assert git(home, "log", "--format=%s", f"{head.strip()}..").splitlines() == ["Edit fact f-tea"]

@@ -139,6 +139,9 @@ class FactEditor(w.VBox):
         except (syncd.SyncdError, ValueError) as exc:
             self.status.value = note(str(exc), "err")
             return
+        if stored_now.fact == stored.fact:
+            self.status.value = note("Nothing to save: the fact is as it was loaded.")
+            return
         self.status.value = note(f"Saved and committed as {self.data.memory.author}.", "ok")
         # A hand-written fact's id follows its content: the write says which it is now.
         self.open_quietly(self.user.value, stored_now.id)
