@@ -189,3 +189,13 @@ def test_saving_an_unchanged_fact_says_nothing_was_saved(wb, home):
     editor.save.click()  # the same click again
     assert "Nothing to save" in editor.status.value
     assert git(home, "log", "--format=%s", f"{head.strip()}..").splitlines() == ["Edit fact f-tea"]
+
+
+def test_a_long_list_of_stale_files_ends_in_a_line_break_not_in_its_markup(wb, home):
+    """Past 20 files, the Health tab's lists ended in "&lt;br&gt;… and 5 more": the line break
+    was escaped as text."""
+    for day in range(1, 26):
+        write(home, f"memory/users/ana/2026-10-{day:02d}.md", f"# 2026-10-{day:02d}\n\n- [note] Day {day}.\n")
+    _show(wb, "Health")
+    summary = wb.health.summary.value
+    assert "<br>" + '<span class="syncd-muted">… and 5 more</span>' in summary and "&lt;br&gt;" not in summary

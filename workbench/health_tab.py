@@ -30,7 +30,7 @@ def _paths(title: str, paths, kind: str) -> str:
     if not paths:
         return ""
     shown = "<br>".join(esc(p) for p in paths[:LISTED])
-    more = note(f"<br>… and {len(paths) - LISTED} more") if len(paths) > LISTED else ""
+    more = "<br>" + note(f"… and {len(paths) - LISTED} more") if len(paths) > LISTED else ""
     return f'<div class="syncd-{kind}"><b>{esc(title)}</b> ({len(paths)})<br>{shown}{more}</div>'
 
 
