@@ -199,3 +199,24 @@ def test_a_long_list_of_stale_files_ends_in_a_line_break_not_in_its_markup(wb, h
     _show(wb, "Health")
     summary = wb.health.summary.value
     assert "<br>" + '<span class="syncd-muted">… and 5 more</span>' in summary and "&lt;br&gt;" not in summary
+
+
+def test_reverting_over_an_edit_not_committed_says_which_file_and_keeps_it(wb, home):
+    """With no daemon to commit a person's editor save, reverting a commit that changed the same
+    file ended in git's first line only: "error: Your local changes to the following files would
+    be overwritten by merge:", naming no file and saying nothing of what to do."""
+    wb.edit_fact("ana", "f-tea")
+    wb.edit.fact.content.value = "Likes oolong."
+    wb.edit.fact.save.click()
+    edited = (home / ANA_LOG).read_text().replace("half marathon", "full marathon")
+    write(home, ANA_LOG, edited)  # saved in an editor, not committed
+    _show(wb, "History")
+    history = wb.history
+    history.refresh()
+    assert history.commits.value.subject == "Edit fact f-tea"
+    history.revert.click()
+    history.confirm.click()
+    status = history.status.value
+    assert ANA_LOG in status and "commit that first" in status and "nothing was changed" in status
+    assert (home / ANA_LOG).read_text() == edited
+    assert git(home, "log", "-1", "--format=%s").strip() == "Edit fact f-tea"
