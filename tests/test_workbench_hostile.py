@@ -220,3 +220,28 @@ def test_reverting_over_an_edit_not_committed_says_which_file_and_keeps_it(wb, h
     assert ANA_LOG in status and "commit that first" in status and "nothing was changed" in status
     assert (home / ANA_LOG).read_text() == edited
     assert git(home, "log", "-1", "--format=%s").strip() == "Edit fact f-tea"
+
+
+def test_a_refresh_leaves_browse_on_the_day_and_page_being_read(tmp_path, embedder):
+    """Every refresh (each change the daemon commits, polled every 2 s) re-picked the user in
+    Browse as if clicked, which started the dates over: the day being read jumped to the
+    newest log, page 1."""
+    days = {
+        f"memory/users/ana/2026-10-{d:02d}.md": f"# 2026-10-{d:02d}\n\n"
+        + "".join(f"- [context] Day {d} fact {i}.\n" for i in range(30))
+        for d in range(1, 4)
+    }
+    home = build_home(tmp_path / "home", embedder, days)
+    bench = wbmod.Workbench(home, poll=0, embedder=embedder)
+    try:
+        _show(bench, "Browse")
+        facts = bench.browse.facts
+        facts.users.pick("ana")
+        facts.dates.pick("2026-10-02")
+        facts.pager.next.click()
+        write(home, "memory/users/bob/2026-11-30.md", "# 2026-11-30\n\n- [note] Something new.\n")
+        bench.refresh()
+        assert (facts.users.value, facts.dates.value, facts.pager.page) == ("ana", "2026-10-02", 1)
+        assert "Day 2 fact 20." in facts.rows.children[0].children[1].value
+    finally:
+        bench.close()

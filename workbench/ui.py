@@ -142,16 +142,22 @@ class PagedList(w.VBox):
         page = self.shown.index(current) // self.pager.size if current in self.shown else 0
         self.pager.reset(len(self.shown), page)
         if current in self._page:
-            self.pick(current)
+            # Still the pick, not a new one: no pick event, or whatever hangs off it (the day
+            # shown under a user, its page of facts) starts over at every refresh.
+            quiet, self._quiet = self._quiet, True
+            try:
+                self.pick(current)
+            finally:
+                self._quiet = quiet
 
     def _show(self, start: int, stop: int) -> None:
         self._page = self.shown[start:stop]
-        self._quiet = True
+        quiet, self._quiet = self._quiet, True  # restored, not cleared: pick() turns pages quietly too
         try:
             self.select.options = [(self._label(item), i) for i, item in enumerate(self._page)]
             self.select.value = None
         finally:
-            self._quiet = False
+            self._quiet = quiet
 
     def pick(self, item: Any) -> None:
         """Pick ``item`` (turning to its page), as a click would."""
