@@ -245,3 +245,17 @@ def test_a_refresh_leaves_browse_on_the_day_and_page_being_read(tmp_path, embedd
         assert "Day 2 fact 20." in facts.rows.children[0].children[1].value
     finally:
         bench.close()
+
+
+def test_filtering_the_users_keeps_the_pick_and_edit_opens_the_fact_shown(wb):
+    """Typing in Browse's user filter dropped the pick even when it still matched, and an edit
+    button of the facts still shown then opened "Pick a user" instead of the fact."""
+    _show(wb, "Browse")
+    facts = wb.browse.facts
+    facts.users.pick("ana")
+    facts.users.filter.value = "an"
+    assert facts.users.value == "ana"
+    facts.users.filter.value = "bo"  # ana is filtered out; her facts stay on screen
+    row = next(row for row in facts.rows.children if "green tea" in row.children[1].value)
+    row.children[0].click()
+    assert wb.edit.fact.loaded is not None and wb.edit.fact.loaded.id == "f-tea"

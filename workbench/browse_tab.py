@@ -23,6 +23,7 @@ class FactsView(w.VBox):
         self.data = data
         self.on_edit = on_edit
         self.facts: list = []
+        self.facts_user: str | None = None  # whose facts are shown (the pick may have moved on)
         self.users = PagedList(on_pick=lambda _: self._user_picked(), css="syncd-users", width="180px")
         self.dates = PagedList(on_pick=lambda _: self._date_picked(), css="syncd-dates", width="150px")
         self.title = w.HTML()
@@ -64,6 +65,7 @@ class FactsView(w.VBox):
     def _date_picked(self, keep: bool = False) -> None:
         user, date = self.users.value, self.dates.value
         self.facts = self.data.day_facts(user, date) if user and date else []
+        self.facts_user = user
         path = self.facts[0].path if self.facts else ""
         self.title.value = f"<b>{esc(user)} · {esc(date)}</b> " + note(f"{len(self.facts)} facts  {path}")
         self.pager.reset(len(self.facts), self.pager.page if keep else 0)
@@ -71,7 +73,7 @@ class FactsView(w.VBox):
     def _row(self, stored) -> w.HBox:
         f = stored.fact
         edit = button("edit", "syncd-fact-edit", layout=w.Layout(width="48px"))
-        edit.on_click(lambda _, s=stored: self.on_edit and self.on_edit(self.users.value, s.id))
+        edit.on_click(lambda _, s=stored, user=self.facts_user: self.on_edit and self.on_edit(user, s.id))
         imp = "—" if f.importance is None else f"{f.importance:.1f}"
         tags = " ".join(f"`{t}`" for t in f.tags)
         where = f"line {stored.line}" + (f" · chat {stored.chat_id}" if stored.chat_id else "")

@@ -120,7 +120,7 @@ class PagedList(w.VBox):
         self.pager = Pager(self._show, size, css=f"{css}-pager")
         self._quiet = False
         self.select.observe(self._picked, "value")
-        self.filter.observe(lambda _: self._refilter(), "value")
+        self.filter.observe(lambda _: self._refilter(self.value), "value")
         parts = [self.filter] if filter_placeholder is not None else []
         super().__init__([*parts, self.select, self.pager])
         self.add_class(css)
