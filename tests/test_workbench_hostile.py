@@ -259,3 +259,46 @@ def test_filtering_the_users_keeps_the_pick_and_edit_opens_the_fact_shown(wb):
     row = next(row for row in facts.rows.children if "green tea" in row.children[1].value)
     row.children[0].click()
     assert wb.edit.fact.loaded is not None and wb.edit.fact.loaded.id == "f-tea"
+
+
+def test_the_block_editor_saves_only_the_block_it_loaded_and_only_a_change(wb, home):
+    """Save after the scope, user, chat or label had been changed (not loaded) wrote there with
+    the loaded block as the expected text: "Someone changed this block since you loaded it",
+    which nobody had. And Save of the block as loaded said "Saved ... and committed it" with no
+    commit made."""
+    head = git(home, "rev-parse", "HEAD")
+    block = wb.edit.block
+    block.scope.value = "user"
+    block.user.value = "ana"
+    block.label.value = "context"
+    block.load.click()
+    block.save.click()
+    assert "Nothing to save" in block.status.value and git(home, "rev-parse", "HEAD") == head
+    block.user.value = "bob"
+    block.text.value = "Bob likes detail."
+    block.save.click()
+    assert "Someone changed" not in block.status.value and "Load the block named above" in block.status.value
+    assert not (home / "memory/users/bob/core/context.md").exists() and git(home, "rev-parse", "HEAD") == head
+    block.load.click()
+    block.text.value = "Bob likes detail."
+    block.save.click()
+    assert "Saved" in block.status.value
+    assert (home / "memory/users/bob/core/context.md").read_text() == "Bob likes detail.\n"
+
+
+def test_the_fact_editor_writes_only_the_fact_it_loaded(wb, home):
+    """With the user changed above a loaded fact (not loaded again), Save looked the fact up in
+    that other user's memory ("no fact 'f-tea' in the memory of bob") and Delete would too."""
+    wb.edit_fact("ana", "f-tea")
+    editor = wb.edit.fact
+    editor.user.value = "bob"
+    editor.content.value = "Likes oolong."
+    editor.save.click()
+    assert "Load the fact named above" in editor.status.value
+    editor.delete.click()
+    editor.confirm.click()
+    assert "Load the fact named above" in editor.status.value
+    assert "Likes green tea in the morning." in (home / ANA_LOG).read_text()
+    editor.user.value = "ana"
+    editor.save.click()
+    assert "Saved" in editor.status.value and "Likes oolong." in (home / ANA_LOG).read_text()
