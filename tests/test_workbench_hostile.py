@@ -302,3 +302,14 @@ def test_the_fact_editor_writes_only_the_fact_it_loaded(wb, home):
     editor.user.value = "ana"
     editor.save.click()
     assert "Saved" in editor.status.value and "Likes oolong." in (home / ANA_LOG).read_text()
+
+
+def test_the_search_says_once_that_the_memory_changed_since(wb):
+    """Each refresh while hits were shown (each change the daemon commits) appended another
+    "(the memory changed since: search again to see it)" to the status line."""
+    wb.search.query.value = "green tea"
+    for _ in range(3):
+        wb.refresh()
+    assert wb.search.status.value.count("the memory changed since") == 1
+    wb.search.go.click()
+    assert "the memory changed since" not in wb.search.status.value

@@ -108,8 +108,9 @@ class SearchTab(w.VBox):
         current = self.user.value
         self.user.options = [ALL_USERS, *self.data.users()]
         self.user.value = current if current in self.user.options else ALL_USERS
-        if self.hits:
-            self.status.value += note("  (the memory changed since: search again to see it)", "warn")
+        stale = note("  (the memory changed since: search again to see it)", "warn")
+        if self.hits and stale not in self.status.value:  # once, however many changes came since
+            self.status.value += stale
 
     def _fill_chats(self) -> None:
         user = self.user.value
