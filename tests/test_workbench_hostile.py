@@ -313,3 +313,26 @@ def test_the_search_says_once_that_the_memory_changed_since(wb):
     assert wb.search.status.value.count("the memory changed since") == 1
     wb.search.go.click()
     assert "the memory changed since" not in wb.search.status.value
+
+
+def test_edit_from_a_search_of_the_past_loads_the_fact_as_it_is_now(wb, home):
+    """Viewing a past commit, "Edit this fact" loaded the fact as that commit left it into the
+    editor, which edits now: back to now the form showed the old words, and Save said "Someone
+    changed this fact since you loaded it"."""
+    before = git(home, "rev-parse", "HEAD").strip()
+    wb.edit_fact("ana", "f-tea")
+    wb.edit.fact.content.value = "Likes black coffee."
+    wb.edit.fact.save.click()
+    wb.travel(before)
+    _show(wb, "Search")
+    wb.search.user.value = "ana"
+    wb.search.query.value = "green tea"
+    wb.search.rows.children[0].children[0].click()
+    wb.search.edit.click()
+    wb.travel(None)
+    editor = wb.edit.fact
+    assert editor.content.value == "Likes black coffee."
+    editor.category.value = "habit"
+    editor.save.click()
+    assert "Saved" in editor.status.value
+    assert "- [habit] Likes black coffee." in (home / ANA_LOG).read_text()

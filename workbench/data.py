@@ -201,8 +201,10 @@ class HomeData:
         ]
 
     def find_fact(self, user: str, fact_id: str) -> StoredFact:
-        hints = [r["path"] for r in self._reader.engine.find_fact(fact_id) if r.get("user") == user]
-        return self.store(user).find_fact(fact_id, hints)
+        """The fact as it is now, whatever past the reading methods show: it is loaded to be
+        edited, and an edit is of now (loaded as a past left it, its save found it "changed")."""
+        hints = [r["path"] for r in self.memory.engine.find_fact(fact_id) if r.get("user") == user]
+        return self.memory.store(user_id=user).find_fact(fact_id, hints)
 
     def search(
         self, query: str, user: str | None, chat: str | None, kind: str | None, limit: int, include_wiki: bool = False
