@@ -336,3 +336,28 @@ def test_edit_from_a_search_of_the_past_loads_the_fact_as_it_is_now(wb, home):
     editor.save.click()
     assert "Saved" in editor.status.value
     assert "- [habit] Likes black coffee." in (home / ANA_LOG).read_text()
+
+
+def test_a_blob_pasted_into_a_log_does_not_make_the_widgets_megabytes(tmp_path, embedder):
+    """Fact text was shown whole: a log of 100 facts of 50,000 characters each made Browse's
+    page of facts 1 MB, the commit's History 5 MB and a hit's file view 450 KB."""
+    blob = "".join(f"- [note] Blob {i} " + "x" * 50_000 + "\n" for i in range(100))
+    home = build_home(tmp_path / "home", embedder, {"memory/users/ana/2026-11-30.md": "# 2026-11-30\n\n" + blob})
+    bench = wbmod.Workbench(home, poll=0, embedder=embedder)
+    try:
+        _show(bench, "Browse")
+        facts = bench.browse.facts
+        facts.users.pick("ana")
+        facts.dates.pick("2026-11-30")
+        assert sum(len(row.children[1].value) for row in facts.rows.children) < 20 * 1_000
+        assert "Blob 0 xxx" in facts.rows.children[0].children[1].value
+        _show(bench, "History")
+        assert bench.history.commits.value is not None and len(bench.history.detail.value) < 100 * 1_000
+        _show(bench, "Search")
+        bench.search.query.value = "Blob 5"
+        bench.search.rows.children[0].children[0].click()
+        assert len(bench.search.detail.value) < 20_000
+        bench.edit_fact("ana", bench.search.hits[0].id)
+        assert len(bench.edit.fact.content.value) > 50_000  # the whole text, to edit
+    finally:
+        bench.close()

@@ -8,7 +8,7 @@ from collections.abc import Callable
 import ipywidgets as w
 
 from .data import SCOPES, HomeData
-from .ui import PagedList, Pager, button, esc, note, table
+from .ui import PagedList, Pager, button, clip, esc, note, table
 
 __all__ = ["BrowseTab"]
 
@@ -79,7 +79,7 @@ class FactsView(w.VBox):
         where = f"line {stored.line}" + (f" · chat {stored.chat_id}" if stored.chat_id else "")
         where += f" · session {stored.session_id}" if stored.session_id else ""
         text = (
-            f'<span class="syncd-cat">{esc(f.category)}</span> {esc(f.content)} '
+            f'<span class="syncd-cat">{esc(f.category)}</span> {esc(clip(f.content))} '
             f'<span class="syncd-muted">imp {imp} {esc(tags)} · {esc(where)} · {esc(stored.id)}</span>'
         )
         label = w.HTML(text, layout=w.Layout(width="100%"))
@@ -140,8 +140,7 @@ class BlocksView(w.VBox):
 
 
 def _short(text: str, width: int = 160) -> str:
-    flat = " ".join(text.split())
-    return flat if len(flat) <= width else flat[: width - 1] + "…"
+    return clip(" ".join(text.split()), width)
 
 
 def _link(edge) -> str:

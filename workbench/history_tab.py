@@ -12,7 +12,7 @@ import ipywidgets as w
 import syncd
 
 from .data import HomeData
-from .ui import PagedList, button, esc, note, table
+from .ui import PagedList, button, clip, esc, note, table
 
 __all__ = ["HistoryTab"]
 
@@ -167,7 +167,7 @@ class HistoryTab(w.VBox):
             files += "<br>" + note(f"… and {len(entry.files) - 20} more files")
         changes = [("+", c, "syncd-add") for c in effect.added] + [("−", c, "syncd-del") for c in effect.removed]
         facts = "".join(
-            f'<div class="{css}">{sign} <span class="syncd-cat">{esc(c.fact.category)}</span> {esc(c.fact.content)} '
+            f'<div class="{css}">{sign} <span class="syncd-cat">{esc(c.fact.category)}</span> {esc(clip(c.fact.content))} '
             f'<span class="syncd-muted">{esc(c.path)}</span></div>'
             for sign, c, css in changes
         )

@@ -11,7 +11,7 @@ import syncd
 from syncd.engine.search import DEFAULT_LIMIT
 
 from .data import HomeData
-from .ui import Pager, button, esc, note, table
+from .ui import Pager, button, clip, esc, note, table
 
 __all__ = ["SearchTab", "PARTS"]
 
@@ -165,7 +165,7 @@ class SearchTab(w.VBox):
         self.selected = hit
         lines = self.data.around(hit.path, hit.line)
         shown = "\n".join(
-            f"<b>{n:>5}  {esc(text)}</b>" if n == hit.line else f"{n:>5}  {esc(text)}" for n, text in lines
+            f"<b>{n:>5}  {esc(clip(text))}</b>" if n == hit.line else f"{n:>5}  {esc(clip(text))}" for n, text in lines
         )
         prov = self.data.provenance(hit.path, hit.line, hit.content, hit.provenance)
         rows = [

@@ -9,9 +9,13 @@ from typing import Any
 
 import ipywidgets as w
 
-__all__ = ["Pager", "PagedList", "esc", "note", "table", "STYLE", "button"]
+__all__ = ["Pager", "PagedList", "esc", "note", "table", "clip", "STYLE", "button"]
 
 PAGE = 20
+# Characters of one fact or line shown in a list: a blob pasted into a log as one line made a
+# page of Browse a megabyte and one commit's History several (the whole text is in the file and
+# in the Edit tab).
+CLIP = 500
 
 STYLE = """
 <style>
@@ -38,6 +42,11 @@ STYLE = """
 
 def esc(value: Any) -> str:
     return html.escape("" if value is None else str(value))
+
+
+def clip(text: str, width: int = CLIP) -> str:
+    """``text`` cut to ``width`` characters, an ellipsis saying so."""
+    return text if len(text) <= width else text[: width - 1] + "…"
 
 
 def note(text: str, kind: str = "muted") -> str:
