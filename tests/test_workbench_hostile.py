@@ -361,3 +361,21 @@ def test_a_blob_pasted_into_a_log_does_not_make_the_widgets_megabytes(tmp_path, 
         assert len(bench.edit.fact.content.value) > 50_000  # the whole text, to edit
     finally:
         bench.close()
+
+
+def test_a_commit_gone_since_the_list_was_read_is_a_message(wb, home):
+    """Picking a commit the person had since dropped from history (a reset, then gc) raised
+    HistoryError out of the list's callback: a traceback, and the detail of another commit."""
+    wb.edit_fact("ana", "f-tea")
+    wb.edit.fact.content.value = "Likes oolong."
+    wb.edit.fact.save.click()
+    _show(wb, "History")
+    history = wb.history
+    history.refresh()
+    gone, older = history.entries[0], history.entries[1]
+    git(home, "reset", "-q", "--hard", "HEAD~1")
+    git(home, "reflog", "expire", "--expire=now", "--all")
+    git(home, "gc", "-q", "--prune=now")
+    history.commits.pick(older)
+    history.commits.pick(gone)
+    assert "bad object" in history.detail.value and history.revert.disabled

@@ -158,7 +158,13 @@ class HistoryTab(w.VBox):
         self._hide_confirm()
         if entry is None:
             return
-        effect = self.data.effect(entry.sha)
+        try:
+            effect = self.data.effect(entry.sha)
+        except syncd.SyncdError as exc:
+            # A list read before the person rewrote history (a reset, then gc) names commits gone.
+            self.detail.value = note(f"{exc} (Show reads the list again)", "err")
+            self.revert.disabled = True
+            return
         trailers = (
             table(["trailer", "value"], [(esc(k), esc(v)) for k, v in entry.trailers.items()]) if entry.trailers else ""
         )
