@@ -379,3 +379,20 @@ def test_a_commit_gone_since_the_list_was_read_is_a_message(wb, home):
     history.commits.pick(older)
     history.commits.pick(gone)
     assert "bad object" in history.detail.value and history.revert.disabled
+
+
+def test_a_double_click_on_yes_revert_reverts_once(wb, home):
+    """After a revert the list picks the newest commit, the revert itself: the second click of a
+    double click on "Yes, revert it" reverted that, putting back what the first one undid."""
+    wb.edit_fact("bob", "f-deploy")
+    wb.edit.fact.content.value = "Deploys on Fridays."
+    wb.edit.fact.save.click()
+    _show(wb, "History")
+    history = wb.history
+    history.refresh()
+    history.revert.click()
+    history.confirm.click()
+    history.confirm.click()
+    assert "Deploys with a blue-green switch." in (home / "memory/users/bob/2026-11-21.md").read_text()
+    subjects = git(home, "log", "--format=%s", "-3").splitlines()
+    assert subjects[0] == 'Revert "Edit fact f-deploy"' and subjects[1] == "Edit fact f-deploy"

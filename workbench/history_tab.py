@@ -39,6 +39,7 @@ class HistoryTab(w.VBox):
         self.limit = BATCH
         self.entries: list = []
         self._shown_filter: str | None = None  # the filter the list was last loaded for
+        self._asked = None  # the entry "Revert this commit…" asked about: what the confirmation reverts
         self.user = w.Dropdown(description="user", options=[ALL_USERS], layout=w.Layout(width="220px"))
         self.path = w.Text(
             description="path", placeholder="a file or folder", continuous_update=False, layout=w.Layout(width="320px")
@@ -194,6 +195,7 @@ class HistoryTab(w.VBox):
         entry = self.commits.value
         if entry is None:
             return
+        self._asked = entry
         self.confirm.layout.display = None
         self.cancel.layout.display = None
         self.status.value = note(
@@ -201,11 +203,14 @@ class HistoryTab(w.VBox):
         )
 
     def _hide_confirm(self) -> None:
+        self._asked = None
         self.confirm.layout.display = "none"
         self.cancel.layout.display = "none"
 
     def do_revert(self) -> None:
-        entry = self.commits.value
+        # The commit asked about, once: a double click's second "Yes" came when the list had
+        # moved on to the newest commit, the revert itself, and reverted that.
+        entry = self._asked
         self._hide_confirm()
         if entry is None:
             return
