@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import pytest
 
+import syncd
+
 from .helpers import write
 from .workbench_helpers import ANA_LOG_REL as ANA_LOG
 from .workbench_helpers import build_home, git, import_workbench
@@ -396,3 +398,16 @@ def test_a_double_click_on_yes_revert_reverts_once(wb, home):
     assert "Deploys with a blue-green switch." in (home / "memory/users/bob/2026-11-21.md").read_text()
     subjects = git(home, "log", "--format=%s", "-3").splitlines()
     assert subjects[0] == 'Revert "Edit fact f-deploy"' and subjects[1] == "Edit fact f-deploy"
+
+
+def test_a_hit_in_a_file_not_committed_yet_says_so(wb, home, embedder):
+    """A log indexed but not committed yet (the daemon commits after a quiet moment) showed, for
+    where its hit came from, "has no history in git: fatal: no such path ... in HEAD"."""
+    write(home, "memory/users/ana/2026-11-30.md", "# 2026-11-30\n\n- [hobby] Builds kites from bamboo.\n")
+    with syncd.open(home, embedder=embedder) as engine:
+        engine.sync()
+    wb.search.user.value = "ana"
+    wb.search.query.value = "kites made of bamboo"
+    wb.search.rows.children[0].children[0].click()
+    detail = wb.search.detail.value
+    assert "not committed yet" in detail and "no such path" not in detail
