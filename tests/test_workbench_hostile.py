@@ -411,3 +411,19 @@ def test_a_hit_in_a_file_not_committed_yet_says_so(wb, home, embedder):
     wb.search.rows.children[0].children[0].click()
     detail = wb.search.detail.value
     assert "not committed yet" in detail and "no such path" not in detail
+
+
+def test_it_follows_commits_in_a_home_that_is_a_linked_worktree(home, embedder):
+    """In a linked worktree .git is a file naming the worktree's git folder: the change token
+    stat'ed .git/HEAD and .git/refs there, which do not exist, so no commit was ever noticed."""
+    linked = home.parent / "linked"
+    git(home, "worktree", "add", "-q", "-b", "other", str(linked))
+    bench = wbmod.Workbench(linked, poll=0, embedder=embedder)
+    try:
+        assert bench.poll_once() is False
+        write(linked, "memory/users/ana/2026-11-30.md", "# 2026-11-30\n\n- [note] Made in the worktree.\n")
+        git(linked, "add", "-A")
+        git(linked, "commit", "-q", "-m", "a commit of the person's")
+        assert bench.poll_once() is True
+    finally:
+        bench.close()

@@ -26,7 +26,7 @@ import syncd.engine.audit
 import syncd.engine.conflicts
 import syncd.engine.search
 from syncd.formats import Page, decode_markdown_lossy, parse_page
-from syncd.home import read_memory_file, read_regular
+from syncd.home import common_git_dir, git_dir, read_memory_file, read_regular
 from syncd.memory import MemoryManager, StoredFact
 
 __all__ = ["HomeData", "BlockRow", "Provenance", "DayCounts", "AUTHOR"]
@@ -336,14 +336,17 @@ class HomeData:
     def change_token(self) -> tuple:
         """Cheap to read (a few stats, no git process): changes whenever the index is written
         (an indexed change, a reindex) or a commit lands (HEAD or a branch moves)."""
-        git = self.root / ".git"
-        paths = [self.root / ".syncd" / "index" / "meta.json", git / "HEAD", git / "packed-refs"]
+        # A linked worktree's .git is a file: HEAD is in its own git folder, the branches in the
+        # folder all its worktrees share (stat'ing .git/HEAD there saw no commit ever).
+        git = git_dir(self.root) or self.root / ".git"
+        shared = common_git_dir(self.root) or git
+        paths = [self.root / ".syncd" / "index" / "meta.json", git / "HEAD", shared / "packed-refs"]
         try:
             head = (git / "HEAD").read_text(encoding="utf-8").strip()
         except OSError:
             head = ""
         if head.startswith("ref: "):
-            paths.append(git / head[5:])
+            paths.append(shared / head[5:])
         return tuple(_stamp(p) for p in paths) + (head,)
 
     def day_counts(self) -> list[DayCounts]:
