@@ -427,3 +427,18 @@ def test_it_follows_commits_in_a_home_that_is_a_linked_worktree(home, embedder):
         assert bench.poll_once() is True
     finally:
         bench.close()
+
+
+def test_control_and_reordering_characters_in_a_log_are_shown_not_obeyed(wb, home):
+    """A hand-edited log's control characters went into the widget HTML as they were (a browser
+    drops them unseen) and a right-to-left override reordered the rest of the line, so Browse
+    read "Pays to account 5678 1234." for a fact whose file says "Pays 8765 tnuocca ot 1234."."""
+    text = "# 2026-11-24\n\n- [note] Pays \u202e8765 tnuocca ot\u202c 1234.\n- [note] Bell \x07 and \x1b[31mred.\n"
+    write(home, "memory/users/ana/2026-11-24.md", text)
+    _show(wb, "Browse")
+    facts = wb.browse.facts
+    facts.users.pick("ana")
+    facts.dates.pick("2026-11-24")
+    shown = "".join(row.children[1].value for row in facts.rows.children)
+    assert "⟨U+202E⟩8765 tnuocca ot⟨U+202C⟩" in shown and "Bell ⟨U+0007⟩ and ⟨U+001B⟩[31mred." in shown
+    assert not any(c in shown for c in "\u202e\u202c\x07\x1b")

@@ -4,6 +4,7 @@ paged pick list, small HTML helpers and the workbench's stylesheet."""
 from __future__ import annotations
 
 import html
+import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -40,8 +41,17 @@ STYLE = """
 """
 
 
+# Characters a hand-edited or merged file may hold that would not show as themselves: control
+# characters (a terminal escape, a NUL), which a browser drops unseen, and the bidirectional
+# overrides, which reorder what follows ("Trojan Source") so an audit reads other words than the
+# file holds. They are shown by their code point instead. Tab and newline stay (pre blocks).
+_UNSEEN = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
 def esc(value: Any) -> str:
-    return html.escape("" if value is None else str(value))
+    """``value`` as HTML text: escaped, and any character that would not show as itself named."""
+    text = html.escape("" if value is None else str(value))
+    return _UNSEEN.sub(lambda m: f"⟨U+{ord(m.group()):04X}⟩", text)
 
 
 def clip(text: str, width: int = CLIP) -> str:
