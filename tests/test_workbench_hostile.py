@@ -442,3 +442,21 @@ def test_control_and_reordering_characters_in_a_log_are_shown_not_obeyed(wb, hom
     shown = "".join(row.children[1].value for row in facts.rows.children)
     assert "⟨U+202E⟩8765 tnuocca ot⟨U+202C⟩" in shown and "Bell ⟨U+0007⟩ and ⟨U+001B⟩[31mred." in shown
     assert not any(c in shown for c in "\u202e\u202c\x07\x1b")
+
+
+def test_running_the_notebook_cell_again_lets_the_workbench_before_go(home, embedder, tmp_path):
+    """Each run of the notebook's cell made a workbench and left the one before open, held by
+    its polling task, ipywidgets' registry and IPython's Out, each with its own model and index
+    in memory: about 100 MB more per run, never given back."""
+    first = wbmod.Workbench(home, poll=0, embedder=embedder)
+    other = wbmod.Workbench(build_home(tmp_path / "other", embedder), poll=0, embedder=embedder)
+    again = wbmod.Workbench(home, poll=0, embedder=embedder)
+    try:
+        assert not hasattr(first, "data") and first.comm is None  # closed, its widget too
+        assert not hasattr(first.search.data, "engine")  # what its tabs still hold let go of the index
+        assert other.data.users() == ["ana", "bob"] and again.data.users() == ["ana", "bob"]
+        again.search.query.value = "green tea"
+        assert "green tea" in again.search.hits[0].content
+    finally:
+        again.close()
+        other.close()

@@ -114,6 +114,9 @@ class HomeData:
         self._past.close()
         self._pool.shutdown(wait=True)
         self.engine.close()
+        # The tabs hold this object for as long as anything holds them (IPython keeps a cell's
+        # output): the index and the model it loaded go now, not then.
+        del self.engine, self.memory, self._reader
 
     # -- when ------------------------------------------------------------------------------------
 
