@@ -460,3 +460,23 @@ def test_running_the_notebook_cell_again_lets_the_workbench_before_go(home, embe
     finally:
         again.close()
         other.close()
+
+
+def test_view_as_of_then_goes_to_the_commit_picked_after_a_revision_typed(wb, home):
+    """A revision typed once stayed in the "as of" box and won over every commit picked after
+    it: "View the memory as of then" under commit A's detail showed the typed commit B."""
+    wb.edit_fact("ana", "f-tea")
+    wb.edit.fact.content.value = "Likes oolong."
+    wb.edit.fact.save.click()
+    _show(wb, "History")
+    history = wb.history
+    history.refresh()
+    history.when.value = "HEAD~1"
+    history.view_then.click()
+    assert wb.data.at == git(home, "rev-parse", "HEAD~1").strip()
+    history.view_now.click()
+    newest = history.entries[0]
+    history.commits.pick(history.entries[1])
+    history.commits.pick(newest)
+    history.view_then.click()
+    assert wb.data.at == newest.sha

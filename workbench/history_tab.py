@@ -49,7 +49,7 @@ class HistoryTab(w.VBox):
         self.more = button("Older…", "syncd-history-more", layout=w.Layout(display="none"))
         self.commits = PagedList(
             _label,
-            on_pick=lambda _: self.show(),
+            on_pick=lambda _: self._picked(),
             size=COMMITS_PER_PAGE,
             rows=COMMITS_PER_PAGE,
             css="syncd-commits",
@@ -141,7 +141,8 @@ class HistoryTab(w.VBox):
         refiltered = self._shown_filter != self._filter()
         self._shown_filter = self._filter()
         if (self.commits.value is None or refiltered) and self.entries:
-            self.commits.pick(self.entries[0])
+            self.commits.pick(self.entries[0], quiet=True)  # the list's own pick, not the person's
+            self.show()
         elif self.commits.value is None:
             self.detail.value = (
                 note(error, "err")
@@ -153,6 +154,12 @@ class HistoryTab(w.VBox):
     def _older(self) -> None:
         self.limit += BATCH
         self.refresh()
+
+    def _picked(self) -> None:
+        """A commit the person picked: the one "View the memory as of then" goes to, whatever
+        was typed before (it went to the typed revision, not the commit on screen)."""
+        self.when.value = ""
+        self.show()
 
     def show(self) -> None:
         entry = self.commits.value

@@ -163,11 +163,7 @@ class PagedList(w.VBox):
         if current in self._page:
             # Still the pick, not a new one: no pick event, or whatever hangs off it (the day
             # shown under a user, its page of facts) starts over at every refresh.
-            quiet, self._quiet = self._quiet, True
-            try:
-                self.pick(current)
-            finally:
-                self._quiet = quiet
+            self.pick(current, quiet=True)
 
     def _show(self, start: int, stop: int) -> None:
         self._page = self.shown[start:stop]
@@ -178,12 +174,17 @@ class PagedList(w.VBox):
         finally:
             self._quiet = quiet
 
-    def pick(self, item: Any) -> None:
-        """Pick ``item`` (turning to its page), as a click would."""
+    def pick(self, item: Any, quiet: bool = False) -> None:
+        """Pick ``item`` (turning to its page), as a click would; ``quiet``: without calling
+        ``on_pick`` (the caller does what follows itself)."""
         if item not in self.shown:
             return
-        self.pager.go(self.shown.index(item) // self.pager.size)
-        self.select.value = self._page.index(item)
+        before, self._quiet = self._quiet, self._quiet or quiet
+        try:
+            self.pager.go(self.shown.index(item) // self.pager.size)
+            self.select.value = self._page.index(item)
+        finally:
+            self._quiet = before
 
     def _picked(self, change: dict) -> None:
         if not self._quiet and self._on_pick is not None and change["new"] is not None:
