@@ -3,6 +3,8 @@ forms, clicks on what changed meanwhile. Each test names what went wrong before 
 
 from __future__ import annotations
 
+import shutil
+
 import pytest
 
 import syncd
@@ -480,3 +482,18 @@ def test_view_as_of_then_goes_to_the_commit_picked_after_a_revision_typed(wb, ho
     history.commits.pick(newest)
     history.view_then.click()
     assert wb.data.at == newest.sha
+
+
+def test_health_says_when_the_index_is_gone_and_when_git_holds_commits_back(wb, home):
+    """Health showed only counts: with .syncd/ deleted it said "stale" with zero facts, and with
+    HEAD detached (nothing is committed then, edits are refused) it said "healthy"."""
+    _show(wb, "Health")
+    git(home, "checkout", "-q", "--detach")
+    wb.health.check.click()
+    summary = wb.health.summary.value
+    assert "healthy" in summary and "HEAD is detached" in summary and "commits nothing" in summary
+    git(home, "checkout", "-q", "-")
+    shutil.rmtree(home / ".syncd")
+    wb.health.check.click()
+    summary = wb.health.summary.value
+    assert "missing" in summary and "No index on disk" in summary and "detached" not in summary

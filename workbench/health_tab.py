@@ -12,6 +12,7 @@ from IPython.core.interactiveshell import InteractiveShell
 from IPython.display import display
 
 import syncd
+from syncd.engine.status import INDEX_MISSING, INDEX_OK
 
 from . import plots
 from .conflicts_panel import ConflictsPanel
@@ -32,6 +33,26 @@ def _paths(title: str, paths, kind: str) -> str:
     shown = "<br>".join(esc(p) for p in paths[:LISTED])
     more = "<br>" + note(f"… and {len(paths) - LISTED} more") if len(paths) > LISTED else ""
     return f'<div class="syncd-{kind}"><b>{esc(title)}</b> ({len(paths)})<br>{shown}{more}</div>'
+
+
+def _states(st) -> list[tuple[str, str]]:
+    """The lines of a syncd.engine.status.Status about the index and git, as (text, kind)."""
+    lines = []
+    if st.index == INDEX_MISSING:
+        missing = (
+            "No index on disk: not built yet, or deleted with .syncd/. A running `syncd watch` or "
+            "`syncd serve` is rebuilding it; else Reindex. Searches find nothing meanwhile."
+        )
+        lines.append((missing, "err"))
+    elif st.index != INDEX_OK:
+        unreachable = (
+            "The index's database cannot be reached: writes are saved and committed, and the index "
+            "catches up once it is back."
+        )
+        lines.append((unreachable, "err"))
+    if st.git_busy:
+        lines.append((f"git: {st.git_busy}. Until then syncd commits nothing, and edits wait.", "warn"))
+    return lines
 
 
 class HealthTab(w.VBox):
@@ -103,6 +124,10 @@ class HealthTab(w.VBox):
             if st.healthy
             else ("fresh, with files in error", "warn")
             if st.fresh
+            else ("missing", "err")
+            if st.index == INDEX_MISSING
+            else ("unreachable", "err")
+            if st.index != INDEX_OK
             else ("stale: the index is behind the files", "warn")
         )
         stale = sum(len(v) for v in st.stale.values())
@@ -121,12 +146,15 @@ class HealthTab(w.VBox):
                 )
             ],
         )
-        lists = "".join(_paths(f"{kind} (not indexed yet)", paths, "warn") for kind, paths in st.stale.items())
+        # What `syncd status` says beside the counts, and the counts alone cannot: why nothing is
+        # indexed, and the person's own git work that holds every commit (and every edit) back.
+        lists = "".join(f"<div>{note(line, kind)}</div>" for line, kind in _states(st))
+        lists += "".join(_paths(f"{kind} (not indexed yet)", paths, "warn") for kind, paths in st.stale.items())
         errors = [f"{p}: {msg}" for p, msg in sorted(st.errors.items())]
         lists += _paths("files in error", errors, "err")
         lists += _paths("indexed, not committed yet", st.uncommitted, "muted")
         if not st.compatible:
-            lists += note("The index was built with another model: reindex.", "err")
+            lists += note(f"The index cannot serve this model ({st.incompatible or 'another model'}): reindex.", "err")
         self.summary.value = head + lists + "</div>"
 
     def show_lint(self) -> None:
