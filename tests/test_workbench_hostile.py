@@ -497,3 +497,13 @@ def test_health_says_when_the_index_is_gone_and_when_git_holds_commits_back(wb, 
     wb.health.check.click()
     summary = wb.health.summary.value
     assert "missing" in summary and "No index on disk" in summary and "detached" not in summary
+
+
+def test_a_search_with_no_index_says_so_not_just_no_hits(wb, home):
+    """With .syncd/ deleted (the daemon rebuilds it; without one it stays gone) a search said
+    "0 hit(s)", as if the memory held nothing about it, and made empty tables there, after which
+    Health said "stale" rather than that the index is missing."""
+    shutil.rmtree(home / ".syncd")
+    wb.search.query.value = "green tea"
+    assert wb.search.hits == [] and "no index to search" in wb.search.status.value
+    assert not (home / ".syncd" / "index").exists()

@@ -25,6 +25,7 @@ import syncd.engine.asof
 import syncd.engine.audit
 import syncd.engine.conflicts
 import syncd.engine.search
+from syncd.errors import IndexError_
 from syncd.formats import Page, decode_markdown_lossy, parse_page
 from syncd.home import common_git_dir, git_dir, read_memory_file, read_regular
 from syncd.memory import MemoryManager, StoredFact
@@ -212,7 +213,14 @@ class HomeData:
     def search(
         self, query: str, user: str | None, chat: str | None, kind: str | None, limit: int, include_wiki: bool = False
     ):
-        """The one search every front end makes (syncd.engine.search); ``user`` None: every user's."""
+        """The one search every front end makes (syncd.engine.search); ``user`` None: every user's.
+        IndexError_ when there is no index to search (.syncd/ deleted, or never built): nothing
+        found there would say nothing about the memory, and opening it would make empty tables."""
+        if self.at is None and not self.engine.index.on_disk():
+            raise IndexError_(
+                "there is no index to search (deleted with .syncd/, or not built yet): a running "
+                "`syncd watch` rebuilds it, else Reindex on the Health tab"
+            )
         return syncd.engine.search.search(
             self._reader.engine, query, user_id=user, chat_id=chat, kind=kind, limit=limit, include_wiki=include_wiki
         )
