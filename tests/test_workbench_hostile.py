@@ -507,3 +507,18 @@ def test_a_search_with_no_index_says_so_not_just_no_hits(wb, home):
     wb.search.query.value = "green tea"
     assert wb.search.hits == [] and "no index to search" in wb.search.status.value
     assert not (home / ".syncd" / "index").exists()
+
+
+def test_a_chat_folder_that_is_no_chat_id_is_not_offered(wb, home):
+    """A folder under chats/ whose name is no valid chat id ("bad name", "..x") was offered in
+    Browse and Search; picking it in Browse's core blocks raised InvalidIdError out of the
+    dropdown's callback."""
+    write(home, "memory/users/ana/chats/bad name/core/context.md", "Spaces.\n")
+    write(home, "memory/users/ana/chats/..x/core/context.md", "Dots.\n")
+    _show(wb, "Browse")
+    wb.browse.which.value = "Core blocks"
+    view = wb.browse.blocks
+    view.user.value = "ana"
+    assert view.chat.options == ("(no chat)", "phone")
+    wb.search.user.value = "ana"
+    assert wb.search.chat.options == ("(any chat)", "phone")

@@ -27,7 +27,7 @@ import syncd.engine.conflicts
 import syncd.engine.search
 from syncd.errors import IndexError_
 from syncd.formats import Page, decode_markdown_lossy, parse_page
-from syncd.home import common_git_dir, git_dir, read_memory_file, read_regular
+from syncd.home import common_git_dir, git_dir, read_memory_file, read_regular, validate_id
 from syncd.memory import MemoryManager, StoredFact
 
 __all__ = ["HomeData", "BlockRow", "Provenance", "DayCounts", "AUTHOR"]
@@ -80,6 +80,14 @@ def _stamp(path: Path) -> tuple[int, int] | None:
     except OSError:
         return None
     return st.st_mtime_ns, st.st_size
+
+
+def _valid_chat(name: str) -> bool:
+    try:
+        validate_id("chat", name)
+    except ValueError:
+        return False
+    return True
 
 
 def parse_provenance(text: str) -> tuple[str | None, int | None]:
@@ -169,7 +177,9 @@ class HomeData:
         found: set[str] = set()
         chats_dir = self._read_root / "memory" / "users" / user / "chats"
         if chats_dir.is_dir():
-            found.update(p.name for p in chats_dir.iterdir() if p.is_dir())
+            # A folder whose name is no valid chat id belongs to no chat (the engine indexes none
+            # of it, and refuses it as a chat): offered, picking it raised InvalidIdError.
+            found.update(p.name for p in chats_dir.iterdir() if p.is_dir() and _valid_chat(p.name))
         store = self.store(user)
         for date in store.list_daily_logs():
             rel = store.daily_log_rel(date)
