@@ -522,3 +522,12 @@ def test_a_chat_folder_that_is_no_chat_id_is_not_offered(wb, home):
     assert view.chat.options == ("(no chat)", "phone")
     wb.search.user.value = "ana"
     assert wb.search.chat.options == ("(any chat)", "phone")
+
+
+def test_a_commit_subject_with_a_bidirectional_override_is_listed_as_it_is(wb, home):
+    """The History list's labels (text, not HTML) showed a commit subject's right-to-left override
+    as what it does: the rest of the subject reversed."""
+    git(home, "commit", "-q", "--allow-empty", "-m", "Add \u202edrow\u202c to the log")
+    _show(wb, "History")
+    wb.history.refresh()
+    assert "Add ⟨U+202E⟩drow⟨U+202C⟩ to the log" in wb.history.commits.select.options[0][0]

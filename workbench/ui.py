@@ -10,7 +10,7 @@ from typing import Any
 
 import ipywidgets as w
 
-__all__ = ["Pager", "PagedList", "esc", "note", "table", "clip", "STYLE", "button"]
+__all__ = ["Pager", "PagedList", "esc", "visible", "note", "table", "clip", "STYLE", "button"]
 
 PAGE = 20
 # Characters of one fact or line shown in a list: a blob pasted into a log as one line made a
@@ -48,10 +48,14 @@ STYLE = """
 _UNSEEN = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 
 
+def visible(text: str) -> str:
+    """``text`` with each character that would not show as itself named by its code point."""
+    return _UNSEEN.sub(lambda m: f"⟨U+{ord(m.group()):04X}⟩", text)
+
+
 def esc(value: Any) -> str:
     """``value`` as HTML text: escaped, and any character that would not show as itself named."""
-    text = html.escape("" if value is None else str(value))
-    return _UNSEEN.sub(lambda m: f"⟨U+{ord(m.group()):04X}⟩", text)
+    return visible(html.escape("" if value is None else str(value)))
 
 
 def clip(text: str, width: int = CLIP) -> str:
@@ -169,7 +173,9 @@ class PagedList(w.VBox):
         self._page = self.shown[start:stop]
         quiet, self._quiet = self._quiet, True  # restored, not cleared: pick() turns pages quietly too
         try:
-            self.select.options = [(self._label(item), i) for i, item in enumerate(self._page)]
+            # Option labels are text, not HTML, but a commit subject or a file name can still hold
+            # a control character or a bidirectional override.
+            self.select.options = [(visible(self._label(item)), i) for i, item in enumerate(self._page)]
             self.select.value = None
         finally:
             self._quiet = quiet
