@@ -226,7 +226,7 @@ class HomeData:
         """The one search every front end makes (syncd.engine.search); ``user`` None: every user's.
         IndexError_ when there is no index to search (.syncd/ deleted, or never built): nothing
         found there would say nothing about the memory, and opening it would make empty tables."""
-        if self.at is None and not self.engine.index.on_disk():
+        if self.at is None and not self.engine.index_on_disk():
             raise IndexError_(
                 "there is no index to search (deleted with .syncd/, or not built yet): a running "
                 "`syncd watch` rebuilds it, else Reindex on the Health tab"
