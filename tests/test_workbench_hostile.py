@@ -531,3 +531,14 @@ def test_a_commit_subject_with_a_bidirectional_override_is_listed_as_it_is(wb, h
     _show(wb, "History")
     wb.history.refresh()
     assert "Add ⟨U+202E⟩drow⟨U+202C⟩ to the log" in wb.history.commits.select.options[0][0]
+
+
+def test_loading_a_fact_with_no_index_reads_the_files_and_makes_no_empty_index(wb, home):
+    """With .syncd/ deleted, loading a fact into the editor asked the index where it was, which
+    made empty tables there: Health then said "stale" with zero facts instead of "missing"."""
+    shutil.rmtree(home / ".syncd")
+    wb.edit_fact("ana", "f-tea")
+    assert wb.edit.fact.content.value == "Likes green tea in the morning."
+    assert not (home / ".syncd" / "index").exists()
+    _show(wb, "Health")
+    assert "missing" in wb.health.summary.value

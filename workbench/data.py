@@ -217,7 +217,10 @@ class HomeData:
     def find_fact(self, user: str, fact_id: str) -> StoredFact:
         """The fact as it is now, whatever past the reading methods show: it is loaded to be
         edited, and an edit is of now (loaded as a past left it, its save found it "changed")."""
-        hints = [r["path"] for r in self.memory.engine.find_fact(fact_id) if r.get("user") == user]
+        # The index only hints where to look; with none on disk, asking it would make empty
+        # tables there (after which Health says "stale", not "missing"): the files answer alone.
+        found = self.engine.find_fact(fact_id) if self.engine.index_on_disk() else []
+        hints = [r["path"] for r in found if r.get("user") == user]
         return self.memory.store(user_id=user).find_fact(fact_id, hints)
 
     def search(
