@@ -3,7 +3,9 @@ forms, clicks on what changed meanwhile. Each test names what went wrong before 
 
 from __future__ import annotations
 
+import asyncio
 import shutil
+import threading
 
 import pytest
 
@@ -542,3 +544,25 @@ def test_loading_a_fact_with_no_index_reads_the_files_and_makes_no_empty_index(w
     assert not (home / ".syncd" / "index").exists()
     _show(wb, "Health")
     assert "missing" in wb.health.summary.value
+
+
+def test_a_reindex_refreshes_the_tabs_on_the_kernel_s_thread(wb):
+    """Reindex ran on a worker thread, which then refreshed the status and the tab on screen
+    itself: beside the kernel's thread handling the person's clicks on the same widgets."""
+    threads = []
+    wb.health.changed = lambda: threads.append(threading.current_thread().name)
+    finish = wb.health._reindexed
+
+    async def click_and_wait() -> None:
+        finished = asyncio.Event()
+
+        def finished_too(*outcome) -> None:
+            finish(*outcome)
+            finished.set()
+
+        wb.health._reindexed = finished_too
+        wb.health.reindex_button.click()
+        await asyncio.wait_for(finished.wait(), 120)
+
+    asyncio.run(click_and_wait())
+    assert threads == [threading.current_thread().name] and "reindexed" in wb.health.progress_text.value

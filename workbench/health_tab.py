@@ -4,6 +4,7 @@ of the memory over time."""
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from collections.abc import Callable
 
@@ -209,28 +210,41 @@ class HealthTab(w.VBox):
         """Rebuild the index on a worker thread (the widgets stay live; the bar moves)."""
         if self.job is not None and self.job.is_alive():
             return
+        try:
+            loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:
+            loop = None  # not in a kernel (a script, a test): the worker finishes up itself
         self.reindex_button.disabled = True
         self.progress.layout.visibility = "visible"
         self.progress.value = 0
         self.progress_text.value = note("reindexing…")
-        self.job = threading.Thread(target=self._reindex, name="workbench-reindex", daemon=True)
+        self.job = threading.Thread(target=self._reindex, args=(loop,), name="workbench-reindex", daemon=True)
         self.job.start()
         if wait:
             self.job.join()
 
-    def _reindex(self) -> None:
+    def _reindex(self, loop: asyncio.AbstractEventLoop | None) -> None:
+        outcome = ("the reindex stopped on an error (the kernel's log has it)", "err")
         try:
             report = self.data.reindex(self._progress)
         except syncd.LockedError as exc:
-            self.progress_text.value = note(
-                f"The home is held ({exc.holder}); a running daemon keeps the index in step itself.", "warn"
-            )
+            outcome = (f"The home is held ({exc.holder}); a running daemon keeps the index in step itself.", "warn")
         except syncd.SyncdError as exc:
-            self.progress_text.value = note(str(exc), "err")
+            outcome = (str(exc), "err")
         else:
+            outcome = (f"reindexed: {report.plan.summary()}", "ok")
+        finally:
+            # The refresh that follows reads and redraws every tab on screen: on the kernel's
+            # thread, where the person's clicks are handled, never beside them from this one.
+            if loop is None:
+                self._reindexed(*outcome)
+            else:
+                loop.call_soon_threadsafe(self._reindexed, *outcome)
+
+    def _reindexed(self, text: str, kind: str) -> None:
+        self.progress_text.value = note(text, kind)
+        if kind == "ok":
             self.progress.value = self.progress.max
-            self.progress_text.value = note(f"reindexed: {report.plan.summary()}", "ok")
             self.show_status()
             self.changed()
-        finally:
-            self.reindex_button.disabled = False
+        self.reindex_button.disabled = False
