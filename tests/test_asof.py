@@ -204,6 +204,24 @@ def test_law_a_name_with_a_number_that_names_no_commit_is_no_date(tmp_path, at):
         resolve_revision(root, at)
 
 
+def test_a_date_that_is_no_date_or_a_path_holding_one_is_an_error_not_another_time(tmp_path):
+    # git's date parser is lenient: 2026-13-45 read as now and 9999-99-99T99:99 as 1999 (the
+    # workbench's "as of" showed HEAD as the past asked for), 2026-11-22T25:00 as that day at the
+    # current time, and HEAD:memory/users/ana/2026-11-22.md as the date in its file name.
+    root = syncd.init(tmp_path / "home").home
+    for at in ("2026-13-45", "0000-00-00", "9999-99-99T99:99", "2026-11-22T25:00", "2026-02-30 10:00"):
+        with pytest.raises(InvalidInputError, match=f"bad date '{at}'"):
+            resolve_revision(root, at)
+    for at in ("HEAD:memory/users/ana/2026-11-22.md", "main:2026-11-22"):
+        with pytest.raises(NotFoundError, match="no commit '"):
+            resolve_revision(root, at)
+    head = git(root, "rev-parse", "HEAD").strip()
+    for at in ("2099-01-01", "2099-01-01 14:00", "2099-1-1T09:30:00"):
+        assert resolve_revision(root, at) == head, at
+    with pytest.raises(NotFoundError, match="no commit at or before last friday 14:00"):
+        resolve_revision(root, "last friday 14:00")  # still a date: the home is younger
+
+
 def test_a_range_or_an_exclusion_is_not_one_revision(history):
     # git prints two shas (or a ^sha) for these: taken as a commit, read-tree failed on "^<sha>".
     root = history.home.root

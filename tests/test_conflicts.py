@@ -34,10 +34,10 @@ from .workbench_helpers import git, import_workbench
 
 # -------------------------------------------------------------------------- callouts, by git's law
 
-# Lines a page may hold around a conflict. None starts with ">": a quote right below a callout
-# reads as more of the callout (in Obsidian too), the one shape this format cannot tell apart.
-COMMON = st.sampled_from(["# Plans", "Shared line.", "", "- a list item", "Packing list below."])
-OURS = st.sampled_from(["Our words.", "More of ours.", "", "- ours, a list item"])
+# Lines a page may hold around a conflict, quotes too: a quote right below a callout read as
+# more of their version (keeping mine deleted it) until the merge wrote where the callout ends.
+COMMON = st.sampled_from(["# Plans", "Shared line.", "", "- a list item", "Packing list below.", "> a quote"])
+OURS = st.sampled_from(["Our words.", "More of ours.", "", "- ours, a list item", "> a quote of ours"])
 THEIRS = st.sampled_from(["Their words.", "Theirs again.", "", "> a quote of theirs", "- [x] theirs, done"])
 REGION = st.tuples(st.lists(COMMON, max_size=3), st.lists(OURS, max_size=3), st.lists(THEIRS, max_size=3))
 

@@ -34,6 +34,12 @@ log = logging.getLogger(__name__)
 
 TITLES = ("Search", "Browse", "Edit", "History", "Health")
 
+# The workbench open on each home in this kernel. Running the notebook's cell again makes a new
+# one; the one before is no longer shown, but its polling task and ipywidgets' own registry hold
+# it, with its model and its index in memory (~100 MB each) and its polling, for as long as the
+# kernel lives. So a new workbench on a home closes the one before.
+_OPEN: dict[Path, Workbench] = {}
+
 
 class _NotNow(w.VBox):
     """The Edit tab's place while the view is of the past."""
@@ -60,6 +66,10 @@ class Workbench(w.VBox):
 
     def __init__(self, home: Path | str, *, poll: float = 2.0, settings: Any = None, embedder: Any = None):
         self.data = HomeData(home, settings=settings, embedder=embedder)
+        before = _OPEN.get(self.data.root)
+        if before is not None:
+            before.close()
+        _OPEN[self.data.root] = self
         self.search = SearchTab(self.data, on_edit=self.edit_fact)
         self.browse = BrowseTab(self.data, on_edit=self.edit_fact)
         self.edit = EditTab(self.data, changed=self.refresh)
@@ -177,6 +187,8 @@ class Workbench(w.VBox):
             task.cancel()
         data = getattr(self, "data", None)
         if data is not None:
+            if _OPEN.get(data.root) is self:
+                del _OPEN[data.root]
             data.close()
             del self.data
         super().close()

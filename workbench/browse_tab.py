@@ -8,7 +8,7 @@ from collections.abc import Callable
 import ipywidgets as w
 
 from .data import SCOPES, HomeData
-from .ui import PagedList, Pager, button, esc, note, table
+from .ui import PagedList, Pager, button, clip, esc, note, table
 
 __all__ = ["BrowseTab"]
 
@@ -23,6 +23,7 @@ class FactsView(w.VBox):
         self.data = data
         self.on_edit = on_edit
         self.facts: list = []
+        self.facts_user: str | None = None  # whose facts are shown (the pick may have moved on)
         self.users = PagedList(on_pick=lambda _: self._user_picked(), css="syncd-users", width="180px")
         self.dates = PagedList(on_pick=lambda _: self._date_picked(), css="syncd-dates", width="150px")
         self.title = w.HTML()
@@ -64,6 +65,7 @@ class FactsView(w.VBox):
     def _date_picked(self, keep: bool = False) -> None:
         user, date = self.users.value, self.dates.value
         self.facts = self.data.day_facts(user, date) if user and date else []
+        self.facts_user = user
         path = self.facts[0].path if self.facts else ""
         self.title.value = f"<b>{esc(user)} · {esc(date)}</b> " + note(f"{len(self.facts)} facts  {path}")
         self.pager.reset(len(self.facts), self.pager.page if keep else 0)
@@ -71,13 +73,13 @@ class FactsView(w.VBox):
     def _row(self, stored) -> w.HBox:
         f = stored.fact
         edit = button("edit", "syncd-fact-edit", layout=w.Layout(width="48px"))
-        edit.on_click(lambda _, s=stored: self.on_edit and self.on_edit(self.users.value, s.id))
+        edit.on_click(lambda _, s=stored, user=self.facts_user: self.on_edit and self.on_edit(user, s.id))
         imp = "—" if f.importance is None else f"{f.importance:.1f}"
         tags = " ".join(f"`{t}`" for t in f.tags)
         where = f"line {stored.line}" + (f" · chat {stored.chat_id}" if stored.chat_id else "")
         where += f" · session {stored.session_id}" if stored.session_id else ""
         text = (
-            f'<span class="syncd-cat">{esc(f.category)}</span> {esc(f.content)} '
+            f'<span class="syncd-cat">{esc(f.category)}</span> {esc(clip(f.content))} '
             f'<span class="syncd-muted">imp {imp} {esc(tags)} · {esc(where)} · {esc(stored.id)}</span>'
         )
         label = w.HTML(text, layout=w.Layout(width="100%"))
@@ -124,7 +126,8 @@ class BlocksView(w.VBox):
             cells = [f"<b>{esc(row.label)}</b>"]
             for scope in SCOPES:
                 text = row.texts.get(scope)
-                cell = note("—") if text is None else esc(_short(text))
+                problem = row.problems.get(scope)
+                cell = note(problem, "err") if problem else note("—") if text is None else esc(_short(text))
                 mark = ' class="syncd-winner"' if row.resolved == scope else ""
                 cells.append(f"<div{mark}>{cell}</div>")
             resolved = f"{row.resolved}" + (" (built-in)" if row.resolved == "default" else "")
@@ -137,8 +140,7 @@ class BlocksView(w.VBox):
 
 
 def _short(text: str, width: int = 160) -> str:
-    flat = " ".join(text.split())
-    return flat if len(flat) <= width else flat[: width - 1] + "…"
+    return clip(" ".join(text.split()), width)
 
 
 def _link(edge) -> str:

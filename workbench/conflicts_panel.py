@@ -17,7 +17,7 @@ import ipywidgets as w
 import syncd
 
 from .data import HomeData
-from .ui import Pager, button, esc, note
+from .ui import Pager, button, clip, esc, note
 
 __all__ = ["ConflictsPanel"]
 
@@ -31,7 +31,7 @@ def _version(lines: tuple[str, ...] | None, css: str) -> str:
         return note("(the lines above the callout: which are ours is no longer known)")
     if not lines:
         return note("(nothing)")
-    body = "\n".join(lines[:SHOWN_LINES]) + ("\n…" if len(lines) > SHOWN_LINES else "")
+    body = "\n".join(clip(line) for line in lines[:SHOWN_LINES]) + ("\n…" if len(lines) > SHOWN_LINES else "")
     return f'<pre class="syncd-file {css}">{esc(body)}</pre>'
 
 
@@ -91,7 +91,7 @@ class ConflictsPanel(w.VBox):
     def resolve(self, conflict, keep: str) -> None:
         """Keep ``mine``, ``theirs`` or ``both`` of one conflict (what its buttons do)."""
         try:
-            self.data.resolve_conflict(conflict.path, conflict.line, keep)
+            self.data.resolve_conflict(conflict, keep)
         except syncd.ConflictError:
             self.status.value = note(
                 f"{conflict.path} changed meanwhile: nothing written; the list is read again.", "warn"

@@ -16,7 +16,7 @@ import contextlib
 import logging
 import os
 from collections.abc import Callable, Coroutine
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -25,7 +25,9 @@ import syncd.engine.asof
 import syncd.engine.audit
 import syncd.engine.conflicts
 import syncd.engine.search
-from syncd.formats import parse_page
+from syncd.errors import IndexError_
+from syncd.formats import Page, decode_markdown_lossy, parse_page
+from syncd.home import common_git_dir, git_dir, read_memory_file, read_regular, validate_id
 from syncd.memory import MemoryManager, StoredFact
 
 __all__ = ["HomeData", "BlockRow", "Provenance", "DayCounts", "AUTHOR"]
@@ -46,6 +48,7 @@ class BlockRow:
     resolved: str  # "chat", "user", "global" or "default"
     content: str
     limit: int
+    problems: dict[str, str] = field(default_factory=dict)  # scope -> why its file is not used
 
 
 @dataclass(frozen=True)
@@ -77,6 +80,14 @@ def _stamp(path: Path) -> tuple[int, int] | None:
     except OSError:
         return None
     return st.st_mtime_ns, st.st_size
+
+
+def _valid_chat(name: str) -> bool:
+    try:
+        validate_id("chat", name)
+    except ValueError:
+        return False
+    return True
 
 
 def parse_provenance(text: str) -> tuple[str | None, int | None]:
@@ -112,6 +123,9 @@ class HomeData:
         self._past.close()
         self._pool.shutdown(wait=True)
         self.engine.close()
+        # The tabs hold this object for as long as anything holds them (IPython keeps a cell's
+        # output): the index and the model it loaded go now, not then.
+        del self.engine, self.memory, self._reader
 
     # -- when ------------------------------------------------------------------------------------
 
@@ -163,7 +177,9 @@ class HomeData:
         found: set[str] = set()
         chats_dir = self._read_root / "memory" / "users" / user / "chats"
         if chats_dir.is_dir():
-            found.update(p.name for p in chats_dir.iterdir() if p.is_dir())
+            # A folder whose name is no valid chat id belongs to no chat (the engine indexes none
+            # of it, and refuses it as a chat): offered, picking it raised InvalidIdError.
+            found.update(p.name for p in chats_dir.iterdir() if p.is_dir() and _valid_chat(p.name))
         store = self.store(user)
         for date in store.list_daily_logs():
             rel = store.daily_log_rel(date)
@@ -199,23 +215,39 @@ class HomeData:
         ]
 
     def find_fact(self, user: str, fact_id: str) -> StoredFact:
-        hints = [r["path"] for r in self._reader.engine.find_fact(fact_id) if r.get("user") == user]
-        return self.store(user).find_fact(fact_id, hints)
+        """The fact as it is now, whatever past the reading methods show: it is loaded to be
+        edited, and an edit is of now (loaded as a past left it, its save found it "changed")."""
+        # The index only hints where to look; with none on disk, asking it would make empty
+        # tables there (after which Health says "stale", not "missing"): the files answer alone.
+        found = self.engine.find_fact(fact_id) if self.engine.index_on_disk() else []
+        hints = [r["path"] for r in found if r.get("user") == user]
+        return self.memory.store(user_id=user).find_fact(fact_id, hints)
 
     def search(
         self, query: str, user: str | None, chat: str | None, kind: str | None, limit: int, include_wiki: bool = False
     ):
-        """The one search every front end makes (syncd.engine.search); ``user`` None: every user's."""
+        """The one search every front end makes (syncd.engine.search); ``user`` None: every user's.
+        IndexError_ when there is no index to search (.syncd/ deleted, or never built): nothing
+        found there would say nothing about the memory, and opening it would make empty tables."""
+        if self.at is None and not self.engine.index_on_disk():
+            raise IndexError_(
+                "there is no index to search (deleted with .syncd/, or not built yet): a running "
+                "`syncd watch` rebuilds it, else Reindex on the Health tab"
+            )
         return syncd.engine.search.search(
             self._reader.engine, query, user_id=user, chat_id=chat, kind=kind, limit=limit, include_wiki=include_wiki
         )
 
     def around(self, rel: str, line: int, radius: int = 4) -> list[tuple[int, str]]:
         """Numbered lines of a file around ``line`` (what a person opens the file to see)."""
+        # Never through a symbolic link: a pull can put one where an indexed file was.
         try:
-            text = (self._read_root / rel).read_text(encoding="utf-8", errors="replace")
-        except OSError:
+            data = read_regular(self._read_root, rel)
+        except (OSError, syncd.SyncdError):
             return []
+        if data is None:
+            return []
+        text = data.decode("utf-8", errors="replace")
         lines = text.splitlines()
         start, end = max(line - radius, 1), min(line + radius, len(lines))
         return [(n, lines[n - 1]) for n in range(start, end + 1)]
@@ -230,40 +262,51 @@ class HomeData:
 
     # -- core blocks -----------------------------------------------------------------------------
 
-    def _block_file(self, label: str, scope: str, user: str | None, chat: str | None, now: bool = False) -> Path:
+    def _block_page(self, label: str, scope: str, user: str | None, chat: str | None, now: bool = False) -> Page | None:
+        """The block file at one scope (of now for an edit, else of the memory shown), None when
+        there is none. Read as the engine reads it, never through a symbolic link (whose target
+        may be any file on the machine): ParseError saying what is there instead."""
         home = (self.memory if now else self._reader).engine.home
         if scope == "global":
-            return home.block_path(label)
-        if scope == "user":
-            return home.block_path(label, user)
-        return home.block_path(label, user, chat)
+            path = home.block_path(label)
+        elif scope == "user":
+            path = home.block_path(label, user)
+        else:
+            path = home.block_path(label, user, chat)
+        rel = home.rel(path)
+        data = read_memory_file(home.root, rel)
+        return None if data is None else parse_page(decode_markdown_lossy(data, rel)[0])
 
     def block_text(self, label: str, scope: str, user: str | None, chat: str | None) -> str | None:
-        """The body of the block file at one scope, None when there is no such file."""
+        """The body of the block file at one scope, None when there is no such file; ParseError
+        when something other than a file is there (a symbolic link)."""
         if (scope in ("user", "chat") and not user) or (scope == "chat" and not chat):
             return None
-        path = self._block_file(label, scope, user, chat)
-        try:
-            text = path.read_text(encoding="utf-8", errors="replace")
-        except OSError:
-            return None
-        return parse_page(text).body.strip()
+        page = self._block_page(label, scope, user, chat)
+        return None if page is None else page.body.strip()
 
     def blocks(self, user: str | None, chat: str | None) -> list[BlockRow]:
-        """Every block label as ``user`` in ``chat`` sees it, with the text at each scope."""
+        """Every block label as ``user`` in ``chat`` sees it, with the text at each scope (and
+        why a file there is not used, for one that cannot be)."""
         resolved = self._reader.core_blocks(user_id=user, chat_id=chat) if user else self._reader.core_blocks()
         rows = []
         for label, block in resolved.items():
-            texts = {scope: self.block_text(label, scope, user, chat) for scope in SCOPES}
-            rows.append(BlockRow(label, texts, block.scope, block.content, block.limit))
+            texts: dict[str, str | None] = {}
+            problems: dict[str, str] = {}
+            for scope in SCOPES:
+                try:
+                    texts[scope] = self.block_text(label, scope, user, chat)
+                except syncd.SyncdError as exc:
+                    texts[scope], problems[scope] = None, str(exc)
+            rows.append(BlockRow(label, texts, block.scope, block.content, block.limit, problems))
         return rows
 
     def block_limit(self, label: str, scope: str, user: str | None, chat: str | None) -> int:
-        path = self._block_file(label, scope, user, chat, now=True)  # for an edit, which is of now
         try:
-            meta = parse_page(path.read_text(encoding="utf-8", errors="replace")).frontmatter
-        except OSError:
-            meta = {}
+            page = self._block_page(label, scope, user, chat, now=True)  # for an edit, which is of now
+        except syncd.SyncdError:
+            page = None
+        meta = page.frontmatter if page is not None else {}
         value = meta.get("limit") if isinstance(meta, dict) else None
         if isinstance(value, int) and not isinstance(value, bool) and value > 0:
             return value
@@ -300,10 +343,13 @@ class HomeData:
         """What merges with another machine kept both versions of (home-relative paths, lines)."""
         return syncd.engine.conflicts.find_conflicts(self.root)
 
-    def resolve_conflict(self, path: str, line: int, keep: str) -> str:
-        """Keep ``mine``, ``theirs`` or ``both`` of the conflict at ``path:line``: one
-        compare-and-swap write through the engine's write path, committed as the workbench."""
-        return syncd.engine.conflicts.resolve_conflict(self.engine, path, line, keep, author=AUTHOR)
+    def resolve_conflict(self, conflict: syncd.engine.conflicts.Conflict, keep: str) -> str:
+        """Keep ``mine``, ``theirs`` or ``both`` of ``conflict`` (as it was listed): one
+        compare-and-swap write through the engine's write path, committed as the workbench.
+        ConflictError when the file no longer holds that conflict as listed."""
+        return syncd.engine.conflicts.resolve_conflict(
+            self.engine, conflict.path, conflict.line, keep, author=AUTHOR, expected=conflict
+        )
 
     def reindex(self, progress: Callable[[Any], None]) -> Any:
         """Rebuild the index (holding the home for the rebuild). LockedError while a daemon or
@@ -314,14 +360,17 @@ class HomeData:
     def change_token(self) -> tuple:
         """Cheap to read (a few stats, no git process): changes whenever the index is written
         (an indexed change, a reindex) or a commit lands (HEAD or a branch moves)."""
-        git = self.root / ".git"
-        paths = [self.root / ".syncd" / "index" / "meta.json", git / "HEAD", git / "packed-refs"]
+        # A linked worktree's .git is a file: HEAD is in its own git folder, the branches in the
+        # folder all its worktrees share (stat'ing .git/HEAD there saw no commit ever).
+        git = git_dir(self.root) or self.root / ".git"
+        shared = common_git_dir(self.root) or git
+        paths = [self.root / ".syncd" / "index" / "meta.json", git / "HEAD", shared / "packed-refs"]
         try:
             head = (git / "HEAD").read_text(encoding="utf-8").strip()
         except OSError:
             head = ""
         if head.startswith("ref: "):
-            paths.append(git / head[5:])
+            paths.append(shared / head[5:])
         return tuple(_stamp(p) for p in paths) + (head,)
 
     def day_counts(self) -> list[DayCounts]:

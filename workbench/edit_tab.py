@@ -33,6 +33,7 @@ class FactEditor(w.VBox):
         self.data = data
         self.changed = changed
         self.loaded = None  # the StoredFact the form shows: the "expected" of every write
+        self.loaded_key: tuple[str, str] | None = None  # (user, id) it was loaded as
         self.user = w.Dropdown(description="user", options=[], layout=w.Layout(width="220px"))
         self.fact_id = w.Text(description="fact id", layout=w.Layout(width="300px"))
         self.fact_id.add_class("syncd-edit-id")
@@ -51,6 +52,8 @@ class FactEditor(w.VBox):
         self.status = w.HTML()
         self.status.add_class("syncd-edit-status")
         self.load.on_click(lambda _: self.load_fact(self.user.value, self.fact_id.value.strip()))
+        # Whoever moves the slider means to set the importance: saved unticked, the move was lost.
+        self.importance.observe(lambda _: setattr(self.has_importance, "value", True), "value")
         self.save.on_click(lambda _: self.write())
         self.delete.on_click(lambda _: self._ask_delete())
         self.confirm.on_click(lambda _: self.remove())
@@ -85,11 +88,12 @@ class FactEditor(w.VBox):
         try:
             stored = self.data.find_fact(user, fact_id)
         except syncd.SyncdError as exc:
-            self.loaded = None
+            self.loaded = self.loaded_key = None
             self.save.disabled = self.delete.disabled = True
             self.status.value = note(str(exc), "err")
             return
         self._fill(stored)
+        self.loaded_key = (user, fact_id.strip())
         self.status.value = note(f"Loaded from {stored.path}:{stored.line}.")
 
     def _fill(self, stored) -> None:
@@ -97,8 +101,9 @@ class FactEditor(w.VBox):
         f = stored.fact
         self.content.value = f.content
         self.category.value = f.category
-        self.has_importance.value = f.importance is not None
         self.importance.value = 0.5 if f.importance is None else f.importance
+        # After the slider: moving it ticks the box (below), and a loaded fact says for itself.
+        self.has_importance.value = f.importance is not None
         self.tags.value = " ".join(f.tags)
         self.save.disabled = self.delete.disabled = False
 
@@ -113,8 +118,19 @@ class FactEditor(w.VBox):
             + "</div>"
         )
 
+    def _elsewhere(self) -> bool:
+        """Whether the user or id above no longer name the fact the form holds (changed, not
+        loaded): a write would go to a fact the person is not looking at. Says so."""
+        if self.loaded_key == (self.user.value, self.fact_id.value.strip()):
+            return False
+        user, fact_id = self.loaded_key or ("", "")
+        self.status.value = note(
+            f"The form holds fact {fact_id} of {user}: Load the fact named above first. Nothing was written.", "warn"
+        )
+        return True
+
     def write(self) -> None:
-        if self.loaded is None:
+        if self.loaded is None or self._elsewhere():
             return
         stored = self.loaded
         importance = self.importance.value if self.has_importance.value else None
@@ -136,6 +152,9 @@ class FactEditor(w.VBox):
         except (syncd.SyncdError, ValueError) as exc:
             self.status.value = note(str(exc), "err")
             return
+        if stored_now.fact == stored.fact:
+            self.status.value = note("Nothing to save: the fact is as it was loaded.")
+            return
         self.status.value = note(f"Saved and committed as {self.data.memory.author}.", "ok")
         # A hand-written fact's id follows its content: the write says which it is now.
         self.open_quietly(self.user.value, stored_now.id)
@@ -152,7 +171,7 @@ class FactEditor(w.VBox):
 
     def remove(self) -> None:
         self.confirm.layout.display = "none"
-        if self.loaded is None:
+        if self.loaded is None or self._elsewhere():
             return
         stored = self.loaded
         try:
@@ -163,7 +182,7 @@ class FactEditor(w.VBox):
         except syncd.SyncdError as exc:
             self.status.value = note(str(exc), "err")
             return
-        self.loaded = None
+        self.loaded = self.loaded_key = None
         self.save.disabled = self.delete.disabled = True
         self.status.value = note("Deleted and committed." if done else "The fact was already gone.", "ok")
         self.changed()
@@ -235,6 +254,7 @@ class BlockEditor(w.VBox):
         self.data = data
         self.changed = changed
         self.loaded_text: str | None = None
+        self.loaded_where: tuple[str, str | None, str | None, str] | None = None  # scope, user, chat, label
         self.scope = w.Dropdown(description="scope", options=["global", "user", "chat"], layout=w.Layout(width="180px"))
         self.user = w.Combobox(description="user", layout=w.Layout(width="200px"))
         self.chat = w.Text(description="chat", layout=w.Layout(width="200px"))
@@ -283,8 +303,11 @@ class BlockEditor(w.VBox):
             self.loaded_text = self.data.block_text(label, scope, user, chat) or ""
             self.limit = self.data.block_limit(label, scope, user, chat)
         except (syncd.SyncdError, ValueError) as exc:
+            self.loaded_text = self.loaded_where = None  # what the form held before is not this block's
+            self.save.disabled = True
             self.status.value = note(str(exc), "err")
             return
+        self.loaded_where = (scope, user, chat, label)
         self.text.value = self.loaded_text
         self._count()
         self.status.value = note(f"Loaded the {scope} block {label}" + ("" if self.loaded_text else " (empty: new)"))
@@ -300,6 +323,22 @@ class BlockEditor(w.VBox):
     def write(self) -> None:
         scope, user, chat = self._where()
         label = self.label.value.strip()
+        if self.loaded_text is None or self.loaded_where is None:
+            return
+        if (scope, user, chat, label) != self.loaded_where:
+            # Written there, the CAS would compare with the block loaded and say "someone changed
+            # this block", which nobody did.
+            was, by, at, name = self.loaded_where
+            whose = (f" of {by}" if by else "") + (f" in chat {at}" if at else "")
+            self.status.value = note(
+                f"The text below is the {was} block {name}{whose}: Load the block named above first. "
+                "Nothing was written.",
+                "warn",
+            )
+            return
+        if self.text.value.strip() == self.loaded_text:
+            self.status.value = note("Nothing to save: the block is as it was loaded.")
+            return
         try:
             self.data.run(
                 self.data.memory.update_memory_block(

@@ -4,6 +4,7 @@ of the memory over time."""
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from collections.abc import Callable
 
@@ -12,6 +13,7 @@ from IPython.core.interactiveshell import InteractiveShell
 from IPython.display import display
 
 import syncd
+from syncd.engine.status import INDEX_MISSING, INDEX_OK
 
 from . import plots
 from .conflicts_panel import ConflictsPanel
@@ -30,8 +32,28 @@ def _paths(title: str, paths, kind: str) -> str:
     if not paths:
         return ""
     shown = "<br>".join(esc(p) for p in paths[:LISTED])
-    more = note(f"<br>… and {len(paths) - LISTED} more") if len(paths) > LISTED else ""
+    more = "<br>" + note(f"… and {len(paths) - LISTED} more") if len(paths) > LISTED else ""
     return f'<div class="syncd-{kind}"><b>{esc(title)}</b> ({len(paths)})<br>{shown}{more}</div>'
+
+
+def _states(st) -> list[tuple[str, str]]:
+    """The lines of a syncd.engine.status.Status about the index and git, as (text, kind)."""
+    lines = []
+    if st.index == INDEX_MISSING:
+        missing = (
+            "No index on disk: not built yet, or deleted with .syncd/. A running `syncd watch` or "
+            "`syncd serve` is rebuilding it; else Reindex. Searches find nothing meanwhile."
+        )
+        lines.append((missing, "err"))
+    elif st.index != INDEX_OK:
+        unreachable = (
+            "The index's database cannot be reached: writes are saved and committed, and the index "
+            "catches up once it is back."
+        )
+        lines.append((unreachable, "err"))
+    if st.git_busy:
+        lines.append((f"git: {st.git_busy}. Until then syncd commits nothing, and edits wait.", "warn"))
+    return lines
 
 
 class HealthTab(w.VBox):
@@ -103,6 +125,10 @@ class HealthTab(w.VBox):
             if st.healthy
             else ("fresh, with files in error", "warn")
             if st.fresh
+            else ("missing", "err")
+            if st.index == INDEX_MISSING
+            else ("unreachable", "err")
+            if st.index != INDEX_OK
             else ("stale: the index is behind the files", "warn")
         )
         stale = sum(len(v) for v in st.stale.values())
@@ -121,12 +147,15 @@ class HealthTab(w.VBox):
                 )
             ],
         )
-        lists = "".join(_paths(f"{kind} (not indexed yet)", paths, "warn") for kind, paths in st.stale.items())
+        # What `syncd status` says beside the counts, and the counts alone cannot: why nothing is
+        # indexed, and the person's own git work that holds every commit (and every edit) back.
+        lists = "".join(f"<div>{note(line, kind)}</div>" for line, kind in _states(st))
+        lists += "".join(_paths(f"{kind} (not indexed yet)", paths, "warn") for kind, paths in st.stale.items())
         errors = [f"{p}: {msg}" for p, msg in sorted(st.errors.items())]
         lists += _paths("files in error", errors, "err")
         lists += _paths("indexed, not committed yet", st.uncommitted, "muted")
         if not st.compatible:
-            lists += note("The index was built with another model: reindex.", "err")
+            lists += note(f"The index cannot serve this model ({st.incompatible or 'another model'}): reindex.", "err")
         self.summary.value = head + lists + "</div>"
 
     def show_lint(self) -> None:
@@ -181,28 +210,41 @@ class HealthTab(w.VBox):
         """Rebuild the index on a worker thread (the widgets stay live; the bar moves)."""
         if self.job is not None and self.job.is_alive():
             return
+        try:
+            loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:
+            loop = None  # not in a kernel (a script, a test): the worker finishes up itself
         self.reindex_button.disabled = True
         self.progress.layout.visibility = "visible"
         self.progress.value = 0
         self.progress_text.value = note("reindexing…")
-        self.job = threading.Thread(target=self._reindex, name="workbench-reindex", daemon=True)
+        self.job = threading.Thread(target=self._reindex, args=(loop,), name="workbench-reindex", daemon=True)
         self.job.start()
         if wait:
             self.job.join()
 
-    def _reindex(self) -> None:
+    def _reindex(self, loop: asyncio.AbstractEventLoop | None) -> None:
+        outcome = ("the reindex stopped on an error (the kernel's log has it)", "err")
         try:
             report = self.data.reindex(self._progress)
         except syncd.LockedError as exc:
-            self.progress_text.value = note(
-                f"The home is held ({exc.holder}); a running daemon keeps the index in step itself.", "warn"
-            )
+            outcome = (f"The home is held ({exc.holder}); a running daemon keeps the index in step itself.", "warn")
         except syncd.SyncdError as exc:
-            self.progress_text.value = note(str(exc), "err")
+            outcome = (str(exc), "err")
         else:
+            outcome = (f"reindexed: {report.plan.summary()}", "ok")
+        finally:
+            # The refresh that follows reads and redraws every tab on screen: on the kernel's
+            # thread, where the person's clicks are handled, never beside them from this one.
+            if loop is None:
+                self._reindexed(*outcome)
+            else:
+                loop.call_soon_threadsafe(self._reindexed, *outcome)
+
+    def _reindexed(self, text: str, kind: str) -> None:
+        self.progress_text.value = note(text, kind)
+        if kind == "ok":
             self.progress.value = self.progress.max
-            self.progress_text.value = note(f"reindexed: {report.plan.summary()}", "ok")
             self.show_status()
             self.changed()
-        finally:
-            self.reindex_button.disabled = False
+        self.reindex_button.disabled = False

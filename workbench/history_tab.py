@@ -12,7 +12,7 @@ import ipywidgets as w
 import syncd
 
 from .data import HomeData
-from .ui import PagedList, button, esc, note, table
+from .ui import PagedList, button, clip, esc, note, table
 
 __all__ = ["HistoryTab"]
 
@@ -39,6 +39,7 @@ class HistoryTab(w.VBox):
         self.limit = BATCH
         self.entries: list = []
         self._shown_filter: str | None = None  # the filter the list was last loaded for
+        self._asked = None  # the entry "Revert this commit…" asked about: what the confirmation reverts
         self.user = w.Dropdown(description="user", options=[ALL_USERS], layout=w.Layout(width="220px"))
         self.path = w.Text(
             description="path", placeholder="a file or folder", continuous_update=False, layout=w.Layout(width="320px")
@@ -48,7 +49,7 @@ class HistoryTab(w.VBox):
         self.more = button("Older…", "syncd-history-more", layout=w.Layout(display="none"))
         self.commits = PagedList(
             _label,
-            on_pick=lambda _: self.show(),
+            on_pick=lambda _: self._picked(),
             size=COMMITS_PER_PAGE,
             rows=COMMITS_PER_PAGE,
             css="syncd-commits",
@@ -125,11 +126,14 @@ class HistoryTab(w.VBox):
             current = self.user.value
             self.user.options = users
             self.user.value = current if current in users else ALL_USERS
+        # Why the list is empty goes where the list's commit would show, not on the status line:
+        # there it would outlive the filter it was about (the next list loads without a word).
+        error = None
         try:
             self.entries = self.data.log(self._filter(), self.limit)
         except syncd.SyncdError as exc:
             self.entries = []
-            self.status.value = note(str(exc), "err")
+            error = str(exc)
         self.more.layout.display = None if len(self.entries) >= self.limit else "none"
         self.commits.set_items(self.entries)
         # Another filter is another list: its newest commit is shown, not the one picked before
@@ -137,21 +141,38 @@ class HistoryTab(w.VBox):
         refiltered = self._shown_filter != self._filter()
         self._shown_filter = self._filter()
         if (self.commits.value is None or refiltered) and self.entries:
-            self.commits.pick(self.entries[0])
+            self.commits.pick(self.entries[0], quiet=True)  # the list's own pick, not the person's
+            self.show()
         elif self.commits.value is None:
-            self.detail.value = note("no commits" + (f" touching {self._filter()}" if self._filter() else ""))
+            self.detail.value = (
+                note(error, "err")
+                if error
+                else note("no commits" + (f" touching {self._filter()}" if self._filter() else ""))
+            )
             self.revert.disabled = True
 
     def _older(self) -> None:
         self.limit += BATCH
         self.refresh()
 
+    def _picked(self) -> None:
+        """A commit the person picked: the one "View the memory as of then" goes to, whatever
+        was typed before (it went to the typed revision, not the commit on screen)."""
+        self.when.value = ""
+        self.show()
+
     def show(self) -> None:
         entry = self.commits.value
         self._hide_confirm()
         if entry is None:
             return
-        effect = self.data.effect(entry.sha)
+        try:
+            effect = self.data.effect(entry.sha)
+        except syncd.SyncdError as exc:
+            # A list read before the person rewrote history (a reset, then gc) names commits gone.
+            self.detail.value = note(f"{exc} (Show reads the list again)", "err")
+            self.revert.disabled = True
+            return
         trailers = (
             table(["trailer", "value"], [(esc(k), esc(v)) for k, v in entry.trailers.items()]) if entry.trailers else ""
         )
@@ -160,7 +181,7 @@ class HistoryTab(w.VBox):
             files += "<br>" + note(f"… and {len(entry.files) - 20} more files")
         changes = [("+", c, "syncd-add") for c in effect.added] + [("−", c, "syncd-del") for c in effect.removed]
         facts = "".join(
-            f'<div class="{css}">{sign} <span class="syncd-cat">{esc(c.fact.category)}</span> {esc(c.fact.content)} '
+            f'<div class="{css}">{sign} <span class="syncd-cat">{esc(c.fact.category)}</span> {esc(clip(c.fact.content))} '
             f'<span class="syncd-muted">{esc(c.path)}</span></div>'
             for sign, c, css in changes
         )
@@ -181,6 +202,7 @@ class HistoryTab(w.VBox):
         entry = self.commits.value
         if entry is None:
             return
+        self._asked = entry
         self.confirm.layout.display = None
         self.cancel.layout.display = None
         self.status.value = note(
@@ -188,11 +210,14 @@ class HistoryTab(w.VBox):
         )
 
     def _hide_confirm(self) -> None:
+        self._asked = None
         self.confirm.layout.display = "none"
         self.cancel.layout.display = "none"
 
     def do_revert(self) -> None:
-        entry = self.commits.value
+        # The commit asked about, once: a double click's second "Yes" came when the list had
+        # moved on to the newest commit, the revert itself, and reverted that.
+        entry = self._asked
         self._hide_confirm()
         if entry is None:
             return

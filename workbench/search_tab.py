@@ -11,7 +11,7 @@ import syncd
 from syncd.engine.search import DEFAULT_LIMIT
 
 from .data import HomeData
-from .ui import Pager, button, esc, note, table
+from .ui import Pager, button, clip, esc, note, table
 
 __all__ = ["SearchTab", "PARTS"]
 
@@ -108,8 +108,9 @@ class SearchTab(w.VBox):
         current = self.user.value
         self.user.options = [ALL_USERS, *self.data.users()]
         self.user.value = current if current in self.user.options else ALL_USERS
-        if self.hits:
-            self.status.value += note("  (the memory changed since: search again to see it)", "warn")
+        stale = note("  (the memory changed since: search again to see it)", "warn")
+        if self.hits and stale not in self.status.value:  # once, however many changes came since
+            self.status.value += stale
 
     def _fill_chats(self) -> None:
         user = self.user.value
@@ -164,7 +165,7 @@ class SearchTab(w.VBox):
         self.selected = hit
         lines = self.data.around(hit.path, hit.line)
         shown = "\n".join(
-            f"<b>{n:>5}  {esc(text)}</b>" if n == hit.line else f"{n:>5}  {esc(text)}" for n, text in lines
+            f"<b>{n:>5}  {esc(clip(text))}</b>" if n == hit.line else f"{n:>5}  {esc(clip(text))}" for n, text in lines
         )
         prov = self.data.provenance(hit.path, hit.line, hit.content, hit.provenance)
         rows = [

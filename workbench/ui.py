@@ -4,14 +4,19 @@ paged pick list, small HTML helpers and the workbench's stylesheet."""
 from __future__ import annotations
 
 import html
+import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import ipywidgets as w
 
-__all__ = ["Pager", "PagedList", "esc", "note", "table", "STYLE", "button"]
+__all__ = ["Pager", "PagedList", "esc", "visible", "note", "table", "clip", "STYLE", "button"]
 
 PAGE = 20
+# Characters of one fact or line shown in a list: a blob pasted into a log as one line made a
+# page of Browse a megabyte and one commit's History several (the whole text is in the file and
+# in the Edit tab).
+CLIP = 500
 
 STYLE = """
 <style>
@@ -36,8 +41,26 @@ STYLE = """
 """
 
 
+# Characters a hand-edited or merged file may hold that would not show as themselves: control
+# characters (a terminal escape, a NUL), which a browser drops unseen, and the bidirectional
+# overrides, which reorder what follows ("Trojan Source") so an audit reads other words than the
+# file holds. They are shown by their code point instead. Tab and newline stay (pre blocks).
+_UNSEEN = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def visible(text: str) -> str:
+    """``text`` with each character that would not show as itself named by its code point."""
+    return _UNSEEN.sub(lambda m: f"⟨U+{ord(m.group()):04X}⟩", text)
+
+
 def esc(value: Any) -> str:
-    return html.escape("" if value is None else str(value))
+    """``value`` as HTML text: escaped, and any character that would not show as itself named."""
+    return visible(html.escape("" if value is None else str(value)))
+
+
+def clip(text: str, width: int = CLIP) -> str:
+    """``text`` cut to ``width`` characters, an ellipsis saying so."""
+    return text if len(text) <= width else text[: width - 1] + "…"
 
 
 def note(text: str, kind: str = "muted") -> str:
@@ -120,7 +143,7 @@ class PagedList(w.VBox):
         self.pager = Pager(self._show, size, css=f"{css}-pager")
         self._quiet = False
         self.select.observe(self._picked, "value")
-        self.filter.observe(lambda _: self._refilter(), "value")
+        self.filter.observe(lambda _: self._refilter(self.value), "value")
         parts = [self.filter] if filter_placeholder is not None else []
         super().__init__([*parts, self.select, self.pager])
         self.add_class(css)
@@ -142,23 +165,32 @@ class PagedList(w.VBox):
         page = self.shown.index(current) // self.pager.size if current in self.shown else 0
         self.pager.reset(len(self.shown), page)
         if current in self._page:
-            self.pick(current)
+            # Still the pick, not a new one: no pick event, or whatever hangs off it (the day
+            # shown under a user, its page of facts) starts over at every refresh.
+            self.pick(current, quiet=True)
 
     def _show(self, start: int, stop: int) -> None:
         self._page = self.shown[start:stop]
-        self._quiet = True
+        quiet, self._quiet = self._quiet, True  # restored, not cleared: pick() turns pages quietly too
         try:
-            self.select.options = [(self._label(item), i) for i, item in enumerate(self._page)]
+            # Option labels are text, not HTML, but a commit subject or a file name can still hold
+            # a control character or a bidirectional override.
+            self.select.options = [(visible(self._label(item)), i) for i, item in enumerate(self._page)]
             self.select.value = None
         finally:
-            self._quiet = False
+            self._quiet = quiet
 
-    def pick(self, item: Any) -> None:
-        """Pick ``item`` (turning to its page), as a click would."""
+    def pick(self, item: Any, quiet: bool = False) -> None:
+        """Pick ``item`` (turning to its page), as a click would; ``quiet``: without calling
+        ``on_pick`` (the caller does what follows itself)."""
         if item not in self.shown:
             return
-        self.pager.go(self.shown.index(item) // self.pager.size)
-        self.select.value = self._page.index(item)
+        before, self._quiet = self._quiet, self._quiet or quiet
+        try:
+            self.pager.go(self.shown.index(item) // self.pager.size)
+            self.select.value = self._page.index(item)
+        finally:
+            self._quiet = before
 
     def _picked(self, change: dict) -> None:
         if not self._quiet and self._on_pick is not None and change["new"] is not None:

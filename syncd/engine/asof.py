@@ -89,8 +89,11 @@ KEEP = 4
 _FOLDER = "asof"
 _SHA = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
 _SHA_PREFIX = re.compile(r"[0-9a-fA-F]{4,63}")
-# In a revision (HEAD~2, main^, @{1}), never in a date.
-_REVISION_SYNTAX = re.compile(r"[~^]|@\{")
+# In a revision (HEAD~2, main^, @{1}, HEAD:path, :/text), never in a date.
+_REVISION_SYNTAX = re.compile(r"[~^]|@\{|\A(?:[A-Za-z_][^\s:]*)?:")
+# A date written the ISO way, perhaps with a time: its numbers must make a date and a time, or
+# git's lenient parser reads it as something else (2026-13-45 as now, 9999-99-99 as 1999).
+_ISO_DATE = re.compile(r"\s*(\d{4})-(\d{1,2})-(\d{1,2})(?:[T ](\d{1,2}):(\d{1,2})(?::(\d{1,2}))?)?")
 # For a reader bound to one user (resolve_revision's ``reader``): a revision, then steps back
 # along first parents (HEAD~2, main^^, HEAD~); and what searches or walks every commit (^{/text},
 # ^2, @{N}, :/text), which such a reader may not name a past by.
@@ -180,6 +183,13 @@ def _date(root: Path, at: str) -> dt.datetime | None:
         return when if when.tzinfo is not None else when.astimezone()
     if _REVISION_SYNTAX.search(at) or _SHA_PREFIX.fullmatch(at) or not all(map(_date_word, _DATE_WORD.findall(at))):
         return None
+    iso = _ISO_DATE.match(at)
+    if iso is not None:
+        try:
+            year, month, day, hour, minute, second = (int(part or 0) for part in iso.groups())
+            dt.datetime(year, month, day, hour, minute, second)
+        except ValueError as exc:
+            raise InvalidInputError(f"bad date {at!r}: {exc}") from None
     out = run_git(root, "-c", f"syncd.at={at}", "config", "--type=expiry-date", "syncd.at", ok=(0, 128))
     if not out.strip().isdigit():
         return None

@@ -113,6 +113,8 @@ def commit_effect(root: pathlib.Path | str, commit: str, limit: int = 200) -> Co
     root = pathlib.Path(root)
     git.repo_or_raise(root)
     # Only the fact lines matter: no context lines, no rename pairing (a moved log is its lines).
+    # A log holding a NUL byte is still a log (its facts are indexed), not git's "binary files
+    # differ"; a merge's effect is what it brought onto the branch, as `read_log` lists its files.
     out = git.run_git(
         root,
         "-c",
@@ -123,6 +125,8 @@ def commit_effect(root: pathlib.Path | str, commit: str, limit: int = 200) -> Co
         "--no-renames",
         "--unified=0",
         "--no-ext-diff",
+        "--text",
+        "--diff-merges=first-parent",
         commit,
         "--",
         "memory/users",

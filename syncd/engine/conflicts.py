@@ -23,7 +23,7 @@ from __future__ import annotations
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
-from ..errors import HistoryError, InvalidInputError, NotFoundError
+from ..errors import ConflictError, HistoryError, InvalidInputError, NotFoundError
 from ..formats.conflicts import KEEP, Conflict
 from ..formats.conflicts import find_conflicts as conflicts_in_text
 from ..formats.conflicts import resolve_conflict as resolve_text
@@ -75,12 +75,15 @@ def _checked(path: str) -> str:
     return rel.as_posix()
 
 
-def resolve_conflict(engine: Engine, path: str, line: int, keep: str, *, author: str = "syncd") -> str:
+def resolve_conflict(
+    engine: Engine, path: str, line: int, keep: str, *, author: str = "syncd", expected: Conflict | None = None
+) -> str:
     """Resolve the conflict at ``path:line`` (home-relative) by keeping ``mine``, ``theirs`` or
     ``both``; the new blob sha, once committed and indexed. NotFoundError when no conflict is
-    there (any more); ConflictError when the file changed between our read and our write;
-    ParseError for a file that is not UTF-8; InvalidInputError for a path outside memory/ and
-    vault/ or another ``keep``."""
+    there (any more); ConflictError when the file changed between our read and our write, or
+    when the conflict there is no longer ``expected`` (the one the person was shown: a version
+    they never saw is never the one kept); ParseError for a file that is not UTF-8;
+    InvalidInputError for a path outside memory/ and vault/ or another ``keep``."""
     if keep not in KEEP:
         raise InvalidInputError(f"keep what? {keep!r}: one of {', '.join(KEEP)}")
     rel = _checked(path)
@@ -90,6 +93,15 @@ def resolve_conflict(engine: Engine, path: str, line: int, keep: str, *, author:
         raise NotFoundError(f"no file {rel} in the home") from None
     text = decode_markdown(data, rel)  # a file we cannot read exactly is never rewritten
     scope = classify_path(rel)
-    resolved = resolve_text(text, rel, line, keep, daily_log=scope.kind == "daily_log")
+    daily_log = scope.kind == "daily_log"
+    if expected is not None:
+        found = next((c for c in conflicts_in_text(text, rel, daily_log=daily_log) if c.line == line), None)
+        if found is not None and found != expected:
+            raise ConflictError(rel, _versions(expected), _versions(found))
+    resolved = resolve_text(text, rel, line, keep, daily_log=daily_log)
     intent = Intent(author=author, summary=f"Resolve the conflict at {rel}:{line}: keep {keep}", user=scope.user)
     return engine.write_file(rel, encode_markdown(resolved), expected_sha=blob_sha(data), intent=intent)
+
+
+def _versions(conflict: Conflict) -> str:
+    return f"line {conflict.line}: ours {conflict.ours!r}, theirs {conflict.theirs!r}"

@@ -35,9 +35,22 @@ from ..errors import InvalidInputError, NotFoundError
 from .facts import parse_daily_log, parse_fact_line, render_fact_line
 from .text import closes_fence, fence_opener, split_lines_keepends
 
-__all__ = ["KEEP", "Conflict", "callout_title", "find_conflicts", "restated_fact_comment", "resolve_conflict"]
+__all__ = [
+    "CALLOUT_END",
+    "KEEP",
+    "Conflict",
+    "callout_title",
+    "find_conflicts",
+    "restated_fact_comment",
+    "resolve_conflict",
+]
 
 KEEP = ("mine", "theirs", "both")
+
+# Where a callout ends when the page goes on with a quote (a line starting with ">") right below
+# it: without it, that quote reads as more of their version, which "keep mine" deleted and "keep
+# theirs" unquoted. Invisible when rendered; resolving the callout removes it too.
+CALLOUT_END = "<!-- syncd merge: the conflict callout above ends here -->"
 
 _CALLOUT_RE = re.compile(
     r"> \[!conflict\][-+]? Both machines changed "
@@ -136,7 +149,8 @@ def _callout(lines: list[str], i: int, rel: str) -> _Found | None:
     ours = None if count is None else tuple(_bare(line) for line in lines[i - count : i])
     theirs = tuple(_quoted(line) for line in lines[i + 1 : end])
     conflict = Conflict(rel, i + 1, "callout", m["label"], ours, theirs)
-    return _Found(conflict, i - (count or 0), end)
+    closed = end < len(lines) and _bare(lines[end]) == CALLOUT_END
+    return _Found(conflict, i - (count or 0), end + closed)
 
 
 def _facts(text: str, lines: list[str], outside: list[bool], rel: str, daily_log: bool) -> list[_Found]:

@@ -30,7 +30,7 @@ import json
 from dataclasses import dataclass, replace
 from typing import Any
 
-from .conflicts import callout_title, restated_fact_comment
+from .conflicts import CALLOUT_END, callout_title, restated_fact_comment
 from .facts import DailyLog, FactLine, TextLine, parse_daily_log
 
 __all__ = [
@@ -250,8 +250,13 @@ def callouts_for_conflicts(text: str, theirs_label: str) -> Merged:
     kept: list[str] = []
     state, ours = "", 0
     theirs: list[str] = []
+    after_callout = False  # the last line out is a callout's
     for line in text.splitlines(keepends=True):
         bare = line.rstrip("\r\n")
+        if after_callout and state in ("", "ours") and not bare.startswith((start, middle, base, end)):
+            if bare.startswith(">"):
+                out.append(CALLOUT_END + "\n")  # else this quote would read as more of theirs
+            after_callout = False
         if state == "" and bare.startswith(start):
             state, ours = "ours", 0
             kept.append(f"line {len(out) + 1}")
@@ -264,7 +269,7 @@ def callouts_for_conflicts(text: str, theirs_label: str) -> Merged:
                 out[-1] += "\n"
             out.append(callout_title(ours, theirs_label) + "\n")
             out.extend(f"> {t.rstrip(chr(13) + chr(10))}\n" if t.strip() else ">\n" for t in theirs)
-            state = ""
+            state, after_callout = "", True
         elif state == "theirs":
             theirs.append(line)
         elif state == "ours":

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import HistoryError, NotFoundError
-from .git import head_sha, repo_or_raise, run_git
+from .git import blob_at_head, head_sha, repo_or_raise, run_git
 from .log import LOG_FORMAT, RECORD_SEP, LogEntry, parse_record
 
 __all__ = ["FactHistory", "fact_history", "current_line"]
@@ -48,6 +48,9 @@ def fact_history(root: Path, path: str, line: int, text: str, at: str | None = N
             "utf-8", "replace"
         )
     except HistoryError as exc:
+        if at is None and (root / path).is_file() and blob_at_head(root, path) is None:
+            # A file made since the last commit: git blames only what HEAD has a path for.
+            return FactHistory(path, line, text, None, (), True)
         raise NotFoundError(f"{path}:{line} has no history in git: {exc.detail}") from None
     sha, orig_line = porcelain.split()[0], int(porcelain.split()[1])
     if set(sha) == {"0"}:

@@ -37,7 +37,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import GitBusyError, HistoryError, NotFoundError
+from ..errors import GitBusyError, HistoryError, InvalidInputError, NotFoundError
 from ..home import git_dir, ignore_write_temp_files
 
 log = logging.getLogger(__name__)
@@ -102,6 +102,11 @@ def run_git(
     while args[skip : skip + 1] == ("-c",):
         skip += 2
     command = args[skip] if len(args) > skip else "git"
+    for arg in args:
+        if "\0" in arg:
+            # What a person types (a path, a revision) reaches git here; no path or revision can
+            # hold a NUL, and the OS would refuse the argument list with a bare ValueError.
+            raise InvalidInputError(f"{arg!r} holds a NUL character: no path or revision in git can")
     try:
         done = subprocess.run(
             ["git", *args],

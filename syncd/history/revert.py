@@ -6,6 +6,7 @@ from pathlib import Path
 
 from ..errors import GitBusyError, HistoryError, NotFoundError, RevertError
 from .git import git_busy, git_dir, head_sha, identity_env, repo_or_raise, run_git
+from .status import changed_paths
 
 __all__ = ["revert_commit"]
 
@@ -41,6 +42,15 @@ def revert_commit(root: Path, commit: str, name: str, email: str) -> str:
             f"commit {short} is the first commit of this home; reverting it would delete every file it "
             f"added (.gitignore, the memory/ and vault/ layout); nothing was changed ({listed})"
         )
+    unsaved = _uncommitted_in(root, target)
+    if unsaved:
+        # git would refuse with "Your local changes to the following files would be overwritten"
+        # and name them only on lines after that one: say which, and what to do.
+        shown = ", ".join(unsaved[:5]) + (f" and {len(unsaved) - 5} more" if len(unsaved) > 5 else "")
+        raise RevertError(
+            f"cannot revert {short}: {shown} changed since the last commit; commit that first (`syncd sync`, "
+            f"or a running `syncd watch` does it) and revert again; nothing was changed"
+        )
     before = head_sha(root)
     try:
         run_git(root, "revert", "--no-edit", target, env=identity_env(name, email))
@@ -55,6 +65,15 @@ def revert_commit(root: Path, commit: str, name: str, email: str) -> str:
             detail = exc.detail if isinstance(exc, HistoryError) else exc.reason
         raise RevertError(f"cannot revert {short}: {detail}") from None
     return head_sha(root) or target
+
+
+def _uncommitted_in(root: Path, target: str) -> list[str]:
+    """The files ``target`` changed that now hold changes not committed yet (edited, deleted or
+    untracked): a revert would have to overwrite them."""
+    out = run_git(root, "diff-tree", "--no-commit-id", "--name-only", "-r", "-z", "--no-renames", target)
+    touched = {p for p in out.decode("utf-8", "surrogateescape").split("\0") if p}
+    changes = changed_paths(root, touched)
+    return sorted({*changes.paths, *changes.unmerged})
 
 
 def _is_ancestor(root: Path, target: str) -> bool:

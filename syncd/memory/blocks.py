@@ -189,6 +189,11 @@ def render_block(current: str | None, label: str, content: str, settings: Settin
     if len(body) > limit:
         raise BlockLimitError(label, len(body), limit)
     prefix = page.frontmatter_raw if page is not None else ""
+    if body and not prefix and parse_page(f"{body}\n").frontmatter_raw:
+        # Text that opens like frontmatter (a `---` line, YAML, `---`) would be read back as the
+        # block's settings, not its text: its first lines lost, its limit whatever they said.
+        # An empty frontmatter before it keeps all of it text.
+        prefix = "---\n---\n"
     return f"{prefix}{body}\n" if body else prefix
 
 
