@@ -551,6 +551,7 @@ def test_a_reindex_refreshes_the_tabs_on_the_kernel_s_thread(wb):
     itself: beside the kernel's thread handling the person's clicks on the same widgets."""
     threads = []
     wb.health.changed = lambda: threads.append(threading.current_thread().name)
+    # white-box: the reindex's last step is wrapped, to know when it ran and on which thread.
     finish = wb.health._reindexed
 
     async def click_and_wait() -> None:
