@@ -174,6 +174,16 @@ def test_a_date_git_understands_names_the_last_commit_at_or_before_it(tmp_path, 
     ):
         assert resolve_revision(root, at) == first, at
     assert resolve_revision(root, "now") == resolve_revision(root, "30 minutes ago") == last
+    # Ordinals and joining words, which git reads and skips (refused for a while as "no date").
+    two_days_ago = dt.datetime.now() - dt.timedelta(days=2)
+    day, month = two_days_ago.day, two_days_ago.strftime("%B")
+    suffix = "th" if 10 <= day % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(day % 10, "th")
+    for at in (
+        f"{month} {day}{suffix} {two_days_ago.year}",
+        f"{day}{suffix} of {month} {two_days_ago.year}",
+        "2 days and 3 hours ago",
+    ):
+        assert resolve_revision(root, at) == first, at
     with pytest.raises(NotFoundError, match=r"no commit at or before 4 days ago \(\d{4}-\d\d-\d\d \d\d:\d\d\)"):
         resolve_revision(root, "4 days ago")
     # Neither a date nor a commit: what git's lenient date parser would read as "now" or the

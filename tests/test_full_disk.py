@@ -347,3 +347,41 @@ def test_a_home_on_a_full_disk_is_searched_and_a_sync_names_the_disk(tmp_path: P
         )
         small.free()
         assert run_main("sync", "-q", "--home", str(home)).returncode == 0
+
+
+def test_root_takes_the_lock_on_a_disk_full_but_for_its_reserved_blocks(tmp_path):
+    """ext4 keeps blocks back that only root may write into (5% by default). Full for everyone
+    else, the lock's check for a full disk refused root too, though root could still write: a
+    root-run daemon, sync or agent (a container's usual user) was refused on a disk past 95%.
+    A real ext4 image, half of it reserved, filled by an unprivileged user."""
+    if os.geteuid() != 0:
+        pytest.skip("a loop-mounted ext4 and an unprivileged filler need root (CI runs as root)")
+    image, where = tmp_path / "disk.img", tmp_path / "disk"
+    where.mkdir()
+    with open(image, "wb") as handle:
+        handle.truncate(16 << 20)
+    made = subprocess.run(["mkfs.ext4", "-q", "-m", "50", str(image)], capture_output=True, text=True)
+    if made.returncode != 0:
+        pytest.skip(f"cannot make an ext4 image: {made.stderr.strip() or made.returncode}")
+    mounted = subprocess.run(["mount", "-o", "loop", str(image), str(where)], capture_output=True, text=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot loop-mount an ext4 image here: {mounted.stderr.strip() or mounted.returncode}")
+    try:
+        subprocess.run(["git", "init", "-q", str(where / "home")], check=True)
+        home = Home(where / "home")
+        home.ensure_private_dir()  # made while there is room: the lock's folder
+        where.chmod(0o777)
+        filler = "dd if=/dev/zero of=fill bs=1M; dd if=/dev/zero of=fill2 bs=1k; for i in $(seq 200); do echo x > f$i || break; done"
+        subprocess.run(
+            ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "sh", "-c", filler],
+            cwd=where,
+            capture_output=True,
+            check=False,
+        )
+        st = os.statvfs(where)
+        assert st.f_bavail == 0 < st.f_bfree, (st.f_bavail, st.f_bfree)  # full, but for root's reserve
+        lock = home.lock().acquire("syncd sync")
+        assert lock.holder() == f"pid {os.getpid()} (syncd sync)"
+        lock.release()
+    finally:
+        subprocess.run(["umount", "-l", str(where)], check=False)

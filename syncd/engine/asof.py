@@ -104,12 +104,14 @@ _WALKS = re.compile(r"[~^]|@\{|\A\s*:")
 # left as a day or a time, so "v2" (a tag mistyped) was the 2nd of this month and "ticket-42" now.
 # A text holding any other word is no date. Months and weekdays from their first three letters.
 _DATE_WORD = re.compile(r"[A-Za-z]+")
+# "3rd", "1st of March": git reads the number and skips the suffix.
+_ORDINAL = re.compile(r"(?<=[0-9])(?:st|nd|rd|th)\b", re.IGNORECASE)
 _MONTHS_AND_DAYS = (
     "january", "february", "march", "april", "may", "june", "july", "august", "september", "october", "november",
     "december", "sunday", "monday", "tuesday", "wednesday", "thursday", "friday", "saturday",
 )  # fmt: skip
 _DATE_WORDS = frozenset(
-    "yesterday today now noon midnight tea am pm ago last at t z second seconds minute minutes hour hours day days "
+    "yesterday today now noon midnight tea am pm ago last at of and t z second seconds minute minutes hour hours day days "
     "week weeks month months year years zero one two three four five six seven eight nine ten "
     # git's time zone names
     "idlw nt cat hst hdt yst ydt pst pdt mst mdt cst cdt est edt ast adt wat gmt utc bst wet west cet met mewt mest "
@@ -181,7 +183,8 @@ def _date(root: Path, at: str) -> dt.datetime | None:
         pass
     else:
         return when if when.tzinfo is not None else when.astimezone()
-    if _REVISION_SYNTAX.search(at) or _SHA_PREFIX.fullmatch(at) or not all(map(_date_word, _DATE_WORD.findall(at))):
+    words = _DATE_WORD.findall(_ORDINAL.sub("", at))
+    if _REVISION_SYNTAX.search(at) or _SHA_PREFIX.fullmatch(at) or not all(map(_date_word, words)):
         return None
     iso = _ISO_DATE.match(at)
     if iso is not None:

@@ -737,10 +737,12 @@ class _HomeLock(HomeLock):
 
 
 def _no_room(folder: Path) -> bool:
-    """Whether the file system holding ``folder`` has not one block free (one that reports no
-    size at all, as some network mounts do, is given the benefit of the doubt)."""
+    """Whether the file system holding ``folder`` has not one block free for this process (one
+    that reports no size at all, as some network mounts do, is given the benefit of the doubt).
+    Root may write into the blocks a file system reserves (ext4's 5%): counted for root alone."""
     try:
         st = os.statvfs(folder)
     except OSError:
         return False
-    return st.f_blocks > 0 and st.f_bavail == 0
+    free = st.f_bfree if os.geteuid() == 0 else st.f_bavail
+    return st.f_blocks > 0 and free == 0
