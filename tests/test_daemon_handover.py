@@ -205,18 +205,8 @@ def test_a_change_handed_to_a_daemon_that_died_is_committed_while_other_agents_b
     borrower = None
     try:
         assert daemon.stdout is not None and daemon.stdout.readline() == b"held\n"
-        outcome: list[object] = []
         with MemoryManager(home, Settings(lock_wait_s=6), embedder=embedder) as memory:
-
-            def add() -> None:
-                try:
-                    outcome.append(asyncio.run(memory.add_memory("Flies a red kite.", "ana", dedup=False)))
-                except SyncdError as exc:
-                    outcome.append(exc)
-
-            adding = threading.Thread(target=add)
-            adding.start()
-            wait_for(lambda: "Flies a red kite." in _tree_text(home), 30, "the change handed to the daemon")
+            outcome, adding = _add_handed_to_the_daemon(home, memory)
             daemon.kill()
             daemon.wait(30)
             killed = time.monotonic()
@@ -234,6 +224,23 @@ def test_a_change_handed_to_a_daemon_that_died_is_committed_while_other_agents_b
         daemon.stdout.close()
         if borrower is not None:
             borrower.wait(30)
+
+
+def _add_handed_to_the_daemon(home: Path, memory) -> tuple[list[object], threading.Thread]:
+    """An agent's add on a thread, returned once written (handed to the daemon holding the
+    home): what it will end with (the fact, or the SyncdError raised), and its thread."""
+    outcome: list[object] = []
+
+    def add() -> None:
+        try:
+            outcome.append(asyncio.run(memory.add_memory("Flies a red kite.", "ana", dedup=False)))
+        except SyncdError as exc:
+            outcome.append(exc)
+
+    adding = threading.Thread(target=add)
+    adding.start()
+    wait_for(lambda: "Flies a red kite." in _tree_text(home), 30, "the change handed to the daemon")
+    return outcome, adding
 
 
 def _tree_text(home: Path) -> str:
@@ -283,18 +290,8 @@ def test_a_takeover_finding_its_change_committed_by_another_agent_is_acknowledge
     try:
         assert other.stdout is not None and other.stdout.readline() == b"ready\n"
         assert daemon.stdout is not None and daemon.stdout.readline() == b"held\n"
-        outcome: list[object] = []
         with MemoryManager(home, Settings(lock_wait_s=10), embedder=embedder) as memory:
-
-            def add() -> None:
-                try:
-                    outcome.append(asyncio.run(memory.add_memory("Flies a red kite.", "ana", dedup=False)))
-                except SyncdError as exc:
-                    outcome.append(exc)
-
-            adding = threading.Thread(target=add)
-            adding.start()
-            wait_for(lambda: "Flies a red kite." in _tree_text(home), 30, "the change handed to the daemon")
+            outcome, adding = _add_handed_to_the_daemon(home, memory)
             log = next((home / "memory/users").rglob("*.md")).relative_to(home).as_posix()
             daemon.kill()
             daemon.wait(30)

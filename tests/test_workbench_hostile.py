@@ -13,7 +13,7 @@ import syncd
 
 from .helpers import write
 from .workbench_helpers import ANA_LOG_REL as ANA_LOG
-from .workbench_helpers import build_home, git, import_workbench
+from .workbench_helpers import build_home, git, import_workbench, open_workbench
 
 wbmod = import_workbench()
 
@@ -25,9 +25,8 @@ def home(tmp_path, embedder):
 
 @pytest.fixture
 def wb(home, embedder):
-    bench = wbmod.Workbench(home, poll=0, embedder=embedder)
-    yield bench
-    bench.close()
+    with open_workbench(home, embedder) as bench:
+        yield bench
 
 
 def _show(wb, title: str):
@@ -238,8 +237,7 @@ def test_a_refresh_leaves_browse_on_the_day_and_page_being_read(tmp_path, embedd
         for d in range(1, 4)
     }
     home = build_home(tmp_path / "home", embedder, days)
-    bench = wbmod.Workbench(home, poll=0, embedder=embedder)
-    try:
+    with open_workbench(home, embedder) as bench:
         _show(bench, "Browse")
         facts = bench.browse.facts
         facts.users.pick("ana")
@@ -249,8 +247,6 @@ def test_a_refresh_leaves_browse_on_the_day_and_page_being_read(tmp_path, embedd
         bench.refresh()
         assert (facts.users.value, facts.dates.value, facts.pager.page) == ("ana", "2026-10-02", 1)
         assert "Day 2 fact 20." in facts.rows.children[0].children[1].value
-    finally:
-        bench.close()
 
 
 def test_filtering_the_users_keeps_the_pick_and_edit_opens_the_fact_shown(wb):
@@ -349,8 +345,7 @@ def test_a_blob_pasted_into_a_log_does_not_make_the_widgets_megabytes(tmp_path, 
     page of facts 1 MB, the commit's History 5 MB and a hit's file view 450 KB."""
     blob = "".join(f"- [note] Blob {i} " + "x" * 50_000 + "\n" for i in range(100))
     home = build_home(tmp_path / "home", embedder, {"memory/users/ana/2026-11-30.md": "# 2026-11-30\n\n" + blob})
-    bench = wbmod.Workbench(home, poll=0, embedder=embedder)
-    try:
+    with open_workbench(home, embedder) as bench:
         _show(bench, "Browse")
         facts = bench.browse.facts
         facts.users.pick("ana")
@@ -365,8 +360,6 @@ def test_a_blob_pasted_into_a_log_does_not_make_the_widgets_megabytes(tmp_path, 
         assert len(bench.search.detail.value) < 20_000
         bench.edit_fact("ana", bench.search.hits[0].id)
         assert len(bench.edit.fact.content.value) > 50_000  # the whole text, to edit
-    finally:
-        bench.close()
 
 
 def test_a_commit_gone_since_the_list_was_read_is_a_message(wb, home):
@@ -422,15 +415,12 @@ def test_it_follows_commits_in_a_home_that_is_a_linked_worktree(home, embedder):
     stat'ed .git/HEAD and .git/refs there, which do not exist, so no commit was ever noticed."""
     linked = home.parent / "linked"
     git(home, "worktree", "add", "-q", "-b", "other", str(linked))
-    bench = wbmod.Workbench(linked, poll=0, embedder=embedder)
-    try:
+    with open_workbench(linked, embedder) as bench:
         assert bench.poll_once() is False
         write(linked, "memory/users/ana/2026-11-30.md", "# 2026-11-30\n\n- [note] Made in the worktree.\n")
         git(linked, "add", "-A")
         git(linked, "commit", "-q", "-m", "a commit of the person's")
         assert bench.poll_once() is True
-    finally:
-        bench.close()
 
 
 def test_control_and_reordering_characters_in_a_log_are_shown_not_obeyed(wb, home):

@@ -8,7 +8,7 @@ import pytest
 import syncd
 
 from .helpers import write
-from .workbench_helpers import ANA_DAY, build_home, git, import_workbench
+from .workbench_helpers import ANA_DAY, build_home, git, import_workbench, open_workbench
 
 wbmod = import_workbench()
 
@@ -22,9 +22,8 @@ def home(tmp_path, embedder):
 
 @pytest.fixture
 def wb(home, embedder):
-    bench = wbmod.Workbench(home, poll=0, embedder=embedder)
-    yield bench
-    bench.close()
+    with open_workbench(home, embedder) as bench:
+        yield bench
 
 
 def _texts(box) -> list[str]:

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import importlib.util
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import syncd
 
@@ -53,6 +56,16 @@ def import_workbench():
     sys.modules["syncd.workbench"] = module
     spec.loader.exec_module(module)
     return module
+
+
+@contextlib.contextmanager
+def open_workbench(home: Path, embedder) -> Iterator[Any]:
+    """A Workbench on ``home`` that does not poll (a test refreshes it by hand), closed after."""
+    bench = import_workbench().Workbench(home, poll=0, embedder=embedder)
+    try:
+        yield bench
+    finally:
+        bench.close()
 
 
 def build_home(root: Path, embedder, extra: dict[str, str] | None = None) -> Path:

@@ -66,7 +66,7 @@ _POLL_S = 0.02
 # longer, and HEAD holding the write is what the acknowledgement promises.
 _INDEX_IN_PLACE_S = 3.0
 # A takeover waiting for the home's lock looks this often whether HEAD took its change meanwhile.
-_DAEMON_GONE_LOOK_S = 0.5
+_TAKEOVER_LOOK_S = 0.5
 # How long a change with no daemon waits for git to settle before putting back what a rebase
 # abort dropped (else the next change does): a few of commit_quiet_ms's 0.3 s.
 _PUT_BACK_SETTLE_S = 1.5
@@ -666,7 +666,7 @@ class WritePath:
             if not late:
                 return "landed"
             try:
-                lock = self._borrow_lock(min(deadline, time.monotonic() + _DAEMON_GONE_LOOK_S))
+                lock = self._borrow_lock(min(deadline, time.monotonic() + _TAKEOVER_LOOK_S))
                 break
             except LockedError:
                 if time.monotonic() >= deadline:
