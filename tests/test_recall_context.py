@@ -134,3 +134,51 @@ def test_a_question_gives_part_of_its_relevance_to_its_reply(tmp_path, embedder)
     assert asks["Bo: Did you see the cake I baked for the party?"]
     assert not asks["Bo: Here is the garden after the party."]
     assert not asks["Ana: Yes, it looked delicious."]
+
+
+# Two facts one agent call wrote together, about different things (their cosine is 0.07 under the
+# bundled model), and the same two facts written one call at a time.
+TOGETHER = """# 2026-03-16
+
+## 08:10 chat:c1 session:s4
+- [technical] Deploys his side project with Docker on a small VPS.
+- [preference] Drinks three espressos a day and likes dark roast coffee.
+"""
+APART = """# 2026-03-16
+
+## 08:10 chat:c1 session:s4
+- [technical] Deploys his side project with Docker on a small VPS.
+
+## 08:11 chat:c1 session:s4
+- [preference] Drinks three espressos a day and likes dark roast coffee.
+"""
+
+
+def test_a_neighbour_about_something_else_lends_neither_its_words_nor_its_relevance(tmp_path, embedder) -> None:
+    """A neighbour's words and relevance count as far as it belongs with the fact: not at all for
+    a fact about something else, which then scores as it would alone in its section. (Before,
+    a query for coffee found the Docker fact through its neighbour's word and relevance both.)"""
+    from syncd.index import search  # white-box: the premise is that the pair lies below the tie
+
+    root = syncd.init(tmp_path / "home").home
+    write(root, "memory/users/ana/2026-03-16.md", TOGETHER)
+    write(root, "memory/users/bo/2026-03-16.md", APART)
+    docker = "Deploys his side project with Docker on a small VPS."
+    coffee = "Drinks three espressos a day and likes dark roast coffee."
+    vectors = embedder.embed([docker, coffee])
+    assert float(vectors[0] @ vectors[1]) < search._TIED_BELOW
+    with syncd.open(root, embedder=embedder) as engine:
+        engine.sync()
+        together = {h.content: h for h in engine.search("coffee", user_id="ana", kind="fact", limit=5)}
+        apart = {h.content: h for h in engine.search("coffee", user_id="bo", kind="fact", limit=5)}
+    assert together[coffee].parts["coverage"] == 1.0
+    assert (docker in together) == (docker in apart)
+    if docker in together:
+        assert together[docker].parts["fulltext"] == 0.0
+        assert together[docker].parts["context"] == 0.0
+        # Part by part as alone (recency moves with the clock between the two searches).
+        for part in ("semantic", "fulltext", "context", "importance", "question", "time"):
+            assert together[docker].parts[part] == apart[docker].parts[part], part
+        assert together[docker].score == pytest.approx(apart[docker].score)
+    # While it says "coffee" itself, for its passage holds its own words at full weight.
+    assert together[coffee].parts["fulltext"] > 0.9

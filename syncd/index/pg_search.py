@@ -433,6 +433,17 @@ class PgRows:
         vectors = np.stack([self._vectors[self._rids[r]] for r in rows]).astype(np.float64)
         return (vectors * np.asarray(query, dtype=np.float64)).sum(axis=1)
 
+    def pair_cosines(self, rows: np.ndarray, others: np.ndarray) -> np.ndarray:
+        """Exact cosine between each row and the row at the same place in ``others``, as
+        RowCache.pair_cosines computes it."""
+        rows, others = np.asarray(rows, dtype=np.int64), np.asarray(others, dtype=np.int64)
+        if not len(rows):
+            return np.zeros(0, dtype=np.float64)
+        self._fetch_vectors(np.concatenate([rows, others]))
+        left = np.stack([self._vectors[self._rids[r]] for r in rows])
+        right = np.stack([self._vectors[self._rids[r]] for r in others])
+        return np.einsum("ij,ij->i", left, right, dtype=np.float64, casting="safe")
+
     def row_created(self, rows: np.ndarray) -> np.ndarray:
         payloads = self.row_payloads(rows)
         return np.fromiter((created_posix(p.get("created_at")) for p in payloads), np.float64, len(payloads))

@@ -45,7 +45,17 @@ from .files_mirror import table_stamp
 from .fulltext import TextIndex, best_rows, query_signals
 from .pending import PendingWrites
 from .records import SCHEMA_VERSION, EntryRow
-from .rowcache import RowCache, ScopeMask, exact_cosines, nearest_rows, neighbours, quantize, row_columns, scope_rows
+from .rowcache import (
+    RowCache,
+    ScopeMask,
+    exact_cosines,
+    exact_pair_cosines,
+    nearest_rows,
+    neighbours,
+    quantize,
+    row_columns,
+    scope_rows,
+)
 
 __all__ = ["IMAGE_NAME", "ImageKeeper", "ImageRows", "entries_stamp", "open_image", "patch_image", "write_image"]
 
@@ -466,6 +476,9 @@ class ImageRows:
 
     def row_cosines(self, query: np.ndarray, rows: np.ndarray) -> np.ndarray:
         return exact_cosines(self._a["vectors"], rows, query)
+
+    def pair_cosines(self, rows: np.ndarray, others: np.ndarray) -> np.ndarray:
+        return exact_pair_cosines(self._a["vectors"], rows, others)
 
     def row_created(self, rows: np.ndarray) -> np.ndarray:
         return self._a["created"][np.asarray(rows, dtype=np.int64)]

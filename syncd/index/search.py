@@ -6,10 +6,16 @@ score = 0.7 * semantic + 0.3 * full text + 0.5 * context + 0.2 * importance + 0.
 - semantic is the cosine (clamped at 0); full text is BM25 over the best BM25 in scope (both
   computed row by row for every candidate, however it was found, so the parts are comparable).
   A daily-log fact's BM25 is that of its passage: its own words and its conversation neighbours'
-  (rows.py, fulltext.py);
+  (rows.py, fulltext.py). A neighbour lends its words only as far as it belongs with the fact
+  (below), so the full text part is the passage's times the share of the query's words the fact
+  says itself, plus the rest times how far its nearest neighbours belong with it;
 - context is what the fact's conversation says about the query: the best relevance
   (0.7 * semantic + 0.3 * full text) among the facts of its section one place away, or half of
-  it two places away. A question is often answered by the turn after the one that matches it
+  it two places away, each times how far that neighbour belongs with the fact. Two facts belong
+  together by the cosine of their own texts: the turns of one exchange do ("Where did you go?" /
+  "Lyon, last spring"), while facts an agent wrote together are often about different things
+  ("Likes green tea, never coffee." / "Wants to run the Lyon half marathon": a query for coffee
+  found the marathon at 0.97 of the tea's score, through the tea's word and relevance both). A question is often answered by the turn after the one that matches it
   ("Where did you go?" / "Lyon, last spring"), so the neighbours of every candidate are ranked
   too. The fact just after a question (a fact whose text ends in "?", a trailing bracketed note
   such as an image's caption aside) is its reply, and takes three quarters of the question's
@@ -81,6 +87,15 @@ _UNDATED_RECENCY = 0.5
 # Below this cosine a row has nothing of the query's meaning (unrelated texts under MiniLM sit
 # around 0.0-0.15): with no word of it either, it is never returned, however few hits remain.
 _NO_MEANING = 0.05
+# Whether two facts side by side belong to one exchange, by the cosine of their own texts: the
+# turns of a conversation follow one another ("Where did you go?" / "Lyon, last spring": 0.40;
+# on LoCoMo dev, 9 neighbours in 10 lie above 0.30), while the facts one agent call wrote
+# together are often about different things ("Likes green tea, never coffee." / "Wants to run the
+# Lyon half marathon": 0.13), and unrelated texts under MiniLM sit around 0.0-0.15. At or below
+# _TIED_BELOW a neighbour lends nothing (neither its words to the fact's passage nor its
+# relevance as context), from _TIED_FROM all of it, in proportion between.
+_TIED_BELOW = 0.10
+_TIED_FROM = 0.25
 # Context flows from facts at most this many places away, halving with each step.
 _CONTEXT_REACH = 2
 _CONTEXT_DECAY = 0.5
@@ -228,6 +243,18 @@ def _inside(meant: Period, periods: list[Period]) -> float:
     return best / days
 
 
+def _ties(rows, facts: np.ndarray, near: np.ndarray) -> np.ndarray:
+    """How far each fact belongs with each of its neighbours (``near``, -1 where there is none),
+    from 0 to 1 by the cosine of their own texts (_TIED_BELOW, _TIED_FROM); 0 where there is none."""
+    present = near >= 0
+    cosines = np.zeros(near.shape, dtype=np.float64)
+    if present.any():
+        pairs = np.broadcast_to(np.asarray(facts, dtype=np.int64)[:, None], near.shape)
+        cosines[present] = rows.pair_cosines(pairs[present], near[present])
+    ties = np.clip((cosines - _TIED_BELOW) / (_TIED_FROM - _TIED_BELOW), 0.0, 1.0)
+    return np.where(present, ties, 0.0)
+
+
 def _take(signal: np.ndarray, rows: np.ndarray) -> np.ndarray:
     """``signal[rows]``, 0 for rows past its end: a backend that numbers rows as a query meets
     them (pg_search.py) numbers rows found after the full-text pass, which hold no query word."""
@@ -300,6 +327,13 @@ def hybrid_search(
         # Every row's parts are computed the same way, row by row, whichever search found it.
         cosine, bm25 = rows.row_cosines(query_vector, scored), _take(passage_all, scored)
         coverage, rare = _take(coverage_all, scored), _take(rare_all, scored)
+        # How far each fact and its neighbours belong together: for what a neighbour's words add
+        # to a fact's passage (its two next neighbours; read only where the passage holds a word
+        # of the query the fact does not say) and what its relevance passes on (context).
+        lent = np.flatnonzero((bm25 > 0) & (coverage < 1.0))
+        passage_ties = np.zeros(len(scored))
+        passage_ties[lent] = _ties(rows, scored[lent], rows.around(scored[lent], scope, 1)[0]).max(axis=1, initial=0.0)
+        context_ties = _ties(rows, ranked, near)
         created = rows.row_created(ranked)
         payloads = rows.row_payloads(ranked)
         # Whether a row asks matters for the ranked rows (their question part) and for the fact
@@ -312,10 +346,13 @@ def hybrid_search(
     best_bm25 = float(passage_all.max(initial=0.0)) or 1.0
     at = np.searchsorted(scored, ranked)
     semantic = np.maximum(cosine, 0.0)
-    fulltext = bm25.astype(np.float64) / best_bm25
+    # A passage's words are the fact's own (``coverage``, the idf-weighted share of the query's
+    # words it says itself) and its neighbours', which count as far as they belong with it.
+    said = np.minimum(coverage, 1.0)
+    fulltext = bm25.astype(np.float64) / best_bm25 * (said + (1.0 - said) * passage_ties)
     passed = weights.semantic * semantic + weights.fulltext * fulltext
     neighbour = np.searchsorted(scored, np.maximum(near, 0))
-    shares = np.where(near >= 0, passed[neighbour], 0.0) * _CONTEXT_DECAY ** (distances - 1)
+    shares = np.where(near >= 0, passed[neighbour], 0.0) * context_ties * _CONTEXT_DECAY ** (distances - 1)
     if reach:
         # The first column is the fact just before (rows.around): a question, when it is one.
         shares[:, 0] *= np.where(after_question, _REPLY_GAIN, 1.0)
@@ -327,10 +364,10 @@ def hybrid_search(
     relevant = answered(float(evidence(cosine, rare).max(initial=0.0)), visible)
     # A row with no word of the query, nothing from its neighbours and no closeness in meaning
     # is no match at all, whatever the limit: never padding.
-    keep = (bm25[at] > 0) | (context > 0) | (cosine[at] >= _NO_MEANING)
+    keep = (fulltext[at] > 0) | (context > 0) | (cosine[at] >= _NO_MEANING)
     if min_cosine is not None:
         # No word of the query (in the row or its context window) and not close in meaning.
-        keep &= (bm25[at] > 0) | (cosine[at] >= min_cosine)
+        keep &= (fulltext[at] > 0) | (cosine[at] >= min_cosine)
     if floor and not relevant:
         return []
 
