@@ -47,13 +47,19 @@ def git(root: Path, *args: str) -> str:
 def person_git(root: Path, *args: str, timeout: float = 30) -> str:
     """A git command of the person's beside a running daemon: run again while git says another
     git process holds its index lock (the daemon's commit pass holds it for a moment to move
-    HEAD), as a person would; any other failure fails the test with git's own words."""
+    HEAD), as a person would; any other failure fails the test with git's own words.
+
+    ``git stash`` (push) says nothing when it finds the lock taken: it refreshes the index
+    without asking git to report a lock it cannot take, and exits 1 with no message (git 2.39,
+    builtin/stash.c do_create_stash). A silent exit 1 of a stash push is that case."""
     deadline = time.monotonic() + timeout
+    silent_lock = args[:1] == ("stash",) and (len(args) == 1 or args[1] in ("push", "-q", "-u"))
     while True:
         done = subprocess.run(["git", *args], cwd=root, env=os.environ | GIT_ENV, capture_output=True, text=True)
         if done.returncode == 0:
             return done.stdout
-        if "index.lock': File exists" not in done.stderr or time.monotonic() > deadline:
+        locked = "index.lock': File exists" in done.stderr or (silent_lock and not done.stderr.strip())
+        if not locked or time.monotonic() > deadline:
             raise AssertionError(f"git {' '.join(args)} failed ({done.returncode}): {done.stderr.strip()}")
         time.sleep(0.2)
 
