@@ -21,7 +21,8 @@ The tree (tests/test_errors.py checks it against the classes)::
     ├── BlockLimitError          a core block over its size limit
     ├── EmbeddingError           the embedding model cannot be loaded or run
     ├── IndexError_              the index is unusable
-    │   └── IndexUnreachable     its database cannot be reached: the markdown is kept, the index behind
+    │   ├── IndexUnreachable     its database cannot be reached: the markdown is kept, the index behind
+    │   └── IndexDamaged         its tables cannot be read: `syncd reindex` rebuilds them from the markdown
     ├── ExtractionError          fact extraction failed; nothing was written
     ├── StorageError             the disk refused a write (``saved`` says whether the markdown is)
     ├── HistoryError             a git command failed
@@ -49,6 +50,7 @@ __all__ = [
     "EmbeddingError",
     "IndexError_",
     "IndexUnreachable",
+    "IndexDamaged",
     "ExtractionError",
     "BlockLimitError",
     "NotFoundError",
@@ -137,6 +139,12 @@ class IndexUnreachable(IndexError_):
 
     #: What ``Status.index`` says meanwhile (``syncd.index.backend.INDEX_UNREACHABLE``).
     status = "unreachable"
+
+
+class IndexDamaged(IndexError_):
+    """The index's own files cannot be read (cut short by a disk error or a bad copy, or not
+    readable by this account): nothing of the markdown is touched, and the index, derived from it,
+    is rebuilt by removing it and running ``syncd reindex``."""
 
 
 class ExtractionError(SyncdError):

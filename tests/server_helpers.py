@@ -16,9 +16,10 @@ from pathlib import Path
 
 import httpx
 import httpx2
-from mcp import Client
+from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
+import syncd
 from syncd.config import Settings
 from syncd.home import Home
 from syncd.server.serve import SERVER_FILE, ServerHandle, serve
@@ -49,6 +50,20 @@ async def mcp_over_http(served: Served, token: str) -> AsyncIterator[Client]:
     async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=60) as http:
         async with Client(streamable_http_client(f"{served.url}/mcp", http_client=http)) as client:
             yield client
+
+
+def mcp_over_stdio(home: Path, *extra: str) -> Client:
+    """An MCP client (the SDK's own) of `syncd mcp` over stdio on ``home``, in a process of its own."""
+    # The child gets only a minimal environment: say which syncd (this tree) and where git's config is.
+    env = {k: os.environ[k] for k in ("PYTHONPATH", "GIT_CONFIG_GLOBAL", "GIT_CONFIG_NOSYSTEM") if k in os.environ}
+    return Client(
+        StdioServerParameters(
+            command=sys.executable,
+            args=["-m", "syncd", "mcp", "--home", str(home), *extra],
+            env=env,
+            cwd=str(Path(syncd.__file__).parent.parent),
+        )
+    )
 
 
 async def call_tool(client, name: str, **arguments):
