@@ -9,7 +9,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -52,14 +52,15 @@ async def mcp_over_http(served: Served, token: str) -> AsyncIterator[Client]:
             yield client
 
 
-def mcp_over_stdio(home: Path, *extra: str) -> Client:
-    """An MCP client (the SDK's own) of `syncd mcp` over stdio on ``home``, in a process of its own."""
+def mcp_over_stdio(home: Path, *extra: str, command: Sequence[str] = (sys.executable, "-m", "syncd")) -> Client:
+    """An MCP client (the SDK's own) of `syncd mcp` over stdio on ``home``, in a process of its
+    own (``command`` runs syncd: another one, say, that drops root's powers)."""
     # The child gets only a minimal environment: say which syncd (this tree) and where git's config is.
     env = {k: os.environ[k] for k in ("PYTHONPATH", "GIT_CONFIG_GLOBAL", "GIT_CONFIG_NOSYSTEM") if k in os.environ}
     return Client(
         StdioServerParameters(
-            command=sys.executable,
-            args=["-m", "syncd", "mcp", "--home", str(home), *extra],
+            command=command[0],
+            args=[*command[1:], "mcp", "--home", str(home), *extra],
             env=env,
             cwd=str(Path(syncd.__file__).parent.parent),
         )
