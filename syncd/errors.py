@@ -26,6 +26,7 @@ The tree (tests/test_errors.py checks it against the classes)::
     ├── ExtractionError          fact extraction failed; nothing was written
     ├── StorageError             the disk refused a write (``saved`` says whether the markdown is)
     ├── HistoryError             a git command failed
+    │   └── RemoteRefused        a remote refuses us for good: waiting and retrying do not help
     ├── RevertError              a revert that cannot apply cleanly; nothing changed
     ├── GitBusyError             the person's own git operation is under way
     │   ├── CommitDeferredError  saved, committed once git is free: do not write it again
@@ -59,6 +60,7 @@ __all__ = [
     "CommitDeferredError",
     "ChangedMeanwhileError",
     "HistoryError",
+    "RemoteRefused",
     "StorageError",
     "QueryError",
     "UnsafePickleError",
@@ -198,6 +200,13 @@ class HistoryError(SyncdError):
         self.command = command
         self.detail = detail
         super().__init__(f"git {command} failed: {detail}")
+
+
+class RemoteRefused(HistoryError):
+    """A git remote refuses us for a reason that trying again does not change: its history is
+    not this home's, its hook declines our push, it does not know our credentials, or there is no
+    such repository. Someone has to act (the remote's URL, its hook, the credentials) before a
+    retry can succeed; a remote that is only unreachable now is a plain HistoryError."""
 
 
 class StorageError(SyncdError):
