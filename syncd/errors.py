@@ -21,10 +21,12 @@ The tree (tests/test_errors.py checks it against the classes)::
     ├── BlockLimitError          a core block over its size limit
     ├── EmbeddingError           the embedding model cannot be loaded or run
     ├── IndexError_              the index is unusable
-    │   └── IndexUnreachable     its database cannot be reached: the markdown is kept, the index behind
+    │   ├── IndexUnreachable     its database cannot be reached: the markdown is kept, the index behind
+    │   └── IndexDamaged         its tables cannot be read: `syncd reindex` rebuilds them from the markdown
     ├── ExtractionError          fact extraction failed; nothing was written
     ├── StorageError             the disk refused a write (``saved`` says whether the markdown is)
     ├── HistoryError             a git command failed
+    │   └── RemoteRefused        a remote refuses us for good: waiting and retrying do not help
     ├── RevertError              a revert that cannot apply cleanly; nothing changed
     ├── GitBusyError             the person's own git operation is under way
     │   ├── CommitDeferredError  saved, committed once git is free: do not write it again
@@ -49,6 +51,7 @@ __all__ = [
     "EmbeddingError",
     "IndexError_",
     "IndexUnreachable",
+    "IndexDamaged",
     "ExtractionError",
     "BlockLimitError",
     "NotFoundError",
@@ -57,6 +60,7 @@ __all__ = [
     "CommitDeferredError",
     "ChangedMeanwhileError",
     "HistoryError",
+    "RemoteRefused",
     "StorageError",
     "QueryError",
     "UnsafePickleError",
@@ -139,6 +143,12 @@ class IndexUnreachable(IndexError_):
     status = "unreachable"
 
 
+class IndexDamaged(IndexError_):
+    """The index's own files cannot be read (cut short by a disk error or a bad copy, or not
+    readable by this account): nothing of the markdown is touched, and the index, derived from it,
+    is rebuilt by removing it and running ``syncd reindex``."""
+
+
 class ExtractionError(SyncdError):
     """Fact extraction could not run or returned something unusable; nothing was written."""
 
@@ -190,6 +200,13 @@ class HistoryError(SyncdError):
         self.command = command
         self.detail = detail
         super().__init__(f"git {command} failed: {detail}")
+
+
+class RemoteRefused(HistoryError):
+    """A git remote refuses us for a reason that trying again does not change: its history is
+    not this home's, its hook declines our push, it does not know our credentials, or there is no
+    such repository. Someone has to act (the remote's URL, its hook, the credentials) before a
+    retry can succeed; a remote that is only unreachable now is a plain HistoryError."""
 
 
 class StorageError(SyncdError):

@@ -9,16 +9,17 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
 import httpx2
-from mcp import Client
+from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
+import syncd
 from syncd.config import Settings
 from syncd.home import Home
 from syncd.server.serve import SERVER_FILE, ServerHandle, serve
@@ -49,6 +50,21 @@ async def mcp_over_http(served: Served, token: str) -> AsyncIterator[Client]:
     async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=60) as http:
         async with Client(streamable_http_client(f"{served.url}/mcp", http_client=http)) as client:
             yield client
+
+
+def mcp_over_stdio(home: Path, *extra: str, command: Sequence[str] = (sys.executable, "-m", "syncd")) -> Client:
+    """An MCP client (the SDK's own) of `syncd mcp` over stdio on ``home``, in a process of its
+    own (``command`` runs syncd: another one, say, that drops root's powers)."""
+    # The child gets only a minimal environment: say which syncd (this tree) and where git's config is.
+    env = {k: os.environ[k] for k in ("PYTHONPATH", "GIT_CONFIG_GLOBAL", "GIT_CONFIG_NOSYSTEM") if k in os.environ}
+    return Client(
+        StdioServerParameters(
+            command=command[0],
+            args=[*command[1:], "mcp", "--home", str(home), *extra],
+            env=env,
+            cwd=str(Path(syncd.__file__).parent.parent),
+        )
+    )
 
 
 async def call_tool(client, name: str, **arguments):

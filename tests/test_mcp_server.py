@@ -5,20 +5,16 @@ over stdio (`syncd mcp`), both beside a running server (through the local socket
 from __future__ import annotations
 
 import datetime as dt
-import os
-import sys
-from pathlib import Path
 
 import anyio
 import pytest
-from mcp import Client, StdioServerParameters
 
 import syncd
 from syncd.control.protocol import socket_path
 from syncd.server.service import OPERATIONS
 
 from .daemon_helpers import git, isolate_git_identity
-from .server_helpers import call_tool, mcp_over_http, served_in_thread
+from .server_helpers import call_tool, mcp_over_http, mcp_over_stdio, served_in_thread
 
 
 @pytest.fixture(scope="module")
@@ -31,19 +27,6 @@ def server(tmp_path_factory, embedder):
             yield served
     finally:
         mp.undo()
-
-
-def _stdio(home, *extra):
-    # The child gets only a minimal environment: say which syncd (this tree) and where git's config is.
-    env = {k: os.environ[k] for k in ("PYTHONPATH", "GIT_CONFIG_GLOBAL", "GIT_CONFIG_NOSYSTEM") if k in os.environ}
-    return Client(
-        StdioServerParameters(
-            command=sys.executable,
-            args=["-m", "syncd", "mcp", "--home", str(home), *extra],
-            env=env,
-            cwd=str(Path(syncd.__file__).parent.parent),
-        )
-    )
 
 
 async def _every_tool(client, home, user):
@@ -113,9 +96,9 @@ def test_every_tool_over_streamable_http_and_a_user_tokens_scope(server):
 
 def test_stdio_beside_a_running_server_goes_through_its_socket(server):
     async def main():
-        async with _stdio(server.home) as client:
+        async with mcp_over_stdio(server.home) as client:
             await _every_tool(client, server.home, "erin")
-        async with _stdio(server.home, "--user", "fay") as client:
+        async with mcp_over_stdio(server.home, "--user", "fay") as client:
             assert "AccessError" in (await call_tool(client, "memory_search", query="bees", user_id="erin"))["error"]
             added = await call_tool(client, "memory_add", content="Fay restores old clocks.")
             assert added["fact"]["id"] in (server.home / f"memory/users/fay/{dt.date.today()}.md").read_text()
@@ -133,7 +116,7 @@ def test_stdio_alone_holds_the_home_itself(tmp_path, monkeypatch, embedder):
     home = syncd.init(tmp_path / "home").home
 
     async def main():
-        async with _stdio(home) as client:
+        async with mcp_over_stdio(home) as client:
             await _every_tool(client, home, "gus")
 
     anyio.run(main)
@@ -162,7 +145,7 @@ def test_arguments_are_checked_by_the_operation_in_one_line_and_unknown_names_re
     async def main():
         async with mcp_over_http(server, server.admin) as client:
             over_http = await answers(client)
-        async with _stdio(server.home) as client:
+        async with mcp_over_stdio(server.home) as client:
             over_stdio = await answers(client)
         return over_http, over_stdio
 

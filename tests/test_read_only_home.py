@@ -7,8 +7,10 @@ from __future__ import annotations
 import logging
 import os
 import subprocess
+import sys
 from pathlib import Path
 
+import anyio
 import numpy as np
 import pytest
 
@@ -19,6 +21,7 @@ from syncd.index.embed_cache import EmbeddingCache
 from .cli_helpers import run_main
 from .helpers import write
 from .mounts import read_only_view, without_root_powers
+from .server_helpers import call_tool, mcp_over_stdio
 
 LOG = "memory/users/ana/2026-11-22.md"
 
@@ -209,3 +212,46 @@ def test_a_read_only_home_is_searched_as_a_kept_revision_left_it(indexed: Path, 
             )
         finally:
             close_past_engines()
+
+
+def _mcp_reads_and_refuses_writes(root: Path, command: list[str]) -> None:
+    """`syncd mcp` over stdio on ``root``: searches and reads answer, every write is refused
+    saying why, and nothing of the home changes."""
+    before = {p: p.read_bytes() for p in root.rglob("*") if p.is_file() and ".git" not in p.parts}
+
+    async def main() -> tuple[list[dict], list[str]]:
+        async with mcp_over_stdio(root, command=command) as client:
+            reads = [
+                await call_tool(client, "memory_search", query="green tea", user_id="ana"),
+                await call_tool(client, "core_memory_get", user_id="ana"),
+                await call_tool(client, "memory_blame", fact_id="f-tea", user_id="ana"),
+            ]
+            writes = [
+                await call_tool(client, "memory_add", content="Likes coffee.", user_id="ana"),
+                await call_tool(client, "core_memory_replace", label="user", content="Ana.", user_id="ana"),
+                await call_tool(client, "memory_delete", memory_id="f-tea", user_id="ana"),
+            ]
+        return reads, [w["error"] for w in writes]
+
+    reads, refused = anyio.run(main)
+    assert reads[0]["hits"][0]["content"] == "Likes green tea."
+    assert "user" in reads[1]["blocks"] and reads[2]["histories"]
+    for error in refused:
+        assert "AccessError: this home is read-only to `syncd mcp`: cannot change the home" in error, error
+        assert "need write access to the home and its .git folder" in error and "\n" not in error, error
+    assert {p: p.read_bytes() for p in root.rglob("*") if p.is_file() and ".git" not in p.parts} == before
+
+
+def test_mcp_over_stdio_serves_a_read_only_home_read_only(indexed: Path, tmp_path: Path):
+    """`syncd mcp` refused to start on a home it may not write (its lock refused), where
+    `syncd search` and `syncd serve --read-only` read it: an agent lost its memory's reads."""
+    with read_only_view(indexed, tmp_path / "ro") as ro:
+        _mcp_reads_and_refuses_writes(ro, [sys.executable, "-m", "syncd"])
+
+
+def test_mcp_over_stdio_serves_a_home_its_user_may_not_write_read_only(indexed: Path):
+    subprocess.run(["chmod", "-R", "a-w", str(indexed)], check=True)
+    try:
+        _mcp_reads_and_refuses_writes(indexed, without_root_powers([]))
+    finally:
+        subprocess.run(["chmod", "-R", "u+w", str(indexed)], check=True)

@@ -5,6 +5,7 @@ the home's own hook declines is not committed anyway."""
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -12,15 +13,19 @@ from pathlib import Path
 import pytest
 
 import syncd
+from syncd.daemon.sharing import RemoteSharing, read_remote_state
 from syncd.engine.sharing import pull, push
-from syncd.errors import GitBusyError, HistoryError
+from syncd.errors import GitBusyError, HistoryError, RemoteRefused
+from syncd.home import Home
 
-from .helpers import assert_matches_rebuild
-from .sharing_helpers import shared_homes
+from .cli_helpers import run_main
+from .daemon_helpers import start_cli_daemon
+from .helpers import assert_matches_rebuild, wait_for, write
+from .sharing_helpers import bare_remote, shared_homes
 
 
-def git(root: Path, *args: str) -> str:
-    return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, check=True).stdout
+def git(root: Path, *args: str, check: bool = True) -> str:
+    return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, check=check).stdout
 
 
 def test_a_push_the_remote_declines_says_why_without_pulling(tmp_path, embedder):
@@ -102,3 +107,108 @@ def test_a_merge_the_home_s_own_hook_declines_is_not_committed_anyway(tmp_path, 
         assert pull(b, "origin").head is not None
         assert "Learned on the laptop." in (b_root / log).read_text()
         assert_matches_rebuild(b)
+
+
+# -- a daemon sharing through a remote that refuses it for good ---------------------------------
+
+
+def _state(root: Path) -> dict:
+    return read_remote_state(Home(root).private_dir) or {}
+
+
+def _stopped_on(root: Path, words: str) -> dict:
+    state = wait_for(
+        lambda: _state(root).get("stopped") and _state(root),
+        120,
+        lambda: f"the daemon to stop sharing on {words!r} (remote.json: {_state(root)})",
+    )
+    assert words in state["error"] and state["retry_at"] is None, state
+    return state
+
+
+def _daemon_log(root: Path) -> str:
+    return (root / ".syncd" / "daemon.log").read_text(errors="replace")
+
+
+def test_a_daemon_stops_retrying_a_push_the_remote_declines_until_asked(tmp_path, embedder):
+    """`syncd watch --remote` retried a push the remote's hook declines forever, its pauses
+    growing to five minutes, the reason buried in a warning a minute: now it says once what is
+    wrong and what to do, status says it stopped, and `syncd remote retry` tries again."""
+    remote, (a_root, _b) = shared_homes(tmp_path, embedder)
+    runs = tmp_path / "hook-runs"
+    hook = remote / "hooks" / "pre-receive"
+    hook.write_text(f"#!/bin/sh\necho run >> '{runs}'\necho 'no pushes on Sunday' >&2\nexit 1\n")
+    hook.chmod(0o755)
+    daemon = start_cli_daemon(a_root, "--remote", "origin", "--pull-every", "1")
+    try:
+        write(a_root, "vault/Sunday.md", "# Sunday\n\nWritten on a Sunday.\n")
+        _stopped_on(a_root, "refused the push: [remote rejected] (pre-receive hook declined)")
+        said = [line for line in _daemon_log(a_root).splitlines() if "sharing with origin" in line]
+        assert len(said) == 1 and "retrying in" not in said[0], said
+        assert "waiting and retrying cannot help" in said[0] and "`syncd remote retry origin`" in said[0], said
+        shown = run_main("status", "--home", str(a_root)).stdout
+        assert "remote   stopped, not retried: git push failed: remote 'origin' refused the push" in shown, shown
+        assert "run `syncd remote retry origin`" in shown, shown
+        # Held: the remote was asked once, and is not asked again until someone says so.
+        assert runs.read_text().splitlines() == ["run"]
+        wrong = run_main("remote", "retry", "elsewhere", "--home", str(a_root))
+        assert wrong.returncode == 1 and "shares the home through remote 'origin', not 'elsewhere'" in wrong.stderr
+        hook.unlink()
+        asked = run_main("remote", "retry", "--home", str(a_root))
+        assert asked.returncode == 0, asked.stderr
+        assert "try remote origin again (it was stopped on a refusal)" in asked.stdout
+        wait_for(lambda: git(remote, "rev-parse", "main") == git(a_root, "rev-parse", "HEAD"), 120, "the push")
+        wait_for(lambda: _state(a_root).get("error") is None, 120, "the daemon to say sharing works again")
+    finally:
+        daemon.send_signal(signal.SIGTERM)
+        daemon.wait(60)
+    # Without a daemon, the command says what does the work instead.
+    alone = run_main("remote", "retry", "--home", str(a_root))
+    assert alone.returncode == 1 and "no daemon shares this home through a remote" in alone.stderr
+
+
+def test_a_daemon_stops_retrying_a_remote_of_another_history_until_its_url_changes(tmp_path, embedder):
+    remote, _homes = shared_homes(tmp_path, embedder)
+    (tmp_path / "other" / "vault").mkdir(parents=True)
+    (tmp_path / "other" / "vault" / "Mine.md").write_text("# Mine\n\nOnly here.\n")
+    git(tmp_path, "init", "-q", "-b", "main", "other")
+    git(tmp_path / "other", "add", "-A")
+    git(tmp_path / "other", "-c", "user.name=Ana", "-c", "user.email=ana@example.org", "commit", "-qm", "mine")
+    other = syncd.init(tmp_path / "other").home
+    assert syncd_cli("remote", "add", "origin", str(remote), "--home", str(other)).returncode == 0
+    daemon = start_cli_daemon(other, "--remote", "origin", "--pull-every", "1")
+    try:
+        _stopped_on(other, "origin/main shares no history with this home")
+        assert git(other, "log", "--merges", "--oneline") == ""
+        # Pointed at the right remote (here a new, empty one), it shares again by itself.
+        fresh = bare_remote(tmp_path / "fresh")
+        git(other, "remote", "set-url", "origin", str(fresh))
+        wait_for(
+            lambda: git(fresh, "rev-parse", "--verify", "-q", "main", check=False) != "",
+            120,
+            lambda: f"the push; the daemon's log:\n{_daemon_log(other)}",
+        )
+        wait_for(lambda: _state(other).get("error") is None, 120, "the daemon to say sharing works again")
+        assert "sharing with origin: trying again (its settings changed)" in _daemon_log(other)
+    finally:
+        daemon.send_signal(signal.SIGTERM)
+        daemon.wait(60)
+
+
+def test_an_unreachable_remote_is_retried_and_a_missing_one_is_refused_for_good(tmp_path, embedder):
+    root = syncd.init(tmp_path / "home").home
+    git(root, "remote", "add", "down", "http://127.0.0.1:9/mem.git")  # nothing listens: refused now
+    git(root, "remote", "add", "gone", str(tmp_path / "no-such.git"))
+    with syncd.open(root, embedder=embedder) as engine:
+        with pytest.raises(HistoryError, match="cannot reach remote 'down'") as down:
+            pull(engine, "down")
+        assert not isinstance(down.value, RemoteRefused)
+        with pytest.raises(RemoteRefused, match="does not appear to be a git repository"):
+            pull(engine, "gone")
+        # The daemon's side: the unreachable one is retried after a pause, not stopped.
+        shared = RemoteSharing(engine, "down", 1.0).start()
+        try:
+            state = wait_for(lambda: _state(root).get("error") and _state(root), 120, "a failed pull")
+            assert state["stopped"] is False and state["retry_at"] is not None, state
+        finally:
+            shared.stop()

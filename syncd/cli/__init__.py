@@ -54,8 +54,6 @@ _EXIT_PIPE_CLOSED = 141
 _EXIT_ERROR = 1
 _EXIT_USAGE = 2
 _EXIT_INTERRUPTED = 130
-# How LanceDB's errors begin (a RuntimeError from its Rust core).
-_LANCE_ERROR = "lance error:"
 
 
 class _PipeClosed(Exception):
@@ -178,17 +176,14 @@ def main(argv: list[str] | None = None) -> int:
         _error(f"{exc.strerror or exc}{where}")
         return _EXIT_ERROR
     except RuntimeError as exc:
-        if not str(exc).startswith(_LANCE_ERROR):
-            raise
         # LanceDB's own error, reading tables that are damaged or not ours to read: every
         # command met it, `syncd reindex` too, as a traceback.
-        from ..index.table_writes import describe_error
+        from ..index.damage import damaged_index
 
-        _error(
-            f"the index cannot be read ({describe_error(exc)}); it is derived from the markdown: "
-            "remove the home's .syncd/index folder and run `syncd reindex` (the embedding cache "
-            "beside it keeps every vector, so nothing is embedded again)"
-        )
+        damaged = damaged_index(exc)
+        if damaged is None:
+            raise
+        _error(str(damaged))
         return _EXIT_ERROR
     except SystemExit as exc:
         # click exits by itself only when writing its own output (help) hit a closed pipe.

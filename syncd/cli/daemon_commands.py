@@ -65,7 +65,7 @@ def watch_command(reconcile_interval: float | None, remote: str | None, pull_eve
             if remote is not None:
                 from ..daemon.sharing import RemoteSharing
 
-                shared = RemoteSharing(engine, remote, pull_every).start()
+                shared = RemoteSharing(engine, remote, pull_every).start(methods)
             try:
                 Daemon(engine, settings, control_methods=methods).run(install_signals=True)
             finally:

@@ -580,7 +580,13 @@ def _echo_remote(state: dict) -> None:
         return "never" if stamp is None else f"{max(0.0, time.time() - stamp):.0f} s ago"
 
     say(f"remote   {state['remote']}: last pull {ago(state['last_pull'])}, last push {ago(state['last_push'])}")
-    if state.get("error"):
+    if state.get("stopped"):
+        name = state["remote"]
+        say(
+            f"remote   stopped, not retried: {state['error']}; waiting cannot fix this: once it is fixed (the "
+            f"remote's URL, its hook, your credentials), run `syncd remote retry {name}` (local writes go on)"
+        )
+    elif state.get("error"):
         retry = state.get("retry_at")
         when = f"; retrying in {max(0.0, retry - time.time()):.0f} s" if retry else ""
         say(f"remote   unreachable or refused: {state['error']}{when} (local writes go on)")

@@ -50,6 +50,35 @@ def remote_list(home: Path | None) -> None:
         say(f"{name} {shown_url(url)}")
 
 
+@remote_group.command("retry")
+@click.argument("name", required=False, default=None)
+@home_option
+def remote_retry(name: str | None, home: Path | None) -> None:
+    """Have the daemon sharing this home (`syncd watch --remote`, `syncd serve --remote`) try its
+    remote again now: after it stopped on a refusal that waiting cannot change (another
+    history, a declining hook, credentials, no such repository) once that is fixed, or during
+    its pause after a failure. `syncd status` then says how it went."""
+    from ..control.client import ask_daemon
+    from ..errors import RemoteError, SyncdError
+
+    root = resolve_home(home)
+    try:
+        answer = ask_daemon(root, "remote_retry", {"remote": name}, timeout=10.0)
+    except RemoteError as exc:
+        if exc.kind != "ProtocolError":
+            raise
+        answer = None
+    if answer is None:
+        raise SyncdError(
+            "no daemon shares this home through a remote (`syncd watch --remote NAME` or `syncd serve --remote "
+            "NAME`); `syncd pull` and `syncd push` try a remote now"
+        )
+    was = "stopped on a refusal" if answer.get("stopped") else "pausing"
+    click.echo(
+        f"asked the daemon to try remote {answer.get('remote')} again (it was {was}); `syncd status` says how it went"
+    )
+
+
 @click.command("pull")
 @remote_argument
 @home_option

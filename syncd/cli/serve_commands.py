@@ -168,7 +168,8 @@ def _serve_database(index_url: str, host: str, port: int) -> None:
 def mcp_command(user: str | None, home: Path | None) -> None:
     """Speak MCP over stdio (for desktop agents). Talks to the running `syncd serve` or
     `syncd watch` of the home over its local socket; with none running, holds the home itself
-    (and serves the socket to others) until stdin closes."""
+    (and serves the socket to others) until stdin closes. A home it may not write (a read-only
+    mount, someone else's folder) it serves read-only: reads work, writes are refused saying why."""
     import anyio
 
     from ..control.client import ask_daemon
@@ -193,11 +194,22 @@ def _mcp_holding_the_home(root: Path, principal) -> None:
 
     from ..daemon.loop import Daemon
     from ..engine.facade import open_engine
+    from ..errors import HomeError
+    from ..home import write_refused
     from ..server.mcp_server import LocalBackend, build_mcp, control_methods
     from ..server.service import MemoryService
 
     settings = load_settings()
-    with open_engine(root, settings=settings) as engine:
+    try:
+        engine = open_engine(root, settings=settings)
+    except HomeError as exc:
+        if not (isinstance(exc.__cause__, OSError) and write_refused(exc.__cause__)):
+            raise
+        # A home this account may not write (a read-only mount, someone else's folder) is still
+        # worth reading: `syncd search` and `syncd serve --read-only` read it, so does this.
+        _mcp_reading_the_home(root, principal, settings, str(exc))
+        return
+    with engine:
         service = MemoryService(engine)
         daemon = Daemon(engine, settings, control_methods=control_methods(lambda: service), role="syncd mcp")
         worker = threading.Thread(target=daemon.run, name="syncd-daemon", daemon=True)
@@ -207,6 +219,22 @@ def _mcp_holding_the_home(root: Path, principal) -> None:
         finally:
             daemon.stop()
             worker.join()
+
+
+def _mcp_reading_the_home(root: Path, principal, settings, why: str) -> None:
+    """MCP over stdio on a home that cannot be written, holding nothing and running no daemon
+    (whose lock, log and socket would all be refused): search and every read answer as usual;
+    every write is refused with ``why`` (the lock's refusal: what was refused, and why)."""
+    import anyio
+
+    from ..engine.facade import open_engine
+    from ..server.mcp_server import LocalBackend, build_mcp
+    from ..server.service import MemoryService
+
+    click.echo(f"syncd: warning: {why}; `syncd mcp` serves it read-only: reads work, writes are refused", err=True)
+    with open_engine(root, settings=settings, read_only=True) as engine:
+        service = MemoryService(engine, read_only=True, refusal=f"this home is read-only to `syncd mcp`: {why}")
+        anyio.run(build_mcp(LocalBackend(service), principal).run_stdio_async)
 
 
 @click.group("token")

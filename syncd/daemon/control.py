@@ -21,6 +21,7 @@ from ..control.client import peer_uid
 from ..control.protocol import MAX_MESSAGE_BYTES, PROTOCOL_VERSION, decode, encode, socket_address, socket_path
 from ..engine.search import DEFAULT_LIMIT, search_answer
 from ..errors import SyncdError
+from ..index.damage import damaged_index
 
 __all__ = ["ControlServer"]
 
@@ -157,6 +158,9 @@ class ControlServer:
             # Bad input from the client (a malformed line, an invalid id, a wrong parameter).
             return _error(type(exc).__name__, str(exc))
         except Exception as exc:
+            damaged = damaged_index(exc)
+            if damaged is not None:  # the home's index, said with its fix as the CLI says it
+                return _error(type(damaged).__name__, str(damaged))
             log.exception("control request failed")
             return _error("InternalError", f"the daemon failed to answer: {exc}")
 

@@ -40,6 +40,7 @@ from ..errors import GitBusyError, HistoryError, SyncdError
 from ..history.git import busy_state, head_sha
 from ..history.status import uncommitted_paths
 from ..home import ignore_write_temp_files, remove_stale_temp_files
+from ..index.damage import damaged_index
 from ..sync.apply import SyncReport
 from ..sync.events import Batch, Event, coalesce
 from ..sync.plan import combined_plan
@@ -275,7 +276,9 @@ class Daemon:
             # Not a failure: what the reconcile left undone is on disk, and the next start's
             # reconcile goes on from there (a sync keeps what it wrote).
             log.info("stopping: left a reconcile of %s halfway; the next start goes on from there", self.root)
-        except Exception as exc:
+        except Exception as raised:
+            # LanceDB's own error reading damaged tables: a state of the home too, with its fix.
+            exc = damaged_index(raised) or raised
             # A reconcile soon redoes whatever the failed step dropped; backing off keeps a
             # lasting failure (an unreadable home, its .git deleted) from spinning and flooding
             # the log. The exponent is bounded: 2.0**1024 overflows, which killed the daemon.

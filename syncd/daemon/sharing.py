@@ -3,8 +3,15 @@ few seconds a pull (fetch, merge by file kind, index what came in), and a push w
 moved since the last one; an unreachable remote is retried with a growing pause (up to
 ``MAX_BACKOFF_S``) and never holds up local writes, which go on committing meanwhile.
 
+A remote that refuses us for good (RemoteRefused: another history, a hook declining our pushes,
+credentials it does not take, no such repository) is not retried: retrying every five minutes
+forever changes nothing and buries the one line that says what to do. Sharing stops until
+something changes: the remote's settings in git's config, the person asking (``syncd remote
+retry``, the control method ``remote_retry``), or a restart of the daemon.
+
 What it last did is kept in ``remote.json`` in the home's private directory (pid, remote, times of
-the last pull and push, the last error and when it retries), which ``syncd status`` shows.
+the last pull and push, the last error, when it retries or that it stopped), which ``syncd
+status`` shows.
 
 Concurrency: the thread calls the same use cases as ``syncd pull`` / ``push``
 (syncd.engine.sharing) on the daemon's engine. A pull's merge runs with the write path quiesced
@@ -22,7 +29,7 @@ import time
 from pathlib import Path
 
 from ..engine import sharing
-from ..errors import SyncdError
+from ..errors import InvalidInputError, RemoteRefused, SyncdError
 from ..history.git import head_sha
 
 __all__ = ["MAX_BACKOFF_S", "RemoteSharing", "read_remote_state"]
@@ -56,6 +63,8 @@ class RemoteSharing:
         self.remote = remote
         self.every_s = every_s
         self._stop = threading.Event()
+        self._retry = threading.Event()  # asked to try now (remote_retry)
+        self._wake = threading.Event()  # set with either: what the thread's pauses wait on
         self._thread = threading.Thread(target=self._run, name="syncd-remote", daemon=True)
         self._pushed: str | None = None
         self._state: dict = {
@@ -65,17 +74,22 @@ class RemoteSharing:
             "last_push": None,
             "error": None,
             "retry_at": None,
+            "stopped": False,  # refused for good: not retried until something changes
         }
 
-    def start(self) -> RemoteSharing:
-        """Set the home up for sharing and start; InvalidInputError for a remote the home lacks."""
+    def start(self, control_methods: dict | None = None) -> RemoteSharing:
+        """Set the home up for sharing and start; InvalidInputError for a remote the home lacks.
+        ``control_methods`` (the daemon's socket's, before it serves them) gains ``remote_retry``."""
         sharing.check_remote(self.engine.home.root, self.remote)
         sharing.share(self.engine, self.remote, None)
+        if control_methods is not None:
+            control_methods["remote_retry"] = self.retry  # `syncd remote retry`
         self._thread.start()
         return self
 
     def stop(self) -> None:
         self._stop.set()
+        self._wake.set()
         if self._thread.is_alive():
             self._thread.join(60)
         (self.engine.home.private_dir / STATE_FILE).unlink(missing_ok=True)
@@ -98,11 +112,69 @@ class RemoteSharing:
             self._pushed = pushed.head
             self._state["last_push"] = time.time()
 
+    def retry(self, remote: str | None = None) -> dict:
+        """Try the remote again now (the control method ``remote_retry``, `syncd remote retry`):
+        after a refusal for good once it is fixed, or during a pause after a failure. What the
+        try does, ``syncd status`` shows."""
+        if remote is not None and remote != self.remote:
+            raise InvalidInputError(f"this daemon shares the home through remote {self.remote!r}, not {remote!r}")
+        stopped = bool(self._state["stopped"])
+        self._retry.set()
+        self._wake.set()
+        return {"remote": self.remote, "stopped": stopped}
+
+    def _pause(self, seconds: float) -> bool:
+        """Wait ``seconds`` or until asked to stop or retry; True when asked to stop."""
+        if self._wake.wait(seconds):
+            self._wake.clear()
+        self._retry.clear()
+        return self._stop.is_set()
+
+    def _held(self, exc: RemoteRefused) -> bool:
+        """After a refusal for good: say so once, and wait until the remote's settings change or
+        someone asks to try again. True when asked to stop meanwhile."""
+        self._state.update(error=str(exc), retry_at=None, stopped=True)
+        self._save()
+        log.error(
+            "sharing with %s stopped: %s; waiting and retrying cannot help: once it is fixed (the remote's "
+            "URL, its hook, your credentials), run `syncd remote retry %s` (changing the remote's settings, or "
+            "restarting the daemon, tries again too); local writes go on",
+            self.remote,
+            exc,
+            self.remote,
+        )
+        settings = sharing.remote_config(self.engine.home.root, self.remote)
+        while True:
+            # Woken by a retry or a stop at once; the settings are looked at every pull interval.
+            if self._wake.wait(self.every_s):
+                self._wake.clear()
+            if self._stop.is_set():
+                return True
+            if self._retry.is_set():
+                why = "asked to"
+                break
+            try:
+                changed = sharing.remote_config(self.engine.home.root, self.remote) != settings
+            except SyncdError:  # git busy or its config unreadable now: look again later
+                continue
+            if changed:
+                why = "its settings changed"
+                break
+        self._retry.clear()
+        log.info("sharing with %s: trying again (%s)", self.remote, why)
+        self._state.update(stopped=False)
+        return False
+
     def _run(self) -> None:
         pause = 0.0
-        while not self._stop.wait(pause):
+        while not self._pause(pause):
             try:
                 self.round()
+            except RemoteRefused as exc:
+                if self._held(exc):
+                    break
+                pause = 0.0
+                continue
             except SyncdError as exc:
                 # Unreachable, or git busy: local writes go on; try again, waiting longer each time.
                 pause = min(max(pause * 2, self.every_s), MAX_BACKOFF_S)

@@ -28,6 +28,7 @@ __all__ = [
     "merge_driver",
     "pull",
     "push",
+    "remote_config",
     "remotes",
     "share",
     "shown_url",
@@ -35,6 +36,7 @@ __all__ = [
 
 # The git side, for the front ends (the command line's `remote list` and the driver git calls).
 remotes = git_remote.remotes
+remote_config = git_remote.remote_config
 shown_url = git_remote.shown_url
 merge_driver = git_remote.merge_driver
 

@@ -34,6 +34,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import shlex
 import sys
 import time
@@ -41,7 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from urllib.parse import urlsplit, urlunsplit
 
-from ..errors import GitBusyError, HistoryError, InvalidInputError
+from ..errors import GitBusyError, HistoryError, InvalidInputError, RemoteRefused
 from ..formats.merging import (
     MARKER_SIZE,
     Merged,
@@ -66,6 +67,7 @@ __all__ = [
     "merge_fetched",
     "push",
     "recover_merge",
+    "remote_config",
     "remotes",
     "shown_url",
 ]
@@ -109,6 +111,31 @@ def configure_merges(root: Path) -> bool:
     head = text if not text or text.endswith("\n") else text + "\n"
     path.write_text(head + "".join(f"{line}\n" for line in missing), encoding="utf-8")
     return True
+
+
+def remote_config(root: Path, remote: str) -> str:
+    """Every setting of ``remote`` in git's config (its URL, its refspecs, ...), as one text: what
+    a daemon that stopped retrying the remote watches for a change."""
+    return run_git(root, "config", "-z", "--get-regexp", rf"^remote\.{re.escape(remote)}\.", ok=(0, 1)).decode(
+        "utf-8", "replace"
+    )
+
+
+# What git says when a remote refuses us for a reason that waiting does not change (lowercased):
+# credentials it does not take (git's own words, ssh's, an HTTP server's), and no repository there.
+# Anything else (no network, a name that does not resolve, a timeout, a lock) may pass.
+_REFUSED_FOR_GOOD = re.compile(
+    r"authentication failed|could not read (username|password)|permission denied \(publickey"
+    r"|repository not found|does not appear to be a git repository|returned error: (401|403|404)"
+    r"|repository '[^']*' not found"
+)
+
+
+def _failed(command: str, detail: str) -> HistoryError:
+    """The error of a fetch or push that git could not do: RemoteRefused when only someone's
+    action (the URL, the credentials) can make it work."""
+    kind = RemoteRefused if _REFUSED_FOR_GOOD.search(detail.lower()) else HistoryError
+    return kind(command, detail)
 
 
 def remotes(root: Path) -> dict[str, str]:
@@ -178,9 +205,11 @@ def fetch(root: Path, remote: str, branch: str) -> str | None:
     """Fetch ``branch`` of ``remote``; its sha, or None when the remote has no such branch yet."""
     _check_remote(root, remote)
     try:
-        run_git(root, "fetch", "--quiet", remote, env={"GIT_TERMINAL_PROMPT": "0"})
+        # Pruned: a branch the remote no longer has (its URL changed to another repository, say)
+        # must not be merged from what an earlier fetch left of it.
+        run_git(root, "fetch", "--quiet", "--prune", remote, env={"GIT_TERMINAL_PROMPT": "0"})
     except HistoryError as exc:
-        raise HistoryError("fetch", f"cannot reach remote {remote!r}: {exc.detail}") from None
+        raise _failed("fetch", f"cannot reach remote {remote!r}: {exc.detail}") from None
     out = run_git(root, "rev-parse", "--verify", "--quiet", f"refs/remotes/{remote}/{branch}^{{commit}}", ok=(0, 1))
     return out.decode().strip() or None
 
@@ -251,7 +280,7 @@ def merge_fetched(
     if before is not None and not run_git(root, "merge-base", before, theirs, ok=(0, 1)).strip():
         # git refuses such a merge; merging it anyway would pour whatever that repository holds
         # (a mistyped URL's code project, say) into the memory.
-        raise HistoryError(
+        raise RemoteRefused(
             "pull",
             f"{remote}/{branch} shares no history with this home (another home or repository, not a clone"
             " of this one's remote); to share a home, `git clone` its remote and run `syncd init` in the clone",
@@ -472,17 +501,17 @@ def push(root: Path, remote: str, branch: str) -> bool:
             ok=(0, 1),
         )
     except HistoryError as exc:
-        raise HistoryError("push", f"cannot push to remote {remote!r}: {exc.detail}") from None
+        raise _failed("push", f"cannot push to remote {remote!r}: {exc.detail}") from None
     refused = [line.split("\t")[-1] for line in out.decode("utf-8", "replace").splitlines() if line.startswith("!")]
     if refused and all(summary.startswith("[rejected]") for summary in refused):
         return False
     if refused:
         # "[remote rejected] (branch is currently checked out)", "(pre-receive hook declined)": the
         # remote refuses this push whatever we merge first, so pulling and pushing again cannot help.
-        raise HistoryError("push", f"remote {remote!r} refused the push: {refused[0]}")
+        raise RemoteRefused("push", f"remote {remote!r} refused the push: {refused[0]}")
     tip = run_git(root, "rev-parse", "--verify", "--quiet", f"refs/remotes/{remote}/{branch}", ok=(0, 1))
     if tip.decode().strip() != head_sha(root):
-        raise HistoryError("push", f"remote {remote!r} did not take the push (a hook of the remote's declined it?)")
+        raise RemoteRefused("push", f"remote {remote!r} did not take the push (a hook of the remote's declined it?)")
     return True
 
 

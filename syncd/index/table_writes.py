@@ -5,15 +5,15 @@ are built from escaped literals only. The tables are handed in: nothing here imp
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
-from ..errors import IndexError_, StorageError, SyncdError
+from ..errors import IndexDamaged, IndexError_, StorageError, SyncdError
 from ..home import disk_failure
+from .damage import REMEDY, damaged_index, describe_error
 from .pending import PendingWrites, row_delete_filters
 from .records import FileRecord
 from .table_rows import FILE_SCHEMA, entries_table
@@ -25,13 +25,6 @@ __all__ = ["describe_error", "paths_with_rows", "sql_literal", "write_entries", 
 
 # Delete/add in slices so one SQL filter never grows without bound on a huge batch.
 _PATHS_PER_FILTER = 500
-# LanceDB ends its messages with where in its Rust source they were raised: no use to a reader.
-_RUST_LOCATION = re.compile(r",?\s*/\S+\.rs:\d+:\d+")
-
-
-def describe_error(exc: Exception) -> str:
-    """LanceDB's message without the Rust source locations it appends."""
-    return _RUST_LOCATION.sub("", str(exc)).strip() or type(exc).__name__
 
 
 def write_error(exc: Exception, where: Path, files: int) -> SyncdError:
@@ -44,6 +37,9 @@ def write_error(exc: Exception, where: Path, files: int) -> SyncdError:
             where,
             saved=False,
         )
+    if damaged_index(exc) is not None:
+        # LanceDB's own error, not the disk's: its tables are damaged (a write reads them too).
+        return IndexDamaged(f"cannot write the index at {where}: {describe_error(exc)}; {REMEDY}")
     return IndexError_(f"cannot write the index at {where}: {describe_error(exc)}")
 
 

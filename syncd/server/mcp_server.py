@@ -24,6 +24,7 @@ from pydantic import Field
 
 from .._version import __version__
 from ..errors import AccessError, RemoteError, SyncdError
+from ..index.damage import damaged_index
 from .gate import principal_of_scope
 from .scrub import scrubber
 from .service import LOCAL_ADMIN, OPERATIONS, MemoryService, Operation, call
@@ -140,7 +141,10 @@ def _tool_function(op: Operation, backend: Backend, default: Principal, context_
             # The operation's input model checks the arguments (service.call): see
             # _checked_by_the_operation.
             result = await backend.call(principal, op.name, {**arguments, **fixed})
-        except (SyncdError, ValueError, TypeError) as exc:
+        except (SyncdError, ValueError, TypeError, RuntimeError) as raised:
+            exc = damaged_index(raised) or raised
+            if not isinstance(exc, SyncdError | ValueError | TypeError):
+                raise  # a bug of ours: the SDK reports it as an error of the tool
             kind = exc.kind if isinstance(exc, RemoteError) else type(exc).__name__
             raise ToolError(getattr(backend, "scrub", str)(f"{kind}: {exc}")) from None
         return json.dumps(result, ensure_ascii=False)

@@ -34,6 +34,7 @@ from ..errors import (
     ExtractionError,
     GitBusyError,
     HomeError,
+    IndexDamaged,
     IndexUnreachable,
     InvalidInputError,
     LockedError,
@@ -43,6 +44,7 @@ from ..errors import (
     StorageError,
     SyncdError,
 )
+from ..index.damage import damaged_index
 from .gate import PRINCIPAL_KEY
 from .scrub import scrubber
 from .service import MemoryService
@@ -75,6 +77,8 @@ _STATUS: Sequence[tuple[type[Exception], int]] = (
     (StorageError, 507),
     # The PostgreSQL index's database is down: the same request succeeds once it is back.
     (IndexUnreachable, 503),
+    # The index's files are damaged: nothing this request can change; the message says the fix.
+    (IndexDamaged, 503),
     (HomeError, 400),
     (SyncdError, 400),
     (ValidationError, 422),
@@ -276,7 +280,14 @@ def answer_errors(app: FastAPI, scrub: Callable[[str], str]) -> None:
         log.error("%s %s failed", request.method, request.url.path, exc_info=exc)
         return _error(500, "InternalError", f"the server failed ({type(exc).__name__}); the details are in its log")
 
+    async def raised_at_runtime(request: Request, exc: Exception):
+        # LanceDB's own errors reading damaged tables are RuntimeErrors: no bug of ours, the
+        # home's state, with its fix.
+        damaged = damaged_index(exc)
+        return await (failed(request, exc) if damaged is None else refused(request, damaged))
+
     # Registered per class (not for Exception), so Starlette answers them without re-raising.
     for kind in {kind for kind, _ in _STATUS}:
         app.add_exception_handler(kind, refused)
+    app.add_exception_handler(RuntimeError, raised_at_runtime)
     app.add_exception_handler(Exception, failed)

@@ -231,7 +231,11 @@ def serve(
                 stop()
 
         # Started before the daemon and the server: a remote the home lacks fails here, serving nothing.
-        shared = None if remote is None or daemon is None else RemoteSharing(engine, remote, pull_every).start()
+        shared = (
+            None
+            if remote is None or daemon is None
+            else RemoteSharing(engine, remote, pull_every).start(daemon.control_methods)
+        )
         previous = {}
         if threading.current_thread() is threading.main_thread():
             previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGINT)}

@@ -101,23 +101,31 @@ def _session(info) -> s.SessionOut:
     )
 
 
+# Why a `syncd serve --read-only` refuses a write.
+READ_ONLY_SERVER = "this server only reads (syncd serve --read-only): send writes to the home's own server"
+
+
 class MemoryService:
     """The operations of the servers over one open engine (the one holding the home)."""
 
-    def __init__(self, engine, manager: MemoryManager | None = None, read_only: bool = False):
+    def __init__(
+        self, engine, manager: MemoryManager | None = None, read_only: bool = False, refusal: str = READ_ONLY_SERVER
+    ):
         self.engine = engine
         self.home = engine.home
         self.settings = engine.settings
         self.manager = manager or MemoryManager(engine, author="syncd-server")
         # `syncd serve --read-only`: one of many servers reading a shared index; the home's one
-        # writer (its `syncd serve` or `syncd watch`) takes every write.
+        # writer (its `syncd serve` or `syncd watch`) takes every write. `syncd mcp` on a home it
+        # may not write: reads only, every write refused saying why (``refusal``).
         self.read_only = read_only
+        self.refusal = refusal
         self._writers: asyncio.Semaphore | None = None
 
     @contextlib.asynccontextmanager
     async def _writing(self):
         if self.read_only:
-            raise AccessError("this server only reads (syncd serve --read-only): send writes to the home's own server")
+            raise AccessError(self.refusal)
         if self._writers is None:
             self._writers = asyncio.Semaphore(WRITERS_IN_FLIGHT)
         async with self._writers:

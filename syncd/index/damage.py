@@ -1,0 +1,47 @@
+"""LanceDB's own errors, met reading the index's tables, in syncd's words: the one place every
+surface (the command line, the daemon's log, the REST API, the MCP tools, the control socket)
+maps them, so each says the same line with the same remedy.
+
+LanceDB raises them as a bare ``RuntimeError("lance error: ...")`` from its Rust core, from any
+read of a table whose files were cut short (a disk error, a bad copy) or are not readable by this
+account; they end with a location in LanceDB's Rust source, of no use to a reader. The index is
+derived from the markdown, so the remedy is always the same: remove it and rebuild it.
+
+Nothing here imports LanceDB (the command line maps an error without loading it).
+"""
+
+from __future__ import annotations
+
+import re
+
+from ..errors import IndexDamaged
+
+__all__ = ["LANCE_ERROR", "REMEDY", "damaged_index", "describe_error"]
+
+# How LanceDB's errors begin (a RuntimeError from its Rust core).
+LANCE_ERROR = "lance error:"
+# LanceDB ends its messages with where in its Rust source they were raised: no use to a reader.
+_RUST_LOCATION = re.compile(r",?\s*/\S+\.rs:\d+:\d+")
+# Removing the folder under a running daemon is safe: it keeps answering from the rows it holds
+# in memory until the rebuild (which `syncd reindex` asks it for) swaps the new tables in.
+REMEDY = (
+    "it is derived from the markdown: remove the home's .syncd/index folder and run `syncd reindex` "
+    "(the embedding cache beside it keeps every vector, so nothing is embedded again)"
+)
+
+
+def describe_error(exc: BaseException) -> str:
+    """LanceDB's message without the Rust source locations it appends."""
+    return _RUST_LOCATION.sub("", str(exc)).strip() or type(exc).__name__
+
+
+def damaged_index(exc: BaseException) -> IndexDamaged | None:
+    """The :class:`IndexDamaged` that ``exc`` is shown as when it is LanceDB's own error (its
+    message the one line every surface prints), None for any other error."""
+    if isinstance(exc, IndexDamaged):
+        return exc
+    if not isinstance(exc, RuntimeError) or not str(exc).startswith(LANCE_ERROR):
+        return None
+    found = IndexDamaged(f"the index cannot be read ({describe_error(exc)}); {REMEDY}")
+    found.__cause__ = exc
+    return found
