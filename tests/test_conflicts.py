@@ -24,6 +24,7 @@ from syncd.engine.conflicts import find_conflicts, resolve_conflict
 from syncd.engine.sharing import push
 from syncd.errors import InvalidInputError, NotFoundError
 from syncd.formats import parse_daily_log
+from syncd.formats.conflicts import callout_title
 from syncd.formats.conflicts import find_conflicts as conflicts_in_text
 from syncd.formats.conflicts import resolve_conflict as resolve_text
 from syncd.formats.merging import MARKER_SIZE, callouts_for_conflicts, merge_daily_log
@@ -233,6 +234,13 @@ def test_status_and_lint_report_each_conflict_with_its_file_and_line(conflicted)
     assert {(f["path"], f["line"]) for f in vault_only["findings"] if f["code"] == "merge-conflict"} == {
         ("Plans.md", where[PAGE])
     }
+
+
+def test_a_conflict_in_a_page_whose_extension_is_upper_case_is_found(tmp_path):
+    # Tea.MD is a page to lint and the index (home/layout.py's is_markdown), so to status too.
+    root = syncd.init(tmp_path / "home").home
+    write(root, "vault/Trip.MD", "We sail east.\n" + callout_title(1, "origin/main") + "\n> We sail west.\n")
+    assert [(c.path, c.line, c.theirs) for c in find_conflicts(root)] == [("vault/Trip.MD", 2, ("We sail west.",))]
 
 
 def test_resolving_through_the_write_path_commits_and_indexes_the_version_kept(conflicted, embedder):
