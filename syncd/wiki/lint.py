@@ -181,6 +181,46 @@ def _link_name(path: str) -> str:
     return path[:-3] if path.lower().endswith(".md") else path
 
 
+def _entry_link(graph: VaultGraph, path: str) -> str | None:
+    """The text of a wikilink that opens ``path`` from ``index.md``, or None when no link can
+    name it: a link's text holds no bracket, is cut at the first ``|`` and then at the first
+    ``#`` (``[[a#b]]`` is heading ``b`` of page ``a``), and its path is trimmed of spaces at its
+    ends. Checked with the resolver itself, so the advice given is a link that works."""
+    name = _link_name(path)
+    if "[" in name or "]" in name:
+        return None
+    for text in (name, "/" + name):  # "/ x" keeps a leading space a bare " x" would lose
+        linkpath, subpath = parse_linktext(text)
+        if not subpath and graph.resolver.resolve(linkpath, INDEX).target == path:
+            return text
+    return None
+
+
+def _entry_advice(graph: VaultGraph, path: str, where: str) -> str:
+    """How to list ``path`` in index.md: the entry to add, or, when no link can name the page,
+    that it must be renamed first (an entry such as ``[[a#b]]`` would open another page)."""
+    text = _entry_link(graph, path)
+    if text is not None:
+        return f"add '- [[{text}]] <what it holds>' {where}"
+    name = _link_name(path)
+    other = graph.resolver.resolve(parse_linktext(name)[0], INDEX).target
+    if "[" in name or "]" in name:
+        why = "a link cannot hold '[' or ']'"
+    elif "|" in name:
+        shown, _, alias = name.partition("|")
+        why = f"[[{name}]] would open '{shown}', showing '{alias}'"
+    elif "#" in name:
+        page, _, heading = name.partition("#")
+        why = f"[[{name}]] would open heading '{heading}' of page '{page}'"
+    elif other not in (None, path):
+        why = f"[[{name}]] opens {other}: links do not tell names apart by case"
+    else:
+        why = "a link's path loses the spaces at its ends"
+    return (f"no link can name this page ({why}): rename it (no # | [ ], no space at either end, "
+            "not only a case away from another page), "
+            f"then add '- [[<new name>]] <what it holds>' {where}")  # fmt: skip
+
+
 def _check_edges(graph: VaultGraph, out: list[Finding]) -> None:
     owners = _alias_owners(graph)
     has_index = INDEX in graph.pages
@@ -209,7 +249,7 @@ def _check_edges(graph: VaultGraph, out: list[Finding]) -> None:
                         if not f.lower().endswith(".md"):
                             stems.setdefault(posixpath.splitext(posixpath.basename(f))[0].lower(), f)
                 attachment = stems.get(posixpath.basename(link.path).lower())
-                if attachment:
+                if attachment and not any(c in attachment for c in "#|[]"):
                     hint = f"; attachments need their extension: [[{posixpath.basename(attachment)}]]"
             if src == INDEX and has_index:
                 out.append(_finding("broken-index-entry", src, link.line,
@@ -328,14 +368,13 @@ def _check_index(graph: VaultGraph, out: list[Finding]) -> None:
     for path in sorted(graph.pages):
         if path in (INDEX, LOG, SCHEMA) or path in listed:
             continue
-        name = _link_name(path)
         if path not in inbound:
             out.append(_finding("orphan", path, 1,
-                f"no page links to {path} and index.md does not list it; add '- [[{name}]] <what it holds>' "
-                "to index.md or link it from a related page"))  # fmt: skip
+                f"no page links to {path} and index.md does not list it; "
+                f"{_entry_advice(graph, path, 'to index.md or link it from a related page')}"))  # fmt: skip
         else:
             out.append(_finding("missing-from-index", path, 1,
-                f"{path} is not listed in index.md; add '- [[{name}]] <what it holds>' under its group"))  # fmt: skip
+                f"{path} is not listed in index.md; {_entry_advice(graph, path, 'under its group')}"))  # fmt: skip
 
 
 def _page_time(git: GitFacts, vault_path: str) -> tuple[int, int, str] | None:
