@@ -384,6 +384,31 @@ def test_a_source_outside_the_home_is_never_looked_at_and_hides_no_stale_page(ho
     assert all("is outside the home" in f.message for f in findings if f.code == "missing-source")
 
 
+PRIVATE_SOURCES = [".git/config", ".git/syncd/probe", "./.git/HEAD", "vault/../.git/HEAD", ".GIT/config",
+                   ".syncd/secret.txt", ".syncd/nothing", "memory/.git/x"]  # fmt: skip
+
+
+def test_a_source_in_git_s_or_syncd_s_folder_is_refused_without_saying_whether_it_exists(home):
+    vault = home / "vault"
+    listed = "".join(f"  - '{s}'\n" for s in PRIVATE_SOURCES)
+    write(vault, {"Peek.md": f"---\nsources:\n{listed}---\n# Peek\n"})
+    commit(home, "a page citing private files")
+
+    def peek() -> list[tuple[str, str]]:
+        found = WikiManager.for_home(home).lint() + WikiManager(vault, use_cache=False).lint()
+        return sorted((f.code, f.message) for f in found if f.path == "Peek.md" and "source" in f.code)
+
+    toggled = [".syncd/secret.txt", "memory/.git/x", ".git/syncd/probe"]
+    write(home, dict.fromkeys(toggled, "x"))
+    with_files = peek()
+    for rel in toggled:
+        (home / rel).unlink()
+    assert peek() == with_files
+    assert {code for code, _ in with_files} == {"private-source"}
+    assert len(with_files) == 2 * len(PRIVATE_SOURCES)
+    assert all("points into syncd's private folder" in message for _, message in with_files)
+
+
 def test_a_linked_page_is_a_name_never_read(tmp_path):
     # lint, links and backlinks read a page through a symbolic link, wherever it led: another
     # user's log, any file of the machine (over REST too), though syncd never follows links.

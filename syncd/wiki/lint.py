@@ -28,6 +28,7 @@ bad-aliases               warning   ``aliases`` is not text or a list of text
 bad-sources               warning   ``sources`` is not a list of links, paths or URLs
 missing-sources           error     a ``type: synthesis`` page with no ``sources``
 missing-source            error     a source that does not exist
+private-source            error     a source inside ``.git/`` or ``.syncd/`` (never looked at)
 stale-page                warning   a source changed in git after the page last did
 log-rewritten             error     a commit changed or removed earlier lines of ``log.md``
 bad-log-entry             warning   a ``log.md`` list item not in the entry format
@@ -96,6 +97,7 @@ CODES: dict[str, str] = {
     "bad-sources": "warning",
     "missing-sources": "error",
     "missing-source": "error",
+    "private-source": "error",
     "stale-page": "warning",
     "log-rewritten": "error",
     "bad-log-entry": "warning",
@@ -393,6 +395,11 @@ def _check_provenance(graph: VaultGraph, git: GitFacts | None, out: list[Finding
             repo_path = _source_repo_path(graph, git, path, source)
             if repo_path is None:
                 continue
+            if repo_path == _PRIVATE_SOURCE:
+                out.append(_finding("private-source", path, node.sources_line,
+                    f"source '{source}' points into syncd's private folder (.git/ or .syncd/), where lint "
+                    "looks at no file; cite a note in the home instead, or remove it"))  # fmt: skip
+                continue
             if repo_path == "":
                 out.append(_finding("missing-source", path, node.sources_line, _missing_source(source, git)))
                 continue
@@ -427,6 +434,7 @@ def _date(ts: int) -> str:
 def source_ref(graph: VaultGraph, page: str, source: str) -> tuple[str, str]:
     """What one ``sources`` entry of ``page`` names: ``('vault', vault path)``, ``('path',
     path relative to the home)`` for a file outside the vault, ``('url', '')`` (not checked) or
+    ``('private', '')`` for a path into ``.git/`` or ``.syncd/`` (never looked at), or
     ``('missing', '')`` for a link that opens nothing or a path that climbs out of the home
     (``../x``: whether a file exists there, or when git last changed it, is no business of the
     home's readers; and git refuses the whole history walk for a path outside its tree)."""
@@ -438,7 +446,21 @@ def source_ref(graph: VaultGraph, page: str, source: str) -> tuple[str, str]:
     if _climbs(source):
         return "missing", ""
     rel = posixpath.normpath(source.lstrip("/"))
+    if _private(rel):
+        return "private", ""
     return ("vault", rel) if rel in graph.files else ("path", rel)
+
+
+# git's folder (and syncd's own, .git/syncd/: tokens, the lock) and syncd's derived one: not
+# notes. Whether a file exists there is no business of the home's readers (a shared vault page
+# naming .git/syncd/<token file> would tell them), so such a source is refused unlooked-at.
+_PRIVATE = (".git", ".syncd")
+
+
+def _private(rel: str) -> bool:
+    """Whether a normalised relative path goes into a ``.git`` or ``.syncd`` folder (in any
+    case: on a case-insensitive disk ``.GIT/config`` is git's config)."""
+    return any(part.lower() in _PRIVATE for part in rel.split("/"))
 
 
 def local_source_paths(graph: VaultGraph) -> set[str]:
@@ -448,9 +470,15 @@ def local_source_paths(graph: VaultGraph) -> set[str]:
             for kind, ref in [source_ref(graph, page, s)] if kind == "path"}  # fmt: skip
 
 
+_PRIVATE_SOURCE = "\0private"  # what _source_repo_path says of a source into a private folder
+
+
 def _source_repo_path(graph: VaultGraph, git: GitFacts | None, page: str, source: str) -> str | None:
-    """The git-root-relative path a source names; ``''`` if it names nothing; None for a URL."""
+    """The git-root-relative path a source names; ``''`` if it names nothing; None for a URL;
+    ``_PRIVATE_SOURCE`` for a path into ``.git/`` or ``.syncd/``."""
     kind, ref = source_ref(graph, page, source)
+    if kind == "private":
+        return _PRIVATE_SOURCE
     if kind == "url" or (kind == "path" and git is not None and ref in git.hidden):
         return None
     if kind == "vault":
