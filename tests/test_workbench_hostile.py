@@ -10,6 +10,7 @@ import threading
 import pytest
 
 import syncd
+from syncd.formats.conflicts import callout_title
 
 from .helpers import write
 from .workbench_helpers import ANA_LOG_REL as ANA_LOG
@@ -104,8 +105,8 @@ def test_a_commit_shows_the_facts_of_a_log_with_a_nul_and_of_a_merge(wb, home):
 
 PLANS = (
     "# Plans\n\nWe sail east in May.\n"
-    "> [!conflict]- Both machines changed the line above; origin/main had:\n"
-    "> We sail west in May.\n"
+    + callout_title(["We sail east in May."], "origin/main")
+    + "\n> We sail west in May.\n"
 )
 
 
@@ -591,3 +592,20 @@ def test_opening_another_fact_over_unsaved_typing_asks_first(wb, home):
     # With nothing typed, another fact opens at once.
     wb.edit_fact("bob", "f-deploy")
     assert editor.loaded_key == ("bob", "f-deploy") and editor.unsaved.layout.display == "none"
+
+
+def test_keep_theirs_is_not_offered_over_lines_edited_since_the_merge(wb, home):
+    """With the callout's "the line above" edited to "the 2 lines above", Keep theirs deleted the
+    blank line above ours too: a line the merge never wrote as ours. Now it is not offered."""
+    edited = PLANS.replace("the line above", "the 2 lines above")
+    write(home, "vault/Plans.md", edited)
+    _show(wb, "Health")
+    panel = wb.health.conflicts
+    (row,) = panel.rows.children
+    keep_theirs = row.children[2].children[1]
+    assert keep_theirs.disabled and "no longer known" in row.children[1].value
+    panel.resolve(panel.conflicts[0], "theirs")  # as a stale button would
+    assert "not part of the conflict" in panel.status.value and (home / "vault/Plans.md").read_text() == edited
+    (row,) = panel.rows.children
+    row.children[2].children[2].click()  # keep both
+    assert (home / "vault/Plans.md").read_text() == "# Plans\n\nWe sail east in May.\nWe sail west in May.\n"

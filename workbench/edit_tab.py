@@ -178,7 +178,7 @@ class FactEditor(w.VBox):
             note("Someone changed this fact since you loaded it; nothing was written.", "err")
             + f'<div class="syncd-box syncd-conflict"><b>now in {esc(exc.path)}:</b><br><code>{esc(theirs)}</code>'
             + f"<br><b>you loaded:</b><br><code>{esc(exc.expected)}</code><br>"
-            + note("Load again to start from their version.")
+            + note("Load again, and discard your changes, to start from their version.")
             + "</div>"
         )
 
