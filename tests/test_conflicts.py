@@ -24,6 +24,7 @@ from syncd.engine.conflicts import find_conflicts, resolve_conflict
 from syncd.engine.sharing import push
 from syncd.errors import InvalidInputError, NotFoundError
 from syncd.formats import parse_daily_log
+from syncd.formats.conflicts import callout_title
 from syncd.formats.conflicts import find_conflicts as conflicts_in_text
 from syncd.formats.conflicts import resolve_conflict as resolve_text
 from syncd.formats.merging import MARKER_SIZE, callouts_for_conflicts, merge_daily_log
@@ -116,6 +117,39 @@ def test_a_callout_in_a_code_fence_is_an_example_and_an_older_one_cannot_lose_ou
         resolve_text(older, "vault/Plans.md", 1, "mine")
     with pytest.raises(InvalidInputError, match="keep what"):
         resolve_text(older, "vault/Plans.md", conflict.line, "neither")
+
+
+def test_keeping_theirs_deletes_only_the_lines_the_merge_wrote(tmp_path):
+    """A callout's "the N lines above" edited by hand made "keep theirs" delete N lines, ours or
+    not. The title's digest of our lines must still match them, or theirs cannot be kept."""
+    base = ["# Plans", "", "Keep this line.", "And this one.", "We sail north."]
+    merged = callouts_for_conflicts(
+        _merge_file(tmp_path, base, [*base[:-1], "We sail east."], [*base[:-1], "We sail west."]), "origin/main"
+    ).text
+    rel = "vault/Plans.md"
+    (conflict,) = conflicts_in_text(merged, rel)
+    assert conflict.ours == ("We sail east.",)
+    assert (
+        resolve_text(merged, rel, conflict.line, "theirs")
+        == "# Plans\n\nKeep this line.\nAnd this one.\nWe sail west.\n"
+    )
+    title = merged.splitlines()[conflict.line - 1]
+    edited = {
+        "count": merged.replace("the line above", "the 3 lines above"),
+        "line added above": merged.replace("We sail east.\n", "We sail east.\nA note added by hand.\n"),
+        "our line changed": merged.replace("We sail east.", "We sail east, then south."),
+        "no digest": merged.replace(title, title.split(" <!--")[0]),
+    }
+    for what, text in edited.items():
+        (found,) = conflicts_in_text(text, rel)
+        assert found.ours is None, what
+        with pytest.raises(InvalidInputError, match="could delete lines that are not part of the conflict"):
+            resolve_text(text, rel, found.line, "theirs")
+        kept = resolve_text(text, rel, found.line, "both")
+        assert "Keep this line.\nAnd this one.\n" in kept and "We sail west.\n" in kept, what
+        assert "Keep this line.\nAnd this one.\n" in resolve_text(text, rel, found.line, "mine"), what
+    with pytest.raises(InvalidInputError, match="not the ones the merge wrote"):
+        resolve_text(edited["count"], rel, conflict.line, "theirs")
 
 
 # --------------------------------------------------------------------------- restated facts
@@ -235,6 +269,17 @@ def test_status_and_lint_report_each_conflict_with_its_file_and_line(conflicted)
     }
 
 
+def test_a_conflict_in_a_page_whose_extension_is_upper_case_is_found(tmp_path):
+    # Tea.MD is a page to lint and the index (home/layout.py's is_markdown), so to status too.
+    root = syncd.init(tmp_path / "home").home
+    write(
+        root,
+        "vault/Trip.MD",
+        "We sail east.\n" + callout_title(["We sail east."], "origin/main") + "\n> We sail west.\n",
+    )
+    assert [(c.path, c.line, c.theirs) for c in find_conflicts(root)] == [("vault/Trip.MD", 2, ("We sail west.",))]
+
+
 def test_resolving_through_the_write_path_commits_and_indexes_the_version_kept(conflicted, embedder):
     root = conflicted
     with syncd.open(root, embedder=embedder) as engine:
@@ -243,6 +288,13 @@ def test_resolving_through_the_write_path_commits_and_indexes_the_version_kept(c
             resolve_conflict(engine, PAGE, page_line - 1, "theirs")
         with pytest.raises(InvalidInputError):
             resolve_conflict(engine, "../outside.md", 1, "mine")
+        # Its count edited by hand: keeping theirs is refused, and nothing written or committed.
+        merged, head = (root / PAGE).read_bytes(), git(root, "rev-parse", "HEAD")
+        write(root, PAGE, merged.replace(b"the line above", b"the 3 lines above"))
+        with pytest.raises(InvalidInputError, match="not the ones the merge wrote"):
+            resolve_conflict(engine, PAGE, page_line, "theirs")
+        assert b"the 3 lines above" in (root / PAGE).read_bytes() and git(root, "rev-parse", "HEAD") == head
+        write(root, PAGE, merged)
         resolve_conflict(engine, PAGE, page_line, "theirs", author="tester")
         assert (root / PAGE).read_text() == BASE[PAGE].replace("north", "west")
         assert (

@@ -88,6 +88,7 @@ def test_scope_comes_from_the_path():
 
 def test_indexable_files():
     assert is_indexable("vault/a.md")
+    assert is_indexable("vault/Tea.MD") and is_indexable("vault/README.Md")  # as lint and Obsidian read them
     for name in ["transcript.jsonl", "state.json", "session.json"]:
         assert is_indexable(f"memory/users/ana/sessions/s1/{name}")
     for name in [

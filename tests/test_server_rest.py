@@ -23,6 +23,7 @@ def server(tmp_path_factory, embedder):
     home = syncd.init(tmp_path_factory.mktemp("rest") / "home").home
     (home / "vault" / "notes").mkdir()
     (home / "vault" / "notes" / "tea.md").write_text("# Tea\n\nGreen tea is brewed at 80 degrees for two minutes.\n")
+    (home / "vault" / "notes" / "Kettle.MD").write_text("# Kettle\n\nA gooseneck kettle, for pour-over.\n")
     os.symlink("/etc/passwd", home / "vault" / "leak.md")
     try:
         with served_in_thread(home, embedder) as served:
@@ -188,6 +189,8 @@ def test_home_and_vault_endpoints(server, admin):
     assert hits and all(h["source"] == "vault_page" for h in hits) and hits[0]["path"] == "vault/notes/tea.md"
     page = _ok(admin.get("/vault/page", params={"path": "notes/tea.md"}))
     assert page["content"].startswith("# Tea")
+    # A page whatever its extension's case, as search finds it and lint reads it.
+    assert _ok(admin.get("/vault/page", params={"path": "notes/Kettle.MD"}))["content"].startswith("# Kettle")
     # A symbolic link in the vault is never followed out of the home.
     assert "root:" not in _error(admin.get("/vault/page", params={"path": "leak.md"}), 404)["message"]
     findings = _ok(admin.get("/vault/lint"))["findings"]

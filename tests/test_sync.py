@@ -36,6 +36,7 @@ PATHS = [
     "memory/core/persona.md",
     "vault/Tea.md",
     "vault/drinks/Coffee.md",
+    "vault/Green tea.MD",  # a page too (Obsidian, lint and the index agree)
 ]
 
 

@@ -7,7 +7,7 @@ import os
 import shutil
 from pathlib import Path
 
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 import syncd
@@ -35,10 +35,10 @@ def _do(vault: Path, op) -> None:
     path = vault / rel
     if kind == "write":
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(text.encode() if rel.endswith(".md") else b"\x89PNG")
+        path.write_bytes(text.encode() if rel.lower().endswith(".md") else b"\x89PNG")
     elif kind == "delete" and path.exists():
         path.unlink()
-    elif kind == "rename" and path.exists() and rel != other and rel[-3:] == other[-3:]:
+    elif kind == "rename" and path.exists() and rel != other and rel[-3:].lower() == other[-3:].lower():
         (vault / other).parent.mkdir(parents=True, exist_ok=True)
         os.replace(path, vault / other)
 
@@ -125,7 +125,8 @@ def test_two_readers_storing_against_different_file_lists_do_not_mix(tmp_path):
 
 # ----------------------------------------------------------------------------- kept by the sync
 
-HOME_PAGES = ["vault/A.md", "vault/B.md", "vault/sub/A.md", "vault/sub/C.md"]
+# Tea.MD: a page to Obsidian and to lint whatever its extension's case, so the index's too.
+HOME_PAGES = ["vault/A.md", "vault/B.md", "vault/sub/A.md", "vault/sub/C.md", "vault/Tea.MD"]
 HOME_OPS = st.lists(
     st.tuples(st.sampled_from(["write", "delete", "rename"]), st.sampled_from(HOME_PAGES),
               st.sampled_from(HOME_PAGES), st.lists(PIECES, max_size=5).map("".join)),
@@ -133,13 +134,17 @@ HOME_OPS = st.lists(
 )  # fmt: skip
 
 
-def _store_matches_the_files(home: Path) -> None:
-    """Every vault page's row in the store is what a fresh parse of its file gives."""
+def _store_matches_the_files(home: Path, engine=None) -> None:
+    """Every vault page's row in the store is what a fresh parse of its file gives, and the
+    index (when ``engine`` is given) holds the same pages as lint reads."""
     vault = home / "vault"
     with GraphCache(store_path(home)) as cache:
         rows = cache.rows()
-    pages = {str(p.relative_to(vault)) for p in vault.rglob("*.md")}
+    pages = {str(p.relative_to(vault)) for p in vault.rglob("*") if p.name.lower().endswith(".md")}
     assert set(rows) == pages
+    if engine is not None:
+        indexed = {p.removeprefix("vault/") for p in engine.index.files() if p.startswith("vault/")}
+        assert indexed == pages == set(WikiManager.for_home(home).graph().pages)
     for rel in pages:
         data = (vault / rel).read_bytes()
         sha = blob_sha(data)
@@ -148,6 +153,7 @@ def _store_matches_the_files(home: Path) -> None:
 
 @settings(max_examples=6)
 @given(ops=HOME_OPS)
+@example(ops=[("write", "vault/Tea.MD", "vault/A.md", "[[A]]"), ("rename", "vault/Tea.MD", "vault/B.md", "")])
 def test_the_sync_keeps_the_graph_in_step_and_equal_to_a_rebuild(tmp_path_factory, embedder, ops):
     home = new_home(tmp_path_factory.mktemp("home"), embedder)
     wiki = WikiManager.for_home(home)
@@ -158,11 +164,11 @@ def test_the_sync_keeps_the_graph_in_step_and_equal_to_a_rebuild(tmp_path_factor
             _do(home, (kind, rel, other, text))
             engine.sync()
             # Written by the sync itself, before any lint or links looked at the vault.
-            _store_matches_the_files(home)
+            _store_matches_the_files(home, engine)
             assert _resolved(wiki.graph()) == _resolved(build_graph(home / "vault"))
             assert wiki.lint() == WikiManager(home / "vault", use_cache=False).lint()
         engine.reindex()
-        _store_matches_the_files(home)
+        _store_matches_the_files(home, engine)
 
 
 def test_reindex_rebuilds_the_store_and_lint_needs_no_parse(home, engine, monkeypatch):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -132,6 +133,41 @@ def test_each_kind_of_finding(tmp_path):
     doc = json.loads(report.lint_json(findings))
     assert doc["counts"]["error"] == sum(f.severity == "error" for f in findings)
     assert doc["findings"][0] == findings[0].to_dict()
+
+
+# Names a link cannot simply be the name of: '#' and '|' cut a link's text, brackets end it, a
+# link's path loses its end spaces, and a name only a case away from another is that one's.
+ODD_NAMES = ["Plain", "a#b", "x|y", "c^d", "e[f]", "g]h", " lead", "trail ", "Tea", "tea", "deep/q#r", "deep/Sub"]
+
+
+def test_the_advice_for_an_unlisted_page_is_a_link_that_opens_it_or_to_rename_it(home):
+    vault = home / "vault"
+    write(vault, {f"{name}.md": "# A page\n" for name in ODD_NAMES})
+    advice = {f.path: f.message for f in WikiManager.for_home(home).lint() if f.code == "orphan"}
+    entries, renamed = [], []
+    for name in ODD_NAMES:
+        entry = re.search(r"add '- (\[\[.*?\]\]) <what it holds>'", advice[f"{name}.md"])
+        assert entry, advice[f"{name}.md"]
+        if entry[1] == "[[<new name>]]":
+            assert "no link can name this page" in advice[f"{name}.md"]
+            renamed.append(f"{name}.md")
+        else:
+            entries.append(f"- {entry[1]} a page\n")
+    # Following the advice lists every page it gave a link for, and that link opens the page.
+    listed_from = len((vault / "index.md").read_text().splitlines())
+    with open(vault / "index.md", "a") as index:
+        index.writelines(entries)
+    findings = WikiManager.for_home(home).lint()
+    assert [f.message for f in findings if f.code == "broken-index-entry" and f.line > listed_from] == []
+    assert sorted(f.path for f in findings if f.code == "orphan" and f.path.endswith(".md")
+                  and f.path[:-3] in ODD_NAMES) == sorted(renamed)  # fmt: skip
+    assert sorted(renamed) == sorted(f"{n}.md" for n in ["a#b", "x|y", "e[f]", "g]h", "trail ", "tea", "deep/q#r"])
+    assert "[[a#b]] would open heading 'b' of page 'a'" in advice["a#b.md"]
+    # Rename was right: the link the name would make lists none of them.
+    with open(vault / "index.md", "a") as index:
+        index.writelines(f"- [[{p[:-3]}]] a page\n" for p in renamed)
+    still = {f.path for f in WikiManager.for_home(home).lint() if f.code == "orphan"}
+    assert set(renamed) <= still
 
 
 def test_lint_never_changes_a_byte(tmp_path):
@@ -346,6 +382,31 @@ def test_a_source_outside_the_home_is_never_looked_at_and_hides_no_stale_page(ho
     assert codes(findings) == [("missing-source", "Climbs0.md", 2), ("missing-source", "Climbs1.md", 2),
                                ("missing-source", "Climbs2.md", 2), ("stale-page", "Summary.md", 2)]  # fmt: skip
     assert all("is outside the home" in f.message for f in findings if f.code == "missing-source")
+
+
+PRIVATE_SOURCES = [".git/config", ".git/syncd/probe", "./.git/HEAD", "vault/../.git/HEAD", ".GIT/config",
+                   ".syncd/secret.txt", ".syncd/nothing", "memory/.git/x"]  # fmt: skip
+
+
+def test_a_source_in_git_s_or_syncd_s_folder_is_refused_without_saying_whether_it_exists(home):
+    vault = home / "vault"
+    listed = "".join(f"  - '{s}'\n" for s in PRIVATE_SOURCES)
+    write(vault, {"Peek.md": f"---\nsources:\n{listed}---\n# Peek\n"})
+    commit(home, "a page citing private files")
+
+    def peek() -> list[tuple[str, str]]:
+        found = WikiManager.for_home(home).lint() + WikiManager(vault, use_cache=False).lint()
+        return sorted((f.code, f.message) for f in found if f.path == "Peek.md" and "source" in f.code)
+
+    toggled = [".syncd/secret.txt", "memory/.git/x", ".git/syncd/probe"]
+    write(home, dict.fromkeys(toggled, "x"))
+    with_files = peek()
+    for rel in toggled:
+        (home / rel).unlink()
+    assert peek() == with_files
+    assert {code for code, _ in with_files} == {"private-source"}
+    assert len(with_files) == 2 * len(PRIVATE_SOURCES)
+    assert all("points into syncd's private folder" in message for _, message in with_files)
 
 
 def test_a_linked_page_is_a_name_never_read(tmp_path):

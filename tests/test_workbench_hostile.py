@@ -10,6 +10,7 @@ import threading
 import pytest
 
 import syncd
+from syncd.formats.conflicts import callout_title
 
 from .helpers import write
 from .workbench_helpers import ANA_LOG_REL as ANA_LOG
@@ -104,8 +105,8 @@ def test_a_commit_shows_the_facts_of_a_log_with_a_nul_and_of_a_merge(wb, home):
 
 PLANS = (
     "# Plans\n\nWe sail east in May.\n"
-    "> [!conflict]- Both machines changed the line above; origin/main had:\n"
-    "> We sail west in May.\n"
+    + callout_title(["We sail east in May."], "origin/main")
+    + "\n> We sail west in May.\n"
 )
 
 
@@ -557,3 +558,54 @@ def test_a_reindex_refreshes_the_tabs_on_the_kernel_s_thread(wb):
 
     asyncio.run(click_and_wait())
     assert threads == [threading.current_thread().name] and "reindexed" in wb.health.progress_text.value
+
+
+def test_opening_another_fact_over_unsaved_typing_asks_first(wb, home):
+    """Edit on another fact (Browse, Search, or Load) replaced what was typed over the fact the
+    form held, without a word: the typing was gone. Now it asks: Save, Discard or Cancel."""
+    wb.edit_fact("ana", "f-tea")
+    editor = wb.edit.fact
+    editor.content.value = "Likes oolong in the morning."
+    _open_from_browse(wb, "bob", "blue-green")  # another user's fact, from Browse's Edit button
+    assert editor.content.value == "Likes oolong in the morning." and editor.loaded_key == ("ana", "f-tea")
+    assert "unsaved changes to fact f-tea of ana" in editor.status.value
+    editor.stay.click()  # Cancel: keep editing
+    assert editor.content.value == "Likes oolong in the morning." and editor.unsaved.layout.display == "none"
+    assert (editor.user.value, editor.fact_id.value) == ("ana", "f-tea")
+    head = git(home, "rev-parse", "HEAD")
+
+    editor.fact_id.value = "f-deploy"
+    editor.user.value = "bob"
+    editor.load.click()  # the Load button, with another fact named above
+    assert editor.content.value == "Likes oolong in the morning." and editor.unsaved.layout.display is None
+    editor.keep.click()  # Save, then open the fact asked for
+    assert "Likes oolong in the morning." in (home / ANA_LOG).read_text()
+    assert editor.loaded_key == ("bob", "f-deploy") and editor.content.value == "Deploys with a blue-green switch."
+    assert "Saved" in editor.status.value and not editor.has_unsaved()
+
+    editor.category.value = "habit"
+    wb.edit_fact("ana", "f-tea")
+    editor.discard.click()  # Discard: the fact asked for opens, nothing is written
+    assert editor.loaded_key == ("ana", "f-tea") and editor.content.value == "Likes oolong in the morning."
+    assert "[technical] Deploys" in (home / "memory/users/bob/2026-11-21.md").read_text()
+    assert git(home, "log", "--format=%s", f"{head.strip()}..").splitlines() == ["Edit fact f-tea"]
+    # With nothing typed, another fact opens at once.
+    wb.edit_fact("bob", "f-deploy")
+    assert editor.loaded_key == ("bob", "f-deploy") and editor.unsaved.layout.display == "none"
+
+
+def test_keep_theirs_is_not_offered_over_lines_edited_since_the_merge(wb, home):
+    """With the callout's "the line above" edited to "the 2 lines above", Keep theirs deleted the
+    blank line above ours too: a line the merge never wrote as ours. Now it is not offered."""
+    edited = PLANS.replace("the line above", "the 2 lines above")
+    write(home, "vault/Plans.md", edited)
+    _show(wb, "Health")
+    panel = wb.health.conflicts
+    (row,) = panel.rows.children
+    keep_theirs = row.children[2].children[1]
+    assert keep_theirs.disabled and "no longer known" in row.children[1].value
+    panel.resolve(panel.conflicts[0], "theirs")  # as a stale button would
+    assert "not part of the conflict" in panel.status.value and (home / "vault/Plans.md").read_text() == edited
+    (row,) = panel.rows.children
+    row.children[2].children[2].click()  # keep both
+    assert (home / "vault/Plans.md").read_text() == "# Plans\n\nWe sail east in May.\nWe sail west in May.\n"

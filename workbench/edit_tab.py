@@ -49,9 +49,19 @@ class FactEditor(w.VBox):
         self.confirm = button(
             "Yes, delete it", "syncd-edit-confirm", button_style="danger", layout=w.Layout(display="none")
         )
+        # Asked when another fact is opened over unsaved typing (Load, or an Edit button of
+        # Search or Browse): the typing is never replaced without the person saying so.
+        self.pending: tuple[str, str] | None = None  # (user, id) to open once they have answered
+        self.keep = button("Save", "syncd-edit-unsaved-save", button_style="primary", icon="save")
+        self.discard = button("Discard", "syncd-edit-unsaved-discard", button_style="warning")
+        self.stay = button("Cancel", "syncd-edit-unsaved-cancel")
+        self.unsaved = w.HBox([self.keep, self.discard, self.stay], layout=w.Layout(display="none"))
         self.status = w.HTML()
         self.status.add_class("syncd-edit-status")
         self.load.on_click(lambda _: self.load_fact(self.user.value, self.fact_id.value.strip()))
+        self.keep.on_click(lambda _: self._answer("save"))
+        self.discard.on_click(lambda _: self._answer("discard"))
+        self.stay.on_click(lambda _: self._answer("cancel"))
         # Whoever moves the slider means to set the importance: saved unticked, the move was lost.
         self.importance.observe(lambda _: setattr(self.has_importance, "value", True), "value")
         self.save.on_click(lambda _: self.write())
@@ -65,6 +75,7 @@ class FactEditor(w.VBox):
                 w.HBox([self.category, self.tags]),
                 w.HBox([self.importance, self.has_importance]),
                 w.HBox([self.save, self.delete, self.confirm]),
+                self.unsaved,
                 self.status,
             ]
         )
@@ -75,9 +86,62 @@ class FactEditor(w.VBox):
         if current in self.user.options:
             self.user.value = current
 
+    def has_unsaved(self) -> bool:
+        """Whether the form differs from the fact it loaded: what Save would write."""
+        if self.loaded is None:
+            return False
+        f = self.loaded.fact
+        importance = self.importance.value if self.has_importance.value else None
+        return (
+            self.content.value != f.content
+            or self.category.value.strip() != f.category
+            or _tags(self.tags.value) != list(f.tags)
+            or (importance is None) != (f.importance is None)
+            or (importance is not None and f.importance is not None and abs(importance - f.importance) > 1e-9)
+        )
+
     def load_fact(self, user: str | None, fact_id: str) -> None:
-        """Load a fact into the form (what the Edit buttons of Search and Browse call)."""
+        """Load a fact into the form (what the Edit buttons of Search and Browse call). Over
+        unsaved changes it first asks whether to save them, discard them or keep editing."""
+        if self.has_unsaved():
+            self.pending = (user or "", fact_id)
+            self.confirm.layout.display = "none"
+            self.unsaved.layout.display = None
+            was_user, was_id = self.loaded_key or ("", "")
+            self.status.value = note(
+                f"You have unsaved changes to fact {was_id} of {was_user}: Save them, Discard them, "
+                f"or Cancel to keep editing (then {fact_id or 'the fact asked for'} is not opened).",
+                "warn",
+            )
+            return
+        self._load(user, fact_id)
+
+    def _answer(self, choice: str) -> None:
+        """The person's answer about their unsaved changes: save them (then open the fact asked
+        for, unless the save failed: its message stays, with the typing), discard them (open
+        it), or cancel (keep editing, the form names the fact it holds again)."""
+        pending, self.pending = self.pending, None
+        self.unsaved.layout.display = "none"
+        if pending is None:
+            return
+        if self.loaded_key is not None:
+            self.user.value, self.fact_id.value = self.loaded_key
+        if choice == "cancel":
+            self.status.value = note("Kept your changes; nothing was opened or written.")
+            return
+        if choice == "save":
+            if not self.write(reload=False):
+                return
+            saved = self.status.value
+            self._load(*pending)
+            self.status.value = saved + self.status.value
+            return
+        self._load(*pending)
+
+    def _load(self, user: str | None, fact_id: str) -> None:
         self.confirm.layout.display = "none"
+        self.unsaved.layout.display = "none"
+        self.pending = None
         if not user or not fact_id:
             self.status.value = note("Pick a user and give a fact id (Browse and Search have edit buttons).", "warn")
             return
@@ -114,7 +178,7 @@ class FactEditor(w.VBox):
             note("Someone changed this fact since you loaded it; nothing was written.", "err")
             + f'<div class="syncd-box syncd-conflict"><b>now in {esc(exc.path)}:</b><br><code>{esc(theirs)}</code>'
             + f"<br><b>you loaded:</b><br><code>{esc(exc.expected)}</code><br>"
-            + note("Load again to start from their version.")
+            + note("Load again, and discard your changes, to start from their version.")
             + "</div>"
         )
 
@@ -129,9 +193,12 @@ class FactEditor(w.VBox):
         )
         return True
 
-    def write(self) -> None:
+    def write(self, reload: bool = True) -> bool:
+        """Save the form over the fact it loaded (compare-and-swap against it); True when the
+        file now says what the form does. ``reload``: open the fact again after (its id follows
+        its content); the unsaved-changes prompt opens another one instead."""
         if self.loaded is None or self._elsewhere():
-            return
+            return False
         stored = self.loaded
         importance = self.importance.value if self.has_importance.value else None
         try:
@@ -148,21 +215,23 @@ class FactEditor(w.VBox):
             )
         except syncd.ConflictError as exc:
             self._conflict(exc)
-            return
+            return False
         except (syncd.SyncdError, ValueError) as exc:
             self.status.value = note(str(exc), "err")
-            return
+            return False
         if stored_now.fact == stored.fact:
             self.status.value = note("Nothing to save: the fact is as it was loaded.")
-            return
+            return True
         self.status.value = note(f"Saved and committed as {self.data.memory.author}.", "ok")
-        # A hand-written fact's id follows its content: the write says which it is now.
-        self.open_quietly(self.user.value, stored_now.id)
+        if reload:
+            # A hand-written fact's id follows its content: the write says which it is now.
+            self.open_quietly(self.user.value, stored_now.id)
         self.changed()
+        return True
 
     def open_quietly(self, user: str, fact_id: str) -> None:
         status = self.status.value
-        self.load_fact(user, fact_id)
+        self._load(user, fact_id)
         self.status.value = status
 
     def _ask_delete(self) -> None:

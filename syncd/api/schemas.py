@@ -15,7 +15,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
-from ..home import ID_RULE, validate_id, validate_label
+from ..home import ID_RULE, is_markdown, validate_id, validate_label
 
 __all__ = [
     "AddInput",
@@ -102,7 +102,7 @@ def _vault_path(value: str) -> str:
     parts = value.split("/")
     if any(p in ("", ".", "..") or p.startswith(".") for p in parts):
         raise ValueError("a vault path has no empty, '.', '..' or hidden parts")
-    if not value.endswith(".md"):
+    if not is_markdown(value):
         raise ValueError("vault pages are .md files")
     return value
 

@@ -30,7 +30,7 @@ from ..formats.conflicts import resolve_conflict as resolve_text
 from ..formats.text import decode_markdown, decode_markdown_lossy, encode_markdown
 from ..history.git import run_git
 from ..history.intents import Intent
-from ..home import blob_sha, classify_path
+from ..home import blob_sha, classify_path, is_markdown
 
 if TYPE_CHECKING:
     from .facade import Engine
@@ -51,7 +51,7 @@ def _marked_files(folder: Path, under: tuple[str, ...]) -> list[str]:
     except HistoryError:
         # Not inside a repository (a vault of its own): search its files all the same.
         out = run_git(folder, *grep[:1], "--no-index", *grep[1:], *paths, ok=(0, 1))
-    return sorted(p for p in out.decode("utf-8", "surrogateescape").split("\0") if p.endswith(".md"))
+    return sorted(p for p in out.decode("utf-8", "surrogateescape").split("\0") if is_markdown(p))
 
 
 def find_conflicts(folder: Path, under: tuple[str, ...] = SHARED, home: bool = True) -> list[Conflict]:

@@ -12,9 +12,13 @@ differently it keeps both, in one of two shapes:
       > Their words.
 
   The title reads ``the line above``, ``the N lines above`` or ``this: removed here`` (ours has
-  no line there); the body is every following line that starts with ``>``. A callout written
-  before the count was part of the title (``Both machines changed this; ...``) is found too, but
-  keeping only theirs needs the count, so it can only be kept as it is or with both versions.
+  no line there); the body is every following line that starts with ``>``. A title over lines
+  of ours ends in a comment holding a digest of them (``<!-- ours:<12 hex> -->``, invisible when
+  rendered): keeping only theirs deletes those lines, so it is done only when the N lines above
+  are still the ones the merge wrote. A count edited by hand, a line added or changed among
+  them, or a callout with no digest (written by an older syncd, or before the count was part of
+  the title: ``Both machines changed this; ...``) can only be kept as it is, as mine or with
+  both versions: which lines are ours is not known any more.
 * **A restated fact** (daily logs): the fact keeps our words and id where it is, and their
   version follows later as a fact of its own under a comment naming the fact::
 
@@ -28,7 +32,9 @@ are examples in a page, not conflicts.
 
 from __future__ import annotations
 
+import hashlib
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from ..errors import InvalidInputError, NotFoundError
@@ -55,7 +61,7 @@ CALLOUT_END = "<!-- syncd merge: the conflict callout above ends here -->"
 _CALLOUT_RE = re.compile(
     r"> \[!conflict\][-+]? Both machines changed "
     r"(?:(?P<one>the line above)|the (?P<many>\d+) lines above|(?P<none>this: removed here)|this); "
-    r"(?P<label>.*) had:[ \t]*"
+    r"(?P<label>.*) had:[ \t]*(?:<!-- ours:(?P<digest>[0-9a-f]{12}) -->[ \t]*)?"
 )
 _RESTATED_RE = re.compile(
     r"<!-- syncd merge: both machines changed fact (?P<id>\S+); "
@@ -63,10 +69,19 @@ _RESTATED_RE = re.compile(
 )
 
 
-def callout_title(ours_lines: int, label: str) -> str:
-    """The first line of a conflict callout (no ending) over ``ours_lines`` lines of ours."""
-    what = {0: "this: removed here", 1: "the line above"}.get(ours_lines, f"the {ours_lines} lines above")
-    return f"> [!conflict]- Both machines changed {what}; {label} had:"
+def _digest(ours: Sequence[str]) -> str:
+    """What a callout's title records of our lines (as written, line endings aside)."""
+    joined = "\n".join(line.rstrip("\r\n") for line in ours)
+    return hashlib.sha256(joined.encode("utf-8", "surrogatepass")).hexdigest()[:12]
+
+
+def callout_title(ours: Sequence[str], label: str) -> str:
+    """The first line of a conflict callout (no ending) over ``ours``, our lines right above
+    it: their count, and a digest of them that "keep theirs" checks before deleting them."""
+    n = len(ours)
+    what = {0: "this: removed here", 1: "the line above"}.get(n, f"the {n} lines above")
+    digest = f" <!-- ours:{_digest(ours)} -->" if n else ""
+    return f"> [!conflict]- Both machines changed {what}; {label} had:{digest}"
 
 
 def restated_fact_comment(fact_id: str) -> str:
@@ -111,6 +126,7 @@ class _Found:
     start: int  # 0-based first line the resolution may replace (ours of a callout)
     end: int  # 0-based line after the marking (the callout's body, the restated fact)
     ours_line: int | None = None  # a fact's: 0-based line of our fact
+    unknown: str = ""  # a callout's: why which lines are ours is not known (its ours is None)
 
 
 def _bare(line: str) -> str:
@@ -141,8 +157,18 @@ def _callout(lines: list[str], i: int, rel: str) -> _Found | None:
     if m is None:
         return None
     count = 1 if m["one"] else int(m["many"]) if m["many"] else 0 if m["none"] else None
-    if count is not None and count > i:
-        count = None  # the lines above were edited away: which are ours is not known any more
+    unknown = ""
+    if count is None:
+        unknown = "this callout does not say which lines above are ours"
+    elif count > i:
+        count, unknown = None, f"the {m['many'] or 1} lines above it are not all there any more"
+    elif count and m["digest"] is None:
+        count, unknown = None, "this callout does not record which lines above are ours (an older syncd wrote it)"
+    elif count and _digest(lines[i - count : i]) != m["digest"]:
+        # The count edited by hand, or a line added, removed or changed among ours: deleting
+        # "the N lines above" now would delete lines the merge did not write.
+        what = "the line" if count == 1 else f"the {count} lines"
+        count, unknown = None, f"{what} above it are not the ones the merge wrote (edited since)"
     end = i + 1
     while end < len(lines) and lines[end].startswith(">") and _CALLOUT_RE.fullmatch(_bare(lines[end])) is None:
         end += 1
@@ -150,7 +176,7 @@ def _callout(lines: list[str], i: int, rel: str) -> _Found | None:
     theirs = tuple(_quoted(line) for line in lines[i + 1 : end])
     conflict = Conflict(rel, i + 1, "callout", m["label"], ours, theirs)
     closed = end < len(lines) and _bare(lines[end]) == CALLOUT_END
-    return _Found(conflict, i - (count or 0), end + closed)
+    return _Found(conflict, i - (count or 0), end + closed, unknown=unknown)
 
 
 def _facts(text: str, lines: list[str], outside: list[bool], rel: str, daily_log: bool) -> list[_Found]:
@@ -211,8 +237,8 @@ def resolve_conflict(text: str, rel: str, line: int, keep: str, daily_log: bool 
     if conflict.kind == "callout":
         if keep == "theirs" and conflict.ours is None:
             raise InvalidInputError(
-                f"{rel}:{line}: this callout does not say which lines above are ours; "
-                "keep mine or both, or edit the file"
+                f"{rel}:{line}: {found.unknown}, so keeping theirs could delete lines that are not part of "
+                "the conflict; nothing was changed: keep mine or both, or edit the file"
             )
         theirs = [t + nl for t in conflict.theirs]
         head = found.start if keep == "theirs" else conflict.line - 1

@@ -248,7 +248,8 @@ def callouts_for_conflicts(text: str, theirs_label: str) -> Merged:
     start, base, middle, end = "<" * MARKER_SIZE, "|" * MARKER_SIZE, "=" * MARKER_SIZE, ">" * MARKER_SIZE
     out: list[str] = []
     kept: list[str] = []
-    state, ours = "", 0
+    state = ""
+    ours: list[str] = []
     theirs: list[str] = []
     after_callout = False  # the last line out is a callout's
     for line in text.splitlines(keepends=True):
@@ -258,7 +259,7 @@ def callouts_for_conflicts(text: str, theirs_label: str) -> Merged:
                 out.append(CALLOUT_END + "\n")  # else this quote would read as more of theirs
             after_callout = False
         if state == "" and bare.startswith(start):
-            state, ours = "ours", 0
+            state, ours = "ours", []
             kept.append(f"line {len(out) + 1}")
         elif state in ("ours", "base") and bare == middle:
             state, theirs = "theirs", []
@@ -274,7 +275,7 @@ def callouts_for_conflicts(text: str, theirs_label: str) -> Merged:
             theirs.append(line)
         elif state == "ours":
             out.append(line)
-            ours += 1
+            ours.append(line)
         elif state == "":
             out.append(line)
     return Merged("".join(out), tuple(kept))

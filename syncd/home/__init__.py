@@ -37,6 +37,7 @@ from .layout import (
     check_text,
     classify_path,
     is_indexable,
+    is_markdown,
     validate_id,
     validate_label,
 )
@@ -72,6 +73,7 @@ __all__ = [
     "check_text",
     "classify_path",
     "is_indexable",
+    "is_markdown",
     "validate_id",
     "validate_label",
 ]

@@ -24,6 +24,7 @@ __all__ = [
     "SESSION_FILES",
     "classify_path",
     "is_indexable",
+    "is_markdown",
 ]
 
 
@@ -207,6 +208,13 @@ def _user_scope(rest: tuple[str, ...]) -> FileScope:
     return FileScope("note", user=user, chat=chat)
 
 
+def is_markdown(name: str) -> bool:
+    """Whether a file name is markdown: ``.md`` in any case, as Obsidian opens ``Tea.MD`` as a
+    page and its links resolve to it (syncd/wiki/resolve.py). The index, the link graph and lint
+    all ask this, so they see the same files."""
+    return name[-3:].lower() == ".md"
+
+
 def is_indexable(rel: str) -> bool:
     """Markdown (and a session's three files) outside ignored folders, and not an editor's temp
     file: what the index tracks and the committer commits."""
@@ -218,6 +226,6 @@ def is_indexable(rel: str) -> bool:
     name = parts[-1]
     if name.startswith((".#", "~$", ".")) or name.endswith(_TEMP_SUFFIXES):
         return False
-    if name.endswith(".md"):
+    if is_markdown(name):
         return True
     return len(parts) == 6 and name in SESSION_FILES and parts[:2] == ["memory", "users"] and parts[3] == "sessions"

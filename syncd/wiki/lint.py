@@ -28,6 +28,7 @@ bad-aliases               warning   ``aliases`` is not text or a list of text
 bad-sources               warning   ``sources`` is not a list of links, paths or URLs
 missing-sources           error     a ``type: synthesis`` page with no ``sources``
 missing-source            error     a source that does not exist
+private-source            error     a source inside ``.git/`` or ``.syncd/`` (never looked at)
 stale-page                warning   a source changed in git after the page last did
 log-rewritten             error     a commit changed or removed earlier lines of ``log.md``
 bad-log-entry             warning   a ``log.md`` list item not in the entry format
@@ -96,6 +97,7 @@ CODES: dict[str, str] = {
     "bad-sources": "warning",
     "missing-sources": "error",
     "missing-source": "error",
+    "private-source": "error",
     "stale-page": "warning",
     "log-rewritten": "error",
     "bad-log-entry": "warning",
@@ -181,6 +183,46 @@ def _link_name(path: str) -> str:
     return path[:-3] if path.lower().endswith(".md") else path
 
 
+def _entry_link(graph: VaultGraph, path: str) -> str | None:
+    """The text of a wikilink that opens ``path`` from ``index.md``, or None when no link can
+    name it: a link's text holds no bracket, is cut at the first ``|`` and then at the first
+    ``#`` (``[[a#b]]`` is heading ``b`` of page ``a``), and its path is trimmed of spaces at its
+    ends. Checked with the resolver itself, so the advice given is a link that works."""
+    name = _link_name(path)
+    if "[" in name or "]" in name:
+        return None
+    for text in (name, "/" + name):  # "/ x" keeps a leading space a bare " x" would lose
+        linkpath, subpath = parse_linktext(text)
+        if not subpath and graph.resolver.resolve(linkpath, INDEX).target == path:
+            return text
+    return None
+
+
+def _entry_advice(graph: VaultGraph, path: str, where: str) -> str:
+    """How to list ``path`` in index.md: the entry to add, or, when no link can name the page,
+    that it must be renamed first (an entry such as ``[[a#b]]`` would open another page)."""
+    text = _entry_link(graph, path)
+    if text is not None:
+        return f"add '- [[{text}]] <what it holds>' {where}"
+    name = _link_name(path)
+    other = graph.resolver.resolve(parse_linktext(name)[0], INDEX).target
+    if "[" in name or "]" in name:
+        why = "a link cannot hold '[' or ']'"
+    elif "|" in name:
+        shown, _, alias = name.partition("|")
+        why = f"[[{name}]] would open '{shown}', showing '{alias}'"
+    elif "#" in name:
+        page, _, heading = name.partition("#")
+        why = f"[[{name}]] would open heading '{heading}' of page '{page}'"
+    elif other not in (None, path):
+        why = f"[[{name}]] opens {other}: links do not tell names apart by case"
+    else:
+        why = "a link's path loses the spaces at its ends"
+    return (f"no link can name this page ({why}): rename it (no # | [ ], no space at either end, "
+            "not only a case away from another page), "
+            f"then add '- [[<new name>]] <what it holds>' {where}")  # fmt: skip
+
+
 def _check_edges(graph: VaultGraph, out: list[Finding]) -> None:
     owners = _alias_owners(graph)
     has_index = INDEX in graph.pages
@@ -209,7 +251,7 @@ def _check_edges(graph: VaultGraph, out: list[Finding]) -> None:
                         if not f.lower().endswith(".md"):
                             stems.setdefault(posixpath.splitext(posixpath.basename(f))[0].lower(), f)
                 attachment = stems.get(posixpath.basename(link.path).lower())
-                if attachment:
+                if attachment and not any(c in attachment for c in "#|[]"):
                     hint = f"; attachments need their extension: [[{posixpath.basename(attachment)}]]"
             if src == INDEX and has_index:
                 out.append(_finding("broken-index-entry", src, link.line,
@@ -328,14 +370,13 @@ def _check_index(graph: VaultGraph, out: list[Finding]) -> None:
     for path in sorted(graph.pages):
         if path in (INDEX, LOG, SCHEMA) or path in listed:
             continue
-        name = _link_name(path)
         if path not in inbound:
             out.append(_finding("orphan", path, 1,
-                f"no page links to {path} and index.md does not list it; add '- [[{name}]] <what it holds>' "
-                "to index.md or link it from a related page"))  # fmt: skip
+                f"no page links to {path} and index.md does not list it; "
+                f"{_entry_advice(graph, path, 'to index.md or link it from a related page')}"))  # fmt: skip
         else:
             out.append(_finding("missing-from-index", path, 1,
-                f"{path} is not listed in index.md; add '- [[{name}]] <what it holds>' under its group"))  # fmt: skip
+                f"{path} is not listed in index.md; {_entry_advice(graph, path, 'under its group')}"))  # fmt: skip
 
 
 def _page_time(git: GitFacts, vault_path: str) -> tuple[int, int, str] | None:
@@ -353,6 +394,11 @@ def _check_provenance(graph: VaultGraph, git: GitFacts | None, out: list[Finding
         for source in node.sources:
             repo_path = _source_repo_path(graph, git, path, source)
             if repo_path is None:
+                continue
+            if repo_path == _PRIVATE_SOURCE:
+                out.append(_finding("private-source", path, node.sources_line,
+                    f"source '{source}' points into syncd's private folder (.git/ or .syncd/), where lint "
+                    "looks at no file; cite a note in the home instead, or remove it"))  # fmt: skip
                 continue
             if repo_path == "":
                 out.append(_finding("missing-source", path, node.sources_line, _missing_source(source, git)))
@@ -388,6 +434,7 @@ def _date(ts: int) -> str:
 def source_ref(graph: VaultGraph, page: str, source: str) -> tuple[str, str]:
     """What one ``sources`` entry of ``page`` names: ``('vault', vault path)``, ``('path',
     path relative to the home)`` for a file outside the vault, ``('url', '')`` (not checked) or
+    ``('private', '')`` for a path into ``.git/`` or ``.syncd/`` (never looked at), or
     ``('missing', '')`` for a link that opens nothing or a path that climbs out of the home
     (``../x``: whether a file exists there, or when git last changed it, is no business of the
     home's readers; and git refuses the whole history walk for a path outside its tree)."""
@@ -399,7 +446,21 @@ def source_ref(graph: VaultGraph, page: str, source: str) -> tuple[str, str]:
     if _climbs(source):
         return "missing", ""
     rel = posixpath.normpath(source.lstrip("/"))
+    if _private(rel):
+        return "private", ""
     return ("vault", rel) if rel in graph.files else ("path", rel)
+
+
+# git's folder (and syncd's own, .git/syncd/: tokens, the lock) and syncd's derived one: not
+# notes. Whether a file exists there is no business of the home's readers (a shared vault page
+# naming .git/syncd/<token file> would tell them), so such a source is refused unlooked-at.
+_PRIVATE = (".git", ".syncd")
+
+
+def _private(rel: str) -> bool:
+    """Whether a normalised relative path goes into a ``.git`` or ``.syncd`` folder (in any
+    case: on a case-insensitive disk ``.GIT/config`` is git's config)."""
+    return any(part.lower() in _PRIVATE for part in rel.split("/"))
 
 
 def local_source_paths(graph: VaultGraph) -> set[str]:
@@ -409,9 +470,15 @@ def local_source_paths(graph: VaultGraph) -> set[str]:
             for kind, ref in [source_ref(graph, page, s)] if kind == "path"}  # fmt: skip
 
 
+_PRIVATE_SOURCE = "\0private"  # what _source_repo_path says of a source into a private folder
+
+
 def _source_repo_path(graph: VaultGraph, git: GitFacts | None, page: str, source: str) -> str | None:
-    """The git-root-relative path a source names; ``''`` if it names nothing; None for a URL."""
+    """The git-root-relative path a source names; ``''`` if it names nothing; None for a URL;
+    ``_PRIVATE_SOURCE`` for a path into ``.git/`` or ``.syncd/``."""
     kind, ref = source_ref(graph, page, source)
+    if kind == "private":
+        return _PRIVATE_SOURCE
     if kind == "url" or (kind == "path" and git is not None and ref in git.hidden):
         return None
     if kind == "vault":

@@ -36,7 +36,7 @@ from typing import Any
 
 from ..errors import ParseError
 from ..formats.text import decode_markdown
-from ..home import blob_sha, read_regular, write_refused
+from ..home import blob_sha, is_markdown, read_regular, write_refused
 from .graph import PageNode, Problem, VaultGraph, node_of_page, page_node
 
 __all__ = [
@@ -329,7 +329,7 @@ def snapshot(root: Path, cache: GraphCache | None = None, max_file_bytes: int | 
     upserts: list[tuple[str, int, int, int, str, str]] = []
     to_parse: list[tuple[str, str, bytes]] = []
     for rel, st in stats.items():
-        if not rel.lower().endswith(".md") or stat.S_ISLNK(st.st_mode):
+        if not is_markdown(rel) or stat.S_ISLNK(st.st_mode):
             continue
         if max_file_bytes is not None and st.st_size > max_file_bytes:
             # Named by its size and time in place of a sha, so a lint kept for it ends when it changes.
@@ -441,7 +441,7 @@ class SyncedPages:
             if not update.path.startswith(VAULT_PREFIX):
                 continue
             rel = update.path[len(VAULT_PREFIX) :]
-            if _hidden(rel) or not rel.lower().endswith(".md"):
+            if _hidden(rel) or not is_markdown(rel):
                 continue
             record = update.record
             if record is None:
