@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import json
 import os
+import subprocess
 import threading
 import time
 
@@ -324,3 +325,41 @@ def test_a_persons_uncommitted_edit_is_committed_as_theirs_before_an_agent_build
     assert "Syncd-Source: editor" in person.message and person.author.name != "syncd"
     assert "Keeps bees on the roof." in agent_diff and "+- Hand-written" not in agent_diff
     assert not repo.is_dirty(path=rel)
+
+
+def test_a_group_whose_lines_a_commit_of_the_persons_took_in_meanwhile_is_acknowledged(engine, home):
+    """A group's file that a commit made meanwhile took in whole, the group's lines with it (the
+    person's `git commit -a`, or a stash popped back and committed), is committed: the group is
+    acknowledged, never told that nothing of it was kept, which a client retrying would answer by
+    writing its lines twice. (Seen in the write path's stateful test: an append answered
+    GitBusyError while another commit held its line.)"""
+    rel = "vault/notes.md"
+    engine.write_file(rel, b"# Notes\n\n- first\n")
+
+    def person(*args: str) -> None:
+        subprocess.run(["git", *args], cwd=home, check=True, capture_output=True)
+
+    with engine.changes(Intent(author="agent", summary="A second line")):
+        engine.write_file(rel, b"# Notes\n\n- first\n- second\n")
+        # The person adds a line of their own under it and commits the file as it is.
+        with open(home / rel, "ab") as f:
+            f.write(b"- theirs\n")
+        person("commit", "-qam", "My line")
+    head = subprocess.run(["git", "show", f"HEAD:{rel}"], cwd=home, capture_output=True, check=True).stdout
+    assert head == b"# Notes\n\n- first\n- second\n- theirs\n"
+    assert (home / rel).read_bytes() == head
+    assert engine.search("second", limit=1)[0].path == rel
+
+
+def test_a_group_whose_lines_are_not_all_in_head_is_still_refused_and_undone(engine, home):
+    """The other side of the rule above: a commit of the person's that took the file in without
+    the group's line (they wrote over it) leaves the group refused, as before."""
+    rel = "vault/notes.md"
+    engine.write_file(rel, b"# Notes\n\n- first\n")
+    with pytest.raises(GitBusyError, match="changed under the commit"):
+        with engine.changes(Intent(author="agent", summary="A second line")):
+            engine.write_file(rel, b"# Notes\n\n- first\n- second\n")
+            (home / rel).write_bytes(b"# Notes\n\n- first\n- theirs\n")
+            subprocess.run(["git", "commit", "-qam", "My line"], cwd=home, check=True, capture_output=True)
+    head = subprocess.run(["git", "show", f"HEAD:{rel}"], cwd=home, capture_output=True, check=True).stdout
+    assert head == b"# Notes\n\n- first\n- theirs\n"

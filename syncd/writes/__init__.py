@@ -13,7 +13,10 @@ Who calls whom::
     revert, reindex: WritePath.quiesced()
 
 **What an acknowledgement guarantees.** A write returns (a ``Fact`` handed back, a 200 answered)
-only once a commit on the branch holds exactly the bytes it wrote: it is in git history, whatever
+only once a commit on the branch holds exactly the bytes it wrote (or, when a commit made
+meanwhile took its file in whole, every line it added and none it took out: the person's
+`git commit -a` over it; told "nothing was kept", a client would write those lines twice,
+``WritePath._taken_in``): it is in git history, whatever
 the person does with git afterwards, and on disk to stay (its bytes fsynced before their rename
 into place, the rename made durable by the commit pass before it commits: one fsync of each
 folder per pass, not one per write under the write turn). Before that, the write is provisional: if the group fails (an

@@ -75,6 +75,9 @@ class ChangeGroup:
         self.owner = owner
         self.intent = intent
         self.written: dict[str, str] = {}  # path -> sha of our last write
+        # path -> (its bytes before our first write, None: no file; our last write's bytes): what
+        # the group changed, asked when a commit took the file in without us (rewind.head_holds).
+        self.changed: dict[str, tuple[bytes | None, bytes]] = {}
         self.mode: str | None = None  # "own", "borrowed" (the home lock, for this group) or "handoff"
         self.lock: Any = None  # the home lock, when borrowed
         self.journal: GroupJournal | None = None

@@ -247,6 +247,28 @@ def undo_would_uncommit(root: Path, rel: str, current: bytes, before: bytes | No
     return bool((set(head.splitlines()) & set(current.splitlines())) - kept)
 
 
+def head_holds(root: Path, changed: dict[str, tuple[bytes | None, bytes]]) -> bool:
+    """Whether HEAD holds each change of ``changed`` (path -> bytes before, bytes after): every
+    line it added is in HEAD's file and no line it took out is. A group whose commit found its
+    file taken in by another commit (the person's `git commit -a` over it, a stash popped back
+    and committed) is committed then, by that commit, and acknowledged: told instead that
+    nothing of it was kept, a client would write its lines again. False when HEAD cannot be
+    read (git busy, no commit)."""
+    for rel, (before, after) in changed.items():
+        try:
+            head = run_git(root, "cat-file", "blob", f"HEAD:{rel}", env={"GIT_LITERAL_PATHSPECS": "1"})
+        except GitBusyError:
+            return False
+        except HistoryError:
+            head = None  # no such file in HEAD (or no HEAD)
+        old = set(before.splitlines()) if before is not None else set()
+        new = set(after.splitlines())
+        held = set(head.splitlines()) if head is not None else set()
+        if not (new - old) <= held or (old - new) & held:
+            return False
+    return True
+
+
 class DroppedCommits:
     """Finds what an abort took out of the branch (module doc) for one writer of the home: each
     reflog entry is looked at once, and the reflog only when it changed. What was looked at is

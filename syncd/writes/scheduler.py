@@ -51,7 +51,7 @@ from .groups import ChangeGroup, current_group
 from .handoff import TakeOver, daemon_gone_look, deferred
 from .journal import GroupJournal, Original, held_paths, recover_abandoned
 from .queue import CommitQueue
-from .rewind import PutBack, find_rewound, undo_would_uncommit
+from .rewind import PutBack, find_rewound, head_holds, undo_would_uncommit
 from .turn import FairLock
 
 __all__ = ["Indexer", "WritePath"]
@@ -142,11 +142,12 @@ class WritePath:
             current = read_memory_file(self.home.root, rel)
             return Original() if current is None else Original(data=current)
 
-        if expected_sha is _ANY:
-            return self._place(path, sha, intent, lambda sync: atomic_write(path, data, sync_folder=sync), original)
-        return self._place(
-            path, sha, intent, lambda sync: atomic_write(path, data, expected_sha, sync_folder=sync), original
-        )
+        def put(sync: bool) -> object:
+            if expected_sha is _ANY:
+                return atomic_write(path, data, sync_folder=sync)
+            return atomic_write(path, data, expected_sha, sync_folder=sync)
+
+        return self._place(path, sha, intent, put, original, lambda _: data)
 
     def append_file(self, rel: str, data: bytes, expected_size: int, intent: Intent | None = None) -> str:
         check_tree_writable(self.home.root)  # the person's merge or rebase: refused, nothing written
@@ -160,9 +161,10 @@ class WritePath:
         def original() -> Original:
             return Original(size=expected_size) if existed else Original()
 
-        return self._place(
-            path, sha, intent, lambda sync: durable_append(path, data, expected_size=expected_size), original
-        )
+        def put(_sync: bool) -> object:  # an append is made durable as it is written
+            return durable_append(path, data, expected_size=expected_size)
+
+        return self._place(path, sha, intent, put, original, lambda before: (before or b"") + data)
 
     def _check_settled(self, group: ChangeGroup) -> None:
         """Before anything is written, let a git command of the person's that just moved HEAD or
@@ -246,6 +248,7 @@ class WritePath:
         intent: Intent | None,
         put: Callable[[bool], object],
         original: Callable[[], Original],
+        after: Callable[[bytes | None], bytes],
     ) -> str:
         """Write through ``put(sync_folder)`` inside a group (or a group of one): journal the
         path, record the intent for the content ``sha`` it will hold, write, then index or wait
@@ -269,7 +272,9 @@ class WritePath:
             if recorded is not None:
                 # Handed to a daemon, the intent is for a commit that may come after a power cut.
                 record_intent(self.home, rel, sha, recorded, durable=group.mode == "handoff")
+            before = read_memory_file(self.home.root, rel)
             put(group.mode == "handoff")
+            group.changed[rel] = (group.changed[rel][0] if rel in group.changed else before, after(before))
             group.written[rel] = sha
             self._expected[rel] = sha
             with contextlib.suppress(OSError):
@@ -389,8 +394,9 @@ class WritePath:
 
     def _land(self, group: ChangeGroup, commit: Callable[[], dict[str, str | None] | None]) -> None:
         """Run ``commit``, which says what of each path is now committed: the group is
-        acknowledged only if each of its files landed exactly as written; otherwise it is undone
-        and GitBusyError says why, so the caller retries (nothing of it was kept)."""
+        acknowledged only if each of its files landed exactly as written, or HEAD holds each of its
+        changes (a commit made meanwhile took them in: _taken_in); otherwise it is undone and
+        GitBusyError says why, so the caller retries (nothing of it was kept)."""
         try:
             landed = commit() or {}
         except StorageError as exc:
@@ -399,17 +405,33 @@ class WritePath:
             else:
                 self._undo(group)
             raise
+        except ChangedMeanwhileError:
+            if self._taken_in(group):
+                return
+            self._undo(group)
+            raise
         except BaseException:
             self._undo(group)
             raise
         missing = sorted(rel for rel, sha in group.written.items() if landed.get(rel) != sha)
-        if missing:
+        if missing and not self._taken_in(group):
             self._undo(group)
             raise GitBusyError(
                 f"not kept, retry: {', '.join(missing)} changed under the commit (a git command of yours "
                 "rewrote the working tree meanwhile); nothing of this change was committed"
             )
         _journal(group).close()
+
+    def _taken_in(self, group: ChangeGroup) -> bool:
+        """Whether a commit made meanwhile took the group's files in with its changes (the
+        person's `git commit -a` over them): then the group is committed and acknowledged, and
+        what it kept of its own (its journal, intents, expected shas) goes as an undo's would,
+        HEAD's lines left in the tree (undo_would_uncommit)."""
+        if not group.written.keys() <= group.changed.keys() or not head_holds(self.home.root, group.changed):
+            return False
+        log.info("a commit made meanwhile took in %s as written: acknowledged", ", ".join(sorted(group.written)))
+        self._undo(group)
+        return True
 
     def _undo(self, group: ChangeGroup) -> None:
         """Put the group's files back as they were, forget its provenance, and bring the index
