@@ -100,8 +100,11 @@ class SessionInfo:
         return dt.datetime.fromisoformat(self.last_active_at)
 
 
-def render_session_info(info: SessionInfo) -> bytes:
-    return json.dumps(info.to_dict(), ensure_ascii=False, indent=2, sort_keys=True).encode() + b"\n"
+def render_session_info(info: SessionInfo, kept: dict[str, Any] | None = None) -> bytes:
+    """``session.json``'s bytes: ``info``'s fields over ``kept`` (what the file held, so keys a
+    person added that syncd does not know survive)."""
+    data = {**(kept or {}), **info.to_dict()}
+    return json.dumps(data, ensure_ascii=False, indent=2, sort_keys=True).encode() + b"\n"
 
 
 def _stamp(value: object) -> str | None:
@@ -364,13 +367,11 @@ def write_session_info(engine: Any, info: SessionInfo, intent: Any = None) -> No
     path = home.session_meta_path(info.user, info.session)
     rel = home.rel(path)
     current = read_bytes(home, path)
-    data = info.to_dict()
     if current is not None:
         damage = _damage(current)
         if damage is not None:
             raise _damaged_error(rel, *damage)
-        data = {**json.loads(current), **data}
-    rendered = json.dumps(data, ensure_ascii=False, indent=2, sort_keys=True).encode() + b"\n"
+    rendered = render_session_info(info, None if current is None else json.loads(current))
     engine.write_file(rel, rendered, None if current is None else blob_sha(current), intent)
 
 
