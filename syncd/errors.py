@@ -11,7 +11,7 @@ The tree (tests/test_errors.py checks it against the classes)::
     ├── InvalidInputError        a value that passed its schema but cannot be used (also ValueError)
     ├── QueryError               a search that cannot run as asked (also ValueError)
     ├── SessionError             a session value that cannot be used (also ValueError)
-    ├── ParseError               a file that cannot be read as markdown
+    ├── ParseError               a file that cannot be read as markdown (or a broken session.json)
     ├── UnsafePickleError        a legacy pickled agent state refused
     ├── HomeError                the home is missing, unreadable or not a home
     ├── LockedError              another process holds the home's writer lock
@@ -90,7 +90,8 @@ class InvalidIdError(SyncdError, ValueError):
 
 
 class ParseError(SyncdError):
-    """A file cannot be read as markdown (for example it is not valid UTF-8)."""
+    """A file cannot be read as what its place says it is: markdown (for example it is not valid
+    UTF-8), or a session's ``session.json`` a person broke (which is then never written over)."""
 
     def __init__(self, message: str, path: Path | str | None = None, line: int | None = None):
         self.path = str(path) if path is not None else None

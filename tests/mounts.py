@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-__all__ = ["WITHOUT_ROOT_POWERS", "read_only_view", "without_root_powers"]
+__all__ = ["WITHOUT_ROOT_POWERS", "case_insensitive_folder", "read_only_view", "without_root_powers"]
 
 # A command run as root without the capabilities that let root ignore a file's mode: ``chmod``
 # binds it then, as it binds any user (what a home someone else owns looks like, without a second
@@ -48,3 +48,24 @@ def without_root_powers(args: list[str]) -> list[str]:
     """``python -m syncd ARGS`` run :data:`WITHOUT_ROOT_POWERS`."""
     _need_root()
     return [*WITHOUT_ROOT_POWERS, sys.executable, "-m", "syncd", *args]
+
+
+@contextlib.contextmanager
+def case_insensitive_folder(where: Path) -> Iterator[Path]:
+    """A FAT file system (case-insensitive, case-preserving, as a USB stick or macOS's default
+    disk) mounted at ``where``: a small image, made with mkfs.vfat and mounted through FUSE
+    (fusefat: containers seldom have the kernel's vfat). Debian's ``dosfstools`` and ``fusefat``
+    (see the README's test command)."""
+    _need_root()
+    image = where.with_suffix(".img")
+    where.mkdir(parents=True, exist_ok=True)
+    with open(image, "wb") as handle:
+        handle.truncate(32 * 1024 * 1024)
+    made = subprocess.run(["mkfs.vfat", str(image)], capture_output=True, text=True)
+    mounted = subprocess.run(["fusefat", "-o", "rw+", str(image), str(where)], capture_output=True, text=True)
+    if made.returncode != 0 or mounted.returncode != 0:
+        pytest.skip(f"cannot mount a FAT image (dosfstools, fusefat): {made.stderr.strip() or mounted.stderr.strip()}")
+    try:
+        yield where
+    finally:
+        subprocess.run(["fusermount", "-u", str(where)], check=False, capture_output=True)

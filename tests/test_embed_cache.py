@@ -3,17 +3,21 @@ embedder that embeds only what the cache misses, with the real bundled model."""
 
 from __future__ import annotations
 
+import logging
 import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+import syncd
 from syncd.embedding.fastembed_backend import Embedder
 from syncd.errors import EmbeddingError
 from syncd.index.embed_cache import CachedEmbedder, EmbeddingCache, text_key
 
-from .helpers import run_concurrently
+from .helpers import run_concurrently, write
 
 
 def test_cache_round_trip_and_model_separation(tmp_path: Path) -> None:
@@ -46,11 +50,108 @@ def test_closed_cache_says_so(tmp_path: Path) -> None:
         cache.get_many("m", ["a"])
 
 
-def test_corrupt_cache_file_is_an_embedding_error(tmp_path: Path) -> None:
+def _set_aside(path: Path) -> list[Path]:
+    """The cache files set aside beside ``path`` (their -wal and -shm, when any, go with them)."""
+    return sorted(p for p in path.parent.glob(f"{path.name}.corrupt-*") if not p.name.endswith(("-wal", "-shm")))
+
+
+def test_a_corrupt_cache_file_is_set_aside_with_one_warning_and_a_new_one_started(tmp_path: Path, caplog) -> None:
     path = tmp_path / "c.sqlite"
-    path.write_bytes(b"this is not a database" * 100)
-    with pytest.raises(EmbeddingError, match="deleting it is safe"):
-        EmbeddingCache(path)
+    garbage = b"this is not a database" * 100
+    path.write_bytes(garbage)
+    with caplog.at_level(logging.WARNING, logger="syncd.index.embed_cache"), EmbeddingCache(path) as cache:
+        cache.put_many("m", ["a"], np.ones((1, 4), np.float32))
+        assert sorted(cache.get_many("m", ["a", "b"])) == [0]
+    (aside,) = _set_aside(path)
+    assert aside.read_bytes() == garbage  # kept for diagnosis, not deleted
+    warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert len(warnings) == 1 and "is corrupt" in warnings[0] and aside.name in warnings[0]
+
+
+def _corrupt_pages(path: Path) -> None:
+    """Overwrite every page but the first (the header stays sound, so the file opens and reads its
+    schema version; a lookup then meets the damage), as a bad disk block would."""
+    page = 8192  # the cache's page size (_init_schema)
+    size = path.stat().st_size
+    assert size > 2 * page, "the cache must hold pages past the first to damage"
+    with open(path, "r+b") as handle:
+        handle.seek(page)
+        handle.write(np.random.default_rng(7).bytes(size - page))
+
+
+def test_a_cache_found_corrupt_by_a_lookup_never_fails_search_or_sync(home: Path, embedder: Embedder, caplog) -> None:
+    cache_file = home / ".syncd" / "embed_cache.sqlite"
+    with syncd.open(home, embedder=embedder) as engine:
+        write(home, "vault/bees.md", "# Bees\n\nThe hives on the roof hold three colonies.\n")
+        engine.sync()
+    _corrupt_pages(cache_file)
+    damaged = cache_file.read_bytes()
+    with caplog.at_level(logging.WARNING, logger="syncd.index.embed_cache"):
+        with syncd.open(home, embedder=embedder) as engine:
+            engine.reindex()  # every text looked up in the damaged file, then embedded afresh
+            write(home, "vault/wasps.md", "# Wasps\n\nA wasp nest sits under the eaves.\n")
+            engine.sync()
+            hits = engine.search("roof hives colonies")
+            assert any(h.path == "vault/bees.md" for h in hits)
+            assert engine.embedder.cache.count(embedder.model_id) > 0  # the new cache is filled
+    (aside,) = _set_aside(cache_file)
+    assert aside.read_bytes() == damaged
+    assert sum("is corrupt" in r.getMessage() for r in caplog.records) == 1
+
+
+_HOLD_A_WRITE = """
+import sqlite3, sys
+conn = sqlite3.connect(sys.argv[1], isolation_level=None)
+conn.execute("BEGIN IMMEDIATE")
+conn.execute("DELETE FROM vectors WHERE model_id = 'nothing'")
+print("holding", flush=True)
+sys.stdin.read()  # until the test closes our stdin
+conn.execute("COMMIT")
+"""
+
+
+def test_a_cache_another_process_is_writing_is_not_taken_for_corrupt(tmp_path: Path) -> None:
+    path = tmp_path / "c.sqlite"
+    with EmbeddingCache(path) as cache:
+        cache.put_many("m", ["a"], np.ones((1, 4), np.float32))
+    writer = subprocess.Popen(
+        [sys.executable, "-c", _HOLD_A_WRITE, str(path)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert writer.stdout is not None and writer.stdout.readline() == "holding\n"
+        with EmbeddingCache(path) as cache:
+            assert sorted(cache.get_many("m", ["a"])) == [0]  # WAL: readers go on beside a writer
+            # White-box: a short busy timeout instead of the cache's 30 s, so the write meets
+            # the other process's lock at once.
+            assert cache._conn is not None
+            cache._conn.execute("PRAGMA busy_timeout = 50")
+            with pytest.raises(EmbeddingError, match="locked"):
+                cache.put_many("m", ["b"], np.ones((1, 4), np.float32))
+    finally:
+        writer.communicate("", timeout=60)
+    assert writer.returncode == 0 and not _set_aside(path)
+    with EmbeddingCache(path) as cache:
+        assert cache.count("m") == 1
+
+
+_OPEN_AND_PUT = """
+import sys
+import numpy as np
+from syncd.index.embed_cache import EmbeddingCache
+with EmbeddingCache(sys.argv[1]) as cache:
+    cache.put_many("m", [sys.argv[2]], np.ones((1, 4), np.float32))
+"""
+
+
+def test_processes_finding_the_same_corrupt_cache_set_it_aside_once_and_share_the_new_one(tmp_path: Path) -> None:
+    path = tmp_path / "c.sqlite"
+    path.write_bytes(b"not a database" * 1000)
+    names = [f"text {n}" for n in range(4)]
+    procs = [subprocess.Popen([sys.executable, "-c", _OPEN_AND_PUT, str(path), name]) for name in names]
+    assert [p.wait(timeout=120) for p in procs] == [0] * len(procs)
+    assert len(_set_aside(path)) == 1
+    with EmbeddingCache(path) as cache:
+        assert sorted(cache.get_many("m", names)) == [0, 1, 2, 3]
 
 
 def test_text_key_is_sha256_and_survives_lone_surrogates() -> None:

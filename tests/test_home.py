@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import multiprocessing
 import os
 import subprocess
@@ -11,6 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+import syncd
 from syncd.errors import ConflictError, InvalidIdError, LockedError
 from syncd.home import (
     Home,
@@ -21,6 +23,9 @@ from syncd.home import (
     file_blob_sha,
 )
 from syncd.home.layout import classify_path, is_indexable, validate_id
+from syncd.memory import MemoryManager
+
+from .mounts import case_insensitive_folder
 
 HOSTILE_IDS = [
     "",
@@ -230,3 +235,38 @@ def test_relabelling_never_leaves_the_lock_saying_nothing(tmp_path):
         lock.release()
     assert None not in seen
     assert {label.rsplit("(", 1)[1] for label in seen} <= {"syncd watch)", "syncd engine)", "syncd engine-long-role)"}
+
+
+# -- ids that differ only by case ----------------------------------------------------------------
+
+
+def test_a_user_chat_or_session_id_differing_only_by_case_from_a_folder_there_is_refused(tmp_path, embedder):
+    home = syncd.init(tmp_path / "home").home
+    with syncd.open(home, embedder=embedder) as engine, MemoryManager(engine) as memory:
+        asyncio.run(memory.add_memory("Likes green tea.", "Ana", dedup=False))
+        asyncio.run(memory.update_memory_block("context", "On the train.", "Phone", "Ana"))
+        with pytest.raises(InvalidIdError, match="differs only by case from the user folder 'Ana'"):
+            asyncio.run(memory.add_memory("Likes coffee.", "ana", dedup=False))
+        with pytest.raises(InvalidIdError, match="differs only by case from the chat folder 'Phone'"):
+            asyncio.run(memory.update_memory_block("context", "At work.", "phone", "Ana"))
+        # The id as the folder spells it goes on working.
+        assert asyncio.run(memory.add_memory("Likes oolong.", "Ana", dedup=False)) is not None
+    assert sorted(os.listdir(home / "memory/users")) == [".gitkeep", "Ana"]  # no folder of "ana"
+    assert not subprocess.run(["git", "status", "--porcelain"], cwd=home, capture_output=True, text=True).stdout
+    (home / "memory/users/Ana/sessions/S-1").mkdir(parents=True)
+    with pytest.raises(InvalidIdError, match="session folder 'S-1'"):
+        Home(home).session_dir("Ana", "s-1")
+    assert Home(home).session_dir("Ana", "S-1") == home / "memory/users/Ana/sessions/S-1"
+
+
+def test_on_a_case_insensitive_file_system_a_users_twin_never_reaches_their_folder(tmp_path):
+    """Where case is ignored, ``memory/users/ana`` IS ``memory/users/Ana``: Ana's file read or
+    written as ana's. A real FAT file system (mounts.py)."""
+    with case_insensitive_folder(tmp_path / "fat") as fat:
+        (fat / "memory/users/Ana").mkdir(parents=True)
+        (fat / "memory/users/Ana/MEMORY.md").write_text("Ana's own memory.\\n")
+        assert (fat / "memory/users/ana/MEMORY.md").read_text() == "Ana's own memory.\\n"  # the file system
+        home = Home(fat)
+        with pytest.raises(InvalidIdError, match="user folder 'Ana'"):
+            home.memory_md_path("ana")
+        assert home.memory_md_path("Ana").read_text() == "Ana's own memory.\\n"

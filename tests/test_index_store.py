@@ -9,7 +9,9 @@ Real LanceDB, real files, the real model.
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
 
 import pytest
 from lancedb.table import LanceTable
@@ -18,6 +20,7 @@ import syncd
 from syncd.errors import IndexError_
 from syncd.home import blob_sha
 
+from .cli_helpers import run_main
 from .helpers import assert_matches_rebuild, table_files, write
 
 LOG = "memory/users/ana/2026-11-22.md"
@@ -284,3 +287,54 @@ def test_a_closed_engine_leaves_no_database_journal_behind(home, embedder):
     engine.sync()
     engine.close()
     assert sorted(p.name for p in (home / ".syncd").rglob("*-wal")) == []
+
+
+# -- a reader never makes the index ------------------------------------------------------------
+
+
+def _index_tables(home) -> list[str]:
+    lance = home / ".syncd" / "index" / "lance"
+    return sorted(p.name for p in lance.iterdir()) if lance.is_dir() else []
+
+
+def test_a_reader_of_a_deleted_index_makes_no_tables_and_status_says_missing(home, embedder):
+    write(home, PAGE, "# Tea\n\nGreen tea in the morning.\n")
+    with syncd.open(home, embedder=embedder) as writer:
+        writer.sync()
+    # One reader opened before .syncd/ goes, one after: neither makes empty tables that would
+    # pass for a built index.
+    early = syncd.open(home, read_only=True, embedder=embedder)
+    try:
+        shutil.rmtree(home / ".syncd")
+        with syncd.open(home, read_only=True, embedder=embedder) as late:
+            for reader in (early, late):
+                assert reader.search("green tea") == []
+                assert reader.index.files() == {} and reader.index.counts()["files"] == 0
+                assert reader.status().index == "missing"
+        assert _index_tables(home) == []
+        listed = run_main("status", "--home", str(home), "--json")
+        assert listed.returncode == 0 and json.loads(listed.stdout)["index"] == "missing"
+        shown = run_main("search", "green tea", "--wiki", "--home", str(home))
+        assert shown.returncode == 0 and "Traceback" not in shown.stderr
+        assert _index_tables(home) == []
+        # Rebuilt by a writer, the same reader reads the new tables.
+        with syncd.open(home, embedder=embedder) as writer:
+            writer.reindex()
+        assert _index_tables(home) == ["entries.lance", "files.lance"]
+        assert any(h.path == PAGE for h in early.search("green tea"))
+        assert early.status().index == "ok"
+    finally:
+        early.close()
+
+
+def test_a_write_through_a_shared_index_makes_the_missing_tables(home, embedder):
+    with syncd.open(home, embedder=embedder) as writer:
+        writer.sync()
+    shutil.rmtree(home / ".syncd")
+    # A read-only engine writes by borrowing the home lock a change at a time: that write, and
+    # only it, makes the index again.
+    with syncd.open(home, read_only=True, embedder=embedder) as shared:
+        assert shared.search("green tea") == [] and _index_tables(home) == []
+        shared.write_file(PAGE, b"# Tea\n\nGreen tea in the morning.\n")
+        assert _index_tables(home) == ["entries.lance", "files.lance"]
+        assert any(h.path == PAGE for h in shared.search("green tea"))

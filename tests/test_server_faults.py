@@ -200,9 +200,22 @@ def test_hand_edited_session_files_are_listed_with_what_is_readable(server):
     assert {"naive", "flushed5"} <= set(listed) and "notime" not in listed
     assert listed["naive"]["last_active_at"].endswith("+00:00")
     assert listed["flushed5"]["turn_count"] == 0 and listed["flushed5"]["resets"] == 0
+    # The broken ones are named, file and why, on every surface (a turn refuses to write over
+    # them); a naive timestamp is no damage (it reads as UTC).
+    base = "memory/users/ana/sessions"
+    warnings = response.json()["warnings"]
+    assert [w.split(":")[0] for w in warnings] == [f"{base}/flushed5/session.json", f"{base}/notime/session.json"]
+    assert "turn_count is not a whole number" in warnings[0] and "created_at is not an ISO timestamp" in warnings[1]
+
+    async def listed_over_mcp():
+        async with mcp_over_http(server, server.admin) as client:
+            return await call_tool(client, "session_list", user_id="ana")
+
+    assert asyncio.run(listed_over_mcp())["warnings"] == warnings
     result = CliRunner().invoke(cli, ["sessions", "--home", str(server.home)])
     assert result.exit_code == 0 and result.exception is None, result.output
     assert "naive" in result.output and "flushed5" in result.output and "Traceback" not in result.output
+    assert f"syncd: warning: {warnings[0]}" in result.stderr and f"syncd: warning: {warnings[1]}" in result.stderr
 
 
 def _expected(count: int, n: int | None) -> list[str]:

@@ -3,6 +3,8 @@ what it shows and what changed on disk, in git and in the index."""
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 import syncd
@@ -273,3 +275,44 @@ def test_editing_a_hand_typed_fact_keeps_it_open_under_its_new_id(wb, home):
     assert "Saved" in editor.status.value, editor.status.value
     assert editor.loaded.id != before and editor.content.value == "Grows basil and thyme on the balcony."
     assert "- [note] Grows basil and thyme on the balcony." in (home / ANA_LOG).read_text()
+
+
+def _open_under(folder) -> list[str]:
+    """What this process has open under ``folder`` (its descriptors, as the kernel lists them)."""
+    found = []
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            continue  # the descriptor listdir itself used, closed meanwhile
+        if target.startswith(f"{folder}/"):
+            found.append(target)
+    return found
+
+
+def test_a_workbench_that_fails_after_opening_the_home_closes_what_it_opened(home, embedder):
+    """A Workbench whose construction failed after it opened the home left the engine open (its
+    embedding cache, its index files) for as long as the traceback was kept, which a kernel does
+    (sys.last_traceback), and registered on the home as the workbench to close next time. The
+    fault is a real one: a poll interval that is no number fails after the home is opened."""
+    assert _open_under(home) == []
+    with pytest.raises(TypeError) as raised:
+        wbmod.Workbench(home, poll="2", embedder=embedder)
+    # The traceback is kept alive here, as a kernel keeps it: nothing may stay open through it.
+    assert raised.traceback and _open_under(home) == []
+    with open_workbench(home, embedder) as bench:  # the next one opens cleanly
+        assert bench.data.users() == ["ana", "bob"]
+    assert _open_under(home) == []
+
+
+def test_home_data_that_fails_after_opening_the_engine_closes_it(home, embedder, monkeypatch):
+    """The same for HomeData, whose steps after opening the engine fail on no real condition
+    found: a mock (the only one here) makes its MemoryManager step raise."""
+
+    def refuse(*args, **kwargs):
+        raise RuntimeError("the memory manager could not be made")
+
+    monkeypatch.setattr(wbmod.data, "MemoryManager", refuse)
+    with pytest.raises(RuntimeError) as raised:
+        wbmod.data.HomeData(home, embedder=embedder)
+    assert raised.traceback and _open_under(home) == []

@@ -66,6 +66,16 @@ class Workbench(w.VBox):
 
     def __init__(self, home: Path | str, *, poll: float = 2.0, settings: Any = None, embedder: Any = None):
         self.data = HomeData(home, settings=settings, embedder=embedder)
+        try:
+            self._build(poll)
+        except BaseException:
+            # What was opened goes now: a kernel keeps the traceback (sys.last_traceback), and
+            # with it this half-made workbench, its engine (index, model, cache) and its place
+            # in _OPEN, for as long as it lives.
+            self.close()
+            raise
+
+    def _build(self, poll: float) -> None:
         before = _OPEN.get(self.data.root)
         if before is not None:
             before.close()

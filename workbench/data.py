@@ -106,8 +106,12 @@ class HomeData:
         self._embedder = embedder
         self.settings = self.engine.settings
         self.root: Path = self.engine.home.root
-        self.memory = MemoryManager(self.engine, author=author)
-        self.wiki = syncd.WikiManager.for_home(self.root)
+        try:
+            self.memory = MemoryManager(self.engine, author=author)
+            self.wiki = syncd.WikiManager.for_home(self.root)
+        except BaseException:
+            self.engine.close()  # nobody else holds it to close it
+            raise
         # The memory API is async; a kernel's loop is already running in this thread, so its
         # coroutines run to completion on a worker thread's own loop.
         self._pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="workbench")

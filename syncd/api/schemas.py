@@ -479,6 +479,11 @@ class SessionOut(BaseModel):
 class SessionsOut(BaseModel):
     user_id: str
     sessions: list[SessionOut]
+    warnings: list[str] = Field(
+        default_factory=list,
+        description="A session.json a person broke, one line each (the file, why, how to recover); "
+        "its session is listed with what can be read, and no turn writes over it.",
+    )
 
 
 class TranscriptEntryOut(BaseModel):

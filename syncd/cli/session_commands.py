@@ -85,11 +85,14 @@ def sessions_group(ctx: click.Context, user: str | None, as_json: bool, home: Pa
     lifecycle = SessionLifecycle(SessionPolicy.from_settings(load_settings()))
     rows = []
     unreadable: list[str] = []
-    for info in list_sessions(root, user, unreadable):
+    damaged: list[str] = []
+    for info in list_sessions(root, user, unreadable, damaged):
         due, reason = lifecycle.should_reset(info.last_active, info.turn_count, info.created)
         rows.append({**info.to_dict(), "reset_due": due, "reset_reason": reason or None})
     for problem in unreadable:
         say(f"syncd: warning: session left out, cannot be read: {problem}", err=True)
+    for problem in damaged:
+        say(f"syncd: warning: {problem}", err=True)
     if as_json:
         print_json([{k: v for k, v in r.items() if k != "flushed"} for r in rows])
         return

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from ..errors import ConflictError, HomeError, InvalidIdError, ParseError, StorageError
-from .layout import validate_id, validate_label
+from .layout import case_twin, validate_id, validate_label
 from .lock import HomeLock
 
 __all__ = [
@@ -622,7 +622,11 @@ class Home:
         return self.private_dir / "lock"
 
     def user_dir(self, user_id: str) -> Path:
-        return self.memory_dir / "users" / validate_id("user", user_id)
+        """``memory/users/<user>/``. An id that differs only by case from a user folder already
+        there (``ana`` beside ``Ana``) is refused, on every file system: where case is ignored
+        (macOS, Windows, a FAT stick) the two would be one folder, each user reading and writing
+        the other's memory, and a home must mean the same on every machine it is cloned to."""
+        return _unique_by_case(self.memory_dir / "users", "user", validate_id("user", user_id))
 
     def daily_log_path(self, user_id: str, date: dt.date | str) -> Path:
         day = date if isinstance(date, str) else date.isoformat()
@@ -639,7 +643,8 @@ class Home:
         if chat_id is not None:
             if user_id is None:
                 raise InvalidIdError("chat", chat_id, "a chat block needs its user")
-            return self.user_dir(user_id) / "chats" / validate_id("chat", chat_id) / "core" / name
+            chats = self.user_dir(user_id) / "chats"
+            return _unique_by_case(chats, "chat", validate_id("chat", chat_id)) / "core" / name
         if user_id is not None:
             return self.user_dir(user_id) / "core" / name
         return self.memory_dir / "core" / name
@@ -649,7 +654,7 @@ class Home:
         return self.user_dir(user_id) / "sessions"
 
     def session_dir(self, user_id: str, session_id: str) -> Path:
-        return self.sessions_dir_of(user_id) / validate_id("session", session_id)
+        return _unique_by_case(self.sessions_dir_of(user_id), "session", validate_id("session", session_id))
 
     def transcript_path(self, user_id: str, session_id: str) -> Path:
         """The append-only transcript (JSON lines) of a user's session."""
@@ -746,3 +751,23 @@ def _no_room(folder: Path) -> bool:
         return False
     free = st.f_bfree if os.geteuid() == 0 else st.f_bavail
     return st.f_blocks > 0 and free == 0
+
+
+def _unique_by_case(folder: Path, kind: str, name: str) -> Path:
+    """``folder / name``, or InvalidIdError when ``folder`` holds a folder whose name differs
+    from ``name`` only by case (see :meth:`Home.user_dir`); nothing is read or written there.
+    One listing of ``folder``, names only (no entry is followed)."""
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return folder / name  # no folder yet (or none to read): no twin to share it with
+    twin = case_twin(name, names)
+    if twin is not None:
+        raise InvalidIdError(
+            kind,
+            name,
+            f"differs only by case from the {kind} folder {twin!r} already in this home; where "
+            f"case is ignored (macOS, Windows) the two would share one folder: use {twin!r}, or "
+            "rename that folder",
+        )
+    return folder / name

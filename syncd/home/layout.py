@@ -8,6 +8,7 @@ here so every caller gets it.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 
@@ -16,6 +17,7 @@ from ..errors import InvalidIdError, InvalidInputError
 __all__ = [
     "ID_MAX_LEN",
     "ID_RULE",
+    "case_twin",
     "check_text",
     "validate_id",
     "validate_label",
@@ -69,6 +71,17 @@ def validate_id(kind: str, value: object) -> str:
     if not _ID_RE.match(value):
         raise InvalidIdError(kind, value, ID_RULE)
     return value
+
+
+def case_twin(name: str, names: Iterable[str]) -> str | None:
+    """The one of ``names`` (a folder's entries) that differs from ``name`` only by case, when
+    ``name`` itself is not among them: on a file system that ignores case (macOS, Windows, a FAT
+    stick) the two are one folder, so an id must not be used beside its twin."""
+    names = list(names)
+    if name in names:
+        return None
+    folded = name.casefold()
+    return next((n for n in names if n.casefold() == folded), None)
 
 
 def validate_label(label: object) -> str:

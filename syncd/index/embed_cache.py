@@ -3,15 +3,24 @@
 A rebuild, a moved file or a reverted edit never pays the model for text it has already embedded;
 ``CachedEmbedder`` wraps any Embedder with this cache and counts what really reached the model, so
 tests can prove that an unchanged tree embeds nothing.
+
+The cache is derived, so it never breaks a search or a sync: a file SQLite finds corrupt (at open,
+or on a lookup or a write later) is set aside, renamed beside it for diagnosis rather than
+deleted, with one warning, and a new cache is started; texts are embedded afresh meanwhile.
+Only SQLite's own verdict counts (SQLITE_CORRUPT, SQLITE_NOTADB), confirmed by a second look
+under a lock file, so a cache another process is merely writing (busy, locked) is never taken for
+corrupt, and of several processes finding the same corrupt file only one renames it.
 """
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import logging
 import os
 import sqlite3
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -40,6 +49,14 @@ _SCHEMA_VERSION = 1
 # SQLite's historical limit is 999 bound parameters; stay well under it.
 _MAX_PARAMS = 900
 _KEYS_PER_QUERY = _MAX_PARAMS - 1
+# SQLite's primary result codes for a file that is damaged or no database at all (the extended
+# codes carry them in their low byte). Busy and locked, what a writer elsewhere causes, are not.
+_SQLITE_CORRUPT, _SQLITE_NOTADB = 11, 26
+
+
+def _is_corrupt(exc: BaseException) -> bool:
+    code = getattr(exc, "sqlite_errorcode", None)
+    return isinstance(code, int) and code & 0xFF in (_SQLITE_CORRUPT, _SQLITE_NOTADB)
 
 
 def _vectors(blobs: list[bytes]) -> list[np.ndarray]:
@@ -57,7 +74,8 @@ class EmbeddingCache:
 
     One writer process and any number of reader processes may use the same file at once. Within a
     process one instance may be shared by threads: a lock serialises use of its one connection.
-    The file is derived data: deleting it only costs re-embedding.
+    The file is derived data: deleting it only costs re-embedding, and a corrupt one is set aside
+    (see the module doc).
     """
 
     def __init__(self, path: Path):
@@ -69,10 +87,12 @@ class EmbeddingCache:
         self.read_only = False
         self._open()
 
-    def _open(self) -> None:
+    def _open(self, retried: bool = False) -> None:
+        found: tuple[int, int] | None = None
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            if not self.path.exists():
+            found = self._identity()
+            if found is None:
                 self._drop_orphaned_journal()
             conn = sqlite3.connect(self.path, timeout=30.0, isolation_level=None, check_same_thread=False)
             try:
@@ -82,6 +102,12 @@ class EmbeddingCache:
                 raise
             self._conn, self._file = conn, self._identity()
         except (OSError, sqlite3.Error) as exc:
+            if _is_corrupt(exc) and found is not None and not retried:
+                if self._set_aside(found, exc):
+                    self._open(retried=True)
+                else:
+                    self._bypass(exc)
+                return
             reason = disk_failure(exc, self.path.parent)
             # A disk that is full, read-only or not ours still lets a search or a status read
             # (and a sync fails where the index cannot be written, naming the disk).
@@ -121,6 +147,88 @@ class EmbeddingCache:
             self._conn, self._file, self.read_only = conn, self._identity(), True
             return True
         return False
+
+    def _set_aside(self, found: tuple[int, int], exc: BaseException) -> bool:
+        """Rename the corrupt cache file ``found`` (with its -wal and -shm) beside it, kept for
+        diagnosis, so a new cache can start at the path. True when the path no longer holds that
+        file (renamed now, or by another process first); False when it is not confirmed corrupt
+        or cannot be renamed (a read-only folder): the caller bypasses it instead.
+
+        A lock file serialises the processes that find the same file corrupt: under it, the path
+        is renamed only while it still is ``found`` (never a new cache another process has just
+        started) and a fresh connection still finds it corrupt (``quick_check``), so a failure
+        that was not the file's, or a file another process is writing, is left alone."""
+        try:
+            with open(f"{self.path}.lock", "a") as lock:
+                fcntl.flock(lock, fcntl.LOCK_EX)
+                if self._identity() != found:
+                    log.info("the embedding cache %s was replaced meanwhile; using the new one", self.path)
+                    return True
+                if not self._still_corrupt():
+                    return False
+                aside = self.path.with_name(f"{self.path.name}.corrupt-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}")
+                for suffix in ("", "-wal", "-shm"):
+                    try:
+                        os.rename(f"{self.path}{suffix}", f"{aside}{suffix}")
+                    except FileNotFoundError:
+                        pass
+        except OSError as refusal:
+            log.warning(
+                "the embedding cache %s is corrupt (SQLite said: %s) and cannot be set aside (%s); "
+                "texts are embedded without it until it is moved or deleted (it is only a cache)",
+                self.path,
+                exc,
+                refusal,
+            )
+            return False
+        log.warning(
+            "the embedding cache %s is corrupt (SQLite said: %s); it is set aside as %s (kept for "
+            "diagnosis; deleting it is safe) and a new cache is started: texts are embedded afresh",
+            self.path,
+            exc,
+            aside.name,
+        )
+        return True
+
+    def _still_corrupt(self) -> bool:
+        """A second look, on a connection of its own: whether SQLite still finds the file corrupt."""
+        try:
+            conn = sqlite3.connect(f"{self.path.as_uri()}?mode=ro", uri=True, timeout=30.0)
+        except sqlite3.Error as exc:
+            return _is_corrupt(exc)
+        try:
+            verdict = conn.execute("PRAGMA quick_check(1)").fetchone()[0]
+        except sqlite3.Error as exc:
+            return _is_corrupt(exc)
+        finally:
+            conn.close()
+        return verdict != "ok"
+
+    def _bypass(self, exc: BaseException) -> None:
+        """Go on with an empty cache in memory: a corrupt file that stays where it is (it cannot
+        be set aside, or a second look found it sound) never fails a search or a sync."""
+        if self._conn is not None:
+            self._conn.close()
+        conn = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
+        self._init_schema(conn)
+        # The file's identity, so reopen_if_gone starts a real cache once the file is replaced.
+        self._conn, self._file = conn, self._identity()
+        log.warning("the embedding cache %s cannot be used (SQLite said: %s); going on without it", self.path, exc)
+
+    def _recover(self, exc: sqlite3.Error) -> bool:
+        """After a lookup or a write found the open file corrupt (lock held): set it aside and
+        open a new cache, or bypass it. True when there is a fresh cache to retry on."""
+        if not _is_corrupt(exc) or self._file is None:
+            return False
+        found = self._file
+        if self._set_aside(found, exc):
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+            self._open(retried=True)
+            return True
+        self._bypass(exc)
+        return True
 
     def _drop_orphaned_journal(self) -> None:
         """Remove the -wal and -shm files of a cache file that was deleted (by hand, while a
@@ -231,6 +339,8 @@ class EmbeddingCache:
                         )
                     )
             except sqlite3.Error as exc:
+                if self._recover(exc):
+                    return []  # a new cache holds nothing yet: every text is a miss
                 raise EmbeddingError(f"cannot read the embedding cache {self.path}: {exc}") from exc
         return found
 
@@ -251,21 +361,29 @@ class EmbeddingCache:
         dim = matrix.shape[1]
         rows = [(model_id, key, dim, row.tobytes()) for key, row in zip(keys, matrix)]
         with self._lock:
-            conn = self._connection()
             try:
-                conn.execute("BEGIN IMMEDIATE")
-                try:
-                    conn.executemany(
-                        "INSERT OR REPLACE INTO vectors (model_id, text_sha256, dim, vector) VALUES (?, ?, ?, ?)",
-                        rows,
-                    )
-                    conn.execute("COMMIT")
-                except BaseException:
-                    if conn.in_transaction:
-                        conn.execute("ROLLBACK")
-                    raise
+                self._insert(rows)
             except sqlite3.Error as exc:
-                raise EmbeddingError(f"cannot write the embedding cache {self.path}: {exc}") from exc
+                if not self._recover(exc):
+                    raise EmbeddingError(f"cannot write the embedding cache {self.path}: {exc}") from exc
+                try:
+                    self._insert(rows)  # once, into the new cache
+                except sqlite3.Error as again:
+                    raise EmbeddingError(f"cannot write the embedding cache {self.path}: {again}") from again
+
+    def _insert(self, rows: list[tuple]) -> None:
+        """One transaction of rows (lock held)."""
+        conn = self._connection()
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            conn.executemany(
+                "INSERT OR REPLACE INTO vectors (model_id, text_sha256, dim, vector) VALUES (?, ?, ?, ?)", rows
+            )
+            conn.execute("COMMIT")
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
 
     def count(self, model_id: str | None = None) -> int:
         """How many vectors are stored (for ``model_id``, or for all models)."""

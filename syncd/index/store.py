@@ -36,11 +36,9 @@ import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..compat.patches import import_lancedb
 from ..errors import IndexError_, SyncdError
 from ..home import atomic_write
 from .compaction import WRITES_BEFORE_OPTIMIZE, compact_table, ensure_id_index, writes_before_optimize
@@ -56,6 +54,7 @@ from .records import (
     only_restats,
     rebuild_resumable,
 )
+from .table_open import open_tables
 from .write_behind import BackgroundWriter
 
 if TYPE_CHECKING:
@@ -72,8 +71,6 @@ __all__ = ["Index", "SCHEMA_VERSION", "StaleRows"]
 
 log = logging.getLogger(__name__)
 
-_FILES = "files"
-_ENTRIES = "entries"
 # Paths whose last applied rows are remembered (_applied_rows): those being written to.
 _REMEMBERED_PATHS = 64
 
@@ -124,18 +121,24 @@ class Index:
         self._pending = PendingWrites()
         self._behind = BackgroundWriter(self.persist)
         self._applied = 0
-        folder.mkdir(parents=True, exist_ok=True)
         # The LanceDB tables, opened on first use (_open_tables): importing LanceDB and opening
         # them costs most of a second, which a writer whose files mirror is current does not pay
         # until it reads or writes rows (a no-op `syncd sync` never does).
         self._db: lancedb.DBConnection | None = None
         self._lance_files: lancedb.table.Table | None = None
         self._lance_entries: lancedb.table.Table | None = None
+        # True while the tables open are empty stand-ins in memory: a shared index found missing
+        # on disk is never made by a read (see _open_tables).
+        self._standin = False
         self._opening = threading.Lock()
         self._has_id_index = False
         # What `syncd status` reads instead of LanceDB; kept by the writer, checked by readers.
         self._mirror = None if read_only else FilesMirror(folder)
-        if self._mirror is None or self._disk_identity() is None or not self._mirror.current(self._mirror.stamp()):
+        # A shared index found missing opens nothing: only a write makes it (_open_tables).
+        missing = self._disk_identity() is None
+        if not (self.shared and missing) and (
+            self._mirror is None or missing or not self._mirror.current(self._mirror.stamp())
+        ):
             self._open_tables()
             if self._mirror is not None and not self._mirror.current(self._mirror.stamp()):
                 self._rebuild_mirror()
@@ -163,32 +166,49 @@ class Index:
                     self._image_keeper = ImageKeeper(self.folder, self.dim)
         return self._image_keeper
 
-    def _open_tables(self) -> None:
+    def _open_tables(self, create: bool = False) -> None:
+        """Open the tables, made where missing only for a writer: a shared index (a reader, or a
+        writer between its changes) that finds them missing (never built, or deleted with
+        ``.syncd/``) and is not writing (``create``) opens empty stand-ins (table_open.py),
+        which give way to the tables on disk once they exist, or to new ones on a write."""
         with self._opening:
-            if self._lance_entries is not None:
+            missing = self.shared and self._disk_identity() is None
+            if self._lance_entries is not None and not (self._standin and (create or not missing)):
                 return
-            lancedb = import_lancedb()
-
-            from .table_rows import FILE_SCHEMA, entry_schema
-
-            # Readers re-check the latest version on every read so they see the daemon's writes.
-            self._db = lancedb.connect(
-                str(self.folder / "lance"), read_consistency_interval=timedelta(0) if self.shared else None
+            self._standin = missing and not create
+            self._db, self._lance_files, self._lance_entries = open_tables(
+                self.folder, self.dim, shared=self.shared, standin=self._standin
             )
-            self._lance_files = self._open_or_create(_FILES, FILE_SCHEMA)
-            self._lance_entries = self._open_or_create(_ENTRIES, entry_schema(self.dim))
+
+    def _tables(self) -> None:
+        """The tables open for reading; stand-ins give way to tables someone made on disk."""
+        if self._lance_entries is None or (self._standin and self._disk_identity() is not None):
+            self._swap(create=False)
+
+    def _writable(self) -> None:
+        """The tables open for writing (under ``_writing``): stand-ins give way to new tables."""
+        if self._lance_entries is None or self._standin:
+            self._swap(create=True)
+
+    def _swap(self, create: bool) -> None:
+        # _lock before _opening, the order _outlive_lost_tables takes them in.
+        with self._lock:
+            was_standin = self._standin
+            self._open_tables(create=create)
+            if was_standin and not self._standin:
+                # What was read of the stand-ins (nothing) must not pass for the tables on disk.
+                self._records = self._records_stamp = self._matrix_version = None
+                self._generation += 1
 
     @property
     def _files(self) -> lancedb.table.Table:
-        if self._lance_entries is None:
-            self._open_tables()
+        self._tables()
         assert self._lance_files is not None
         return self._lance_files
 
     @property
     def _entries(self) -> lancedb.table.Table:
-        if self._lance_entries is None:
-            self._open_tables()
+        self._tables()
         assert self._lance_entries is not None
         return self._lance_entries
 
@@ -215,20 +235,6 @@ class Index:
 
     # -- lifecycle -------------------------------------------------------------------------------
 
-    def _open_or_create(self, name: str, schema: pa.Schema) -> lancedb.table.Table:
-        assert self._db is not None
-        try:
-            table = self._db.open_table(name)
-        except (ValueError, FileNotFoundError):
-            return self._db.create_table(name, schema=schema, exist_ok=True)
-        if table.schema != schema:
-            if self.shared:
-                raise IndexError_(f"the index at {self.folder} has an older layout; run `syncd reindex`")
-            log.warning("index table %s has an outdated schema; recreating it", name)
-            self._db.drop_table(name)
-            table = self._db.create_table(name, schema=schema)
-        return table
-
     def meta(self) -> dict:
         try:
             return json.loads(self._meta_path.read_text(encoding="utf-8"))
@@ -241,6 +247,7 @@ class Index:
         meta.update(fields)
         if meta == current:
             return  # every sync ends here: an unchanged meta is not worth two fsyncs
+        self.folder.mkdir(parents=True, exist_ok=True)  # a shared index makes its folder on a write only
         atomic_write(self._meta_path, json.dumps(meta, indent=2, sort_keys=True).encode())
 
     def compatible(self) -> bool:
@@ -289,8 +296,8 @@ class Index:
         the new tables are swapped in. Writes not yet in the tables have nowhere to go: drop
         them, as written, since the rebuild reads every file from disk again. The tables' handles
         go too: they hold the versions of the deleted tables, where the swap's writes must build
-        on whatever tables are at that path then (a reader opening the index meanwhile makes
-        empty ones), so the swap opens them anew."""
+        on whatever tables are at that path then (a writer's change meanwhile may make new
+        ones; a reader never does), so the swap opens them anew."""
         with self._writing, self._lock, self._opening:  # in the order persist() takes them
             self._pending = PendingWrites()
             upto = self._applied
@@ -303,6 +310,7 @@ class Index:
         file records, and any file whose sha moved on since looks stale and is redone by the next
         sync; the other order would leave old rows under new records, which no sync would notice."""
         with self._writing, self._lock:  # in the order persist() takes them
+            self._writable()
             for mine, theirs in ((self._entries, aside._entries), (self._files, aside._files)):
                 mine.add(theirs.search().limit(None).to_batches(), mode="overwrite")
             self._generation += 1
@@ -325,6 +333,7 @@ class Index:
         another index's tables as one consistent pair (snapshot.py) or a frozen index's rows.
         Under both locks, in persist()'s order; the index is new, so no other process has it."""
         with self._writing, self._lock:
+            self._writable()
             self._files.add(files, mode="overwrite")
             self._entries.add(entries, mode="overwrite")
             self._generation += 1
@@ -540,6 +549,7 @@ class Index:
         unchanged_rows() loses exactly the rows not kept."""
         from .table_writes import paths_with_rows
 
+        self._writable()
         records = self._ensure_records()
         held = paths_with_rows(self._entries, [u.path for u in updates if replaces_whole(u)])
         gone: dict[int, list[str]] = {}
@@ -635,6 +645,7 @@ class Index:
             # A writer with no rows loaded (a one-shot sync) keeps a current image in step.
             image = self._images.current() if self._matrix_version is None else None
             try:
+                self._writable()
                 entries_version = write_entries(self._entries, batch, self.dim)
                 records_version = write_records(self._files, batch)
             except BaseException as exc:
@@ -715,14 +726,9 @@ class Index:
         """Copy the files table, with each file's fact and chunk counts, into the mirror: read
         from the table itself, not from memory, which may run ahead of it (pending writes)."""
         assert self._mirror is not None  # only a writer keeps the mirror, and only it rebuilds it
-        records = [FileRecord(**row) for row in self._files.to_arrow().to_pylist()]
-        per_kind = (
-            self._entries.to_arrow().select(["path", "kind"]).group_by(["path", "kind"]).aggregate([("kind", "count")])
-        )
-        counts: dict[str, list[int]] = {}
-        for path, kind, n in zip(*(per_kind[c].to_pylist() for c in ("path", "kind", "kind_count"))):
-            counts.setdefault(path, [0, 0])[0 if kind == "fact" else 1] += n
-        self._mirror.replace(records, {p: (f, c) for p, (f, c) in counts.items()})
+        from .table_rows import files_and_counts
+
+        self._mirror.replace(*files_and_counts(self._files.to_arrow(), self._entries.to_arrow()))
 
     def optimize(self) -> None:
         """Compact small writes, fold new rows into the id index, drop old versions. Holds only
@@ -735,6 +741,7 @@ class Index:
         cost every later write as much (a files delete + add costs more with each fragment left,
         soon more than compacting the small table would)."""
         with self._writing:
+            self._writable()
             before = self._mirror.stamp() if self._mirror is not None else None
             if "entries" in names:
                 self.ensure_id_index()
@@ -753,7 +760,7 @@ class Index:
 
     def ensure_id_index(self) -> None:
         """A scalar index on ``id``, so looking a fact up by id (find_fact) is not a scan."""
-        if self._has_id_index or self.read_only:
+        if self._has_id_index or self.read_only or self._standin:
             return
         ensure_id_index(self._entries)
         self._has_id_index = True

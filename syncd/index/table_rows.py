@@ -12,12 +12,21 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pyarrow as pa
 
-from .records import EntryRow
+from .records import EntryRow, FileRecord
 
 if TYPE_CHECKING:
     from .rowcache import RowCache
 
-__all__ = ["ENTRY_FIELDS", "FILE_SCHEMA", "entries_table", "entry_schema", "load_into", "payload", "unchanged_in_table"]
+__all__ = [
+    "ENTRY_FIELDS",
+    "FILE_SCHEMA",
+    "entries_table",
+    "entry_schema",
+    "files_and_counts",
+    "load_into",
+    "payload",
+    "unchanged_in_table",
+]
 
 FILE_SCHEMA = pa.schema(
     [
@@ -127,3 +136,14 @@ def unchanged_in_table(held: pa.Table, rows: Sequence[EntryRow]) -> tuple[frozen
             if row is not None and (texts[at] or "") == row.search_text and found == payload_values(row):
                 same.append(row.id)
     return frozenset(ids), frozenset(same)
+
+
+def files_and_counts(files: pa.Table, entries: pa.Table) -> tuple[list[FileRecord], dict[str, tuple[int, int]]]:
+    """The file records of a files table, and each path's (facts, chunks) in an entries table:
+    what the files mirror copies (files_mirror.py)."""
+    records = [FileRecord(**row) for row in files.to_pylist()]
+    per_kind = entries.select(["path", "kind"]).group_by(["path", "kind"]).aggregate([("kind", "count")])
+    counts: dict[str, list[int]] = {}
+    for path, kind, n in zip(*(per_kind[c].to_pylist() for c in ("path", "kind", "kind_count"))):
+        counts.setdefault(path, [0, 0])[0 if kind == "fact" else 1] += n
+    return records, {p: (f, c) for p, (f, c) in counts.items()}

@@ -258,8 +258,9 @@ class MemoryService:
 
     async def sessions(self, p: Principal, q: s.SessionsInput) -> s.SessionsOut:
         user = self.user_for(p, q.user_id)
-        found = await asyncio.to_thread(list_sessions, self.home, user)
-        return s.SessionsOut(user_id=user, sessions=[_session(info) for info in found])
+        damaged: list[str] = []
+        found = await asyncio.to_thread(list_sessions, self.home, user, None, damaged)
+        return s.SessionsOut(user_id=user, sessions=[_session(info) for info in found], warnings=damaged)
 
     def _session_rel(self, user: str, session: str, path) -> str:
         if not self.home.session_dir(user, session).is_dir():

@@ -28,7 +28,7 @@ from ..formats.transcripts import make_entry
 from ..history.intents import Intent
 from ..home import validate_id
 from ..memory.extraction import ConversationTurn, complete
-from .files import new_session_info, read_session_info, utc_now, write_session_info
+from .files import load_session_info, new_session_info, utc_now, write_session_info
 from .serializer import agent_steps, plain_steps
 from .transcripts import TranscriptManager
 
@@ -97,7 +97,8 @@ class ContextCompressor:
     ) -> bool:
         """Compress ``agent``'s steps when they pass the budget (seed API). True when the context
         was compressed; False when it was within budget, there was nothing to remove, or the flush
-        or the summary failed (then the context is exactly as it was)."""
+        or the summary failed (then the context is exactly as it was). A damaged ``session.json``
+        of the session raises ParseError before anything is written (it is never written over)."""
         self.stats["checks"] += 1
         user = self.user_id if user_id is None else validate_id("user", user_id)
         chat = self.chat_id if chat_id is None else validate_id("chat", chat_id)
@@ -132,7 +133,9 @@ class ContextCompressor:
             return True
         if session is None:
             return False
-        info = read_session_info(self.memory.home, user, session)
+        # Strict: a session.json a person broke stops the flush before it writes anything (it
+        # would end by recording the flush there), naming the file and the fix.
+        info = load_session_info(self.memory.home, user, session)
         return info is not None and digest in info.flushed
 
     async def _flush(
@@ -197,7 +200,7 @@ class ContextCompressor:
 
     async def _remember_flush(self, digest: str, user: str, chat: str | None, session: str) -> None:
         def update() -> None:
-            info = read_session_info(self.memory.home, user, session) or new_session_info(
+            info = load_session_info(self.memory.home, user, session) or new_session_info(
                 user, session, utc_now(), chat
             )
             write_session_info(self.memory.engine, replace(info, flushed=(*info.flushed, digest)))

@@ -20,14 +20,15 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import SyncdError
-from ..home import Home, read_regular, validate_id
+from ..errors import ParseError, SyncdError
+from ..home import Home, blob_sha, read_regular, validate_id
 
 __all__ = [
     "Clock",
     "SessionInfo",
     "UserSessions",
     "list_sessions",
+    "load_session_info",
     "new_session_info",
     "open_backend",
     "read_bytes",
@@ -99,8 +100,11 @@ class SessionInfo:
         return dt.datetime.fromisoformat(self.last_active_at)
 
 
-def render_session_info(info: SessionInfo) -> bytes:
-    return json.dumps(info.to_dict(), ensure_ascii=False, indent=2, sort_keys=True).encode() + b"\n"
+def render_session_info(info: SessionInfo, kept: dict[str, Any] | None = None) -> bytes:
+    """``session.json``'s bytes: ``info``'s fields over ``kept`` (what the file held, so keys a
+    person added that syncd does not know survive)."""
+    data = {**(kept or {}), **info.to_dict()}
+    return json.dumps(data, ensure_ascii=False, indent=2, sort_keys=True).encode() + b"\n"
 
 
 def _stamp(value: object) -> str | None:
@@ -165,9 +169,73 @@ def _parse_session_info(data: bytes, user: str, session: str) -> SessionInfo | N
 
 
 def read_session_info(home: Home, user_id: str, session_id: str) -> SessionInfo | None:
-    """The lifecycle fields of a session, or None when it has none (yet) or they are unreadable."""
+    """The lifecycle fields of a session, or None when it has none (yet) or they are unreadable.
+    Lenient, for readers: a writer uses :func:`load_session_info`, which refuses a damaged file."""
     data = read_bytes(home, home.session_meta_path(user_id, session_id))
     return None if data is None else _parse_session_info(data, user_id, session_id)
+
+
+_COUNTS = ("turn_count", "resets", "flush_failures", "compressions")
+
+
+def _damage(data: bytes) -> tuple[str, int | None] | None:
+    """Why ``session.json`` bytes are not a file syncd may rewrite without losing a byte of what a
+    person put there (and the line, for a JSON syntax error), or None when they are."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return "not UTF-8 text", None
+    try:
+        obj = json.loads(text)
+    except json.JSONDecodeError as exc:
+        return f"not valid JSON ({exc.msg} at column {exc.colno})", exc.lineno
+    except ValueError as exc:  # nested deeper than the parser goes
+        return f"not readable JSON ({exc})", None
+    if not isinstance(obj, dict):
+        return "not a JSON object", None
+    for name in ("created_at", "last_active_at"):
+        if _stamp(obj.get(name)) is None:
+            return f"{name} is {'missing' if name not in obj else 'not an ISO timestamp'}", None
+    for name in _COUNTS:
+        if name in obj and _count(obj[name]) != obj[name]:
+            return f"{name} is not a whole number, 0 or more", None
+    if obj.get("last_reset_at") is not None and _stamp(obj["last_reset_at"]) is None:
+        return "last_reset_at is not an ISO timestamp", None
+    if obj.get("last_reset_reason") is not None and not isinstance(obj["last_reset_reason"], str):
+        return "last_reset_reason is not a string", None
+    chat = obj.get("chat")
+    if chat is not None and not (isinstance(chat, str) and _valid("chat", chat)):
+        return "chat is not a chat id", None
+    flushed = obj.get("flushed", [])
+    if not isinstance(flushed, list) or not all(isinstance(d, str) for d in flushed):
+        return "flushed is not a list of strings", None
+    if not isinstance(obj.get("extra", {}), dict):
+        return "extra is not a JSON object", None
+    return None
+
+
+def _damaged_error(rel: str, why: str, line: int | None) -> ParseError:
+    return ParseError(
+        f"{why}; syncd will not write over it. Correct it by hand, or move it aside to start the "
+        f"session's fields afresh (`git show HEAD:{rel}` prints the last committed version)",
+        rel,
+        line,
+    )
+
+
+def load_session_info(home: Home, user_id: str, session_id: str) -> SessionInfo | None:
+    """The lifecycle fields of a session for a writer about to rewrite them: None when there is
+    no ``session.json`` yet; ParseError (naming the file, why, and how to recover) when there is
+    one a person broke (not JSON, a field of the wrong type), so it is kept as it is, never
+    replaced by fresh fields."""
+    path = home.session_meta_path(user_id, session_id)
+    data = read_bytes(home, path)
+    if data is None:
+        return None
+    damage = _damage(data)
+    if damage is not None:
+        raise _damaged_error(home.rel(path), *damage)
+    return _parse_session_info(data, user_id, session_id)
 
 
 def _valid(kind: str, name: str) -> bool:
@@ -178,11 +246,15 @@ def _valid(kind: str, name: str) -> bool:
     return True
 
 
-def list_sessions(home: Home, user_id: str | None = None, unreadable: list[str] | None = None) -> list[SessionInfo]:
+def list_sessions(
+    home: Home, user_id: str | None = None, unreadable: list[str] | None = None, damaged: list[str] | None = None
+) -> list[SessionInfo]:
     """The sessions of one user (or of every user), most recently active first. A session with a
     transcript but no (readable) ``session.json`` is listed with what its transcript says. A
     session whose files cannot be read at all (a folder or a link where a file belongs) is left
-    out, and said in ``unreadable`` ("user/session: why"): one bad session never hides the rest."""
+    out, and said in ``unreadable`` ("user/session: why"): one bad session never hides the rest.
+    A ``session.json`` a person broke (which a turn refuses to write over) is said in ``damaged``
+    (the file, why, and how to recover), its session listed with what can be read."""
     users_dir = home.memory_dir / "users"
     if user_id is not None:
         users = [validate_id("user", user_id)]
@@ -203,7 +275,14 @@ def list_sessions(home: Home, user_id: str | None = None, unreadable: list[str] 
             if not _valid("session", name):
                 continue
             try:
-                info = read_session_info(home, user, name) or _from_transcript(home, user, name)
+                meta = home.session_meta_path(user, name)
+                data = read_bytes(home, meta)
+                problem = None if data is None else _damage(data)
+                if problem is not None and damaged is not None:
+                    damaged.append(str(_damaged_error(home.rel(meta), *problem)))
+                info = (None if data is None else _parse_session_info(data, user, name)) or _from_transcript(
+                    home, user, name
+                )
             except (OSError, SyncdError) as exc:
                 if unreadable is not None:
                     why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
@@ -279,10 +358,21 @@ class UserSessions:
 
 
 def write_session_info(engine: Any, info: SessionInfo, intent: Any = None) -> None:
-    """Write ``session.json`` through the engine (joins the change group open in this context)."""
+    """Write ``session.json`` through the engine (joins the change group open in this context).
+
+    The file there is read again first: keys a person added that syncd does not know are kept,
+    and a file they broke meanwhile is refused (ParseError), never written over. The engine's
+    compare-and-swap against that read keeps an edit landing between the two from being lost."""
     home: Home = engine.home
-    rel = home.rel(home.session_meta_path(info.user, info.session))
-    engine.write_file(rel, render_session_info(info), intent=intent)
+    path = home.session_meta_path(info.user, info.session)
+    rel = home.rel(path)
+    current = read_bytes(home, path)
+    if current is not None:
+        damage = _damage(current)
+        if damage is not None:
+            raise _damaged_error(rel, *damage)
+    rendered = render_session_info(info, None if current is None else json.loads(current))
+    engine.write_file(rel, rendered, None if current is None else blob_sha(current), intent)
 
 
 def new_session_info(user_id: str, session_id: str, now: dt.datetime, chat_id: str | None = None) -> SessionInfo:

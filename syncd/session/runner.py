@@ -32,7 +32,16 @@ from ..home import validate_id
 from ..memory.extraction import ConversationTurn
 from ..memory.prompts import PROMPT_VERSION
 from .compressor import ContextCompressor
-from .files import Clock, SessionInfo, new_session_info, read_bytes, read_session_info, utc_now, write_session_info
+from .files import (
+    Clock,
+    SessionInfo,
+    load_session_info,
+    new_session_info,
+    read_bytes,
+    read_session_info,
+    utc_now,
+    write_session_info,
+)
 from .lifecycle import SessionLifecycle, SessionPolicy
 from .serializer import plain_steps, serialize_agent
 from .state import StateMirror
@@ -111,7 +120,9 @@ class SessionRunner:
         turn_id = None if turn_id is None else validate_id("turn", turn_id)
         now = self.lifecycle.now()
         actions = plain_steps(steps)
-        info = await asyncio.to_thread(read_session_info, self.home, user, session)
+        # A session.json a person broke stops the turn here, before anything is written: fresh
+        # fields in its place would lose what they typed (ParseError names the file and the fix).
+        info = await asyncio.to_thread(load_session_info, self.home, user, session)
         reset = None
         entries: list[TranscriptEntry] = []
         if info is None:
