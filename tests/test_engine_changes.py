@@ -363,3 +363,53 @@ def test_a_group_whose_lines_are_not_all_in_head_is_still_refused_and_undone(eng
             subprocess.run(["git", "commit", "-qam", "My line"], cwd=home, check=True, capture_output=True)
     head = subprocess.run(["git", "show", f"HEAD:{rel}"], cwd=home, capture_output=True, check=True).stdout
     assert head == b"# Notes\n\n- first\n- theirs\n"
+
+
+@pytest.mark.parametrize(
+    ("before", "written"),
+    [
+        # The line added was in the file already: as a set of lines, nothing was added.
+        (b"# Notes\n\n- first\n", b"# Notes\n\n- first\n- first\n"),
+        # Lines moved: as a set of lines, nothing changed.
+        (b"# Notes\n\n- first\n- second\n", b"# Notes\n\n- second\n- first\n"),
+    ],
+    ids=["a-copy-of-a-line-there-already", "lines-moved"],
+)
+def test_a_group_whose_change_head_does_not_hold_is_refused_however_its_lines_repeat(engine, home, before, written):
+    """HEAD holding the lines of a change counts each copy and their order where nothing else
+    tells them apart: a group that added a second copy of a line, or moved lines, under a commit
+    of the person's that took the file in without that change is refused (its client retries),
+    never acknowledged with its bytes in no commit."""
+    rel = "vault/notes.md"
+    engine.write_file(rel, before)
+    with pytest.raises(GitBusyError, match="changed under the commit"):
+        with engine.changes(Intent(author="agent", summary="A change")):
+            engine.write_file(rel, written)
+            (home / rel).write_bytes(before + b"- theirs\n")
+            subprocess.run(["git", "commit", "-qam", "My line"], cwd=home, check=True, capture_output=True)
+    head = subprocess.run(["git", "show", f"HEAD:{rel}"], cwd=home, capture_output=True, check=True).stdout
+    assert head == before + b"- theirs\n"
+
+
+def test_an_acknowledged_group_taken_in_by_a_commit_is_never_undone_on_disk(engine, home):
+    """A group acknowledged because a commit of the person's took its changes in keeps them in
+    the tree: its journal's undo (for its bookkeeping) must not put back a line it deleted where
+    the tree still holds the group's write (the person committed the file with a line of theirs,
+    then took their line out again). Put back, the next commit would bring the deleted fact back."""
+    deleted, added = "vault/deleted.md", "vault/added.md"
+    engine.write_file(deleted, b"# Notes\n\n- keep\n- drop\n")
+    engine.write_file(added, b"# Notes\n\n- first\n")
+    with engine.changes(Intent(author="agent", summary="Drop one, add one")):
+        engine.write_file(deleted, b"# Notes\n\n- keep\n")
+        engine.write_file(added, b"# Notes\n\n- first\n- second\n")
+        # The person adds a line to each, commits both, then takes theirs out of the first again.
+        for rel in (deleted, added):
+            with open(home / rel, "ab") as f:
+                f.write(b"- theirs\n")
+        subprocess.run(["git", "commit", "-qam", "My lines"], cwd=home, check=True, capture_output=True)
+        (home / deleted).write_bytes(b"# Notes\n\n- keep\n")
+    assert (home / deleted).read_bytes() == b"# Notes\n\n- keep\n"
+    # What the next commit of the file (the daemon's, `syncd sync`'s) holds: still without it.
+    engine.commit([deleted])
+    head = subprocess.run(["git", "show", f"HEAD:{deleted}"], cwd=home, capture_output=True, check=True).stdout
+    assert head == b"# Notes\n\n- keep\n"

@@ -212,3 +212,21 @@ def test_an_unreachable_remote_is_retried_and_a_missing_one_is_refused_for_good(
             assert state["stopped"] is False and state["retry_at"] is not None, state
         finally:
             shared.stop()
+
+
+def test_a_push_that_meets_another_push_holding_the_remote_s_branch_is_not_refused_for_good(tmp_path, embedder):
+    """Two homes pushing to one remote at the same moment: the one that finds the remote's branch
+    locked by the other's push is told '[remote rejected] (failed to update ref)', which passes
+    once that push is done. Taken for a refusal for good, its daemon would stop sharing until
+    someone asked it to retry."""
+    remote, (a_root, _b) = shared_homes(tmp_path, embedder)
+    (a_root / "vault" / "Race.md").write_text("# Race\n\nPushed while another push held the branch.\n")
+    lock = remote / "refs" / "heads" / "main.lock"  # what the other push in flight holds
+    lock.write_text("")
+    with syncd.open(a_root, embedder=embedder) as a:
+        with pytest.raises(HistoryError, match="failed to update ref") as raised:
+            push(a, "origin")
+        assert not isinstance(raised.value, RemoteRefused)
+        lock.unlink()  # the other push is done
+        push(a, "origin")
+    assert git(remote, "rev-parse", "main") == git(a_root, "rev-parse", "HEAD")

@@ -131,6 +131,11 @@ _REFUSED_FOR_GOOD = re.compile(
 )
 
 
+# What a remote's git says when it declines a push because another push to the same branch held
+# its lock or moved it at that moment (two homes sharing one remote): it passes once that is done.
+_PASSING_REJECTION = re.compile(r"\((failed to update ref|failed to lock|cannot lock ref|incorrect old value provided)")
+
+
 def _failed(command: str, detail: str) -> HistoryError:
     """The error of a fetch or push that git could not do: RemoteRefused when only someone's
     action (the URL, the credentials) can make it work."""
@@ -508,7 +513,9 @@ def push(root: Path, remote: str, branch: str) -> bool:
     if refused:
         # "[remote rejected] (branch is currently checked out)", "(pre-receive hook declined)": the
         # remote refuses this push whatever we merge first, so pulling and pushing again cannot help.
-        raise RemoteRefused("push", f"remote {remote!r} refused the push: {refused[0]}")
+        # Its branch locked or moved by another push at the same moment passes, though: tried again.
+        kind = HistoryError if any(_PASSING_REJECTION.search(s) for s in refused) else RemoteRefused
+        raise kind("push", f"remote {remote!r} refused the push: {refused[0]}")
     tip = run_git(root, "rev-parse", "--verify", "--quiet", f"refs/remotes/{remote}/{branch}", ok=(0, 1))
     if tip.decode().strip() != head_sha(root):
         raise RemoteRefused("push", f"remote {remote!r} did not take the push (a hook of the remote's declined it?)")

@@ -248,12 +248,15 @@ def undo_would_uncommit(root: Path, rel: str, current: bytes, before: bytes | No
 
 
 def head_holds(root: Path, changed: dict[str, tuple[bytes | None, bytes]]) -> bool:
-    """Whether HEAD holds each change of ``changed`` (path -> bytes before, bytes after): every
-    line it added is in HEAD's file and no line it took out is. A group whose commit found its
-    file taken in by another commit (the person's `git commit -a` over it, a stash popped back
-    and committed) is committed then, by that commit, and acknowledged: told instead that
-    nothing of it was kept, a client would write its lines again. False when HEAD cannot be
-    read (git busy, no commit)."""
+    """Whether HEAD holds each change of ``changed`` (path -> bytes before, bytes after): of every
+    line it added, HEAD's file has at least as many copies as the group left, and of every line
+    it took out, at most as many (a line counted with its copies: a second copy of a line already
+    there is a line added, and taking one of two out a line taken out). A change no count of lines
+    shows (lines moved, their endings changed) is held only by HEAD holding the bytes written. A
+    group whose commit found its file taken in by another commit (the person's `git commit -a`
+    over it, a stash popped back and committed) is committed then, by that commit, and
+    acknowledged: told instead that nothing of it was kept, a client would write its lines again.
+    False when HEAD cannot be read (git busy, no commit)."""
     for rel, (before, after) in changed.items():
         try:
             head = run_git(root, "cat-file", "blob", f"HEAD:{rel}", env={"GIT_LITERAL_PATHSPECS": "1"})
@@ -261,11 +264,20 @@ def head_holds(root: Path, changed: dict[str, tuple[bytes | None, bytes]]) -> bo
             return False
         except HistoryError:
             head = None  # no such file in HEAD (or no HEAD)
-        old = set(before.splitlines()) if before is not None else set()
-        new = set(after.splitlines())
-        held = set(head.splitlines()) if head is not None else set()
-        if not (new - old) <= held or (old - new) & held:
-            return False
+        if before == after:
+            continue  # nothing changed: nothing to hold
+        old = Counter(before.splitlines()) if before is not None else Counter()
+        new = Counter(after.splitlines())
+        if old == new:
+            if head != after:
+                return False
+            continue
+        held = Counter(head.splitlines()) if head is not None else Counter()
+        for line in old.keys() | new.keys():
+            if new[line] > old[line] and held[line] < new[line]:
+                return False
+            if new[line] < old[line] and held[line] > new[line]:
+                return False
     return True
 
 

@@ -426,20 +426,24 @@ class WritePath:
         """Whether a commit made meanwhile took the group's files in with its changes (the
         person's `git commit -a` over them): then the group is committed and acknowledged, and
         what it kept of its own (its journal, intents, expected shas) goes as an undo's would,
-        HEAD's lines left in the tree (undo_would_uncommit)."""
+        its files left as they are: what the tree still holds of the group's writes is committed
+        (a file put back there would undo, at the next commit, a line it took out)."""
         if not group.written.keys() <= group.changed.keys() or not head_holds(self.home.root, group.changed):
             return False
         log.info("a commit made meanwhile took in %s as written: acknowledged", ", ".join(sorted(group.written)))
-        self._undo(group)
+        self._undo(group, put_back=False)
         return True
 
-    def _undo(self, group: ChangeGroup) -> None:
-        """Put the group's files back as they were, forget its provenance, and bring the index
-        in step with what is on disk now."""
+    def _undo(self, group: ChangeGroup, put_back: bool = True) -> None:
+        """Put the group's files back as they were (unless not ``put_back``: committed by someone
+        else, _taken_in), forget its provenance, and bring the index in step with what is on disk
+        now."""
         try:
             root = self.home.root
             # A file HEAD holds as the group wrote it is committed: never taken back out of the tree.
-            restored = _journal(group).rollback(root, keep=functools.partial(undo_would_uncommit, root))
+            restored = (
+                _journal(group).rollback(root, keep=functools.partial(undo_would_uncommit, root)) if put_back else []
+            )
             if restored:
                 log.warning("undid an unfinished change: %s", ", ".join(restored))
             # They may now differ from HEAD (a person's change under the undone write), and the
