@@ -85,3 +85,19 @@ def test_a_damaged_index_is_one_line_with_its_remedy_on_every_surface(tmp_path, 
             answer = http.get("/memory/archival", params={"query": "oolong", "user_id": "ana"})
             assert answer.status_code == 200, answer.text
             assert answer.json()["hits"][0]["content"] == "Likes oolong."
+
+
+def test_a_lance_error_of_a_process_short_of_memory_or_files_is_not_called_damage():
+    """Only LanceDB's errors about the tables send a person to rebuild them: out of memory or of
+    file descriptors, removing the index would not help (and the error stays what it is)."""
+    from syncd.index.damage import damaged_index
+
+    cut = RuntimeError("lance error: Invalid data: file size is too small, /src/lance-file/reader.rs:120:5")
+    assert "syncd reindex" in str(damaged_index(cut))
+    for code, words in (
+        (24, "Too many open files"),
+        (23, "Too many open files in system"),
+        (12, "Cannot allocate memory"),
+    ):
+        short = RuntimeError(f"lance error: IO error: {words} (os error {code}), /src/lance-io/local.rs:88:9")
+        assert damaged_index(short) is None, words

@@ -20,6 +20,10 @@ __all__ = ["LANCE_ERROR", "REMEDY", "damaged_index", "describe_error"]
 
 # How LanceDB's errors begin (a RuntimeError from its Rust core).
 LANCE_ERROR = "lance error:"
+# LanceDB's errors that say the process ran short, not that the tables are damaged (ENOMEM,
+# ENFILE, EMFILE): removing the index would not help, and a bug of ours shown as "damaged" would
+# send a person to rebuild for nothing. They stay the errors they are.
+_SHORT_OF = (12, 23, 24)
 # LanceDB ends its messages with where in its Rust source they were raised: no use to a reader.
 _RUST_LOCATION = re.compile(r",?\s*/\S+\.rs:\d+:\d+")
 # Removing the folder under a running daemon is safe: it keeps answering from the rows it holds
@@ -41,6 +45,8 @@ def damaged_index(exc: BaseException) -> IndexDamaged | None:
     if isinstance(exc, IndexDamaged):
         return exc
     if not isinstance(exc, RuntimeError) or not str(exc).startswith(LANCE_ERROR):
+        return None
+    if any(f"os error {code})" in str(exc) for code in _SHORT_OF):
         return None
     found = IndexDamaged(f"the index cannot be read ({describe_error(exc)}); {REMEDY}")
     found.__cause__ = exc
