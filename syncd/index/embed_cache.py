@@ -167,7 +167,9 @@ class EmbeddingCache:
                 if not self._still_corrupt():
                     return False
                 aside = self.path.with_name(f"{self.path.name}.corrupt-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}")
-                for suffix in ("", "-wal", "-shm"):
+                # Its journals first: a process opening the path between the renames then finds
+                # no file, never the corrupt one beside a journal it would take for an orphan.
+                for suffix in ("-wal", "-shm", ""):
                     try:
                         os.rename(f"{self.path}{suffix}", f"{aside}{suffix}")
                     except FileNotFoundError:
