@@ -338,3 +338,24 @@ def test_a_write_through_a_shared_index_makes_the_missing_tables(home, embedder)
         shared.write_file(PAGE, b"# Tea\n\nGreen tea in the morning.\n")
         assert _index_tables(home) == ["entries.lance", "files.lance"]
         assert any(h.path == PAGE for h in shared.search("green tea"))
+
+
+def test_a_reader_meeting_tables_half_made_makes_none_of_them(home, embedder):
+    """A writer making the tables (or one killed while it did) leaves their folders before their
+    first version: a reader meeting them then reads stand-ins, never makes a table itself."""
+    write(home, PAGE, "# Tea\n\nGreen tea in the morning.\n")
+    with syncd.open(home, embedder=embedder) as writer:
+        writer.sync()
+    shutil.rmtree(home / ".syncd" / "index")
+    lance = home / ".syncd" / "index" / "lance"
+    for table in ("entries.lance", "files.lance"):
+        (lance / table).mkdir(parents=True)
+    with syncd.open(home, read_only=True, embedder=embedder) as reader:
+        assert reader.search("green tea") == []
+        assert reader.index.counts()["files"] == 0
+    assert sorted(p.name for p in lance.rglob("*")) == ["entries.lance", "files.lance"]
+    # The writer's own open makes them, and the reader's next open reads them.
+    with syncd.open(home, embedder=embedder) as writer:
+        writer.reindex()
+    with syncd.open(home, read_only=True, embedder=embedder) as reader:
+        assert any(h.path == PAGE for h in reader.search("green tea"))

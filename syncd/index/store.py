@@ -54,7 +54,7 @@ from .records import (
     only_restats,
     rebuild_resumable,
 )
-from .table_open import open_tables
+from .table_open import TablesUnmade, open_tables
 from .write_behind import BackgroundWriter
 
 if TYPE_CHECKING:
@@ -176,9 +176,14 @@ class Index:
             if self._lance_entries is not None and not (self._standin and (create or not missing)):
                 return
             self._standin = missing and not create
-            self._db, self._lance_files, self._lance_entries = open_tables(
-                self.folder, self.dim, shared=self.shared, standin=self._standin
-            )
+            try:
+                tables = open_tables(
+                    self.folder, self.dim, shared=self.shared, standin=self._standin, create=create or not self.shared
+                )
+            except TablesUnmade:
+                self._standin = True  # given way again once they are made (_tables asks each read)
+                tables = open_tables(self.folder, self.dim, shared=self.shared, standin=True)
+            self._db, self._lance_files, self._lance_entries = tables
 
     def _tables(self) -> None:
         """The tables open for reading; stand-ins give way to tables someone made on disk."""

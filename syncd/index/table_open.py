@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     import lancedb
     import pyarrow as pa
 
-__all__ = ["FILES", "ENTRIES", "open_tables"]
+__all__ = ["FILES", "ENTRIES", "TablesUnmade", "open_tables"]
 
 log = logging.getLogger(__name__)
 
@@ -31,11 +31,17 @@ ENTRIES = "entries"
 Tables = tuple["lancedb.DBConnection", "lancedb.table.Table", "lancedb.table.Table"]
 
 
-def open_tables(folder: Path, dim: int, *, shared: bool, standin: bool) -> Tables:
+class TablesUnmade(Exception):
+    """A table's folder is there without a first version (a writer is making it, or was killed
+    while it did), and the caller may not make it: it reads stand-ins meanwhile."""
+
+
+def open_tables(folder: Path, dim: int, *, shared: bool, standin: bool, create: bool = True) -> Tables:
     """``(db, files, entries)`` of the index at ``folder``: in memory when ``standin``, else in
-    ``folder/lance``, made there where missing. A shared index (others write it too) re-checks
-    the latest version on every read so that it sees their writes, and refuses an older layout
-    (its writer rebuilds it); a writer drops and makes a table of an older layout anew."""
+    ``folder/lance``, made there where missing when ``create`` (else TablesUnmade). A shared
+    index (others write it too) re-checks the latest version on every read so that it sees their
+    writes, and refuses an older layout (its writer rebuilds it); a writer drops and makes a
+    table of an older layout anew."""
     lancedb = import_lancedb()
 
     from .table_rows import FILE_SCHEMA, entry_schema
@@ -45,17 +51,20 @@ def open_tables(folder: Path, dim: int, *, shared: bool, standin: bool) -> Table
     else:
         folder.mkdir(parents=True, exist_ok=True)
         db = lancedb.connect(str(folder / "lance"), read_consistency_interval=timedelta(0) if shared else None)
-    files = _open_or_create(db, folder, FILES, FILE_SCHEMA, shared)
-    entries = _open_or_create(db, folder, ENTRIES, entry_schema(dim), shared)
+    create = create or standin
+    files = _open_or_create(db, folder, FILES, FILE_SCHEMA, shared, create)
+    entries = _open_or_create(db, folder, ENTRIES, entry_schema(dim), shared, create)
     return db, files, entries
 
 
 def _open_or_create(
-    db: lancedb.DBConnection, folder: Path, name: str, schema: pa.Schema, shared: bool
+    db: lancedb.DBConnection, folder: Path, name: str, schema: pa.Schema, shared: bool, create: bool
 ) -> lancedb.table.Table:
     try:
         table = db.open_table(name)
     except (ValueError, FileNotFoundError):
+        if not create:
+            raise TablesUnmade(name) from None
         return db.create_table(name, schema=schema, exist_ok=True)
     if table.schema != schema:
         if shared:
