@@ -128,3 +128,97 @@ def test_the_old_sessions_folder_and_lookalike_users_are_withheld(reader, other)
     if other != reader:
         assert withholds(f"memory/users/{other}/x.md is damaged", reader)
         assert withholds(f"memory/users/{reader}{other}/x.md is damaged", reader)
+
+
+@pytest.fixture(scope="module")
+def shared_server(tmp_path_factory, embedder):
+    """One `syncd serve` whose users are made by the examples below, each with a token."""
+    mp = pytest.MonkeyPatch()
+    isolate_git_identity(tmp_path_factory.mktemp("git"), mp)
+    home = syncd.init(tmp_path_factory.mktemp("pairs") / "home").home
+    try:
+        with served_in_thread(home, embedder) as served:
+            served.users = {}
+            yield served
+    finally:
+        mp.undo()
+
+
+def _token(served, user: str) -> str:
+    if user not in served.users:
+        served.users[user] = served.tokens.add(user)[1]
+    return served.users[user]
+
+
+# Two different users (ids as a person would pick them, look-alikes included), and a secret word.
+_PAIRS = st.tuples(
+    st.one_of(st.sampled_from(["ana", "Ana", "ana.b", "ana-b", "bob", "Bob", "bob_", "b0b"]), safe_ids),
+    st.one_of(st.sampled_from(["ana", "Ana", "ana.b", "bob", "Bob", "bob.", "b0b"]), safe_ids),
+).filter(lambda pair: pair[0] != pair[1])
+_SECRETS = st.from_regex(r"[A-Z][a-z]{5,9}", fullmatch=True).map(lambda w: f"Qx{w}")
+
+
+@settings(max_examples=8, deadline=None, database=None)
+@given(pair=_PAIRS, secret=_SECRETS, session=st.sampled_from(["s1", "chat-1", "sess-x"]))
+def test_nothing_of_one_users_memory_reaches_another_users_token(shared_server, pair, secret, session):
+    """For any two users: what B remembers (a fact, a block, a turn's transcript, a session) never
+    appears in an answer to A's token, whatever A asks for (B's secret word, B's fact id, B's
+    session, B's id as user_id; REST and MCP), and A can neither change nor delete B's fact: the
+    answer to B's fact id is the answer to an id that names nothing."""
+    served = shared_server
+    a, b = pair
+    a_token, b_token = _token(served, a), _token(served, b)
+    with served.client(b_token) as bob:
+        added = bob.post("/memory/archival", json={"content": f"My locker code is {secret}.", "dedup": False})
+        assert added.status_code == 200, added.text
+        fact = added.json()["fact"]["id"]
+        put = bob.put("/memory/core", json={"label": "user", "content": f"Keeps {secret} in mind."})
+        assert put.status_code == 200, put.text
+        turn = bob.post("/memory/turns", json={"user_message": f"Remember {secret}.", "session_id": session})
+        assert turn.status_code == 200, turn.text
+    nothing = "m-" + "0" * 12
+    with served.client(a_token) as ana:
+        answers = [
+            ana.get("/memory/archival", params={"query": secret, "limit": 50}),
+            ana.get("/memory/archival", params={"query": secret, "kind": "transcript"}),
+            ana.get("/memory/archival", params={"query": secret, "include_wiki": True, "at": "HEAD"}),
+            ana.get("/vault/search", params={"query": secret}),
+            ana.get("/memory/core"),
+            ana.get("/memory/core", params={"user_id": b}),
+            ana.get("/memory/daily", params={"days": 3}),
+            ana.get("/memory/file"),
+            ana.get("/memory/stats"),
+            ana.get("/status"),
+            ana.get("/sessions"),
+            ana.get(f"/session/{session}/transcript"),
+            ana.get(f"/session/{session}/state"),
+            ana.get("/log", params={"limit": 200}),
+            ana.get("/log", params={"path": f"memory/users/{b}"}),
+            ana.get("/vault/lint"),
+        ]
+        for response in answers:
+            assert response.status_code < 500, response.text
+            for said in (secret, fact, f"memory/users/{b}/"):
+                assert said not in response.text, (said, response.request.url, response.text[:1000])
+        for same in ("/blame/{}", "/memory/archival/{}"):
+            method = ana.get if same.startswith("/blame") else ana.delete
+            theirs, none = method(same.format(fact)), method(same.format(nothing))
+            assert theirs.status_code == none.status_code == 404
+            assert theirs.json()["error"]["message"].replace(fact, nothing) == none.json()["error"]["message"]
+        changed = ana.patch(f"/memory/archival/{fact}", json={"content": "Overwritten."})
+        assert changed.status_code == 404 and secret not in changed.text
+
+    async def tools():
+        async with mcp_over_http(served, a_token) as client:
+            return [await call_tool(client, "memory_search", query=secret, limit=50),
+                    await call_tool(client, "memory_blame", fact_id=fact),
+                    await call_tool(client, "memory_update", memory_id=fact, content="Overwritten."),
+                    await call_tool(client, "session_transcript", session_id=session),
+                    await call_tool(client, "daily_logs_recent", days=3)]  # fmt: skip
+
+    for answer in asyncio.run(tools()):
+        text = json.dumps(answer, ensure_ascii=False)
+        assert secret not in text and f"memory/users/{b}/" not in text, text
+    with served.client(b_token) as bob:
+        hits = bob.get("/memory/archival", params={"query": f"locker code {secret}", "limit": 50}).json()["hits"]
+        assert any(h["id"] == fact and secret in h["content"] for h in hits), hits
