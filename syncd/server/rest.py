@@ -46,7 +46,7 @@ from ..errors import (
     SyncdError,
 )
 from ..index.damage import damaged_index
-from .gate import PRINCIPAL_KEY, principal_of_scope
+from .gate import PRINCIPAL_KEY
 from .scrub import scrubber
 from .service import MemoryService
 from .tokens import Principal
@@ -277,7 +277,7 @@ def answer_errors(app: FastAPI, scrub: Callable[[str], str]) -> None:
             return await failed(request, exc)
         message = scrub(s.describe_invalid(exc) if isinstance(exc, ValidationError) else str(exc))
         retry = {"Retry-After": "1"} if isinstance(exc, GitBusyError | IndexUnreachable) else None
-        principal = principal_of_scope(request.scope)
+        principal = request.scope.get(PRINCIPAL_KEY)
         if principal is not None and principal.user is not None:
             shown = told(message, principal.user)
             if shown != message:
