@@ -12,12 +12,16 @@ reader's files only, a neutral subject, and no author or trailers (those describ
 commit: whose turn it was, how many facts it added); a commit that touched nothing visible is
 left out.
 
+An error a user is answered with names no file they may not be named: a message that does (git's
+unmerged paths, say, which may be another user's) is told them without its reason (:func:`told`).
+
 The servers decide who a request acts for (a token's user); the use cases that show a shared home
 to one user (``audit.blame``, ``audit.user_log``) and the servers apply these rules.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from dataclasses import replace
 
@@ -25,11 +29,16 @@ from ..errors import AccessError, InvalidInputError
 from ..history.log import LogEntry
 from ..home import classify_path
 
-__all__ = ["log_path", "readable", "seen_by", "sees"]
+__all__ = ["log_path", "readable", "seen_by", "sees", "told", "withholds"]
 
 _USERS = ("memory", "users")
 # The empty file `syncd init` keeps the users' folder with: nobody's memory, in the first commit.
 _PLACEHOLDER = "memory/users/.gitkeep"
+# Where a message names a file or folder under the users' folder (group 1: what follows), or under
+# the old top-level ``sessions/`` (group 1 None).
+_NAMED = re.compile(r"memory/users/(?=(.{0,256}))|(?<![\w./-])sessions/", re.DOTALL)
+# What may end a user's folder's name in a sentence: "(memory/users/ana)", "'memory/users/ana'".
+_NAME_ENDS = ")]'\"`,;:"
 
 
 def readable(rel: str, user: str) -> bool:
@@ -92,3 +101,33 @@ def seen_by(entry: LogEntry, user: str) -> LogEntry | None:
     if len(visible) == len(entry.files) and entry.trailers.get("Syncd-User", user) == user:
         return entry
     return replace(entry, author="", email="", subject=_neutral_subject(visible), trailers={}, files=tuple(visible))
+
+
+def withholds(message: str, user: str) -> bool:
+    """Whether ``message`` names a file or folder ``user`` may not be named (see :func:`readable`):
+    another user's, a folder whose name is no valid user id, the old top-level ``sessions/``."""
+    for named in _NAMED.finditer(message):
+        after = named.group(1)
+        if after is None:
+            return True
+        # Their own folder or what is in it, the users' folder itself, its placeholder. Anything
+        # else ("ana b" or "anab" beside "ana", a name git quoted) names no file of theirs.
+        if after.startswith(f"{user}/") or not after or after[0] in _NAME_ENDS:
+            continue
+        if any(after.startswith(name) and after[len(name) : len(name) + 1] in ("", *_NAME_ENDS)
+               for name in (user, _PLACEHOLDER.rpartition("/")[2])):  # fmt: skip
+            continue
+        return True
+    return False
+
+
+def told(message: str, user: str) -> str:
+    """``message`` as ``user`` may be told it: itself, or, when it names a file they may not be
+    named, a message saying only that its reason lies outside their memory (how many such files,
+    and which, is not said). The error's kind and status still say what to do (retry, say)."""
+    if not withholds(message, user):
+        return message
+    return (
+        f"the reason concerns files outside the memory of {user!r}, which this token may not be told of; "
+        "the home's admin sees it (`syncd status`)"
+    )

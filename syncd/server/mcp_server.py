@@ -23,6 +23,7 @@ from typing import Annotated, Any, Protocol
 from pydantic import Field
 
 from .._version import __version__
+from ..engine.visibility import told
 from ..errors import AccessError, RemoteError, SyncdError
 from ..index.damage import damaged_index
 from .gate import principal_of_scope
@@ -146,7 +147,12 @@ def _tool_function(op: Operation, backend: Backend, default: Principal, context_
             if not isinstance(exc, SyncdError | ValueError | TypeError):
                 raise  # a bug of ours: the SDK reports it as an error of the tool
             kind = exc.kind if isinstance(exc, RemoteError) else type(exc).__name__
-            raise ToolError(getattr(backend, "scrub", str)(f"{kind}: {exc}")) from None
+            message = getattr(backend, "scrub", str)(str(exc))
+            # A principal bound to a user (a user's token, `syncd mcp --user`) is told no file
+            # outside its memory, as REST tells it (rest.answer_errors).
+            if principal.user is not None:
+                message = told(message, principal.user)
+            raise ToolError(f"{kind}: {message}") from None
         return json.dumps(result, ensure_ascii=False)
 
     tool.__name__ = op.name

@@ -27,6 +27,7 @@ from starlette.exceptions import HTTPException
 
 from .._version import __version__
 from ..api import schemas as s
+from ..engine.visibility import told
 from ..errors import (
     AccessError,
     BlockLimitError,
@@ -244,7 +245,9 @@ def create_app(
 
 def answer_errors(app: FastAPI, scrub: Callable[[str], str]) -> None:
     """Answer every error of ``app`` in the API's one JSON shape with the status of ``status_of``
-    (500 for a bug of ours, logged), each message passed through ``scrub`` (see scrub.py)."""
+    (500 for a bug of ours, logged), each message passed through ``scrub`` (see scrub.py) and, for
+    a user's token, told as that user may be told it (visibility.told: a message naming another
+    user's file says only that its reason lies outside their memory)."""
 
     @app.exception_handler(RequestValidationError)
     async def invalid_request(request: Request, exc: RequestValidationError):
@@ -272,9 +275,15 @@ def answer_errors(app: FastAPI, scrub: Callable[[str], str]) -> None:
         status = status_of(exc)
         if status is None:
             return await failed(request, exc)
-        message = s.describe_invalid(exc) if isinstance(exc, ValidationError) else str(exc)
+        message = scrub(s.describe_invalid(exc) if isinstance(exc, ValidationError) else str(exc))
         retry = {"Retry-After": "1"} if isinstance(exc, GitBusyError | IndexUnreachable) else None
-        return _error(status, type(exc).__name__, scrub(message), retry)
+        principal = request.scope.get(PRINCIPAL_KEY)
+        if principal is not None and principal.user is not None:
+            shown = told(message, principal.user)
+            if shown != message:
+                log.info("%s %s: told user %r less than: %s", request.method, request.url.path, principal.user, message)
+            message = shown
+        return _error(status, type(exc).__name__, message, retry)
 
     async def failed(request: Request, exc: Exception):
         log.error("%s %s failed", request.method, request.url.path, exc_info=exc)
