@@ -300,3 +300,27 @@ def _rm_rf(folder) -> None:
 
     if not poll(removed, 1):
         shutil.rmtree(folder)  # a last try, failing with the OS's own words
+
+
+def test_a_users_view_of_the_status_is_never_fresh_while_the_index_is_gone(home, embedder):
+    """A user's token sees the status of the files it may read; an index that is missing is
+    missing for every user, whatever their files: one with none stale among those it may read
+    (no files of theirs, no shared ones) was told fresh while the admin was told missing."""
+    import asyncio
+
+    from syncd.api.schemas import StatusInput
+    from syncd.home.tokens import Principal
+    from syncd.server.service import MemoryService
+
+    write(home, "memory/users/ana/2026-11-22.md", daily_log(FACTS))
+    _rm_rf(home / "vault")  # no shared files: bob may read nothing of the home
+    with syncd.open(home, embedder=embedder) as writer:
+        writer.sync()
+    with syncd.open(home, read_only=True, embedder=embedder) as reader:
+        service = MemoryService(reader, read_only=True)
+        for user in ("ana", "bob"):
+            assert asyncio.run(service.status(Principal(user=user, token_id=f"t-{user}"), StatusInput())).fresh
+        _rm_rf(home / ".syncd")
+        for user in ("ana", "bob"):
+            seen = asyncio.run(service.status(Principal(user=user, token_id=f"t-{user}"), StatusInput()))
+            assert seen.index == INDEX_MISSING and not seen.fresh and not seen.healthy, user

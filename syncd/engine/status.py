@@ -23,6 +23,7 @@ __all__ = [
     "build_status",
     "count_stale",
     "incompatibility",
+    "is_fresh",
     "missing_status",
     "stale_paths",
 ]
@@ -69,7 +70,7 @@ class Status:
     def fresh(self) -> bool:
         """The index reflects every file on disk as it is now (a file in error included: its
         error is what the index records for it)."""
-        return self.index == INDEX_OK and self.compatible and not any(self.stale.values())
+        return is_fresh(self.index, self.compatible, self.stale)
 
     @property
     def healthy(self) -> bool:
@@ -82,6 +83,12 @@ class Status:
         out["fresh"] = self.fresh
         out["healthy"] = self.healthy
         return out
+
+
+def is_fresh(index: str, compatible: bool, stale: Mapping[str, list[str]]) -> bool:
+    """:attr:`Status.fresh` of these fields: also what a user's view of the status (the files it
+    may see) says, so an index that is missing is never fresh to anyone."""
+    return index == INDEX_OK and compatible and not any(stale.values())
 
 
 def _plan(home: Home, known: Mapping[str, FileRecord], max_file_bytes: int):

@@ -39,6 +39,11 @@ _PLACEHOLDER = "memory/users/.gitkeep"
 _NAMED = re.compile(r"memory/users/(?=(.{0,256}))|(?<![\w./-])sessions/", re.DOTALL)
 # What may end a user's folder's name in a sentence: "(memory/users/ana)", "'memory/users/ana'".
 _NAME_ENDS = ")]'\"`,;:"
+# The users' folder itself, named in a sentence: nothing after it but such marks, then the end,
+# or a space and words holding no path ("memory/users/) and more" is the folder itself;
+# "memory/users/,/a.md" and "memory/users/ x /a.md" name folders called "," and " x "). What
+# follows a name is read up to 256 characters, more than a folder's name can be.
+_FOLDER_ITSELF = re.compile(rf"[{re.escape(_NAME_ENDS)}]*+(?:$|\s[^/]*$)")
 
 
 def readable(rel: str, user: str) -> bool:
@@ -112,7 +117,7 @@ def withholds(message: str, user: str) -> bool:
             return True
         # Their own folder or what is in it, the users' folder itself, its placeholder. Anything
         # else ("ana b" or "anab" beside "ana", a name git quoted) names no file of theirs.
-        if after.startswith(f"{user}/") or not after or after[0] in _NAME_ENDS:
+        if after.startswith(f"{user}/") or _FOLDER_ITSELF.match(after):
             continue
         if any(after.startswith(name) and after[len(name) : len(name) + 1] in ("", *_NAME_ENDS)
                for name in (user, _PLACEHOLDER.rpartition("/")[2])):  # fmt: skip

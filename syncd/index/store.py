@@ -173,7 +173,11 @@ class Index:
         which give way to the tables on disk once they exist, or to new ones on a write."""
         with self._opening:
             missing = self.shared and self._disk_identity() is None
-            if self._lance_entries is not None and not (self._standin and (create or not missing)):
+            # Open ones stay, but stand-ins that give way (made on disk, or a write) and a
+            # reader's tables deleted under it (which give way to stand-ins).
+            if self._lance_entries is not None and missing != self._standin and not create:
+                pass
+            elif self._lance_entries is not None and not (self._standin and (create or not missing)):
                 return
             self._standin = missing and not create
             try:
@@ -186,8 +190,13 @@ class Index:
             self._db, self._lance_files, self._lance_entries = tables
 
     def _tables(self) -> None:
-        """The tables open for reading; stand-ins give way to tables someone made on disk."""
-        if self._lance_entries is None or (self._standin and self._disk_identity() is not None):
+        """The tables open for reading; stand-ins give way to tables someone made on disk, and a
+        reader's tables deleted under it (``.syncd/`` removed) to stand-ins."""
+        if (
+            self._lance_entries is None
+            or (self._standin and self._disk_identity() is not None)
+            or (self.shared and not self._standin and self._disk_identity() is None)
+        ):
             self._swap(create=False)
 
     def _writable(self) -> None:
@@ -200,8 +209,9 @@ class Index:
         with self._lock:
             was_standin = self._standin
             self._open_tables(create=create)
-            if was_standin and not self._standin:
-                # What was read of the stand-ins (nothing) must not pass for the tables on disk.
+            if was_standin != self._standin:
+                # What was read of the stand-ins (nothing) must not pass for the tables on disk,
+                # nor what was read of deleted tables for the stand-ins.
                 self._records = self._records_stamp = self._matrix_version = None
                 self._generation += 1
 

@@ -23,6 +23,7 @@ from ..api import schemas as s
 from ..engine import audit
 from ..engine.asof import resolve_revision
 from ..engine.search import hit_record, search
+from ..engine.status import is_fresh
 from ..engine.visibility import readable
 from ..errors import AccessError, InvalidInputError, NotFoundError
 from ..home import read_regular
@@ -313,7 +314,7 @@ class MemoryService:
             status["errors"] = {k: v for k, v in status["errors"].items() if readable(k, user)}
             status["uncommitted"] = [x for x in status["uncommitted"] if readable(x, user)]
             status.update(await asyncio.to_thread(self._counts_of, user))
-            status["fresh"] = status["compatible"] and not any(status["stale"].values())
+            status["fresh"] = is_fresh(status["index"], status["compatible"], status["stale"])
             status["healthy"] = status["fresh"] and not status["errors"]
             status["aligned_commit"] = None
         return s.StatusOut(**{k: v for k, v in status.items() if k in s.StatusOut.model_fields})
