@@ -82,6 +82,9 @@ def validate_label(label: object) -> str:
 # fact's text becomes, terminals act on escapes, and none of them reads as text in a markdown file.
 _CONTROL_RE = re.compile(r"[\x00-\x08\x0a-\x1f\x7f-\x9f]")
 _CONTROL_MULTILINE_RE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+# A lone surrogate (a str from JSON's "\\ud800", or from bytes decoded with surrogateescape) is no
+# character at all: UTF-8 cannot encode it, so the write failed late with a UnicodeEncodeError.
+_SURROGATE_RE = re.compile("[\ud800-\udfff]")
 
 
 def check_text(what: str, value: object, *, multiline: bool = False, existing: str = "") -> str:
@@ -100,6 +103,12 @@ def check_text(what: str, value: object, *, multiline: bool = False, existing: s
                 f"{what} holds the control character U+{ord(found.group()):04X} at position {found.start()};"
                 f" only text is stored (of the control characters, {lines} allowed)"
             )
+    surrogate = _SURROGATE_RE.search(value)
+    if surrogate is not None:
+        raise InvalidInputError(
+            f"{what} holds the lone surrogate U+{ord(surrogate.group()):04X} at position {surrogate.start()}:"
+            " not a character, and not writable as UTF-8"
+        )
     return value
 
 
