@@ -87,6 +87,10 @@ def _check_generated(what: str, text: str, multiline: bool) -> None:
 def _with_facts_section(text: str, user_id: str, summary: str) -> str:
     """MEMORY.md with the syncd-managed "Key facts" region replaced; everything else stays as the
     person wrote it."""
+    # The section's own markers quoted in the summary (from a fact) would end it early next time:
+    # escaped, they read the same in any markdown view and mark nothing.
+    for marker in (_FACTS_BEGIN, _FACTS_END):
+        summary = summary.replace(marker, "&lt;" + marker.removeprefix("<"))
     section = f"{_FACTS_BEGIN}\n## Key facts\n\n{summary.rstrip()}\n{_FACTS_END}\n"
     begin, end = text.find(_FACTS_BEGIN), text.find(_FACTS_END)
     if begin != -1 and end > begin:
