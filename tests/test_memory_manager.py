@@ -11,7 +11,7 @@ import pytest
 
 import syncd
 from syncd.config import Settings
-from syncd.errors import BlockLimitError, ExtractionError, InvalidIdError
+from syncd.errors import BlockLimitError, ExtractionError, InvalidIdError, InvalidInputError
 from syncd.formats import derive_fact_id, parse_daily_log
 from syncd.memory import MemoryManager, strip_injected, wrap_injected
 from syncd.memory.prompts import PROMPT_VERSION
@@ -264,6 +264,18 @@ def test_hostile_ids_are_refused_and_nothing_is_written(manager, home):
     assert len(commits(home)) == before
     assert list((home / "memory" / "users").iterdir()) == [home / "memory/users/.gitkeep"]
     assert git.Repo(home).is_dirty(untracked_files=True) is False
+
+
+def test_tags_given_as_one_string_are_refused_not_spelled_out(manager, home):
+    """``tags="tea"`` (one string where a list goes) tagged the fact `t e a`, one tag a letter."""
+    fact = run(manager.add_memory("Likes green tea.", "alice", tags=["drinks"], dedup=False))
+    before = len(commits(home))
+    with pytest.raises(InvalidInputError, match="not one string"):
+        run(manager.add_memory("Likes oolong.", "alice", tags="tea", dedup=False))
+    with pytest.raises(InvalidInputError, match="not one string"):
+        run(manager.update_memory(fact.id, "alice", tags="tea"))
+    assert len(commits(home)) == before
+    assert manager.store(user_id="alice").find_fact(fact.id).fact.tags == ("drinks",)
 
 
 def test_delete_removes_exactly_one_line_and_commits(manager, home):

@@ -70,6 +70,14 @@ def _importance(fact: Fact) -> float:
     return 0.5 if fact.importance is None else fact.importance
 
 
+def _tag_words(tags: Iterable[str]) -> tuple[str, ...]:
+    """The tags as given; one string is refused (Fact's own rule), not spelled out as one-letter
+    tags (``tags="tea"`` once tagged a fact `t e a`)."""
+    if isinstance(tags, str):
+        raise InvalidInputError("tags must be a sequence of words, not one string")
+    return tuple(tags)
+
+
 def _token(value: str) -> str:
     """A metadata value is one whitespace-free token without comment delimiters."""
     return "_".join(value.replace("<!--", "").replace("-->", "").split()) or "unknown"
@@ -538,7 +546,7 @@ class MemoryManager:
         fact = Fact(
             content=" ".join(content.split()),
             category=category,
-            tags=tuple(tags),
+            tags=_tag_words(tags),
             importance=importance,
             source_session=session,
         )
@@ -722,7 +730,7 @@ class MemoryManager:
         if importance is not None:
             changes["importance"] = importance
         if tags is not None:
-            changes["tags"] = tuple(tags)
+            changes["tags"] = _tag_words(tags)
         return await asyncio.to_thread(self._update, memory_id, user, changes, expected)
 
     # -- stats -----------------------------------------------------------------------------------
