@@ -11,12 +11,13 @@ import re
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 
-from ..errors import InvalidIdError, InvalidInputError
+from ..errors import InvalidIdError, InvalidInputError, QueryError
 
 __all__ = [
     "ID_MAX_LEN",
     "ID_RULE",
     "check_text",
+    "check_query",
     "validate_id",
     "validate_label",
     "FileScope",
@@ -110,6 +111,23 @@ def check_text(what: str, value: object, *, multiline: bool = False, existing: s
             " not a character, and not writable as UTF-8"
         )
     return value
+
+
+def check_query(query: object) -> str:
+    """Return ``query`` if a search can run on it, else QueryError: it is empty (nothing matches
+    nothing, and an agent that sent it has a bug worth seeing), or it holds a lone surrogate
+    (bytes that were not UTF-8, as Python reads them from a command line), which the model
+    cannot read: it failed as "the model failed to embed", blaming the model."""
+    if not isinstance(query, str) or not query.strip():
+        raise QueryError(query, "the search query is empty: say what to look for")
+    surrogate = _SURROGATE_RE.search(query)
+    if surrogate is not None:
+        raise QueryError(
+            query,
+            f"the search query holds the lone surrogate U+{ord(surrogate.group()):04X} at position "
+            f"{surrogate.start()} (a byte that is not UTF-8?): not a character; search for text",
+        )
+    return query
 
 
 @dataclass(frozen=True)

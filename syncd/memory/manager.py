@@ -25,10 +25,10 @@ from typing import TYPE_CHECKING, Any
 from ..config import Settings
 from ..engine.asof import past_files
 from ..engine.search import DEFAULT_LIMIT, search
-from ..errors import BlockLimitError, ConflictError, ExtractionError, InvalidInputError, NotFoundError, QueryError
+from ..errors import BlockLimitError, ConflictError, ExtractionError, InvalidInputError, NotFoundError
 from ..formats import Fact, decode_markdown, encode_markdown, parse_page
 from ..history.intents import Intent
-from ..home import Home, check_text, validate_id, validate_label
+from ..home import Home, check_query, check_text, validate_id, validate_label
 from .backend import MemoryBackend
 from .blocks import CORE_LABELS, CoreBlock, format_blocks, read_block, render_block, resolve_blocks
 from .dedup import CANDIDATES as DEDUP_CANDIDATES
@@ -379,8 +379,7 @@ class MemoryManager:
         an empty one raises QueryError."""
         self._enter()
         user, chat = self._user(user_id), self._chat(chat_id)
-        if not isinstance(query, str) or not query.strip():
-            raise QueryError(query, "the search query is empty: say what to look for")
+        check_query(query)
         return await asyncio.to_thread(
             lambda: search(
                 self.engine,
