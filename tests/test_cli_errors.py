@@ -8,6 +8,7 @@ process, which proves the in-process run is the real one (``__main__``, the exit
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import subprocess
@@ -21,6 +22,8 @@ from click.testing import CliRunner
 
 import syncd
 from syncd.cli import main
+from syncd.errors import QueryError
+from syncd.memory import MemoryManager
 
 COMMANDS_WITH_HOME = [
     ["sync", "-q"],
@@ -216,3 +219,18 @@ def test_demo_into_head_exits_quietly(tmp_path):
     assert "Traceback" not in result.stderr and "BrokenPipe" not in result.stderr, result.stderr
     assert len(result.stdout.splitlines()) == 4
     assert result.stdout.splitlines()[-1] in ("status=0", "status=141")
+
+
+def test_a_search_for_bytes_that_are_not_utf8_says_so_not_that_the_model_failed(tmp_path, monkeypatch, embedder):
+    """``syncd search $'caf\\xe9'`` (a Latin-1 terminal) reaches Python as 'caf\\udce9': the model
+    could not read the lone surrogate and the error blamed it ("... failed to embed: TextInputSequence
+    must be str"). The same from the Python API and an agent's recall."""
+    home = syncd.init(tmp_path / "home").home
+    monkeypatch.chdir(tmp_path)
+    code, stderr = run_in_process(["search", "caf\udce9", "--home", str(home)])
+    assert _one_line_error(code, stderr), stderr
+    assert "lone surrogate U+DCE9 at position 3" in stderr and "embed" not in stderr
+    with syncd.open(home, embedder=embedder) as engine:
+        manager = MemoryManager(engine)
+        with pytest.raises(QueryError, match="lone surrogate"):
+            asyncio.run(manager.retrieve_relevant_memories("caf\udce9 au lait", user_id="ana"))

@@ -6,6 +6,8 @@ import asyncio
 import json
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from syncd.config import Settings
 from syncd.errors import ExtractionError
@@ -30,6 +32,21 @@ def test_injected_memory_is_stripped_even_when_cut_off():
     text = f"before {core} middle {wrap_injected('recall', '- [goal] Run a marathon.')} after"
     assert strip_injected(text) == "before  middle  after"
     assert strip_injected('keep this <syncd-memory kind="recall">\n- truncated recall') == "keep this "
+
+
+# Text around a block: anything that opens no block of its own.
+_around = st.text().filter(lambda t: "<syncd-memory" not in t)
+# A block's body: any text, with the markers' pieces mixed in (a fact may say anything).
+_bodies = st.lists(
+    st.one_of(st.text(), st.sampled_from(["</syncd-memory>", "<syncd-memory>", '<syncd-memory kind="x">', "</", ">"]))
+).map("".join)
+
+
+@given(before=_around, kind=st.sampled_from(["core", "recall"]), body=_bodies, after=_around)
+def test_an_injected_block_is_stripped_whole_whatever_it_says(before, kind, body, after):
+    """A fact saying ``</syncd-memory>`` closed its recall block early: the rest of the block was
+    left in the turn, remembered again as the person's words."""
+    assert strip_injected(f"{before}{wrap_injected(kind, body)}{after}") == before + after
 
 
 def test_the_turn_sent_to_the_llm_has_no_injected_memory_and_no_system_prompt():

@@ -11,7 +11,7 @@ import pytest
 
 import syncd
 from syncd.config import Settings
-from syncd.errors import BlockLimitError, ExtractionError, InvalidIdError
+from syncd.errors import BlockLimitError, ExtractionError, InvalidIdError, InvalidInputError
 from syncd.formats import derive_fact_id, parse_daily_log
 from syncd.memory import MemoryManager, strip_injected, wrap_injected
 from syncd.memory.prompts import PROMPT_VERSION
@@ -187,6 +187,24 @@ def test_important_facts_refresh_the_facts_block_and_memory_md(manager, home):
     assert memory_md.startswith("# Alice\n\nNotes I wrote myself.\n\n")
 
 
+def test_a_summary_quoting_the_sections_markers_is_replaced_whole_next_time(manager, home):
+    """A summary line holding ``<!-- syncd:facts:end -->`` (the LLM quoting a fact) ended the managed
+    section there the next time: the rest of the old summary and a stray marker stayed in MEMORY.md,
+    outside the section, as if the person had written them, for good."""
+    rel = "memory/users/alice/MEMORY.md"
+    manager.engine.write_file(rel, b"# Alice\n\nNotes I wrote myself.\n")
+    run(manager.add_memory("Writes <!-- syncd:facts:end --> in her notes.", "alice", importance=0.5))
+    set_reply(manager, "- Writes <!-- syncd:facts:end --> in her notes.\n- Lives in Lisbon.", job="summarise")
+    run(manager.refresh_core_memory_facts("alice"))
+    set_reply(manager, "- Lives in Porto.", job="summarise")
+    run(manager.refresh_core_memory_facts("alice"))
+    memory_md = (home / rel).read_text()
+    assert memory_md == (
+        "# Alice\n\nNotes I wrote myself.\n\n<!-- syncd:facts:begin -->\n## Key facts\n\n- Lives in Porto.\n"
+        "<!-- syncd:facts:end -->\n"
+    )
+
+
 def test_blocks_resolve_chat_over_user_over_global(manager, home):
     run(manager.update_memory_block("persona", "Global persona.", scope="global"))
     run(manager.update_memory_block("persona", "Alice's persona.", user_id="alice"))
@@ -246,6 +264,18 @@ def test_hostile_ids_are_refused_and_nothing_is_written(manager, home):
     assert len(commits(home)) == before
     assert list((home / "memory" / "users").iterdir()) == [home / "memory/users/.gitkeep"]
     assert git.Repo(home).is_dirty(untracked_files=True) is False
+
+
+def test_tags_given_as_one_string_are_refused_not_spelled_out(manager, home):
+    """``tags="tea"`` (one string where a list goes) tagged the fact `t e a`, one tag a letter."""
+    fact = run(manager.add_memory("Likes green tea.", "alice", tags=["drinks"], dedup=False))
+    before = len(commits(home))
+    with pytest.raises(InvalidInputError, match="not one string"):
+        run(manager.add_memory("Likes oolong.", "alice", tags="tea", dedup=False))
+    with pytest.raises(InvalidInputError, match="not one string"):
+        run(manager.update_memory(fact.id, "alice", tags="tea"))
+    assert len(commits(home)) == before
+    assert manager.store(user_id="alice").find_fact(fact.id).fact.tags == ("drinks",)
 
 
 def test_delete_removes_exactly_one_line_and_commits(manager, home):

@@ -9,7 +9,7 @@ import pytest
 
 from syncd.config import Settings
 from syncd.errors import InvalidIdError
-from syncd.memory import MemoryBlockUpdateTool, MemoryManager, MemorySearchTool
+from syncd.memory import MemoryAddTool, MemoryBlockUpdateTool, MemoryManager, MemorySearchTool
 
 
 class RecordingManager(MemoryManager):
@@ -74,3 +74,21 @@ def test_tools_without_a_running_loop_and_from_inside_one(manager):
     assert not asyncio.run(inside()).startswith("Error")
     with pytest.raises(InvalidIdError):
         search.set_context("../c", "alice")
+
+
+def test_arguments_a_tool_does_not_take_are_its_answer_not_an_exception(manager, home):
+    """A clumsy agent's call (another user's id, no content, too many arguments) raised TypeError
+    out of the tool, ending the agent's step, where every other mistake is the tool's answer."""
+    add = MemoryAddTool(manager)
+    add.set_context(None, "alice")
+    answer = add(content="Likes kites.", user_id="bob")
+    assert answer == (
+        "Error: got an unexpected keyword argument 'user_id'; memory_add takes content, category, importance, tags."
+    )
+    assert add().startswith("Error: missing a required argument: 'content'")
+    assert add("a", "context", 0.5, [], "extra").startswith("Error: too many positional arguments")
+    block = MemoryBlockUpdateTool(manager)
+    block.set_context(None, "alice")
+    assert block(label="user").startswith("Error: missing a required argument: 'content'")
+    assert not (home / "memory/users/bob").exists() and not (home / "memory/users/alice").exists()
+    assert add(content="Likes kites.").startswith("Remembered")

@@ -113,3 +113,24 @@ def test_lifecycle_fields_live_in_the_home_and_a_reset_is_recorded(engine, home)
     assert read_state_file(engine.home, "ana", "s-2")["steps"] == []  # a reset starts with empty state
     listed = list_sessions(engine.home, "ana")
     assert [(i.session, i.turn_count, i.resets) for i in listed] == [("s-2", 1, 1)]
+
+
+def test_turns_of_one_session_run_at_once_are_each_counted_and_named_by_their_own_line(engine, home):
+    """Turns of one session at once (several tasks, threads or processes) read the session's
+    fields and its next transcript line before taking the home's write turn: each counted from the
+    same turn_count (four turns, turn_count 1) and each commit named the same line and turn."""
+    runner = SessionRunner(manager_for(engine, json.dumps({"facts": []})))
+    before = git.Repo(home).head.commit
+
+    async def four_at_once():
+        return await asyncio.gather(*(runner.process_turn("s-1", f"Message {n}.", f"Answer {n}.") for n in range(4)))
+
+    results = run(four_at_once())
+    assert results[-1].session is not None
+    info = json.loads((home / "memory/users/default/sessions/s-1/session.json").read_text())
+    assert info["turn_count"] == 4
+    commits = list(git.Repo(home).iter_commits(f"{before.hexsha}..HEAD"))
+    assert sorted(c.summary for c in commits) == [f"Turn {n} of session s-1" for n in range(1, 5)]
+    named = sorted(line for c in commits for line in c.message.splitlines() if "s-1#" in line)
+    assert len(named) == len(set(named)) == 4, named
+    assert sorted(r.entries[0].line for r in results) == [1, 3, 5, 7]

@@ -282,7 +282,8 @@ def test_the_block_editor_saves_only_the_block_it_loaded_and_only_a_change(wb, h
     block.save.click()
     assert "Someone changed" not in block.status.value and "Load the block named above" in block.status.value
     assert not (home / "memory/users/bob/core/context.md").exists() and git(home, "rev-parse", "HEAD") == head
-    block.load.click()
+    block.load.click()  # over the typing: asked first, then discarded
+    block.unsaved.discard.click()
     block.text.value = "Bob likes detail."
     block.save.click()
     assert "Saved" in block.status.value
@@ -569,29 +570,29 @@ def test_opening_another_fact_over_unsaved_typing_asks_first(wb, home):
     _open_from_browse(wb, "bob", "blue-green")  # another user's fact, from Browse's Edit button
     assert editor.content.value == "Likes oolong in the morning." and editor.loaded_key == ("ana", "f-tea")
     assert "unsaved changes to fact f-tea of ana" in editor.status.value
-    editor.stay.click()  # Cancel: keep editing
-    assert editor.content.value == "Likes oolong in the morning." and editor.unsaved.layout.display == "none"
+    editor.unsaved.stay.click()  # Cancel: keep editing
+    assert editor.content.value == "Likes oolong in the morning." and editor.unsaved.box.layout.display == "none"
     assert (editor.user.value, editor.fact_id.value) == ("ana", "f-tea")
     head = git(home, "rev-parse", "HEAD")
 
     editor.fact_id.value = "f-deploy"
     editor.user.value = "bob"
     editor.load.click()  # the Load button, with another fact named above
-    assert editor.content.value == "Likes oolong in the morning." and editor.unsaved.layout.display is None
-    editor.keep.click()  # Save, then open the fact asked for
+    assert editor.content.value == "Likes oolong in the morning." and editor.unsaved.box.layout.display is None
+    editor.unsaved.keep.click()  # Save, then open the fact asked for
     assert "Likes oolong in the morning." in (home / ANA_LOG).read_text()
     assert editor.loaded_key == ("bob", "f-deploy") and editor.content.value == "Deploys with a blue-green switch."
     assert "Saved" in editor.status.value and not editor.has_unsaved()
 
     editor.category.value = "habit"
     wb.edit_fact("ana", "f-tea")
-    editor.discard.click()  # Discard: the fact asked for opens, nothing is written
+    editor.unsaved.discard.click()  # Discard: the fact asked for opens, nothing is written
     assert editor.loaded_key == ("ana", "f-tea") and editor.content.value == "Likes oolong in the morning."
     assert "[technical] Deploys" in (home / "memory/users/bob/2026-11-21.md").read_text()
     assert git(home, "log", "--format=%s", f"{head.strip()}..").splitlines() == ["Edit fact f-tea"]
     # With nothing typed, another fact opens at once.
     wb.edit_fact("bob", "f-deploy")
-    assert editor.loaded_key == ("bob", "f-deploy") and editor.unsaved.layout.display == "none"
+    assert editor.loaded_key == ("bob", "f-deploy") and editor.unsaved.box.layout.display == "none"
 
 
 def test_keep_theirs_is_not_offered_over_lines_edited_since_the_merge(wb, home):
@@ -609,3 +610,41 @@ def test_keep_theirs_is_not_offered_over_lines_edited_since_the_merge(wb, home):
     (row,) = panel.rows.children
     row.children[2].children[2].click()  # keep both
     assert (home / "vault/Plans.md").read_text() == "# Plans\n\nWe sail east in May.\nWe sail west in May.\n"
+
+
+def test_loading_another_block_over_unsaved_typing_asks_first(wb, home):
+    """Load with another block named above replaced the text typed over the block the editor held,
+    without a word. Now it asks, as the fact editor does: Save, Discard or Cancel."""
+    block = wb.edit.block
+    block.scope.value, block.user.value, block.label.value = "user", "ana", "context"
+    block.load.click()
+    block.text.value = "Ana prefers long answers."
+    block.scope.value = "global"
+    block.label.value = "persona"
+    block.load.click()
+    assert block.text.value == "Ana prefers long answers." and block.unsaved.box.layout.display is None
+    assert "unsaved changes to the user block context of ana" in block.status.value
+    block.unsaved.stay.click()  # Cancel: keep editing, the fields name the block held again
+    assert block.text.value == "Ana prefers long answers." and block.unsaved.box.layout.display == "none"
+    assert (block.scope.value, block.user.value, block.label.value) == ("user", "ana", "context")
+    head = git(home, "rev-parse", "HEAD")
+
+    block.scope.value, block.label.value = "global", "persona"
+    block.load.click()
+    block.unsaved.keep.click()  # Save, then load the block asked for
+    assert (home / "memory/users/ana/core/context.md").read_text() == "Ana prefers long answers.\n"
+    assert block.loaded_where == ("global", None, None, "persona")
+    assert block.text.value == "I am the household assistant." and "Saved" in block.status.value
+
+    block.text.value = "I am nobody's assistant."
+    block.scope.value, block.chat.value, block.label.value = "chat", "phone", "context"
+    block.load.click()
+    block.unsaved.discard.click()  # Discard: the block asked for loads, nothing is written
+    assert block.loaded_where == ("chat", "ana", "phone", "context")
+    assert block.text.value == "On the phone: one line at most."
+    assert (home / "memory/core/persona.md").read_text() == "I am the household assistant.\n"
+    assert git(home, "log", "--format=%an", f"{head.strip()}..").splitlines() == ["workbench"]
+    # With nothing typed, another block loads at once.
+    block.scope.value = "user"
+    block.load.click()
+    assert block.loaded_where == ("user", "ana", None, "context") and block.unsaved.box.layout.display == "none"

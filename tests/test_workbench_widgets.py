@@ -132,7 +132,7 @@ def test_a_concurrent_edit_is_shown_never_overwritten(wb, home):
     # An edit of another line is no conflict: it is kept, ours lands beside it.
     editor.load.click()  # over the typing: asked first, then discarded
     assert editor.content.value == "Likes oolong." and "unsaved changes" in editor.status.value
-    editor.discard.click()
+    editor.unsaved.discard.click()
     assert editor.content.value == "Likes matcha."
     write(home, ANA_LOG, theirs.replace("Some prose", "Other prose"))
     editor.content.value = "Likes oolong."

@@ -16,6 +16,7 @@ from syncd.memory import CORE_LABELS
 
 from .data import HomeData
 from .ui import button, esc, note
+from .unsaved import UnsavedPrompt
 
 __all__ = ["EditTab"]
 
@@ -49,19 +50,12 @@ class FactEditor(w.VBox):
         self.confirm = button(
             "Yes, delete it", "syncd-edit-confirm", button_style="danger", layout=w.Layout(display="none")
         )
-        # Asked when another fact is opened over unsaved typing (Load, or an Edit button of
-        # Search or Browse): the typing is never replaced without the person saying so.
-        self.pending: tuple[str, str] | None = None  # (user, id) to open once they have answered
-        self.keep = button("Save", "syncd-edit-unsaved-save", button_style="primary", icon="save")
-        self.discard = button("Discard", "syncd-edit-unsaved-discard", button_style="warning")
-        self.stay = button("Cancel", "syncd-edit-unsaved-cancel")
-        self.unsaved = w.HBox([self.keep, self.discard, self.stay], layout=w.Layout(display="none"))
         self.status = w.HTML()
         self.status.add_class("syncd-edit-status")
+        # Asked when another fact is opened over unsaved typing (Load, or an Edit button of
+        # Search or Browse): the typing is never replaced without the person saying so.
+        self.unsaved = UnsavedPrompt("syncd-edit", self.status, lambda: self.write(reload=False), self._back)
         self.load.on_click(lambda _: self.load_fact(self.user.value, self.fact_id.value.strip()))
-        self.keep.on_click(lambda _: self._answer("save"))
-        self.discard.on_click(lambda _: self._answer("discard"))
-        self.stay.on_click(lambda _: self._answer("cancel"))
         # Whoever moves the slider means to set the importance: saved unticked, the move was lost.
         self.importance.observe(lambda _: setattr(self.has_importance, "value", True), "value")
         self.save.on_click(lambda _: self.write())
@@ -75,7 +69,7 @@ class FactEditor(w.VBox):
                 w.HBox([self.category, self.tags]),
                 w.HBox([self.importance, self.has_importance]),
                 w.HBox([self.save, self.delete, self.confirm]),
-                self.unsaved,
+                self.unsaved.box,
                 self.status,
             ]
         )
@@ -104,44 +98,20 @@ class FactEditor(w.VBox):
         """Load a fact into the form (what the Edit buttons of Search and Browse call). Over
         unsaved changes it first asks whether to save them, discard them or keep editing."""
         if self.has_unsaved():
-            self.pending = (user or "", fact_id)
             self.confirm.layout.display = "none"
-            self.unsaved.layout.display = None
             was_user, was_id = self.loaded_key or ("", "")
-            self.status.value = note(
-                f"You have unsaved changes to fact {was_id} of {was_user}: Save them, Discard them, "
-                f"or Cancel to keep editing (then {fact_id or 'the fact asked for'} is not opened).",
-                "warn",
-            )
+            asked = fact_id or "the fact asked for"
+            self.unsaved.ask(f"fact {was_id} of {was_user}", asked, lambda: self._load(user, fact_id))
             return
         self._load(user, fact_id)
 
-    def _answer(self, choice: str) -> None:
-        """The person's answer about their unsaved changes: save them (then open the fact asked
-        for, unless the save failed: its message stays, with the typing), discard them (open
-        it), or cancel (keep editing, the form names the fact it holds again)."""
-        pending, self.pending = self.pending, None
-        self.unsaved.layout.display = "none"
-        if pending is None:
-            return
+    def _back(self) -> None:
         if self.loaded_key is not None:
             self.user.value, self.fact_id.value = self.loaded_key
-        if choice == "cancel":
-            self.status.value = note("Kept your changes; nothing was opened or written.")
-            return
-        if choice == "save":
-            if not self.write(reload=False):
-                return
-            saved = self.status.value
-            self._load(*pending)
-            self.status.value = saved + self.status.value
-            return
-        self._load(*pending)
 
     def _load(self, user: str | None, fact_id: str) -> None:
         self.confirm.layout.display = "none"
-        self.unsaved.layout.display = "none"
-        self.pending = None
+        self.unsaved.hide()
         if not user or not fact_id:
             self.status.value = note("Pick a user and give a fact id (Browse and Search have edit buttons).", "warn")
             return
@@ -316,6 +286,11 @@ class FactAdder(w.VBox):
         self.changed()
 
 
+def _block_name(scope: str, user: str | None, chat: str | None, label: str) -> str:
+    whose = (f" of {user}" if user else "") + (f" in chat {chat}" if chat else "")
+    return f"the {scope} block {label}{whose}"
+
+
 class BlockEditor(w.VBox):
     """Edit one core block at one scope; its size limit is shown as you type."""
 
@@ -338,6 +313,8 @@ class BlockEditor(w.VBox):
         self.save = button("Save block", "syncd-block-save", button_style="primary", icon="save", disabled=True)
         self.status = w.HTML()
         self.status.add_class("syncd-block-status")
+        # Asked when another block is loaded over unsaved typing, as the fact editor asks.
+        self.unsaved = UnsavedPrompt("syncd-block", self.status, self.write, self._back)
         self.limit = data.settings.block_char_limit
         self.load.on_click(lambda _: self.load_block())
         self.save.on_click(lambda _: self.write())
@@ -349,6 +326,7 @@ class BlockEditor(w.VBox):
                 self.text,
                 self.count,
                 self.save,
+                self.unsaved.box,
                 self.status,
             ]
         )
@@ -362,9 +340,40 @@ class BlockEditor(w.VBox):
         chat = self.chat.value.strip() or None if scope == "chat" else None
         return scope, user, chat
 
+    def has_unsaved(self) -> bool:
+        """Whether the text differs from the block it loaded: what Save would write."""
+        return self.loaded_text is not None and self.text.value.strip() != self.loaded_text
+
     def load_block(self) -> None:
+        """Load the block named above. Over unsaved changes it first asks whether to save them,
+        discard them or keep editing."""
         scope, user, chat = self._where()
         label = self.label.value.strip()
+        if self.has_unsaved() and self.loaded_where is not None:
+            self.unsaved.ask(
+                _block_name(*self.loaded_where),
+                _block_name(scope, user, chat, label),
+                lambda: self._load(scope, user, chat, label),
+            )
+            return
+        self._load(scope, user, chat, label)
+
+    def _name(self, scope: str, user: str | None, chat: str | None, label: str) -> None:
+        """Put a block's name in the fields above (what the form holds, or is about to)."""
+        self.scope.value, self.label.value = scope, label
+        # The user or chat of a wider scope is not part of the name: left as typed.
+        if user is not None:
+            self.user.value = user
+        if chat is not None:
+            self.chat.value = chat
+
+    def _back(self) -> None:
+        if self.loaded_where is not None:
+            self._name(*self.loaded_where)
+
+    def _load(self, scope: str, user: str | None, chat: str | None, label: str) -> None:
+        self.unsaved.hide()
+        self._name(scope, user, chat, label)
         if (scope != "global" and not user) or (scope == "chat" and not chat) or not label:
             self.status.value = note("Name the label, and the user (and chat) of that scope.", "warn")
             return
@@ -389,25 +398,25 @@ class BlockEditor(w.VBox):
         )
         self.save.disabled = over or self.loaded_text is None
 
-    def write(self) -> None:
+    def write(self) -> bool:
+        """Save the text over the block it loaded (compare-and-swap against it); True when the
+        file now says what the form does."""
         scope, user, chat = self._where()
         label = self.label.value.strip()
         if self.loaded_text is None or self.loaded_where is None:
-            return
+            return False
         if (scope, user, chat, label) != self.loaded_where:
             # Written there, the CAS would compare with the block loaded and say "someone changed
             # this block", which nobody did.
-            was, by, at, name = self.loaded_where
-            whose = (f" of {by}" if by else "") + (f" in chat {at}" if at else "")
             self.status.value = note(
-                f"The text below is the {was} block {name}{whose}: Load the block named above first. "
+                f"The text below is {_block_name(*self.loaded_where)}: Load the block named above first. "
                 "Nothing was written.",
                 "warn",
             )
-            return
+            return False
         if self.text.value.strip() == self.loaded_text:
             self.status.value = note("Nothing to save: the block is as it was loaded.")
-            return
+            return True
         try:
             self.data.run(
                 self.data.memory.update_memory_block(
@@ -426,13 +435,14 @@ class BlockEditor(w.VBox):
                 + note("Load again to start from their version (copy your text first).")
                 + "</div>"
             )
-            return
+            return False
         except (syncd.SyncdError, ValueError) as exc:
             self.status.value = note(str(exc), "err")
-            return
+            return False
         self.loaded_text = self.text.value.strip()
         self.status.value = note(f"Saved the {scope} block {label} and committed it.", "ok")
         self.changed()
+        return True
 
 
 class EditTab(w.VBox):

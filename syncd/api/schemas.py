@@ -11,6 +11,7 @@ it lives outside ``syncd.server`` because the servers import ``syncd.memory`` (n
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Mapping
 from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
@@ -77,6 +78,7 @@ __all__ = [
     "VaultPath",
     "VaultSearchInput",
     "describe_invalid",
+    "describe_errors",
     "tool_inputs",
 ]
 
@@ -560,10 +562,20 @@ def tool_inputs(model: type[BaseModel], skip: tuple[str, ...] = ("user_id", "cha
     return out
 
 
+_LONE_SURROGATE = "holds a lone surrogate: not a character, and not writable as UTF-8"
+
+
 def describe_invalid(exc: ValidationError) -> str:
     """A validation error as one line a person or an agent can act on: ``field: what is wrong``."""
+    return describe_errors(exc.errors(include_url=False))
+
+
+def describe_errors(errors: Iterable[Mapping[str, Any]], nowhere: str = "input") -> str:
+    """pydantic's (or FastAPI's) error entries as one line: ``field: what is wrong; ...``."""
     problems = []
-    for err in exc.errors(include_url=False):
-        where = ".".join(str(p) for p in err["loc"]) or "input"
-        problems.append(f"{where}: {err['msg']}")
+    for err in errors:
+        where = ".".join(str(p) for p in err.get("loc", ())) or nowhere
+        # pydantic's words for a str with a lone surrogate (JSON's "\ud800") say nothing of why.
+        what = _LONE_SURROGATE if err.get("type") == "string_unicode" else err.get("msg", "invalid")
+        problems.append(f"{where}: {what}")
     return "; ".join(problems)

@@ -26,8 +26,8 @@ from typing import Any
 
 from ..config import Settings
 from ..embedding.fastembed_backend import Embedder, load_embedder
-from ..errors import ConfigError, InvalidInputError, NotFoundError, QueryError, SyncdError
-from ..home import Home
+from ..errors import ConfigError, InvalidInputError, NotFoundError, SyncdError
+from ..home import Home, check_query
 from ..home.tokens import TokenStore
 from ..index.backend import IndexBackend, home_index, validate_url
 from ..index.rowcache import ScopeMask
@@ -188,8 +188,7 @@ class IndexedHome:
         at: str | None = None,
     ) -> list[Hit]:
         """Engine.search over this home's index; ``at`` is refused (a past revision needs git)."""
-        if not isinstance(query, str) or not query.strip():
-            raise QueryError(query, "the search query is empty: say what to look for")
+        check_query(query)
         if at is not None:
             raise InvalidInputError(
                 "a reader of the shared index has no history: ask the home's own server "

@@ -36,7 +36,6 @@ from ..errors import (
     ConfigError,
     IndexError_,
     InvalidInputError,
-    QueryError,
 )
 from ..history.git import head_sha, user_identity
 from ..history.intents import Intent
@@ -44,6 +43,7 @@ from ..home import (
     DAEMON_ROLES,
     Home,
     HomeLock,
+    check_query,
     classify_path,
     find_home,
 )
@@ -422,10 +422,9 @@ class Engine:
         ``memory_only`` leaves the wiki out; ``floor`` returns nothing when the memory in scope
         does not answer the query at all (every hit says so in ``Hit.relevant``; see
         syncd.index.search.answered); ``at``: as that commit left the memory (a revision git
-        names or a date/time; syncd.engine.asof). Raises QueryError for an empty query:
-        "nothing" matches nothing, and an agent that sent one has a bug worth seeing."""
-        if not isinstance(query, str) or not query.strip():
-            raise QueryError(query, "the search query is empty: say what to look for")
+        names or a date/time; syncd.engine.asof). Raises QueryError for an empty query, or one
+        holding a lone surrogate (syncd.home.check_query)."""
+        check_query(query)
         if at is not None:
             from .asof import search_at
 

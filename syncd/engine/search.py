@@ -27,7 +27,7 @@ import datetime as dt
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ..errors import QueryError
+from ..home import check_query
 
 if TYPE_CHECKING:
     from ..index.search import Hit
@@ -66,8 +66,7 @@ def search(
     an engine only, see syncd.engine.asof). QueryError for an empty query; InvalidIdError for a
     bad id; ValueError for an unknown kind or a chat without its user; NotFoundError for a
     revision that names no commit."""
-    if not isinstance(query, str) or not query.strip():
-        raise QueryError(query, "the search query is empty: say what to look for")
+    check_query(query)
     if kind is not None and kind not in KINDS:
         raise ValueError(f"unknown kind {kind!r}: use {', '.join(KINDS)}, or none for facts and chunks")
     if at is not None:

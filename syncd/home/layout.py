@@ -12,13 +12,14 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 
-from ..errors import InvalidIdError, InvalidInputError
+from ..errors import InvalidIdError, InvalidInputError, QueryError
 
 __all__ = [
     "ID_MAX_LEN",
     "ID_RULE",
     "case_twin",
     "check_text",
+    "check_query",
     "validate_id",
     "validate_label",
     "FileScope",
@@ -95,6 +96,9 @@ def validate_label(label: object) -> str:
 # fact's text becomes, terminals act on escapes, and none of them reads as text in a markdown file.
 _CONTROL_RE = re.compile(r"[\x00-\x08\x0a-\x1f\x7f-\x9f]")
 _CONTROL_MULTILINE_RE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+# A lone surrogate (a str from JSON's "\\ud800", or from bytes decoded with surrogateescape) is no
+# character at all: UTF-8 cannot encode it, so the write failed late with a UnicodeEncodeError.
+_SURROGATE_RE = re.compile("[\ud800-\udfff]")
 
 
 def check_text(what: str, value: object, *, multiline: bool = False, existing: str = "") -> str:
@@ -113,7 +117,30 @@ def check_text(what: str, value: object, *, multiline: bool = False, existing: s
                 f"{what} holds the control character U+{ord(found.group()):04X} at position {found.start()};"
                 f" only text is stored (of the control characters, {lines} allowed)"
             )
+    surrogate = _SURROGATE_RE.search(value)
+    if surrogate is not None:
+        raise InvalidInputError(
+            f"{what} holds the lone surrogate U+{ord(surrogate.group()):04X} at position {surrogate.start()}:"
+            " not a character, and not writable as UTF-8"
+        )
     return value
+
+
+def check_query(query: object) -> str:
+    """Return ``query`` if a search can run on it, else QueryError: it is empty (nothing matches
+    nothing, and an agent that sent it has a bug worth seeing), or it holds a lone surrogate
+    (bytes that were not UTF-8, as Python reads them from a command line), which the model
+    cannot read: it failed as "the model failed to embed", blaming the model."""
+    if not isinstance(query, str) or not query.strip():
+        raise QueryError(query, "the search query is empty: say what to look for")
+    surrogate = _SURROGATE_RE.search(query)
+    if surrogate is not None:
+        raise QueryError(
+            query,
+            f"the search query holds the lone surrogate U+{ord(surrogate.group()):04X} at position "
+            f"{surrogate.start()} (a byte that is not UTF-8?): not a character; search for text",
+        )
+    return query
 
 
 @dataclass(frozen=True)

@@ -27,6 +27,9 @@ __all__ = ["MemoryBackend", "ChangeScope"]
 class ChangeScope(AbstractContextManager, AbstractAsyncContextManager, Protocol):
     """``with`` / ``async with``: the writes inside become one apply and one commit."""
 
+    def adopt(self, intent: Intent | None) -> Intent | None:
+        """Give a group opened without an intent the one its writes record (before the first)."""
+
 
 @runtime_checkable
 class MemoryBackend(Protocol):

@@ -130,8 +130,12 @@ def as_turn(turn: ConversationTurn | Mapping | Sequence[Mapping] | str) -> Conve
 
 
 def wrap_injected(kind: str, body: str) -> str:
-    """Mark text syncd puts into a prompt, so :func:`strip_injected` can take it out again."""
-    return f'<{_MARK} kind="{kind}">\n{body.strip()}\n</{_MARK}>'
+    """Mark text syncd puts into a prompt, so :func:`strip_injected` can take it out again.
+    A closing marker inside ``body`` (a fact or block saying ``</syncd-memory>``) is escaped:
+    it ended the block early, so what followed it read as the person's own words, outside the
+    memory, and was remembered again from the next turn that echoed the prompt."""
+    inert = body.strip().replace(f"</{_MARK}", f"&lt;/{_MARK}")
+    return f'<{_MARK} kind="{kind}">\n{inert}\n</{_MARK}>'
 
 
 def strip_injected(text: str) -> str:

@@ -25,10 +25,10 @@ from typing import TYPE_CHECKING, Any
 from ..config import Settings
 from ..engine.asof import past_files
 from ..engine.search import DEFAULT_LIMIT, search
-from ..errors import BlockLimitError, ConflictError, ExtractionError, InvalidInputError, NotFoundError, QueryError
+from ..errors import BlockLimitError, ConflictError, ExtractionError, InvalidInputError, NotFoundError
 from ..formats import Fact, decode_markdown, encode_markdown, parse_page
 from ..history.intents import Intent
-from ..home import Home, check_text, validate_id, validate_label
+from ..home import Home, check_query, check_text, validate_id, validate_label
 from .backend import MemoryBackend
 from .blocks import CORE_LABELS, CoreBlock, format_blocks, read_block, render_block, resolve_blocks
 from .dedup import CANDIDATES as DEDUP_CANDIDATES
@@ -70,6 +70,14 @@ def _importance(fact: Fact) -> float:
     return 0.5 if fact.importance is None else fact.importance
 
 
+def _tag_words(tags: Iterable[str]) -> tuple[str, ...]:
+    """The tags as given; one string is refused (Fact's own rule), not spelled out as one-letter
+    tags (``tags="tea"`` once tagged a fact `t e a`)."""
+    if isinstance(tags, str):
+        raise InvalidInputError("tags must be a sequence of words, not one string")
+    return tuple(tags)
+
+
 def _token(value: str) -> str:
     """A metadata value is one whitespace-free token without comment delimiters."""
     return "_".join(value.replace("<!--", "").replace("-->", "").split()) or "unknown"
@@ -87,6 +95,10 @@ def _check_generated(what: str, text: str, multiline: bool) -> None:
 def _with_facts_section(text: str, user_id: str, summary: str) -> str:
     """MEMORY.md with the syncd-managed "Key facts" region replaced; everything else stays as the
     person wrote it."""
+    # The section's own markers quoted in the summary (from a fact) would end it early next time:
+    # escaped, they read the same in any markdown view and mark nothing.
+    for marker in (_FACTS_BEGIN, _FACTS_END):
+        summary = summary.replace(marker, "&lt;" + marker.removeprefix("<"))
     section = f"{_FACTS_BEGIN}\n## Key facts\n\n{summary.rstrip()}\n{_FACTS_END}\n"
     begin, end = text.find(_FACTS_BEGIN), text.find(_FACTS_END)
     if begin != -1 and end > begin:
@@ -367,8 +379,7 @@ class MemoryManager:
         an empty one raises QueryError."""
         self._enter()
         user, chat = self._user(user_id), self._chat(chat_id)
-        if not isinstance(query, str) or not query.strip():
-            raise QueryError(query, "the search query is empty: say what to look for")
+        check_query(query)
         return await asyncio.to_thread(
             lambda: search(
                 self.engine,
@@ -534,7 +545,7 @@ class MemoryManager:
         fact = Fact(
             content=" ".join(content.split()),
             category=category,
-            tags=tuple(tags),
+            tags=_tag_words(tags),
             importance=importance,
             source_session=session,
         )
@@ -718,7 +729,7 @@ class MemoryManager:
         if importance is not None:
             changes["importance"] = importance
         if tags is not None:
-            changes["tags"] = tuple(tags)
+            changes["tags"] = _tag_words(tags)
         return await asyncio.to_thread(self._update, memory_id, user, changes, expected)
 
     # -- stats -----------------------------------------------------------------------------------

@@ -13,6 +13,7 @@ from __future__ import annotations
 import abc
 import asyncio
 import concurrent.futures
+import inspect
 import logging
 from collections.abc import Callable, Coroutine
 from typing import Any, ClassVar, TypeVar
@@ -82,6 +83,12 @@ class _MemoryTool(abc.ABC):
         self.user_id = None if user_id is None else validate_id("user", user_id)
 
     def __call__(self, *args: Any, **kwargs: Any) -> str:
+        # Arguments the tool does not take (an agent passing user_id, or none at all) are the
+        # agent's mistake to mend, said as the answer: a TypeError here ended the agent's step.
+        try:
+            inspect.signature(self.forward).bind(*args, **kwargs)
+        except TypeError as exc:
+            return f"Error: {exc}; {self.name} takes {', '.join(self.inputs)}."
         return self.forward(*args, **kwargs)
 
     def _validated(self, model: type[InputT], **arguments: Any) -> InputT:

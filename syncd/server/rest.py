@@ -251,11 +251,7 @@ def answer_errors(app: FastAPI, scrub: Callable[[str], str]) -> None:
 
     @app.exception_handler(RequestValidationError)
     async def invalid_request(request: Request, exc: RequestValidationError):
-        problems = []
-        for err in exc.errors():
-            where = ".".join(str(p) for p in err.get("loc", ())) or "request"
-            problems.append(f"{where}: {err.get('msg', 'invalid')}")
-        return _error(422, "ValidationError", "; ".join(problems))
+        return _error(422, "ValidationError", s.describe_errors(exc.errors(), nowhere="request"))
 
     @app.exception_handler(HTTPException)
     async def http_error(request: Request, exc: HTTPException):

@@ -18,6 +18,7 @@ is not written again (see :meth:`SessionRunner.process_turn`).
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -118,46 +119,12 @@ class SessionRunner:
         chat = None if chat_id is None else validate_id("chat", chat_id)
         session = validate_id("session", session_id)
         turn_id = None if turn_id is None else validate_id("turn", turn_id)
-        now = self.lifecycle.now()
         actions = plain_steps(steps)
-        # A session.json a person broke stops the turn here, before anything is written: fresh
-        # fields in its place would lose what they typed (ParseError names the file and the fix).
-        info = await asyncio.to_thread(load_session_info, self.home, user, session)
-        reset = None
-        entries: list[TranscriptEntry] = []
-        if info is None:
-            info = new_session_info(user, session, now, chat)
-        else:
-            due, reason = self.lifecycle.should_reset(info.last_active, info.turn_count, info.created, now)
-            if due:
-                reset = reason
-                entries.append(
-                    make_entry("system", f"session reset ({reason})", None, {"event": "reset", "reason": reason}, now)
-                )
-                stamp = now.isoformat(timespec="milliseconds")
-                info = replace(
-                    info,
-                    created_at=stamp,
-                    turn_count=0,
-                    resets=info.resets + 1,
-                    last_reset_at=stamp,
-                    last_reset_reason=reason,
-                )
-        # The commit names the line the turn's facts come from; known before the group opens,
-        # since every write of the group records the group's one intent.
-        expected_line = await asyncio.to_thread(self.transcripts.next_line, session, user_id=user) + len(entries)
-        intent = Intent(
-            author=self.memory.author,
-            summary=f"Turn {info.turn_count + 1} of session {session}",
-            user=user,
-            chat=chat,
-            session=session,
-            turn=f"{session}#{expected_line}",
-            transcript_line=expected_line,
-            model=self.memory.settings.llm_model if self.extract else None,
-            prompt_version=PROMPT_VERSION if self.extract else None,
-        )
-        async with self.engine.changes(intent):
+        # The session's fields, its reset and the turn's first line are read inside the group (the
+        # home's write turn): read before it, two processes running turns of one session both
+        # counted from the same turn_count (one turn lost of every two) and named the same line.
+        # So the group opens without an intent and adopts the turn's before its first write.
+        async with self.engine.changes() as group:
             if turn_id is not None:
                 # Looked for inside the group: a run of the same turn in this engine has ended by
                 # now, kept or put back.
@@ -165,6 +132,23 @@ class SessionRunner:
                 if recorded:
                     latest = await asyncio.to_thread(read_session_info, self.home, user, session)
                     return TurnResult(recorded, session=latest, replayed=True)
+            now = self.lifecycle.now()  # once the turn may run: a wait for another is not idleness
+            info, reset, entries = await asyncio.to_thread(self._begin, user, session, chat, now)
+            # The commit names the line the turn's facts come from.
+            expected_line = await asyncio.to_thread(self.transcripts.next_line, session, user_id=user) + len(entries)
+            group.adopt(
+                Intent(
+                    author=self.memory.author,
+                    summary=f"Turn {info.turn_count + 1} of session {session}",
+                    user=user,
+                    chat=chat,
+                    session=session,
+                    turn=f"{session}#{expected_line}",
+                    transcript_line=expected_line,
+                    model=self.memory.settings.llm_model if self.extract else None,
+                    prompt_version=PROMPT_VERSION if self.extract else None,
+                )
+            )
             meta = {k: v for k, v in (("chat", chat), ("turn_id", turn_id)) if v is not None}
             entries.append(make_entry("user", user_message, None, meta or None, now))
             entries.append(make_entry("assistant", response, actions or None, None, now))
@@ -193,6 +177,26 @@ class SessionRunner:
             )
             await asyncio.to_thread(write_session_info, self.engine, info)
         return TurnResult(tuple(written), tuple(facts), reset, compressed, error, info)
+
+    def _begin(
+        self, user: str, session: str, chat: str | None, now: dt.datetime
+    ) -> tuple[SessionInfo, str | None, list[TranscriptEntry]]:
+        """The session's fields as the turn starts, the reason of a reset due now (None: none),
+        and the reset's transcript record. A session.json a person broke stops the turn here,
+        before anything is written: fresh fields in its place would lose what they typed
+        (ParseError names the file and the fix)."""
+        info = load_session_info(self.home, user, session)
+        if info is None:
+            return new_session_info(user, session, now, chat), None, []
+        due, reason = self.lifecycle.should_reset(info.last_active, info.turn_count, info.created, now)
+        if not due:
+            return info, None, []
+        entry = make_entry("system", f"session reset ({reason})", None, {"event": "reset", "reason": reason}, now)
+        stamp = now.isoformat(timespec="milliseconds")
+        info = replace(
+            info, created_at=stamp, turn_count=0, resets=info.resets + 1, last_reset_at=stamp, last_reset_reason=reason
+        )
+        return info, reason, [entry]
 
     def _recorded(self, user: str, session: str, turn_id: str) -> tuple[TranscriptEntry, ...]:
         """The lines of turn ``turn_id`` (the person's and the answer after it) if the transcript
