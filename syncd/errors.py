@@ -220,6 +220,12 @@ class StorageError(SyncdError):
         self.saved = saved
         super().__init__(message)
 
+    @classmethod
+    def not_indexed(cls, paths: set[str], exc: Exception) -> StorageError:
+        """Files saved (and committed) whose index write failed: ``saved``."""
+        more = "" if isinstance(exc, StorageError) else "; the next sync indexes them"
+        return cls(f"{len(paths)} file(s) were saved but not indexed: {exc}{more}", None, saved=True)
+
 
 class QueryError(SyncdError, ValueError):
     """A search cannot run as asked (an empty query); ``query`` is what was given."""

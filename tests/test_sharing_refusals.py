@@ -66,10 +66,11 @@ def test_a_secret_in_a_remote_s_url_is_never_printed(tmp_path):
     assert "hunter2" in git(Path(root), "config", "remote.lab.url")  # git keeps it to authenticate with
 
 
-def test_a_remote_of_another_history_is_refused_in_one_line(tmp_path, embedder):
+def _home_of_another_history(tmp_path, embedder):
+    """A home sharing origin with the homes of shared_homes, but with a history of its own: a
+    folder adopted by `syncd init` (two homes it made in the same second would share their first
+    commit)."""
     remote, _homes = shared_homes(tmp_path, embedder)
-    # A folder with a history of its own, adopted (two homes made by syncd init in the same second
-    # would share their first commit).
     (tmp_path / "other" / "vault").mkdir(parents=True)
     (tmp_path / "other" / "vault" / "Mine.md").write_text("# Mine\n\nOnly here.\n")
     git(tmp_path, "init", "-q", "-b", "main", "other")
@@ -77,6 +78,11 @@ def test_a_remote_of_another_history_is_refused_in_one_line(tmp_path, embedder):
     git(tmp_path / "other", "-c", "user.name=Ana", "-c", "user.email=ana@example.org", "commit", "-qm", "mine")
     other = syncd.init(tmp_path / "other").home
     assert syncd_cli("remote", "add", "origin", str(remote), "--home", str(other)).returncode == 0
+    return other
+
+
+def test_a_remote_of_another_history_is_refused_in_one_line(tmp_path, embedder):
+    other = _home_of_another_history(tmp_path, embedder)
     for command in ("pull", "push"):
         done = syncd_cli(command, "--home", str(other))
         assert done.returncode == 1 and done.stdout == "", done.stderr
@@ -168,14 +174,7 @@ def test_a_daemon_stops_retrying_a_push_the_remote_declines_until_asked(tmp_path
 
 
 def test_a_daemon_stops_retrying_a_remote_of_another_history_until_its_url_changes(tmp_path, embedder):
-    remote, _homes = shared_homes(tmp_path, embedder)
-    (tmp_path / "other" / "vault").mkdir(parents=True)
-    (tmp_path / "other" / "vault" / "Mine.md").write_text("# Mine\n\nOnly here.\n")
-    git(tmp_path, "init", "-q", "-b", "main", "other")
-    git(tmp_path / "other", "add", "-A")
-    git(tmp_path / "other", "-c", "user.name=Ana", "-c", "user.email=ana@example.org", "commit", "-qm", "mine")
-    other = syncd.init(tmp_path / "other").home
-    assert syncd_cli("remote", "add", "origin", str(remote), "--home", str(other)).returncode == 0
+    other = _home_of_another_history(tmp_path, embedder)
     daemon = start_cli_daemon(other, "--remote", "origin", "--pull-every", "1")
     try:
         _stopped_on(other, "origin/main shares no history with this home")

@@ -27,11 +27,11 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
-from ..errors import HistoryError
+from ..errors import HistoryError, SyncdError
 from ..home import replace_unsynced
 from .git import head_sha, run_git
 
-__all__ = ["BlobReader", "ObjectStore", "committed_blob", "tree_bytes"]
+__all__ = ["BlobReader", "ObjectStore", "committed_blob", "object_format", "tree_bytes"]
 
 # name -> (mode, binary object id), as a tree object lists its entries.
 Tree = dict[bytes, tuple[bytes, bytes]]
@@ -382,3 +382,12 @@ def committed_blob(root: Path, rel: str) -> str | None:
     with ObjectStore(root) as store:
         entry = store.blobs(store.commit_tree(head), [rel]).get(rel)
     return None if entry is None else entry[1]
+
+
+def object_format(root: Path) -> str | None:
+    """The hash algorithm of the repository at ``root`` ("sha1", "sha256"), None when git cannot
+    say (no repository)."""
+    try:
+        return ObjectStore(root).algorithm
+    except SyncdError:
+        return None

@@ -8,6 +8,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..home import atomic_write
+
 __all__ = [
     "HEADING_SEPARATOR",
     "NEIGHBOURS",
@@ -18,6 +20,8 @@ __all__ = [
     "StaleRows",
     "heading_only",
     "meta_compatible",
+    "read_meta",
+    "write_meta",
     "only_restats",
     "rebuild_resumable",
     "page_breadcrumb",
@@ -37,6 +41,25 @@ _HEADING_RE = re.compile(r" {0,3}#{1,6}(?:[ \t]|$)")
 # 4: a fact's search text holds its date words and the dates its relative time expressions mean
 #    (syncd.formats.when), no longer its neighbours' words (they reach it once, as search context).
 SCHEMA_VERSION = 4
+
+
+def read_meta(folder: Path) -> dict:
+    """The ``meta.json`` of the index at ``folder`` (which model and layout made it), {} if none."""
+    try:
+        return json.loads((folder / "meta.json").read_text(encoding="utf-8"))
+    except (FileNotFoundError, json.JSONDecodeError):
+        return {}
+
+
+def write_meta(folder: Path, **fields: object) -> None:
+    """Update the index's ``meta.json`` with ``fields``; an unchanged one is not written (every
+    sync ends here, and a write costs two fsyncs). The folder is made: a shared index makes it on
+    a write only."""
+    current = read_meta(folder)
+    meta = current | fields
+    if meta != current:
+        folder.mkdir(parents=True, exist_ok=True)
+        atomic_write(folder / "meta.json", json.dumps(meta, indent=2, sort_keys=True).encode())
 
 
 def meta_compatible(meta: Mapping, model_id: str, empty: bool) -> bool:

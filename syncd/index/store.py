@@ -29,7 +29,6 @@ user typed is ever pasted into a filter.
 
 from __future__ import annotations
 
-import json
 import logging
 import shutil
 import threading
@@ -40,7 +39,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import IndexError_, SyncdError
-from ..home import atomic_write
 from .compaction import WRITES_BEFORE_OPTIMIZE, compact_table, ensure_id_index, writes_before_optimize
 from .files_mirror import FilesMirror, folder_identity, lance_stamp, read_mirror
 from .pending import PendingWrites, replaces_whole
@@ -52,9 +50,11 @@ from .records import (
     StaleRows,
     meta_compatible,
     only_restats,
+    read_meta,
     rebuild_resumable,
+    write_meta,
 )
-from .table_open import TablesUnmade, open_tables
+from .table_open import open_tables
 from .write_behind import BackgroundWriter
 
 if TYPE_CHECKING:
@@ -86,7 +86,6 @@ class Index:
         # Other processes write this index too (we are a reader, or a writer only while we hold
         # the home lock for one change): every read re-checks the table's version.
         self.shared = shared or read_only
-        self._meta_path = folder / "meta.json"
         # _lock guards the in-memory copies (rows, records) and is all a reader takes; _writing
         # makes writers take turns. A write does its LanceDB commits holding _writing only and
         # takes _lock just to patch the copies: a query never waits for the disk.
@@ -173,30 +172,20 @@ class Index:
         which give way to the tables on disk once they exist, or to new ones on a write."""
         with self._opening:
             missing = self.shared and self._disk_identity() is None
-            # Open ones stay, but stand-ins that give way (made on disk, or a write) and a
-            # reader's tables deleted under it (which give way to stand-ins).
-            if self._lance_entries is not None and missing != self._standin and not create:
-                pass
-            elif self._lance_entries is not None and not (self._standin and (create or not missing)):
+            # Open tables stay while they are what is wanted: stand-ins give way to tables made
+            # on disk or to a write, and a reader's tables deleted under it give way to stand-ins.
+            wanted = missing and not create
+            if self._lance_entries is not None and self._standin == wanted:
                 return
-            self._standin = missing and not create
-            try:
-                tables = open_tables(
-                    self.folder, self.dim, shared=self.shared, standin=self._standin, create=create or not self.shared
-                )
-            except TablesUnmade:
-                self._standin = True  # given way again once they are made (_tables asks each read)
-                tables = open_tables(self.folder, self.dim, shared=self.shared, standin=True)
-            self._db, self._lance_files, self._lance_entries = tables
+            # A reader meeting tables half made reads stand-ins too (open_tables says so).
+            writer = create or not self.shared
+            tables = open_tables(self.folder, self.dim, shared=self.shared, standin=wanted, create=writer)
+            self._standin, (self._db, self._lance_files, self._lance_entries) = tables
 
     def _tables(self) -> None:
         """The tables open for reading; stand-ins give way to tables someone made on disk, and a
         reader's tables deleted under it (``.syncd/`` removed) to stand-ins."""
-        if (
-            self._lance_entries is None
-            or (self._standin and self._disk_identity() is not None)
-            or (self.shared and not self._standin and self._disk_identity() is None)
-        ):
+        if self._lance_entries is None or (self.shared and self._standin == (self._disk_identity() is not None)):
             self._swap(create=False)
 
     def _writable(self) -> None:
@@ -251,19 +240,10 @@ class Index:
     # -- lifecycle -------------------------------------------------------------------------------
 
     def meta(self) -> dict:
-        try:
-            return json.loads(self._meta_path.read_text(encoding="utf-8"))
-        except (FileNotFoundError, json.JSONDecodeError):
-            return {}
+        return read_meta(self.folder)
 
     def write_meta(self, **fields: object) -> None:
-        current = self.meta()
-        meta = current | {"schema": SCHEMA_VERSION, "model_id": self.model_id, "dim": self.dim}
-        meta.update(fields)
-        if meta == current:
-            return  # every sync ends here: an unchanged meta is not worth two fsyncs
-        self.folder.mkdir(parents=True, exist_ok=True)  # a shared index makes its folder on a write only
-        atomic_write(self._meta_path, json.dumps(meta, indent=2, sort_keys=True).encode())
+        write_meta(self.folder, **({"schema": SCHEMA_VERSION, "model_id": self.model_id, "dim": self.dim} | fields))
 
     def compatible(self) -> bool:
         """False when the stored vectors come from another model (or another layout)."""

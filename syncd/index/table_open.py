@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     import lancedb
     import pyarrow as pa
 
-__all__ = ["FILES", "ENTRIES", "TablesUnmade", "open_tables"]
+__all__ = ["FILES", "ENTRIES", "open_tables"]
 
 log = logging.getLogger(__name__)
 
@@ -31,17 +31,25 @@ ENTRIES = "entries"
 Tables = tuple["lancedb.DBConnection", "lancedb.table.Table", "lancedb.table.Table"]
 
 
-class TablesUnmade(Exception):
-    """A table's folder is there without a first version (a writer is making it, or was killed
-    while it did), and the caller may not make it: it reads stand-ins meanwhile."""
+class _Unmade(Exception):
+    """A table's folder is there without a first version, and the caller may not make it."""
 
 
-def open_tables(folder: Path, dim: int, *, shared: bool, standin: bool, create: bool = True) -> Tables:
-    """``(db, files, entries)`` of the index at ``folder``: in memory when ``standin``, else in
-    ``folder/lance``, made there where missing when ``create`` (else TablesUnmade). A shared
+def open_tables(folder: Path, dim: int, *, shared: bool, standin: bool, create: bool = True) -> tuple[bool, Tables]:
+    """Whether stand-ins were opened, and ``(db, files, entries)`` of the index at ``folder``: in
+    memory when ``standin``, else in ``folder/lance``, made there where missing when ``create``.
+    Without ``create``, tables half made (their folders before a first version: a writer making
+    them, or killed while it did) are never made here: stand-ins are opened instead. A shared
     index (others write it too) re-checks the latest version on every read so that it sees their
     writes, and refuses an older layout (its writer rebuilds it); a writer drops and makes a
     table of an older layout anew."""
+    try:
+        return standin, _open(folder, dim, shared, standin, create)
+    except _Unmade:
+        return True, _open(folder, dim, shared, True, True)
+
+
+def _open(folder: Path, dim: int, shared: bool, standin: bool, create: bool) -> Tables:
     lancedb = import_lancedb()
 
     from .table_rows import FILE_SCHEMA, entry_schema
@@ -64,7 +72,7 @@ def _open_or_create(
         table = db.open_table(name)
     except (ValueError, FileNotFoundError):
         if not create:
-            raise TablesUnmade(name) from None
+            raise _Unmade(name) from None
         return db.create_table(name, schema=schema, exist_ok=True)
     if table.schema != schema:
         if shared:

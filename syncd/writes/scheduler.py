@@ -34,7 +34,7 @@ from ..history.git import (
     operation_in_progress,
 )
 from ..history.intents import Intent, drop_intents, record_intent
-from ..history.objects import ObjectStore, committed_blob
+from ..history.objects import committed_blob, object_format
 from ..home import (
     CHANGE_HOLDER,
     Home,
@@ -201,7 +201,7 @@ class WritePath:
         the person deleting them. Nothing of the group is written yet; GitBusyError if git stays
         busy. Only in SHA-1 repositories, whose blob ids ours are (others fold it in, as before)."""
         root = self.home.root
-        if _object_format(root) != "sha1":
+        if object_format(root) != "sha1":
             return
         current = file_blob_sha(root / rel)
         try:
@@ -477,7 +477,7 @@ class WritePath:
         try:
             self.flush(only=paths.__contains__)
         except Exception as exc:
-            raise not_indexed(paths, exc) from exc
+            raise StorageError.not_indexed(paths, exc) from exc
         return paths, self._indexer.index_applied()
 
     def _settle_pass(self, receipt: tuple[set[str], int]) -> None:
@@ -485,7 +485,7 @@ class WritePath:
         try:
             self._indexer.wait_index_written(applied)
         except SyncdError as exc:
-            raise not_indexed(paths, exc) from exc
+            raise StorageError.not_indexed(paths, exc) from exc
 
     def _commit_pass(self, paths: set[str]) -> dict[str, str | None]:
         """The queue's commit stage: commit ``paths``; return, per path, the sha now committed
@@ -500,7 +500,7 @@ class WritePath:
         # In a SHA-1 repository the pass checked what it staged against the bytes written
         # before HEAD moved: those landed, whatever the tree holds by now. Otherwise a file
         # unchanged from before the pass to after it was committed as it is.
-        staged_checked = _object_format(root) == "sha1"
+        staged_checked = object_format(root) == "sha1"
         landed: dict[str, str | None] = {}
         for rel in paths:
             if staged_checked and rel in expected:
@@ -789,20 +789,3 @@ def _journal(group: ChangeGroup) -> GroupJournal:
     """The journal ``begin`` opened for ``group``: every group that writes has one."""
     assert group.journal is not None
     return group.journal
-
-
-def not_indexed(paths: set[str], exc: Exception) -> StorageError:
-    """A write saved (and committed) whose index write failed: StorageError with ``saved``."""
-    return StorageError(
-        f"{len(paths)} file(s) were saved but not indexed: {exc}"
-        + ("" if isinstance(exc, StorageError) else "; the next sync indexes them"),
-        None,
-        saved=True,
-    )
-
-
-def _object_format(root: Path) -> str | None:
-    try:
-        return ObjectStore(root).algorithm
-    except SyncdError:
-        return None
