@@ -43,6 +43,9 @@ def test_a_damaged_index_is_one_line_with_its_remedy_on_every_surface(tmp_path, 
         with served.client(served.admin) as http:
             hits = http.get("/memory/archival", params={"query": "tea", "user_id": "ana"}).json()["hits"]
             assert hits[0]["content"] == "Likes green tea."
+            # The search may answer while the daemon's first reconcile still writes its other
+            # tables; the damage is done to all of them once they are all written.
+            wait_for(lambda: http.get("/status").json()["fresh"], 60, "the first sync")
             _cut_short(home / ".syncd" / "index")
             # The status counts the tables' rows (a search may answer from the rows in memory).
             answer = http.get("/status")
