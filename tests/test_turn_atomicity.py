@@ -8,7 +8,7 @@ processes:
    transcript lines and the extracted fact are on disk): every file is byte-for-byte as before,
    nothing is committed, the index equals a rebuild, and the same turn run again succeeds once.
 2. kill -9 of a process in the middle of a turn, at three points: during the extraction LLM call
-   (the transcript lines written), during the core-summary LLM call (the fact written too), and
+   (asked before the turn's group opens: nothing written yet), during the core-summary LLM call (the fact written too), and
    after session.json (every file written, the commit not made). The LLM is a real HTTP endpoint
    on loopback that litellm calls as it would any OpenAI-compatible server, and holds the request
    open: the kill lands inside the real call path. Then either ``syncd sync`` (no daemon) or a
@@ -39,6 +39,8 @@ import subprocess
 import sys
 import textwrap
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -101,6 +103,11 @@ def head(home: Path) -> str:
 def lines_of(home: Path, content: str) -> list[int]:
     """The transcript lines holding ``content``."""
     return [e["line"] for e in read_transcript_file(Home(home), "ana", SESSION) if e["content"] == content]
+
+
+def next_line(home: Path) -> int:
+    """The line the session's next transcript entry gets."""
+    return max(e["line"] for e in read_transcript_file(Home(home), "ana", SESSION)) + 1
 
 
 def knows_bees(engine) -> bool:
@@ -297,9 +304,10 @@ POINTS = {
 KEPT = {"answered": [reply(("Keeps bees on the roof.", 0.5))]}
 
 
-def kill_turn_at(home: Path, point: str, read_only: bool = False, turn_id: str = "") -> int:
-    """Run turn 2 in a child process, kill -9 it at ``point``; return the first transcript line
-    the dead turn had written (its turn id is ``s1#<line>``)."""
+@contextmanager
+def turn_stopped_at(home: Path, point: str, read_only: bool = False, turn_id: str = "") -> Iterator[None]:
+    """Run turn 2 in a child process until it reaches ``point`` (held there: the LLM keeps its
+    request open, or the child sleeps); kill -9 it on leaving."""
     replies = {**POINTS, **KEPT}[point]
     llm = FakeLLM(replies)
     ready = home.parent / f"ready-{point}"
@@ -322,19 +330,47 @@ def kill_turn_at(home: Path, point: str, read_only: bool = False, turn_id: str =
             return llm.arrived(len(replies))
 
         wait_for(stopped_where_wanted, 120, f"the turn to reach {point}")
-        (line,) = lines_of(home, MESSAGE)
-        assert lines_of(home, ANSWER) == [line + 1]
-        day = "".join(p.read_text() for p in (home / "memory/users/ana").glob("20*.md"))
-        assert ("Keeps bees on the roof." in day) == (point != "extract")
+        yield
         child.send_signal(signal.SIGKILL)
         child.wait(timeout=30)
-        return line
     finally:
         if child.poll() is None:
             child.kill()
             child.wait()
         llm.close()
         log.close()
+
+
+def kill_turn_at(home: Path, point: str, read_only: bool = False, turn_id: str = "") -> int:
+    """Run turn 2 in a child process, kill -9 it at ``point``; return the first transcript line
+    the dead turn had (or, killed while the model is asked, before the turn wrote anything, would
+    have) written: its turn id is ``s1#<line>``."""
+    with turn_stopped_at(home, point, read_only, turn_id):
+        day = "".join(p.read_text() for p in (home / "memory/users/ana").glob("20*.md"))
+        assert ("Keeps bees on the roof." in day) == (point != "extract")
+        if point == "extract":
+            # The model is asked before the turn's group opens: nothing of the turn is written yet.
+            assert lines_of(home, MESSAGE) == [] and lines_of(home, ANSWER) == []
+            return next_line(home)
+        (line,) = lines_of(home, MESSAGE)
+        assert lines_of(home, ANSWER) == [line + 1]
+        return line
+
+
+def test_while_the_model_extracts_a_turns_facts_other_agents_write(home, embedder):
+    """The model's seconds are spent outside the home's writer turn: another agent's write,
+    made while the turn's extraction call is held open, is committed at once (it used to wait
+    for the model's reply, and past ``lock_wait_s`` was refused)."""
+    first_turn(home, embedder)
+    # Both as agents write beside each other (read-only engines, each change borrowing the lock).
+    with turn_stopped_at(home, "extract", read_only=True):
+        with syncd.open(home, read_only=True, embedder=embedder, settings=Settings(lock_wait_s=3)) as engine:
+            fact = asyncio.run(MemoryManager(engine).add_memory("Cycles to work.", user_id="ana"))
+        assert fact is not None and "Cycles to work." in git(home, "show", "HEAD")
+    # The killed turn wrote nothing: the turn, run again, records once.
+    with syncd.open(home, embedder=embedder) as engine:
+        assert_retried_once(home, engine, next_line(home), head(home))
+        assert_matches_rebuild(engine)
 
 
 @pytest.mark.parametrize("point", list(POINTS))

@@ -35,6 +35,7 @@ __all__ = [
     "NO_LLM_MESSAGE",
     "ConversationTurn",
     "ExtractedFact",
+    "ExtractedTurn",
     "LLMReply",
     "as_turn",
     "wrap_injected",
@@ -88,6 +89,16 @@ class ConversationTurn(BaseModel):
     session_id: str | None = None
     transcript_line: int | None = Field(None, ge=0)
     turn_id: str | None = None
+
+
+@dataclass(frozen=True)
+class ExtractedTurn:
+    """What the LLM made of one turn, not yet remembered (``MemoryManager.extract_turn``): the
+    turn as parsed, the facts it holds and the model that answered."""
+
+    turn: ConversationTurn
+    facts: tuple[Fact, ...]
+    model: str
 
 
 def _from_messages(messages: Sequence[Mapping]) -> ConversationTurn:

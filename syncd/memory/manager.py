@@ -35,6 +35,7 @@ from .dedup import CANDIDATES as DEDUP_CANDIDATES
 from .dedup import AddOutcome, Known, Verdict, screen
 from .extraction import (
     ConversationTurn,
+    ExtractedTurn,
     as_turn,
     extract_facts,
     summarise_facts,
@@ -569,20 +570,57 @@ class MemoryManager:
         transcript_line: int | None = None,
     ) -> list[Fact]:
         """Extract facts from one turn (user message, agent steps, response) and remember the new
-        ones as one section of today's log, one commit with the turn's provenance.
-
+        ones as one section of today's log, one commit with the turn's provenance: the two
+        halves, :meth:`extract_turn` then :meth:`remember_extracted`.
         Raises ExtractionError (nothing written) when no LLM is configured or its reply is
         unusable. Returns the facts written (empty when there was nothing new).
         """
         self._enter()
         user, chat = self._user(user_id), self._chat(chat_id)
+        if session_id is not None:
+            validate_id("session", session_id)
+        extracted = await self.extract_turn(turn)
+        return await self.remember_extracted(
+            extracted, chat, user, session_id=session_id, transcript_line=transcript_line
+        )
+
+    async def extract_turn(self, turn: ConversationTurn | Mapping | Sequence[Mapping] | str) -> ExtractedTurn:
+        """Ask the LLM what facts one turn holds, and embed them (into the embedding cache), writing
+        nothing and taking no lock: a caller that records the turn inside a change group (a
+        session's runner) asks before the group opens, so the home's writer turn is never held
+        while a model answers (other agents' writes would wait the model's seconds, and past
+        ``lock_wait_s`` be refused). ExtractionError when no LLM is configured or its reply is
+        unusable."""
+        self._enter()
         parsed = as_turn(turn)
-        session = session_id if session_id is not None else parsed.session_id
-        session = None if session is None else validate_id("session", session)
-        line = transcript_line if transcript_line is not None else parsed.transcript_line
         facts, model = await extract_facts(self.settings, parsed, self._llm_options("extract"))
         for fact in facts:
             _check_generated("extraction reply", fact.content, multiline=False)
+        if facts:
+            await asyncio.to_thread(self.engine.embed, [f.content for f in facts])
+        return ExtractedTurn(parsed, tuple(facts), model)
+
+    async def remember_extracted(
+        self,
+        extracted: ExtractedTurn,
+        chat_id: str | None = None,
+        user_id: str | None = None,
+        *,
+        session_id: str | None = None,
+        transcript_line: int | None = None,
+        turn_ref: str | None = None,
+    ) -> list[Fact]:
+        """Remember what :meth:`extract_turn` found that is new, as one section of today's log
+        with the turn's provenance (``session_id``, ``transcript_line`` and ``turn_ref``, each
+        defaulting to the turn's own): one commit, or part of the caller's change group.
+        Returns the facts written (empty when there was nothing new)."""
+        self._enter()
+        user, chat = self._user(user_id), self._chat(chat_id)
+        parsed = extracted.turn
+        session = session_id if session_id is not None else parsed.session_id
+        session = None if session is None else validate_id("session", session)
+        line = transcript_line if transcript_line is not None else parsed.transcript_line
+        model = extracted.model
         stamped = [
             replace(
                 f,
@@ -590,7 +628,7 @@ class MemoryManager:
                 source_line=line if session is not None else None,
                 extra=(("model", _token(model)), ("pv", PROMPT_VERSION)),
             )
-            for f in facts
+            for f in extracted.facts
         ]
 
         def intent_for(n: int) -> Intent:
@@ -599,7 +637,7 @@ class MemoryManager:
                 user,
                 chat,
                 session=session,
-                turn=parsed.turn_id,
+                turn=turn_ref if turn_ref is not None else parsed.turn_id,
                 transcript_line=line,
                 model=model,
                 prompt_version=PROMPT_VERSION,

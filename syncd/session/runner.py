@@ -1,10 +1,12 @@
 """The session runner (the seed's chat processor): one call per message, one commit per turn.
 
-``await runner.process_turn(session_id, user_message, response, ...)`` does, inside one change
-group: the lifecycle check (a reset is a transcript record, fresh lifecycle fields and an empty
-state), the transcript lines of the turn, fact extraction with the turn's first transcript line
-as provenance (so ``syncd blame <fact>`` shows the line), the context compression check, the
-agent-state snapshot and the lifecycle fields. The group is indexed and committed once, so one
+``await runner.process_turn(session_id, user_message, response, ...)`` asks the model what facts
+the turn holds first, holding no lock (a model's seconds inside the group would hold every other
+agent's write back), then does, inside one change group: the lifecycle check (a reset is a
+transcript record, fresh lifecycle fields and an empty state), the transcript lines of the turn,
+the new facts with the turn's first transcript line as provenance (so ``syncd blame <fact>``
+shows the line), the context compression check, the agent-state snapshot and the lifecycle
+fields. The group is indexed and committed once, so one
 ``git revert`` undoes the whole turn and the index follows.
 
 A turn is all or nothing (syncd/writes): an exception inside it, or the death of its process
@@ -30,7 +32,7 @@ from ..formats.transcripts import TranscriptEntry, make_entry, parse_transcript
 from ..history.git import run_git
 from ..history.intents import Intent
 from ..home import validate_id
-from ..memory.extraction import ConversationTurn
+from ..memory.extraction import ConversationTurn, ExtractedTurn
 from ..memory.prompts import PROMPT_VERSION
 from .compressor import ContextCompressor
 from .files import (
@@ -120,6 +122,11 @@ class SessionRunner:
         session = validate_id("session", session_id)
         turn_id = None if turn_id is None else validate_id("turn", turn_id)
         actions = plain_steps(steps)
+        # The model is asked before the group opens: inside it, the home's writer turn would be
+        # held for the model's seconds, and other agents' writes refused past lock_wait_s.
+        extracted = None
+        if not await self._seems_recorded(user, session, turn_id):
+            extracted = await self._extract(user_message, actions, response, session)
         # The session's fields, its reset and the turn's first line are read inside the group (the
         # home's write turn): read before it, two processes running turns of one session both
         # counted from the same turn_count (one turn lost of every two) and named the same line.
@@ -154,7 +161,9 @@ class SessionRunner:
             entries.append(make_entry("assistant", response, actions or None, None, now))
             written = await asyncio.to_thread(self.transcripts.append_entries, session, entries, user_id=user)
             line = written[-2].line  # the person's message: where the turn's facts come from
-            facts, error = await self._extract(user_message, actions, response, user, chat, session, line)
+            if extracted is None:  # a run of this turn seemed recorded, and was put back since
+                extracted = await self._extract(user_message, actions, response, session)
+            facts, error = await self._remember(extracted, user, chat, session, line)
             compressed = False
             if agent is not None and self.compressor is not None:
                 compressed = await self.compressor.compress_context(
@@ -218,26 +227,43 @@ class SessionRunner:
             )
         return found
 
-    async def _extract(
-        self, message: str, actions: list, response: str, user: str, chat: str | None, session: str, line: int
-    ) -> tuple[list, str | None]:
-        if not self.extract:
-            return [], None
-        turn = ConversationTurn(
-            user_message=message,
-            steps=actions,
-            response=response,
-            session_id=session,
-            transcript_line=line,
-            turn_id=f"{session}#{line}",
-        )
+    async def _seems_recorded(self, user: str, session: str, turn_id: str | None) -> bool:
+        """Whether the transcript holds turn ``turn_id`` already (a run again after it was kept,
+        committed or not): the group then answers it, and the model is not asked for nothing.
+        Looked at before the group, so only to spare that question: the group looks again."""
+        if turn_id is None:
+            return False
         try:
-            facts = await self.memory.process_conversation_turn_for_memories(
-                turn, chat, user, session_id=session, transcript_line=line
-            )
+            return bool(await asyncio.to_thread(self._recorded, user, session, turn_id))
+        except GitBusyError:
+            return True
+
+    async def _extract(
+        self, message: str, actions: list, response: str, session: str
+    ) -> ExtractedTurn | ExtractionError:
+        """What the model makes of the turn (an ExtractionError: no LLM, a bad reply), asked with
+        no lock held."""
+        if not self.extract:
+            return ExtractedTurn(ConversationTurn(), (), "")
+        turn = ConversationTurn(user_message=message, steps=actions, response=response, session_id=session)
+        try:
+            return await self.memory.extract_turn(turn)
         except ExtractionError as exc:
-            log.warning("turn %s#%d recorded, but no facts extracted: %s", session, line, exc)
-            return [], str(exc)
+            return exc
+
+    async def _remember(
+        self, extracted: ExtractedTurn | ExtractionError, user: str, chat: str | None, session: str, line: int
+    ) -> tuple[list, str | None]:
+        """The new facts of the turn written with the person's line as provenance (inside the
+        turn's group), or the extraction's error."""
+        if isinstance(extracted, ExtractionError):
+            log.warning("turn %s#%d recorded, but no facts extracted: %s", session, line, extracted)
+            return [], str(extracted)
+        if not extracted.facts:
+            return [], None
+        facts = await self.memory.remember_extracted(
+            extracted, chat, user, session_id=session, transcript_line=line, turn_ref=f"{session}#{line}"
+        )
         return facts, None
 
 
