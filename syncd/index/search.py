@@ -316,7 +316,8 @@ def hybrid_search(
     with index.reading() as rows:
         # Rows held in memory have all of it at hand; a database gathers what the calls below
         # ask in a round trip or two instead of one per call (pg_search.PgRows.prefetch).
-        rows.prefetch(query_vector, query_text, scope, pool, reach)
+        # A passage's ties read each candidate's next neighbours even with no context weight.
+        rows.prefetch(query_vector, query_text, scope, pool, max(reach, 1))
         passage_all, coverage_all, rare_all = rows.text_signals(query_text, scope)
         visible = rows.count(scope)
         # Candidates by meaning, and by words said in the row or around it (its passage).
