@@ -5,12 +5,17 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 
 import git
 
+import syncd
 from syncd.config import Settings
 from syncd.memory import MemoryManager
 from syncd.session import ContextCompressor, read_session_info, read_transcript_file
+
+from .daemon_helpers import wait_for
+from .llm_helpers import FakeLLM
 
 run = asyncio.run
 SUMMARY = "- Looked up three tea shops; the best is Chá Lisboa."
@@ -108,3 +113,37 @@ def test_a_context_within_budget_is_left_alone(engine):
     agent = Agent(long_steps())
     assert run(compressor.compress_context(agent)) is False and len(agent.steps) == 9
     assert compressor.stats["flushes"] == 0
+
+
+def test_while_the_model_reads_the_steps_to_flush_other_agents_write(home, embedder, monkeypatch):
+    """The flush asks the model before its change group opens: another agent's write, made while
+    that call is held open, is committed at once (it used to wait the model's seconds under the
+    home's writer turn, and past ``lock_wait_s`` be refused)."""
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1")
+    monkeypatch.setenv("no_proxy", "127.0.0.1")
+    llm = FakeLLM([None])  # the extraction held open; the summary that follows gets some text
+    settings = Settings(llm_model="openai/gpt-4o-mini", core_refresh_importance=0.99, lock_wait_s=3)
+    # Both as agents write beside each other: read-only engines, each change borrowing the lock.
+    flushing = syncd.open(home, read_only=True, embedder=embedder, settings=settings)
+    other = syncd.open(home, read_only=True, embedder=embedder, settings=settings)
+    memory = MemoryManager(
+        flushing, settings=settings, default_user_id="ana", llm_options={"api_base": llm.url, "api_key": "sk-test"}
+    )
+    compressor = ContextCompressor(memory, session_id="s-5", max_context_tokens=300, keep_last_steps=2)
+    agent = Agent(long_steps())
+    outcome: list = []
+    flush = threading.Thread(target=lambda: outcome.append(run(compressor.compress_context(agent))))
+    try:
+        flush.start()
+        wait_for(lambda: llm.arrived(1), 60, "the flush to ask the model")
+        fact = run(MemoryManager(other, settings=settings).add_memory("Cycles to work.", user_id="ana"))
+        assert fact is not None and "Cycles to work." in git.Repo(home).git.show("HEAD")
+    finally:
+        llm.release()
+        flush.join(timeout=120)
+        llm.close()
+        flushing.close()
+        other.close()
+    assert outcome == [True]
+    events = [e["meta"]["event"] for e in read_transcript_file(memory.home, "ana", "s-5") if e.get("meta")]
+    assert events == ["flush"]

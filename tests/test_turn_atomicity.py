@@ -38,10 +38,8 @@ import signal
 import subprocess
 import sys
 import textwrap
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -56,6 +54,7 @@ from syncd.session import SessionRunner, read_transcript_file
 
 from .daemon_helpers import git, isolate_git_identity, settled, start_cli_daemon, subjects, wait_for, warm_embed_cache
 from .helpers import assert_matches_rebuild
+from .llm_helpers import FakeLLM
 
 pytestmark = pytest.mark.slow
 
@@ -190,69 +189,6 @@ def test_a_turn_that_raises_leaves_every_file_as_it_was_and_its_retry_is_whole(h
 
 
 # -- 2. kill -9 in the middle of a turn -------------------------------------------------------------
-
-
-class FakeLLM:
-    """An OpenAI-compatible chat endpoint on loopback. ``replies`` answer the requests in order:
-    a string is the completion's text, None holds the request open until :meth:`close` (the
-    caller is killed meanwhile). Past the list, requests get no facts."""
-
-    def __init__(self, replies: list[str | None]):
-        self.replies = replies
-        self.requests: list[dict] = []
-        self.arriving = threading.Condition()  # notified as each request arrives
-        self.held = threading.Event()  # set by close(): the requests held open (None) end
-        fake = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
-                with fake.arriving:
-                    n = len(fake.requests)
-                    fake.requests.append(body)
-                    fake.arriving.notify_all()
-                text = fake.replies[n] if n < len(fake.replies) else reply()
-                if text is None:
-                    fake.held.wait()
-                    return
-                data = json.dumps(
-                    {
-                        "id": f"chatcmpl-{n}",
-                        "object": "chat.completion",
-                        "created": 0,
-                        "model": "gpt-4o-mini",
-                        "choices": [
-                            {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": text}}
-                        ],
-                        "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
-                    }
-                ).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def log_message(self, *args) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self._thread.start()
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}/v1"
-
-    def arrived(self, n: int) -> bool:
-        with self.arriving:
-            return len(self.requests) >= n
-
-    def close(self) -> None:
-        self.held.set()
-        self.server.shutdown()
-        self.server.server_close()
 
 
 # The process that dies mid-turn: a real engine (writable, or handing its writes to the daemon),

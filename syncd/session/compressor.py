@@ -1,9 +1,10 @@
 """ContextCompressor (seed API): trim an agent's context, but remember before forgetting.
 
 When the steps in an agent's context pass the token budget, the steps about to be removed are
-first **flushed**: they become one synthetic conversation turn handed to
-``MemoryManager.process_conversation_turn_for_memories``, so what the agent learnt in them lands
-in the user's memory (markdown, git, search). Only when that succeeded are they summarised (the
+first **flushed**: they become one synthetic conversation turn whose facts the model is asked
+for (``MemoryManager.extract_turn``, before the flush's change group opens, so no lock is held
+while it answers) and then remembered in that group (``remember_extracted``), so what the agent
+learnt in them lands in the user's memory (markdown, git, search). Only when that succeeded are they summarised (the
 LLM, through litellm) and replaced by the summary. A failed flush compresses nothing. A flush is
 keyed by a digest of the exact steps; the digests done are kept in the session's ``session.json``
 (and in this object), so compressing the same steps again never flushes them twice.
@@ -27,7 +28,7 @@ from ..errors import ExtractionError
 from ..formats.transcripts import make_entry
 from ..history.intents import Intent
 from ..home import validate_id
-from ..memory.extraction import ConversationTurn, complete
+from ..memory.extraction import ConversationTurn, ExtractedTurn, complete
 from .files import load_session_info, new_session_info, utc_now, write_session_info
 from .serializer import agent_steps, plain_steps
 from .transcripts import TranscriptManager
@@ -154,6 +155,15 @@ class ContextCompressor:
             session=session,
             turn=f"flush-{digest[:12]}",
         )
+        turn = ConversationTurn(
+            steps=removed, session_id=session, user_message="(steps the agent is about to forget from its context)"
+        )
+        # The model is asked before the flush's group opens: inside it, the home's writer turn
+        # would be held for the model's seconds (a runner's turn holds it anyway: see runner.py).
+        try:
+            extracted: ExtractedTurn | ExtractionError = await self.memory.extract_turn(turn)
+        except ExtractionError as exc:
+            extracted = exc
         async with self.memory.engine.changes(intent):
             line = None
             if session is not None:
@@ -166,25 +176,19 @@ class ContextCompressor:
                         {"digest": digest, "steps": len(removed)},
                     )
                 ).line
-            turn = ConversationTurn(
-                steps=removed,
-                session_id=session,
-                transcript_line=line,
-                turn_id=f"flush-{digest[:12]}",
-                user_message="(steps the agent is about to forget from its context)",
-            )
-            try:
-                facts = await self.memory.process_conversation_turn_for_memories(
-                    turn, chat, user, session_id=session, transcript_line=line
-                )
-            except ExtractionError as exc:
+            if isinstance(extracted, ExtractionError):
                 self.stats["flush_failures"] += 1
-                log.warning("pre-compaction flush of session %s failed, context left uncompressed: %s", session, exc)
+                log.warning(
+                    "pre-compaction flush of session %s failed, context left uncompressed: %s", session, extracted
+                )
                 if session is not None:
                     await self._record(
-                        session, user, "flush_failed", f"pre-compaction flush failed: {exc}", {"digest": digest}
+                        session, user, "flush_failed", f"pre-compaction flush failed: {extracted}", {"digest": digest}
                     )
                 return False
+            facts = await self.memory.remember_extracted(
+                extracted, chat, user, session_id=session, transcript_line=line, turn_ref=f"flush-{digest[:12]}"
+            )
             self._flushed.add(digest)
             if session is not None:
                 await self._remember_flush(digest, user, chat, session)
