@@ -13,7 +13,14 @@ import git
 
 from syncd.config import Settings
 from syncd.memory import MemoryManager
-from syncd.session import SessionPolicy, SessionRunner, list_sessions, read_state_file, read_transcript_file
+from syncd.session import (
+    ContextCompressor,
+    SessionPolicy,
+    SessionRunner,
+    list_sessions,
+    read_state_file,
+    read_transcript_file,
+)
 
 run = asyncio.run
 UTC = dt.UTC
@@ -134,3 +141,34 @@ def test_turns_of_one_session_run_at_once_are_each_counted_and_named_by_their_ow
     named = sorted(line for c in commits for line in c.message.splitlines() if "s-1#" in line)
     assert len(named) == len(set(named)) == 4, named
     assert sorted(r.entries[0].line for r in results) == [1, 3, 5, 7]
+
+
+def test_a_turn_past_the_context_budget_flushes_first_then_commits_the_turn_with_the_compressed_state(engine, home):
+    """The compression check runs before the turn's group (its model calls hold no lock): the
+    flush is a commit of its own, then the turn's commit holds the agent as compressed."""
+    manager = MemoryManager(
+        engine,
+        settings=Settings(llm_model="gpt-4o-mini", core_refresh_importance=0.99),
+        job_llm_options={
+            "extract": {"mock_response": reply(("Keeps bees on the roof.", 0.6))},
+            "compress": {"mock_response": "- Looked at twelve hives."},
+        },
+    )
+    compressor = ContextCompressor(manager, session_id="s-c", max_context_tokens=300, keep_last_steps=2)
+    runner = SessionRunner(manager, compressor=compressor)
+    steps = [{"type": "task", "task": "Help Ana with her bees"}] + [
+        {"type": "action", "step_number": i, "model_output": "hive " * 60, "observations": "bees " * 60}
+        for i in range(8)
+    ]
+    agent = type("Agent", (), {"steps": steps})()
+    repo = git.Repo(home)
+    before = repo.head.commit
+    result = run(runner.process_turn("s-c", "I keep bees.", "Lovely!", user_id="ana", agent=agent))
+    assert result.compressed and len(agent.steps) == 4  # the task, the summary, the last two
+    turn, flush = list(repo.iter_commits(max_count=2))
+    assert flush.parents == (before,) and flush.message.startswith("Pre-compaction flush of 6 steps")
+    assert turn.message.startswith("Turn 1 of session s-c")
+    state = json.loads(turn.tree["memory/users/ana/sessions/s-c/state.json"].data_stream.read())
+    assert len(state["steps"]) == 4 and "twelve hives" in json.dumps(state["steps"])
+    events = [e.get("meta", {}).get("event") for e in read_transcript_file(manager.home, "ana", "s-c")]
+    assert events == ["flush", None, None]  # the flush's record, then the turn's two lines

@@ -1,12 +1,12 @@
 """The session runner (the seed's chat processor): one call per message, one commit per turn.
 
-``await runner.process_turn(session_id, user_message, response, ...)`` asks the model what facts
-the turn holds first, holding no lock (a model's seconds inside the group would hold every other
-agent's write back), then does, inside one change group: the lifecycle check (a reset is a
+``await runner.process_turn(session_id, user_message, response, ...)`` first asks the model what
+facts the turn holds and runs the context compression check (its pre-compaction flush is a change
+of its own), holding no lock: a model's seconds inside the turn's group would hold every other
+agent's write back. Then it does, inside one change group: the lifecycle check (a reset is a
 transcript record, fresh lifecycle fields and an empty state), the transcript lines of the turn,
 the new facts with the turn's first transcript line as provenance (so ``syncd blame <fact>``
-shows the line), the context compression check, the agent-state snapshot and the lifecycle
-fields. The group is indexed and committed once, so one
+shows the line), the agent-state snapshot and the lifecycle fields. The group is indexed and committed once, so one
 ``git revert`` undoes the whole turn and the index follows.
 
 A turn is all or nothing (syncd/writes): an exception inside it, or the death of its process
@@ -125,8 +125,16 @@ class SessionRunner:
         # The model is asked before the group opens: inside it, the home's writer turn would be
         # held for the model's seconds, and other agents' writes refused past lock_wait_s.
         extracted = None
+        compressed = False
         if not await self._seems_recorded(user, session, turn_id):
             extracted = await self._extract(user_message, actions, response, session)
+            if agent is not None and self.compressor is not None:
+                # Before the group too: a flush asks the model twice (its facts, the summary). It
+                # is a change of its own (its steps' facts are kept whatever the turn becomes),
+                # and never made twice for the same steps.
+                compressed = await self.compressor.compress_context(
+                    agent, session_id=session, user_id=user, chat_id=chat
+                )
         # The session's fields, its reset and the turn's first line are read inside the group (the
         # home's write turn): read before it, two processes running turns of one session both
         # counted from the same turn_count (one turn lost of every two) and named the same line.
@@ -164,11 +172,6 @@ class SessionRunner:
             if extracted is None:  # a run of this turn seemed recorded, and was put back since
                 extracted = await self._extract(user_message, actions, response, session)
             facts, error = await self._remember(extracted, user, chat, session, line)
-            compressed = False
-            if agent is not None and self.compressor is not None:
-                compressed = await self.compressor.compress_context(
-                    agent, session_id=session, user_id=user, chat_id=chat
-                )
             snapshot = serialize_agent(agent) if agent is not None else state
             if reset is not None and snapshot is None:
                 snapshot = AgentState(serialized_at=now.isoformat(timespec="seconds"))
