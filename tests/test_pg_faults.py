@@ -229,3 +229,33 @@ def test_a_table_dropped_by_hand_is_made_anew(pg_url, pg_home, embedder, table):
         synced = pg_snapshot(engine)
         engine.reindex()
         assert_same(synced, pg_snapshot(engine))
+
+
+def test_a_search_of_another_model_s_vectors_says_to_rebuild(pg_url, pg_home, embedder):
+    """The home's schema holds another model's vectors (indexed with SYNCD_EMBED_MODEL set, say,
+    a 768-dimension model): `syncd search` failed with the database's "different vector
+    dimensions 768 and 384", and with a model of the same size answered by vectors that mean
+    something else. It says in one line to rebuild; `syncd sync` rebuilds, and search answers."""
+    import psycopg
+
+    write(pg_home, LOG, "# 2026-11-28\n\n## 10:00\n\n- [fact] Green tea in the morning.\n")
+    with syncd.open(pg_home, embedder=embedder) as engine:
+        engine.sync()
+        schema = engine.index.schema
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute(
+            f'UPDATE {schema}.meta SET value = value || \'{{"model_id": "BAAI/bge-base-en-v1.5", "dim": 768}}\''
+            " WHERE key = 'meta'"
+        )
+        conn.execute(
+            f"ALTER TABLE {schema}.entries ALTER COLUMN vector TYPE vector(768)"
+            " USING (vector::real[] || array_fill(0::real, ARRAY[384]))::vector(768)"
+        )
+    code, output = _syncd("search", "green tea", "--user", "ana", "--home", str(pg_home))
+    assert code == 1 and len(output.strip().splitlines()) == 1, output
+    assert "another model (BAAI/bge-base-en-v1.5, 768 dimensions)" in output and "run `syncd sync`" in output
+    assert "Traceback" not in output and "vector dimensions" not in output
+    code, output = _syncd("sync", "--home", str(pg_home))
+    assert code == 0, output
+    code, output = _syncd("search", "green tea", "--user", "ana", "--home", str(pg_home))
+    assert code == 0 and "Green tea in the morning." in output, output
