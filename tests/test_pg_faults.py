@@ -229,3 +229,73 @@ def test_a_table_dropped_by_hand_is_made_anew(pg_url, pg_home, embedder, table):
         synced = pg_snapshot(engine)
         engine.reindex()
         assert_same(synced, pg_snapshot(engine))
+
+
+def test_a_search_of_another_model_s_vectors_says_to_rebuild(pg_url, pg_home, embedder):
+    """The home's schema holds another model's vectors (indexed with SYNCD_EMBED_MODEL set, say,
+    a 768-dimension model): `syncd search` failed with the database's "different vector
+    dimensions 768 and 384", and with a model of the same size answered by vectors that mean
+    something else. It says in one line to rebuild; `syncd sync` rebuilds, and search answers."""
+    import psycopg
+
+    write(pg_home, LOG, "# 2026-11-28\n\n## 10:00\n\n- [fact] Green tea in the morning.\n")
+    with syncd.open(pg_home, embedder=embedder) as engine:
+        engine.sync()
+        schema = engine.index.schema
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute(
+            f'UPDATE {schema}.meta SET value = value || \'{{"model_id": "BAAI/bge-base-en-v1.5", "dim": 768}}\''
+            " WHERE key = 'meta'"
+        )
+        conn.execute(
+            f"ALTER TABLE {schema}.entries ALTER COLUMN vector TYPE vector(768)"
+            " USING (vector::real[] || array_fill(0::real, ARRAY[384]))::vector(768)"
+        )
+    code, output = _syncd("search", "green tea", "--user", "ana", "--home", str(pg_home))
+    assert code == 1 and len(output.strip().splitlines()) == 1, output
+    assert "another model (BAAI/bge-base-en-v1.5, 768 dimensions)" in output and "run `syncd sync`" in output
+    assert "Traceback" not in output and "vector dimensions" not in output
+    code, output = _syncd("sync", "--home", str(pg_home))
+    assert code == 0, output
+    code, output = _syncd("search", "green tea", "--user", "ana", "--home", str(pg_home))
+    assert code == 0 and "Green tea in the morning." in output, output
+
+
+def test_a_reader_never_makes_nor_remakes_the_writer_s_schema(pg_url, pg_home, embedder):
+    """`syncd search` and `status` open the index as readers; over PostgreSQL they opened it as
+    its writer does, so one finding a schema of another layout (written by another version of
+    syncd, on the writer's machine) dropped it, every row of the home with it, and made an
+    empty one; and one finding none made it in the shared database."""
+    import psycopg
+
+    write(pg_home, LOG, "# 2026-11-28\n\n## 10:00\n\n- [fact] Green tea in the morning.\n")
+    with syncd.open(pg_home, embedder=embedder) as engine:
+        engine.sync()
+        schema = engine.index.schema
+
+    def held() -> tuple[int, int | None]:
+        with psycopg.connect(pg_url, autocommit=True) as conn:
+            if not conn.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s", (schema,)).fetchone():
+                return 0, None
+            rows = conn.execute(f"SELECT count(*) FROM {schema}.entries").fetchone()[0]
+            return rows, conn.execute(f"SELECT value FROM {schema}.meta WHERE key = 'layout'").fetchone()[0]
+
+    rows, layout = held()
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute(f"UPDATE {schema}.meta SET value = %s WHERE key = 'layout'", (str(layout + 1),))
+    for command in ("search", "status"):
+        args = ("green tea", "--user", "ana") if command == "search" else ()
+        code, output = _syncd(command, *args, "--home", str(pg_home))
+        assert code == 1 and len(output.strip().splitlines()) == 1, output
+        assert "has another layout" in output and "`syncd sync`" in output and "Traceback" not in output
+        assert held() == (rows, layout + 1)
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute(f"DROP SCHEMA {schema} CASCADE")
+    code, output = _syncd("search", "green tea", "--user", "ana", "--home", str(pg_home))
+    assert code == 1 and "there is no index at" in output and "`syncd sync`" in output, output
+    code, output = _syncd("status", "--home", str(pg_home))
+    assert code == 0 and "missing" in output, output
+    assert held() == (0, None)
+    code, output = _syncd("sync", "--home", str(pg_home))
+    assert code == 0, output
+    assert held() == (rows, layout)

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 import syncd
 from syncd.cli import main
-from syncd.errors import InvalidIdError
+from syncd.errors import IndexError_, InvalidIdError
 
 from .helpers import write
 from .strategies import HOSTILE_TEXT
@@ -133,3 +133,18 @@ def test_cli_search_json_and_status(populated, capsys):
     assert status["fresh"] and status["facts"] == 9
     assert main(["search", "tea", "--home", home, "--user", "../bob"]) == 1
     assert "invalid user id" in capsys.readouterr().err
+
+
+def test_a_reader_never_ranks_by_another_model_s_vectors_of_the_same_size(home, embedder):
+    """The embedded index, its meta.json naming another model of the same size: a read-only
+    engine ranked the query by vectors of another meaning, silently."""
+    write(home, "memory/users/ana/2026-11-28.md", "# 2026-11-28\n\n## 10:00\n\n- [fact] Green tea in the morning.\n")
+    with syncd.open(home, embedder=embedder) as engine:
+        engine.sync()
+    meta = home / ".syncd" / "index" / "meta.json"
+    meta.write_text(json.dumps(json.loads(meta.read_text()) | {"model_id": "BAAI/bge-small-en-v1.5"}))
+    with syncd.open(home, read_only=True, embedder=embedder) as reader:
+        with pytest.raises(IndexError_, match=r"another model \(BAAI/bge-small-en-v1.5, 384 dimensions\)"):
+            reader.search("green tea", user_id="ana")
+        with pytest.raises(IndexError_, match="run `syncd sync`"):
+            reader.search_by_vector(embedder.embed_query("green tea"), user_id="ana")

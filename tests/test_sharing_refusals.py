@@ -229,3 +229,54 @@ def test_a_push_that_meets_another_push_holding_the_remote_s_branch_is_not_refus
         lock.unlink()  # the other push is done
         push(a, "origin")
     assert git(remote, "rev-parse", "main") == git(a_root, "rev-parse", "HEAD")
+
+
+def test_a_file_in_the_way_of_a_pull_is_named_with_what_to_do(tmp_path, embedder):
+    # A file syncd does not commit (not markdown), edited here and changed on the remote: git
+    # refuses the merge, and the line must say which file and that waiting will not clear it.
+    _remote, (a_root, b_root) = shared_homes(tmp_path, embedder, files={"notes.txt": "v1\n"})
+    git(a_root, "add", "notes.txt")
+    git(a_root, "-c", "user.name=Ana", "-c", "user.email=ana@example.org", "commit", "-qm", "notes")
+    git(a_root, "push", "-q", "origin", "main")
+    git(b_root, "pull", "-q", "--no-rebase")
+    (b_root / "notes.txt").write_text("v2 from the server\n")
+    git(b_root, "-c", "user.name=Bo", "-c", "user.email=bo@example.org", "commit", "-qam", "notes v2")
+    git(b_root, "push", "-q", "origin", "main")
+    (a_root / "notes.txt").write_text("unsaved on the laptop\n")
+    done = syncd_cli("pull", "--home", str(a_root))
+    assert done.returncode == 1 and done.stdout == "", done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert "would be overwritten by merge: notes.txt;" in done.stderr
+    assert "commit them with git or move them away" in done.stderr
+    assert (a_root / "notes.txt").read_text() == "unsaved on the laptop\n"
+
+
+def test_a_remote_that_tracks_syncd_s_own_folder_is_pulled_and_the_folder_untracked(tmp_path, embedder):
+    # A clumsy `git add -A -f` on the server commits its .syncd/ (index, caches): every later
+    # pull here met this home's own derived state in the way ("local changes would be
+    # overwritten"), which no commit of the person could clear.
+    log = "memory/users/bo/2026-11-20.md"
+    _remote, (a_root, b_root) = shared_homes(tmp_path, embedder)
+    with syncd.open(b_root, embedder=embedder) as b:
+        write(b_root, log, "# 2026-11-20\n\n## 10:00\n\n- [fact] Bo rides a bike.\n")
+        b.sync()
+        git(b_root, "add", "-A", "-f")
+        git(b_root, "-c", "user.name=Bo", "-c", "user.email=bo@example.org", "commit", "-qm", "everything")
+        git(b_root, "push", "-q", "origin", "main")
+        assert git(b_root, "ls-files", ".syncd/index/meta.json")
+        with syncd.open(a_root, embedder=embedder) as a:
+            assert pull(a, "origin").head is not None
+            # The server goes on, its tracked .syncd/ changing with each sync it commits by hand.
+            write(b_root, log, "# 2026-11-20\n\n## 10:00\n\n- [fact] Bo rides a bike.\n- [fact] Bo's bike is red.\n")
+            b.sync()
+            git(b_root, "-c", "user.name=Bo", "-c", "user.email=bo@example.org", "commit", "-qam", "more")
+            git(b_root, "push", "-q", "origin", "main")
+            report = pull(a, "origin")
+            assert report.head is not None and report.kept_both == ()
+            assert git(a_root, "ls-files", ".syncd") == "" and git(a_root, "status", "--porcelain") == ""
+            assert (a_root / log).read_text().endswith("- [fact] Bo's bike is red.\n")
+            assert {h.content for h in a.search("bike", user_id="bo", kind="fact")} == {
+                "Bo rides a bike.",
+                "Bo's bike is red.",
+            }
+            assert_matches_rebuild(a)

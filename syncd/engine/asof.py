@@ -161,7 +161,10 @@ def resolve_revision(root: Path, at: str, reader: str | None = None) -> str:
     when = _date(root, at)
     if when is None:
         raise NotFoundError(f"no commit {at!r} in this home's history (nor is it a date)")
-    found = run_git(root, "rev-list", "-1", "--first-parent", f"--before={when.isoformat()}", "HEAD", ok=(0, 128))
+    # A time yet to come is now: git's parser reads no year past 2099, and --before then held
+    # every commit back ("no commit at or before 2100-01-01").
+    before = min(when, dt.datetime.now(dt.UTC))
+    found = run_git(root, "rev-list", "-1", "--first-parent", f"--before={before.isoformat()}", "HEAD", ok=(0, 128))
     if not found.strip():
         shown = when.astimezone().strftime("%Y-%m-%d %H:%M")
         raise NotFoundError(f"no commit at or before {at} ({shown}) in this home's history")

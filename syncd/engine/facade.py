@@ -401,6 +401,20 @@ class Engine:
         if self.writes.pending_reads():
             self.writes.flush(None if user_id is None else lambda rel: classify_path(rel).user in (None, user_id))
 
+    def _same_model(self) -> None:
+        """IndexError_ when the index's vectors come from another embedding model than this
+        engine's (``SYNCD_EMBED_MODEL`` changed, a home indexed elsewhere): a query embedded with
+        this one would be ranked by vectors that mean something else, or refused by the database
+        for their size. A sync (a writer's, or the daemon's at its start) rebuilds such an index;
+        rows of another layout of the same model are still searched meanwhile."""
+        meta = self.index.meta()
+        model_id, dim = meta.get("model_id", self.index.model_id), meta.get("dim", self.index.dim)
+        if model_id != self.index.model_id or dim != self.index.dim:
+            raise IndexError_(
+                f"the index was built with another model ({model_id}, {dim} dimensions) than this syncd's "
+                f"({self.index.model_id}): run `syncd sync` (or `syncd reindex`) to rebuild it, then search again"
+            )
+
     def search(
         self,
         query: str,
@@ -433,6 +447,7 @@ class Engine:
         from .database import ranked_search  # the hybrid search: see the imports
 
         self._fresh(user_id)
+        self._same_model()
         return ranked_search(
             self.index,
             self.embedder.embed_query,
@@ -487,6 +502,7 @@ class Engine:
                 f"unknown score part(s) {', '.join(unknown)}: use {', '.join(Weights.__dataclass_fields__)}"
             )
         self._fresh(user_id)
+        self._same_model()
         return hybrid_search(
             self.index,
             (query / np.linalg.norm(query)).astype(np.float32),

@@ -9,6 +9,7 @@ the files it changed are indexed as any sync indexes them, so only what changed 
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -133,16 +134,22 @@ def pull(engine: Engine, remote: str = "origin") -> PullReport:
     engine.sync()
     engine.commit()
     name, email = user_identity(root)
+    name, email = name or engine.settings.human_name, email or engine.settings.human_email
     with engine.writes.quiesced():
+        # .syncd/ tracked by a commit (ours or the remote's) is untracked before the merge, which
+        # then cannot stop at this home's own derived state, and after it (what came in tracked it).
+        git_remote.untrack_derived(root, name, email)
         result = git_remote.merge_fetched(
             root,
             remote,
             branch,
             theirs,
-            name or engine.settings.human_name,
-            email or engine.settings.human_email,
+            name,
+            email,
             _journal(engine),
         )
+        if result.head is not None and git_remote.untrack_derived(root, name, email) is not None:
+            result = dataclasses.replace(result, head=head_sha(root))
     if result.head is not None or recovered is not None:
         # A merge recovered above (committed, say, as a killed pull left it) is new to the index
         # as much as one made here, though it leaves nothing for merge_fetched to merge.

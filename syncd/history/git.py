@@ -130,14 +130,33 @@ def run_git(
     raise HistoryError(command, git_reason(stderr) or f"exit status {done.returncode}")
 
 
+# How many of the files git lists under its reason are named in it (the rest are counted).
+_LISTED = 5
+
+
 def git_reason(stderr: str) -> str:
     """Why git failed, in one of its own lines: the first ``fatal:`` or ``error:`` line (git says
     the cause first and often ends with a bare "fatal: revert failed"), else its last line (hints
-    and progress come before it); "" when it said nothing."""
-    lines = [line.strip() for line in stderr.splitlines() if line.strip()]
-    for line in lines:
-        if line.startswith(("fatal:", "error:")):
-            return line
+    and progress come before it); "" when it said nothing. A reason ending in a colon is followed
+    by the files it is about, one a line indented by a tab ("Your local changes to the following
+    files would be overwritten by merge:"): they are named in the line, or it tells a person
+    nothing they can act on."""
+    raw = stderr.splitlines()
+    lines = [line.strip() for line in raw if line.strip()]
+    for n, line in enumerate(raw):
+        if line.strip().startswith(("fatal:", "error:")):
+            reason = line.strip()
+            if not reason.endswith(":"):
+                return reason
+            listed = []
+            for item in raw[n + 1 :]:
+                if not item.startswith("\t"):
+                    break
+                listed.append(item.strip())
+            if not listed:
+                return reason
+            more = f" and {len(listed) - _LISTED} more" if len(listed) > _LISTED else ""
+            return f"{reason} {', '.join(listed[:_LISTED])}{more}"
     return lines[-1] if lines else ""
 
 

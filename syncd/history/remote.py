@@ -70,6 +70,7 @@ __all__ = [
     "remote_config",
     "remotes",
     "shown_url",
+    "untrack_derived",
 ]
 
 log = logging.getLogger(__name__)
@@ -230,7 +231,10 @@ def _finish(root: Path, label: str) -> list[str]:
     resolved = _unmerged(root)
     for rel in resolved:
         path = root / rel
-        if path.is_file() and not path.is_symlink():
+        if rel.startswith(_DERIVED + "/"):
+            # Derived state one side stopped tracking (untrack_derived): never kept, whatever git left on disk.
+            run_git(root, "rm", "--cached", "--quiet", "--ignore-unmatch", "--", rel)
+        elif path.is_file() and not path.is_symlink():
             data = path.read_bytes()
             if b"<" * MARKER_SIZE in data or b"<<<<<<< " in data:
                 text = data.decode("utf-8", "surrogateescape").replace("<<<<<<< ", "<" * MARKER_SIZE + " ")
@@ -243,7 +247,27 @@ def _finish(root: Path, label: str) -> list[str]:
             run_git(root, "add", "--", rel)
         else:
             run_git(root, "rm", "--cached", "--quiet", "--ignore-unmatch", "--", rel)
-    return resolved
+    return [rel for rel in resolved if not rel.startswith(_DERIVED + "/")]
+
+
+# syncd's own folder in a home: derived state, rebuilt on every machine, never to be tracked.
+_DERIVED = ".syncd"
+
+
+def untrack_derived(root: Path, name: str, email: str) -> str | None:
+    """Commit ``.syncd/`` out of git's index when a commit tracks it (a ``git add -f`` somewhere,
+    or a machine whose .gitignore was gone): its files stay on disk as this home's own derived
+    state. Tracked, they are the remote's bytes written over the index's on every pull, and a
+    merge refused while this home's copy differs ("local changes would be overwritten"), with
+    nothing a person can commit to clear it. The new commit's sha, None when nothing was tracked."""
+    from .staging import commit_exact
+
+    listed = run_git(root, "ls-files", "-z", "--", _DERIVED).split(b"\0")
+    tracked = [os.fsdecode(rel) for rel in listed if rel]
+    if not tracked:
+        return None
+    message = "Stop tracking .syncd/: syncd's derived state, rebuilt on every machine\n\nSyncd-Source: sharing\n"
+    return commit_exact(root, [], tracked, message, name, email)[0]
 
 
 def _message(remote: str, branch: str) -> str:
@@ -319,9 +343,7 @@ def merge_fetched(
                         f"not pulled: git stopped half-way through the merge ({exc}); run `syncd pull` again "
                         "to finish it"
                     ) from None
-                raise GitBusyError(
-                    f"not pulled: {exc}; commit or wait for the changes in the way, then pull again"
-                ) from None
+                raise GitBusyError(f"not pulled: {exc}; {_in_the_way(str(exc))}") from None
             if not _unmerged(root):
                 # Merged whole, its commit refused: the repository's pre-merge-commit hook said
                 # no, which is the person's to say (a merge stopped at conflicts leaves paths
@@ -352,6 +374,19 @@ def merge_fetched(
         raise
     after = head_sha(root)
     return MergeResult(after, fast_forward=after == theirs, kept_both=tuple(_read_kept(kept_list)))
+
+
+def _in_the_way(reason: str) -> str:
+    """What to do about what kept git from starting the merge. Everything syncd indexes was
+    committed just before (and ``.syncd/`` untracked), so files git names as in the way are ones
+    syncd does not commit (a file that is not memory, a name it cannot index): waiting never
+    clears them."""
+    if "would be overwritten" not in reason:
+        return "commit or wait for the changes in the way, then pull again"
+    return (
+        "syncd commits only the memory it indexes, so these stay until you commit them with git or "
+        "move them away; then pull again"
+    )
 
 
 def _left_staged(root: Path, before: str | None) -> bool:

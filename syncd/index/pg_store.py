@@ -221,10 +221,15 @@ class PgIndex:
                 self._ready = True
                 return
             if self.read_only:
-                raise IndexError_(f"the index at {self.where} has another layout; its writer rebuilds it")
+                raise IndexError_(
+                    f"the index at {self.where} has another layout than this syncd's (another version wrote it): "
+                    "the home's writer rebuilds it (`syncd sync`, or its `syncd watch` or `serve`) with this version"
+                )
             log.warning("the index at %s has another layout; making it anew", self.where)
         elif self.read_only:
-            raise IndexError_(f"there is no index at {self.where} yet: run its home's writer first")
+            raise IndexError_(
+                f"there is no index at {self.where} yet: run its home's writer first (`syncd sync`, `watch` or `serve`)"
+            )
         with conn.transaction():
             if exists:
                 conn.execute(self._sql("DROP SCHEMA {s} CASCADE"))
@@ -279,9 +284,10 @@ class PgIndex:
 
     def on_disk(self) -> bool:
         """Whether this home's schema is there (False once someone dropped it: the writer then
-        rebuilds it). An unreachable database is not a missing index: True, and reads raise."""
+        rebuilds it; for a reader, which never makes it, also before its writer first did).
+        An unreachable database is not a missing index: True, and reads raise."""
         try:
-            return not self._ready or self.exists()
+            return (not self._ready and not self.read_only) or self.exists()
         except IndexUnreachable:
             return True
 
