@@ -97,7 +97,9 @@ def _start_daemon(home: Path) -> subprocess.Popen:
     lock = home / ".git/syncd/lock"
 
     def holds() -> bool:
-        return daemon.poll() is not None or f"pid {daemon.pid} (syncd watch)" in lock.read_text(errors="replace")
+        if daemon.poll() is not None:
+            return True
+        return lock.exists() and f"pid {daemon.pid} (syncd watch)" in lock.read_text(errors="replace")
 
     wait_for(holds, 90, "the daemon to hold the home")
     errors = "".join(err.read_text() for err in home.parent.glob("daemon-*.err"))
@@ -307,3 +309,85 @@ def test_a_takeover_finding_its_change_committed_by_another_agent_is_acknowledge
             proc.wait(30)
             if proc.stdout is not None:
                 proc.stdout.close()
+
+
+def _add_recording_head(home: Path, memory) -> tuple[list[object], list[str], threading.Thread]:
+    """:func:`_add_handed_to_the_daemon`, also recording what HEAD held the moment the add
+    returned (its acknowledgement promises HEAD holds the fact by then)."""
+    head_then: list[str] = []
+    outcome: list[object] = []
+
+    def add() -> None:
+        try:
+            outcome.append(asyncio.run(memory.add_memory("Flies a red kite.", "ana", dedup=False)))
+        except SyncdError as exc:
+            outcome.append(exc)
+        head_then.append(_committed_text(home))
+
+    adding = threading.Thread(target=add)
+    adding.start()
+    wait_for(lambda: "Flies a red kite." in _tree_text(home), 60, "the change handed to the daemon")
+    return outcome, head_then, adding
+
+
+def _stopped_daemon(home: Path, embedder) -> subprocess.Popen:
+    """A real `syncd watch` holding the home, stopped (SIGSTOP) once idle: it holds the home's
+    lock and commits nothing until it goes on or is killed."""
+    daemon = _start_daemon(home)
+    with syncd.open(home, read_only=True, embedder=embedder) as reader:
+        wait_for(lambda: reader.status().fresh and not reader.status().uncommitted, 60, "the daemon's first sync")
+    daemon.send_signal(signal.SIGSTOP)
+    return daemon
+
+
+def test_a_change_handed_to_a_daemon_is_not_acknowledged_when_the_file_changed_again_before_its_commit(home, embedder):
+    """The writer waited for HEAD to hold the sha it wrote, and acknowledged at once when the file
+    no longer held that sha ("whoever changed it commits it"): here a person appends a line
+    while the daemon is stopped, the add returned its fact though HEAD held nothing of it, and
+    the daemon, killed then, never committed it. The writer now acknowledges only once HEAD holds
+    its line: the daemon gone, it takes the change over and commits the file as it is (the
+    person's line with it, as the daemon would have)."""
+    from syncd.memory import MemoryManager
+
+    daemon = _stopped_daemon(home, embedder)
+    try:
+        with MemoryManager(home, Settings(lock_wait_s=20), embedder=embedder) as memory:
+            outcome, head_then, adding = _add_recording_head(home, memory)
+            log = next((home / "memory/users").rglob("*.md"))
+            with open(log, "a", encoding="utf-8") as editor:  # the person's editor, after the agent
+                editor.write("- [note] Sails a blue boat.\n")
+            daemon.kill()  # stopped, it never committed the fact
+            daemon.wait(30)
+            adding.join(90)
+        assert outcome and not isinstance(outcome[0], Exception), outcome
+        assert "Flies a red kite." in head_then[0]  # acknowledged only once HEAD held it
+        committed = _committed_text(home)
+        assert "Flies a red kite." in committed and "Sails a blue boat." in committed
+        assert not git(home, "status", "--porcelain", "--", "memory").strip()
+    finally:
+        daemon.kill()
+        daemon.wait(30)
+
+
+def test_a_change_handed_to_a_daemon_whose_line_the_person_removed_before_its_commit_is_refused(home, embedder):
+    """The person deletes the agent's line before the daemon committed it: HEAD never holds the
+    fact. The writer acknowledged it (the file no longer held its sha); it now says the line was
+    changed by someone else before its commit (OverwrittenError), not that it is kept."""
+    from syncd.errors import OverwrittenError
+    from syncd.memory import MemoryManager
+
+    daemon = _stopped_daemon(home, embedder)
+    try:
+        with MemoryManager(home, Settings(lock_wait_s=20), embedder=embedder) as memory:
+            outcome, head_then, adding = _add_recording_head(home, memory)
+            log = next((home / "memory/users").rglob("*.md"))
+            kept = [line for line in log.read_text().splitlines(keepends=True) if "Flies a red kite." not in line]
+            log.write_text("".join(kept))  # the person's editor takes the agent's line out
+            daemon.kill()
+            daemon.wait(30)
+            adding.join(90)
+        assert outcome and isinstance(outcome[0], OverwrittenError), outcome
+        assert "Flies a red kite." not in head_then[0] + _committed_text(home) + _tree_text(home)
+    finally:
+        daemon.kill()
+        daemon.wait(30)
