@@ -391,3 +391,87 @@ def test_a_change_handed_to_a_daemon_whose_line_the_person_removed_before_its_co
     finally:
         daemon.kill()
         daemon.wait(30)
+
+
+_FAILING_AGENT = textwrap.dedent(
+    """
+    import sys, time
+    from pathlib import Path
+    import syncd
+    from syncd.config import Settings
+
+    home, rel, go = Path(sys.argv[1]), sys.argv[2], Path(sys.argv[3])
+    with syncd.open(home, read_only=True, settings=Settings(lock_wait_s=60)) as engine:
+        try:
+            with engine.changes():  # handed to the daemon holding the home
+                engine.append_file(rel, b"- [note] Sails a blue boat.\\n", (home / rel).stat().st_size)
+                print("written", flush=True)
+                while not go.exists():
+                    time.sleep(0.005)  # polled: the test says when this turn fails
+                raise RuntimeError("the turn failed")
+        except RuntimeError:
+            print("undone", flush=True)
+    """
+)
+
+
+def test_a_takeover_never_commits_another_writers_change_still_open_on_its_file(home, embedder, caplog):
+    """The daemon dies while another agent's turn, handed to it too, has appended to the same
+    file and is still open. Taking the first change over, the writer must not commit that
+    file as it is: the other turn then fails and is undone, and its line would stay in HEAD
+    (an undo never takes out what HEAD holds), committed though its writer was told nothing
+    was kept. The takeover waits for the other turn to end, then commits its own line alone."""
+    import logging
+
+    from syncd.home import Home
+    from syncd.memory import MemoryManager
+
+    (home.parent / "holder.py").write_text(_HOLDER)
+    (home.parent / "failing.py").write_text(_FAILING_AGENT)
+    go = home.parent / "go"
+    daemon = subprocess.Popen(
+        [sys.executable, str(home.parent / "holder.py"), str(Home(home).lock().path), "daemon", str(go)],
+        stdout=subprocess.PIPE,
+    )
+    other = None
+    try:
+        assert daemon.stdout is not None and daemon.stdout.readline() == b"held\n"
+        with (
+            caplog.at_level(logging.INFO, logger="syncd.writes.scheduler"),
+            MemoryManager(home, Settings(lock_wait_s=20), embedder=embedder) as memory,
+        ):
+            # Our add waits lock_wait_s for the daemon to index it (this one never does), the
+            # other's append meanwhile for our turn to end (an open turn holds its file); the
+            # other waits longer, so it appends once ours has ended.
+            outcome, head_then, adding = _add_recording_head(home, memory)
+            log = next((home / "memory/users").rglob("*.md"))
+            other = subprocess.Popen(
+                [sys.executable, str(home.parent / "failing.py"), str(home), log.relative_to(home).as_posix(), str(go)],
+                stdout=subprocess.PIPE,
+            )
+            wait_for(lambda: "Sails a blue boat." in log.read_text(), 60, "the other agent's append")
+            daemon.kill()
+            daemon.wait(30)
+            assert other.stdout is not None and other.stdout.readline() == b"written\n"
+            # The takeover's log line says it looked at the file (the old code committed it then).
+            wait_for(
+                lambda: (
+                    "waits for another writer's change" in caplog.text or "Sails a blue boat." in _committed_text(home)
+                ),
+                60,
+                "the takeover to look at the file",
+            )
+            go.touch()
+            assert other.stdout.readline() == b"undone\n"
+            adding.join(90)
+        assert outcome and not isinstance(outcome[0], Exception), outcome
+        assert "Flies a red kite." in head_then[0]
+        committed = _committed_text(home)
+        assert "Flies a red kite." in committed and "Sails a blue boat." not in committed + _tree_text(home)
+    finally:
+        for proc in (daemon, other):
+            if proc is not None:
+                proc.kill()
+                proc.wait(30)
+                if proc.stdout is not None:
+                    proc.stdout.close()

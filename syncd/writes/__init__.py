@@ -38,8 +38,9 @@ commit it in time, or OverwrittenError when, by then, someone else took its line
 before any commit held them (not kept; not to be retried blindly, which would undo their edit). A daemon that
 lets go of the home before committing it (stopped, killed) is noticed by its lock (free, or held
 by agents' changes or a sync, which do not take changes handed over): the writer then borrows
-the lock and commits the change itself (handoff.py, ``WritePath._take_over``), or, when a daemon
-holds the home again, waits for that one.
+the lock and commits the change itself (handoff.py, ``WritePath._take_over``: its file as it is
+then, if it still holds the change; never while another live group has written it since, whose
+own commit takes it in), or, when a daemon holds the home again, waits for that one.
 
 **Who may commit what.** Only :meth:`WritePath.commit_editor` commits, holding the queue's
 commit stage: the commit queue's passes (the groups' own paths) and the daemon's batches (what

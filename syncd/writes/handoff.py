@@ -24,11 +24,13 @@ _POLL_S = 0.02
 
 # What became of a change handed to a daemon that let go of the home (WritePath._take_over):
 # committed here; a daemon holds the home (again), which commits it; another writer kept the lock
-# throughout; git refused the commit.
-TakeOver = Literal["landed", "daemon", "held", "refused"]
+# throughout; another writer's change built on it and waits for its own commit; git refused the
+# commit.
+TakeOver = Literal["landed", "daemon", "held", "waiting", "refused"]
 _DEFERRED_BECAUSE: dict[str, str] = {
     "daemon": "the daemon commits it once git is free",
     "held": "another writer held the home's lock throughout; the next sync commits it",
+    "waiting": "another writer's change to the same file waits for its commit, which takes it in",
     "refused": "the daemon stopped before committing it and git refused it here; the next sync commits it",
 }
 

@@ -641,14 +641,12 @@ class WritePath:
         daemon once git is free (or the next sync); kept, so not to be written again.
 
         A file changed again before any commit (a person's edit, another writer) is waited for
-        the same way: acknowledged once HEAD holds our lines, whoever's commit took them in.
-        If the change was taken out before a commit held it (the person deleted the agent's
-        line in their editor), no commit ever will: the writer is told so, OverwrittenError,
-        rather than acknowledged (a promise no commit keeps) or told "kept" (CommitDeferredError),
-        and not asked to retry (a ConflictError), which would undo the other's edit. That is
-        decided only once waiting is over (the deadline, or a takeover that finds it so): for
-        a moment a git command of the person's (a stash, then its pop) takes uncommitted lines
-        out of the tree and puts them back.
+        the same way: acknowledged once HEAD holds our lines, whoever's commit took them in. If
+        someone took the change out before a commit held it (the person deleted the agent's
+        line), no commit ever will: OverwrittenError says so, rather than an acknowledgement no
+        commit keeps, "kept" (CommitDeferredError), or a retry (ConflictError) that would undo
+        their edit. Decided only once waiting is over (deadline, or takeover): a git command of
+        the person's (a stash, then its pop) takes uncommitted lines out for a moment.
 
         Why the lock too: a pass moves HEAD, then puts its index in place, both under index.lock
         (staging.HeldIndex). Acknowledged as soon as HEAD moved, a caller's next `git status`
@@ -668,8 +666,8 @@ class WritePath:
             outcome = self._take_over(late, deadline)
             if outcome == "landed":
                 return
-            if outcome == "daemon" and time.monotonic() < deadline:
-                continue  # a daemon (started anew) holds the home: it commits them
+            if outcome in ("daemon", "waiting") and time.monotonic() < deadline:
+                continue  # a daemon (started anew), or another writer's change, commits them
             taken_out = sorted(rel for rel, handed in late.items() if not handed.kept())
             if taken_out:
                 raise OverwrittenError(taken_out)
@@ -685,7 +683,8 @@ class WritePath:
         daemon does (waiting, up to ``deadline``, for other agents' changes that borrow it).
         "landed" once HEAD holds each change of ``handed`` (whoever committed it: an agent's
         change that built on it commits it too); "daemon" when a daemon holds the lock (again:
-        it commits them); "held" when another writer kept the lock past ``deadline``; "refused"
+        it commits them); "held" when another writer kept the lock past ``deadline``; "waiting"
+        when another live group has written a file since and not committed it yet; "refused"
         when git refused, or a file no longer holds the change (taken out by someone else:
         nothing of ours to commit). A file changed again that still holds the change is
         committed as it is now (the other's lines with ours, as the daemon would have: their
@@ -707,11 +706,20 @@ class WritePath:
             if not late:
                 return "landed"
             self.recover()
+            # A file another live group has written and not committed yet is its to commit (with
+            # our lines, if it kept them): committed here, its bytes would ride along if refused.
+            held = late.keys() & self.held()
+            if held:
+                log.info("the daemon stopped; %s waits for another writer's change to commit it", ", ".join(held))
             # What each file holds now is what this commit must hold (the other's version of a
             # file changed again): checked against the bytes staged, as for our own writes.
-            now = {rel: sha for rel in late if late[rel].kept() and (sha := file_blob_sha(self.home.root / rel))}
+            now = {
+                rel: sha
+                for rel, one in late.items()
+                if rel not in held and one.kept() and (sha := file_blob_sha(self.home.root / rel))
+            }
             if not now:
-                return "refused"
+                return "waiting" if held else "refused"
             self._expected.update(now)
             self._queue.written(now)
             self._index_and_commit(set(now))
@@ -726,7 +734,9 @@ class WritePath:
         finally:
             lock.release()
         log.info("the daemon stopped before committing %s; committed here", ", ".join(now))
-        return "landed" if not still_late(handed) else "refused"
+        if not still_late(handed):
+            return "landed"
+        return "waiting" if held else "refused"
 
     # -- whole-home operations ---------------------------------------------------------------------
 
