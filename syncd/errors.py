@@ -16,6 +16,7 @@ The tree (tests/test_errors.py checks it against the classes)::
     ├── HomeError                the home is missing, unreadable or not a home
     ├── LockedError              another process holds the home's writer lock
     ├── ConflictError            a file changed between our read and our write
+    ├── OverwrittenError         a write handed to the daemon, changed by someone else before its commit
     ├── NotFoundError            a fact, file or commit that does not exist
     ├── AccessError              the one asking may not do this (also PermissionError)
     ├── BlockLimitError          a core block over its size limit
@@ -47,6 +48,7 @@ __all__ = [
     "ParseError",
     "LockedError",
     "ConflictError",
+    "OverwrittenError",
     "HomeError",
     "EmbeddingError",
     "IndexError_",
@@ -125,6 +127,22 @@ class ConflictError(SyncdError):
         super().__init__(
             f"{self.path} changed since it was read (expected {expected or 'absent'}, "
             f"found {found or 'absent'}); nothing was written"
+        )
+
+
+class OverwrittenError(SyncdError):
+    """A write handed to the daemon holding the home was changed by someone else (a person's
+    editor, another writer) before any commit took it in, so that neither HEAD nor the file holds
+    it any more (a line it added is gone, or one it took out is back): it is not kept. Not a
+    ConflictError, which callers retry at once: written again, it would undo the other's edit.
+    ``paths`` are the files concerned."""
+
+    def __init__(self, paths: list[str]):
+        self.paths = paths
+        super().__init__(
+            f"not kept: {', '.join(paths)} changed by someone else before this change was committed, "
+            "and no longer holds it (a line it added is gone, or one it took out is back); "
+            "read the file again before writing it anew"
         )
 
 

@@ -97,7 +97,9 @@ def _start_daemon(home: Path) -> subprocess.Popen:
     lock = home / ".git/syncd/lock"
 
     def holds() -> bool:
-        return daemon.poll() is not None or f"pid {daemon.pid} (syncd watch)" in lock.read_text(errors="replace")
+        if daemon.poll() is not None:
+            return True
+        return lock.exists() and f"pid {daemon.pid} (syncd watch)" in lock.read_text(errors="replace")
 
     wait_for(holds, 90, "the daemon to hold the home")
     errors = "".join(err.read_text() for err in home.parent.glob("daemon-*.err"))
@@ -307,3 +309,169 @@ def test_a_takeover_finding_its_change_committed_by_another_agent_is_acknowledge
             proc.wait(30)
             if proc.stdout is not None:
                 proc.stdout.close()
+
+
+def _add_recording_head(home: Path, memory) -> tuple[list[object], list[str], threading.Thread]:
+    """:func:`_add_handed_to_the_daemon`, also recording what HEAD held the moment the add
+    returned (its acknowledgement promises HEAD holds the fact by then)."""
+    head_then: list[str] = []
+    outcome: list[object] = []
+
+    def add() -> None:
+        try:
+            outcome.append(asyncio.run(memory.add_memory("Flies a red kite.", "ana", dedup=False)))
+        except SyncdError as exc:
+            outcome.append(exc)
+        head_then.append(_committed_text(home))
+
+    adding = threading.Thread(target=add)
+    adding.start()
+    wait_for(lambda: "Flies a red kite." in _tree_text(home), 60, "the change handed to the daemon")
+    return outcome, head_then, adding
+
+
+def _stopped_daemon(home: Path, embedder) -> subprocess.Popen:
+    """A real `syncd watch` holding the home, stopped (SIGSTOP) once idle: it holds the home's
+    lock and commits nothing until it goes on or is killed."""
+    daemon = _start_daemon(home)
+    with syncd.open(home, read_only=True, embedder=embedder) as reader:
+        wait_for(lambda: reader.status().fresh and not reader.status().uncommitted, 60, "the daemon's first sync")
+    daemon.send_signal(signal.SIGSTOP)
+    return daemon
+
+
+def test_a_change_handed_to_a_daemon_is_not_acknowledged_when_the_file_changed_again_before_its_commit(home, embedder):
+    """The writer waited for HEAD to hold the sha it wrote, and acknowledged at once when the file
+    no longer held that sha ("whoever changed it commits it"): here a person appends a line
+    while the daemon is stopped, the add returned its fact though HEAD held nothing of it, and
+    the daemon, killed then, never committed it. The writer now acknowledges only once HEAD holds
+    its line: the daemon gone, it takes the change over and commits the file as it is (the
+    person's line with it, as the daemon would have)."""
+    from syncd.memory import MemoryManager
+
+    daemon = _stopped_daemon(home, embedder)
+    try:
+        with MemoryManager(home, Settings(lock_wait_s=20), embedder=embedder) as memory:
+            outcome, head_then, adding = _add_recording_head(home, memory)
+            log = next((home / "memory/users").rglob("*.md"))
+            with open(log, "a", encoding="utf-8") as editor:  # the person's editor, after the agent
+                editor.write("- [note] Sails a blue boat.\n")
+            daemon.kill()  # stopped, it never committed the fact
+            daemon.wait(30)
+            adding.join(90)
+        assert outcome and not isinstance(outcome[0], Exception), outcome
+        assert "Flies a red kite." in head_then[0]  # acknowledged only once HEAD held it
+        committed = _committed_text(home)
+        assert "Flies a red kite." in committed and "Sails a blue boat." in committed
+        assert not git(home, "status", "--porcelain", "--", "memory").strip()
+    finally:
+        daemon.kill()
+        daemon.wait(30)
+
+
+def test_a_change_handed_to_a_daemon_whose_line_the_person_removed_before_its_commit_is_refused(home, embedder):
+    """The person deletes the agent's line before the daemon committed it: HEAD never holds the
+    fact. The writer acknowledged it (the file no longer held its sha); it now says the line was
+    changed by someone else before its commit (OverwrittenError), not that it is kept."""
+    from syncd.errors import OverwrittenError
+    from syncd.memory import MemoryManager
+
+    daemon = _stopped_daemon(home, embedder)
+    try:
+        with MemoryManager(home, Settings(lock_wait_s=20), embedder=embedder) as memory:
+            outcome, head_then, adding = _add_recording_head(home, memory)
+            log = next((home / "memory/users").rglob("*.md"))
+            kept = [line for line in log.read_text().splitlines(keepends=True) if "Flies a red kite." not in line]
+            log.write_text("".join(kept))  # the person's editor takes the agent's line out
+            daemon.kill()
+            daemon.wait(30)
+            adding.join(90)
+        assert outcome and isinstance(outcome[0], OverwrittenError), outcome
+        assert "Flies a red kite." not in head_then[0] + _committed_text(home) + _tree_text(home)
+    finally:
+        daemon.kill()
+        daemon.wait(30)
+
+
+_FAILING_AGENT = textwrap.dedent(
+    """
+    import sys, time
+    from pathlib import Path
+    import syncd
+    from syncd.config import Settings
+
+    home, rel, go = Path(sys.argv[1]), sys.argv[2], Path(sys.argv[3])
+    with syncd.open(home, read_only=True, settings=Settings(lock_wait_s=60)) as engine:
+        try:
+            with engine.changes():  # handed to the daemon holding the home
+                engine.append_file(rel, b"- [note] Sails a blue boat.\\n", (home / rel).stat().st_size)
+                print("written", flush=True)
+                while not go.exists():
+                    time.sleep(0.005)  # polled: the test says when this turn fails
+                raise RuntimeError("the turn failed")
+        except RuntimeError:
+            print("undone", flush=True)
+    """
+)
+
+
+def test_a_takeover_never_commits_another_writers_change_still_open_on_its_file(home, embedder, caplog):
+    """The daemon dies while another agent's turn, handed to it too, has appended to the same
+    file and is still open. Taking the first change over, the writer must not commit that
+    file as it is: the other turn then fails and is undone, and its line would stay in HEAD
+    (an undo never takes out what HEAD holds), committed though its writer was told nothing
+    was kept. The takeover waits for the other turn to end, then commits its own line alone."""
+    import logging
+
+    from syncd.home import Home
+    from syncd.memory import MemoryManager
+
+    (home.parent / "holder.py").write_text(_HOLDER)
+    (home.parent / "failing.py").write_text(_FAILING_AGENT)
+    go = home.parent / "go"
+    daemon = subprocess.Popen(
+        [sys.executable, str(home.parent / "holder.py"), str(Home(home).lock().path), "daemon", str(go)],
+        stdout=subprocess.PIPE,
+    )
+    other = None
+    try:
+        assert daemon.stdout is not None and daemon.stdout.readline() == b"held\n"
+        with (
+            caplog.at_level(logging.INFO, logger="syncd.writes.scheduler"),
+            MemoryManager(home, Settings(lock_wait_s=20), embedder=embedder) as memory,
+        ):
+            # Our add waits lock_wait_s for the daemon to index it (this one never does), the
+            # other's append meanwhile for our turn to end (an open turn holds its file); the
+            # other waits longer, so it appends once ours has ended.
+            outcome, head_then, adding = _add_recording_head(home, memory)
+            log = next((home / "memory/users").rglob("*.md"))
+            other = subprocess.Popen(
+                [sys.executable, str(home.parent / "failing.py"), str(home), log.relative_to(home).as_posix(), str(go)],
+                stdout=subprocess.PIPE,
+            )
+            wait_for(lambda: "Sails a blue boat." in log.read_text(), 60, "the other agent's append")
+            daemon.kill()
+            daemon.wait(30)
+            assert other.stdout is not None and other.stdout.readline() == b"written\n"
+            # The takeover's log line says it looked at the file (the old code committed it then).
+            wait_for(
+                lambda: (
+                    "waits for another writer's change" in caplog.text or "Sails a blue boat." in _committed_text(home)
+                ),
+                60,
+                "the takeover to look at the file",
+            )
+            go.touch()
+            assert other.stdout.readline() == b"undone\n"
+            adding.join(90)
+        assert outcome and not isinstance(outcome[0], Exception), outcome
+        assert "Flies a red kite." in head_then[0]
+        committed = _committed_text(home)
+        assert "Flies a red kite." in committed and "Sails a blue boat." not in committed + _tree_text(home)
+    finally:
+        for proc in (daemon, other):
+            if proc is not None:
+                proc.kill()
+                proc.wait(30)
+                if proc.stdout is not None:
+                    proc.stdout.close()

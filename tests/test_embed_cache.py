@@ -99,6 +99,43 @@ def test_a_cache_found_corrupt_by_a_lookup_never_fails_search_or_sync(home: Path
     assert sum("is corrupt" in r.getMessage() for r in caplog.records) == 1
 
 
+def _newer_cache(path: Path) -> bytes:
+    """A cache file as a newer syncd might write it: schema version 2, a table this one does not
+    know, a rollback journal (not WAL). Returns its bytes."""
+    db = sqlite3.connect(path)
+    db.execute("CREATE TABLE vectors2 (model TEXT, key BLOB, vector BLOB, norm REAL)")
+    db.execute("INSERT INTO vectors2 VALUES ('m', x'00', x'0102', 1.0)")
+    db.execute("PRAGMA user_version = 2")
+    db.commit()
+    db.close()
+    return path.read_bytes()
+
+
+def test_a_cache_of_a_newer_syncd_is_left_untouched_and_never_called_deletable(
+    home: Path, embedder: Embedder, caplog
+) -> None:
+    """A cache whose schema is newer than this syncd's stopped every open with "delete the file
+    (it is only a cache)": advice to destroy what the newer syncd still uses (a person going
+    back and forth between two versions). It is now left byte for byte as it is, this syncd
+    goes on without it, and the one warning says a newer syncd wrote it: upgrade, or move it
+    aside."""
+    cache_file = home / ".syncd" / "embed_cache.sqlite"
+    cache_file.unlink()
+    written = _newer_cache(cache_file)
+    with caplog.at_level(logging.WARNING, logger="syncd.index.embed_cache"):
+        with syncd.open(home, embedder=embedder) as engine:
+            write(home, "vault/bees.md", "# Bees\n\nThe hives on the roof hold three colonies.\n")
+            engine.sync()
+            assert any(h.path == "vault/bees.md" for h in engine.search("roof hives colonies"))
+    assert cache_file.read_bytes() == written
+    assert sorted(p.name for p in cache_file.parent.glob("embed_cache.sqlite*")) == ["embed_cache.sqlite"]
+    warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert len(warnings) == 1, warnings
+    said = warnings[0].lower()
+    assert "newer syncd" in said and "schema version 2" in said
+    assert "upgrade syncd" in said and "move it aside" in said and "delet" not in said
+
+
 _HOLD_A_WRITE = """
 import sqlite3, sys
 conn = sqlite3.connect(sys.argv[1], isolation_level=None)

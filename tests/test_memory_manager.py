@@ -278,6 +278,38 @@ def test_tags_given_as_one_string_are_refused_not_spelled_out(manager, home):
     assert manager.store(user_id="alice").find_fact(fact.id).fact.tags == ("drinks",)
 
 
+def test_a_fact_over_the_length_limit_is_refused_by_every_python_entry_point(manager, home, embedder, tmp_path):
+    """REST and MCP refused a fact over 10,000 characters (their schemas), while add_memory in
+    Python wrote a 50,000-character fact line and committed it. One rule (FACT_CONTENT_MAX),
+    one clear error naming the limit, nothing written; a fact at the limit is kept."""
+    from syncd.formats import Fact
+    from syncd.home import FACT_CONTENT_MAX
+    from syncd.memory import LanceDBMemoryStore
+
+    limit = f"over the limit of {FACT_CONTENT_MAX}"
+    at_limit = "x" * FACT_CONTENT_MAX
+    fact = run(manager.add_memory(at_limit, "alice", dedup=False))
+    before = len(commits(home))
+    over = "x" * (FACT_CONTENT_MAX + 1)
+    with pytest.raises(InvalidInputError, match=limit):
+        run(manager.add_memory(over, "alice", dedup=False))
+    with pytest.raises(InvalidInputError, match=limit):
+        run(manager.update_memory(fact.id, "alice", content=over))
+    with pytest.raises(InvalidInputError, match=limit):
+        manager.store(user_id="alice").append_daily_log(None, [Fact(content=over, category="context")])
+    assert len(commits(home)) == before
+    assert over not in "".join(path.read_text() for path in daily_logs(home, "alice"))
+
+    async def seed() -> None:  # the seed's store, on a home of its own
+        async with LanceDBMemoryStore(tmp_path / "seed", embedder=embedder) as store:
+            head = commits(store.manager.home.root)[0].hexsha
+            with pytest.raises(InvalidInputError, match=limit):
+                await store.add_memory(over, None, "alice")
+            assert commits(store.manager.home.root)[0].hexsha == head
+
+    run(seed())
+
+
 def test_delete_removes_exactly_one_line_and_commits(manager, home):
     keep = run(manager.add_memory("Plays the cello.", "alice", category="personal"))
     gone = run(manager.add_memory("Owns a grey cat named Miso.", "alice", category="personal"))

@@ -1,5 +1,6 @@
 """The context compressor: the pre-compaction flush runs first and its facts land in memory, git
-and search; a failing flush compresses nothing; the same steps are never flushed twice."""
+and search; a failing flush compresses nothing; the same steps are never flushed twice; a
+session.json it cannot read as its own stops it, kept byte for byte."""
 
 from __future__ import annotations
 
@@ -8,9 +9,11 @@ import json
 import threading
 
 import git
+import pytest
 
 import syncd
 from syncd.config import Settings
+from syncd.errors import ParseError
 from syncd.memory import MemoryManager
 from syncd.session import ContextCompressor, read_session_info, read_transcript_file
 
@@ -147,3 +150,38 @@ def test_while_the_model_reads_the_steps_to_flush_other_agents_write(home, embed
     assert outcome == [True]
     events = [e["meta"]["event"] for e in read_transcript_file(memory.home, "ana", "s-5") if e.get("meta")]
     assert events == ["flush"]
+
+
+@pytest.mark.parametrize(
+    ("damaged", "why"),
+    [
+        (b'{"created_at": "2026-11-22T09:30:00+00:00", "last_active_at": ', "not valid JSON"),  # cut short
+        (b"\xff\xfe not UTF-8 at all\n", "not UTF-8 text"),
+        (b'{"tool": "another program", "runs": [1, 2, 3]}\n', "created_at is missing"),  # another tool's file
+        (b'["created_at", "last_active_at"]\n', "not a JSON object"),
+    ],
+)
+def test_a_session_json_a_person_broke_stops_the_compressor_and_is_kept_byte_for_byte(engine, home, damaged, why):
+    """The compressor records each flush in the session's session.json: one it cannot read as
+    its own (cut short, not UTF-8, another program's, not an object) stops it before anything
+    is written (ParseError naming the file and why), rather than being replaced by fresh fields."""
+    memory = manager(engine, reply(FACT))
+    compressor = ContextCompressor(memory, session_id="s-5", max_context_tokens=300, keep_last_steps=2)
+    meta = engine.home.session_meta_path("ana", "s-5")
+    meta.parent.mkdir(parents=True)
+    meta.write_bytes(damaged)
+    repo = git.Repo(home)
+    repo.index.add([str(meta.relative_to(home))])
+    repo.index.commit("A session.json, as the person left it")
+    head = repo.head.commit.hexsha
+    steps = long_steps()
+    agent = Agent(list(steps))
+    with pytest.raises(ParseError, match=why) as raised:
+        run(compressor.compress_context(agent))
+    assert raised.value.path == "memory/users/ana/sessions/s-5/session.json"
+    assert meta.read_bytes() == damaged
+    assert agent.steps == steps  # nothing forgotten
+    assert repo.head.commit.hexsha == head and not repo.is_dirty(untracked_files=True)
+    assert sorted(p.name for p in meta.parent.iterdir()) == ["session.json"]  # no transcript record
+    assert not engine.search("tea shop Chá Lisboa", user_id="ana", kind="fact")
+    assert compressor.stats["flushes"] == 0 and compressor.stats["compressions"] == 0

@@ -16,7 +16,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
-from ..home import ID_RULE, is_markdown, validate_id, validate_label
+from ..home import FACT_CONTENT_MAX, ID_RULE, is_markdown, validate_id, validate_label
 
 __all__ = [
     "AddInput",
@@ -171,7 +171,7 @@ class SearchInput(_ForUser):
 
 
 class AddInput(_ForUser):
-    content: str = Field(min_length=1, max_length=10_000, description="The fact, one statement.")
+    content: str = Field(min_length=1, max_length=FACT_CONTENT_MAX, description="The fact, one statement.")
     category: Category = "context"
     importance: float = Field(0.5, ge=0, le=1)
     tags: list[Tag] = Field(default_factory=list, max_length=32)
@@ -185,7 +185,9 @@ class AddInput(_ForUser):
 class FactChanges(_ForUser):
     """What to change in one fact; a field left out (null) keeps its value."""
 
-    content: str | None = Field(None, min_length=1, max_length=10_000, description="The new text; null keeps it.")
+    content: str | None = Field(
+        None, min_length=1, max_length=FACT_CONTENT_MAX, description="The new text; null keeps it."
+    )
     category: Category | None = None
     importance: float | None = Field(None, ge=0, le=1)
     tags: list[Tag] | None = Field(None, max_length=32)

@@ -15,10 +15,12 @@ from pathlib import PurePosixPath
 from ..errors import InvalidIdError, InvalidInputError, QueryError
 
 __all__ = [
+    "FACT_CONTENT_MAX",
     "ID_MAX_LEN",
     "ID_RULE",
     "case_twin",
     "check_text",
+    "check_fact_content",
     "check_query",
     "validate_id",
     "validate_label",
@@ -124,6 +126,25 @@ def check_text(what: str, value: object, *, multiline: bool = False, existing: s
             " not a character, and not writable as UTF-8"
         )
     return value
+
+
+# The longest fact a writer may give, in characters: one statement, not a document (a page belongs
+# in the vault, a long text in MEMORY.md). The one rule every entry point keeps: the REST and MCP
+# schemas (``max_length``) and the Python API (:func:`check_fact_content`, in the memory store
+# every fact write goes through, and in MemoryManager before anything else is done).
+FACT_CONTENT_MAX = 10_000
+
+
+def check_fact_content(value: object, *, multiline: bool = False) -> str:
+    """:func:`check_text` for a fact's content, and no longer than ``FACT_CONTENT_MAX``
+    characters; InvalidInputError (naming the limit) before anything is written."""
+    text = check_text("fact content", value, multiline=multiline)
+    if len(text) > FACT_CONTENT_MAX:
+        raise InvalidInputError(
+            f"fact content is {len(text)} characters, over the limit of {FACT_CONTENT_MAX}; nothing was written "
+            "(keep a fact to one statement; a long text belongs in MEMORY.md or a vault page)"
+        )
+    return text
 
 
 def check_query(query: object) -> str:

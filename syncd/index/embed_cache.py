@@ -9,7 +9,9 @@ or on a lookup or a write later) is set aside, renamed beside it for diagnosis r
 deleted, with one warning, and a new cache is started; texts are embedded afresh meanwhile.
 Only SQLite's own verdict counts (SQLITE_CORRUPT, SQLITE_NOTADB), confirmed by a second look
 under a lock file, so a cache another process is merely writing (busy, locked) is never taken for
-corrupt, and of several processes finding the same corrupt file only one renames it.
+corrupt, and of several processes finding the same corrupt file only one renames it. A cache a
+newer syncd wrote (a newer schema version) is left byte for byte as it is, for that syncd, and this
+one goes on without it, saying so once (upgrade syncd, or move the file aside); never "delete it".
 """
 
 from __future__ import annotations
@@ -52,6 +54,15 @@ _KEYS_PER_QUERY = _MAX_PARAMS - 1
 # SQLite's primary result codes for a file that is damaged or no database at all (the extended
 # codes carry them in their low byte). Busy and locked, what a writer elsewhere causes, are not.
 _SQLITE_CORRUPT, _SQLITE_NOTADB = 11, 26
+
+
+class _NewerCache(Exception):
+    """The cache's schema version is newer than this syncd's: a newer syncd wrote it (and may
+    use it again), so it is neither changed nor set aside, only not used here."""
+
+    def __init__(self, version: int):
+        self.version = version
+        super().__init__(f"schema version {version}; this syncd knows {_SCHEMA_VERSION}")
 
 
 def _is_corrupt(exc: BaseException) -> bool:
@@ -101,6 +112,8 @@ class EmbeddingCache:
                 conn.close()
                 raise
             self._conn, self._file = conn, self._identity()
+        except _NewerCache as exc:
+            self._bypass(exc, f"it was written by a newer syncd ({exc})")
         except (OSError, sqlite3.Error) as exc:
             if _is_corrupt(exc) and found is not None and not retried:
                 if self._set_aside(found, exc):
@@ -206,15 +219,24 @@ class EmbeddingCache:
             conn.close()
         return verdict != "ok"
 
-    def _bypass(self, exc: BaseException) -> None:
+    def _bypass(self, exc: BaseException, why: str | None = None) -> None:
         """Go on with an empty cache in memory: a corrupt file that stays where it is (it cannot
-        be set aside, or a second look found it sound) never fails a search or a sync."""
+        be set aside, or a second look found it sound), or the cache of a newer syncd (``why``
+        says so; it is left as it is for that syncd), never fails a search or a sync."""
         if self._conn is not None:
             self._conn.close()
         conn = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
         self._init_schema(conn)
         # The file's identity, so reopen_if_gone starts a real cache once the file is replaced.
         self._conn, self._file = conn, self._identity()
+        if why is not None:
+            log.warning(
+                "the embedding cache %s cannot be used here: %s; it is left as it is, and texts are "
+                "embedded without it. Upgrade syncd to use it, or move it aside to start a cache for this version",
+                self.path,
+                why,
+            )
+            return
         log.warning("the embedding cache %s cannot be used (SQLite said: %s); going on without it", self.path, exc)
 
     def _recover(self, exc: sqlite3.Error) -> bool:
@@ -243,6 +265,11 @@ class EmbeddingCache:
 
     def _init_schema(self, conn: sqlite3.Connection) -> None:
         conn.execute("PRAGMA busy_timeout = 30000")
+        # Looked at before any setting that may write the file (journal_mode rewrites its
+        # header): the cache of a newer syncd is left byte for byte as it is.
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+        if version > _SCHEMA_VERSION:
+            raise _NewerCache(version)
         # Only takes effect on a new file, before WAL is on: rows are ~1.6 KB of vector, and
         # 8 KiB pages hold five of them where 4 KiB pages waste a third of each page.
         conn.execute("PRAGMA page_size = 8192")
@@ -253,10 +280,9 @@ class EmbeddingCache:
         # A rowid table with a unique index, not WITHOUT ROWID: SQLite stores WITHOUT ROWID rows
         # this large in overflow pages, which made lookups slower (bench_embed.py measures the
         # cache).
-        version = conn.execute("PRAGMA user_version").fetchone()[0]
         if version == _SCHEMA_VERSION:
             return
-        if version != 0:
+        if version != 0:  # older than any syncd wrote: no one uses it any more
             raise EmbeddingError(
                 f"embedding cache {self.path} has schema version {version}, this syncd knows "
                 f"{_SCHEMA_VERSION}; delete the file (it is only a cache)"

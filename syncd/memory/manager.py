@@ -28,7 +28,7 @@ from ..engine.search import DEFAULT_LIMIT, search
 from ..errors import BlockLimitError, ConflictError, ExtractionError, InvalidInputError, NotFoundError
 from ..formats import Fact, decode_markdown, encode_markdown, parse_page
 from ..history.intents import Intent
-from ..home import Home, check_query, check_text, validate_id, validate_label
+from ..home import Home, check_fact_content, check_query, check_text, validate_id, validate_label
 from .backend import MemoryBackend
 from .blocks import CORE_LABELS, CoreBlock, format_blocks, read_block, render_block, resolve_blocks
 from .dedup import CANDIDATES as DEDUP_CANDIDATES
@@ -542,7 +542,7 @@ class MemoryManager:
         user, chat = self._user(user_id), self._chat(chat_id)
         session = None if session_id is None else validate_id("session", session_id)
         # Line breaks and tabs fold into spaces below (a fact is one line); other controls refused.
-        check_text("fact content", content, multiline=True)
+        check_fact_content(content, multiline=True)
         fact = Fact(
             content=" ".join(content.split()),
             category=category,
@@ -761,7 +761,7 @@ class MemoryManager:
         validate_id("memory", memory_id)
         changes: dict[str, Any] = {}
         if content is not None:
-            changes["content"] = " ".join(check_text("fact content", content, multiline=True).split())
+            changes["content"] = " ".join(check_fact_content(content, multiline=True).split())
         if category is not None:
             changes["category"] = category
         if importance is not None:

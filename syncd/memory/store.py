@@ -30,7 +30,7 @@ from ..formats import (
 )
 from ..formats.reparse import LogMemo
 from ..history.intents import Intent
-from ..home import check_text, read_regular, validate_id
+from ..home import check_fact_content, check_text, read_regular, validate_id
 from .backend import MemoryBackend
 from .writer import MarkdownWriter
 
@@ -180,7 +180,7 @@ class MarkdownMemoryStore:
         if not written:
             return []
         for fact in written:
-            check_text("fact content", fact.content)
+            check_fact_content(fact.content)
 
         def change(current: bytes | None) -> bytes:
             log = self._read_log(rel, current) if current is not None else new_daily_log(day)
@@ -280,7 +280,7 @@ class MarkdownMemoryStore:
         ``new_fact`` the old id (a hand-written fact's derived id follows its content). With ``expected`` (the fact as the
         caller last saw it), ConflictError if someone changed that fact meanwhile: edits elsewhere
         in the file are kept, a concurrent edit of this fact is never overwritten."""
-        check_text("fact content", new_fact.content)
+        check_fact_content(new_fact.content)
         stored = self.find_fact(fact_id, hint_paths)
         rel = stored.path
         written: list[StoredFact] = []

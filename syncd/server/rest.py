@@ -40,6 +40,7 @@ from ..errors import (
     InvalidInputError,
     LockedError,
     NotFoundError,
+    OverwrittenError,
     ParseError,
     RevertError,
     StorageError,
@@ -69,6 +70,7 @@ _STATUS: Sequence[tuple[type[Exception], int]] = (
     (BlockLimitError, 422),
     (InvalidInputError, 422),
     (ConflictError, 409),
+    (OverwrittenError, 409),
     # Nothing was kept; the same request succeeds once the person's git command is over.
     (GitBusyError, 503),
     (LockedError, 409),

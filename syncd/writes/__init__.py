@@ -29,13 +29,18 @@ a file on top of a provisional write (another group of the process waits in
 ``CommitQueue.wait_for_path``, a group of another process in ``WritePath._await_unheld``) until
 that write is acknowledged or undone: built on, a refused write's bytes would ride along in the
 next writer's commit. A write handed
-to a daemon in another process returns once HEAD holds it, or raises CommitDeferredError (a
-GitBusyError that says the change *is* kept: saved with its provenance, committed by the daemon once
-git is free; not to be written again) when the daemon could not commit it in time. A daemon that
+to a daemon in another process returns once HEAD holds it (every line it added, none it took out:
+``handoff.Handed``; a file changed again before the daemon's commit is acknowledged when the
+commit that took it in holds our lines, never because the file moved on), or raises
+CommitDeferredError (a GitBusyError that says the change *is* kept: saved with its provenance,
+committed by the daemon once git is free; not to be written again) when the daemon could not
+commit it in time, or OverwrittenError when, by then, someone else took its lines out of the file
+before any commit held them (not kept; not to be retried blindly, which would undo their edit). A daemon that
 lets go of the home before committing it (stopped, killed) is noticed by its lock (free, or held
 by agents' changes or a sync, which do not take changes handed over): the writer then borrows
-the lock and commits the change itself (handoff.py, ``WritePath._take_over``), or, when a daemon
-holds the home again, waits for that one.
+the lock and commits the change itself (handoff.py, ``WritePath._take_over``: its file as it is
+then, if it still holds the change; never while another live group has written it since, whose
+own commit takes it in), or, when a daemon holds the home again, waits for that one.
 
 **Who may commit what.** Only :meth:`WritePath.commit_editor` commits, holding the queue's
 commit stage: the commit queue's passes (the groups' own paths) and the daemon's batches (what

@@ -61,7 +61,17 @@ from ..history.intents import Intent, record_intent
 from ..history.objects import committed_blob
 from ..home import Home, atomic_write, blob_sha, common_git_dir, git_dir, read_regular
 
-__all__ = ["DroppedCommits", "Merged", "PutBack", "find_rewound", "lost_facts", "merge_back", "undo_would_uncommit"]
+__all__ = [
+    "DroppedCommits",
+    "Merged",
+    "PutBack",
+    "find_rewound",
+    "head_holds",
+    "holds_change",
+    "lost_facts",
+    "merge_back",
+    "undo_would_uncommit",
+]
 
 log = logging.getLogger(__name__)
 
@@ -247,16 +257,34 @@ def undo_would_uncommit(root: Path, rel: str, current: bytes, before: bytes | No
     return bool((set(head.splitlines()) & set(current.splitlines())) - kept)
 
 
+def holds_change(have: bytes | None, before: bytes | None, after: bytes) -> bool:
+    """Whether ``have`` (a version of a file; None: no file) holds the change ``before`` (None: no
+    file) -> ``after``: of every line it added, ``have`` has at least as many copies as ``after``,
+    and of every line it took out, at most as many (a line counted with its copies: a second copy
+    of a line already there is a line added, and taking one of two out a line taken out). A
+    change no count of lines shows (lines moved, their endings changed) is held only by ``have``
+    being the bytes written."""
+    if before == after:
+        return True  # nothing changed: nothing to hold
+    old = Counter(before.splitlines()) if before is not None else Counter()
+    new = Counter(after.splitlines())
+    if old == new:
+        return have == after
+    held = Counter(have.splitlines()) if have is not None else Counter()
+    for line in old.keys() | new.keys():
+        if new[line] > old[line] and held[line] < new[line]:
+            return False
+        if new[line] < old[line] and held[line] > new[line]:
+            return False
+    return True
+
+
 def head_holds(root: Path, changed: dict[str, tuple[bytes | None, bytes]]) -> bool:
-    """Whether HEAD holds each change of ``changed`` (path -> bytes before, bytes after): of every
-    line it added, HEAD's file has at least as many copies as the group left, and of every line
-    it took out, at most as many (a line counted with its copies: a second copy of a line already
-    there is a line added, and taking one of two out a line taken out). A change no count of lines
-    shows (lines moved, their endings changed) is held only by HEAD holding the bytes written. A
-    group whose commit found its file taken in by another commit (the person's `git commit -a`
-    over it, a stash popped back and committed) is committed then, by that commit, and
-    acknowledged: told instead that nothing of it was kept, a client would write its lines again.
-    False when HEAD cannot be read (git busy, no commit)."""
+    """Whether HEAD holds each change of ``changed`` (path -> bytes before, bytes after), as
+    :func:`holds_change` counts. A group whose commit found its file taken in by another commit
+    (the person's `git commit -a` over it, a stash popped back and committed) is committed then,
+    by that commit, and acknowledged: told instead that nothing of it was kept, a client would
+    write its lines again. False when HEAD cannot be read (git busy, no commit)."""
     for rel, (before, after) in changed.items():
         try:
             head = run_git(root, "cat-file", "blob", f"HEAD:{rel}", env={"GIT_LITERAL_PATHSPECS": "1"})
@@ -264,20 +292,8 @@ def head_holds(root: Path, changed: dict[str, tuple[bytes | None, bytes]]) -> bo
             return False
         except HistoryError:
             head = None  # no such file in HEAD (or no HEAD)
-        if before == after:
-            continue  # nothing changed: nothing to hold
-        old = Counter(before.splitlines()) if before is not None else Counter()
-        new = Counter(after.splitlines())
-        if old == new:
-            if head != after:
-                return False
-            continue
-        held = Counter(head.splitlines()) if head is not None else Counter()
-        for line in old.keys() | new.keys():
-            if new[line] > old[line] and held[line] < new[line]:
-                return False
-            if new[line] < old[line] and held[line] > new[line]:
-                return False
+        if not holds_change(head, before, after):
+            return False
     return True
 
 

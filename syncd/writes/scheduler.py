@@ -22,11 +22,11 @@ from ..errors import (
     GitBusyError,
     HistoryError,
     LockedError,
+    OverwrittenError,
     StorageError,
     SyncdError,
 )
 from ..history.git import (
-    blob_at_head,
     busy_state,
     check_tree_writable,
     git_fingerprint,
@@ -48,7 +48,7 @@ from ..home import (
     sync_folders,
 )
 from .groups import ChangeGroup, current_group
-from .handoff import TakeOver, daemon_gone_look, deferred
+from .handoff import Handed, TakeOver, daemon_gone_look, deferred, still_late
 from .journal import GroupJournal, Original, held_paths, recover_abandoned
 from .queue import CommitQueue
 from .rewind import PutBack, find_rewound, head_holds, undo_would_uncommit
@@ -283,11 +283,7 @@ class WritePath:
             if group.mode == "handoff":
                 # The daemon indexes it; waiting here lets the rest of the group read it back.
                 # A daemon gone meanwhile never will: the group's end commits it (_wait_committed).
-                indexed = functools.partial(self._indexer.indexed_sha, rel)
-                if (
-                    not self._wait_for(rel, sha, indexed, gone=daemon_gone_look(self.home.lock()))
-                    and self.home.lock().held_by_daemon()
-                ):
+                if not self._wait_indexed(rel, sha) and self.home.lock().held_by_daemon():
                     log.warning(
                         "%s was written but not indexed within %.0f s; is the daemon running?",
                         rel,
@@ -362,7 +358,7 @@ class WritePath:
                 self._undo(group)
             elif group.mode == "handoff":
                 _journal(group).close()  # the daemon may commit our paths now
-                self._wait_committed(group.written)
+                self._wait_committed(group)
             elif group.written and group.mode == "own":
                 # Indexed and committed by the queue (group commit), once this group has let go
                 # of the write turn: the next group writes while this one's is done.
@@ -621,20 +617,15 @@ class WritePath:
         """Whether a read in the current group should flush first."""
         return current_group(self) is not None and bool(self._queue.unindexed())
 
-    def _wait_for(
-        self,
-        rel: str,
-        sha: str,
-        reached: Callable[[], str | None],
-        deadline: float | None = None,
-        gone: Callable[[], bool] = lambda: False,
-    ) -> bool:
-        """Wait until ``reached()`` equals ``sha`` or the file no longer holds ``sha`` (someone
-        changed it again: whoever indexes and commits handles their version), at most until
-        ``deadline`` (default: ``lock_wait_s`` from now) or until ``gone()`` says there is no
-        one to wait for (then False, as for late)."""
-        deadline = time.monotonic() + self.settings.lock_wait_s if deadline is None else deadline
-        while reached() != sha:
+    def _wait_indexed(self, rel: str, sha: str) -> bool:
+        """Handed to a daemon: wait until the index reflects ``sha`` for ``rel`` (read-your-writes
+        for the rest of the group) or the file no longer holds ``sha`` (changed again: the index
+        follows the newer version), at most ``lock_wait_s`` or until no daemon holds the home
+        (then False). Only for reading: what the acknowledgement waits for is HEAD
+        (:meth:`_wait_committed`)."""
+        deadline = time.monotonic() + self.settings.lock_wait_s
+        gone = daemon_gone_look(self.home.lock())
+        while self._indexer.indexed_sha(rel) != sha:
             if file_blob_sha(self.home.root / rel) != sha:
                 return True
             if time.monotonic() >= deadline or gone():
@@ -642,12 +633,20 @@ class WritePath:
             time.sleep(_POLL_S)
         return True
 
-    def _wait_committed(self, written: dict[str, str]) -> None:
-        """Handed to the daemon: wait (``lock_wait_s`` in all) until HEAD holds our writes and
-        the daemon's pass has let go of git's index lock. A daemon gone meanwhile: committed
-        here (:meth:`_take_over`). Late is CommitDeferredError: saved, its intent recorded,
-        committed by the daemon once git is free (or the next sync); kept, so not to be written
-        again.
+    def _wait_committed(self, group: ChangeGroup) -> None:
+        """Handed to the daemon: wait (``lock_wait_s`` in all) until HEAD holds the group's
+        changes (:class:`handoff.Handed`) and the daemon's pass has let go of git's index lock.
+        A daemon gone meanwhile: committed here (:meth:`_take_over`). Late is CommitDeferredError
+        when the files still hold the changes: saved, their intents recorded, committed by the
+        daemon once git is free (or the next sync); kept, so not to be written again.
+
+        A file changed again before any commit (a person's edit, another writer) is waited for
+        the same way: acknowledged once HEAD holds our lines, whoever's commit took them in. If
+        someone took the change out before a commit held it (the person deleted the agent's
+        line), no commit ever will: OverwrittenError says so, rather than an acknowledgement no
+        commit keeps, "kept" (CommitDeferredError), or a retry (ConflictError) that would undo
+        their edit. Decided only once waiting is over (deadline, or takeover): a git command of
+        the person's (a stash, then its pop) takes uncommitted lines out for a moment.
 
         Why the lock too: a pass moves HEAD, then puts its index in place, both under index.lock
         (staging.HeldIndex). Acknowledged as soon as HEAD moved, a caller's next `git status`
@@ -657,55 +656,73 @@ class WritePath:
         held longer (a person's long git command) does not undo the acknowledgement:
         HEAD holds the writes."""
         deadline = time.monotonic() + self.settings.lock_wait_s
-        late = dict(written)
+        root = self.home.root
+        late = {rel: Handed(root, rel, sha, *group.changed[rel]) for rel, sha in group.written.items()}
         while True:
             gone = daemon_gone_look(self.home.lock())
-            late = {
-                rel: sha
-                for rel, sha in late.items()
-                if not self._wait_for(rel, sha, functools.partial(blob_at_head, self.home.root, rel), deadline, gone)
-            }
+            late = {rel: handed for rel, handed in late.items() if not handed.wait(deadline, gone)}
             if not late:
                 break
             outcome = self._take_over(late, deadline)
             if outcome == "landed":
                 return
-            if outcome == "daemon" and time.monotonic() < deadline:
-                continue  # a daemon (started anew) holds the home: it commits them
+            if outcome in ("daemon", "waiting") and time.monotonic() < deadline:
+                continue  # a daemon (started anew), or another writer's change, commits them
+            taken_out = sorted(rel for rel, handed in late.items() if not handed.kept())
+            if taken_out:
+                raise OverwrittenError(taken_out)
             raise deferred(late, self.settings.lock_wait_s, outcome)
-        folder = git_dir(self.home.root)
+        folder = git_dir(root)
         until = min(deadline, time.monotonic() + _INDEX_IN_PLACE_S)
         while folder is not None and (folder / "index.lock").exists() and time.monotonic() < until:
             time.sleep(_POLL_S)
 
-    def _take_over(self, written: dict[str, str], deadline: float) -> TakeOver:
+    def _take_over(self, handed: dict[str, Handed], deadline: float) -> TakeOver:
         """The daemon a change was handed to let go of the home before committing it (stopped,
         or killed): index and commit it here, borrowing the home's lock as a change with no
         daemon does (waiting, up to ``deadline``, for other agents' changes that borrow it).
-        "landed" once HEAD holds ``written`` (whoever committed it: an agent's change that
-        built on it commits it too); "daemon" when a daemon holds the lock (again: it commits
-        them); "held" when another writer kept the lock past ``deadline``; "refused" when git
-        refused (the change is saved with its intent, and the next sync commits it).
-        StorageError (``saved``) when committed but not indexed, as for a borrowed change."""
+        "landed" once HEAD holds each change of ``handed`` (whoever committed it: an agent's
+        change that built on it commits it too); "daemon" when a daemon holds the lock (again:
+        it commits them); "held" when another writer kept the lock past ``deadline``; "waiting"
+        when another live group has written a file since and not committed it yet; "refused"
+        when git refused, or a file no longer holds the change (taken out by someone else:
+        nothing of ours to commit). A file changed again that still holds the change is
+        committed as it is now (the other's lines with ours, as the daemon would have: their
+        intent, else as the person's edit). StorageError (``saved``) when committed but not
+        indexed, as for a borrowed change."""
         while True:
-            late = self._still_late(written)
-            if not late:
+            if not still_late(handed):
                 return "landed"
             try:
                 lock = self._borrow_lock(min(deadline, time.monotonic() + _TAKEOVER_LOOK_S))
                 break
             except LockedError:
                 if time.monotonic() >= deadline:
-                    return "landed" if not self._still_late(written) else "held"
+                    return "landed" if not still_late(handed) else "held"
         if lock is None:
             return "daemon"
         try:
-            late = self._still_late(written)  # looked at again under the lock: nobody commits now
+            late = still_late(handed)  # looked at again under the lock: nobody commits now
             if not late:
                 return "landed"
             self.recover()
-            self._queue.written(late)
-            landed = self._index_and_commit(set(late))
+            # A file another live group has written and not committed yet is its to commit (with
+            # our lines, if it kept them): committed here, its bytes would ride along if refused.
+            held = late.keys() & self.held()
+            if held:
+                log.info("the daemon stopped; %s waits for another writer's change to commit it", ", ".join(held))
+            # What each file holds now is what this commit must hold (the other's version of a
+            # file changed again): checked against the bytes staged, as for our own writes.
+            now = {
+                rel: sha
+                for rel, one in late.items()
+                if rel not in held and one.kept() and (sha := file_blob_sha(self.home.root / rel))
+            }
+            if not now:
+                return "waiting" if held else "refused"
+            self._expected.update(now)
+            self._queue.written(now)
+            self._index_and_commit(set(now))
         except StorageError as exc:
             if not exc.saved:
                 raise
@@ -713,21 +730,13 @@ class WritePath:
             raise
         except SyncdError as exc:
             log.warning("the daemon stopped before committing %s, and git refused it here: %s", ", ".join(late), exc)
-            return "landed" if not self._still_late(written) else "refused"
+            return "landed" if not still_late(handed) else "refused"
         finally:
             lock.release()
-        log.info("the daemon stopped before committing %s; committed here", ", ".join(late))
-        return "landed" if all(landed.get(rel) == sha for rel, sha in late.items()) else "refused"
-
-    def _still_late(self, written: dict[str, str]) -> dict[str, str]:
-        """Of ``written``, what HEAD does not hold yet and the tree still holds as written (a file
-        changed again is whoever changed it's to commit, as in :meth:`_wait_for`)."""
-        root = self.home.root
-        return {
-            rel: sha
-            for rel, sha in written.items()
-            if blob_at_head(root, rel) != sha and file_blob_sha(root / rel) == sha
-        }
+        log.info("the daemon stopped before committing %s; committed here", ", ".join(now))
+        if not still_late(handed):
+            return "landed"
+        return "waiting" if held else "refused"
 
     # -- whole-home operations ---------------------------------------------------------------------
 
