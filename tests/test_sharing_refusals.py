@@ -260,12 +260,18 @@ def test_a_remote_that_tracks_syncd_s_own_folder_is_pulled_and_the_folder_untrac
     with syncd.open(b_root, embedder=embedder) as b:
         write(b_root, log, "# 2026-11-20\n\n## 10:00\n\n- [fact] Bo rides a bike.\n")
         b.sync()
+        (b_root / ".syncd/planted.txt").write_text("the server's own\n")
         git(b_root, "add", "-A", "-f")
         git(b_root, "-c", "user.name=Bo", "-c", "user.email=bo@example.org", "commit", "-qm", "everything")
         git(b_root, "push", "-q", "origin", "main")
         assert git(b_root, "ls-files", ".syncd/index/meta.json")
         with syncd.open(a_root, embedder=embedder) as a:
+            own = {rel: (a_root / rel).stat().st_ino for rel in (".syncd/embed_cache.sqlite",)}
             assert pull(a, "origin").head is not None
+            # Not one byte of the server's .syncd/ is written here: its embedding cache (trusted by
+            # text) and index files would be another machine's, or anyone's who can push there.
+            assert not (a_root / ".syncd/planted.txt").exists()
+            assert {rel: (a_root / rel).stat().st_ino for rel in own} == own
             # The server goes on, its tracked .syncd/ changing with each sync it commits by hand.
             write(b_root, log, "# 2026-11-20\n\n## 10:00\n\n- [fact] Bo rides a bike.\n- [fact] Bo's bike is red.\n")
             b.sync()

@@ -136,8 +136,10 @@ def pull(engine: Engine, remote: str = "origin") -> PullReport:
     name, email = user_identity(root)
     name, email = name or engine.settings.human_name, email or engine.settings.human_email
     with engine.writes.quiesced():
-        # .syncd/ tracked by a commit (ours or the remote's) is untracked before the merge, which
-        # then cannot stop at this home's own derived state, and after it (what came in tracked it).
+        # .syncd/ tracked by a commit of ours is untracked before the merge, which then cannot stop
+        # at this home's own derived state; the remote's is merged through a commit that stops
+        # tracking it (remote.without_derived), so none of its bytes are written here; and after
+        # the merge, as a last check, whatever came in tracked is untracked too.
         git_remote.untrack_derived(root, name, email)
         result = git_remote.merge_fetched(
             root,

@@ -270,6 +270,30 @@ def untrack_derived(root: Path, name: str, email: str) -> str | None:
     return commit_exact(root, [], tracked, message, name, email)[0]
 
 
+def without_derived(root: Path, theirs: str, name: str, email: str) -> str:
+    """``theirs`` as merged here: when its tree tracks ``.syncd/`` (a ``git add -f`` on another
+    machine), a commit on top of it that stops tracking it (the same as :func:`untrack_derived`'s,
+    made on their side). Merged as it came, git would write the remote's ``.syncd/`` bytes over
+    this home's own (ignored files are expendable to git): an embedding cache trusted by text,
+    index tables and their mirrors, all another machine's, or anyone's who can push there. Merging
+    the commit without them, their side adds nothing under ``.syncd/`` and git writes nothing
+    there. Made in a scratch index: this home's index and tree are not touched."""
+    listed = run_git(root, "ls-tree", "-r", "-z", "--name-only", theirs, "--", _DERIVED)
+    if not listed.strip(b"\0"):
+        return theirs
+    folder = git_dir(root)
+    scratch = (folder if folder is not None else root) / f"syncd-pull-index-{os.getpid()}"
+    env = {**identity_env(name, email), "GIT_INDEX_FILE": str(scratch)}
+    try:
+        run_git(root, "read-tree", theirs, env=env)
+        run_git(root, "rm", "-r", "-q", "-f", "--cached", "--ignore-unmatch", "--", _DERIVED, env=env)
+        tree = run_git(root, "write-tree", env=env).decode().strip()
+    finally:
+        scratch.unlink(missing_ok=True)
+    message = "Stop tracking .syncd/: syncd's derived state, rebuilt on every machine\n\nSyncd-Source: sharing\n"
+    return run_git(root, "commit-tree", tree, "-p", theirs, input=message.encode(), env=env).decode().strip()
+
+
 def _message(remote: str, branch: str) -> str:
     return f"Merge {remote}/{branch} (syncd pull)\n\nSyncd-Source: merge\nSyncd-Remote: {remote}\n"
 
@@ -305,6 +329,7 @@ def merge_fetched(
     is then found too), and removed here when the merge fails."""
     if holds(root, theirs):
         return MergeResult(None)
+    theirs = without_derived(root, theirs, name, email)
     before = head_sha(root)
     if before is not None and not run_git(root, "merge-base", before, theirs, ok=(0, 1)).strip():
         # git refuses such a merge; merging it anyway would pour whatever that repository holds
