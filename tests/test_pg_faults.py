@@ -299,3 +299,23 @@ def test_a_reader_never_makes_nor_remakes_the_writer_s_schema(pg_url, pg_home, e
     code, output = _syncd("sync", "--home", str(pg_home))
     assert code == 0, output
     assert held() == (rows, layout)
+
+
+def test_a_database_that_does_not_exist_is_named_with_what_to_do(tmp_path, pg_server, pg_url, pg_home, embedder):
+    """A server that answers but has no such database is not "down": waiting never helps, so the
+    one line says to create it or point the home at another (the URL mistyped at init, or the
+    database dropped since)."""
+    code, output = _syncd("init", str(tmp_path / "h"), "--index", pg_server.url("no_such_database"))
+    assert code != 0 and "Traceback" not in output, output
+    assert 'database "no_such_database" does not exist; create it (CREATE DATABASE)' in output, output
+    write(pg_home, LOG, "# 2026-11-28\n\n## 10:00\n\n- [fact] Green tea.\n")
+    with syncd.open(pg_home, embedder=embedder) as engine:
+        engine.sync()
+    import psycopg
+
+    database = psycopg.conninfo.conninfo_to_dict(pg_url)["dbname"]  # pg_home's
+    with psycopg.connect(pg_server.url(), autocommit=True) as conn:
+        conn.execute(f"DROP DATABASE {database} WITH (FORCE)")
+    code, output = _syncd("search", "tea", "--home", str(pg_home))
+    assert code != 0 and "Traceback" not in output, output
+    assert f'database "{database}" does not exist; create it (CREATE DATABASE)' in output, output

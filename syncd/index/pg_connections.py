@@ -79,7 +79,9 @@ class Connections:
         except psycopg.OperationalError as exc:
             if conn is not None:
                 conn.close()
-            raise IndexUnreachable(f"the index database at {self.shown} cannot be reached: {first_line(exc)}") from None
+            raise IndexUnreachable(
+                f"the index database at {self.shown} cannot be reached: {first_line(exc)}{_remedy(exc)}"
+            ) from None
         except psycopg.Error as exc:
             if conn is not None and not conn.closed:
                 conn.close()  # a failed transaction's connection is not worth repairing
@@ -121,6 +123,31 @@ def check_database(url: str) -> None:
             pass
     finally:
         connections.close()
+
+
+# What a person does about a server that answers but refuses the connection, by SQLSTATE; a server
+# that is down or unreachable needs only time (the index catches up once it is back).
+_REMEDIES = {
+    "3D000": "create it (CREATE DATABASE), or point the home at another: `syncd init --index URL`",
+    "28P01": "check the user and password (the URL, ~/.pgpass or PGPASSWORD)",
+    "28000": "the server's pg_hba.conf does not let this user in from here: ask its owner",
+}
+
+
+def _remedy(exc: Exception) -> str:
+    """``; <what to do>`` for a refusal a person must act on (no such database, bad password),
+    found by the SQLSTATE the server sent; empty otherwise."""
+    remedy = _REMEDIES.get(getattr(exc, "sqlstate", None) or "")
+    if remedy is None:
+        # libpq reports a refused connection's SQLSTATE on the connection only: read the text.
+        text = str(exc)
+        if "does not exist" in text and "database" in text:
+            remedy = _REMEDIES["3D000"]
+        elif "password authentication failed" in text:
+            remedy = _REMEDIES["28P01"]
+        elif "no pg_hba.conf entry" in text:
+            remedy = _REMEDIES["28000"]
+    return f"; {remedy}" if remedy else ""
 
 
 def first_line(exc: Exception) -> str:
