@@ -363,3 +363,27 @@ def test_the_command_line_shares_a_home(tmp_path):
     assert (b_root / "vault" / "Note.md").read_text() == "# Note\n\nWritten on the laptop.\n"
     refused = runner.invoke(cli, ["pull", "nowhere", "--home", str(b_root)])
     assert refused.exit_code == 1
+
+
+def test_a_remote_s_gitattributes_cannot_turn_the_merge_driver_off(machines):
+    """A line a remote's commit adds to the shared .gitattributes (``merge=binary``: keep ours,
+    leave theirs out) does not route memory past syncd's driver here: the routes are in the
+    repository's own info/attributes too, which git reads first."""
+    a, b = machines
+    b_root = b.home.root
+    with (b_root / ".gitattributes").open("a", encoding="utf-8") as attributes:
+        attributes.write("memory/** merge=binary\n")
+    git(b_root, "add", ".gitattributes")
+    git(b_root, "-c", "user.name=Bo", "-c", "user.email=bo@example.org", "commit", "-qm", "attributes")
+    push(b, "origin")
+    assert pull(a, "origin").fast_forward  # the line is in a's tree now
+    add(a, "ana", "On the laptop, ana learns to juggle.")
+    add(b, "ana", "On the server, ana learns to knit.")
+    push(b, "origin")
+    report = pull(a, "origin")
+    assert report.head is not None and not report.fast_forward
+    text = "".join(tree(a.home.root).values())
+    assert text.count("On the laptop, ana learns to juggle.") == 1
+    assert text.count("On the server, ana learns to knit.") == 1
+    assert report.kept_both == ()
+    assert_matches_rebuild(a)

@@ -101,14 +101,27 @@ def _driver_command() -> str:
 
 def configure_merges(root: Path) -> bool:
     """Route the home's files to syncd's merge driver: the driver in ``.git/config``, the routes in
-    ``.gitattributes``. Returns True when ``.gitattributes`` changed (the caller commits it)."""
+    ``.gitattributes`` (shared, so a clone's plain ``git pull`` uses them too) and in the
+    repository's own ``info/attributes``, which git reads before any ``.gitattributes``: a line
+    a remote's commit adds to the shared file (``memory/** merge=binary``, say: keep ours, drop
+    theirs) cannot turn the driver off here. Returns True when ``.gitattributes`` changed (the
+    caller commits it)."""
     run_git(root, "config", f"merge.{DRIVER}.name", "syncd: memory merged by file kind")
     run_git(root, "config", f"merge.{DRIVER}.driver", _driver_command())
-    path = root / ".gitattributes"
+    folder = git_dir(root)
+    if folder is not None:
+        _add_lines(folder / "info" / "attributes", _ATTRIBUTES)
+    return _add_lines(root / ".gitattributes", _ATTRIBUTES)
+
+
+def _add_lines(path: Path, lines: tuple[str, ...]) -> bool:
+    """Append to ``path`` those of ``lines`` it lacks, as lines of their own (made with its folder
+    when missing); whether it changed. Lines a person put there stay, in their order."""
     text = path.read_text(encoding="utf-8") if path.exists() else ""
-    missing = [line for line in _ATTRIBUTES if line not in text.splitlines()]
+    missing = [line for line in lines if line not in text.splitlines()]
     if not missing:
         return False
+    path.parent.mkdir(parents=True, exist_ok=True)
     head = text if not text or text.endswith("\n") else text + "\n"
     path.write_text(head + "".join(f"{line}\n" for line in missing), encoding="utf-8")
     return True
