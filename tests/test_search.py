@@ -81,7 +81,8 @@ def test_hits_carry_their_source_and_score_parts(populated):
     assert (top.path, top.line, top.kind, top.category) == ("memory/users/bob/2026-11-22.md", 5, "fact", "preference")
     assert top.user_id == "bob" and top.chat_id == "c2" and top.session_id == "s1"
     # The weighted parts the score adds up, and beside them the absolute ones (same value, same
-    # meaning for any query): raw BM25, the query's idf-weighted coverage and its rare words' part.
+    # meaning for any query): raw BM25, the query's idf-weighted coverage, its rare words' part and
+    # how new the row is (which the recency part weighs by the row's relevance).
     assert set(top.parts) == {
         "semantic",
         "fulltext",
@@ -93,6 +94,7 @@ def test_hits_carry_their_source_and_score_parts(populated):
         "bm25",
         "coverage",
         "rare",
+        "fresh",
     }
     assert top.parts["bm25"] > 0 and 0 < top.parts["coverage"] <= 1 and top.relevant
     expected = (
