@@ -12,6 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import syncd
 from syncd.memory import MemoryManager
 from syncd.writes.rewind import Merged, find_rewound, lost_facts
 
@@ -553,3 +554,24 @@ def test_the_reflog_file_is_read_from_its_end_as_git_reflog_reads_it(tmp_path_fa
     want = [(a, b, when, message) for a, b, _, when, message in (filler + entries)[-50:]]
     assert [(e.move[0], e.move[1], e.when, e.message) for e in got] == want
     assert _reflog_tail(path.with_name("missing"), 50) == []
+
+
+def test_a_daemon_starting_puts_back_a_dropped_commit_whose_file_its_index_already_holds(home, embedder):
+    """A commit of syncd's that `git rebase --abort` took out of the branch, in a file whose
+    bytes after the abort are the ones the index already holds (it had indexed the rebase's own
+    checkout of it): the starting daemon finds nothing changed to commit, and the put-back, made
+    by commit passes only, waited for the next change anywhere in the home. It now looks at the
+    start (and after each move of git's) whatever is pending."""
+    rel = "vault/Page.md"
+    write(home, rel, "# Page\n")
+    git(home, "add", "-A")
+    git(home, "commit", "-qm", "the person's page")
+    with syncd.open(home, embedder=embedder) as engine:
+        engine.sync()
+        # White-box: a writer's first look, as a daemon running before the rebase made one (the
+        # aborts looked for are those after a writer first looked).
+        assert engine.writes.put_back.dropped() == {}
+    _drop_a_commit_of_syncds(home, rel, "# Page\n\n- [note] Kept by syncd. <!-- id:k1 -->\n")
+    assert (home / rel).read_text() == "# Page\n"  # as the index holds it
+    with running_daemon(home, embedder):
+        wait_for(lambda: "Kept by syncd." in git(home, "show", f"HEAD:{rel}"), 30, "the dropped commit put back")

@@ -128,6 +128,11 @@ class Daemon:
         self._doing: str | None = None
         self._pending: set[str] = set()
         self._pending_since: float | None = None
+        # Whether a commit pass should look for commits a `git rebase --abort` took out of the
+        # branch though nothing is pending: at the start, and after each move of git's. Left to
+        # the passes of pending files, one whose file the index already held as the abort left it
+        # (it indexed the rebase's own checkout) waited for the next change anywhere.
+        self._look_for_dropped = True
         self._commit_due: float | None = None
         self._retry_s = _RETRY_MIN_S
         self._warned: str | None = None  # the git state last warned about, to warn once per state
@@ -516,9 +521,11 @@ class Daemon:
         if not batch.git_moved:
             return
         self._note_head()
-        if self._pending:
-            # The user's commit, checkout or switch may be what our waiting commit waited for:
-            # try soon, but never later than already due. Agents' commit passes move HEAD
+        self._look_for_dropped = True
+        if self._pending or self._commit_due is None:
+            # The user's commit, checkout or switch may be what our waiting commit waited for (or,
+            # with nothing waiting, an abort that took commits of ours out of the branch): try
+            # soon, but never later than already due. Agents' commit passes move HEAD
             # several times a second; pushing the due time back on each move put a person's
             # page off until the agents paused (bench_load.py measures how long a person's saved
             # page waits for its commit while agents add).
@@ -627,7 +634,7 @@ class Daemon:
         person's git command to wait out. Looked at outside the stage, a look falling inside a
         pass (index.lock held, or the index written and HEAD not yet) put the commit off by
         ``commit_quiet_ms``, and under agents writing without a pause it could fall there again."""
-        if not self._pending:
+        if not self._pending and not self._look_for_dropped:
             self._commit_due = None
             return []
         log.debug("committing %d indexed path(s): waiting for the commit stage", len(self._pending))
@@ -637,6 +644,9 @@ class Daemon:
     def _commit_pending_staged(self, quiet_s: float | None) -> list[str]:
         """commit_pending's work, holding the commit stage."""
         state = busy_state(self.root)
+        if state is not None and not self._pending:
+            # Only a look for dropped commits, which the git command's end (a move) asks again.
+            return []
         if state is not None and state.transient:
             # A lock held for a moment (by a git command of the person's or another process's
             # pass: none of ours runs now): try again shortly, never backing off (doubling delays
@@ -658,6 +668,7 @@ class Daemon:
         # this one's under syncd serve): committed by it, so its turn stays one commit.
         held = writes.held() & self._pending
         self._put_back_dropped()
+        self._look_for_dropped = False
         self._put_back_rewound(self._pending - held)
         try:
             ready = sorted(self._pending - held)
