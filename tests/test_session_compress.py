@@ -185,3 +185,88 @@ def test_a_session_json_a_person_broke_stops_the_compressor_and_is_kept_byte_for
     assert sorted(p.name for p in meta.parent.iterdir()) == ["session.json"]  # no transcript record
     assert not engine.search("tea shop Chá Lisboa", user_id="ana", kind="fact")
     assert compressor.stats["flushes"] == 0 and compressor.stats["compressions"] == 0
+
+
+def _held_llm_memory(home, embedder, llm: FakeLLM):
+    settings = Settings(llm_model="openai/gpt-4o-mini", core_refresh_importance=0.99, lock_wait_s=30)
+    engine = syncd.open(home, read_only=True, embedder=embedder, settings=settings)
+    memory = MemoryManager(
+        engine, settings=settings, default_user_id="ana", llm_options={"api_base": llm.url, "api_key": "sk-test"}
+    )
+    return engine, memory
+
+
+def test_two_agents_flushing_the_same_steps_at_once_flush_them_once(home, embedder, monkeypatch):
+    """Two processes of one session (each its own engine and compressor, the same context):
+    both ask the model before their flush's group, so both found the steps not flushed yet, and
+    both flushed them (two flush records, the digest twice in session.json). The flush looks
+    again inside its group."""
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1")
+    monkeypatch.setenv("no_proxy", "127.0.0.1")
+    llm = FakeLLM([None, None])  # both extractions held until both have asked
+    engines, outcomes, threads = [], [], []
+    try:
+        for _ in range(2):
+            engine, memory = _held_llm_memory(home, embedder, llm)
+            engines.append(engine)
+            compressor = ContextCompressor(memory, session_id="s-7", max_context_tokens=300, keep_last_steps=2)
+            agent = Agent(long_steps())
+            threads.append(
+                threading.Thread(target=lambda c=compressor, a=agent: outcomes.append(run(c.compress_context(a))))
+            )
+        for thread in threads:
+            thread.start()
+        wait_for(lambda: llm.arrived(2), 60, "both flushes to ask the model")
+    finally:
+        llm.release()
+        for thread in threads:
+            thread.join(timeout=120)
+        llm.close()
+        for engine in engines:
+            engine.close()
+    assert outcomes == [True, True]
+    events = [e["meta"]["event"] for e in read_transcript_file(engines[0].home, "ana", "s-7") if e.get("meta")]
+    assert events == ["flush"]
+    info = read_session_info(engines[0].home, "ana", "s-7")
+    assert info is not None and len(info.flushed) == 1
+
+
+def test_a_flush_whose_group_failed_is_made_again_not_taken_as_done(home, embedder, monkeypatch):
+    """The flush's digest was marked done in the compressor before its group ended: a group
+    undone (here: session.json broken by hand while the model read the steps) left the steps
+    marked flushed, and the next compression summarised them away with their facts never kept."""
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1")
+    monkeypatch.setenv("no_proxy", "127.0.0.1")
+    llm = FakeLLM([None, reply(FACT), SUMMARY])
+    engine, memory = _held_llm_memory(home, embedder, llm)
+    compressor = ContextCompressor(memory, session_id="s-8", max_context_tokens=300, keep_last_steps=2)
+    agent = Agent(long_steps())
+    info_file = engine.home.session_dir("ana", "s-8") / "session.json"
+    errors: list = []
+
+    def first() -> None:
+        try:
+            run(compressor.compress_context(agent))
+        except Exception as exc:  # what the flush raised, looked at below
+            errors.append(exc)
+
+    thread = threading.Thread(target=first)
+    try:
+        thread.start()
+        wait_for(lambda: llm.arrived(1), 60, "the flush to ask the model")
+        info_file.parent.mkdir(parents=True, exist_ok=True)
+        info_file.write_text("{ broken by hand")
+        llm.release()
+        thread.join(timeout=120)
+        assert len(errors) == 1 and "session.json" in str(errors[0]), errors
+        assert len(agent.steps) == 9  # nothing compressed
+        info_file.unlink()  # the person puts it right
+        assert run(compressor.compress_context(agent)) is True
+    finally:
+        llm.release()
+        thread.join(timeout=120)
+        llm.close()
+        engine.close()
+    assert FACT in "".join(p.read_text() for p in (home / "memory" / "users" / "ana").rglob("*.md"))
+    events = [e["meta"]["event"] for e in read_transcript_file(memory.home, "ana", "s-8") if e.get("meta")]
+    assert events == ["flush"]

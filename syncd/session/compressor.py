@@ -165,6 +165,12 @@ class ContextCompressor:
         except ExtractionError as exc:
             extracted = exc
         async with self.memory.engine.changes(intent):
+            # Looked at again in the group (the writer's turn): another process of the session,
+            # its model asked at the same time, may have flushed these steps meanwhile.
+            if await self._already_flushed(digest, user, session):
+                self.stats["flush_skipped_repeat"] += 1
+                log.info("steps %s of session %s were flushed meanwhile; not flushing them again", digest, session)
+                return True
             line = None
             if session is not None:
                 line = (
