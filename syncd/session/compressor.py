@@ -195,9 +195,11 @@ class ContextCompressor:
             facts = await self.memory.remember_extracted(
                 extracted, chat, user, session_id=session, transcript_line=line, turn_ref=f"flush-{digest[:12]}"
             )
-            self._flushed.add(digest)
             if session is not None:
                 await self._remember_flush(digest, user, chat, session)
+        # Only once the group is kept: marked before, a group undone left the steps taken for
+        # flushed, and the next compression summarised them away with their facts never kept.
+        self._flushed.add(digest)
         self.stats["flushes"] += 1
         self.stats["facts_flushed"] += len(facts)
         log.info("pre-compaction flush of session %s: %d new fact(s) from %d steps", session, len(facts), len(removed))
