@@ -233,6 +233,23 @@ def test_a_date_that_is_no_date_or_a_path_holding_one_is_an_error_not_another_ti
         resolve_revision(root, "last friday 14:00")  # still a date: the home is younger
 
 
+def test_a_date_yet_to_come_names_a_commit_dated_ahead_of_this_clock(tmp_path):
+    # A commit made on a machine whose clock runs ahead (pulled here) is dated after this
+    # machine's now: a date yet to come, taken as now, held it back and named the one before.
+    root = syncd.init(tmp_path / "home").home
+    (root / "vault" / "Ahead.md").write_text("# Ahead\n\nWritten where the clock runs a day ahead.\n")
+    ahead = (dt.datetime.now(dt.UTC) + dt.timedelta(days=2)).isoformat(timespec="seconds")
+    env = {**os.environ, "GIT_COMMITTER_DATE": ahead, "GIT_AUTHOR_DATE": ahead}
+    for args in (
+        ["add", "vault/Ahead.md"],
+        ["-c", "user.name=Bo", "-c", "user.email=bo@example.org", "commit", "-qm", "ahead"],
+    ):
+        subprocess.run(["git", *args], cwd=root, env=env, check=True)
+    head = git(root, "rev-parse", "HEAD").strip()
+    for at in ("2099-01-01", "2100-01-01", "9999-12-31T23:59:59"):
+        assert resolve_revision(root, at) == head, at
+
+
 def test_a_range_or_an_exclusion_is_not_one_revision(history):
     # git prints two shas (or a ^sha) for these: taken as a commit, read-tree failed on "^<sha>".
     root = history.home.root

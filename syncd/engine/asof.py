@@ -130,6 +130,10 @@ _COMPLETE = "frozen"
 _FILES = "files"
 
 
+# The last time git's date parser reads (--before=2100-01-01 is no date to it).
+_GIT_LAST = dt.datetime(2099, 12, 31, 23, 59, 59, tzinfo=dt.UTC)
+
+
 def resolve_revision(root: Path, at: str, reader: str | None = None) -> str:
     """The commit ``at`` names: a revision git knows, else a date or date-time (ISO 8601, or one
     git understands, such as ``yesterday``; the last commit at or before it on the current branch).
@@ -161,9 +165,10 @@ def resolve_revision(root: Path, at: str, reader: str | None = None) -> str:
     when = _date(root, at)
     if when is None:
         raise NotFoundError(f"no commit {at!r} in this home's history (nor is it a date)")
-    # A time yet to come is now: git's parser reads no year past 2099, and --before then held
-    # every commit back ("no commit at or before 2100-01-01").
-    before = min(when, dt.datetime.now(dt.UTC))
+    # Past git's last year (its parser reads none after 2099), --before held every commit back
+    # ("no commit at or before 2100-01-01"): such a time is git's last second. Not now: a commit
+    # made where the clock runs ahead (pulled here) is dated after this machine's now.
+    before = min(when, _GIT_LAST)
     found = run_git(root, "rev-list", "-1", "--first-parent", f"--before={before.isoformat()}", "HEAD", ok=(0, 128))
     if not found.strip():
         shown = when.astimezone().strftime("%Y-%m-%d %H:%M")
