@@ -4,13 +4,16 @@ delay, answers stats and core blocks, refuses writes, and answers 503 while the 
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 import time
 
 import httpx
 
 import syncd
+from syncd.config import Settings
 from syncd.home import Home
+from syncd.memory import MemoryManager
 from syncd.server.tokens import TokenStore
 
 from .helpers import wait_for, write
@@ -76,3 +79,18 @@ def test_a_read_only_server_sees_every_acknowledged_write(pg_server, pg_home, em
             client.close()
             reader.terminate()
             reader.wait(30)
+
+
+def test_an_agent_s_memory_manager_on_a_postgresql_home_indexes_what_it_writes(pg_home, embedder):
+    """``MemoryManager(home)`` opens a read-only engine whose changes borrow the home's lock and
+    index what they wrote (no daemon holds the home). Its PostgreSQL index was opened as a
+    reader's, which refuses every write: each fact was saved, then answered "saved but not
+    indexed: this index was opened read-only"."""
+    with syncd.open(pg_home, embedder=embedder) as writer:
+        writer.sync()  # the schema made, as `syncd init --index` or the home's daemon makes it
+    settings = Settings(core_refresh_importance=0.99)
+    with MemoryManager(pg_home, settings, embedder=embedder, default_user_id="ana") as memory:
+        for text in ("Cycles to work every day.", "Keeps bees on the roof."):
+            assert asyncio.run(memory.add_memory(text)) is not None
+        hits = memory.engine.search("bees on the roof", user_id="ana", kind="fact")
+        assert hits and hits[0].content == "Keeps bees on the roof."

@@ -199,9 +199,10 @@ def open_index(
     url, schema = location
     # ``shared``: a reader beside the home's writer (the engine of `syncd search`, `status`, a
     # read-only server over a clone). The schema is the writer's, and many machines read it: such
-    # a reader never makes it, nor makes it anew when it finds another layout (a reader of
-    # another syncd version dropped the writer's whole index, over and over).
-    index = PgIndex(url, schema, dim, model_id, read_only=read_only or shared, ann_min_rows=ann_min_rows)
+    # a reader never makes it to read, nor makes it anew when it finds another layout (a reader
+    # of another syncd version dropped the writer's whole index, over and over). Its changes
+    # borrowing the home's lock (an agent's MemoryManager) still write their rows: not read_only.
+    index = PgIndex(url, schema, dim, model_id, read_only=read_only, ann_min_rows=ann_min_rows, reader=shared)
     if not read_only:
         # A database that cannot serve as an index (no pgvector) will not get better by waiting:
         # the writer refuses to start, saying so. One that is down may come back: the writer
