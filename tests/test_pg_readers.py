@@ -85,9 +85,9 @@ def test_an_agent_s_memory_manager_on_a_postgresql_home_indexes_what_it_writes(p
     """``MemoryManager(home)`` opens a read-only engine whose changes borrow the home's lock and
     index what they wrote (no daemon holds the home). Its PostgreSQL index was opened as a
     reader's, which refuses every write: each fact was saved, then answered "saved but not
-    indexed: this index was opened read-only"."""
-    with syncd.open(pg_home, embedder=embedder) as writer:
-        writer.sync()  # the schema made, as `syncd init --index` or the home's daemon makes it
+    indexed: this index was opened read-only"; and on a new home (`syncd init --index`, no
+    writer run yet) its first use said "there is no index ... yet". The agent makes the schema
+    then, as the writer would; `syncd search` and `status` still never do (test_pg_faults)."""
     settings = Settings(core_refresh_importance=0.99)
     with MemoryManager(pg_home, settings, embedder=embedder, default_user_id="ana") as memory:
         for text in ("Cycles to work every day.", "Keeps bees on the roof."):

@@ -68,7 +68,7 @@ def blame_command(fact_id: str, as_json: bool, home: Path | None) -> None:
     from ..engine import audit
     from ..engine.facade import open_engine
 
-    with open_engine(resolve_home(home), read_only=True, settings=load_settings()) as engine:
+    with open_engine(resolve_home(home), read_only=True, settings=load_settings(), looks_only=True) as engine:
         histories = audit.blame(engine, fact_id)
     if as_json:
         print_json([h.to_dict() | {"at": h.introduced.sha if h.introduced else None} for h in histories])

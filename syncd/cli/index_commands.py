@@ -460,7 +460,7 @@ def search_command(
         from ..engine.facade import open_engine
         from ..engine.search import search_answer
 
-        with open_engine(root, read_only=True, settings=load_settings()) as engine:
+        with open_engine(root, read_only=True, settings=load_settings(), looks_only=True) as engine:
             if at is None:  # one query is all this process embeds (a past commit's index embeds its files)
                 release_after_query(engine.embedder)
             answer = search_answer(engine, **params)

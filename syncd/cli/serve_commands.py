@@ -232,7 +232,7 @@ def _mcp_reading_the_home(root: Path, principal, settings, why: str) -> None:
     from ..server.service import MemoryService
 
     click.echo(f"syncd: warning: {why}; `syncd mcp` serves it read-only: reads work, writes are refused", err=True)
-    with open_engine(root, settings=settings, read_only=True) as engine:
+    with open_engine(root, settings=settings, read_only=True, looks_only=True) as engine:
         service = MemoryService(engine, read_only=True, refusal=f"this home is read-only to `syncd mcp`: {why}")
         anyio.run(build_mcp(LocalBackend(service), principal).run_stdio_async)
 

@@ -88,9 +88,12 @@ class Engine:
     """Sync, search and status over one memory home; the backend of ``syncd.memory``."""
 
     def __init__(self, home: Home, settings: Settings, read_only: bool = False, embedder: Embedder | None = None,
-                 index: IndexBackend | None = None):  # fmt: skip
+                 index: IndexBackend | None = None, looks_only: bool = False):  # fmt: skip
         """``index``: the rows to read instead of the home's own index (read-only engines only:
-        a past revision's frozen index, syncd.engine.asof)."""
+        a past revision's frozen index, syncd.engine.asof). ``looks_only``: an engine that only
+        reads (``syncd search``, ``status``, a read-only server), which never makes the home's
+        PostgreSQL schema; a read-only engine whose changes borrow the home's lock (an agent's)
+        makes it on its first use of a new home, as the writer would."""
         self.home = home
         self.settings = settings
         self.read_only = read_only
@@ -115,7 +118,7 @@ class Engine:
                 if location is None and not read_only:
                     home.require_writable_state()
                 index = open_index(home.state_dir, inner.dim, inner.model_id, shared=read_only, location=location,
-                                   ann_min_rows=settings.vector_index_min_rows)  # fmt: skip
+                                   ann_min_rows=settings.vector_index_min_rows, looks_only=looks_only)  # fmt: skip
             self.index = index
             if not read_only and self._owns_index:
                 claim_schema(home.root, index)
@@ -604,8 +607,10 @@ def open_engine(
     read_only: bool = False,
     settings: Settings | None = None,
     embedder: Embedder | None = None,
+    looks_only: bool = False,
 ) -> Engine:
-    """Open the home at ``home`` (default: settings.home, then the nearest enclosing home)."""
+    """Open the home at ``home`` (default: settings.home, then the nearest enclosing home);
+    ``looks_only``: see :class:`Engine`."""
     settings = settings or Settings()
     root = Path(home) if home is not None else settings.home or find_home()
-    return Engine(Home(root), settings, read_only=read_only, embedder=embedder)
+    return Engine(Home(root), settings, read_only=read_only, embedder=embedder, looks_only=looks_only)

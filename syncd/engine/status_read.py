@@ -28,7 +28,7 @@ def read_status(root: Path, settings) -> Status:
         # A PostgreSQL index keeps no files mirror here: the database answers.
         from ..engine.facade import open_engine
 
-        with open_engine(home.root, read_only=True, settings=settings) as engine:
+        with open_engine(home.root, read_only=True, settings=settings, looks_only=True) as engine:
             return engine.status()
     if not (folder / "lance").is_dir():
         # Never built, or deleted with .syncd/ (a running daemon is rebuilding it): no answer
@@ -39,7 +39,7 @@ def read_status(root: Path, settings) -> Status:
         log.debug("the files mirror of %s is not current; opening the index", folder)
         from ..engine.facade import open_engine
 
-        with open_engine(home.root, read_only=True, settings=settings) as engine:
+        with open_engine(home.root, read_only=True, settings=settings, looks_only=True) as engine:
             return engine.status()
     model_id = _model_id(home, settings)
     counts = {"files": len(snapshot.files), "facts": snapshot.facts, "chunks": snapshot.chunks}

@@ -185,6 +185,7 @@ def open_index(
     read_only: bool = False,
     location: tuple[str, str] | None = None,
     ann_min_rows: int | None = None,
+    looks_only: bool = False,
 ) -> IndexBackend:
     """The home's index: LanceDB under ``state_dir/index`` or, with ``location`` (``home_index``),
     its PostgreSQL schema (whose scopes of ``ann_min_rows`` rows or more search through its
@@ -197,12 +198,13 @@ def open_index(
     from .pg_store import PgIndex
 
     url, schema = location
-    # ``shared``: a reader beside the home's writer (the engine of `syncd search`, `status`, a
-    # read-only server over a clone). The schema is the writer's, and many machines read it: such
-    # a reader never makes it to read, nor makes it anew when it finds another layout (a reader
-    # of another syncd version dropped the writer's whole index, over and over). Its changes
-    # borrowing the home's lock (an agent's MemoryManager) still write their rows: not read_only.
-    index = PgIndex(url, schema, dim, model_id, read_only=read_only, ann_min_rows=ann_min_rows, reader=shared)
+    # ``shared``: beside the home's writer (an agent's engine, whose changes borrow the home's
+    # lock and write their rows). The schema is the writer's, and many machines read it: such an
+    # index never makes it anew when it finds another layout (a reader of another syncd version
+    # dropped the writer's whole index, over and over). ``looks_only`` (`syncd search`, `status`,
+    # a read-only server over a clone) never makes a schema not there yet either.
+    index = PgIndex(url, schema, dim, model_id, read_only=read_only, ann_min_rows=ann_min_rows, reader=shared,
+                    looks_only=looks_only)  # fmt: skip
     if not read_only:
         # A database that cannot serve as an index (no pgvector) will not get better by waiting:
         # the writer refuses to start, saying so. One that is down may come back: the writer

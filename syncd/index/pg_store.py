@@ -168,13 +168,15 @@ class PgIndex:
         connections: Connections | None = None,
         ann_min_rows: int | None = None,
         reader: bool = False,
+        looks_only: bool = False,
     ):
         """``ann_min_rows``: scopes of at least so many rows find their nearest rows through the
         HNSW index, built once the table is that large (pg_ann.py); None: always exactly.
         ``reader``: an index beside the home's writer (``read_only``, or an engine whose changes
-        borrow the home's lock: an agent's MemoryManager). It reads without ever making the
-        schema and never makes it anew over another layout; unless ``read_only``, its writes
-        make a schema not there yet, as a writer's would."""
+        borrow the home's lock: an agent's MemoryManager), which never makes the schema anew over
+        another layout. ``looks_only`` (a command that only reads: ``syncd search``, ``status``,
+        a read-only server) or ``read_only``: it never makes a schema not there yet either;
+        another reader makes it, as the writer would (an agent's first use of a new home)."""
         if not _SCHEMA_NAME.fullmatch(schema):
             raise ConfigError(f"invalid index schema name {schema!r}: lowercase letters, digits and _ only")
         self.url = url
@@ -183,6 +185,7 @@ class PgIndex:
         self.model_id = model_id
         self.read_only = read_only
         self.reader = reader or read_only
+        self.looks_only = looks_only or read_only
         self.shared = True
         self._db = connections or Connections(url)
         self._ready = False
@@ -211,16 +214,16 @@ class PgIndex:
         return sql.SQL(text).format(s=sql.Identifier(self.schema))
 
     @contextmanager
-    def _conn(self, write: bool = False) -> Iterator:
+    def _conn(self) -> Iterator:
         with self._db.get() as conn:
             if not self._ready:
-                self._prepare(conn, write)
+                self._prepare(conn)
             yield conn
 
-    def _prepare(self, conn, write: bool = False) -> None:
-        """Make the schema and its tables if missing; a schema of another layout is made anew by
-        a writer (its rows are derived: the next sync fills it) and refused by a reader. A
-        reader makes a missing schema only to ``write`` in it, and only if not read-only."""
+    def _prepare(self, conn) -> None:
+        """Make the schema and its tables if missing (unless this index only looks); a schema
+        of another layout is made anew by a writer (its rows are derived: the next sync fills
+        it) and refused by a reader."""
         exists = conn.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s", (self.schema,)).fetchone()
         if exists and self._whole(conn):
             row = conn.execute(self._sql("SELECT value FROM {s}.meta WHERE key = 'layout'")).fetchone()
@@ -233,7 +236,7 @@ class PgIndex:
                     "the home's writer rebuilds it (`syncd sync`, or its `syncd watch` or `serve`) with this version"
                 )
             log.warning("the index at %s has another layout; making it anew", self.where)
-        elif self.read_only or (self.reader and not write):
+        elif self.looks_only:
             raise IndexError_(
                 f"there is no index at {self.where} yet: run its home's writer first (`syncd sync`, `watch` or `serve`)"
             )
@@ -276,7 +279,7 @@ class PgIndex:
         meta.update(fields)
         if meta == current:
             return
-        with self._conn(write=True) as conn:
+        with self._conn() as conn:
             conn.execute(
                 self._sql(
                     "INSERT INTO {s}.meta VALUES ('meta', %s) ON CONFLICT (key) DO UPDATE SET value = excluded.value"
@@ -294,7 +297,7 @@ class PgIndex:
         rebuilds it; for a reader, which never makes it, also before its writer first did).
         An unreachable database is not a missing index: True, and reads raise."""
         try:
-            return (not self._ready and not self.reader) or self.exists()
+            return (not self._ready and not self.looks_only) or self.exists()
         except IndexUnreachable:
             return True
 
@@ -475,7 +478,7 @@ class PgIndex:
             self._applied += 1
             paths = {u.path for u in updates}
             try:
-                with self._conn(write=True) as conn, conn.transaction():
+                with self._conn() as conn, conn.transaction():
                     if len(paths) == len(updates):
                         self._write_all(conn, updates)
                     else:  # a path written twice: in order, each on what the one before left

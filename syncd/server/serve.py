@@ -188,7 +188,7 @@ def serve(
 
     check_listen(host, port)
     # The lock comes first: a second server (or a `syncd watch`) fails here, naming the holder.
-    with open_engine(home, settings=settings, embedder=embedder, read_only=read_only) as engine:
+    with open_engine(home, settings=settings, embedder=embedder, read_only=read_only, looks_only=read_only) as engine:
         tokens = TokenStore.of(engine.home)
         tokens.admin_token(create=True)
         service = MemoryService(
