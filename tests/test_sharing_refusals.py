@@ -286,3 +286,29 @@ def test_a_remote_that_tracks_syncd_s_own_folder_is_pulled_and_the_folder_untrac
                 "Bo's bike is red.",
             }
             assert_matches_rebuild(a)
+
+
+def test_a_pull_of_a_remote_tracking_syncd_s_folder_leaves_this_home_s_own_files_there(tmp_path, embedder):
+    # git checks a tracked file out over an ignored one without a word: the remote's .syncd/
+    # (a `git add -A -f` on the server) was written over this home's own derived state (its
+    # index, embedding cache, models, log), on the first pull and again on each that changed it.
+    _remote, (a_root, b_root) = shared_homes(tmp_path, embedder)
+    (b_root / ".syncd" / "daemon.log").write_text("the server's log\n")
+    (b_root / ".syncd" / "only-on-the-server").write_text("the server's\n")
+    git(b_root, "add", "-A", "-f")
+    git(b_root, "-c", "user.name=Bo", "-c", "user.email=bo@example.org", "commit", "-qm", "everything")
+    git(b_root, "push", "-q", "origin", "main")
+    (a_root / ".syncd" / "daemon.log").write_text("the laptop's log\n")
+    with syncd.open(a_root, embedder=embedder) as a:
+        assert pull(a, "origin").head is not None
+        assert (a_root / ".syncd" / "daemon.log").read_text() == "the laptop's log\n"
+        assert not (a_root / ".syncd" / "only-on-the-server").exists()
+        # The server's tracked log changes again: a merge where this side untracked it.
+        (b_root / ".syncd" / "daemon.log").write_text("the server's log, longer\n")
+        git(b_root, "-c", "user.name=Bo", "-c", "user.email=bo@example.org", "commit", "-qam", "more")
+        git(b_root, "push", "-q", "origin", "main")
+        assert pull(a, "origin").head is not None
+        assert (a_root / ".syncd" / "daemon.log").read_text() == "the laptop's log\n"
+        assert not (a_root / ".syncd" / "only-on-the-server").exists()
+        assert git(a_root, "ls-files", ".syncd") == "" and git(a_root, "status", "--porcelain") == ""
+        assert_matches_rebuild(a)
