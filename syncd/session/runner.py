@@ -60,7 +60,8 @@ class TurnResult:
     """What one turn did: its transcript lines, the facts it added, whether the session was
     reset first (and why), whether the context was compressed, and the session's fields after.
     ``replayed``: the turn's ``turn_id`` was recorded already; nothing was written this time, and
-    ``entries`` are the lines the first run left (its facts are not looked up again)."""
+    ``entries`` are the lines the first run left (its facts are not looked up again); the
+    caller's agent may still have been compressed (``compressed``: its flush is its own commit)."""
 
     entries: tuple[TranscriptEntry, ...]
     facts: tuple[Any, ...] = ()
@@ -146,7 +147,7 @@ class SessionRunner:
                 recorded = await asyncio.to_thread(self._recorded, user, session, turn_id)
                 if recorded:
                     latest = await asyncio.to_thread(read_session_info, self.home, user, session)
-                    return TurnResult(recorded, session=latest, replayed=True)
+                    return TurnResult(recorded, compressed=compressed, session=latest, replayed=True)
             now = self.lifecycle.now()  # once the turn may run: a wait for another is not idleness
             info, reset, entries = await asyncio.to_thread(self._begin, user, session, chat, now)
             # The commit names the line the turn's facts come from.
