@@ -52,7 +52,7 @@ from ..formats.merging import (
     merge_session_meta,
     merge_state,
 )
-from ..home import classify_path, git_dir
+from ..home import classify_path, common_git_dir, git_dir
 from .git import head_sha, identity_env, run_git
 from .processes import running_git_writers
 
@@ -108,9 +108,9 @@ def configure_merges(root: Path) -> bool:
     caller commits it)."""
     run_git(root, "config", f"merge.{DRIVER}.name", "syncd: memory merged by file kind")
     run_git(root, "config", f"merge.{DRIVER}.driver", _driver_command())
-    folder = git_dir(root)
-    if folder is not None:
-        _add_lines(folder / "info" / "attributes", _ATTRIBUTES)
+    shared = common_git_dir(root)  # info/ is the repository's, shared by its worktrees
+    if shared is not None:
+        _add_lines(shared / "info" / "attributes", _ATTRIBUTES)
     return _add_lines(root / ".gitattributes", _ATTRIBUTES)
 
 
