@@ -208,7 +208,7 @@ def test_a_change_handed_to_a_daemon_that_died_is_committed_while_other_agents_b
     try:
         assert daemon.stdout is not None and daemon.stdout.readline() == b"held\n"
         with MemoryManager(home, Settings(lock_wait_s=6), embedder=embedder) as memory:
-            outcome, adding = _add_handed_to_the_daemon(home, memory)
+            outcome, _, adding = _add_handed_to_the_daemon(home, memory)
             daemon.kill()
             daemon.wait(30)
             killed = time.monotonic()
@@ -228,21 +228,24 @@ def test_a_change_handed_to_a_daemon_that_died_is_committed_while_other_agents_b
             borrower.wait(30)
 
 
-def _add_handed_to_the_daemon(home: Path, memory) -> tuple[list[object], threading.Thread]:
+def _add_handed_to_the_daemon(home: Path, memory) -> tuple[list[object], list[str], threading.Thread]:
     """An agent's add on a thread, returned once written (handed to the daemon holding the
-    home): what it will end with (the fact, or the SyncdError raised), and its thread."""
+    home): what it will end with (the fact, or the SyncdError raised), what HEAD held the moment
+    the add returned (its acknowledgement promises HEAD holds the fact by then), and its thread."""
     outcome: list[object] = []
+    head_then: list[str] = []
 
     def add() -> None:
         try:
             outcome.append(asyncio.run(memory.add_memory("Flies a red kite.", "ana", dedup=False)))
         except SyncdError as exc:
             outcome.append(exc)
+        head_then.append(_committed_text(home))
 
     adding = threading.Thread(target=add)
     adding.start()
-    wait_for(lambda: "Flies a red kite." in _tree_text(home), 30, "the change handed to the daemon")
-    return outcome, adding
+    wait_for(lambda: "Flies a red kite." in _tree_text(home), 60, "the change handed to the daemon")
+    return outcome, head_then, adding
 
 
 def _tree_text(home: Path) -> str:
@@ -293,7 +296,7 @@ def test_a_takeover_finding_its_change_committed_by_another_agent_is_acknowledge
         assert other.stdout is not None and other.stdout.readline() == b"ready\n"
         assert daemon.stdout is not None and daemon.stdout.readline() == b"held\n"
         with MemoryManager(home, Settings(lock_wait_s=10), embedder=embedder) as memory:
-            outcome, adding = _add_handed_to_the_daemon(home, memory)
+            outcome, _, adding = _add_handed_to_the_daemon(home, memory)
             log = next((home / "memory/users").rglob("*.md")).relative_to(home).as_posix()
             daemon.kill()
             daemon.wait(30)
@@ -309,25 +312,6 @@ def test_a_takeover_finding_its_change_committed_by_another_agent_is_acknowledge
             proc.wait(30)
             if proc.stdout is not None:
                 proc.stdout.close()
-
-
-def _add_recording_head(home: Path, memory) -> tuple[list[object], list[str], threading.Thread]:
-    """:func:`_add_handed_to_the_daemon`, also recording what HEAD held the moment the add
-    returned (its acknowledgement promises HEAD holds the fact by then)."""
-    head_then: list[str] = []
-    outcome: list[object] = []
-
-    def add() -> None:
-        try:
-            outcome.append(asyncio.run(memory.add_memory("Flies a red kite.", "ana", dedup=False)))
-        except SyncdError as exc:
-            outcome.append(exc)
-        head_then.append(_committed_text(home))
-
-    adding = threading.Thread(target=add)
-    adding.start()
-    wait_for(lambda: "Flies a red kite." in _tree_text(home), 60, "the change handed to the daemon")
-    return outcome, head_then, adding
 
 
 def _stopped_daemon(home: Path, embedder) -> subprocess.Popen:
@@ -352,7 +336,7 @@ def test_a_change_handed_to_a_daemon_is_not_acknowledged_when_the_file_changed_a
     daemon = _stopped_daemon(home, embedder)
     try:
         with MemoryManager(home, Settings(lock_wait_s=20), embedder=embedder) as memory:
-            outcome, head_then, adding = _add_recording_head(home, memory)
+            outcome, head_then, adding = _add_handed_to_the_daemon(home, memory)
             log = next((home / "memory/users").rglob("*.md"))
             with open(log, "a", encoding="utf-8") as editor:  # the person's editor, after the agent
                 editor.write("- [note] Sails a blue boat.\n")
@@ -379,7 +363,7 @@ def test_a_change_handed_to_a_daemon_whose_line_the_person_removed_before_its_co
     daemon = _stopped_daemon(home, embedder)
     try:
         with MemoryManager(home, Settings(lock_wait_s=20), embedder=embedder) as memory:
-            outcome, head_then, adding = _add_recording_head(home, memory)
+            outcome, head_then, adding = _add_handed_to_the_daemon(home, memory)
             log = next((home / "memory/users").rglob("*.md"))
             kept = [line for line in log.read_text().splitlines(keepends=True) if "Flies a red kite." not in line]
             log.write_text("".join(kept))  # the person's editor takes the agent's line out
@@ -443,7 +427,7 @@ def test_a_takeover_never_commits_another_writers_change_still_open_on_its_file(
             # Our add waits lock_wait_s for the daemon to index it (this one never does), the
             # other's append meanwhile for our turn to end (an open turn holds its file); the
             # other waits longer, so it appends once ours has ended.
-            outcome, head_then, adding = _add_recording_head(home, memory)
+            outcome, head_then, adding = _add_handed_to_the_daemon(home, memory)
             log = next((home / "memory/users").rglob("*.md"))
             other = subprocess.Popen(
                 [sys.executable, str(home.parent / "failing.py"), str(home), log.relative_to(home).as_posix(), str(go)],
