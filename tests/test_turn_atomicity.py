@@ -8,8 +8,8 @@ processes:
    transcript lines and the extracted fact are on disk): every file is byte-for-byte as before,
    nothing is committed, the index equals a rebuild, and the same turn run again succeeds once.
 2. kill -9 of a process in the middle of a turn, at three points: during the extraction LLM call
-   (asked before the turn's group opens: nothing written yet), during the core-summary LLM call (the fact written too), and
-   after session.json (every file written, the commit not made). The LLM is a real HTTP endpoint
+   and during the key-facts summary call (both asked before the turn's group opens: nothing
+   written yet), and after session.json (every file written, the commit not made). The LLM is a real HTTP endpoint
    on loopback that litellm calls as it would any OpenAI-compatible server, and holds the request
    open: the kill lands inside the real call path. Then either ``syncd sync`` (no daemon) or a
    running ``syncd watch`` must leave the home as it was before the turn and commit nothing of it.
@@ -231,7 +231,8 @@ CHILD = textwrap.dedent("""
 POINTS = {
     # the transcript lines written, the extraction call under way
     "extract": [None],
-    # the fact of importance 0.9 written, the core summary it triggers under way
+    # the extraction answered (a fact of importance 0.9), the key-facts summary it calls for under
+    # way: asked before the turn's group, so nothing is written yet
     "summarise": [reply(("Keeps bees on the roof.", 0.9)), None],
     # every file of the turn written, its commit not made
     "commit": [reply(("Keeps bees on the roof.", 0.5))],
@@ -283,8 +284,9 @@ def kill_turn_at(home: Path, point: str, read_only: bool = False, turn_id: str =
     have) written: its turn id is ``s1#<line>``."""
     with turn_stopped_at(home, point, read_only, turn_id):
         day = "".join(p.read_text() for p in (home / "memory/users/ana").glob("20*.md"))
-        assert ("Keeps bees on the roof." in day) == (point != "extract")
-        if point == "extract":
+        asked_before_the_group = point in ("extract", "summarise")
+        assert ("Keeps bees on the roof." in day) != asked_before_the_group
+        if asked_before_the_group:
             # The model is asked before the turn's group opens: nothing of the turn is written yet.
             assert lines_of(home, MESSAGE) == [] and lines_of(home, ANSWER) == []
             return next_line(home)
@@ -293,13 +295,15 @@ def kill_turn_at(home: Path, point: str, read_only: bool = False, turn_id: str =
         return line
 
 
-def test_while_the_model_extracts_a_turns_facts_other_agents_write(home, embedder):
+@pytest.mark.parametrize("point", ["extract", "summarise"])
+def test_while_the_model_answers_for_a_turn_other_agents_write(home, embedder, point):
     """The model's seconds are spent outside the home's writer turn: another agent's write,
-    made while the turn's extraction call is held open, is committed at once (it used to wait
-    for the model's reply, and past ``lock_wait_s`` was refused)."""
+    made while the turn's extraction call, or the key-facts summary call its important fact
+    calls for, is held open, is committed at once (it used to wait for the model's reply, and
+    past ``lock_wait_s`` was refused)."""
     first_turn(home, embedder)
     # Both as agents write beside each other (read-only engines, each change borrowing the lock).
-    with turn_stopped_at(home, "extract", read_only=True):
+    with turn_stopped_at(home, point, read_only=True):
         with syncd.open(home, read_only=True, embedder=embedder, settings=Settings(lock_wait_s=3)) as engine:
             fact = asyncio.run(MemoryManager(engine).add_memory("Cycles to work.", user_id="ana"))
         assert fact is not None and "Cycles to work." in git(home, "show", "HEAD")

@@ -3,7 +3,8 @@
 Every write is a markdown write through the backend (compare-and-swap, with an Intent that
 becomes the commit's author and trailers); nothing goes straight into LanceDB. One call is one
 change group: a turn's facts, the ``facts`` block and MEMORY.md they refresh land in one commit,
-so one ``git revert`` undoes the whole turn. Methods are async because agents are; the blocking
+so one ``git revert`` undoes the whole turn (the model is asked for that refresh before the group:
+see key_facts.py). Methods are async because agents are; the blocking
 work (files, git, embedding) runs in worker threads so the caller's event loop keeps serving. When
 a method returns after a write, the write is indexed and committed: a search right after it finds
 it, whether this process holds the writer lock, borrows it for the change, or a daemon holds it.
@@ -12,15 +13,14 @@ it, whether this process holds the writer lock, borrows it for the change, or a 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import contextvars
 import logging
 import re
-import threading
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
+import sys
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from ..config import Settings
 from ..engine.asof import past_files
@@ -31,8 +31,7 @@ from ..history.intents import Intent
 from ..home import Home, check_fact_content, check_query, check_text, validate_id, validate_label
 from .backend import MemoryBackend
 from .blocks import CORE_LABELS, CoreBlock, format_blocks, read_block, render_block, resolve_blocks
-from .dedup import CANDIDATES as DEDUP_CANDIDATES
-from .dedup import AddOutcome, Known, Verdict, screen
+from .dedup import AddOutcome, Verdict
 from .extraction import (
     ConversationTurn,
     ExtractedTurn,
@@ -41,7 +40,9 @@ from .extraction import (
     summarise_facts,
     wrap_injected,
 )
+from .key_facts import KeyFactsAhead, any_important, summary_input, with_key_facts
 from .prompts import PROMPT_VERSION
+from .screening import Screening
 from .store import Clock, MarkdownMemoryStore, StoredFact, local_now
 from .writer import MarkdownWriter
 
@@ -56,19 +57,8 @@ log = logging.getLogger(__name__)
 # not adopt that loop as "its" loop: other threads would then schedule work on a loop about to close.
 EPHEMERAL_LOOP: contextvars.ContextVar[bool] = contextvars.ContextVar("syncd_ephemeral_loop", default=False)
 
-_FACTS_BEGIN = "<!-- syncd:facts:begin -->"
-_FACTS_END = "<!-- syncd:facts:end -->"
-# Facts handed to the summariser: the most important first; beyond this the profile is full anyway.
-_SUMMARY_INPUT_FACTS = 80
 _RECALL_LINE_CHARS = 300
 _COMMENT_RE = re.compile(r"<!--.*?-->", re.DOTALL)
-# How often a second add of the same user looks whether the first has let go of the screening lock.
-_SCREEN_POLL_S = 0.002
-
-
-def _importance(fact: Fact) -> float:
-    """A hand-written fact has no importance: it ranks as an ordinary one (the index does the same)."""
-    return 0.5 if fact.importance is None else fact.importance
 
 
 def _tag_words(tags: Iterable[str]) -> tuple[str, ...]:
@@ -91,23 +81,6 @@ def _check_generated(what: str, text: str, multiline: bool) -> None:
         check_text(f"the LLM {what}", text, multiline=multiline)
     except InvalidInputError as exc:
         raise ExtractionError(str(exc)) from None
-
-
-def _with_facts_section(text: str, user_id: str, summary: str) -> str:
-    """MEMORY.md with the syncd-managed "Key facts" region replaced; everything else stays as the
-    person wrote it."""
-    # The section's own markers quoted in the summary (from a fact) would end it early next time:
-    # escaped, they read the same in any markdown view and mark nothing.
-    for marker in (_FACTS_BEGIN, _FACTS_END):
-        summary = summary.replace(marker, "&lt;" + marker.removeprefix("<"))
-    section = f"{_FACTS_BEGIN}\n## Key facts\n\n{summary.rstrip()}\n{_FACTS_END}\n"
-    begin, end = text.find(_FACTS_BEGIN), text.find(_FACTS_END)
-    if begin != -1 and end > begin:
-        tail = text[end + len(_FACTS_END) :]
-        return text[:begin] + section + tail.removeprefix("\n")
-    if not text.strip():
-        return f"# Memory of {user_id}\n\n{section}"
-    return text.rstrip("\n") + "\n\n" + section
 
 
 class MemoryManager:
@@ -158,8 +131,7 @@ class MemoryManager:
         self.clock = clock
         self.writer = MarkdownWriter(self.engine)
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._screening_locks: dict[str, threading.Lock] = {}
-        self._screening_locks_guard = threading.Lock()
+        self.screening = Screening(self.engine, self.settings)
 
     # -- lifecycle -------------------------------------------------------------------------------
 
@@ -425,60 +397,6 @@ class MemoryManager:
 
     # -- remembering -----------------------------------------------------------------------------
 
-    def _screen(self, facts: Sequence[Fact], user: str) -> list[Verdict]:
-        """What becomes of each of ``facts``: a restatement of a fact the user already has (or of
-        an earlier one of the batch) is a duplicate, anything else is new (syncd.memory.dedup).
-        The candidates are the user's facts nearest in meaning, down to ``Settings.dedup_cosine``."""
-        if not facts:
-            return []
-        floor = self.settings.dedup_cosine
-
-        def nearest(vector) -> list[Known]:
-            near = self.engine.nearest_facts(vector, user_id=user, limit=DEDUP_CANDIDATES)
-            return [
-                Known(id=row["id"], content=row["text"], path=row["path"], line=int(row["line"]), cosine=float(score))
-                for score, row in near
-                if score >= floor
-            ]
-
-        verdicts = screen(facts, self.engine.embed([f.content for f in facts]), nearest)
-        for verdict in verdicts:
-            if verdict.duplicate_of is not None:
-                log.debug("already remembered as %s: %r", verdict.duplicate_of.id, verdict.fact.content)
-        return verdicts
-
-    @contextlib.asynccontextmanager
-    async def _screened(self, facts: Sequence[Fact], user: str, dedup: bool) -> AsyncIterator[list[Verdict] | None]:
-        """Deduplication made atomic with the write it decides, without holding the writer's turn.
-
-        Wrap the change group that writes ``facts``: yields their verdicts, decided under the
-        user's screening lock, which is held until the group has ended (acknowledged, its facts
-        indexed, or undone), so a second add of the same user screens against the first. Users
-        screen side by side; the writer's turn (one writer at a time, all users) covers only the
-        write, where the nearest-facts search inside it made every add wait for every other's
-        search. Lock order: screening lock, then the turn. Inside a group already (a session's
-        turn), taking the screening lock would reverse that order: yields None, and the caller
-        screens inside the group, whose turn makes it atomic. Embedding happens first, outside
-        both (the vectors then come from the embedding cache)."""
-        if not dedup:
-            yield [Verdict(f) for f in facts]
-            return
-        if facts:
-            await asyncio.to_thread(self.engine.embed, [f.content for f in facts])
-        if self.engine.in_change_group():
-            yield None
-            return
-        with self._screening_locks_guard:
-            lock = self._screening_locks.setdefault(user, threading.Lock())
-        # Polled, not awaited in a thread: a cancelled caller never leaves the lock taken (the lock
-        # is a thread lock, shared with callers outside this event loop: no asyncio.Event serves).
-        while not lock.acquire(blocking=False):  # noqa: ASYNC110
-            await asyncio.sleep(_SCREEN_POLL_S)
-        try:
-            yield await asyncio.to_thread(self._screen, facts, user)
-        finally:
-            lock.release()
-
     def _remember(
         self,
         facts: Sequence[Fact],
@@ -490,9 +408,9 @@ class MemoryManager:
     ) -> tuple[list[Fact], list[Verdict]]:
         """Write the new ones among ``facts`` as one section; ``intent_for(n)`` describes n facts.
         Returns the facts written and the verdict on each of ``facts`` (``verdicts`` from
-        :meth:`_screened`; None: screened here, inside the change group, whose turn makes
+        :meth:`Screening.screened`; None: screened here, inside the change group, whose turn makes
         check-then-write atomic)."""
-        verdicts = self._screen(facts, user) if verdicts is None else verdicts
+        verdicts = self.screening.screen(facts, user) if verdicts is None else verdicts
         new = [v.fact for v in verdicts if v.new]
         if not new:
             return [], verdicts
@@ -551,13 +469,15 @@ class MemoryManager:
             source_session=session,
         )
         intent = self._intent(f"Remember: {fact.content[:60]}", user, chat, session=session)
-        async with self._screened([fact], user, dedup) as screened, self.engine.changes(intent):
+        key_facts = await self._key_facts_of_own([fact], user)
+        async with self.screening.screened([fact], user, dedup) as screened, self.engine.changes(intent):
             written, verdicts = await asyncio.to_thread(
                 self._remember, [fact], user, chat, session, lambda _: intent, screened
             )
             if not written:
                 return AddOutcome(None, verdicts[0].duplicate_of)
-            await self._maybe_refresh(written, user)
+            await self._key_facts_in_group(key_facts, written, user)
+        await self.key_facts_after(key_facts)
         return AddOutcome(written[0], None)
 
     async def process_conversation_turn_for_memories(
@@ -609,11 +529,14 @@ class MemoryManager:
         session_id: str | None = None,
         transcript_line: int | None = None,
         turn_ref: str | None = None,
+        key_facts: KeyFactsAhead | Literal["ask"] | None = "ask",
     ) -> list[Fact]:
         """Remember what :meth:`extract_turn` found that is new, as one section of today's log
         with the turn's provenance (``session_id``, ``transcript_line`` and ``turn_ref``, each
         defaulting to the turn's own): one commit, or part of the caller's change group.
-        Returns the facts written (empty when there was nothing new)."""
+        ``key_facts``: the refresh of the key facts these facts call for, asked by a caller that
+        writes them inside its own group (:meth:`key_facts_ahead` before it, :meth:`key_facts_after`
+        after it); by default asked here. Returns the facts written (empty when nothing was new)."""
         self._enter()
         user, chat = self._user(user_id), self._chat(chat_id)
         parsed = extracted.turn
@@ -643,51 +566,107 @@ class MemoryManager:
                 prompt_version=PROMPT_VERSION,
             )
 
+        ahead = await self._key_facts_of_own(stamped, user) if key_facts == "ask" else key_facts
         # The group's intent is the first write's (the section of new facts), so the commit says
-        # how many facts the turn added; the refresh it triggers joins the same commit.
-        async with self._screened(stamped, user, True) as screened, self.engine.changes():
+        # how many facts the turn added; the key facts they refresh join the same commit.
+        async with self.screening.screened(stamped, user, True) as screened, self.engine.changes():
             written, _ = await asyncio.to_thread(self._remember, stamped, user, chat, session, intent_for, screened)
-            if written:
-                await self._maybe_refresh(written, user)
+            await self._key_facts_in_group(ahead, written, user)
+        if key_facts == "ask":
+            await self.key_facts_after(ahead)
         return written
 
-    async def _maybe_refresh(self, facts: Sequence[Fact], user: str) -> None:
-        threshold = self.settings.core_refresh_importance
-        if not any(f.importance is not None and f.importance >= threshold for f in facts):
+    # -- key facts (see key_facts.py) --------------------------------------------------------------
+
+    def _key_facts_input(self, user: str, to_write: Sequence[Fact] = ()) -> tuple[str, ...]:
+        """The summariser's input: the user's facts as their logs hold them, and ``to_write`` as
+        they will read once appended to today's log (after every line there)."""
+        facts = [(s.fact, s.date, s.line) for s in self.store(user_id=user).iter_facts()]
+        today = self.clock().date().isoformat()
+        facts += [(fact, today, sys.maxsize - len(to_write) + n) for n, fact in enumerate(to_write)]
+        return summary_input(facts)
+
+    async def _summarise(self, lines: Sequence[str]) -> str:
+        summary = await summarise_facts(self.settings, list(lines), self._llm_options("summarise"))
+        _check_generated("summary", summary, multiline=True)
+        return summary
+
+    async def key_facts_ahead(self, facts: Sequence[Fact], user_id: str | None = None) -> KeyFactsAhead | None:
+        """The refresh of the user's key facts that writing ``facts`` calls for (None: none is
+        important enough), its summary asked of the model now, with no lock held. A caller that
+        writes the facts inside a change group of its own asks before the group, hands it to the
+        write, and calls :meth:`key_facts_after` once the group has ended."""
+        user = self._user(user_id)
+        if not any_important(facts, self.settings.core_refresh_importance):
+            return None
+        lines = await asyncio.to_thread(self._key_facts_input, user, facts)
+        try:
+            summary: str | None = await self._summarise(lines)
+        except ExtractionError as exc:
+            # The facts are written all the same; a stale summary is refreshed next time.
+            log.warning("the key facts of %s will not be refreshed: %s", user, exc)
+            summary = None
+        return KeyFactsAhead(user, lines, summary)
+
+    async def _key_facts_of_own(self, facts: Sequence[Fact], user: str) -> KeyFactsAhead | Literal["inside"] | None:
+        """:meth:`key_facts_ahead` for a write that opens its own group; "inside" in a caller's
+        group, which holds the writer's turn already: the refresh is then made inside it."""
+        return "inside" if self.engine.in_change_group() else await self.key_facts_ahead(facts, user)
+
+    async def _key_facts_in_group(
+        self, ahead: KeyFactsAhead | Literal["inside"] | None, written: Sequence[Fact], user: str
+    ) -> None:
+        """Inside the group, once ``written`` are: the summary made ahead is written if its input
+        is still what the files say, else marked due (made after the group). "inside": the write
+        is nested in a caller's group that asked nothing ahead, so the model is asked here, inside
+        that group, as its caller chose."""
+        if not any_important(written, self.settings.core_refresh_importance):
             return
+        if ahead == "inside":
+            await self._refresh_or_warn(user)
+            return
+        if ahead is None or ahead.summary is None:
+            return
+        if await asyncio.to_thread(self._key_facts_input, ahead.user) != ahead.lines:
+            ahead.due = True  # another write got in between, or the day changed
+            return
+        try:
+            await asyncio.to_thread(self._write_key_facts, ahead.user, ahead.summary)
+        except BlockLimitError as exc:
+            log.warning("facts of %s remembered, but the key facts were not refreshed: %s", ahead.user, exc)
+
+    async def key_facts_after(self, ahead: KeyFactsAhead | Literal["inside"] | None) -> None:
+        """After the group that wrote the facts: the refresh its summary made ahead could not be
+        (see :meth:`key_facts_ahead`), made now as a commit of its own."""
+        if isinstance(ahead, KeyFactsAhead) and ahead.due:
+            await self._refresh_or_warn(ahead.user)
+
+    async def _refresh_or_warn(self, user: str) -> None:
         try:
             await self.refresh_core_memory_facts(user)
         except (ExtractionError, BlockLimitError) as exc:
             # The facts themselves are safely written; a stale summary is refreshed next time.
             log.warning("facts of %s remembered, but the core summary was not refreshed: %s", user, exc)
 
-    async def refresh_core_memory_facts(self, user_id: str | None = None) -> str | None:
-        """Summarise the user's most important facts (LLM, bullet points, at most 200 words) into
-        their ``facts`` block and the Key facts section of MEMORY.md. Returns the summary, or None
-        when there are no facts yet."""
-        self._enter()
-        user = self._user(user_id)
-        store = self.store(user_id=user)
-        stored = await asyncio.to_thread(lambda: list(store.iter_facts()))
-        if not stored:
-            return None
-        ranked = sorted(stored, key=lambda s: (_importance(s.fact), s.date, s.line), reverse=True)
-        lines = [
-            f"- [{s.fact.category}] {s.fact.content} (importance {_importance(s.fact):.1f}, {s.date})"
-            for s in ranked[:_SUMMARY_INPUT_FACTS]
-        ]
-        summary = await summarise_facts(self.settings, lines, self._llm_options("summarise"))
-        _check_generated("summary", summary, multiline=True)
+    def _write_key_facts(self, user: str, summary: str) -> None:
         intent = self._intent(
             f"Refresh the key facts of {user}", user, model=self.settings.llm_model, prompt_version=PROMPT_VERSION
         )
+        self._write_block("facts", summary, None, user, intent)
+        self.store(user_id=user).write_memory_file(lambda text: with_key_facts(text, user, summary), intent=intent)
 
-        def write() -> None:
-            self._write_block("facts", summary, None, user, intent)
-            store.write_memory_file(lambda text: _with_facts_section(text, user, summary), intent=intent)
-
-        async with self.engine.changes(intent):
-            await asyncio.to_thread(write)
+    async def refresh_core_memory_facts(self, user_id: str | None = None) -> str | None:
+        """Summarise the user's most important facts (LLM, bullet points, at most 200 words) into
+        their ``facts`` block and the Key facts section of MEMORY.md. Returns the summary, or None
+        when there are no facts yet. The model is asked before the change group that writes it."""
+        self._enter()
+        user = self._user(user_id)
+        lines = await asyncio.to_thread(self._key_facts_input, user)
+        if not lines:
+            return None
+        summary = await self._summarise(lines)
+        async with self.engine.changes():
+            await asyncio.to_thread(self._write_key_facts, user, summary)
         return summary
 
     # -- forgetting ------------------------------------------------------------------------------

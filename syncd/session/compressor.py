@@ -164,6 +164,10 @@ class ContextCompressor:
             extracted: ExtractedTurn | ExtractionError = await self.memory.extract_turn(turn)
         except ExtractionError as exc:
             extracted = exc
+        # The key facts the flushed facts refresh: asked before the group too (see runner.py).
+        key_facts = None
+        if isinstance(extracted, ExtractedTurn):
+            key_facts = await self.memory.key_facts_ahead(extracted.facts, user)
         async with self.memory.engine.changes(intent):
             # Looked at again in the group (the writer's turn): another process of the session,
             # its model asked at the same time, may have flushed these steps meanwhile.
@@ -193,13 +197,20 @@ class ContextCompressor:
                     )
                 return False
             facts = await self.memory.remember_extracted(
-                extracted, chat, user, session_id=session, transcript_line=line, turn_ref=f"flush-{digest[:12]}"
+                extracted,
+                chat,
+                user,
+                session_id=session,
+                transcript_line=line,
+                turn_ref=f"flush-{digest[:12]}",
+                key_facts=key_facts,
             )
             if session is not None:
                 await self._remember_flush(digest, user, chat, session)
         # Only once the group is kept: marked before, a group undone left the steps taken for
         # flushed, and the next compression summarised them away with their facts never kept.
         self._flushed.add(digest)
+        await self.memory.key_facts_after(key_facts)
         self.stats["flushes"] += 1
         self.stats["facts_flushed"] += len(facts)
         log.info("pre-compaction flush of session %s: %d new fact(s) from %d steps", session, len(facts), len(removed))

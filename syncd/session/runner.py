@@ -1,13 +1,16 @@
 """The session runner (the seed's chat processor): one call per message, one commit per turn.
 
 ``await runner.process_turn(session_id, user_message, response, ...)`` first asks the model what
-facts the turn holds and runs the context compression check (its pre-compaction flush is a change
-of its own), holding no lock: a model's seconds inside the turn's group would hold every other
-agent's write back. Then it does, inside one change group: the lifecycle check (a reset is a
-transcript record, fresh lifecycle fields and an empty state), the transcript lines of the turn,
-the new facts with the turn's first transcript line as provenance (so ``syncd blame <fact>``
-shows the line), the agent-state snapshot and the lifecycle fields. The group is indexed and committed once, so one
-``git revert`` undoes the whole turn and the index follows.
+facts the turn holds, runs the context compression check (its pre-compaction flush is a change
+of its own) and, when a fact is important, asks for the summary of the user's key facts, holding
+no lock: a model's seconds inside the turn's group would hold every other agent's write back.
+Then it does, inside one change group: the lifecycle check (a reset is a transcript record, fresh
+lifecycle fields and an empty state), the transcript lines of the turn, the new facts with the
+turn's first transcript line as provenance (so ``syncd blame <fact>`` shows the line), the key
+facts, the agent-state snapshot and the lifecycle fields. The group is indexed and committed
+once, so one ``git revert`` undoes the whole turn and the index follows. (Key facts whose input
+changed while the model wrote them are made again after the group, as a commit of their own:
+see syncd/memory/key_facts.py.)
 
 A turn is all or nothing (syncd/writes): an exception inside it, or the death of its process
 before its commit, puts every file back as it was, so the caller, who got no answer, runs the
@@ -24,7 +27,7 @@ import datetime as dt
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Literal
 
 from ..errors import ExtractionError, GitBusyError, HistoryError
 from ..formats.agent_state import AgentState
@@ -33,6 +36,7 @@ from ..history.git import run_git
 from ..history.intents import Intent
 from ..home import validate_id
 from ..memory.extraction import ConversationTurn, ExtractedTurn
+from ..memory.key_facts import KeyFactsAhead
 from ..memory.prompts import PROMPT_VERSION
 from .compressor import ContextCompressor
 from .files import (
@@ -127,6 +131,7 @@ class SessionRunner:
         # held for the model's seconds, and other agents' writes refused past lock_wait_s.
         extracted = None
         compressed = False
+        key_facts: KeyFactsAhead | Literal["ask"] | None = "ask"
         if not await self._seems_recorded(user, session, turn_id):
             extracted = await self._extract(user_message, actions, response, session)
             if agent is not None and self.compressor is not None:
@@ -136,6 +141,11 @@ class SessionRunner:
                 compressed = await self.compressor.compress_context(
                     agent, session_id=session, user_id=user, chat_id=chat
                 )
+            # Last, after the flush's facts: the summary of the user's key facts these facts
+            # refresh, asked now for the same reason (written in the group, or after it when
+            # the files changed meanwhile).
+            if isinstance(extracted, ExtractedTurn):
+                key_facts = await self.memory.key_facts_ahead(extracted.facts, user)
         # The session's fields, its reset and the turn's first line are read inside the group (the
         # home's write turn): read before it, two processes running turns of one session both
         # counted from the same turn_count (one turn lost of every two) and named the same line.
@@ -172,7 +182,7 @@ class SessionRunner:
             line = written[-2].line  # the person's message: where the turn's facts come from
             if extracted is None:  # a run of this turn seemed recorded, and was put back since
                 extracted = await self._extract(user_message, actions, response, session)
-            facts, error = await self._remember(extracted, user, chat, session, line)
+            facts, error = await self._remember(extracted, user, chat, session, line, key_facts)
             snapshot = serialize_agent(agent) if agent is not None else state
             if reset is not None and snapshot is None:
                 snapshot = AgentState(serialized_at=now.isoformat(timespec="seconds"))
@@ -189,6 +199,7 @@ class SessionRunner:
                 chat=chat or info.chat,
             )
             await asyncio.to_thread(write_session_info, self.engine, info)
+        await self.memory.key_facts_after(key_facts)
         return TurnResult(tuple(written), tuple(facts), reset, compressed, error, info)
 
     def _begin(
@@ -256,17 +267,30 @@ class SessionRunner:
             return exc
 
     async def _remember(
-        self, extracted: ExtractedTurn | ExtractionError, user: str, chat: str | None, session: str, line: int
+        self,
+        extracted: ExtractedTurn | ExtractionError,
+        user: str,
+        chat: str | None,
+        session: str,
+        line: int,
+        key_facts: KeyFactsAhead | Literal["ask"] | None,
     ) -> tuple[list, str | None]:
         """The new facts of the turn written with the person's line as provenance (inside the
-        turn's group), or the extraction's error."""
+        turn's group), or the extraction's error. ``key_facts``: as :meth:`MemoryManager.remember_extracted`
+        takes it ("ask": none asked before the group)."""
         if isinstance(extracted, ExtractionError):
             log.warning("turn %s#%d recorded, but no facts extracted: %s", session, line, extracted)
             return [], str(extracted)
         if not extracted.facts:
             return [], None
         facts = await self.memory.remember_extracted(
-            extracted, chat, user, session_id=session, transcript_line=line, turn_ref=f"{session}#{line}"
+            extracted,
+            chat,
+            user,
+            session_id=session,
+            transcript_line=line,
+            turn_ref=f"{session}#{line}",
+            key_facts=key_facts,
         )
         return facts, None
 

@@ -1,0 +1,102 @@
+"""The key facts (syncd/memory/key_facts.py): the summary an important fact refreshes is asked of
+the model before the write's change group, written in the group when its input still holds (one
+commit with the fact), and made again after the group when it does not. Real git, the real
+embedding model, litellm's own ``mock_response`` or a real OpenAI-compatible endpoint on loopback
+(tests/llm_helpers.FakeLLM) that holds a request open while the test acts."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+import git
+import pytest
+
+import syncd
+from syncd.config import Settings
+from syncd.memory import MemoryManager
+
+from .helpers import wait_for
+from .llm_helpers import NO_FACTS, FakeLLM
+
+run = asyncio.run
+FACTS_BLOCK = "memory/users/ana/core/facts.md"
+MEMORY_MD = "memory/users/ana/MEMORY.md"
+
+
+def changed_in(repo: git.Repo, commit: git.Commit) -> set[str]:
+    return set(repo.git.show("--name-only", "--format=", commit.hexsha).split())
+
+
+def test_an_important_fact_and_the_key_facts_it_refreshes_are_one_commit(engine, home):
+    settings = Settings(llm_model="gpt-4o-mini", core_refresh_importance=0.9)
+    manager = MemoryManager(
+        engine, settings=settings, job_llm_options={"summarise": {"mock_response": "- Keeps bees on the roof."}}
+    )
+    repo = git.Repo(home)
+    before = repo.head.commit
+    run(manager.add_memory("Keeps bees on the roof.", user_id="ana", importance=0.95))
+    assert repo.head.commit.parents == (before,), "more than one commit for one fact"
+    log = next(p for p in changed_in(repo, repo.head.commit) if p.startswith("memory/users/ana/20"))
+    assert changed_in(repo, repo.head.commit) == {log, FACTS_BLOCK, MEMORY_MD}
+    assert "- Keeps bees on the roof." in (home / FACTS_BLOCK).read_text()
+    # An ordinary fact asks for no summary and leaves the key facts alone.
+    run(manager.add_memory("Cycles to work.", user_id="ana", importance=0.5))
+    assert changed_in(repo, repo.head.commit) == {log}
+
+
+@pytest.mark.parametrize("made_by", ["add_memory", "a conversation turn"])
+def test_key_facts_whose_input_changed_while_the_model_wrote_them_are_made_again_after(
+    home, embedder, monkeypatch, made_by
+):
+    """While the model writes the summary for one agent's important fact, another agent writes a
+    fact (it is not kept waiting: the summary is asked before the first agent's group). The
+    summary made ahead then misses that fact: it is never written; the first agent's fact is
+    committed alone, and the summary is asked again and committed after it."""
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1")
+    monkeypatch.setenv("no_proxy", "127.0.0.1")
+    extraction = '{"facts": [{"content": "Keeps bees on the roof.", "category": "personal", "importance": 0.95}]}'
+    fresh = "- Keeps bees.\n- Cycles to work."
+    # The summary held open (released, it answers NO_FACTS's text: the summary made ahead, stale
+    # by then), then the one asked after the group.
+    replies = ([extraction] if made_by != "add_memory" else []) + [None, fresh]
+    llm = FakeLLM(replies)
+    settings = Settings(llm_model="openai/gpt-4o-mini", core_refresh_importance=0.9, lock_wait_s=3)
+    first = syncd.open(home, read_only=True, embedder=embedder, settings=settings)
+    other = syncd.open(home, read_only=True, embedder=embedder, settings=settings)
+    manager = MemoryManager(
+        first, settings=settings, default_user_id="ana", llm_options={"api_base": llm.url, "api_key": "sk-test"}
+    )
+    repo = git.Repo(home)
+    start = repo.head.commit
+    done: list = []
+
+    def remember() -> None:
+        if made_by == "add_memory":
+            done.append(run(manager.add_memory("Keeps bees on the roof.", importance=0.95)))
+        else:
+            done.append(run(manager.process_conversation_turn_for_memories("I keep bees on my roof.")))
+
+    writer = threading.Thread(target=remember)
+    try:
+        writer.start()
+        wait_for(lambda: llm.arrived(len(replies) - 1), 60, "the summary to be asked")
+        fact = run(MemoryManager(other, settings=settings).add_memory("Cycles to work.", user_id="ana"))
+        assert fact is not None and "Cycles to work." in repo.git.show("HEAD")
+        llm.release()
+        writer.join(timeout=120)
+        assert done, "the first agent's write did not return"
+    finally:
+        llm.release()
+        writer.join(timeout=120)
+        llm.close()
+        first.close()
+        other.close()
+    assert len(llm.requests) == len(replies), "the summary was not asked again"
+    commits = list(repo.iter_commits(f"{start.hexsha}..HEAD", reverse=True))
+    assert [c.summary for c in commits][-1] == "Refresh the key facts of ana"
+    assert [changed_in(repo, c) for c in commits][-1] == {FACTS_BLOCK, MEMORY_MD}
+    # Neither the agent's fact commit nor the other's holds a summary: the stale one never landed.
+    assert all(FACTS_BLOCK not in changed_in(repo, c) for c in commits[:-1])
+    assert (home / FACTS_BLOCK).read_text().count("Cycles to work.") == 1
+    assert NO_FACTS not in repo.git.log("-p", "--", FACTS_BLOCK)
