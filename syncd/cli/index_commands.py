@@ -589,7 +589,9 @@ def _echo_remote(state: dict) -> None:
     elif state.get("error"):
         retry = state.get("retry_at")
         when = f"; retrying in {max(0.0, retry - time.time()):.0f} s" if retry else ""
-        say(f"remote   unreachable or refused: {state['error']}{when} (local writes go on)")
+        # Not refused for good (that is "stopped" above): unreachable now, a drive not mounted, an
+        # ssh agent locked, git busy; retried until it passes.
+        say(f"remote   failing for now, retried: {state['error']}{when} (local writes go on)")
 
 
 def _echo_sync_state(status) -> None:
