@@ -25,6 +25,7 @@ from syncd.embedding.fastembed_backend import BUNDLED_TOKENIZER_DIR, bundled_onn
 from syncd.errors import IndexError_
 from syncd.index.store import Index
 
+from .cli_helpers import run_main
 from .helpers import write
 
 LOG = "memory/users/ana/2026-11-28.md"
@@ -194,3 +195,17 @@ def test_a_rebuild_killed_after_its_swap_is_redone_by_either_model_s_writer(home
         engine.sync()
         assert engine.index.meta()["model_id"] == embedder.model_id and "replacing" not in engine.index.meta()
         assert _facts(engine) == ["Green tea in the morning."]
+
+
+def test_status_of_another_model_s_index_says_what_is_true(home, embedder, tmp_path):
+    """`syncd status` in a process configured with another model said "the next `syncd sync`
+    (or `syncd reindex`) rebuilds it": a sync there would rebuild the home's index for that
+    process's model. It says which model built it, which one is configured, and the two ways on."""
+    write(home, LOG, "# 2026-11-28\n\n## 10:00\n\n- [fact] Green tea in the morning.\n")
+    with syncd.open(home, embedder=embedder) as engine:
+        engine.sync()
+    folder = other_model_folder(tmp_path)
+    shown = run_main("status", "--home", str(home), env={"SYNCD_EMBED_MODEL_PATH": str(folder)}).stdout
+    line = next(line for line in shown.splitlines() if line.startswith("index ") and "model" in line)
+    assert f"another model ({embedder.model_id}, 384 dimensions)" in line and "path:minilm-copy@" in line, line
+    assert "`syncd reindex` to rebuild the index with this one" in line and "syncd sync" not in line, line

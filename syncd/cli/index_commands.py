@@ -503,7 +503,7 @@ def status_command(as_json: bool, home: Path | None) -> None:
     say(f"home     {status.home}")
     click.echo(f"model    {status.model_id}")
     if status.incompatible:
-        click.echo(f"index    {status.incompatible}: the next `syncd sync` (or `syncd reindex`) rebuilds it")
+        click.echo(f"index    {status.incompatible}")  # with what rebuilds it (status.incompatibility)
     click.echo(f"indexed  {status.files} files, {status.facts} facts, {status.chunks} chunks")
     if status.index == INDEX_UNREACHABLE:
         click.echo(
