@@ -118,9 +118,6 @@ def model_mismatch(meta: Mapping, model_id: str, dim: int) -> str | None:
     )
 
 
-_Rows = TypeVar("_Rows")
-
-
 def mark_replacing(folder: Path, model_id: str, dim: int) -> dict[str, str]:
     """Before a rebuild replaces the rows of the index at ``folder`` by rows of ``model_id``:
     when those differ from the model its meta names, mark the meta (REPLACING), so that until
@@ -138,6 +135,9 @@ def vectors_key(meta: Mapping) -> tuple:
     """What of an index's meta says whose vectors its rows hold: a reader that finds it the same
     before and after it took the rows took rows of that model (see :func:`rows_of_model`)."""
     return meta.get("model_id"), meta.get("dim"), meta.get(REPLACING), meta.get("rebuild")
+
+
+_Rows = TypeVar("_Rows")
 
 
 def rows_of_model(read: Callable[[], dict], take: Callable[[], _Rows], model_id: str, dim: int) -> _Rows:
