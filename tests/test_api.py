@@ -32,6 +32,8 @@ def test_public_names_are_pinned():
             "ConflictError",
             "EmbeddingError",
             "ExtractionError",
+            "GitBusyError",  # what a write raises when nothing was kept: a caller catches them by
+            "OverwrittenError",  # name from `syncd`, as the README says (they were not exported)
             "BlockLimitError",
             "HomeError",
             "InvalidIdError",
@@ -93,3 +95,12 @@ def test_every_error_is_a_syncd_error():
 def test_cli_help_runs_without_loading_the_index():
     out = subprocess.run([sys.executable, "-m", "syncd", "--help"], capture_output=True, text=True)
     assert out.returncode == 0 and "search" in out.stdout
+
+
+def test_the_errors_a_write_raises_when_nothing_was_kept_are_importable_from_syncd():
+    """`except syncd.GitBusyError` (retry) and `except syncd.OverwrittenError` (read again) are
+    what README tells a caller of write_file to do: both failed with AttributeError."""
+    from syncd import errors
+
+    assert syncd.GitBusyError is errors.GitBusyError and syncd.OverwrittenError is errors.OverwrittenError
+    assert issubclass(errors.CommitDeferredError, syncd.GitBusyError)  # a subclass a caller gets by its base

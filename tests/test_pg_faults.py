@@ -235,7 +235,8 @@ def test_a_search_of_another_model_s_vectors_says_to_rebuild(pg_url, pg_home, em
     """The home's schema holds another model's vectors (indexed with SYNCD_EMBED_MODEL set, say,
     a 768-dimension model): `syncd search` failed with the database's "different vector
     dimensions 768 and 384", and with a model of the same size answered by vectors that mean
-    something else. It says in one line to rebuild; `syncd sync` rebuilds, and search answers."""
+    something else. It says in one line which model built it, which one is configured, and the way
+    on (`syncd reindex`, or the setting); the home's writer (`syncd sync`) rebuilds, and search answers."""
     import psycopg
 
     write(pg_home, LOG, "# 2026-11-28\n\n## 10:00\n\n- [fact] Green tea in the morning.\n")
@@ -253,7 +254,8 @@ def test_a_search_of_another_model_s_vectors_says_to_rebuild(pg_url, pg_home, em
         )
     code, output = _syncd("search", "green tea", "--user", "ana", "--home", str(pg_home))
     assert code == 1 and len(output.strip().splitlines()) == 1, output
-    assert "another model (BAAI/bge-base-en-v1.5, 768 dimensions)" in output and "run `syncd sync`" in output
+    assert "another model (BAAI/bge-base-en-v1.5, 768 dimensions)" in output and "run `syncd reindex`" in output
+    assert "syncd sync" not in output  # it rebuilds for the runner's model: not what a reader should be told
     assert "Traceback" not in output and "vector dimensions" not in output
     code, output = _syncd("sync", "--home", str(pg_home))
     assert code == 0, output

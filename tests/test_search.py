@@ -148,5 +148,11 @@ def test_a_reader_never_ranks_by_another_model_s_vectors_of_the_same_size(home, 
     with syncd.open(home, read_only=True, embedder=embedder) as reader:
         with pytest.raises(IndexError_, match=r"another model \(BAAI/bge-small-en-v1.5, 384 dimensions\)"):
             reader.search("green tea", user_id="ana")
-        with pytest.raises(IndexError_, match="run `syncd sync`"):
+        # What is true: which model built it, which one is configured, and the two ways on (it
+        # said to run `syncd sync`, which rebuilds the index for whatever model the runner has).
+        with pytest.raises(IndexError_) as refused:
             reader.search_by_vector(embedder.embed_query("green tea"), user_id="ana")
+    message = str(refused.value)
+    assert f"than the one this process is configured with ({embedder.model_id})" in message, message
+    assert "SYNCD_EMBED_MODEL" in message and "run `syncd reindex` to rebuild the index with this one" in message
+    assert "syncd sync" not in message

@@ -194,16 +194,19 @@ def test_a_daemon_stops_retrying_a_remote_of_another_history_until_its_url_chang
         daemon.wait(60)
 
 
-def test_an_unreachable_remote_is_retried_and_a_missing_one_is_refused_for_good(tmp_path, embedder):
+def test_an_unreachable_remote_is_retried_and_a_folder_that_is_no_repository_is_refused_for_good(tmp_path, embedder):
+    """A folder that is there and holds no repository is refused for good; one that is not there
+    at all (a drive not mounted) was too, and is now retried (tests/test_sharing_transient.py)."""
     root = syncd.init(tmp_path / "home").home
     git(root, "remote", "add", "down", "http://127.0.0.1:9/mem.git")  # nothing listens: refused now
-    git(root, "remote", "add", "gone", str(tmp_path / "no-such.git"))
+    (tmp_path / "not-a-repository").mkdir()
+    git(root, "remote", "add", "other", str(tmp_path / "not-a-repository"))
     with syncd.open(root, embedder=embedder) as engine:
         with pytest.raises(HistoryError, match="cannot reach remote 'down'") as down:
             pull(engine, "down")
         assert not isinstance(down.value, RemoteRefused)
         with pytest.raises(RemoteRefused, match="does not appear to be a git repository"):
-            pull(engine, "gone")
+            pull(engine, "other")
         # The daemon's side: the unreachable one is retried after a pause, not stopped.
         shared = RemoteSharing(engine, "down", 1.0).start()
         try:

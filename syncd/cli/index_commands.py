@@ -503,7 +503,7 @@ def status_command(as_json: bool, home: Path | None) -> None:
     say(f"home     {status.home}")
     click.echo(f"model    {status.model_id}")
     if status.incompatible:
-        click.echo(f"index    {status.incompatible}: the next `syncd sync` (or `syncd reindex`) rebuilds it")
+        click.echo(f"index    {status.incompatible}")  # with what rebuilds it (status.incompatibility)
     click.echo(f"indexed  {status.files} files, {status.facts} facts, {status.chunks} chunks")
     if status.index == INDEX_UNREACHABLE:
         click.echo(
@@ -589,7 +589,9 @@ def _echo_remote(state: dict) -> None:
     elif state.get("error"):
         retry = state.get("retry_at")
         when = f"; retrying in {max(0.0, retry - time.time()):.0f} s" if retry else ""
-        say(f"remote   unreachable or refused: {state['error']}{when} (local writes go on)")
+        # Not refused for good (that is "stopped" above): unreachable now, a drive not mounted, an
+        # ssh agent locked, git busy; retried until it passes.
+        say(f"remote   failing for now, retried: {state['error']}{when} (local writes go on)")
 
 
 def _echo_sync_state(status) -> None:

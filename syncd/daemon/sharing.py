@@ -4,8 +4,10 @@ moved since the last one; an unreachable remote is retried with a growing pause 
 ``MAX_BACKOFF_S``) and never holds up local writes, which go on committing meanwhile.
 
 A remote that refuses us for good (RemoteRefused: another history, a hook declining our pushes,
-credentials it does not take, no such repository) is not retried: retrying every five minutes
-forever changes nothing and buries the one line that says what to do. Sharing stops until
+credentials it does not take, a folder there that is no repository) is not retried: retrying
+every five minutes forever changes nothing and buries the one line that says what to do (a
+remote on a drive not mounted, or over ssh while the agent is locked, is no refusal: it passes,
+and is retried; syncd.history.remote_failures tells them apart). Sharing stops until
 something changes: the remote's settings in git's config, the person asking (``syncd remote
 retry``, the control method ``remote_retry``), or a restart of the daemon.
 

@@ -49,7 +49,7 @@ from ..home import (
 )
 from ..index.backend import IndexBackend, home_index, open_index
 from ..index.embed_cache import CachedEmbedder, EmbeddingCache
-from ..index.records import FileRecord, FileUpdate
+from ..index.records import FileRecord, FileUpdate, model_mismatch
 from ..index.rows import TranscriptChunking
 from ..index.tokens import TokenSpanner
 from ..sync.apply import Progress, SyncReport, sync
@@ -197,6 +197,8 @@ class Engine:
 
     def _sync_now(self, paths: list[str] | None, progress: Progress | None, defer: bool = False) -> SyncReport:
         self.home.require_readable()
+        if self._lock is None:
+            self.check_borrowed_index()
         if not self.index.compatible():
             log.warning("%s; rebuilding it", incompatibility(self.index.meta(), self.index.model_id, False))
             return self._reindex(progress)
@@ -342,6 +344,15 @@ class Engine:
     def wait_index_written(self, applied: int) -> None:
         self.index.wait_written(applied)
 
+    def check_borrowed_index(self) -> None:
+        """A process that borrows the home for a change (an agent's, no daemon running) must not
+        rebuild the home's index for a model only it is configured with (its writer's next sync
+        would rebuild it back), nor write its vectors beside the others': IndexError_ naming both
+        models. The write path asks before a change writes anything; a sync asks again."""
+        problem = model_mismatch(self.index.meta(), self.index.model_id, self.index.dim)
+        if problem is not None:
+            raise IndexError_(problem)
+
     def indexed_sha(self, rel: str) -> str | None:
         record = self.index.files([rel]).get(rel)
         return record.sha if record else None
@@ -404,20 +415,6 @@ class Engine:
         if self.writes.pending_reads():
             self.writes.flush(None if user_id is None else lambda rel: classify_path(rel).user in (None, user_id))
 
-    def _same_model(self) -> None:
-        """IndexError_ when the index's vectors come from another embedding model than this
-        engine's (``SYNCD_EMBED_MODEL`` changed, a home indexed elsewhere): a query embedded with
-        this one would be ranked by vectors that mean something else, or refused by the database
-        for their size. A sync (a writer's, or the daemon's at its start) rebuilds such an index;
-        rows of another layout of the same model are still searched meanwhile."""
-        meta = self.index.meta()
-        model_id, dim = meta.get("model_id", self.index.model_id), meta.get("dim", self.index.dim)
-        if model_id != self.index.model_id or dim != self.index.dim:
-            raise IndexError_(
-                f"the index was built with another model ({model_id}, {dim} dimensions) than this syncd's "
-                f"({self.index.model_id}): run `syncd sync` (or `syncd reindex`) to rebuild it, then search again"
-            )
-
     def search(
         self,
         query: str,
@@ -450,7 +447,7 @@ class Engine:
         from .database import ranked_search  # the hybrid search: see the imports
 
         self._fresh(user_id)
-        self._same_model()
+        # hybrid_search refuses rows of another model than this engine's (Index.reading).
         return ranked_search(
             self.index,
             self.embedder.embed_query,
@@ -505,7 +502,6 @@ class Engine:
                 f"unknown score part(s) {', '.join(unknown)}: use {', '.join(Weights.__dataclass_fields__)}"
             )
         self._fresh(user_id)
-        self._same_model()
         return hybrid_search(
             self.index,
             (query / np.linalg.norm(query)).astype(np.float32),
@@ -529,7 +525,8 @@ class Engine:
         from ..index.rowcache import ScopeMask
 
         self._fresh(user_id)
-        with self.index.reading() as rows:
+        # Cosines with another model's vectors would mean nothing: refused (Index.reading).
+        with self.index.reading(same_model=True) as rows:
             near = rows.search(vector, ScopeMask(user=user_id, kind="fact"), limit)
             payloads = rows.payloads([(path, fid) for path, fid, _ in near])
             return [(score, payloads[(path, fid)]) for path, fid, score in near if (path, fid) in payloads]

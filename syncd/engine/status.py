@@ -125,21 +125,28 @@ def count_stale(home: Home, known: Mapping[str, FileRecord], max_file_bytes: int
     return sum(len(paths) for paths in stale_paths(home, known, max_file_bytes).values())
 
 
-def incompatibility(meta: Mapping, model_id: str, compatible: bool) -> str | None:
+def incompatibility(meta: Mapping, model_id: str, compatible: bool, remedy: bool = False) -> str | None:
     """Why an index whose ``meta.json`` says ``meta`` cannot serve ``model_id`` (None when it
-    can), in words that never blame the model for what is not the model's doing."""
-    from ..index.records import SCHEMA_VERSION
+    can), in words that never blame the model for what is not the model's doing; ``remedy``:
+    and what rebuilds it (for a person: `syncd status`)."""
+    from ..index.records import SCHEMA_VERSION, model_mismatch
 
     if compatible:
         return None
+    rebuilds = ": the next `syncd sync` (or `syncd reindex`) rebuilds it" if remedy else ""
     if not meta:
         return (
             "the index does not say which model built its rows (a first sync interrupted "
-            "by a syncd older than this one)"
+            f"by a syncd older than this one){rebuilds}"
         )
+    # Another model's rows, or a rebuild to another model under way. For a person, what is true
+    # whoever asks: a sync here would rebuild the index for the model this process has.
+    other = model_mismatch(meta, model_id, meta.get("dim", 0))
+    if other is not None and remedy:
+        return other
     if meta.get("model_id") != model_id:
         return f"the index was built with another model ({meta.get('model_id')})"
-    return f"the index has another layout (version {meta.get('schema')}; this syncd writes {SCHEMA_VERSION})"
+    return f"the index has another layout (version {meta.get('schema')}; this syncd writes {SCHEMA_VERSION}){rebuilds}"
 
 
 def build_status(
@@ -180,7 +187,7 @@ def build_status(
         aligned_commit=meta.get("aligned_commit"),
         git_busy=git_busy,
         uncommitted=uncommitted,
-        incompatible=incompatibility(meta, model_id, compatible),
+        incompatible=incompatibility(meta, model_id, compatible, remedy=True),
         sync=running.to_dict() if running is not None else None,
         # What Index.rebuilding leaves aside, with the meta that lets the next rebuild go on from it.
         reindex_interrupted=(home.state_dir / "index" / "rebuild" / "meta.json").is_file(),

@@ -55,6 +55,7 @@ from ..formats.merging import (
 from ..home import classify_path, common_git_dir, git_dir
 from .git import head_sha, identity_env, run_git
 from .processes import running_git_writers
+from .remote_failures import failed
 
 __all__ = [
     "MergeResult",
@@ -135,26 +136,15 @@ def remote_config(root: Path, remote: str) -> str:
     )
 
 
-# What git says when a remote refuses us for a reason that waiting does not change (lowercased):
-# credentials it does not take (git's own words, ssh's, an HTTP server's), and no repository there.
-# Anything else (no network, a name that does not resolve, a timeout, a lock) may pass.
-_REFUSED_FOR_GOOD = re.compile(
-    r"authentication failed|could not read (username|password)|permission denied \(publickey"
-    r"|repository not found|does not appear to be a git repository|returned error: (401|403|404)"
-    r"|repository '[^']*' not found"
-)
-
-
 # What a remote's git says when it declines a push because another push to the same branch held
 # its lock or moved it at that moment (two homes sharing one remote): it passes once that is done.
 _PASSING_REJECTION = re.compile(r"\((failed to update ref|failed to lock|cannot lock ref|incorrect old value provided)")
 
 
-def _failed(command: str, detail: str) -> HistoryError:
+def _failed(root: Path, remote: str, command: str, detail: str) -> HistoryError:
     """The error of a fetch or push that git could not do: RemoteRefused when only someone's
-    action (the URL, the credentials) can make it work."""
-    kind = RemoteRefused if _REFUSED_FOR_GOOD.search(detail.lower()) else HistoryError
-    return kind(command, detail)
+    action (the URL, the credentials) can make it work (remote_failures.py)."""
+    return failed(command, detail, root, remotes(root).get(remote))
 
 
 def remotes(root: Path) -> dict[str, str]:
@@ -228,7 +218,7 @@ def fetch(root: Path, remote: str, branch: str) -> str | None:
         # must not be merged from what an earlier fetch left of it.
         run_git(root, "fetch", "--quiet", "--prune", remote, env={"GIT_TERMINAL_PROMPT": "0"})
     except HistoryError as exc:
-        raise _failed("fetch", f"cannot reach remote {remote!r}: {exc.detail}") from None
+        raise _failed(root, remote, "fetch", f"cannot reach remote {remote!r}: {exc.detail}") from None
     out = run_git(root, "rev-parse", "--verify", "--quiet", f"refs/remotes/{remote}/{branch}^{{commit}}", ok=(0, 1))
     return out.decode().strip() or None
 
@@ -579,7 +569,7 @@ def push(root: Path, remote: str, branch: str) -> bool:
             ok=(0, 1),
         )
     except HistoryError as exc:
-        raise _failed("push", f"cannot push to remote {remote!r}: {exc.detail}") from None
+        raise _failed(root, remote, "push", f"cannot push to remote {remote!r}: {exc.detail}") from None
     refused = [line.split("\t")[-1] for line in out.decode("utf-8", "replace").splitlines() if line.startswith("!")]
     if refused and all(summary.startswith("[rejected]") for summary in refused):
         return False

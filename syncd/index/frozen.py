@@ -190,8 +190,9 @@ class FrozenIndex:
 
     # -- searching
     @contextmanager
-    def reading(self) -> Iterator[RowCache]:
-        """The rows, loaded on first use (vectors from the embedding cache), for one query."""
+    def reading(self, same_model: bool = False) -> Iterator[RowCache]:
+        """The rows, loaded on first use (vectors from the embedding cache), for one query: of
+        this index's model always (``same_model`` holds), since the cache is keyed by model."""
         with self._lock:
             if self._matrix is None:
                 matrix = RowCache(self.dim)

@@ -33,7 +33,7 @@ from .pg_ann import EF_SEARCH
 from .pg_store import ENTRY_COLUMNS, decode_text, encode_text, payload_of_row
 from .rowcache import ScopeMask, created_posix
 
-__all__ = ["PgRows", "scope_clause", "terms_clause"]
+__all__ = ["PgRows", "begin_snapshot", "scope_clause", "terms_clause"]
 
 # The exact scan's order: by distance, ties by row. "+ 0" (the same numbers) keeps the planner off
 # the HNSW index: with one, it would serve the distance order from the index, approximate, and
@@ -47,6 +47,22 @@ _ANN_NEAREST = (
     "SELECT n.rid FROM (SELECT e.rid, e.vector <#> %s AS d FROM {{s}}.entries e WHERE {where} "
     "ORDER BY e.vector <#> %s LIMIT %s) n ORDER BY n.d, n.rid"
 )
+
+
+def begin_snapshot(conn, meta_select=None) -> dict | None:
+    """Make the transaction just begun on ``conn`` one read-only snapshot for a query's reads;
+    with ``meta_select`` (the home's meta, composed), also that snapshot's meta, read in the same
+    round trip: two statements with no parameters go as one simple query."""
+    from psycopg import sql
+
+    begin = sql.SQL("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
+    if meta_select is None:
+        conn.execute(begin)
+        return None
+    cur = conn.execute(sql.SQL("; ").join([begin, meta_select]))
+    cur.nextset()  # the second statement's rows
+    row = cur.fetchone()
+    return dict(row[0]) if row else {}
 
 
 def terms_clause(scope: ScopeMask) -> tuple[str, list]:

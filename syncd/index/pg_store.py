@@ -44,7 +44,16 @@ from .fulltext import passage_terms
 from .pending import replaces_whole
 from .pg_ann import AnnIndex
 from .pg_connections import Connections
-from .records import SCHEMA_VERSION, EntryRow, FileRecord, FileUpdate, StaleRows, heading_only, meta_compatible
+from .records import (
+    SCHEMA_VERSION,
+    EntryRow,
+    FileRecord,
+    FileUpdate,
+    StaleRows,
+    heading_only,
+    meta_compatible,
+    model_mismatch,
+)
 from .table_rows import entry_schema
 
 __all__ = ["ENTRY_COLUMNS", "IndexUnreachable", "PgDatabase", "PgIndex", "decode_text", "encode_text", "payload_of_row"]
@@ -60,6 +69,7 @@ log = logging.getLogger(__name__)
 PG_LAYOUT = 3
 _SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]{0,53}")
 _REBUILD_SUFFIX = "__rebuild"
+_META_SELECT = "SELECT value FROM {s}.meta WHERE key = 'meta'"
 _TABLE_NAMES = ("meta", "files", "entries", "texts", "terms")
 _ROWS_PER_STATEMENT = 2000
 
@@ -270,7 +280,7 @@ class PgIndex:
 
     def meta(self) -> dict:
         with self._conn() as conn:
-            row = conn.execute(self._sql("SELECT value FROM {s}.meta WHERE key = 'meta'")).fetchone()
+            row = conn.execute(self._sql(_META_SELECT)).fetchone()
         return dict(row[0]) if row else {}
 
     def write_meta(self, **fields: object) -> None:
@@ -422,14 +432,19 @@ class PgIndex:
         return [_payload_of(r) for r in found]
 
     @contextmanager
-    def reading(self) -> Iterator:
-        """The rows as of one snapshot of the database, for the length of one query."""
-        from .pg_search import PgRows
+    def reading(self, same_model: bool = False) -> Iterator:
+        """The rows as of one snapshot of the database, for the length of one query.
+        ``same_model``: IndexError_ unless their vectors are of this index's model, as the meta
+        of the same snapshot says (a rebuild swaps rows and meta in one transaction); read in
+        the round trip that sets the snapshot up, so the check costs none of its own."""
+        from .pg_search import PgRows, begin_snapshot
 
         with self._conn() as conn:
             ann = self.ann.usable(conn)
             with conn.transaction():
-                conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
+                meta = begin_snapshot(conn, self._sql(_META_SELECT) if same_model else None)
+                if meta is not None and (problem := model_mismatch(meta, self.model_id, self.dim)):
+                    raise IndexError_(problem)
                 yield PgRows(conn, self._sql, self.dim, ann_min_rows=ann)
 
     # -- writing ---------------------------------------------------------------------------------

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping, Sequence
+import uuid
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
+from ..errors import IndexError_
 from ..home import atomic_write
 
 __all__ = [
@@ -19,7 +22,12 @@ __all__ = [
     "FileUpdate",
     "StaleRows",
     "heading_only",
+    "REPLACING",
     "meta_compatible",
+    "mark_replacing",
+    "model_mismatch",
+    "rows_of_model",
+    "vectors_key",
     "read_meta",
     "write_meta",
     "only_restats",
@@ -51,15 +59,20 @@ def read_meta(folder: Path) -> dict:
         return {}
 
 
-def write_meta(folder: Path, **fields: object) -> None:
-    """Update the index's ``meta.json`` with ``fields``; an unchanged one is not written (every
-    sync ends here, and a write costs two fsyncs). The folder is made: a shared index makes it on
-    a write only."""
+def write_meta(folder: Path, drop: Iterable[str] = (), **fields: object) -> None:
+    """Update the index's ``meta.json`` with ``fields`` (and without the keys in ``drop``); an
+    unchanged one is not written (every sync ends here, and a write costs two fsyncs). The folder
+    is made: a shared index makes it on a write only."""
     current = read_meta(folder)
-    meta = current | fields
+    meta = {k: v for k, v in current.items() if k not in drop} | fields
     if meta != current:
         folder.mkdir(parents=True, exist_ok=True)
         atomic_write(folder / "meta.json", json.dumps(meta, indent=2, sort_keys=True).encode())
+
+
+# The meta key a rebuild sets while it replaces the rows ({"model_id", "dim"} of the new rows)
+# and removes once the meta names their model: in between, the rows are either model's.
+REPLACING = "replacing"
 
 
 def meta_compatible(meta: Mapping, model_id: str, empty: bool) -> bool:
@@ -67,7 +80,86 @@ def meta_compatible(meta: Mapping, model_id: str, empty: bool) -> bool:
     vectors come from another model or its rows have another layout. No meta: only if empty."""
     if not meta:
         return empty
-    return meta.get("model_id") == model_id and meta.get("schema") == SCHEMA_VERSION
+    return meta.get("model_id") == model_id and meta.get("schema") == SCHEMA_VERSION and _settled(meta) == model_id
+
+
+def _settled(meta: Mapping) -> object:
+    """The model every row of an index whose meta is ``meta`` comes from; None while a rebuild
+    replaces rows of one model by another's (or was killed doing so): its rows may be either's."""
+    replacing = meta.get(REPLACING)
+    if isinstance(replacing, Mapping) and (replacing.get("model_id"), replacing.get("dim")) != (
+        meta.get("model_id"),
+        meta.get("dim"),
+    ):
+        return None
+    return meta.get("model_id")
+
+
+def model_mismatch(meta: Mapping, model_id: str, dim: int) -> str | None:
+    """Why the vectors of an index whose meta is ``meta`` cannot be compared with those of
+    ``model_id`` (a query's, a fact's to deduplicate, rows to write beside them), or None when
+    they can. An index with no meta holds no rows of any model yet: nothing to mismatch."""
+    if not meta:
+        return None
+    theirs, their_dim = meta.get("model_id", model_id), meta.get("dim", dim)
+    if _settled(meta) is None:
+        new = meta[REPLACING]
+        return (
+            f"the index is being rebuilt with another model ({new.get('model_id')}) than it was built with "
+            f"({theirs}), by a `syncd reindex` under way or interrupted: try again once it ends (an interrupted "
+            "one goes on with the next `syncd reindex`)"
+        )
+    if theirs == model_id and their_dim == dim:
+        return None
+    return (
+        f"the index was built with another model ({theirs}, {their_dim} dimensions) than the one this process "
+        f"is configured with ({model_id}): set SYNCD_EMBED_MODEL / SYNCD_EMBED_MODEL_PATH to the index's model, "
+        "or run `syncd reindex` to rebuild the index with this one"
+    )
+
+
+def mark_replacing(folder: Path, model_id: str, dim: int) -> dict[str, str]:
+    """Before a rebuild replaces the rows of the index at ``folder`` by rows of ``model_id``:
+    when those differ from the model its meta names, mark the meta (REPLACING), so that until
+    it names the new rows' model a reader refuses them (rows_of_model) and a writer rebuilds
+    (meta_compatible). Returns what the meta must say once it names it: a new ``rebuild``
+    after a switch, which tells a reader that took rows meanwhile they may not be the old ones."""
+    old = read_meta(folder)
+    if not old or (old.get("model_id"), old.get("dim")) == (model_id, dim):
+        return {}
+    write_meta(folder, **{REPLACING: {"model_id": model_id, "dim": dim}})
+    return {"rebuild": uuid.uuid4().hex}
+
+
+def vectors_key(meta: Mapping) -> tuple:
+    """What of an index's meta says whose vectors its rows hold: a reader that finds it the same
+    before and after it took the rows took rows of that model (see :func:`rows_of_model`)."""
+    return meta.get("model_id"), meta.get("dim"), meta.get(REPLACING), meta.get("rebuild")
+
+
+_Rows = TypeVar("_Rows")
+
+
+def rows_of_model(read: Callable[[], dict], take: Callable[[], _Rows], model_id: str, dim: int) -> _Rows:
+    """``take()`` (the rows of an index, as of one moment), checked to hold vectors of
+    ``model_id``: IndexError_ saying why not (model_mismatch) otherwise. ``read()`` is the
+    index's meta, read before and after the rows were taken: a rebuild marks its meta before it
+    replaces the rows (REPLACING) and names their model after, so meta that says the same
+    before and after, with no replacement under way, names the model of the rows taken between
+    (a meta that moved on meanwhile is read again, with the rows)."""
+    for _ in range(3):
+        before = read()
+        rows = take()
+        after = read()
+        problem = model_mismatch(after, model_id, dim)
+        if problem is not None:
+            raise IndexError_(problem)
+        if vectors_key(before) == vectors_key(after):
+            return rows
+    raise IndexError_(
+        "the index is being rebuilt with another model again and again (a `syncd reindex` of each model at once?): "
+        "try again once they end"
+    )
 
 
 def rebuild_resumable(aside_dir: Path, model_id: str, dim: int, meta: Mapping[str, object]) -> bool:

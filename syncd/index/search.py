@@ -326,7 +326,8 @@ def hybrid_search(
     # One consistent view of the rows for the whole query (a reader reloads at most once); row
     # numbers are only used inside it.
     reach = _CONTEXT_REACH if weights.context else 0
-    with index.reading() as rows:
+    # Only rows of the query's model: their cosines mean nothing otherwise.
+    with index.reading(same_model=True) as rows:
         # Rows held in memory have all of it at hand; a database gathers what the calls below
         # ask in a round trip or two instead of one per call (pg_search.PgRows.prefetch).
         # A passage's ties read each candidate's next neighbours even with no context weight.

@@ -43,15 +43,18 @@ from .compaction import WRITES_BEFORE_OPTIMIZE, compact_table, ensure_id_index, 
 from .files_mirror import FilesMirror, folder_identity, lance_stamp, read_mirror
 from .pending import PendingWrites, replaces_whole
 from .records import (
+    REPLACING,
     SCHEMA_VERSION,
     EntryRow,
     FileRecord,
     FileUpdate,
     StaleRows,
+    mark_replacing,
     meta_compatible,
     only_restats,
     read_meta,
     rebuild_resumable,
+    rows_of_model,
     write_meta,
 )
 from .table_open import open_tables
@@ -243,7 +246,8 @@ class Index:
         return read_meta(self.folder)
 
     def write_meta(self, **fields: object) -> None:
-        write_meta(self.folder, **({"schema": SCHEMA_VERSION, "model_id": self.model_id, "dim": self.dim} | fields))
+        mine = {"schema": SCHEMA_VERSION, "model_id": self.model_id, "dim": self.dim}  # a rebuild's mark goes
+        write_meta(self.folder, drop=(REPLACING,), **(mine | fields))
 
     def compatible(self) -> bool:
         """False when the stored vectors come from another model (or another layout)."""
@@ -279,10 +283,11 @@ class Index:
         # Before its first row: what an interrupted rebuild left is known by this.
         aside.write_meta(**meta)
         yield aside
+        settled = mark_replacing(self.folder, self.model_id, self.dim)  # readers refuse meanwhile
         self._replace_rows(aside)
         # The rows are in place: say whose they are before the aside goes, so that a kill in
         # between leaves a rebuild to finish, never new rows under an old model's name.
-        self.write_meta(**meta)
+        self.write_meta(**meta, **settled)
         shutil.rmtree(aside_dir, ignore_errors=True)
 
     def _outlive_lost_tables(self) -> None:
@@ -787,14 +792,21 @@ class Index:
             self._images.loaded(stamp, self._matrix)
 
     @contextmanager
-    def reading(self) -> Iterator[RowCache | ImageRows]:
+    def reading(self, same_model: bool = False) -> Iterator[RowCache | ImageRows]:
         """The rows as of now, held still (no write, no reload) for the length of one query: a
         reader's rows image while it holds the table on disk (no LanceDB, no postings to build),
-        else the rows in memory."""
+        else the rows in memory. ``same_model``: IndexError_ unless their vectors are of this
+        index's model (records.rows_of_model: checked against meta.json around taking them)."""
         with self._lock:
-            image = self._images.current() if self.shared and self._matrix_version is None else None
-            if image is not None:
-                yield image
-                return
-            self._ensure_matrix()
-            yield self._matrix
+            yield (
+                rows_of_model(self.meta, self._query_rows, self.model_id, self.dim)
+                if same_model
+                else self._query_rows()
+            )
+
+    def _query_rows(self) -> RowCache | ImageRows:
+        image = self._images.current() if self.shared and self._matrix_version is None else None
+        if image is not None:
+            return image
+        self._ensure_matrix()
+        return self._matrix

@@ -90,6 +90,10 @@ class Indexer(Protocol):
     def indexed_sha(self, rel: str) -> str | None:
         """The sha the index reflects for ``rel`` (None: not in it)."""
 
+    def check_borrowed_index(self) -> None:
+        """Raise (IndexError_) if this process may not write the index it borrows the home for:
+        checked before a borrowed change writes anything, so a refusal leaves every file as is."""
+
 
 class WritePath:
     """Writes through markdown for one engine: ``changes`` / ``write_file`` / ``append_file`` for
@@ -315,6 +319,7 @@ class WritePath:
                 group.lock = self._borrow_lock()
                 group.mode = "borrowed" if group.lock is not None else "handoff"
                 if group.lock is not None:
+                    self._indexer.check_borrowed_index()
                     self.recover()
                     self._commit_dropped()
             group.journal = GroupJournal.open(self.home)
