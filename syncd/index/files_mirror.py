@@ -28,9 +28,13 @@ import sqlite3
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..home import write_refused
 from .records import FileRecord
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 __all__ = [
     "MIRROR_NAME",
@@ -274,6 +278,12 @@ class FilesMirror:
             _not_kept("updated", exc)
             return False
         return True
+
+    def refill(self, files: pa.Table, entries: pa.Table) -> None:
+        """:meth:`replace` from the tables themselves (each file's fact and chunk counts too)."""
+        from .table_rows import files_and_counts
+
+        self.replace(*files_and_counts(files, entries))
 
     def replace(self, records: Iterable[FileRecord], counts: Mapping[str, tuple[int, int]]) -> None:
         """Make the mirror a copy of the tables as they are now (after a crash, an old syncd)."""

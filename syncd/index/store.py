@@ -274,11 +274,7 @@ class Index:
                     self._mirror.invalidate()
                 # Our in-memory copy would sit beside the new one for the whole rebuild: free it
                 # (a query meanwhile reloads it from the table, which still holds every row).
-                self._generation += 1
-                self._matrix.clear()
-                self._applied_rows.clear()
-                self._matrix_version = None
-                self._records = None
+                self._forget_rows_in_memory()
         aside = Index(aside_dir, self.dim, self.model_id)
         # Before its first row: what an interrupted rebuild left is known by this.
         aside.write_meta(**meta)
@@ -313,19 +309,20 @@ class Index:
             self._writable()
             for mine, theirs in ((self._entries, aside._entries), (self._files, aside._files)):
                 mine.add(theirs.search().limit(None).to_batches(), mode="overwrite")
-            self._generation += 1
-            self._matrix.clear()
-            self._applied_rows.clear()
-            self._matrix_version = None
-            self._records = None
+            self._forget_rows_in_memory()
             self._has_id_index = False
             self.optimize()
             # The tables may be new folders (the old ones were deleted): these are ours now.
             self._disk = self._disk_identity()
-            if self._mirror is not None:
-                # Its file may have gone with the old folder: write the copy to a new one.
-                self._mirror.close()
-                self._rebuild_mirror()
+            self._remake_mirror()
+
+    def _forget_rows_in_memory(self) -> None:
+        """Drop the rows and records held in memory (under ``_lock``): the next query reloads them."""
+        self._generation += 1
+        self._matrix.clear()
+        self._applied_rows.clear()
+        self._matrix_version = None
+        self._records = None
 
     def fill_rows(self, files: pa.Table, entries: pa.Table | pa.RecordBatchReader) -> None:
         """Overwrite this new index's tables with ``files`` (file records) and then ``entries``
@@ -336,13 +333,8 @@ class Index:
             self._writable()
             self._files.add(files, mode="overwrite")
             self._entries.add(entries, mode="overwrite")
-            self._generation += 1
-            self._matrix.clear()
-            self._matrix_version = None
-            self._records = None
-            if self._mirror is not None:
-                self._mirror.close()
-                self._rebuild_mirror()
+            self._forget_rows_in_memory()
+            self._remake_mirror()
 
     # -- reading ---------------------------------------------------------------------------------
 
@@ -722,24 +714,28 @@ class Index:
         with self._lock:
             return frozenset(self._unwritten)
 
+    def _remake_mirror(self) -> None:
+        """After the tables were overwritten: the mirror anew (its file may have gone with the
+        tables' old folder)."""
+        if self._mirror is not None:
+            self._mirror.close()
+            self._rebuild_mirror()
+
     def _rebuild_mirror(self) -> None:
         """Copy the files table, with each file's fact and chunk counts, into the mirror: read
         from the table itself, not from memory, which may run ahead of it (pending writes)."""
         assert self._mirror is not None  # only a writer keeps the mirror, and only it rebuilds it
-        from .table_rows import files_and_counts
-
-        self._mirror.replace(*files_and_counts(self._files.to_arrow(), self._entries.to_arrow()))
+        self._mirror.refill(self._files.to_arrow(), self._entries.to_arrow())
 
     def optimize(self) -> None:
-        """Compact small writes, fold new rows into the id index, drop old versions. Holds only
-        the writers' turn while LanceDB works: queries and in-memory writes go on meanwhile."""
+        """Compact small writes, fold new rows into the id index, drop old versions."""
         self._compact(["files", "entries"])
 
     def _compact(self, names: Sequence[str]) -> None:
-        """Optimize the tables named (``entries``, ``files``), each on its own cadence: the files
-        table is a twentieth of the entries table, so compacting it is cheap, and its fragments
-        cost every later write as much (a files delete + add costs more with each fragment left,
-        soon more than compacting the small table would)."""
+        """Optimize the tables named (``entries``, ``files``), each on its own cadence (the files
+        table is a twentieth of the entries one: cheap to compact, and each fragment left costs
+        every later write). Holds only the writers' turn while LanceDB works: queries and
+        in-memory writes go on meanwhile."""
         with self._writing:
             self._writable()
             before = self._mirror.stamp() if self._mirror is not None else None
@@ -798,11 +794,8 @@ class Index:
         else the rows in memory. ``same_model``: IndexError_ unless their vectors are of this
         index's model (records.rows_of_model: checked against meta.json around taking them)."""
         with self._lock:
-            yield (
-                rows_of_model(self.meta, self._query_rows, self.model_id, self.dim)
-                if same_model
-                else self._query_rows()
-            )
+            take = self._query_rows
+            yield rows_of_model(self.meta, take, self.model_id, self.dim) if same_model else take()
 
     def _query_rows(self) -> RowCache | ImageRows:
         image = self._images.current() if self.shared and self._matrix_version is None else None
