@@ -14,6 +14,22 @@ import syncd.memory
 import syncd.session
 
 
+def test_every_error_syncd_raises_is_importable_from_syncd():
+    """A caller catches syncd's errors by name from ``syncd`` (``except syncd.StorageError``), not
+    from a module whose place may change: every public error class of syncd.errors is exported."""
+    import inspect
+
+    import syncd.errors
+
+    raised = {
+        name
+        for name, value in vars(syncd.errors).items()
+        if inspect.isclass(value) and issubclass(value, syncd.errors.SyncdError) and not name.startswith("_")
+    }
+    assert raised <= set(syncd.__all__), sorted(raised - set(syncd.__all__))
+    assert all(getattr(syncd, name) is getattr(syncd.errors, name) for name in raised)
+
+
 def test_public_names_are_pinned():
     assert sorted(syncd.__all__) == sorted(
         [
@@ -27,19 +43,34 @@ def test_public_names_are_pinned():
             "InitReport",
             "Settings",
             "WikiManager",
-            "SyncdError",
+            "AccessError",
+            "BlockLimitError",
+            "ChangedMeanwhileError",
+            "CommitDeferredError",
             "ConfigError",
             "ConflictError",
             "EmbeddingError",
             "ExtractionError",
-            "GitBusyError",  # what a write raises when nothing was kept: a caller catches them by
-            "OverwrittenError",  # name from `syncd`, as the README says (they were not exported)
-            "BlockLimitError",
+            "GitBusyError",
+            "HistoryError",
             "HomeError",
+            "IndexDamaged",
+            "IndexError_",
+            "IndexUnreachable",
             "InvalidIdError",
+            "InvalidInputError",
             "LockedError",
             "NotFoundError",
+            "OverwrittenError",
             "ParseError",
+            "QueryError",
+            "RemoteError",
+            "RemoteRefused",
+            "RevertError",
+            "SessionError",
+            "StorageError",
+            "SyncdError",
+            "UnsafePickleError",
             "TranscriptManager",
             "StateMirror",
             "SessionPolicy",
