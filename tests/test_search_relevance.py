@@ -179,6 +179,16 @@ def test_a_day_the_question_names_favours_what_was_said_that_day(days):
     assert {h.content: h.parts["time"] for h in week}["Cy: I went to Lyon last week, it was great."] == 1.0
 
 
+def test_a_day_named_without_its_year_is_the_latest_such_day(days):
+    """ "on May 20th" asked the next day is the day before: what was said then is favoured."""
+    after = dt.datetime(2023, 5, 21, 12, tzinfo=dt.UTC)
+    hits = days.search("What did Cy do on May 20th?", user_id="cy", kind="fact", limit=4, now=after)
+    time = {h.content: h.parts["time"] for h in hits}
+    assert time["Cy: We had a picnic in the park with friends."] == 1.0
+    assert time["Cy: We had a picnic by the river with the kids."] == 0.0
+    assert hits[0].content.startswith("Cy: We had a picnic in the park")
+
+
 def test_a_question_asking_when_favours_what_says_a_time(days):
     hits = days.search("When did Cy go to Lyon?", user_id="cy", kind="fact", limit=4, now=NOW)
     time = {h.content: h.parts["time"] for h in hits}
