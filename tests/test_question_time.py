@@ -242,3 +242,11 @@ def test_law_a_yearless_month_is_the_latest_to_begin_by_the_day_asked(month, lea
 )
 def test_a_day_named_without_its_year_is_asked(question, day):
     assert any(p.unit == "day" and p.first == day == p.last for p in asked_periods(question, TODAY))
+
+
+def test_a_memory_naming_a_day_without_its_year_says_when_and_means_that_day():
+    said = dt.date(2023, 8, 17)
+    text = "I met back up with my teammates on the 15th after my trip."
+    assert says_when(text, said)
+    assert [(p.first, p.unit) for p in meant_periods(text, said)] == [(dt.date(2023, 8, 15), "day")]
+    assert not says_when("I scored 15 points.", said)

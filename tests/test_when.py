@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 # White-box: the precheck's law is that it agrees with trying every rule (_by_every_rule, _PATTERNS).
 from syncd.formats.when import (
     _PATTERNS,
+    MONTHS,
     Period,
     _by_every_rule,
     date_words,
@@ -314,3 +315,38 @@ def test_a_day_said_without_its_year_is_the_latest_such_day(day, ahead, form):
     suffix = {1: "st", 2: "nd", 3: "rd"}.get(day.day % 10 if day.day not in (11, 12, 13) else 0, "th")
     said = form.format(b=day.strftime("%b"), B=day.strftime("%B"), d=day.day, o=f"{day.day}{suffix}")
     assert [p.first for p in yearless_days(f"What happened {said}?", anchor)] == [day]
+
+
+@pytest.mark.parametrize(
+    ("text", "day"),
+    [
+        ("I met my teammates on the 15th after the trip.", D(2023, 8, 15)),  # said on the 17th
+        ("My game is on the 20th!", D(2023, 8, 20)),  # ahead is as near as behind
+        ("We fly out on Dec 24th.", D(2023, 12, 24)),
+        ("It was on Feb 20th.", D(2023, 2, 20)),
+        ("on the 31st", D(2023, 8, 31)),  # 14 days ahead against 17 back
+    ],
+)
+def test_a_memory_s_day_without_its_year_is_the_nearest_such_day(text, day):
+    assert [p.first for p in yearless_days(text, D(2023, 8, 17), nearest=True)] == [day]
+
+
+@settings(max_examples=examples(100))
+@given(
+    anchor=st.dates(min_value=D(2, 1, 1), max_value=D(9998, 12, 31)),
+    day=st.integers(min_value=1, max_value=28),
+    month=st.one_of(st.none(), st.integers(min_value=1, max_value=12)),
+)
+def test_the_nearest_day_is_near_and_none_is_nearer(anchor, day, month):
+    said = f"on the {day}th" if month is None else f"on {MONTHS[month - 1]} {day}th"
+    found = yearless_days(said, anchor, nearest=True)
+    assert len(found) == 1
+    first = found[0].first
+    assert first.day == day and (month is None or first.month == month)
+    distance = abs((first - anchor).days)
+    assert distance <= (16 if month is None else 183)
+    # Every other such day in the years around lies at least as far (the earlier wins a tie).
+    for year in range(anchor.year - 1, anchor.year + 2):
+        for m in [month] if month is not None else range(1, 13):
+            other = D(year, m, day)
+            assert abs((other - anchor).days) >= distance or other == first

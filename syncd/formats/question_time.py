@@ -84,9 +84,10 @@ def asked_periods(question: str, today: dt.date) -> list[Period]:
 
 @lru_cache(maxsize=_READ_ROWS)
 def says_when(text: str, day: dt.date | None) -> bool:
-    """Whether ``text`` says a time a "when" question could be answered by: a date it names, or
-    a relative expression that resolves against ``day`` (the day it was said)."""
-    if day is not None and resolve(text, day):
+    """Whether ``text`` says a time a "when" question could be answered by: a date it names, a
+    relative expression that resolves against ``day`` (the day it was said), or a day it names
+    without its year or month ("on the 15th")."""
+    if day is not None and (resolve(text, day) or yearless_days(text, day, nearest=True)):
         return True
     return bool(named_periods(text))
 
@@ -94,5 +95,7 @@ def says_when(text: str, day: dt.date | None) -> bool:
 @lru_cache(maxsize=_READ_ROWS)
 def meant_periods(text: str, day: dt.date) -> tuple[Period, ...]:
     """The periods the relative time expressions of ``text``, said on ``day``, mean
-    (:func:`~syncd.formats.when.resolve`), kept for the next query that reads the same row."""
-    return tuple(resolve(text, day))
+    (:func:`~syncd.formats.when.resolve`), and the days it names without their year or month
+    ("we met on the 15th": the such day nearest ``day``, yearless_days), kept for the next query
+    that reads the same row."""
+    return tuple(sorted([*resolve(text, day), *yearless_days(text, day, nearest=True)], key=lambda p: (p.start, p.end)))

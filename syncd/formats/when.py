@@ -437,33 +437,43 @@ _MONTHLESS_DAY = re.compile(
 )
 
 
-def yearless_days(text: str, anchor: dt.date) -> list[Period]:
+def yearless_days(text: str, anchor: dt.date, *, nearest: bool = False) -> list[Period]:
     """The days ``text`` names without a year ("on Aug 15th", "the 15th of May") or without a
     month ("on the 15th"), in order, each the latest such day on or before ``anchor`` (the day a
     question is asked, or the last day of the first period it names with its year): asked in
     October 2023, "Aug 15th" is 15 August 2023 and "Dec 24th" 24 December 2022; asked on 10 May,
     "on the 15th" is 15 April. A day no month of the last year has (31 June, 30 February) is no
-    day; 29 February is the latest one. A day named with its year is named_periods'."""
+    day; 29 February is the latest one. A day named with its year is named_periods'.
+
+    ``nearest``: each is the such day nearest ``anchor`` instead, before or after it (the earlier
+    on a tie): what a memory says of a day it names without its year is as often ahead ("my game
+    on the 20th", said on the 17th) as past ("we met on the 15th"). A day with its month then lies
+    at most half a year (183 days) from the anchor (but 29 February), a day without one (up to
+    the 28th, which every month holds) at most 16 days."""
     found: list[Period] = []
     taken: list[tuple[int, int]] = []
+    if not _DIGIT.search(text):  # every pattern holds a day's number; most texts hold none
+        return found
+    pick = _nearest_day if nearest else _latest_day
     for pattern in _YEARLESS_DAY:
         for match in pattern.finditer(text):
             groups = match.groupdict()
             month = _MONTH_NAMES[(groups.get("m") or groups["m2"]).lower()]
-            day = _latest_day(anchor, int(groups.get("d") or groups["d2"]), month)
+            day = pick(anchor, int(groups.get("d") or groups["d2"]), month)
             if day is not None and not any(match.start() < e and s < match.end() for s, e in taken):
                 taken.append(match.span())
                 found.append(Period(day, day, "day", match.start(), match.end(), match.group(0)))
     for match in _MONTHLESS_DAY.finditer(text):
         if any(match.start() < e and s < match.end() for s, e in taken):
             continue
-        day = _latest_day(anchor, int(match.group("d")), None)
+        day = pick(anchor, int(match.group("d")), None)
         if day is not None:
             taken.append(match.span())
             found.append(Period(day, day, "day", match.start(), match.end(), match.group(0)))
     return sorted(found, key=lambda p: (p.start, p.end))
 
 
+_DIGIT = re.compile(r"\d")
 # How far back a day without its year (or its month) is looked for: eight years hold a 29 February.
 _LOOK_BACK_MONTHS = 8 * 12
 
@@ -484,5 +494,35 @@ def _latest_day(anchor: dt.date, day: int, month: int | None) -> dt.date | None:
         except ValueError:
             continue
         if candidate <= anchor:
+            return candidate
+    return None
+
+
+def _nearest_day(anchor: dt.date, day: int, month: int | None) -> dt.date | None:
+    """The date with this day of the month (and this month) nearest ``anchor``, the earlier on a
+    tie: the latest on or before it, or the earliest after it, whichever lies closer."""
+    before = _latest_day(anchor, day, month)
+    after = _earliest_after(anchor, day, month)
+    if before is None or (after is not None and (after - anchor) < (anchor - before)):
+        return after
+    return before
+
+
+def _earliest_after(anchor: dt.date, day: int, month: int | None) -> dt.date | None:
+    """The earliest date after ``anchor`` with this day of the month (and this month), within
+    the look-back's span ahead, or None."""
+    if not 1 <= day <= 31:
+        return None
+    for ahead in range(_LOOK_BACK_MONTHS + 1):
+        year, index = divmod(anchor.year * 12 + anchor.month - 1 + ahead, 12)
+        if year > _YEAR_RANGE[1]:
+            return None
+        if month is not None and index + 1 != month:
+            continue
+        try:
+            candidate = dt.date(year, index + 1, day)
+        except ValueError:
+            continue
+        if candidate > anchor:
             return candidate
     return None
