@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import syncd
-from syncd.formats.speakers import MAX_LABEL_CHARS, named_speakers, speaker
+from syncd.formats.speakers import MAX_LABEL_CHARS, may_name, named_speakers, speaker
 
 from .helpers import write
 
@@ -113,3 +113,17 @@ def test_what_the_named_person_said_outranks_what_was_said_to_them(tmp_path, emb
     with syncd.open(root, embedder=embedder, read_only=True) as engine:
         anonymous = engine.search("What are the hobbies?", user_id="ana", kind="fact", limit=4, now=NOW)
     assert all(h.parts["speaker"] == 0.0 for h in anonymous)
+
+
+@pytest.mark.parametrize(
+    ("query", "may"),
+    [("What does Melanie like?", True), ("Melanie, what do you like?", False), ("hobbies of ana", False), ("", False)],
+)
+def test_only_a_query_with_a_capitalised_word_after_its_first_may_name_anyone(query, may):
+    assert may_name(query) == may
+
+
+@given(st.text(max_size=40), st.sets(_NAMES, max_size=3))
+def test_a_query_that_may_name_no_one_names_no_one(query, labels):
+    if not may_name(query):
+        assert named_speakers(query, labels) == set()

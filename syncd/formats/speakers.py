@@ -25,7 +25,7 @@ from __future__ import annotations
 import functools
 import re
 
-__all__ = ["MAX_LABEL_CHARS", "named_speakers", "speaker"]
+__all__ = ["MAX_LABEL_CHARS", "may_name", "named_speakers", "speaker"]
 
 MAX_LABEL_CHARS = 40
 
@@ -54,6 +54,12 @@ def _speaker(text: str) -> str | None:
     if not all(word[0].isupper() for word in label.split(" ")):
         return None
     return label
+
+
+def may_name(query: str) -> bool:
+    """Whether ``query`` could name a speaker at all: a word after its first starts with an
+    upper-case letter. Most queries of an agent have none, and need no label read."""
+    return any(word[0].isupper() for word in _WORD.findall(query)[1:])
 
 
 def named_speakers(query: str, labels: set[str]) -> set[str]:

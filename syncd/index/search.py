@@ -92,7 +92,7 @@ import numpy as np
 
 from ..errors import InvalidInputError
 from ..formats.question_time import asked_periods, asks_when, meant_periods, says_when
-from ..formats.speakers import named_speakers, speaker
+from ..formats.speakers import may_name, named_speakers, speaker
 from ..formats.when import Period
 from ..home import validate_id
 from .backend import IndexBackend
@@ -263,6 +263,8 @@ def _ends_asking(text: str) -> bool:
 def _said_by_named(query_text: str, payloads: list[dict]) -> np.ndarray:
     """Each row's speaker part: 1 for a fact said by someone ``query_text`` names
     (syncd.formats.speakers), else 0."""
+    if not may_name(query_text):
+        return np.zeros(len(payloads))
     labels = [speaker(row["text"]) if row["kind"] == "fact" else None for row in payloads]
     named = named_speakers(query_text, {label for label in labels if label is not None})
     return np.array([label is not None and label in named for label in labels], dtype=np.float64)
