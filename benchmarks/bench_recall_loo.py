@@ -40,8 +40,8 @@ from syncd.index.search import Weights, hybrid_search
 
 K = 10
 # The weights tuned on this data, each at its default and on both sides of it, in every
-# combination; the context's decay and reach, a reply's gain, the question and recency weights
-# and BM25's (k1, b) on both sides of theirs at the defaults (module constants, set for the
+# combination; the context's decay and reach, a reply's gain, the question, recency and speaker
+# weights (speaker also off) and BM25's (k1, b) on both sides of theirs at the defaults (module constants, set for the
 # run). A search costs tens of milliseconds on a shared machine, so the grid is what a run can
 # afford, not every combination.
 JOINT: dict[str, tuple[float, ...]] = {
@@ -56,6 +56,7 @@ ALONE: dict[str, tuple[float, ...]] = {
     "question": (0.1, 0.3),
     "recency": (0.0, 0.2),
     "bm25": (1, 2),
+    "speaker": (0.0, 0.05, 0.2),
 }
 # (k1, b) pairs: the Lucene default, a flatter length normalisation, a stronger one.
 BM25 = ((1.2, 0.75), (0.9, 0.4), (1.5, 0.9))
@@ -69,8 +70,9 @@ DEFAULT: dict[str, float] = {
     "reach": 2,
     "gain": 1.5,
     "bm25": 0,
+    "speaker": 0.1,
 }
-_WEIGHTS = ("fulltext", "context", "time", "recency", "question")
+_WEIGHTS = ("fulltext", "context", "time", "recency", "question", "speaker")
 # Student's t at 97.5% by degrees of freedom, for the interval of a mean over a few conversations.
 _T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262}
 

@@ -76,7 +76,8 @@ class Settings:
     # Search: the weights of a hit's score parts (see syncd.index.search; the seed's four, and
     # context, the share of relevance a fact's conversation neighbours pass on to it, question,
     # the share of its own relevance a fact that asks a question gives up to its reply, and time,
-    # what a row's date says to the days a query names or to a query asking "when").
+    # what a row's date says to the days a query names or to a query asking "when", and speaker,
+    # for a fact said by someone the query names).
     search_weight_semantic: float = field(default=0.7, metadata=knob(ge=0))
     search_weight_fulltext: float = field(default=0.3, metadata=knob(ge=0))
     search_weight_context: float = field(default=0.5, metadata=knob(ge=0))
@@ -84,6 +85,7 @@ class Settings:
     search_weight_recency: float = field(default=0.1, metadata=knob(ge=0))
     search_weight_question: float = field(default=0.2, metadata=knob(ge=0))
     search_weight_time: float = field(default=0.15, metadata=knob(ge=0))
+    search_weight_speaker: float = field(default=0.1, metadata=knob(ge=0))
     # Recall (MemoryManager search, retrieve_relevant_memories, the agent tools) leaves out a row
     # holding no word of the query whose cosine is below this. Calibrated for the bundled
     # all-MiniLM-L6-v2 with `benchmarks/bench_recall.py --calibrate` on LoCoMo dev conversations:

@@ -228,3 +228,25 @@ def test_law_a_yearless_month_is_the_latest_to_begin_by_the_day_asked(month, lea
     assert period.first.day == 1 and MONTHS[period.first.month - 1] == month
     assert (period.last + dt.timedelta(days=1)).day == 1 and period.last.month == period.first.month
     assert period.first <= today < period.first.replace(year=period.first.year + 1)
+
+
+@pytest.mark.parametrize(
+    ("question", "day"),
+    [
+        ("What did his teammates give him when they met on Aug 15th?", dt.date(2023, 8, 15)),
+        ("What happened on the 2nd of December?", dt.date(2022, 12, 2)),  # the latest by today
+        ("What did she say on the 15th?", dt.date(2023, 11, 15)),
+        # Without a year, counted from the first day the question names with one.
+        ("What did she do on 3 March, 2021, and on Dec 24th?", dt.date(2020, 12, 24)),
+    ],
+)
+def test_a_day_named_without_its_year_is_asked(question, day):
+    assert any(p.unit == "day" and p.first == day == p.last for p in asked_periods(question, TODAY))
+
+
+def test_a_memory_naming_a_day_without_its_year_says_when_and_means_that_day():
+    said = dt.date(2023, 8, 17)
+    text = "I met back up with my teammates on the 15th after my trip."
+    assert says_when(text, said)
+    assert [(p.first, p.unit) for p in meant_periods(text, said)] == [(dt.date(2023, 8, 15), "day")]
+    assert not says_when("I scored 15 points.", said)

@@ -90,6 +90,7 @@ def test_hits_carry_their_source_and_score_parts(populated):
         "importance",
         "recency",
         "question",
+        "speaker",
         "time",
         "bm25",
         "coverage",
@@ -104,6 +105,7 @@ def test_hits_carry_their_source_and_score_parts(populated):
         + 0.2 * top.parts["importance"]
         + 0.1 * top.parts["recency"]
         + 0.2 * top.parts["question"]
+        + 0.1 * top.parts["speaker"]
         + 0.15 * top.parts["time"]
     )
     assert top.score == expected  # summed in the same order: the parts add up exactly

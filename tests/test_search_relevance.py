@@ -179,6 +179,16 @@ def test_a_day_the_question_names_favours_what_was_said_that_day(days):
     assert {h.content: h.parts["time"] for h in week}["Cy: I went to Lyon last week, it was great."] == 1.0
 
 
+def test_a_day_named_without_its_year_is_the_latest_such_day(days):
+    """ "on May 20th" asked the next day is the day before: what was said then is favoured."""
+    after = dt.datetime(2023, 5, 21, 12, tzinfo=dt.UTC)
+    hits = days.search("What did Cy do on May 20th?", user_id="cy", kind="fact", limit=4, now=after)
+    time = {h.content: h.parts["time"] for h in hits}
+    assert time["Cy: We had a picnic in the park with friends."] == 1.0
+    assert time["Cy: We had a picnic by the river with the kids."] == 0.0
+    assert hits[0].content.startswith("Cy: We had a picnic in the park")
+
+
 def test_a_question_asking_when_favours_what_says_a_time(days):
     hits = days.search("When did Cy go to Lyon?", user_id="cy", kind="fact", limit=4, now=NOW)
     time = {h.content: h.parts["time"] for h in hits}
@@ -211,3 +221,28 @@ def test_the_best_k_are_the_first_k_of_a_longer_search(days, query, limit):
     hits are exactly those of a search that reads it for every row (a limit past every row)."""
     everything = days.search(query, user_id="cy", limit=50, now=NOW)
     assert days.search(query, user_id="cy", limit=limit, now=NOW) == everything[:limit]
+
+
+def test_a_day_a_memory_names_without_its_year_is_found_by_a_question_naming_it(tmp_path, embedder):
+    """Said on 17 August, "on the 15th" is 15 August: inside a range the question names."""
+    root = syncd.init(tmp_path / "home").home
+    write(
+        root,
+        "memory/users/jo/2023-08-17.md",
+        "# 2023-08-17\n\n## 10:00 session:s1\n"
+        "- [dialog] Jo: I met back up with my teammates on the 15th after my trip.\n"
+        "- [dialog] Jo: The atmosphere with my teammates was electric.\n",
+    )
+    asked = dt.datetime(2023, 8, 18, 12, tzinfo=dt.UTC)
+    with syncd.open(root, embedder=embedder) as engine:
+        engine.sync()
+        hits = engine.search("Where was Jo between August 11 and August 15 2023?", user_id="jo", limit=2, now=asked)
+        when = engine.search("When did Jo meet his teammates?", user_id="jo", limit=2, now=asked)
+    time = {h.content: h.parts["time"] for h in hits}
+    assert time == {
+        "Jo: I met back up with my teammates on the 15th after my trip.": 1.0,
+        "Jo: The atmosphere with my teammates was electric.": 0.0,
+    }
+    assert {h.content: h.parts["time"] for h in when}[
+        "Jo: I met back up with my teammates on the 15th after my trip."
+    ] == 0.5

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 # White-box: the precheck's law is that it agrees with trying every rule (_by_every_rule, _PATTERNS).
 from syncd.formats.when import (
     _PATTERNS,
+    MONTHS,
     Period,
     _by_every_rule,
     date_words,
@@ -19,6 +20,7 @@ from syncd.formats.when import (
     period_words,
     resolve,
     resolved_words,
+    yearless_days,
 )
 
 from .strategies import examples
@@ -252,3 +254,99 @@ def test_law_any_text_resolves_without_raising(text, anchor):
         assert isinstance(period, Period) and period.first <= period.last
         assert text[period.start : period.end] == period.phrase
     named_periods(text)
+
+
+# --- days named without a year (or a month) ----------------------------------------------------
+
+ASKED = dt.date(2023, 10, 20)
+
+
+@pytest.mark.parametrize(
+    ("text", "days"),
+    [
+        ("What did they give him when they met on Aug 15th?", [D(2023, 8, 15)]),
+        ("What happened on the 15th of May?", [D(2023, 5, 15)]),
+        ("What did she bake on 3 June?", [D(2023, 6, 3)]),
+        ("Where was he on December 24?", [D(2022, 12, 24)]),  # the latest by the day asked
+        ("What did he do on the 15th?", [D(2023, 10, 15)]),
+        ("And since the 21st?", [D(2023, 9, 21)]),  # this month's 21st is still to come
+        ("Was it on the 29th of February?", [D(2020, 2, 29)]),
+        ("on Oct 20th", [D(2023, 10, 20)]),  # the day asked is its own latest
+        # Not days without a year: a year follows, or no day, or no date at all.
+        ("What did she do on May 15, 2023?", []),
+        ("on the 15th of May, 2023", []),
+        ("in May 2023", []),
+        ("5 may be enough", []),
+        ("for the 15th time", []),
+        ("the 15th of the month", []),
+        ("on 31 June", []),
+        ("on the 32nd", []),
+        ("Flight AF 15 to Paris", []),
+    ],
+)
+def test_days_named_without_a_year(text, days):
+    assert [p.first for p in yearless_days(text, ASKED)] == days
+    for p in yearless_days(text, ASKED):
+        assert p.unit == "day" and p.first == p.last and text[p.start : p.end] == p.phrase
+
+
+@settings(max_examples=examples(100))
+@given(text=st.text(max_size=60), anchor=st.dates(min_value=D(1, 1, 1), max_value=D(9999, 12, 31)))
+def test_any_text_reads_its_yearless_days_without_raising_and_never_after_the_anchor(text, anchor):
+    found = yearless_days(text, anchor)
+    assert yearless_days(text, anchor) == found  # deterministic
+    for period in found:
+        # Never after the day asked, never further back than eight years (a 29 February's wait).
+        assert period.first <= anchor and (anchor - period.first).days <= 8 * 366
+        assert text[period.start : period.end] == period.phrase
+
+
+@settings(max_examples=examples(100))
+@given(
+    day=st.dates(min_value=D(1900, 1, 1), max_value=D(2200, 12, 31)),
+    ahead=st.integers(min_value=0, max_value=364),
+    form=st.sampled_from(["on {b} {d}", "on {b} {o}", "the {o} of {B}", "on {d} {B}", "{o} {B}"]),
+)
+def test_a_day_said_without_its_year_is_the_latest_such_day(day, ahead, form):
+    """Asked any day of the year that follows it, a day said without its year is that day."""
+    if (day.month, day.day) == (2, 29):
+        return  # the next year holds no 29 February: that day's law is the example above
+    anchor = day + dt.timedelta(days=ahead)
+    suffix = {1: "st", 2: "nd", 3: "rd"}.get(day.day % 10 if day.day not in (11, 12, 13) else 0, "th")
+    said = form.format(b=day.strftime("%b"), B=day.strftime("%B"), d=day.day, o=f"{day.day}{suffix}")
+    assert [p.first for p in yearless_days(f"What happened {said}?", anchor)] == [day]
+
+
+@pytest.mark.parametrize(
+    ("text", "day"),
+    [
+        ("I met my teammates on the 15th after the trip.", D(2023, 8, 15)),  # said on the 17th
+        ("My game is on the 20th!", D(2023, 8, 20)),  # ahead is as near as behind
+        ("We fly out on Dec 24th.", D(2023, 12, 24)),
+        ("It was on Feb 20th.", D(2023, 2, 20)),
+        ("on the 31st", D(2023, 8, 31)),  # 14 days ahead against 17 back
+    ],
+)
+def test_a_memory_s_day_without_its_year_is_the_nearest_such_day(text, day):
+    assert [p.first for p in yearless_days(text, D(2023, 8, 17), nearest=True)] == [day]
+
+
+@settings(max_examples=examples(100))
+@given(
+    anchor=st.dates(min_value=D(2, 1, 1), max_value=D(9998, 12, 31)),
+    day=st.integers(min_value=1, max_value=28),
+    month=st.one_of(st.none(), st.integers(min_value=1, max_value=12)),
+)
+def test_the_nearest_day_is_near_and_none_is_nearer(anchor, day, month):
+    said = f"on the {day}th" if month is None else f"on {MONTHS[month - 1]} {day}th"
+    found = yearless_days(said, anchor, nearest=True)
+    assert len(found) == 1
+    first = found[0].first
+    assert first.day == day and (month is None or first.month == month)
+    distance = abs((first - anchor).days)
+    assert distance <= (16 if month is None else 183)
+    # Every other such day in the years around lies at least as far (the earlier wins a tie).
+    for year in range(anchor.year - 1, anchor.year + 2):
+        for m in [month] if month is not None else range(1, 13):
+            other = D(year, m, day)
+            assert abs((other - anchor).days) >= distance or other == first

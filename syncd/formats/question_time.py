@@ -22,7 +22,7 @@ import datetime as dt
 import re
 from functools import lru_cache
 
-from .when import Period, named_periods, named_ranges, resolve, yearless_months
+from .when import Period, named_periods, named_ranges, resolve, yearless_days, yearless_months
 
 __all__ = ["asked_periods", "asks_when", "meant_periods", "says_when"]
 
@@ -43,6 +43,9 @@ _ASKS_WHEN = re.compile(
 )
 
 
+_RANGE_OPENING = re.compile(r"\b(?:between|from)\s+(?:the\s+)?$", re.IGNORECASE)
+
+
 def asks_when(question: str) -> bool:
     """Whether ``question`` asks when something happened (its answer is a time)."""
     return bool(_ASKS_WHEN.search(question))
@@ -52,7 +55,9 @@ def asked_periods(question: str, today: dt.date) -> list[Period]:
     """The periods ``question`` asks about, in order: the days and months it names
     (:func:`~syncd.formats.when.named_periods`), and its relative expressions resolved against
     the first day it names ("the week before 16 November 2023"), or, when it names none, against
-    ``today``, the day it is asked ("what did I do last weekend?"). A range of days it names
+    ``today``, the day it is asked ("what did I do last weekend?"). Days and months named
+    without a year ("on Aug 15th", "in June") are the latest by that first named day, or by
+    ``today`` (:func:`~syncd.formats.when.yearless_days`). A range of days it names
     ("between August 11 and August 15 2023": :func:`~syncd.formats.when.named_ranges`) is asked
     whole, in place of the day that ends it."""
     named = named_periods(question)
@@ -62,10 +67,16 @@ def asked_periods(question: str, today: dt.date) -> list[Period]:
     if ranges:
         named = [*ranges, *(p for p in named if not any(p.start < r.end and r.start < p.end for r in ranges))]
     # A month named without a year is the latest by the end of the first period named with one.
-    months = yearless_months(question, named[0].last if named else today)
+    yearless_anchor = named[0].last if named else today
+    months = yearless_months(question, yearless_anchor)
+    # A day after "between" or "from" starts a range (named_ranges): asked with its end or, when
+    # it is none ("between August 20 and August 15 2023"), not at all.
+    days_alone = [
+        day for day in yearless_days(question, yearless_anchor) if not _RANGE_OPENING.search(question[: day.start])
+    ]
     relative = [
         period
-        for period in [*resolve(question, anchor), *months]
+        for period in [*resolve(question, anchor), *months, *days_alone]
         if not any(period.start < other.end and other.start < period.end for other in named)
     ]
     return sorted([*named, *relative], key=lambda period: (period.start, period.end))
@@ -73,9 +84,10 @@ def asked_periods(question: str, today: dt.date) -> list[Period]:
 
 @lru_cache(maxsize=_READ_ROWS)
 def says_when(text: str, day: dt.date | None) -> bool:
-    """Whether ``text`` says a time a "when" question could be answered by: a date it names, or
-    a relative expression that resolves against ``day`` (the day it was said)."""
-    if day is not None and resolve(text, day):
+    """Whether ``text`` says a time a "when" question could be answered by: a date it names, a
+    relative expression that resolves against ``day`` (the day it was said), or a day it names
+    without its year or month ("on the 15th")."""
+    if day is not None and (resolve(text, day) or yearless_days(text, day, nearest=True)):
         return True
     return bool(named_periods(text))
 
@@ -83,5 +95,7 @@ def says_when(text: str, day: dt.date | None) -> bool:
 @lru_cache(maxsize=_READ_ROWS)
 def meant_periods(text: str, day: dt.date) -> tuple[Period, ...]:
     """The periods the relative time expressions of ``text``, said on ``day``, mean
-    (:func:`~syncd.formats.when.resolve`), kept for the next query that reads the same row."""
-    return tuple(resolve(text, day))
+    (:func:`~syncd.formats.when.resolve`), and the days it names without their year or month
+    ("we met on the 15th": the such day nearest ``day``, yearless_days), kept for the next query
+    that reads the same row."""
+    return tuple(sorted([*resolve(text, day), *yearless_days(text, day, nearest=True)], key=lambda p: (p.start, p.end)))

@@ -64,6 +64,7 @@ __all__ = [
     "period_words",
     "resolve",
     "resolved_words",
+    "yearless_days",
     "yearless_months",
 ]
 
@@ -414,3 +415,114 @@ def named_ranges(text: str) -> list[Period]:
             continue
         found.append(Period(first, end.last, "range", match.start(), end.end, text[match.start() : end.end]))
     return found
+
+
+# A day named without its year: "Aug 15th", "August 15" (not followed by a year or by more digits:
+# "May 2023" is a month, "May 15, 2023" a named day), "the 15th of May", "on 15 May". A day
+# before its month needs "the" or "on" before it, or an ordinal after it, so "5 may be enough" is
+# no date. A day named with neither month nor year needs both "on/by/since/until/from the" and
+# an ordinal: "on the 15th" (not "the 15th time", nor "on the 15" of anything).
+_NO_YEAR_AFTER = r"(?![\w'’-])(?!,?\s*['’]?\d)"
+_YEARLESS_DAY = [
+    re.compile(rf"\b{_MONTH_RE}\s+(?:the\s+)?{_DAY_RE}{_NO_YEAR_AFTER}", re.IGNORECASE),
+    re.compile(
+        rf"(?:\b(?:the|on)\s+{_DAY_RE}|\b(?P<d2>[0-3]?\d)(?:st|nd|rd|th))(?:\s+of)?\s+"
+        rf"{_MONTH_RE.replace('<m>', '<m2>')}{_NO_YEAR_AFTER}",
+        re.IGNORECASE,
+    ),
+]
+_MONTHLESS_DAY = re.compile(
+    r"\b(?:on|by|since|until|from)\s+the\s+(?P<d>[0-3]?\d)(?:st|nd|rd|th)(?![\w'’-])(?!\s+(?:of\b|time|century))",
+    re.IGNORECASE,
+)
+
+
+def yearless_days(text: str, anchor: dt.date, *, nearest: bool = False) -> list[Period]:
+    """The days ``text`` names without a year ("on Aug 15th", "the 15th of May") or without a
+    month ("on the 15th"), in order, each the latest such day on or before ``anchor`` (the day a
+    question is asked, or the last day of the first period it names with its year): asked in
+    October 2023, "Aug 15th" is 15 August 2023 and "Dec 24th" 24 December 2022; asked on 10 May,
+    "on the 15th" is 15 April. A day no month of the last year has (31 June, 30 February) is no
+    day; 29 February is the latest one. A day named with its year is named_periods'.
+
+    ``nearest``: each is the such day nearest ``anchor`` instead, before or after it (the earlier
+    on a tie): what a memory says of a day it names without its year is as often ahead ("my game
+    on the 20th", said on the 17th) as past ("we met on the 15th"). A day with its month then lies
+    at most half a year (183 days) from the anchor (but 29 February), a day without one (up to
+    the 28th, which every month holds) at most 16 days."""
+    found: list[Period] = []
+    taken: list[tuple[int, int]] = []
+    if not _DIGIT.search(text):  # every pattern holds a day's number; most texts hold none
+        return found
+    pick = _nearest_day if nearest else _latest_day
+    for pattern in _YEARLESS_DAY:
+        for match in pattern.finditer(text):
+            groups = match.groupdict()
+            month = _MONTH_NAMES[(groups.get("m") or groups["m2"]).lower()]
+            day = pick(anchor, int(groups.get("d") or groups["d2"]), month)
+            if day is not None and not any(match.start() < e and s < match.end() for s, e in taken):
+                taken.append(match.span())
+                found.append(Period(day, day, "day", match.start(), match.end(), match.group(0)))
+    for match in _MONTHLESS_DAY.finditer(text):
+        if any(match.start() < e and s < match.end() for s, e in taken):
+            continue
+        day = pick(anchor, int(match.group("d")), None)
+        if day is not None:
+            taken.append(match.span())
+            found.append(Period(day, day, "day", match.start(), match.end(), match.group(0)))
+    return sorted(found, key=lambda p: (p.start, p.end))
+
+
+_DIGIT = re.compile(r"\d")
+# How far back a day without its year (or its month) is looked for: eight years hold a 29 February.
+_LOOK_BACK_MONTHS = 8 * 12
+
+
+def _latest_day(anchor: dt.date, day: int, month: int | None) -> dt.date | None:
+    """The latest date on or before ``anchor`` with this day of the month (and this month), or
+    None when no month of the look-back holds it or the calendar ends first."""
+    if not 1 <= day <= 31:
+        return None
+    for back in range(_LOOK_BACK_MONTHS + 1):
+        year, index = divmod(anchor.year * 12 + anchor.month - 1 - back, 12)
+        if year < _YEAR_RANGE[0]:
+            return None
+        if month is not None and index + 1 != month:
+            continue
+        try:
+            candidate = dt.date(year, index + 1, day)
+        except ValueError:
+            continue
+        if candidate <= anchor:
+            return candidate
+    return None
+
+
+def _nearest_day(anchor: dt.date, day: int, month: int | None) -> dt.date | None:
+    """The date with this day of the month (and this month) nearest ``anchor``, the earlier on a
+    tie: the latest on or before it, or the earliest after it, whichever lies closer."""
+    before = _latest_day(anchor, day, month)
+    after = _earliest_after(anchor, day, month)
+    if before is None or (after is not None and (after - anchor) < (anchor - before)):
+        return after
+    return before
+
+
+def _earliest_after(anchor: dt.date, day: int, month: int | None) -> dt.date | None:
+    """The earliest date after ``anchor`` with this day of the month (and this month), within
+    the look-back's span ahead, or None."""
+    if not 1 <= day <= 31:
+        return None
+    for ahead in range(_LOOK_BACK_MONTHS + 1):
+        year, index = divmod(anchor.year * 12 + anchor.month - 1 + ahead, 12)
+        if year > _YEAR_RANGE[1]:
+            return None
+        if month is not None and index + 1 != month:
+            continue
+        try:
+            candidate = dt.date(year, index + 1, day)
+        except ValueError:
+            continue
+        if candidate > anchor:
+            return candidate
+    return None
