@@ -773,7 +773,7 @@ class WritePath:
             self._await_settled(time.monotonic() + _PUT_BACK_SETTLE_S)
         except GitBusyError:
             return  # what it aborts is looked at once git settles (not looked at till then)
-        written = self.put_back.dropped()
+        written = self.put_back.dropped(self._commit_as_is)
         if not written:
             return
         # Committed as merged here: a sha this process wrote before the abort is stale now.
@@ -783,6 +783,11 @@ class WritePath:
             self._index_and_commit(set(written))
         except SyncdError as exc:
             log.warning("put back %s, not committed yet: %s", ", ".join(written), exc)
+
+    def _commit_as_is(self, paths: list[str]) -> None:
+        """Commit ``paths`` as the tree holds them (their intent's author, else the person's)."""
+        with self._queue.commit_stage():
+            self._commit_retrying(set(paths), {})
 
     def held(self) -> set[str]:
         """Paths of groups still open or waiting for their commit, in any live process."""
