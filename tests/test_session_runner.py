@@ -172,3 +172,42 @@ def test_a_turn_past_the_context_budget_flushes_first_then_commits_the_turn_with
     assert len(state["steps"]) == 4 and "twelve hives" in json.dumps(state["steps"])
     events = [e.get("meta", {}).get("event") for e in read_transcript_file(manager.home, "ana", "s-c")]
     assert events == ["flush", None, None]  # the flush's record, then the turn's two lines
+
+
+def test_a_turn_another_run_recorded_while_this_one_compressed_says_the_agent_was_compressed(engine, home):
+    """Run again under its ``turn_id``, a turn looks whether it is recorded before asking the
+    model (not yet, here), compresses the caller's agent, and looks again inside its group: by
+    then another run of the same turn recorded it. The answer is a replay, and must still say
+    the caller's agent was compressed (its flush is a commit of its own, and the agent's steps
+    were cut): told ``compressed=False``, a caller would keep a context it no longer has.
+
+    The other run is made from inside the compression (the compressor is the caller's object;
+    this one runs the other turn to its end before answering), so it lands between the two looks
+    every time."""
+    manager = MemoryManager(
+        engine,
+        settings=Settings(llm_model="gpt-4o-mini", core_refresh_importance=0.99),
+        job_llm_options={
+            "extract": {"mock_response": reply(("Keeps bees on the roof.", 0.6))},
+            "compress": {"mock_response": "- Looked at twelve hives."},
+        },
+    )
+    other = SessionRunner(manager)
+
+    class RacedCompressor(ContextCompressor):
+        async def compress_context(self, agent, **where):
+            done = await super().compress_context(agent, **where)
+            await other.process_turn("s-r", "I keep bees.", "Lovely!", user_id="ana", turn_id="msg-1")
+            return done
+
+    compressor = RacedCompressor(manager, session_id="s-r", max_context_tokens=300, keep_last_steps=2)
+    runner = SessionRunner(manager, compressor=compressor)
+    steps = [{"type": "task", "task": "Help Ana with her bees"}] + [
+        {"type": "action", "step_number": i, "model_output": "hive " * 60, "observations": "bees " * 60}
+        for i in range(8)
+    ]
+    agent = type("Agent", (), {"steps": steps})()
+    result = run(runner.process_turn("s-r", "I keep bees.", "Lovely!", user_id="ana", agent=agent, turn_id="msg-1"))
+    assert result.replayed and result.compressed and len(agent.steps) == 4
+    records = read_transcript_file(manager.home, "ana", "s-r")
+    assert [r["content"] for r in records if r["role"] in ("user", "assistant")] == ["I keep bees.", "Lovely!"]
