@@ -474,9 +474,7 @@ def test_a_turn_that_seemed_recorded_and_was_put_back_runs_as_any_turn(home, emb
     with manager:
         compressor = ContextCompressor(manager, session_id=SESSION, max_context_tokens=300, keep_last_steps=2)
         runner = SessionRunner(manager, compressor=compressor)
-        result = asyncio.run(
-            runner.process_turn(SESSION, MESSAGE, ANSWER, user_id="ana", agent=agent, turn_id="msg-2")
-        )
+        result = asyncio.run(runner.process_turn(SESSION, MESSAGE, ANSWER, user_id="ana", agent=agent, turn_id="msg-2"))
     assert not result.replayed and result.compressed and len(agent.steps) == 4
     assert lines_of(home, MESSAGE) == [result.entries[0].line] and lines_of(home, ANSWER) == [result.entries[1].line]
     assert result.entries[0].line >= line  # the dead run's lines were put back, then the flush's record
