@@ -377,6 +377,38 @@ def test_a_change_handed_to_a_daemon_whose_line_the_person_removed_before_its_co
         daemon.wait(30)
 
 
+def test_a_handed_change_whose_line_the_running_daemon_committed_out_is_refused_at_once(home, embedder):
+    """The person deletes the agent's just-written line before the daemon's commit, and the
+    daemon (running again) commits the file without it: no commit will ever hold the line. The
+    writer went on waiting for HEAD to hold it until ``lock_wait_s`` ran out (here 300 s) and only
+    then said OverwrittenError; it now says so as soon as HEAD shows the line gone for good."""
+    from syncd.errors import OverwrittenError
+    from syncd.memory import MemoryManager
+
+    daemon = _stopped_daemon(home, embedder)
+    try:
+        with MemoryManager(home, Settings(lock_wait_s=300), embedder=embedder) as memory:
+            outcome, _, adding = _add_handed_to_the_daemon(home, memory)
+            log = next((home / "memory/users").rglob("*.md"))
+            rel = log.relative_to(home).as_posix()
+            kept = [line for line in log.read_text().splitlines(keepends=True) if "Flies a red kite." not in line]
+            log.write_text("".join(kept))  # the person's editor takes the agent's line out
+            daemon.send_signal(signal.SIGCONT)  # the daemon goes on and commits the file as it is
+            wait_for(lambda: bool(git(home, "ls-tree", "HEAD", "--", rel).strip()), 60, "the daemon's commit")
+            # Far less than lock_wait_s: the old code answered only at its end.
+            adding.join(60)
+            answered = not adding.is_alive()
+            daemon.kill()  # lets the old code's writer end (takeover, then OverwrittenError)
+            daemon.wait(30)
+            adding.join(90)
+        assert answered, "the writer still waited once HEAD showed its line gone"
+        assert outcome and isinstance(outcome[0], OverwrittenError), outcome
+        assert "Flies a red kite." not in _committed_text(home) + _tree_text(home)
+    finally:
+        daemon.kill()
+        daemon.wait(30)
+
+
 _FAILING_AGENT = textwrap.dedent(
     """
     import sys, time
@@ -459,3 +491,68 @@ def test_a_takeover_never_commits_another_writers_change_still_open_on_its_file(
                 proc.wait(30)
                 if proc.stdout is not None:
                     proc.stdout.close()
+
+
+def _person_repo(tmp_path: Path) -> tuple[Path, str]:
+    """A plain git repository with ``log.md`` committed: the repository and that commit."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    (repo / "log.md").write_text("- [note] One.\n")
+    git(repo, "add", "log.md")
+    git(repo, "commit", "-q", "-m", "one")
+    return repo, git(repo, "rev-parse", "HEAD").strip()
+
+
+def _handed_line(repo: Path, base: str):
+    """An agent's line written to ``log.md`` over ``base`` (as handed to a daemon), as a Handed."""
+    from syncd.home import blob_sha
+    from syncd.writes.handoff import Handed
+
+    before = (repo / "log.md").read_bytes()
+    after = before + b"- [note] Flies a red kite.\n"
+    (repo / "log.md").write_bytes(after)
+    return Handed(repo, "log.md", blob_sha(after), before, after, base)
+
+
+def _person_commits_without_the_line(repo: Path) -> None:
+    (repo / "log.md").write_text("- [note] One.\n- [note] Two.\n")
+    git(repo, "commit", "-q", "-am", "two")
+
+
+def test_a_handed_line_a_stash_keeps_is_not_lost_while_the_branch_moves_on_without_it(tmp_path):
+    """`git stash` takes the agent's uncommitted line out for a moment, and a commit of the file
+    lands meanwhile: the line is not lost (the pop brings it back). Dropped with the stash, it is."""
+    from syncd.writes.handoff import Handed
+
+    repo, base = _person_repo(tmp_path)
+    handed = _handed_line(repo, base)
+    git(repo, "stash", "-q")
+    _person_commits_without_the_line(repo)
+    assert not handed.landed() and not handed.lost
+    git(repo, "stash", "drop", "-q")
+    again = Handed(repo, "log.md", handed.sha, handed.before, handed.after, base)  # looks at once
+    assert not again.landed() and again.lost
+
+
+def test_a_handed_line_a_commit_held_before_the_next_took_it_out_is_committed(tmp_path):
+    """The daemon commits the agent's line, and the person's deletion of it is committed before
+    the writer looks: a commit on the branch held it, so it is acknowledged, not lost."""
+    repo, base = _person_repo(tmp_path)
+    handed = _handed_line(repo, base)
+    git(repo, "commit", "-q", "-am", "the agent's line")
+    _person_commits_without_the_line(repo)
+    assert handed.landed() and not handed.lost
+
+
+def test_a_handed_line_is_not_lost_when_the_branch_was_set_back(tmp_path):
+    """A branch set back behind the write (a rebase's abort drops commits), then committed on:
+    not "moved on" from the write, so what it dropped may come back (rewind.py); the writer
+    keeps waiting."""
+    repo, base = _person_repo(tmp_path)
+    _person_commits_without_the_line(repo)
+    handed = _handed_line(repo, git(repo, "rev-parse", "HEAD").strip())
+    git(repo, "reset", "-q", "--hard", base)
+    (repo / "log.md").write_text("- [note] One.\n- [note] Three.\n")
+    git(repo, "commit", "-q", "-am", "three")
+    assert not handed.landed() and not handed.lost

@@ -351,6 +351,51 @@ def test_with_no_daemon_a_put_back_merged_with_the_persons_line_is_syncds_own_co
     assert put_back.splitlines() == ["syncd", f"Put back what a git rebase --abort took out of the branch in {log}"]
 
 
+@pytest.mark.parametrize("writer", ["the next change with no daemon", "a daemon started after the abort"])
+def test_a_put_back_leaves_the_persons_line_saved_after_the_abort_in_their_own_commit(home, embedder, tmp_path, writer):
+    """The person saves a line after their `git rebase --abort`, before syncd puts back what the
+    abort dropped: the put-back's commit (syncd's) held the person's line too, so `git log` and
+    blame named syncd for it. Their edit is now committed first, as theirs (as the daemon
+    commits any edit of theirs), and syncd's commit holds only what it puts back."""
+    from .conftest import SUITE_GIT_NAME
+
+    other = _other_machine(home, tmp_path)
+    with MemoryManager(home, embedder=embedder) as memory:
+        asyncio.run(memory.add_memory("Likes green tea.", "ana", dedup=False))
+        log = _log(home)
+
+        def add() -> None:
+            asyncio.run(memory.add_memory("Swims on Sundays.", "ana", dedup=False))
+
+        _rebase_failing_at_its_end(home, tmp_path, other, add)
+        git(home, "rebase", "--abort")
+        with open(home / log, "a") as handle:  # the person's editor, after the abort
+            handle.write("- Plays the cello.\n")
+        if writer == "the next change with no daemon":
+            asyncio.run(memory.add_memory("Reads crime novels.", "ana", dedup=False))
+    if writer == "a daemon started after the abort":
+        with running_daemon(home, embedder) as run:
+            _abort_and_wait_for_the_put_back(home, log, aborted=True)
+            run.settle()
+            run.stop()
+    text = (home / log).read_text()
+    assert text.count("Swims on Sundays.") == 1 and text.count("Plays the cello.") == 1, text
+    assert git(home, "show", f"HEAD:{log}") == text
+
+    def added_by(fact: str) -> tuple[str, list[str]]:
+        """The author of the commit that added ``fact``, and the lines it added to the log."""
+        sha = git(home, "log", "-1", "--format=%H", "-S", fact, "--", log).strip()
+        author = git(home, "show", "-s", "--format=%an", sha).strip()
+        diff = git(home, "show", "--format=", "--unified=0", sha, "--", log).splitlines()
+        return author, [line[1:] for line in diff if line.startswith("+") and not line.startswith("+++")]
+
+    author, added = added_by("Plays the cello.")
+    assert author == SUITE_GIT_NAME and added == ["- Plays the cello."], (author, added)
+    author, added = added_by("Swims on Sundays.")
+    assert author == "syncd" and "- Plays the cello." not in added, (author, added)
+    assert [line for line in added if "Swims on Sundays." in line], added
+
+
 def test_two_aborts_looked_at_once_put_back_both_commits(home):
     """Two `git rebase --abort`s, each dropping a commit of syncd's to one file, seen in one look:
     the second's merge was made from the tree and replaced the first's, and both entries were
@@ -363,13 +408,13 @@ def test_two_aborts_looked_at_once_put_back_both_commits(home):
     git(home, "add", "-A")
     git(home, "commit", "-qm", "the person's page")
     put_back = PutBack(Home(home))
-    assert put_back.dropped() == {}
+    assert put_back.dropped(_commit_as_is(home)) == {}
     _drop_a_commit_of_syncds(home, "vault/Page.md", "# Page\n\n- [note] First fact. <!-- id:a1 -->\n")
     _drop_a_commit_of_syncds(home, "vault/Page.md", "# Page\n\n- [note] Second fact. <!-- id:a2 -->\n")
-    assert set(put_back.dropped()) == {"vault/Page.md"}
+    assert set(put_back.dropped(_commit_as_is(home))) == {"vault/Page.md"}
     text = (home / "vault/Page.md").read_text()
     assert text.count("First fact.") == 1 and text.count("Second fact.") == 1, text
-    assert put_back.dropped() == {}
+    assert put_back.dropped(_commit_as_is(home)) == {}
 
 
 def test_a_rewound_file_is_put_back_only_over_the_bytes_its_merge_was_made_from(home):
@@ -393,6 +438,17 @@ def test_a_rewound_file_is_put_back_only_over_the_bytes_its_merge_was_made_from(
         handle.write("The person's new line.\n")
     assert not PutBack(Home(home)).write(rel, found[rel].data, "put back", over=found[rel].over)
     assert (home / rel).read_text() == "# Page\nThe person's new line.\n"
+
+
+def _commit_as_is(home):
+    """What a put-back's caller does with files edited since the abort: commits them as they
+    are (here with git itself, as the person would)."""
+
+    def commit(paths: list[str]) -> None:
+        git(home, "add", "--", *paths)
+        git(home, "commit", "-qm", "the person's edit", "--", *paths)
+
+    return commit
 
 
 def _abort_and_wait_for_the_put_back(home, log: str, aborted: bool = False) -> None:
@@ -488,7 +544,7 @@ def test_put_back_leaves_a_file_changed_after_the_merge_read_it(home):
     from syncd.writes.rewind import PutBack
 
     put_back = PutBack(Home(home))
-    assert put_back.dropped() == {}
+    assert put_back.dropped(_commit_as_is(home)) == {}
     _drop_a_commit_of_syncds(home, "vault/Page.md", "# Page\n\nKept by syncd.\n")
     found = put_back._dropped.find()  # white-box: the look, then a save before the write
     write(home, "vault/Page.md", "# Page\n\nThe person's line.\n")
@@ -497,7 +553,7 @@ def test_put_back_leaves_a_file_changed_after_the_merge_read_it(home):
     )
     assert (home / "vault/Page.md").read_text() == "# Page\n\nThe person's line.\n"
     put_back._dropped.look_again()
-    assert set(put_back.dropped()) == {"vault/Page.md"}
+    assert set(put_back.dropped(_commit_as_is(home))) == {"vault/Page.md"}
     merged = (home / "vault/Page.md").read_text()
     assert "The person's line." in merged and "Kept by syncd." in merged
 
@@ -570,7 +626,7 @@ def test_a_daemon_starting_puts_back_a_dropped_commit_whose_file_its_index_alrea
         engine.sync()
         # White-box: a writer's first look, as a daemon running before the rebase made one (the
         # aborts looked for are those after a writer first looked).
-        assert engine.writes.put_back.dropped() == {}
+        assert engine.writes.put_back.dropped(_commit_as_is(home)) == {}
     _drop_a_commit_of_syncds(home, rel, "# Page\n\n- [note] Kept by syncd. <!-- id:k1 -->\n")
     assert (home / rel).read_text() == "# Page\n"  # as the index holds it
     with running_daemon(home, embedder):

@@ -149,7 +149,7 @@ SEED_API: dict[type, dict[str, tuple[str, str]]] = {
             SYNC,
             "memory, *, user_id=, chat_id=, session_id=, max_context_tokens=, keep_last_steps=, token_counter=",
         ),
-        "compress_context": (ASYNC, "agent, *, session_id=, user_id=, chat_id="),
+        "compress_context": (ASYNC, "agent, *, session_id=, user_id=, chat_id=, now="),
         "context_tokens": (SYNC, "steps"),
     },
     MemorySearchTool: {

@@ -172,3 +172,75 @@ def test_a_turn_past_the_context_budget_flushes_first_then_commits_the_turn_with
     assert len(state["steps"]) == 4 and "twelve hives" in json.dumps(state["steps"])
     events = [e.get("meta", {}).get("event") for e in read_transcript_file(manager.home, "ana", "s-c")]
     assert events == ["flush", None, None]  # the flush's record, then the turn's two lines
+
+
+def test_a_turn_another_run_recorded_while_this_one_compressed_says_the_agent_was_compressed(engine, home):
+    """Run again under its ``turn_id``, a turn looks whether it is recorded before asking the
+    model (not yet, here), compresses the caller's agent, and looks again inside its group: by
+    then another run of the same turn recorded it. The answer is a replay, and must still say
+    the caller's agent was compressed (its flush is a commit of its own, and the agent's steps
+    were cut): told ``compressed=False``, a caller would keep a context it no longer has.
+
+    The other run is made from inside the compression (the compressor is the caller's object;
+    this one runs the other turn to its end before answering), so it lands between the two looks
+    every time."""
+    manager = MemoryManager(
+        engine,
+        settings=Settings(llm_model="gpt-4o-mini", core_refresh_importance=0.99),
+        job_llm_options={
+            "extract": {"mock_response": reply(("Keeps bees on the roof.", 0.6))},
+            "compress": {"mock_response": "- Looked at twelve hives."},
+        },
+    )
+    other = SessionRunner(manager)
+
+    class RacedCompressor(ContextCompressor):
+        async def compress_context(self, agent, **where):
+            done = await super().compress_context(agent, **where)
+            await other.process_turn("s-r", "I keep bees.", "Lovely!", user_id="ana", turn_id="msg-1")
+            return done
+
+    compressor = RacedCompressor(manager, session_id="s-r", max_context_tokens=300, keep_last_steps=2)
+    runner = SessionRunner(manager, compressor=compressor)
+    steps = [{"type": "task", "task": "Help Ana with her bees"}] + [
+        {"type": "action", "step_number": i, "model_output": "hive " * 60, "observations": "bees " * 60}
+        for i in range(8)
+    ]
+    agent = type("Agent", (), {"steps": steps})()
+    result = run(runner.process_turn("s-r", "I keep bees.", "Lovely!", user_id="ana", agent=agent, turn_id="msg-1"))
+    assert result.replayed and result.compressed and len(agent.steps) == 4
+    records = read_transcript_file(manager.home, "ana", "s-r")
+    assert [r["content"] for r in records if r["role"] in ("user", "assistant")] == ["I keep bees.", "Lovely!"]
+
+
+def test_a_flush_before_a_sessions_first_turn_records_the_sessions_clock(engine, home):
+    """A runner on a clock of its own (a conversation replayed from its log, say) whose first
+    turn flushes the agent's context: the flush made session.json first, stamped by the real
+    clock, and the turn kept that ``created_at``, so the session said it began in December 2026
+    while its turns were in May 2024. The flush now records the session's clock, as the turn."""
+    manager = MemoryManager(
+        engine,
+        settings=Settings(llm_model="gpt-4o-mini", core_refresh_importance=0.99),
+        job_llm_options={
+            "extract": {"mock_response": reply(("Keeps bees on the roof.", 0.6))},
+            "compress": {"mock_response": "- Looked at twelve hives."},
+        },
+    )
+    compressor = ContextCompressor(manager, session_id="s-t", max_context_tokens=300, keep_last_steps=2)
+    clock = Clock(dt.datetime(2024, 5, 1, 10, 0, tzinfo=UTC))
+    runner = SessionRunner(manager, compressor=compressor, clock=clock)
+    steps = [{"type": "task", "task": "Help Ana with her bees"}] + [
+        {"type": "action", "step_number": i, "model_output": "hive " * 60, "observations": "bees " * 60}
+        for i in range(8)
+    ]
+    agent = type("Agent", (), {"steps": steps})()
+    result = run(runner.process_turn("s-t", "I keep bees.", "Lovely!", user_id="ana", agent=agent))
+    assert result.compressed and result.reset is None
+    stamp = "2024-05-01T10:00:00.000+00:00"
+    flush = next(c for c in git.Repo(home).iter_commits() if c.message.startswith("Pre-compaction flush"))
+    flushed = json.loads(flush.tree["memory/users/ana/sessions/s-t/session.json"].data_stream.read())
+    assert flushed["created_at"] == flushed["last_active_at"] == stamp, flushed
+    info = json.loads((home / "memory/users/ana/sessions/s-t/session.json").read_text())
+    assert info["created_at"] == info["last_active_at"] == stamp and info["turn_count"] == 1, info
+    records = read_transcript_file(manager.home, "ana", "s-t")
+    assert {r["ts"][:10] for r in records} == {"2024-05-01"}, records  # the flush's line too

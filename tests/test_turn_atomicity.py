@@ -446,3 +446,43 @@ def test_a_turn_the_daemon_commits_late_is_not_recorded_twice(home, embedder):
         reader.close()
         if daemon.poll() is None:
             daemon.kill()
+
+
+def test_a_turn_that_seemed_recorded_and_was_put_back_runs_as_any_turn(home, embedder):
+    """Run again under its ``turn_id`` after a run of it died before its commit: before the group
+    the transcript holds the dead run's lines (saved, not committed: "seems recorded", so the
+    model is not asked and the caller's agent not compressed); inside it, the dead run is put
+    back first (its group's undo) and the turn is not recorded. The turn then asked the model
+    inside its group (holding the home's write turn for the model's seconds) and never
+    compressed the caller's agent. It now runs as any turn: the model asked and the agent
+    compressed (a flush of its own) outside the group, then the turn recorded once."""
+    from syncd.session import ContextCompressor
+
+    first_turn(home, embedder)
+    line = kill_turn_at(home, "commit", read_only=True, turn_id="msg-2")
+    commit = head(home)
+    steps = [{"type": "task", "task": "Help Ana with her bees"}] + [
+        {"type": "action", "step_number": i, "model_output": "hive " * 60, "observations": "bees " * 60}
+        for i in range(8)
+    ]
+    agent = type("Agent", (), {"steps": steps})()
+    manager = MemoryManager(
+        home,
+        Settings(llm_model=MODEL, core_refresh_importance=0.99),
+        embedder=embedder,
+        job_llm_options={
+            "extract": {"mock_response": reply(("Keeps bees on the roof.", 0.5))},
+            "compress": {"mock_response": "- Looked at twelve hives."},
+        },
+    )
+    with manager:
+        compressor = ContextCompressor(manager, session_id=SESSION, max_context_tokens=300, keep_last_steps=2)
+        runner = SessionRunner(manager, compressor=compressor)
+        result = asyncio.run(runner.process_turn(SESSION, MESSAGE, ANSWER, user_id="ana", agent=agent, turn_id="msg-2"))
+    assert not result.replayed and result.compressed and len(agent.steps) == 4
+    assert lines_of(home, MESSAGE) == [result.entries[0].line] and lines_of(home, ANSWER) == [result.entries[1].line]
+    assert result.entries[0].line >= line  # the dead run's lines were put back, then the flush's record
+    turn, flush = git(home, "log", "-2", "--format=%s").splitlines()
+    assert turn == f"Turn 2 of session {SESSION}" and flush.startswith("Pre-compaction flush"), (turn, flush)
+    assert git(home, "rev-parse", "HEAD~2").strip() == commit
+    assert not git(home, "status", "--porcelain", "--untracked-files=all")

@@ -713,8 +713,17 @@ class Daemon:
     def _put_back_dropped(self) -> None:
         """Commits a `git rebase --abort` took out of the branch (they landed after the rebase
         read HEAD; writes/rewind.py) get their changes merged back into the tree, committed as
-        syncd's own change with the rest of the pending files."""
-        self._pending.update(self.engine.writes.put_back.dropped())
+        syncd's own change with the rest of the pending files. A file edited since the abort is
+        committed as it is first (holding the commit stage, as this does), as the editor's; not
+        while a live group has it written (its turn commits it whole): then looked at again."""
+        writes = self.engine.writes
+
+        def commit_first(paths: list[str]) -> None:
+            if writes.held() & set(paths):
+                raise GitBusyError(f"a change to {', '.join(paths)} is under way")
+            writes.commit_staged(paths)
+
+        self._pending.update(writes.put_back.dropped(commit_first))
 
     def _git_settled(self, quiet_s: float | None = None) -> bool:
         """Whether git is still enough to commit what the tree holds (WritePath.settle_due); if

@@ -17,6 +17,7 @@ line, and the counters in :attr:`ContextCompressor.stats`.
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import hashlib
 import json
 import logging
@@ -94,12 +95,21 @@ class ContextCompressor:
         return sum(self.count_tokens(json.dumps(s, ensure_ascii=False)) for s in steps)
 
     async def compress_context(
-        self, agent: Any, *, session_id: str | None = None, user_id: str | None = None, chat_id: str | None = None
+        self,
+        agent: Any,
+        *,
+        session_id: str | None = None,
+        user_id: str | None = None,
+        chat_id: str | None = None,
+        now: dt.datetime | None = None,
     ) -> bool:
         """Compress ``agent``'s steps when they pass the budget (seed API). True when the context
         was compressed; False when it was within budget, there was nothing to remove, or the flush
         or the summary failed (then the context is exactly as it was). A damaged ``session.json``
-        of the session raises ParseError before anything is written (it is never written over)."""
+        of the session raises ParseError before anything is written (it is never written over).
+        ``now`` is the session's time, which a flush records (its transcript line; the session's
+        ``session.json`` when the flush is its first write): the real clock unless given (a
+        SessionRunner gives its own clock's, as its turns record)."""
         self.stats["checks"] += 1
         user = self.user_id if user_id is None else validate_id("user", user_id)
         chat = self.chat_id if chat_id is None else validate_id("chat", chat_id)
@@ -114,7 +124,7 @@ class ContextCompressor:
             return False
         removed = steps[start:end]
         digest = steps_digest(removed)
-        if not await self._flush(removed, digest, user, chat, session):
+        if not await self._flush(removed, digest, user, chat, session, now or utc_now()):
             return False
         try:
             summary = await self._summarise(removed)
@@ -140,7 +150,13 @@ class ContextCompressor:
         return info is not None and digest in info.flushed
 
     async def _flush(
-        self, removed: list[dict[str, Any]], digest: str, user: str, chat: str | None, session: str | None
+        self,
+        removed: list[dict[str, Any]],
+        digest: str,
+        user: str,
+        chat: str | None,
+        session: str | None,
+        now: dt.datetime,
     ) -> bool:
         """The pre-compaction flush; True when the steps' facts are safely in memory (now or before)."""
         if await self._already_flushed(digest, user, session):
@@ -184,6 +200,7 @@ class ContextCompressor:
                         "flush",
                         f"pre-compaction flush of {len(removed)} steps",
                         {"digest": digest, "steps": len(removed)},
+                        now,
                     )
                 ).line
             if isinstance(extracted, ExtractionError):
@@ -193,7 +210,12 @@ class ContextCompressor:
                 )
                 if session is not None:
                     await self._record(
-                        session, user, "flush_failed", f"pre-compaction flush failed: {extracted}", {"digest": digest}
+                        session,
+                        user,
+                        "flush_failed",
+                        f"pre-compaction flush failed: {extracted}",
+                        {"digest": digest},
+                        now,
                     )
                 return False
             facts = await self.memory.remember_extracted(
@@ -206,7 +228,7 @@ class ContextCompressor:
                 key_facts=key_facts,
             )
             if session is not None:
-                await self._remember_flush(digest, user, chat, session)
+                await self._remember_flush(digest, user, chat, session, now)
         # Only once the group is kept: marked before, a group undone left the steps taken for
         # flushed, and the next compression summarised them away with their facts never kept.
         self._flushed.add(digest)
@@ -216,16 +238,14 @@ class ContextCompressor:
         log.info("pre-compaction flush of session %s: %d new fact(s) from %d steps", session, len(facts), len(removed))
         return True
 
-    async def _record(self, session: str, user: str, event: str, text: str, meta: dict[str, Any]):
-        entry = make_entry("system", text, None, {"event": event, **meta}, utc_now())
+    async def _record(self, session: str, user: str, event: str, text: str, meta: dict[str, Any], now: dt.datetime):
+        entry = make_entry("system", text, None, {"event": event, **meta}, now)
         written = await asyncio.to_thread(self.transcripts.append_entries, session, [entry], user_id=user)
         return written[0]
 
-    async def _remember_flush(self, digest: str, user: str, chat: str | None, session: str) -> None:
+    async def _remember_flush(self, digest: str, user: str, chat: str | None, session: str, now: dt.datetime) -> None:
         def update() -> None:
-            info = load_session_info(self.memory.home, user, session) or new_session_info(
-                user, session, utc_now(), chat
-            )
+            info = load_session_info(self.memory.home, user, session) or new_session_info(user, session, now, chat)
             write_session_info(self.memory.engine, replace(info, flushed=(*info.flushed, digest)))
 
         await asyncio.to_thread(update)

@@ -27,7 +27,7 @@ import datetime as dt
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal
+from typing import Any
 
 from ..errors import ExtractionError, GitBusyError, HistoryError
 from ..formats.agent_state import AgentState
@@ -75,6 +75,16 @@ class TurnResult:
     session: SessionInfo | None = None
     timings: dict[str, float] = field(default_factory=dict)
     replayed: bool = False
+
+
+@dataclass(frozen=True)
+class _Asked:
+    """What the model made of a turn before its group: its facts (or why none), whether the
+    caller's agent was compressed, and the key facts those facts refresh (None: none to)."""
+
+    extracted: ExtractedTurn | ExtractionError
+    compressed: bool
+    key_facts: KeyFactsAhead | None = None
 
 
 class SessionRunner:
@@ -129,27 +139,74 @@ class SessionRunner:
         actions = plain_steps(steps)
         # The model is asked before the group opens: inside it, the home's writer turn would be
         # held for the model's seconds, and other agents' writes refused past lock_wait_s.
-        extracted = None
-        compressed = False
-        key_facts: KeyFactsAhead | Literal["ask"] | None = "ask"
+        asked: _Asked | None = None
         if not await self._seems_recorded(user, session, turn_id):
-            extracted = await self._extract(user_message, actions, response, session)
-            if agent is not None and self.compressor is not None:
-                # Before the group too: a flush asks the model twice (its facts, the summary). It
-                # is a change of its own (its steps' facts are kept whatever the turn becomes),
-                # and never made twice for the same steps.
-                compressed = await self.compressor.compress_context(
-                    agent, session_id=session, user_id=user, chat_id=chat
-                )
-            # Last, after the flush's facts: the summary of the user's key facts these facts
-            # refresh, asked now for the same reason (written in the group, or after it when
-            # the files changed meanwhile).
-            if isinstance(extracted, ExtractedTurn):
-                key_facts = await self.memory.key_facts_ahead(extracted.facts, user)
+            asked = await self._ask(user_message, actions, response, agent, user, chat, session)
+        result = await self._record_turn(
+            user_message, response, user, chat, session, turn_id, actions, agent, state, asked
+        )
+        if result is None:
+            # It seemed recorded (saved, not committed), and inside the group it was not: that
+            # run was put back meanwhile (its group failed, or its process died and the group's
+            # start undid it). Nothing was written: asked now, outside the group as for any
+            # turn (the agent compressed too), and recorded then (or answered as recorded, if
+            # yet another run recorded it meanwhile).
+            asked = await self._ask(user_message, actions, response, agent, user, chat, session)
+            result = await self._record_turn(
+                user_message, response, user, chat, session, turn_id, actions, agent, state, asked
+            )
+        assert result is not None  # asked: recorded, or answered as recorded
+        return result
+
+    async def _ask(
+        self,
+        user_message: str,
+        actions: list,
+        response: str,
+        agent: Any,
+        user: str,
+        chat: str | None,
+        session: str,
+    ) -> _Asked:
+        """The model's part of a turn, holding no lock: its facts, and the compression check of
+        the caller's agent (a flush asks the model twice, its facts and the summary; it is a
+        change of its own, its steps' facts kept whatever the turn becomes, and never made twice
+        for the same steps)."""
+        extracted = await self._extract(user_message, actions, response, session)
+        compressed = False
+        if agent is not None and self.compressor is not None:
+            compressed = await self.compressor.compress_context(
+                agent, session_id=session, user_id=user, chat_id=chat, now=self.lifecycle.now()
+            )
+        # Last, after the flush's facts: the summary of the user's key facts these facts refresh,
+        # asked now for the same reason (written in the group, or after it when the files
+        # changed meanwhile: syncd/memory/key_facts.py).
+        key_facts = None
+        if isinstance(extracted, ExtractedTurn):
+            key_facts = await self.memory.key_facts_ahead(extracted.facts, user)
+        return _Asked(extracted, compressed, key_facts)
+
+    async def _record_turn(
+        self,
+        user_message: str,
+        response: str,
+        user: str,
+        chat: str | None,
+        session: str,
+        turn_id: str | None,
+        actions: list,
+        agent: Any,
+        state: Any,
+        asked: _Asked | None,
+    ) -> TurnResult | None:
+        """The turn's group: answered as recorded when the transcript and HEAD hold ``turn_id``;
+        else, with the model ``asked``, the turn written and committed; None (nothing written)
+        when the model was not asked (the turn seemed recorded before the group)."""
         # The session's fields, its reset and the turn's first line are read inside the group (the
         # home's write turn): read before it, two processes running turns of one session both
         # counted from the same turn_count (one turn lost of every two) and named the same line.
         # So the group opens without an intent and adopts the turn's before its first write.
+        compressed = asked is not None and asked.compressed
         async with self.engine.changes() as group:
             if turn_id is not None:
                 # Looked for inside the group: a run of the same turn in this engine has ended by
@@ -158,6 +215,8 @@ class SessionRunner:
                 if recorded:
                     latest = await asyncio.to_thread(read_session_info, self.home, user, session)
                     return TurnResult(recorded, compressed=compressed, session=latest, replayed=True)
+            if asked is None:
+                return None  # nothing written: the group ends with no commit
             now = self.lifecycle.now()  # once the turn may run: a wait for another is not idleness
             info, reset, entries = await asyncio.to_thread(self._begin, user, session, chat, now)
             # The commit names the line the turn's facts come from.
@@ -180,9 +239,7 @@ class SessionRunner:
             entries.append(make_entry("assistant", response, actions or None, None, now))
             written = await asyncio.to_thread(self.transcripts.append_entries, session, entries, user_id=user)
             line = written[-2].line  # the person's message: where the turn's facts come from
-            if extracted is None:  # a run of this turn seemed recorded, and was put back since
-                extracted = await self._extract(user_message, actions, response, session)
-            facts, error = await self._remember(extracted, user, chat, session, line, key_facts)
+            facts, error = await self._remember(asked.extracted, user, chat, session, line, asked.key_facts)
             snapshot = serialize_agent(agent) if agent is not None else state
             if reset is not None and snapshot is None:
                 snapshot = AgentState(serialized_at=now.isoformat(timespec="seconds"))
@@ -199,7 +256,7 @@ class SessionRunner:
                 chat=chat or info.chat,
             )
             await asyncio.to_thread(write_session_info, self.engine, info)
-        await self.memory.key_facts_after(key_facts)
+        await self.memory.key_facts_after(asked.key_facts)
         return TurnResult(tuple(written), tuple(facts), reset, compressed, error, info)
 
     def _begin(
@@ -273,11 +330,11 @@ class SessionRunner:
         chat: str | None,
         session: str,
         line: int,
-        key_facts: KeyFactsAhead | Literal["ask"] | None,
+        key_facts: KeyFactsAhead | None,
     ) -> tuple[list, str | None]:
         """The new facts of the turn written with the person's line as provenance (inside the
-        turn's group), or the extraction's error. ``key_facts``: as :meth:`MemoryManager.remember_extracted`
-        takes it ("ask": none asked before the group)."""
+        turn's group), or the extraction's error. ``key_facts``: the refresh asked before the
+        group (see :meth:`MemoryManager.remember_extracted`)."""
         if isinstance(extracted, ExtractionError):
             log.warning("turn %s#%d recorded, but no facts extracted: %s", session, line, extracted)
             return [], str(extracted)

@@ -35,7 +35,9 @@ commit that took it in holds our lines, never because the file moved on), or rai
 CommitDeferredError (a GitBusyError that says the change *is* kept: saved with its provenance,
 committed by the daemon once git is free; not to be written again) when the daemon could not
 commit it in time, or OverwrittenError when, by then, someone else took its lines out of the file
-before any commit held them (not kept; not to be retried blindly, which would undo their edit). A daemon that
+before any commit held them (not kept; not to be retried blindly, which would undo their edit;
+said at once when the branch moved on with commits of the file, none holding them, and nothing that
+could bring them back, a stash say, does: ``Handed.lost``). A daemon that
 lets go of the home before committing it (stopped, killed) is noticed by its lock (free, or held
 by agents' changes or a sync, which do not take changes handed over): the writer then borrows
 the lock and commits the change itself (handoff.py, ``WritePath._take_over``: its file as it is

@@ -79,6 +79,9 @@ class ChangeGroup:
         # the group changed, asked when a commit took the file in without us (rewind.head_holds).
         self.changed: dict[str, tuple[bytes | None, bytes]] = {}
         self.mode: str | None = None  # "own", "borrowed" (the home lock, for this group) or "handoff"
+        # Handed to a daemon: HEAD's commit before the first write (what the commits since are
+        # looked at from when HEAD's version lacks a change: handoff.Handed).
+        self.handed_from: str | None = None
         self.lock: Any = None  # the home lock, when borrowed
         self.journal: GroupJournal | None = None
         self._outer: ChangeGroup | None = None

@@ -10,17 +10,23 @@ from pathlib import Path
 from typing import Literal
 
 from ..errors import CommitDeferredError, GitBusyError, HistoryError, SyncdError
-from ..history.git import blob_at_head, run_git
-from ..home import read_memory_file
+from ..history.git import blob_at_head, busy_state, head_sha, run_git
+from ..home import Home, file_blob_sha, git_dir, read_memory_file
 from ..home.lock import HomeLock
 from .rewind import holds_change
 
-__all__ = ["Handed", "TakeOver", "daemon_gone_look", "deferred", "still_late"]
+__all__ = ["Handed", "TakeOver", "daemon_gone_look", "deferred", "still_late", "wait_handed", "wait_indexed"]
 
 # How often a writer waiting for the daemon looks at the home's lock.
 _DAEMON_LOOK_S = 0.5
 # How often a writer waiting for the daemon looks whether HEAD holds its change.
 _POLL_S = 0.02
+# How often, at most, it looks whether the commits since its write show the change gone for good
+# (a few git processes; at once whenever HEAD holds a new version of the file).
+_VERDICT_S = 0.5
+# How many of the newest stash entries are looked at for lines a `git stash` holds for a moment.
+_STASH_DEPTH = 10
+_LITERAL = {"GIT_LITERAL_PATHSPECS": "1"}
 
 # What became of a change handed to a daemon that let go of the home (WritePath._take_over):
 # committed here; a daemon holds the home (again), which commits it; another writer kept the lock
@@ -37,34 +43,53 @@ _DEFERRED_BECAUSE: dict[str, str] = {
 
 class Handed:
     """One file of a change handed to a daemon: the sha written (``sha``) and the change it made
-    (``before`` -> ``after``, as ``ChangeGroup.changed`` keeps it), and whether it is committed.
+    (``before`` -> ``after``, as ``ChangeGroup.changed`` keeps it), HEAD's commit before the write
+    (``base``; None: not known), and whether it is committed, or lost for good.
 
-    Committed means HEAD holds the change (:func:`rewind.holds_change`: every line it added,
-    counted with copies, and none it took out; byte-exact when counts cannot show it), not that
-    the file no longer holds ``sha``: changed again before the daemon's commit (a person's edit,
-    another writer), the file may still hold our lines, and then whoever commits it commits them
-    too; or it may not, and then no commit ever holds them. So the writer waits for HEAD, not for
-    the file."""
+    Committed means a commit on the branch holds the change (:func:`rewind.holds_change`: every
+    line it added, counted with copies, and none it took out; byte-exact when counts cannot show
+    it): HEAD, or a commit between ``base`` and HEAD (committed, then changed again by a later
+    commit: in history all the same). Not that the file no longer holds ``sha``: changed again
+    before the daemon's commit (a person's edit, another writer), the file may still hold our
+    lines, and then whoever commits it commits them too; or it may not, and then no commit ever
+    holds them. So the writer waits for HEAD, not for the file.
 
-    def __init__(self, root: Path, rel: str, sha: str, before: bytes | None, after: bytes):
+    Lost (``lost``) means HEAD shows the change gone for good: the branch moved on from ``base``
+    with commits of the file none of which holds the change, and nothing that could still bring
+    it back holds it either: not the file, not a stash entry (a `git stash` keeps uncommitted
+    lines for its pop), not a git command under way (an autostash, a rebase). The writer is told
+    at once (OverwrittenError) instead of waiting out ``lock_wait_s``."""
+
+    def __init__(self, root: Path, rel: str, sha: str, before: bytes | None, after: bytes, base: str | None = None):
         self.root, self.rel, self.sha = root, rel, sha
         self.before, self.after = before, after
+        self.base = base
+        self.lost = False
         self._looked: str | None = None  # HEAD's last blob of the file whose bytes were looked at
+        self._next_verdict = 0.0  # when the history is looked at next (monotonic)
 
     def landed(self) -> bool:
-        """Whether HEAD holds the change: HEAD's blob of the file each time (one git process),
-        its bytes only when that blob is new."""
+        """Whether a commit holds the change: HEAD's blob of the file each time (one git
+        process), its bytes only when that blob is new; the commits since ``base`` when HEAD's
+        version does not hold it (then ``lost`` may be set), at most every ``_VERDICT_S``."""
         head = blob_at_head(self.root, self.rel)
         if head == self.sha:
             return True
-        if head is None or head == self._looked:
-            return False  # not in HEAD (or git busy: looked at again), or looked at already
-        try:
-            data = run_git(self.root, "cat-file", "blob", head)
-        except (GitBusyError, HistoryError):
+        if head is not None and head != self._looked:
+            try:
+                data = run_git(self.root, "cat-file", "blob", head)
+            except (GitBusyError, HistoryError):
+                return False  # looked at again
+            self._looked = head
+            if holds_change(data, self.before, self.after):
+                return True
+            self._next_verdict = 0.0  # a new version without the change: the history at once
+        if self.base is None or time.monotonic() < self._next_verdict:
             return False
-        self._looked = head
-        return holds_change(data, self.before, self.after)
+        self._next_verdict = time.monotonic() + _VERDICT_S
+        verdict = self._verdict()
+        self.lost = verdict == "lost"
+        return verdict == "landed"
 
     def kept(self) -> bool:
         """Whether the file on disk still holds the change (as :meth:`landed` counts)."""
@@ -73,19 +98,110 @@ class Handed:
         except (OSError, SyncdError):
             return False  # a link or a folder there now: not ours
 
-    def wait(self, deadline: float, gone: Callable[[], bool]) -> bool:
-        """Wait until HEAD holds the change (True), at most until ``deadline`` or until ``gone()``
-        says there is no daemon to wait for (False)."""
-        while not self.landed():
-            if time.monotonic() >= deadline or gone():
-                return False
-            time.sleep(_POLL_S)
-        return True
+    def _verdict(self) -> Literal["landed", "lost", "waiting"]:
+        """What the commits since ``base`` say: one of them holds the change ("landed"), the
+        branch moved on without it and nothing can bring it back ("lost"; see the class doc),
+        or not yet known ("waiting": git busy or unreadable counts as that)."""
+        assert self.base is not None
+        root = self.root
+        if self.kept() or busy_state(root) is not None or _autostash_pending(root):
+            return "waiting"
+        try:
+            head = head_sha(root)
+            if head is None or head == self.base:
+                return "waiting"
+            # A branch set back or rewritten (a rebase's abort, a reset) is not "moved on": what
+            # it dropped may be put back (rewind.py).
+            if run_git(root, "merge-base", self.base, head, ok=(0, 1)).decode().strip() != self.base:
+                return "waiting"
+            commits = run_git(root, "rev-list", f"{self.base}..{head}", "--", self.rel, env=_LITERAL).decode().split()
+            if not commits:
+                return "waiting"  # no commit took the file in since the write
+            if any(self._holds(data) for data in _versions(root, [f"{c}:{self.rel}" for c in commits])):
+                return "landed"
+            if any(self._holds(data) for data in _versions(root, _stashed_specs(root, self.rel))):
+                return "waiting"  # a stash keeps it; its pop brings it back
+        except (GitBusyError, HistoryError):
+            return "waiting"
+        return "lost"
+
+    def _holds(self, data: bytes | None) -> bool:
+        return holds_change(data, self.before, self.after)
+
+
+def wait_handed(handed: dict[str, Handed], deadline: float, gone: Callable[[], bool]) -> dict[str, Handed]:
+    """Wait until a commit holds each change of ``handed``, at most until ``deadline``, until
+    ``gone()`` says there is no daemon to wait for, or until one of them is lost (``Handed.lost``:
+    the turn cannot be committed whole any more). The ones no commit holds yet."""
+    late = dict(handed)
+    while True:
+        late = {rel: one for rel, one in late.items() if not one.landed()}
+        if not late or any(one.lost for one in late.values()) or time.monotonic() >= deadline or gone():
+            return late
+        time.sleep(_POLL_S)
+
+
+def _versions(root: Path, specs: list[str]) -> list[bytes | None]:
+    """The blobs ``specs`` name (``<commit>:<path>``; None: no such blob), read by one git."""
+    if not specs:
+        return []
+    out = run_git(root, "cat-file", "--batch", input="".join(f"{spec}\n" for spec in specs).encode())
+    found: list[bytes | None] = []
+    at = 0
+    for _ in specs:
+        end = out.index(b"\n", at)
+        header = out[at:end].split()
+        at = end + 1
+        if len(header) == 3 and header[1] == b"blob":
+            size = int(header[2])
+            found.append(out[at : at + size])
+            at += size + 1
+        else:
+            found.append(None)  # "<spec> missing", or not a blob
+    return found
+
+
+def _stashed_specs(root: Path, rel: str) -> list[str]:
+    """Where the newest stash entries keep ``rel``: each entry's tree (the working tree it took),
+    its index (second parent) and its untracked files (third parent, for `git stash -u`)."""
+    try:
+        out = run_git(root, "log", "-g", f"-n{_STASH_DEPTH}", "--format=%H %P", "refs/stash", "--")
+    except HistoryError:
+        return []  # no stash
+    specs = []
+    for line in out.decode().splitlines():
+        entry, *parents = line.split()
+        specs += [f"{commit}:{rel}" for commit in [entry, *parents[1:]]]
+    return specs
+
+
+def _autostash_pending(root: Path) -> bool:
+    """Whether a `git merge --autostash` keeps uncommitted lines aside to put back (a rebase's
+    autostash lives in its state folder, which busy_state sees)."""
+    folder = git_dir(root)
+    return folder is not None and (folder / "MERGE_AUTOSTASH").exists()
 
 
 def still_late(handed: dict[str, Handed]) -> dict[str, Handed]:
     """Of ``handed``, the files whose change HEAD does not hold yet."""
     return {rel: one for rel, one in handed.items() if not one.landed()}
+
+
+def wait_indexed(indexed_sha: Callable[[str], str | None], home: Home, rel: str, sha: str, wait_s: float) -> bool:
+    """Wait until the index reflects ``sha`` for ``rel`` (``indexed_sha``; read-your-writes for
+    the rest of the group) or the file no longer holds ``sha`` (changed again: the index follows
+    the newer version), at most ``wait_s`` or until no daemon holds the home. False when it
+    gave up while a daemon still holds the home (is it running?). Only for reading: what the
+    acknowledgement waits for is HEAD (:class:`Handed`)."""
+    deadline = time.monotonic() + wait_s
+    gone = daemon_gone_look(home.lock())
+    while indexed_sha(rel) != sha:
+        if file_blob_sha(home.root / rel) != sha:
+            return True
+        if time.monotonic() >= deadline or gone():
+            return not home.lock().held_by_daemon()
+        time.sleep(_POLL_S)
+    return True
 
 
 def daemon_gone_look(lock: HomeLock) -> Callable[[], bool]:

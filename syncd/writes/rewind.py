@@ -51,7 +51,7 @@ import subprocess
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -472,14 +472,28 @@ class PutBack:
         self.home = home
         self._dropped: DroppedCommits | None = None  # made on first use
 
-    def dropped(self) -> dict[str, str]:
+    def dropped(self, commit_first: Callable[[list[str]], object]) -> dict[str, str]:
         """Merge back into the tree what a `git rebase --abort` took out of the branch: commits of
         syncd's that landed after the rebase read HEAD (:class:`DroppedCommits`), each file with
         its intent recorded; ``{path: blob sha written}``. A file changed since the merge read
-        it is left as it is now, and looked at again next time."""
+        it is left as it is now, and looked at again next time.
+
+        A file someone changed since the abort (the person's save, which git left uncommitted)
+        is first committed as it is, by ``commit_first`` (the caller commits those paths, as
+        any edit is: its intent's author, else the person): merged in and committed together,
+        their lines would be syncd's in `git log` and blame. If that commit fails (git busy),
+        nothing is put back now; the next look merges again."""
         if self._dropped is None:
             self._dropped = DroppedCommits(self.home.root, self.home.private_dir / _DROPPED_STATE)
         found = self._dropped.find()
+        edited = sorted(rel for rel, merged in found.items() if self._uncommitted(rel, merged.over))
+        if edited:
+            try:
+                commit_first(edited)
+            except SyncdError as exc:
+                log.info("did not put back %s yet: the edits there since are not committed: %s", ", ".join(edited), exc)
+                self._dropped.look_again()
+                return {}
         written: dict[str, str] = {}
         for rel, merged in found.items():
             summary = f"Put back what a git rebase --abort took out of the branch in {rel}"
@@ -492,6 +506,14 @@ class PutBack:
         if written:
             log.warning("a git rebase --abort took commits out of the branch; put back %s", ", ".join(sorted(written)))
         return written
+
+    def _uncommitted(self, rel: str, now: bytes | None) -> bool:
+        """Whether ``now`` (the tree's bytes of ``rel``; None: no file) differs from HEAD's."""
+        try:
+            head = committed_blob(self.home.root, rel)
+        except SyncdError:
+            return True  # HEAD cannot be read: committing first asks git itself
+        return (None if now is None else blob_sha(now)) != head
 
     def write(self, rel: str, data: bytes, summary: str, over: bytes | _Unread | None = _UNREAD) -> bool:
         """Write ``data`` to ``rel`` as syncd's change (``summary`` its commit's subject) in place

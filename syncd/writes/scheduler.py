@@ -31,6 +31,7 @@ from ..history.git import (
     check_tree_writable,
     git_fingerprint,
     git_last_moved,
+    head_sha,
     operation_in_progress,
 )
 from ..history.intents import Intent, drop_intents, record_intent
@@ -48,7 +49,7 @@ from ..home import (
     sync_folders,
 )
 from .groups import ChangeGroup, current_group
-from .handoff import Handed, TakeOver, daemon_gone_look, deferred, still_late
+from .handoff import Handed, TakeOver, daemon_gone_look, deferred, still_late, wait_handed, wait_indexed
 from .journal import GroupJournal, Original, held_paths, recover_abandoned
 from .queue import CommitQueue
 from .rewind import PutBack, find_rewound, head_holds, undo_would_uncommit
@@ -270,6 +271,9 @@ class WritePath:
                     self._commit_foreign(rel)
             elif group.mode == "handoff":
                 self._await_unheld(rel, group)
+                if not group.written:
+                    with contextlib.suppress(GitBusyError, HistoryError):
+                        group.handed_from = head_sha(self.home.root)
             _journal(group).before_write(rel, sha, original)
             if group.mode != "handoff":
                 self._check_not_rewound(rel)
@@ -287,7 +291,7 @@ class WritePath:
             if group.mode == "handoff":
                 # The daemon indexes it; waiting here lets the rest of the group read it back.
                 # A daemon gone meanwhile never will: the group's end commits it (_wait_committed).
-                if not self._wait_indexed(rel, sha) and self.home.lock().held_by_daemon():
+                if not wait_indexed(self._indexer.indexed_sha, self.home, rel, sha, self.settings.lock_wait_s):
                     log.warning(
                         "%s was written but not indexed within %.0f s; is the daemon running?",
                         rel,
@@ -622,22 +626,6 @@ class WritePath:
         """Whether a read in the current group should flush first."""
         return current_group(self) is not None and bool(self._queue.unindexed())
 
-    def _wait_indexed(self, rel: str, sha: str) -> bool:
-        """Handed to a daemon: wait until the index reflects ``sha`` for ``rel`` (read-your-writes
-        for the rest of the group) or the file no longer holds ``sha`` (changed again: the index
-        follows the newer version), at most ``lock_wait_s`` or until no daemon holds the home
-        (then False). Only for reading: what the acknowledgement waits for is HEAD
-        (:meth:`_wait_committed`)."""
-        deadline = time.monotonic() + self.settings.lock_wait_s
-        gone = daemon_gone_look(self.home.lock())
-        while self._indexer.indexed_sha(rel) != sha:
-            if file_blob_sha(self.home.root / rel) != sha:
-                return True
-            if time.monotonic() >= deadline or gone():
-                return False
-            time.sleep(_POLL_S)
-        return True
-
     def _wait_committed(self, group: ChangeGroup) -> None:
         """Handed to the daemon: wait (``lock_wait_s`` in all) until HEAD holds the group's
         changes (:class:`handoff.Handed`) and the daemon's pass has let go of git's index lock.
@@ -650,8 +638,11 @@ class WritePath:
         someone took the change out before a commit held it (the person deleted the agent's
         line), no commit ever will: OverwrittenError says so, rather than an acknowledgement no
         commit keeps, "kept" (CommitDeferredError), or a retry (ConflictError) that would undo
-        their edit. Decided only once waiting is over (deadline, or takeover): a git command of
-        the person's (a stash, then its pop) takes uncommitted lines out for a moment.
+        their edit. Decided as soon as HEAD shows it gone for good (``Handed.lost``: the branch
+        moved on with commits of the file, none holding it, and neither the file, a stash nor
+        a git command under way does), else once waiting is over (deadline, or takeover): a
+        git command of the person's (a stash, then its pop) takes uncommitted lines out for a
+        moment, and a commit that landed while they were out says nothing of them.
 
         Why the lock too: a pass moves HEAD, then puts its index in place, both under index.lock
         (staging.HeldIndex). Acknowledged as soon as HEAD moved, a caller's next `git status`
@@ -661,13 +652,17 @@ class WritePath:
         held longer (a person's long git command) does not undo the acknowledgement:
         HEAD holds the writes."""
         deadline = time.monotonic() + self.settings.lock_wait_s
-        root = self.home.root
-        late = {rel: Handed(root, rel, sha, *group.changed[rel]) for rel, sha in group.written.items()}
+        late = {
+            rel: Handed(self.home.root, rel, sha, *group.changed[rel], group.handed_from)
+            for rel, sha in group.written.items()
+        }
         while True:
-            gone = daemon_gone_look(self.home.lock())
-            late = {rel: handed for rel, handed in late.items() if not handed.wait(deadline, gone)}
+            late = wait_handed(late, deadline, daemon_gone_look(self.home.lock()))
             if not late:
                 break
+            lost = sorted(rel for rel, handed in late.items() if handed.lost)
+            if lost:
+                raise OverwrittenError(lost)  # HEAD shows it gone for good: no need to wait on
             outcome = self._take_over(late, deadline)
             if outcome == "landed":
                 return
@@ -677,7 +672,7 @@ class WritePath:
             if taken_out:
                 raise OverwrittenError(taken_out)
             raise deferred(late, self.settings.lock_wait_s, outcome)
-        folder = git_dir(root)
+        folder = git_dir(self.home.root)
         until = min(deadline, time.monotonic() + _INDEX_IN_PLACE_S)
         while folder is not None and (folder / "index.lock").exists() and time.monotonic() < until:
             time.sleep(_POLL_S)
@@ -783,7 +778,7 @@ class WritePath:
             self._await_settled(time.monotonic() + _PUT_BACK_SETTLE_S)
         except GitBusyError:
             return  # what it aborts is looked at once git settles (not looked at till then)
-        written = self.put_back.dropped()
+        written = self.put_back.dropped(self._commit_as_is)
         if not written:
             return
         # Committed as merged here: a sha this process wrote before the abort is stale now.
@@ -793,6 +788,11 @@ class WritePath:
             self._index_and_commit(set(written))
         except SyncdError as exc:
             log.warning("put back %s, not committed yet: %s", ", ".join(written), exc)
+
+    def _commit_as_is(self, paths: list[str]) -> None:
+        """Commit ``paths`` as the tree holds them (their intent's author, else the person's)."""
+        with self._queue.commit_stage():
+            self._commit_retrying(set(paths), {})
 
     def held(self) -> set[str]:
         """Paths of groups still open or waiting for their commit, in any live process."""
