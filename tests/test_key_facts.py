@@ -100,3 +100,39 @@ def test_key_facts_whose_input_changed_while_the_model_wrote_them_are_made_again
     assert all(FACTS_BLOCK not in changed_in(repo, c) for c in commits[:-1])
     assert (home / FACTS_BLOCK).read_text().count("Cycles to work.") == 1
     assert NO_FACTS not in repo.git.log("-p", "--", FACTS_BLOCK)
+
+
+def test_a_refresh_never_writes_a_summary_older_than_the_facts_committed_before_it(home, embedder, monkeypatch):
+    """A refresh whose model call another agent's important fact overtakes (that agent's own
+    summary, holding the fact, lands first) must not then write its summary made without that
+    fact: it looks again inside its group, and asks again when the facts changed meanwhile."""
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1")
+    monkeypatch.setenv("no_proxy", "127.0.0.1")
+    # The refresh's summary held open (released, it answers NO_FACTS's text, made without the
+    # gliders), the other agent's summary, then the refresh's summary asked again.
+    llm = FakeLLM([None, "- Keeps bees.\n- Flies gliders.", "- Keeps bees.\n- Flies gliders, asked again."])
+    settings = Settings(llm_model="openai/gpt-4o-mini", core_refresh_importance=0.9, lock_wait_s=3)
+    options = {"api_base": llm.url, "api_key": "sk-test"}
+    first = syncd.open(home, read_only=True, embedder=embedder, settings=settings)
+    other = syncd.open(home, read_only=True, embedder=embedder, settings=settings)
+    done: list = []
+    try:
+        manager = MemoryManager(first, settings=settings, default_user_id="ana", llm_options=options)
+        run(manager.add_memory("Keeps bees.", importance=0.5))
+        refresh = threading.Thread(target=lambda: done.append(run(manager.refresh_core_memory_facts())))
+        refresh.start()
+        wait_for(lambda: llm.arrived(1), 60, "the refresh's summary to be asked")
+        agent = MemoryManager(other, settings=settings, default_user_id="ana", llm_options=options)
+        assert run(agent.add_memory("Flies gliders.", importance=0.95)) is not None
+        assert "Flies gliders." in (home / FACTS_BLOCK).read_text()
+        llm.release()
+        refresh.join(timeout=120)
+        assert done, "the refresh did not return"
+    finally:
+        llm.release()
+        llm.close()
+        first.close()
+        other.close()
+    assert "Flies gliders" in (home / FACTS_BLOCK).read_text(), "a summary missing a committed fact was written"
+    assert NO_FACTS not in (home / FACTS_BLOCK).read_text()
+    assert len(llm.requests) == 3

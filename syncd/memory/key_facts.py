@@ -14,12 +14,21 @@ its own (:attr:`KeyFactsAhead.due`).
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from ..formats import Fact
 
-__all__ = ["SUMMARY_INPUT_FACTS", "KeyFactsAhead", "any_important", "importance", "summary_input", "with_key_facts"]
+__all__ = [
+    "SUMMARY_INPUT_FACTS",
+    "KeyFactsAhead",
+    "any_important",
+    "importance",
+    "input_digest",
+    "summary_input",
+    "with_key_facts",
+]
 
 _FACTS_BEGIN = "<!-- syncd:facts:begin -->"
 _FACTS_END = "<!-- syncd:facts:end -->"
@@ -40,6 +49,11 @@ def summary_input(facts: Iterable[tuple[Fact, str, int]]) -> tuple[str, ...]:
         f"- [{fact.category}] {fact.content} (importance {importance(fact):.1f}, {date})"
         for fact, date, _ in ranked[:SUMMARY_INPUT_FACTS]
     )
+
+
+def input_digest(lines: Sequence[str]) -> str:
+    """A short name of a summariser's input, for the error that says it changed."""
+    return hashlib.sha256("\n".join(lines).encode()).hexdigest()[:12]
 
 
 @dataclass

@@ -40,7 +40,7 @@ from .extraction import (
     summarise_facts,
     wrap_injected,
 )
-from .key_facts import KeyFactsAhead, any_important, summary_input, with_key_facts
+from .key_facts import KeyFactsAhead, any_important, input_digest, summary_input, with_key_facts
 from .prompts import PROMPT_VERSION
 from .screening import Screening
 from .store import Clock, MarkdownMemoryStore, StoredFact, local_now
@@ -58,6 +58,9 @@ log = logging.getLogger(__name__)
 EPHEMERAL_LOOP: contextvars.ContextVar[bool] = contextvars.ContextVar("syncd_ephemeral_loop", default=False)
 
 _RECALL_LINE_CHARS = 300
+# How often a refresh asks the model again when the facts it summarised changed meanwhile (each
+# change being another writer's commit, three in a row while one model call runs is a storm).
+_REFRESH_ATTEMPTS = 3
 _COMMENT_RE = re.compile(r"<!--.*?-->", re.DOTALL)
 
 
@@ -627,11 +630,9 @@ class MemoryManager:
             return
         if ahead is None or ahead.summary is None:
             return
-        if await asyncio.to_thread(self._key_facts_input, ahead.user) != ahead.lines:
-            ahead.due = True  # another write got in between, or the day changed
-            return
         try:
-            await asyncio.to_thread(self._write_key_facts, ahead.user, ahead.summary)
+            if not await asyncio.to_thread(self._write_key_facts_if_current, ahead.user, ahead.lines, ahead.summary):
+                ahead.due = True  # another write got in between, or the day changed
         except BlockLimitError as exc:
             log.warning("facts of %s remembered, but the key facts were not refreshed: %s", ahead.user, exc)
 
@@ -648,6 +649,16 @@ class MemoryManager:
             # The facts themselves are safely written; a stale summary is refreshed next time.
             log.warning("facts of %s remembered, but the core summary was not refreshed: %s", user, exc)
 
+    def _write_key_facts_if_current(self, user: str, lines: Sequence[str], summary: str) -> bool:
+        """Inside a change group (the writer's turn, which every agent's write of facts takes):
+        write ``summary`` if the summariser's input read now from the files is ``lines``, the input
+        it was made from. False, nothing written, when the facts changed since that read: a
+        summary made without a fact committed meanwhile must never overwrite the one with it."""
+        if self._key_facts_input(user) != tuple(lines):
+            return False
+        self._write_key_facts(user, summary)
+        return True
+
     def _write_key_facts(self, user: str, summary: str) -> None:
         intent = self._intent(
             f"Refresh the key facts of {user}", user, model=self.settings.llm_model, prompt_version=PROMPT_VERSION
@@ -658,16 +669,27 @@ class MemoryManager:
     async def refresh_core_memory_facts(self, user_id: str | None = None) -> str | None:
         """Summarise the user's most important facts (LLM, bullet points, at most 200 words) into
         their ``facts`` block and the Key facts section of MEMORY.md. Returns the summary, or None
-        when there are no facts yet. The model is asked before the change group that writes it."""
+        when there are no facts yet.
+
+        The model is asked before the change group that writes the summary, holding no lock (other
+        agents' writes do not wait for it); inside the group the facts are read again, and the
+        summary is written only if they are still the ones it was made from. Another agent may
+        have committed an important fact meanwhile, with its own summary holding it: the one made
+        here without it is then not written, and the model is asked again, up to
+        :data:`_REFRESH_ATTEMPTS` times; past them ConflictError, nothing written."""
         self._enter()
         user = self._user(user_id)
-        lines = await asyncio.to_thread(self._key_facts_input, user)
-        if not lines:
-            return None
-        summary = await self._summarise(lines)
-        async with self.engine.changes():
-            await asyncio.to_thread(self._write_key_facts, user, summary)
-        return summary
+        for _ in range(_REFRESH_ATTEMPTS):
+            lines = await asyncio.to_thread(self._key_facts_input, user)
+            if not lines:
+                return None
+            summary = await self._summarise(lines)
+            async with self.engine.changes():
+                if await asyncio.to_thread(self._write_key_facts_if_current, user, lines, summary):
+                    return summary
+            log.info("the facts of %s changed while their summary was made: it is not written", user)
+        now = await asyncio.to_thread(self._key_facts_input, user)
+        raise ConflictError(self.home.rel(self.home.user_dir(user)), input_digest(lines), input_digest(now))
 
     # -- forgetting ------------------------------------------------------------------------------
 
