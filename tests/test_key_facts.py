@@ -7,6 +7,7 @@ embedding model, litellm's own ``mock_response`` or a real OpenAI-compatible end
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 
 import git
@@ -17,7 +18,7 @@ from syncd.config import Settings
 from syncd.memory import MemoryManager
 
 from .helpers import wait_for
-from .llm_helpers import NO_FACTS, FakeLLM
+from .llm_helpers import NO_FACTS, FakeLLM, Gate
 
 run = asyncio.run
 FACTS_BLOCK = "memory/users/ana/core/facts.md"
@@ -136,3 +137,66 @@ def test_a_refresh_never_writes_a_summary_older_than_the_facts_committed_before_
     assert "Flies gliders" in (home / FACTS_BLOCK).read_text(), "a summary missing a committed fact was written"
     assert NO_FACTS not in (home / FACTS_BLOCK).read_text()
     assert len(llm.requests) == 3
+
+
+def test_a_refresh_after_the_group_that_cannot_be_written_does_not_fail_the_write(home, embedder, monkeypatch, caplog):
+    """The refresh made after an important fact's group (its summary made ahead was stale) is a
+    change of its own, which may be refused (here: another writer holds the home past
+    ``lock_wait_s``). The fact is committed by then: the write returns it, and the log says the
+    key facts were not refreshed (raised, the caller took the committed fact for lost and wrote
+    it again)."""
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1")
+    monkeypatch.setenv("no_proxy", "127.0.0.1")
+    # The summary made ahead, held until another agent's fact makes it stale; the refresh after
+    # the group, held until a third writer holds the home.
+    after = Gate("- Keeps bees.\n- Cycles to work.")
+    llm = FakeLLM([None, after])
+    settings = Settings(llm_model="openai/gpt-4o-mini", core_refresh_importance=0.9, lock_wait_s=1)
+    first = syncd.open(home, read_only=True, embedder=embedder, settings=settings)
+    other = syncd.open(home, read_only=True, embedder=embedder, settings=settings)
+    holder = syncd.open(home, read_only=True, embedder=embedder, settings=settings)
+    manager = MemoryManager(
+        first, settings=settings, default_user_id="ana", llm_options={"api_base": llm.url, "api_key": "sk-test"}
+    )
+    repo = git.Repo(home)
+    done: list = []
+    holding, let_go = threading.Event(), threading.Event()
+
+    def remember() -> None:
+        try:
+            done.append(run(manager.add_memory("Keeps bees on the roof.", importance=0.95)))
+        except syncd.SyncdError as exc:
+            done.append(exc)
+
+    def hold() -> None:
+        with holder.changes():
+            holding.set()
+            let_go.wait(120)
+
+    writer, holds = threading.Thread(target=remember), threading.Thread(target=hold)
+    try:
+        with caplog.at_level(logging.WARNING, logger="syncd"):
+            writer.start()
+            wait_for(lambda: llm.arrived(1), 60, "the summary to be asked")
+            assert run(MemoryManager(other, settings=settings).add_memory("Cycles to work.", user_id="ana"))
+            llm.release()
+            wait_for(lambda: llm.arrived(2), 60, "the refresh after the group to be asked")
+            assert "Keeps bees on the roof." in repo.git.show("HEAD")
+            holds.start()
+            assert holding.wait(60), "the third writer did not get the home"
+            after.opened.set()
+            writer.join(timeout=120)
+            assert done, "the first agent's write did not return"
+    finally:
+        let_go.set()
+        after.opened.set()
+        llm.release()
+        writer.join(timeout=120)
+        if holds.is_alive() or holding.is_set():
+            holds.join(timeout=120)
+        llm.close()
+        for engine in (first, other, holder):
+            engine.close()
+    assert not isinstance(done[0], Exception), f"the committed write was reported failed: {done[0]!r}"
+    assert done[0] is not None and done[0].content == "Keeps bees on the roof."
+    assert any("not refreshed" in r.getMessage() for r in caplog.records)

@@ -25,7 +25,14 @@ from typing import TYPE_CHECKING, Any, Literal
 from ..config import Settings
 from ..engine.asof import past_files
 from ..engine.search import DEFAULT_LIMIT, search
-from ..errors import BlockLimitError, ConflictError, ExtractionError, InvalidInputError, NotFoundError
+from ..errors import (
+    BlockLimitError,
+    ConflictError,
+    ExtractionError,
+    InvalidInputError,
+    NotFoundError,
+    SyncdError,
+)
 from ..formats import Fact, decode_markdown, encode_markdown, parse_page
 from ..history.intents import Intent
 from ..home import Home, check_fact_content, check_query, check_text, validate_id, validate_label
@@ -638,9 +645,16 @@ class MemoryManager:
 
     async def key_facts_after(self, ahead: KeyFactsAhead | Literal["inside"] | None) -> None:
         """After the group that wrote the facts: the refresh its summary made ahead could not be
-        (see :meth:`key_facts_ahead`), made now as a commit of its own."""
-        if isinstance(ahead, KeyFactsAhead) and ahead.due:
-            await self._refresh_or_warn(ahead.user)
+        (see :meth:`key_facts_ahead`), made now as a commit of its own. Never raises a SyncdError:
+        the facts are committed whatever becomes of it, and a refusal is logged."""
+        if not (isinstance(ahead, KeyFactsAhead) and ahead.due):
+            return
+        try:
+            await self.refresh_core_memory_facts(ahead.user)
+        except SyncdError as exc:
+            # The group's facts are committed: no refusal of this change of its own (the home
+            # held past lock_wait_s, git busy, ...) may report the write of them failed.
+            log.warning("facts of %s remembered, but the key facts were not refreshed: %s", ahead.user, exc)
 
     async def _refresh_or_warn(self, user: str) -> None:
         try:
