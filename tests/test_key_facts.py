@@ -200,3 +200,27 @@ def test_a_refresh_after_the_group_that_cannot_be_written_does_not_fail_the_writ
     assert not isinstance(done[0], Exception), f"the committed write was reported failed: {done[0]!r}"
     assert done[0] is not None and done[0].content == "Keeps bees on the roof."
     assert any("not refreshed" in r.getMessage() for r in caplog.records)
+
+
+@pytest.mark.parametrize("unreadable", [MEMORY_MD, FACTS_BLOCK])
+def test_key_facts_that_cannot_be_written_leave_the_fact_written_and_say_so(engine, home, caplog, unreadable):
+    """A MEMORY.md or facts block syncd cannot rewrite (a byte that is not UTF-8, which it never
+    rewrites) stops the summary, not the important fact that called for it: the fact is
+    committed, neither file gets half of the summary, and the log says why."""
+    (home / unreadable).parent.mkdir(parents=True, exist_ok=True)
+    (home / unreadable).write_bytes(b"# Memory of ana\n\nCaf\xe9 on Sundays.\n")
+    repo = git.Repo(home)
+    repo.git.add("-A")
+    repo.git.commit("-qm", "a file saved as Latin-1")
+    before = repo.head.commit
+    settings = Settings(llm_model="gpt-4o-mini", core_refresh_importance=0.9)
+    manager = MemoryManager(
+        engine, settings=settings, job_llm_options={"summarise": {"mock_response": "- Keeps bees on the roof."}}
+    )
+    with caplog.at_level(logging.WARNING, logger="syncd"):
+        fact = run(manager.add_memory("Keeps bees on the roof.", user_id="ana", importance=0.95))
+    assert fact is not None and "Keeps bees on the roof." in repo.git.show("HEAD")
+    assert repo.head.commit.parents == (before,)
+    assert changed_in(repo, repo.head.commit) == {f"memory/users/ana/{fact.timestamp[:10]}.md"}
+    assert (home / unreadable).read_bytes() == b"# Memory of ana\n\nCaf\xe9 on Sundays.\n"
+    assert any("not refreshed" in r.getMessage() and "UTF-8" in r.getMessage() for r in caplog.records)

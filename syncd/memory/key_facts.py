@@ -9,7 +9,10 @@ written; when it is the input the summary was made from, the summary is written 
 facts and their summary one commit, one ``git revert``). When it is not (another writer got in
 between, a fact turned out to be a duplicate, the day changed), the summary made ahead would be
 wrong: nothing is written from it, and the refresh is made again after the group, as a commit of
-its own (:attr:`KeyFactsAhead.due`).
+its own (:attr:`KeyFactsAhead.due`). That refresh is asked before its own group too, and written
+only if its input still holds there (else asked again), so a summary never lands over facts it
+was not made from. Being a change of its own, it can fail (logged) or be cut short by a killed
+process after the facts' commit: the key facts then stay as they were until the next refresh.
 """
 
 from __future__ import annotations
@@ -62,8 +65,9 @@ class KeyFactsAhead:
 
     ``lines`` is the input the summary was made from (the user's facts and the ones to be
     written, as they will read once written); ``summary`` the model's answer, None when it could
-    not be had (a failed call: the facts are written all the same, and the refresh is made after
-    the group). ``due``, set inside the group, says the refresh is still to be made."""
+    not be had (no model configured, a failed call, an unusable reply: logged, the facts are
+    written all the same, and the key facts stay as they were until the next refresh). ``due``,
+    set inside the group, says the refresh is still to be made."""
 
     user: str
     lines: tuple[str, ...]

@@ -31,11 +31,12 @@ from ..errors import (
     ExtractionError,
     InvalidInputError,
     NotFoundError,
+    ParseError,
     SyncdError,
 )
 from ..formats import Fact, decode_markdown, encode_markdown, parse_page
 from ..history.intents import Intent
-from ..home import Home, check_fact_content, check_query, check_text, validate_id, validate_label
+from ..home import Home, check_fact_content, check_query, check_text, read_memory_file, validate_id, validate_label
 from .backend import MemoryBackend
 from .blocks import CORE_LABELS, CoreBlock, format_blocks, read_block, render_block, resolve_blocks
 from .dedup import AddOutcome, Verdict
@@ -68,6 +69,9 @@ _RECALL_LINE_CHARS = 300
 # How often a refresh asks the model again when the facts it summarised changed meanwhile (each
 # change being another writer's commit, three in a row while one model call runs is a storm).
 _REFRESH_ATTEMPTS = 3
+# What stops a summary, never the facts that call for it: written in their group, it is tried
+# before either of its files is written (MemoryManager._write_key_facts).
+_UNWRITABLE = (BlockLimitError, ParseError, InvalidInputError)
 _COMMENT_RE = re.compile(r"<!--.*?-->", re.DOTALL)
 
 
@@ -640,7 +644,7 @@ class MemoryManager:
         try:
             if not await asyncio.to_thread(self._write_key_facts_if_current, ahead.user, ahead.lines, ahead.summary):
                 ahead.due = True  # another write got in between, or the day changed
-        except BlockLimitError as exc:
+        except _UNWRITABLE as exc:
             log.warning("facts of %s remembered, but the key facts were not refreshed: %s", ahead.user, exc)
 
     async def key_facts_after(self, ahead: KeyFactsAhead | Literal["inside"] | None) -> None:
@@ -659,7 +663,7 @@ class MemoryManager:
     async def _refresh_or_warn(self, user: str) -> None:
         try:
             await self.refresh_core_memory_facts(user)
-        except (ExtractionError, BlockLimitError) as exc:
+        except (ExtractionError, *_UNWRITABLE) as exc:
             # The facts themselves are safely written; a stale summary is refreshed next time.
             log.warning("facts of %s remembered, but the core summary was not refreshed: %s", user, exc)
 
@@ -674,6 +678,18 @@ class MemoryManager:
         return True
 
     def _write_key_facts(self, user: str, summary: str) -> None:
+        """The ``facts`` block and MEMORY.md's Key facts region, both tried on the files as they
+        are before either is written: a block over its limit (BlockLimitError), a file syncd
+        cannot rewrite (ParseError: not UTF-8, a symbolic link) leaves neither half written, so
+        a write of facts can go on without its summary (:data:`_UNWRITABLE`)."""
+
+        def current(rel: str) -> str | None:
+            data = read_memory_file(self.home.root, rel)
+            return None if data is None else decode_markdown(data, rel)
+
+        render_block(current(self.home.rel(self.home.block_path("facts", user))), "facts", summary, self.settings)
+        memory = current(self.home.rel(self.home.memory_md_path(user))) or ""
+        check_text("MEMORY.md", with_key_facts(memory, user, summary), multiline=True, existing=memory)
         intent = self._intent(
             f"Refresh the key facts of {user}", user, model=self.settings.llm_model, prompt_version=PROMPT_VERSION
         )
