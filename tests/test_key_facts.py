@@ -7,6 +7,8 @@ embedding model, litellm's own ``mock_response`` or a real OpenAI-compatible end
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
+import json
 import logging
 import threading
 
@@ -224,3 +226,89 @@ def test_key_facts_that_cannot_be_written_leave_the_fact_written_and_say_so(engi
     assert changed_in(repo, repo.head.commit) == {f"memory/users/ana/{fact.timestamp[:10]}.md"}
     assert (home / unreadable).read_bytes() == b"# Memory of ana\n\nCaf\xe9 on Sundays.\n"
     assert any("not refreshed" in r.getMessage() and "UTF-8" in r.getMessage() for r in caplog.records)
+
+
+def test_a_refresh_whose_facts_keep_changing_writes_nothing_and_says_so(home, embedder, monkeypatch):
+    """A refresh overtaken by another writer each time its model answers asks again a few times,
+    then gives up with ConflictError: nothing written, never the summary of facts gone by."""
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1")
+    monkeypatch.setenv("no_proxy", "127.0.0.1")
+    gates = [Gate(f"- Summary {n}, overtaken.") for n in range(3)]
+    llm = FakeLLM(list(gates))
+    settings = Settings(llm_model="openai/gpt-4o-mini", core_refresh_importance=0.9, lock_wait_s=3)
+    first = syncd.open(home, read_only=True, embedder=embedder, settings=settings)
+    other = syncd.open(home, read_only=True, embedder=embedder, settings=settings)
+    done: list = []
+
+    def refresh() -> None:
+        try:
+            done.append(run(manager.refresh_core_memory_facts()))
+        except syncd.SyncdError as exc:
+            done.append(exc)
+
+    thread = threading.Thread(target=refresh)
+    try:
+        manager = MemoryManager(
+            first, settings=settings, default_user_id="ana", llm_options={"api_base": llm.url, "api_key": "sk-test"}
+        )
+        agent = MemoryManager(other, settings=settings, default_user_id="ana")
+        run(agent.add_memory("Keeps bees.", importance=0.5))
+        thread.start()
+        for n, gate in enumerate(gates):
+            wait_for(lambda n=n: llm.arrived(n + 1), 60, f"summary {n} to be asked")
+            assert run(agent.add_memory(f"Walked {n + 1} km today.", importance=0.5, dedup=False))
+            gate.opened.set()
+        thread.join(timeout=120)
+        assert done, "the refresh did not return"
+    finally:
+        for gate in gates:
+            gate.opened.set()
+        thread.join(timeout=120)
+        llm.close()
+        first.close()
+        other.close()
+    assert isinstance(done[0], syncd.ConflictError), done[0]
+    assert "memory/users/ana" in str(done[0])
+    assert not (home / FACTS_BLOCK).exists() and not (home / MEMORY_MD).exists()
+    assert len(llm.requests) == 3
+
+
+def test_an_important_fact_written_past_midnight_gets_the_key_facts_of_the_new_day(home, embedder, monkeypatch):
+    """The summary made ahead at 23:59 gives the fact yesterday's date; the fact is written after
+    midnight, in the new day's log: that summary is not written, and the one made again after the
+    group summarises the fact as the log holds it."""
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1")
+    monkeypatch.setenv("no_proxy", "127.0.0.1")
+    ahead = Gate("- Keeps bees (made before midnight).")
+    llm = FakeLLM([ahead, "- Keeps bees (made after midnight)."])
+    now = [dt.datetime(2026, 12, 7, 23, 59, 59)]
+    settings = Settings(llm_model="openai/gpt-4o-mini", core_refresh_importance=0.9)
+    engine = syncd.open(home, read_only=True, embedder=embedder, settings=settings)
+    manager = MemoryManager(
+        engine,
+        settings=settings,
+        default_user_id="ana",
+        llm_options={"api_base": llm.url, "api_key": "sk-test"},
+        clock=lambda: now[0],
+    )
+    repo = git.Repo(home)
+    start = repo.head.commit
+    done: list = []
+    thread = threading.Thread(target=lambda: done.append(run(manager.add_memory("Keeps bees.", importance=0.95))))
+    try:
+        thread.start()
+        wait_for(lambda: llm.arrived(1), 60, "the summary to be asked")
+        now[0] = dt.datetime(2026, 12, 8, 0, 0, 1)
+        ahead.opened.set()
+        thread.join(timeout=120)
+        assert done and done[0] is not None
+    finally:
+        ahead.opened.set()
+        thread.join(timeout=120)
+        llm.close()
+        engine.close()
+    commits = list(repo.iter_commits(f"{start.hexsha}..HEAD", reverse=True))
+    assert [c.summary for c in commits] == ["Remember: Keeps bees.", "Refresh the key facts of ana"]
+    assert changed_in(repo, commits[0]) == {"memory/users/ana/2026-12-08.md"}
+    assert "2026-12-07" in json.dumps(llm.requests[0]) and "2026-12-08" in json.dumps(llm.requests[1])
+    assert (home / FACTS_BLOCK).read_text().strip() == "- Keeps bees (made after midnight)."
