@@ -312,3 +312,42 @@ def test_an_important_fact_written_past_midnight_gets_the_key_facts_of_the_new_d
     assert changed_in(repo, commits[0]) == {"memory/users/ana/2026-12-08.md"}
     assert "2026-12-07" in json.dumps(llm.requests[0]) and "2026-12-08" in json.dumps(llm.requests[1])
     assert (home / FACTS_BLOCK).read_text().strip() == "- Keeps bees (made after midnight)."
+
+
+def test_facts_already_remembered_ask_for_no_summary_and_no_second_commit(home, embedder, monkeypatch):
+    """The summary is asked before the facts are screened for duplicates (under the writer's turn
+    they would hold every other write back). An important fact restated asks the model nothing,
+    and a turn whose important fact is new but another fact restated gets its summary in its
+    own commit, asked once (made from the facts to be written, not the restated one too)."""
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1")
+    monkeypatch.setenv("no_proxy", "127.0.0.1")
+    turn = json.dumps(
+        {
+            "facts": [
+                {"content": "Cycles to work.", "category": "personal", "importance": 0.5},
+                {"content": "Is allergic to peanuts.", "category": "personal", "importance": 0.95},
+            ]
+        }
+    )
+    llm = FakeLLM(["- Keeps bees.", turn, "- Keeps bees.\n- Allergic to peanuts."])
+    settings = Settings(llm_model="openai/gpt-4o-mini", core_refresh_importance=0.9)
+    repo = git.Repo(home)
+    with syncd.open(home, embedder=embedder, settings=settings) as engine:
+        manager = MemoryManager(
+            engine, settings=settings, default_user_id="ana", llm_options={"api_base": llm.url, "api_key": "sk-test"}
+        )
+        try:
+            assert run(manager.add_memory("Keeps bees on the roof.", importance=0.95)) is not None
+            assert run(manager.add_memory("Cycles to work.", importance=0.5)) is not None
+            head = repo.head.commit
+            assert run(manager.add_memory("Keeps bees on the roof.", importance=0.95)) is None
+            assert len(llm.requests) == 1, "a restated fact asked for a summary"
+            assert repo.head.commit == head
+            written = run(manager.process_conversation_turn_for_memories("I cycle to work; peanuts make me ill."))
+        finally:
+            llm.close()
+    assert [f.content for f in written] == ["Is allergic to peanuts."]
+    assert len(llm.requests) == 3, "the summary was asked more than once"
+    assert list(repo.iter_commits(f"{head.hexsha}..HEAD")) == [repo.head.commit]
+    assert FACTS_BLOCK in changed_in(repo, repo.head.commit)
+    assert (home / FACTS_BLOCK).read_text().strip() == "- Keeps bees.\n- Allergic to peanuts."

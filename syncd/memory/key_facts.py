@@ -66,12 +66,14 @@ class KeyFactsAhead:
     ``lines`` is the input the summary was made from (the user's facts and the ones to be
     written, as they will read once written); ``summary`` the model's answer, None when it could
     not be had (no model configured, a failed call, an unusable reply: logged, the facts are
-    written all the same, and the key facts stay as they were until the next refresh). ``due``,
-    set inside the group, says the refresh is still to be made."""
+    written all the same, and the key facts stay as they were until the next refresh). Not
+    ``asked``: the model was not asked, the important facts all looked remembered already.
+    ``due``, set inside the group, says the refresh is still to be made."""
 
     user: str
     lines: tuple[str, ...]
     summary: str | None
+    asked: bool = True
     due: bool = False
 
 

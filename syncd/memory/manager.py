@@ -483,7 +483,7 @@ class MemoryManager:
             source_session=session,
         )
         intent = self._intent(f"Remember: {fact.content[:60]}", user, chat, session=session)
-        key_facts = await self._key_facts_of_own([fact], user)
+        key_facts = await self._key_facts_of_own([fact], user, dedup)
         async with self.screening.screened([fact], user, dedup) as screened, self.engine.changes(intent):
             written, verdicts = await asyncio.to_thread(
                 self._remember, [fact], user, chat, session, lambda _: intent, screened
@@ -580,7 +580,7 @@ class MemoryManager:
                 prompt_version=PROMPT_VERSION,
             )
 
-        ahead = await self._key_facts_of_own(stamped, user) if key_facts == "ask" else key_facts
+        ahead = await self._key_facts_of_own(stamped, user, True) if key_facts == "ask" else key_facts
         # The group's intent is the first write's (the section of new facts), so the commit says
         # how many facts the turn added; the key facts they refresh join the same commit.
         async with self.screening.screened(stamped, user, True) as screened, self.engine.changes():
@@ -605,14 +605,26 @@ class MemoryManager:
         _check_generated("summary", summary, multiline=True)
         return summary
 
-    async def key_facts_ahead(self, facts: Sequence[Fact], user_id: str | None = None) -> KeyFactsAhead | None:
+    async def key_facts_ahead(
+        self, facts: Sequence[Fact], user_id: str | None = None, *, dedup: bool = True
+    ) -> KeyFactsAhead | None:
         """The refresh of the user's key facts that writing ``facts`` calls for (None: none is
         important enough), its summary asked of the model now, with no lock held. A caller that
         writes the facts inside a change group of its own asks before the group, hands it to the
-        write, and calls :meth:`key_facts_after` once the group has ended."""
+        write, and calls :meth:`key_facts_after` once the group has ended.
+
+        With ``dedup`` (as the write screens them), only the facts not remembered yet count: a
+        restated important fact asks the model nothing, and the summary's input holds none that
+        will not be written. That look takes no lock; the screening in the group decides, and a
+        fact it writes after all gets its summary after the group."""
         user = self._user(user_id)
-        if not any_important(facts, self.settings.core_refresh_importance):
+        threshold = self.settings.core_refresh_importance
+        if not any_important(facts, threshold):
             return None
+        if dedup:
+            facts = [v.fact for v in await asyncio.to_thread(self.screening.screen, facts, user) if v.new]
+            if not any_important(facts, threshold):
+                return KeyFactsAhead(user, (), None, asked=False)
         lines = await asyncio.to_thread(self._key_facts_input, user, facts)
         try:
             summary: str | None = await self._summarise(lines)
@@ -622,10 +634,14 @@ class MemoryManager:
             summary = None
         return KeyFactsAhead(user, lines, summary)
 
-    async def _key_facts_of_own(self, facts: Sequence[Fact], user: str) -> KeyFactsAhead | Literal["inside"] | None:
+    async def _key_facts_of_own(
+        self, facts: Sequence[Fact], user: str, dedup: bool
+    ) -> KeyFactsAhead | Literal["inside"] | None:
         """:meth:`key_facts_ahead` for a write that opens its own group; "inside" in a caller's
         group, which holds the writer's turn already: the refresh is then made inside it."""
-        return "inside" if self.engine.in_change_group() else await self.key_facts_ahead(facts, user)
+        if self.engine.in_change_group():
+            return "inside"
+        return await self.key_facts_ahead(facts, user, dedup=dedup)
 
     async def _key_facts_in_group(
         self, ahead: KeyFactsAhead | Literal["inside"] | None, written: Sequence[Fact], user: str
@@ -639,7 +655,10 @@ class MemoryManager:
         if ahead == "inside":
             await self._refresh_or_warn(user)
             return
-        if ahead is None or ahead.summary is None:
+        if ahead is None:
+            return
+        if ahead.summary is None:
+            ahead.due = not ahead.asked  # a fact that looked remembered was not: made after the group
             return
         try:
             if not await asyncio.to_thread(self._write_key_facts_if_current, ahead.user, ahead.lines, ahead.summary):
