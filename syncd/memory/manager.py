@@ -16,7 +16,6 @@ import asyncio
 import contextvars
 import logging
 import re
-import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -26,17 +25,14 @@ from ..config import Settings
 from ..engine.asof import past_files
 from ..engine.search import DEFAULT_LIMIT, search
 from ..errors import (
-    BlockLimitError,
     ConflictError,
     ExtractionError,
     InvalidInputError,
     NotFoundError,
-    ParseError,
-    SyncdError,
 )
 from ..formats import Fact, decode_markdown, encode_markdown, parse_page
 from ..history.intents import Intent
-from ..home import Home, check_fact_content, check_query, check_text, read_memory_file, validate_id, validate_label
+from ..home import Home, check_fact_content, check_query, check_text, validate_id, validate_label
 from .backend import MemoryBackend
 from .blocks import CORE_LABELS, CoreBlock, format_blocks, read_block, render_block, resolve_blocks
 from .dedup import AddOutcome, Verdict
@@ -48,7 +44,7 @@ from .extraction import (
     summarise_facts,
     wrap_injected,
 )
-from .key_facts import KeyFactsAhead, any_important, input_digest, summary_input, with_key_facts
+from .key_facts import KeyFacts, KeyFactsAhead
 from .prompts import PROMPT_VERSION
 from .screening import Screening
 from .store import Clock, MarkdownMemoryStore, StoredFact, local_now
@@ -66,12 +62,6 @@ log = logging.getLogger(__name__)
 EPHEMERAL_LOOP: contextvars.ContextVar[bool] = contextvars.ContextVar("syncd_ephemeral_loop", default=False)
 
 _RECALL_LINE_CHARS = 300
-# How often a refresh asks the model again when the facts it summarised changed meanwhile (each
-# change being another writer's commit, three in a row while one model call runs is a storm).
-_REFRESH_ATTEMPTS = 3
-# What stops a summary, never the facts that call for it: written in their group, it is tried
-# before either of its files is written (MemoryManager._write_key_facts).
-_UNWRITABLE = (BlockLimitError, ParseError, InvalidInputError)
 _COMMENT_RE = re.compile(r"<!--.*?-->", re.DOTALL)
 
 
@@ -146,6 +136,16 @@ class MemoryManager:
         self.writer = MarkdownWriter(self.engine)
         self._loop: asyncio.AbstractEventLoop | None = None
         self.screening = Screening(self.engine, self.settings)
+        self.key_facts = KeyFacts(
+            self.engine,
+            self.settings,
+            self.screening,
+            store=lambda user: self.store(user_id=user),
+            clock=lambda: self.clock(),
+            summarise=self._summarise,
+            write_block=lambda user, summary, intent: self._write_block("facts", summary, None, user, intent),
+            intent=self._key_facts_intent,
+        )
 
     # -- lifecycle -------------------------------------------------------------------------------
 
@@ -483,15 +483,15 @@ class MemoryManager:
             source_session=session,
         )
         intent = self._intent(f"Remember: {fact.content[:60]}", user, chat, session=session)
-        key_facts = await self._key_facts_of_own([fact], user, dedup)
+        key_facts = await self.key_facts.of_own([fact], user, dedup)
         async with self.screening.screened([fact], user, dedup) as screened, self.engine.changes(intent):
             written, verdicts = await asyncio.to_thread(
                 self._remember, [fact], user, chat, session, lambda _: intent, screened
             )
             if not written:
                 return AddOutcome(None, verdicts[0].duplicate_of)
-            await self._key_facts_in_group(key_facts, written, user)
-        await self.key_facts_after(key_facts)
+            await self.key_facts.in_group(key_facts, written, user)
+        await self.key_facts.after(key_facts)
         return AddOutcome(written[0], None)
 
     async def process_conversation_turn_for_memories(
@@ -580,30 +580,27 @@ class MemoryManager:
                 prompt_version=PROMPT_VERSION,
             )
 
-        ahead = await self._key_facts_of_own(stamped, user, True) if key_facts == "ask" else key_facts
+        ahead = await self.key_facts.of_own(stamped, user, True) if key_facts == "ask" else key_facts
         # The group's intent is the first write's (the section of new facts), so the commit says
         # how many facts the turn added; the key facts they refresh join the same commit.
         async with self.screening.screened(stamped, user, True) as screened, self.engine.changes():
             written, _ = await asyncio.to_thread(self._remember, stamped, user, chat, session, intent_for, screened)
-            await self._key_facts_in_group(ahead, written, user)
+            await self.key_facts.in_group(ahead, written, user)
         if key_facts == "ask":
-            await self.key_facts_after(ahead)
+            await self.key_facts.after(ahead)
         return written
 
     # -- key facts (see key_facts.py) --------------------------------------------------------------
-
-    def _key_facts_input(self, user: str, to_write: Sequence[Fact] = ()) -> tuple[str, ...]:
-        """The summariser's input: the user's facts as their logs hold them, and ``to_write`` as
-        they will read once appended to today's log (after every line there)."""
-        facts = [(s.fact, s.date, s.line) for s in self.store(user_id=user).iter_facts()]
-        today = self.clock().date().isoformat()
-        facts += [(fact, today, sys.maxsize - len(to_write) + n) for n, fact in enumerate(to_write)]
-        return summary_input(facts)
 
     async def _summarise(self, lines: Sequence[str]) -> str:
         summary = await summarise_facts(self.settings, list(lines), self._llm_options("summarise"))
         _check_generated("summary", summary, multiline=True)
         return summary
+
+    def _key_facts_intent(self, user: str) -> Intent:
+        return self._intent(
+            f"Refresh the key facts of {user}", user, model=self.settings.llm_model, prompt_version=PROMPT_VERSION
+        )
 
     async def key_facts_ahead(
         self, facts: Sequence[Fact], user_id: str | None = None, *, dedup: bool = True
@@ -617,103 +614,13 @@ class MemoryManager:
         restated important fact asks the model nothing, and the summary's input holds none that
         will not be written. That look takes no lock; the screening in the group decides, and a
         fact it writes after all gets its summary after the group."""
-        user = self._user(user_id)
-        threshold = self.settings.core_refresh_importance
-        if not any_important(facts, threshold):
-            return None
-        if dedup:
-            facts = [v.fact for v in await asyncio.to_thread(self.screening.screen, facts, user) if v.new]
-            if not any_important(facts, threshold):
-                return KeyFactsAhead(user, (), None, asked=False)
-        lines = await asyncio.to_thread(self._key_facts_input, user, facts)
-        try:
-            summary: str | None = await self._summarise(lines)
-        except ExtractionError as exc:
-            # The facts are written all the same; a stale summary is refreshed next time.
-            log.warning("the key facts of %s will not be refreshed: %s", user, exc)
-            summary = None
-        return KeyFactsAhead(user, lines, summary)
-
-    async def _key_facts_of_own(
-        self, facts: Sequence[Fact], user: str, dedup: bool
-    ) -> KeyFactsAhead | Literal["inside"] | None:
-        """:meth:`key_facts_ahead` for a write that opens its own group; "inside" in a caller's
-        group, which holds the writer's turn already: the refresh is then made inside it."""
-        if self.engine.in_change_group():
-            return "inside"
-        return await self.key_facts_ahead(facts, user, dedup=dedup)
-
-    async def _key_facts_in_group(
-        self, ahead: KeyFactsAhead | Literal["inside"] | None, written: Sequence[Fact], user: str
-    ) -> None:
-        """Inside the group, once ``written`` are: the summary made ahead is written if its input
-        is still what the files say, else marked due (made after the group). "inside": the write
-        is nested in a caller's group that asked nothing ahead, so the model is asked here, inside
-        that group, as its caller chose."""
-        if not any_important(written, self.settings.core_refresh_importance):
-            return
-        if ahead == "inside":
-            await self._refresh_or_warn(user)
-            return
-        if ahead is None:
-            return
-        if ahead.summary is None:
-            ahead.due = not ahead.asked  # a fact that looked remembered was not: made after the group
-            return
-        try:
-            if not await asyncio.to_thread(self._write_key_facts_if_current, ahead.user, ahead.lines, ahead.summary):
-                ahead.due = True  # another write got in between, or the day changed
-        except _UNWRITABLE as exc:
-            log.warning("facts of %s remembered, but the key facts were not refreshed: %s", ahead.user, exc)
+        return await self.key_facts.ahead(facts, self._user(user_id), dedup)
 
     async def key_facts_after(self, ahead: KeyFactsAhead | Literal["inside"] | None) -> None:
         """After the group that wrote the facts: the refresh its summary made ahead could not be
         (see :meth:`key_facts_ahead`), made now as a commit of its own. Never raises a SyncdError:
         the facts are committed whatever becomes of it, and a refusal is logged."""
-        if not (isinstance(ahead, KeyFactsAhead) and ahead.due):
-            return
-        try:
-            await self.refresh_core_memory_facts(ahead.user)
-        except SyncdError as exc:
-            # The group's facts are committed: no refusal of this change of its own (the home
-            # held past lock_wait_s, git busy, ...) may report the write of them failed.
-            log.warning("facts of %s remembered, but the key facts were not refreshed: %s", ahead.user, exc)
-
-    async def _refresh_or_warn(self, user: str) -> None:
-        try:
-            await self.refresh_core_memory_facts(user)
-        except (ExtractionError, *_UNWRITABLE) as exc:
-            # The facts themselves are safely written; a stale summary is refreshed next time.
-            log.warning("facts of %s remembered, but the core summary was not refreshed: %s", user, exc)
-
-    def _write_key_facts_if_current(self, user: str, lines: Sequence[str], summary: str) -> bool:
-        """Inside a change group (the writer's turn, which every agent's write of facts takes):
-        write ``summary`` if the summariser's input read now from the files is ``lines``, the input
-        it was made from. False, nothing written, when the facts changed since that read: a
-        summary made without a fact committed meanwhile must never overwrite the one with it."""
-        if self._key_facts_input(user) != tuple(lines):
-            return False
-        self._write_key_facts(user, summary)
-        return True
-
-    def _write_key_facts(self, user: str, summary: str) -> None:
-        """The ``facts`` block and MEMORY.md's Key facts region, both tried on the files as they
-        are before either is written: a block over its limit (BlockLimitError), a file syncd
-        cannot rewrite (ParseError: not UTF-8, a symbolic link) leaves neither half written, so
-        a write of facts can go on without its summary (:data:`_UNWRITABLE`)."""
-
-        def current(rel: str) -> str | None:
-            data = read_memory_file(self.home.root, rel)
-            return None if data is None else decode_markdown(data, rel)
-
-        render_block(current(self.home.rel(self.home.block_path("facts", user))), "facts", summary, self.settings)
-        memory = current(self.home.rel(self.home.memory_md_path(user))) or ""
-        check_text("MEMORY.md", with_key_facts(memory, user, summary), multiline=True, existing=memory)
-        intent = self._intent(
-            f"Refresh the key facts of {user}", user, model=self.settings.llm_model, prompt_version=PROMPT_VERSION
-        )
-        self._write_block("facts", summary, None, user, intent)
-        self.store(user_id=user).write_memory_file(lambda text: with_key_facts(text, user, summary), intent=intent)
+        await self.key_facts.after(ahead)
 
     async def refresh_core_memory_facts(self, user_id: str | None = None) -> str | None:
         """Summarise the user's most important facts (LLM, bullet points, at most 200 words) into
@@ -725,20 +632,9 @@ class MemoryManager:
         summary is written only if they are still the ones it was made from. Another agent may
         have committed an important fact meanwhile, with its own summary holding it: the one made
         here without it is then not written, and the model is asked again, up to
-        :data:`_REFRESH_ATTEMPTS` times; past them ConflictError, nothing written."""
+        ``key_facts.REFRESH_ATTEMPTS`` times; past them ConflictError, nothing written."""
         self._enter()
-        user = self._user(user_id)
-        for _ in range(_REFRESH_ATTEMPTS):
-            lines = await asyncio.to_thread(self._key_facts_input, user)
-            if not lines:
-                return None
-            summary = await self._summarise(lines)
-            async with self.engine.changes():
-                if await asyncio.to_thread(self._write_key_facts_if_current, user, lines, summary):
-                    return summary
-            log.info("the facts of %s changed while their summary was made: it is not written", user)
-        now = await asyncio.to_thread(self._key_facts_input, user)
-        raise ConflictError(self.home.rel(self.home.user_dir(user)), input_digest(lines), input_digest(now))
+        return await self.key_facts.refresh(self._user(user_id))
 
     # -- forgetting ------------------------------------------------------------------------------
 
