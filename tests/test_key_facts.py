@@ -105,10 +105,15 @@ def test_key_facts_whose_input_changed_while_the_model_wrote_them_are_made_again
     assert NO_FACTS not in repo.git.log("-p", "--", FACTS_BLOCK)
 
 
-def test_a_refresh_never_writes_a_summary_older_than_the_facts_committed_before_it(home, embedder, monkeypatch):
+@pytest.mark.parametrize("index", ["lancedb", "postgresql"])
+def test_a_refresh_never_writes_a_summary_older_than_the_facts_committed_before_it(
+    request, embedder, monkeypatch, index
+):
     """A refresh whose model call another agent's important fact overtakes (that agent's own
     summary, holding the fact, lands first) must not then write its summary made without that
-    fact: it looks again inside its group, and asks again when the facts changed meanwhile."""
+    fact: it looks again inside its group, and asks again when the facts changed meanwhile. The
+    same with the index in PostgreSQL (the summary reads the logs, never the index)."""
+    home = request.getfixturevalue("home" if index == "lancedb" else "pg_home")
     monkeypatch.setenv("NO_PROXY", "127.0.0.1")
     monkeypatch.setenv("no_proxy", "127.0.0.1")
     # The refresh's summary held open (released, it answers NO_FACTS's text, made without the
@@ -314,7 +319,8 @@ def test_an_important_fact_written_past_midnight_gets_the_key_facts_of_the_new_d
     assert (home / FACTS_BLOCK).read_text().strip() == "- Keeps bees (made after midnight)."
 
 
-def test_facts_already_remembered_ask_for_no_summary_and_no_second_commit(home, embedder, monkeypatch):
+@pytest.mark.parametrize("index", ["lancedb", "postgresql"])
+def test_facts_already_remembered_ask_for_no_summary_and_no_second_commit(request, embedder, monkeypatch, index):
     """The summary is asked before the facts are screened for duplicates (under the writer's turn
     they would hold every other write back). An important fact restated asks the model nothing,
     and a turn whose important fact is new but another fact restated gets its summary in its
@@ -329,6 +335,8 @@ def test_facts_already_remembered_ask_for_no_summary_and_no_second_commit(home, 
             ]
         }
     )
+    # The duplicates are found by the index: LanceDB in the home, or a PostgreSQL database.
+    home = request.getfixturevalue("home" if index == "lancedb" else "pg_home")
     llm = FakeLLM(["- Keeps bees.", turn, "- Keeps bees.\n- Allergic to peanuts."])
     settings = Settings(llm_model="openai/gpt-4o-mini", core_refresh_importance=0.9)
     repo = git.Repo(home)
