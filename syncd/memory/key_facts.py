@@ -2,17 +2,19 @@
 and MEMORY.md's "Key facts" region hold, refreshed when an important fact is remembered.
 
 The summary is asked of the model *before* the write's change group opens, from the facts the
-user has plus the ones about to be written (:class:`KeyFactsAhead`): inside the group the home's
-writer turn would be held for the model's seconds, and every other agent's write would wait, past
-``lock_wait_s`` refused. Inside the group the summariser's input is read again from the files as
-written; when it is the input the summary was made from, the summary is written there (the turn's
-facts and their summary one commit, one ``git revert``). When it is not (another writer got in
-between, a fact turned out to be a duplicate, the day changed), the summary made ahead would be
-wrong: nothing is written from it, and the refresh is made again after the group, as a commit of
-its own (:attr:`KeyFactsAhead.due`). That refresh is asked before its own group too, and written
-only if its input still holds there (else asked again), so a summary never lands over facts it
-was not made from. Being a change of its own, it can fail (logged) or be cut short by a killed
-process after the facts' commit: the key facts then stay as they were until the next refresh.
+user has plus the ones about to be written that the index does not know yet (:class:`KeyFactsAhead`;
+a restated important fact asks nothing): inside the group the home's writer turn would be held
+for the model's seconds, and every other agent's write would wait, past ``lock_wait_s`` refused.
+Inside the group the summariser's input is read again from the files as written; when it is the
+input the summary was made from, the summary is written there (the turn's facts and their summary
+one commit, one ``git revert``). When it is not (another writer got in between, the screening in
+the group judged a fact otherwise, the day changed), the summary made ahead would be wrong:
+nothing is written from it, and the refresh is made again after the group, as a commit of its own
+(:attr:`KeyFactsAhead.due`). That refresh is asked before its own group too, and written only if
+its input still holds there (else asked again), so a summary never lands over facts it was not
+made from. Being a change of its own, it can fail (logged) or be cut short by a killed process
+after the facts' commit: the key facts then stay as they were until the next refresh.
+:class:`KeyFacts` does all this for MemoryManager; the rest here is pure.
 """
 
 from __future__ import annotations

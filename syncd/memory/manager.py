@@ -3,8 +3,9 @@
 Every write is a markdown write through the backend (compare-and-swap, with an Intent that
 becomes the commit's author and trailers); nothing goes straight into LanceDB. One call is one
 change group: a turn's facts, the ``facts`` block and MEMORY.md they refresh land in one commit,
-so one ``git revert`` undoes the whole turn (the model is asked for that refresh before the group:
-see key_facts.py). Methods are async because agents are; the blocking
+so one ``git revert`` undoes the whole turn (the model is asked for that refresh before the group;
+when the facts changed meanwhile it is made again after it, a commit of its own: see key_facts.py).
+Methods are async because agents are; the blocking
 work (files, git, embedding) runs in worker threads so the caller's event loop keeps serving. When
 a method returns after a write, the write is indexed and committed: a search right after it finds
 it, whether this process holds the writer lock, borrows it for the change, or a daemon holds it.
@@ -443,7 +444,8 @@ class MemoryManager:
         session_id: str | None = None,
         dedup: bool = True,
     ) -> Fact | None:
-        """Remember one fact (one section of today's log, one commit). Returns it with its id, or
+        """Remember one fact (one section of today's log, one commit, which the key facts an
+        important fact refreshes join, or follow: key_facts.py). Returns it with its id, or
         None when it restates a fact already remembered (:meth:`remember` says which one). A
         correction (another number, date, name, negation...) is a new fact. Whitespace (line
         breaks and tabs too) folds into single spaces; InvalidInputError (nothing written) for any
