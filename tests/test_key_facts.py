@@ -359,3 +359,40 @@ def test_facts_already_remembered_ask_for_no_summary_and_no_second_commit(reques
     assert list(repo.iter_commits(f"{head.hexsha}..HEAD")) == [repo.head.commit]
     assert FACTS_BLOCK in changed_in(repo, repo.head.commit)
     assert (home / FACTS_BLOCK).read_text().strip() == "- Keeps bees.\n- Allergic to peanuts."
+
+
+def test_a_fact_a_person_types_while_the_summary_is_made_is_in_the_key_facts(home, embedder, monkeypatch):
+    """A person saves a fact in a log (their editor, no syncd) while the model writes the summary
+    for an agent's important fact: the summary made ahead lacks it and is not written; the one
+    made after the agent's commit has it."""
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1")
+    monkeypatch.setenv("no_proxy", "127.0.0.1")
+    ahead = Gate("- Keeps bees.")
+    llm = FakeLLM([ahead, "- Keeps bees.\n- Flies gliders."])
+    settings = Settings(llm_model="openai/gpt-4o-mini", core_refresh_importance=0.9)
+    engine = syncd.open(home, read_only=True, embedder=embedder, settings=settings)
+    manager = MemoryManager(
+        engine, settings=settings, default_user_id="ana", llm_options={"api_base": llm.url, "api_key": "sk-test"}
+    )
+    repo = git.Repo(home)
+    start = repo.head.commit
+    done: list = []
+    thread = threading.Thread(target=lambda: done.append(run(manager.add_memory("Keeps bees.", importance=0.95))))
+    try:
+        thread.start()
+        wait_for(lambda: llm.arrived(1), 60, "the summary to be asked")
+        (home / "memory/users/ana").mkdir(parents=True, exist_ok=True)
+        (home / "memory/users/ana/2026-11-01.md").write_text("# 2026-11-01\n\n- [personal] Flies gliders.\n")
+        ahead.opened.set()
+        thread.join(timeout=120)
+        assert done and done[0] is not None
+    finally:
+        ahead.opened.set()
+        thread.join(timeout=120)
+        llm.close()
+        engine.close()
+    assert "Flies gliders." not in json.dumps(llm.requests[0]) and "Flies gliders." in json.dumps(llm.requests[1])
+    commits = list(repo.iter_commits(f"{start.hexsha}..HEAD", reverse=True))
+    assert [c.summary for c in commits][-1] == "Refresh the key facts of ana"
+    assert all(FACTS_BLOCK not in changed_in(repo, c) for c in commits[:-1])
+    assert (home / FACTS_BLOCK).read_text().strip() == "- Keeps bees.\n- Flies gliders."
