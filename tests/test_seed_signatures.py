@@ -74,8 +74,6 @@ SEED_API: dict[type, dict[str, tuple[str, str]]] = {
         "format_core_memory_for_context": (ASYNC, "chat_id=, user_id="),
         "get_core_memory": (ASYNC, "chat_id=, user_id=, at="),
         "extract_turn": (ASYNC, "turn"),
-        "key_facts_ahead": (ASYNC, "facts, user_id="),
-        "key_facts_after": (ASYNC, "ahead"),
         "get_memory_stats": (ASYNC, "user_id="),
         "key_facts_after": (ASYNC, "ahead"),
         "key_facts_ahead": (ASYNC, "facts, user_id=, *, dedup="),
