@@ -5,13 +5,23 @@ from __future__ import annotations
 
 import json
 import threading
+from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-__all__ = ["FakeLLM", "NO_FACTS"]
+__all__ = ["FakeLLM", "Gate", "NO_FACTS"]
 
 NO_FACTS = json.dumps({"facts": []})
 # How often a held request looks whether it was released or the server closed.
 _HOLD_LOOK_S = 0.05
+
+
+@dataclass
+class Gate:
+    """A reply held open until ``opened`` is set (then it is ``text``) or the server closes: one
+    request held while the ones before and after it are answered."""
+
+    text: str
+    opened: threading.Event = field(default_factory=threading.Event)
 
 
 class FakeLLM:
@@ -19,9 +29,9 @@ class FakeLLM:
     OpenAI-compatible server. ``replies`` answer the requests in order: a string is the
     completion's text, None holds the request open until :meth:`release` (then it gets
     ``NO_FACTS``) or :meth:`close` (then it gets nothing: its caller was killed meanwhile). Past
-    the list, requests get ``NO_FACTS``."""
+    the list, requests get ``NO_FACTS``. A :class:`Gate` holds its request until the gate opens."""
 
-    def __init__(self, replies: list[str | None]):
+    def __init__(self, replies: list[str | Gate | None]):
         self.replies = replies
         self.requests: list[dict] = []
         self.arriving = threading.Condition()  # notified as each request arrives
@@ -37,6 +47,11 @@ class FakeLLM:
                     fake.requests.append(body)
                     fake.arriving.notify_all()
                 text = fake.replies[n] if n < len(fake.replies) else NO_FACTS
+                if isinstance(text, Gate):
+                    gate, text = text, text.text
+                    while not gate.opened.wait(_HOLD_LOOK_S):
+                        if fake.held.is_set():
+                            return
                 if text is None:
                     while not fake.released.wait(_HOLD_LOOK_S):
                         if fake.held.is_set():

@@ -74,9 +74,9 @@ SEED_API: dict[type, dict[str, tuple[str, str]]] = {
         "format_core_memory_for_context": (ASYNC, "chat_id=, user_id="),
         "get_core_memory": (ASYNC, "chat_id=, user_id=, at="),
         "extract_turn": (ASYNC, "turn"),
-        "key_facts_ahead": (ASYNC, "facts, user_id="),
-        "key_facts_after": (ASYNC, "ahead"),
         "get_memory_stats": (ASYNC, "user_id="),
+        "key_facts_after": (ASYNC, "ahead"),
+        "key_facts_ahead": (ASYNC, "facts, user_id=, *, dedup="),
         "process_conversation_turn_for_memories": (ASYNC, "turn, chat_id=, user_id=, *, session_id=, transcript_line="),
         "refresh_core_memory_facts": (ASYNC, "user_id="),
         "remember_extracted": (

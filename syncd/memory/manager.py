@@ -3,8 +3,9 @@
 Every write is a markdown write through the backend (compare-and-swap, with an Intent that
 becomes the commit's author and trailers); nothing goes straight into LanceDB. One call is one
 change group: a turn's facts, the ``facts`` block and MEMORY.md they refresh land in one commit,
-so one ``git revert`` undoes the whole turn (the model is asked for that refresh before the group:
-see key_facts.py). Methods are async because agents are; the blocking
+so one ``git revert`` undoes the whole turn (the model is asked for that refresh before the group;
+when the facts changed meanwhile it is made again after it, a commit of its own: see key_facts.py).
+Methods are async because agents are; the blocking
 work (files, git, embedding) runs in worker threads so the caller's event loop keeps serving. When
 a method returns after a write, the write is indexed and committed: a search right after it finds
 it, whether this process holds the writer lock, borrows it for the change, or a daemon holds it.
@@ -16,7 +17,6 @@ import asyncio
 import contextvars
 import logging
 import re
-import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -25,7 +25,12 @@ from typing import TYPE_CHECKING, Any, Literal
 from ..config import Settings
 from ..engine.asof import past_files
 from ..engine.search import DEFAULT_LIMIT, search
-from ..errors import BlockLimitError, ConflictError, ExtractionError, InvalidInputError, NotFoundError
+from ..errors import (
+    ConflictError,
+    ExtractionError,
+    InvalidInputError,
+    NotFoundError,
+)
 from ..formats import Fact, decode_markdown, encode_markdown, parse_page
 from ..history.intents import Intent
 from ..home import Home, check_fact_content, check_query, check_text, validate_id, validate_label
@@ -40,7 +45,7 @@ from .extraction import (
     summarise_facts,
     wrap_injected,
 )
-from .key_facts import KeyFactsAhead, any_important, summary_input, with_key_facts
+from .key_facts import KeyFacts, KeyFactsAhead
 from .prompts import PROMPT_VERSION
 from .screening import Screening
 from .store import Clock, MarkdownMemoryStore, StoredFact, local_now
@@ -132,6 +137,16 @@ class MemoryManager:
         self.writer = MarkdownWriter(self.engine)
         self._loop: asyncio.AbstractEventLoop | None = None
         self.screening = Screening(self.engine, self.settings)
+        self.key_facts = KeyFacts(
+            self.engine,
+            self.settings,
+            self.screening,
+            store=lambda user: self.store(user_id=user),
+            clock=lambda: self.clock(),
+            summarise=self._summarise,
+            write_block=lambda user, summary, intent: self._write_block("facts", summary, None, user, intent),
+            intent=self._key_facts_intent,
+        )
 
     # -- lifecycle -------------------------------------------------------------------------------
 
@@ -429,7 +444,8 @@ class MemoryManager:
         session_id: str | None = None,
         dedup: bool = True,
     ) -> Fact | None:
-        """Remember one fact (one section of today's log, one commit). Returns it with its id, or
+        """Remember one fact (one section of today's log, one commit, which the key facts an
+        important fact refreshes join, or follow: key_facts.py). Returns it with its id, or
         None when it restates a fact already remembered (:meth:`remember` says which one). A
         correction (another number, date, name, negation...) is a new fact. Whitespace (line
         breaks and tabs too) folds into single spaces; InvalidInputError (nothing written) for any
@@ -469,15 +485,15 @@ class MemoryManager:
             source_session=session,
         )
         intent = self._intent(f"Remember: {fact.content[:60]}", user, chat, session=session)
-        key_facts = await self._key_facts_of_own([fact], user)
+        key_facts = await self.key_facts.of_own([fact], user, dedup)
         async with self.screening.screened([fact], user, dedup) as screened, self.engine.changes(intent):
             written, verdicts = await asyncio.to_thread(
                 self._remember, [fact], user, chat, session, lambda _: intent, screened
             )
             if not written:
                 return AddOutcome(None, verdicts[0].duplicate_of)
-            await self._key_facts_in_group(key_facts, written, user)
-        await self.key_facts_after(key_facts)
+            await self.key_facts.in_group(key_facts, written, user)
+        await self.key_facts.after(key_facts)
         return AddOutcome(written[0], None)
 
     async def process_conversation_turn_for_memories(
@@ -566,108 +582,61 @@ class MemoryManager:
                 prompt_version=PROMPT_VERSION,
             )
 
-        ahead = await self._key_facts_of_own(stamped, user) if key_facts == "ask" else key_facts
+        ahead = await self.key_facts.of_own(stamped, user, True) if key_facts == "ask" else key_facts
         # The group's intent is the first write's (the section of new facts), so the commit says
         # how many facts the turn added; the key facts they refresh join the same commit.
         async with self.screening.screened(stamped, user, True) as screened, self.engine.changes():
             written, _ = await asyncio.to_thread(self._remember, stamped, user, chat, session, intent_for, screened)
-            await self._key_facts_in_group(ahead, written, user)
+            await self.key_facts.in_group(ahead, written, user)
         if key_facts == "ask":
-            await self.key_facts_after(ahead)
+            await self.key_facts.after(ahead)
         return written
 
     # -- key facts (see key_facts.py) --------------------------------------------------------------
-
-    def _key_facts_input(self, user: str, to_write: Sequence[Fact] = ()) -> tuple[str, ...]:
-        """The summariser's input: the user's facts as their logs hold them, and ``to_write`` as
-        they will read once appended to today's log (after every line there)."""
-        facts = [(s.fact, s.date, s.line) for s in self.store(user_id=user).iter_facts()]
-        today = self.clock().date().isoformat()
-        facts += [(fact, today, sys.maxsize - len(to_write) + n) for n, fact in enumerate(to_write)]
-        return summary_input(facts)
 
     async def _summarise(self, lines: Sequence[str]) -> str:
         summary = await summarise_facts(self.settings, list(lines), self._llm_options("summarise"))
         _check_generated("summary", summary, multiline=True)
         return summary
 
-    async def key_facts_ahead(self, facts: Sequence[Fact], user_id: str | None = None) -> KeyFactsAhead | None:
+    def _key_facts_intent(self, user: str) -> Intent:
+        return self._intent(
+            f"Refresh the key facts of {user}", user, model=self.settings.llm_model, prompt_version=PROMPT_VERSION
+        )
+
+    async def key_facts_ahead(
+        self, facts: Sequence[Fact], user_id: str | None = None, *, dedup: bool = True
+    ) -> KeyFactsAhead | None:
         """The refresh of the user's key facts that writing ``facts`` calls for (None: none is
         important enough), its summary asked of the model now, with no lock held. A caller that
         writes the facts inside a change group of its own asks before the group, hands it to the
-        write, and calls :meth:`key_facts_after` once the group has ended."""
-        user = self._user(user_id)
-        if not any_important(facts, self.settings.core_refresh_importance):
-            return None
-        lines = await asyncio.to_thread(self._key_facts_input, user, facts)
-        try:
-            summary: str | None = await self._summarise(lines)
-        except ExtractionError as exc:
-            # The facts are written all the same; a stale summary is refreshed next time.
-            log.warning("the key facts of %s will not be refreshed: %s", user, exc)
-            summary = None
-        return KeyFactsAhead(user, lines, summary)
+        write, and calls :meth:`key_facts_after` once the group has ended.
 
-    async def _key_facts_of_own(self, facts: Sequence[Fact], user: str) -> KeyFactsAhead | Literal["inside"] | None:
-        """:meth:`key_facts_ahead` for a write that opens its own group; "inside" in a caller's
-        group, which holds the writer's turn already: the refresh is then made inside it."""
-        return "inside" if self.engine.in_change_group() else await self.key_facts_ahead(facts, user)
-
-    async def _key_facts_in_group(
-        self, ahead: KeyFactsAhead | Literal["inside"] | None, written: Sequence[Fact], user: str
-    ) -> None:
-        """Inside the group, once ``written`` are: the summary made ahead is written if its input
-        is still what the files say, else marked due (made after the group). "inside": the write
-        is nested in a caller's group that asked nothing ahead, so the model is asked here, inside
-        that group, as its caller chose."""
-        if not any_important(written, self.settings.core_refresh_importance):
-            return
-        if ahead == "inside":
-            await self._refresh_or_warn(user)
-            return
-        if ahead is None or ahead.summary is None:
-            return
-        if await asyncio.to_thread(self._key_facts_input, ahead.user) != ahead.lines:
-            ahead.due = True  # another write got in between, or the day changed
-            return
-        try:
-            await asyncio.to_thread(self._write_key_facts, ahead.user, ahead.summary)
-        except BlockLimitError as exc:
-            log.warning("facts of %s remembered, but the key facts were not refreshed: %s", ahead.user, exc)
+        With ``dedup`` (as the write screens them), only the facts not remembered yet count: a
+        restated important fact asks the model nothing, and the summary's input holds none that
+        will not be written. That look takes no lock; the screening in the group decides, and a
+        fact it writes after all gets its summary after the group."""
+        return await self.key_facts.ahead(facts, self._user(user_id), dedup)
 
     async def key_facts_after(self, ahead: KeyFactsAhead | Literal["inside"] | None) -> None:
         """After the group that wrote the facts: the refresh its summary made ahead could not be
-        (see :meth:`key_facts_ahead`), made now as a commit of its own."""
-        if isinstance(ahead, KeyFactsAhead) and ahead.due:
-            await self._refresh_or_warn(ahead.user)
-
-    async def _refresh_or_warn(self, user: str) -> None:
-        try:
-            await self.refresh_core_memory_facts(user)
-        except (ExtractionError, BlockLimitError) as exc:
-            # The facts themselves are safely written; a stale summary is refreshed next time.
-            log.warning("facts of %s remembered, but the core summary was not refreshed: %s", user, exc)
-
-    def _write_key_facts(self, user: str, summary: str) -> None:
-        intent = self._intent(
-            f"Refresh the key facts of {user}", user, model=self.settings.llm_model, prompt_version=PROMPT_VERSION
-        )
-        self._write_block("facts", summary, None, user, intent)
-        self.store(user_id=user).write_memory_file(lambda text: with_key_facts(text, user, summary), intent=intent)
+        (see :meth:`key_facts_ahead`), made now as a commit of its own. Never raises a SyncdError:
+        the facts are committed whatever becomes of it, and a refusal is logged."""
+        await self.key_facts.after(ahead)
 
     async def refresh_core_memory_facts(self, user_id: str | None = None) -> str | None:
         """Summarise the user's most important facts (LLM, bullet points, at most 200 words) into
         their ``facts`` block and the Key facts section of MEMORY.md. Returns the summary, or None
-        when there are no facts yet. The model is asked before the change group that writes it."""
+        when there are no facts yet.
+
+        The model is asked before the change group that writes the summary, holding no lock (other
+        agents' writes do not wait for it); inside the group the facts are read again, and the
+        summary is written only if they are still the ones it was made from. Another agent may
+        have committed an important fact meanwhile, with its own summary holding it: the one made
+        here without it is then not written, and the model is asked again, up to
+        ``key_facts.REFRESH_ATTEMPTS`` times; past them ConflictError, nothing written."""
         self._enter()
-        user = self._user(user_id)
-        lines = await asyncio.to_thread(self._key_facts_input, user)
-        if not lines:
-            return None
-        summary = await self._summarise(lines)
-        async with self.engine.changes():
-            await asyncio.to_thread(self._write_key_facts, user, summary)
-        return summary
+        return await self.key_facts.refresh(self._user(user_id))
 
     # -- forgetting ------------------------------------------------------------------------------
 
