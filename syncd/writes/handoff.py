@@ -49,7 +49,8 @@ class Handed:
     Committed means a commit on the branch holds the change (:func:`rewind.holds_change`: every
     line it added, counted with copies, and none it took out; byte-exact when counts cannot show
     it): HEAD, or a commit between ``base`` and HEAD (committed, then changed again by a later
-    commit: in history all the same). Not that the file no longer holds ``sha``: changed again
+    commit: in history all the same), or, once HEAD moved on without it, a commit since ``base``
+    on another local branch (committed there, then the person checked out this one). Not that the file no longer holds ``sha``: changed again
     before the daemon's commit (a person's edit, another writer), the file may still hold our
     lines, and then whoever commits it commits them too; or it may not, and then no commit ever
     holds them. So the writer waits for HEAD, not for the file.
@@ -121,6 +122,13 @@ class Handed:
                 return "landed"
             if any(self._holds(data) for data in _versions(root, _stashed_specs(root, self.rel))):
                 return "waiting"  # a stash keeps it; its pop brings it back
+            # Committed, then the person checked out another branch (that moved on from ``base``
+            # too) before this looked: the commit is on the branch they left, which they come
+            # back to. Any local branch counts (not refs/stash: a stash entry may be dropped).
+            elsewhere = run_git(root, "rev-list", "--branches", f"^{self.base}", "--", self.rel, env=_LITERAL)
+            others = [c for c in elsewhere.decode().split() if c not in set(commits)]
+            if any(self._holds(data) for data in _versions(root, [f"{c}:{self.rel}" for c in others])):
+                return "landed"
         except (GitBusyError, HistoryError):
             return "waiting"
         return "lost"
