@@ -126,7 +126,8 @@ class Handed:
             # too) before this looked: the commit is on the branch they left, which they come
             # back to. Any local branch counts (not refs/stash: a stash entry may be dropped).
             elsewhere = run_git(root, "rev-list", "--branches", f"^{self.base}", "--", self.rel, env=_LITERAL)
-            others = [c for c in elsewhere.decode().split() if c not in set(commits)]
+            seen = set(commits)
+            others = [c for c in elsewhere.decode().split() if c not in seen]
             if any(self._holds(data) for data in _versions(root, [f"{c}:{self.rel}" for c in others])):
                 return "landed"
         except (GitBusyError, HistoryError):
