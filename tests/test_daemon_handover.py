@@ -545,6 +545,41 @@ def test_a_handed_line_a_commit_held_before_the_next_took_it_out_is_committed(tm
     assert handed.landed() and not handed.lost
 
 
+def test_a_handed_line_committed_on_the_branch_the_person_then_left_is_committed(tmp_path):
+    """The daemon commits the agent's line on main, and the person checks out another branch
+    (one that moved on from the write with a commit of the file) before the writer looks: it
+    was told the line was lost (OverwrittenError), and wrote it again, a duplicate once the
+    person is back on main, where the line was all along. A commit of a branch holds it."""
+    repo, base = _person_repo(tmp_path)
+    git(repo, "branch", "side")
+    git(repo, "checkout", "-q", "side")
+    _person_commits_without_the_line(repo)
+    git(repo, "checkout", "-q", "main")
+    handed = _handed_line(repo, base)
+    git(repo, "commit", "-q", "-am", "the agent's line")
+    git(repo, "checkout", "-q", "side")
+    assert handed.landed() and not handed.lost
+    git(repo, "checkout", "-q", "main")
+    assert "- [note] Flies a red kite." in git(repo, "show", "HEAD:log.md")
+
+
+def test_a_handed_line_in_a_file_the_person_renamed_is_not_lost(tmp_path):
+    """The person renames the file the agent's line was handed to (as Obsidian does) and the
+    rename is committed: the writer was told the line was lost (OverwrittenError), and wrote it
+    again into a new file of the old name, a duplicate. The renamed file holds it, then a commit
+    of it does. White-box: a second Handed, to look at the history at once."""
+    from syncd.writes.handoff import Handed
+
+    repo, base = _person_repo(tmp_path)
+    handed = _handed_line(repo, base)
+    git(repo, "mv", "log.md", "renamed.md")
+    git(repo, "commit", "-q", "-m", "renamed")  # the line stays in renamed.md, not staged
+    assert not handed.landed() and not handed.lost
+    git(repo, "commit", "-q", "-am", "the daemon commits the line, in renamed.md")
+    again = Handed(repo, "log.md", handed.sha, handed.before, handed.after, base)  # looks at once
+    assert again.landed() and not again.lost
+
+
 def test_a_handed_line_is_not_lost_when_the_branch_was_set_back(tmp_path):
     """A branch set back behind the write (a rebase's abort drops commits), then committed on:
     not "moved on" from the write, so what it dropped may come back (rewind.py); the writer

@@ -209,3 +209,29 @@ def test_status_of_another_model_s_index_says_what_is_true(home, embedder, tmp_p
     line = next(line for line in shown.splitlines() if line.startswith("index ") and "model" in line)
     assert f"another model ({embedder.model_id}, 384 dimensions)" in line and "path:minilm-copy@" in line, line
     assert "`syncd reindex` to rebuild the index with this one" in line and "syncd sync" not in line, line
+
+
+@pytest.mark.parametrize("damaged", [b"[1]", b'"x"', b"null", b"\xff\xfe{"])
+def test_a_damaged_meta_json_refuses_no_one_and_the_next_sync_writes_it_anew(home, embedder, damaged):
+    """Every search and every change reads meta.json for the index's model: one that was JSON
+    but no object, or no UTF-8, was a Python traceback in each of them (`syncd search` too),
+    until someone deleted it by hand. It reads as no meta: searched, written beside, and the
+    writer's next sync rebuilds the index and writes it anew."""
+    write(home, LOG, "# 2026-11-28\n\n## 10:00\n\n- [fact] Green tea in the morning.\n")
+    with syncd.open(home, embedder=embedder) as engine:
+        engine.sync()
+    meta = home / ".syncd" / "index" / "meta.json"
+    meta.write_bytes(damaged)
+    shown = run_main("search", "green tea", "--home", str(home))
+    assert shown.returncode == 0 and "Traceback" not in shown.stderr, shown.stderr
+    assert "Green tea in the morning." in shown.stdout
+    with syncd.open(home, read_only=True, embedder=embedder) as agent:
+        assert agent.search("green tea", user_id="ana")
+        agent.write_file(NEW_LOG, b"# 2026-11-29\n\n## 10:00\n\n- [fact] Coffee at noon.\n")
+    with syncd.open(home, embedder=embedder) as engine:
+        engine.sync()
+        assert json.loads(meta.read_text())["model_id"] == embedder.model_id
+        assert sorted(h.content for h in engine.search("coffee or tea", user_id="ana", kind="fact")) == [
+            "Coffee at noon.",
+            "Green tea in the morning.",
+        ]

@@ -250,3 +250,32 @@ def test_a_memory_naming_a_day_without_its_year_says_when_and_means_that_day():
     assert says_when(text, said)
     assert [(p.first, p.unit) for p in meant_periods(text, said)] == [(dt.date(2023, 8, 15), "day")]
     assert not says_when("I scored 15 points.", said)
+
+
+@pytest.mark.parametrize(
+    "piece",
+    [
+        # Each day named was checked against every day taken before it, and each named day
+        # searched all the text before it for the start of a range: a 100 KB question or memory
+        # of dates took half a minute (asked_periods), seconds a row (says_when, meant_periods).
+        "2023-01-01 ",
+        "between May 3 and 2023-05-09 ",
+        "on Aug 15th ",
+        "on the 15th ",
+        "from the 3rd of May to ",
+        "yesterday ",
+    ],
+)
+@pytest.mark.timeout(60)  # each takes about a second; minutes is the quadratic reading back
+def test_a_long_text_of_dates_is_read_in_near_linear_time(piece):
+    # No timing assert: a quadratic reading here turns this test from a second into minutes.
+    # What it reads: each more copy of the piece adds what the third copy added to two.
+    copies = 400_000 // len(piece)
+    for read in (
+        lambda text: asked_periods(text, TODAY),
+        lambda text: meant_periods(text, TODAY),
+        named_periods,
+    ):
+        two, three = len(read(piece * 2)), len(read(piece * 3))
+        assert len(read(piece * copies)) == two + (copies - 2) * (three - two)
+    assert says_when(piece * copies, TODAY) is says_when(piece, TODAY)

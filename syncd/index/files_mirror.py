@@ -21,7 +21,6 @@ plan; the table's older one costs its reader that hash.
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import os
 import sqlite3
@@ -31,7 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..home import write_refused
-from .records import FileRecord
+from .records import FileRecord, read_meta
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -154,15 +153,6 @@ def _read_once(conn: sqlite3.Connection, lance_dir: Path) -> MirrorSnapshot | No
     finally:
         conn.execute("COMMIT")
     return MirrorSnapshot(files, int(facts), int(chunks))
-
-
-def read_meta(folder: Path) -> dict:
-    """The ``meta.json`` of the index at ``folder`` (its model, its rows' layout, the commit it is
-    aligned with), as the store writes it; empty when there is none yet."""
-    try:
-        return json.loads((folder / "meta.json").read_text(encoding="utf-8"))
-    except (FileNotFoundError, json.JSONDecodeError):
-        return {}
 
 
 def read_mirror(folder: Path) -> MirrorSnapshot | None:

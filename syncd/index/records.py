@@ -52,11 +52,15 @@ SCHEMA_VERSION = 4
 
 
 def read_meta(folder: Path) -> dict:
-    """The ``meta.json`` of the index at ``folder`` (which model and layout made it), {} if none."""
+    """The ``meta.json`` of the index at ``folder`` (which model and layout made it), {} if none
+    or if it is no JSON object (damaged: a writer's next sync rebuilds the index and writes it
+    anew, as for none). Every search and every change reads it: a damaged one must not be a
+    traceback in each of them."""
     try:
-        return json.loads((folder / "meta.json").read_text(encoding="utf-8"))
-    except (FileNotFoundError, json.JSONDecodeError):
+        meta = json.loads((folder / "meta.json").read_text(encoding="utf-8"))
+    except (FileNotFoundError, UnicodeDecodeError, json.JSONDecodeError):
         return {}
+    return meta if isinstance(meta, dict) else {}
 
 
 def write_meta(folder: Path, drop: Iterable[str] = (), **fields: object) -> None:

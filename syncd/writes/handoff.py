@@ -26,6 +26,8 @@ _POLL_S = 0.02
 _VERDICT_S = 0.5
 # How many of the newest stash entries are looked at for lines a `git stash` holds for a moment.
 _STASH_DEPTH = 10
+# How many of the newest commits that took the file away are looked at for where they moved it.
+_MOVES_LOOKED_AT = 10
 _LITERAL = {"GIT_LITERAL_PATHSPECS": "1"}
 
 # What became of a change handed to a daemon that let go of the home (WritePath._take_over):
@@ -49,14 +51,16 @@ class Handed:
     Committed means a commit on the branch holds the change (:func:`rewind.holds_change`: every
     line it added, counted with copies, and none it took out; byte-exact when counts cannot show
     it): HEAD, or a commit between ``base`` and HEAD (committed, then changed again by a later
-    commit: in history all the same). Not that the file no longer holds ``sha``: changed again
+    commit: in history all the same), or one of the file a commit since ``base`` renamed it to,
+    or, once HEAD moved on without it, a commit since ``base`` on another local branch
+    (committed there, then the person checked out this one). Not that the file no longer holds ``sha``: changed again
     before the daemon's commit (a person's edit, another writer), the file may still hold our
     lines, and then whoever commits it commits them too; or it may not, and then no commit ever
     holds them. So the writer waits for HEAD, not for the file.
 
     Lost (``lost``) means HEAD shows the change gone for good: the branch moved on from ``base``
     with commits of the file none of which holds the change, and nothing that could still bring
-    it back holds it either: not the file, not a stash entry (a `git stash` keeps uncommitted
+    it back holds it either: not the file (nor the file a commit renamed it to), not a stash entry (a `git stash` keeps uncommitted
     lines for its pop), not a git command under way (an autostash, a rebase). The writer is told
     at once (OverwrittenError) instead of waiting out ``lock_wait_s``."""
 
@@ -117,13 +121,38 @@ class Handed:
             commits = run_git(root, "rev-list", f"{self.base}..{head}", "--", self.rel, env=_LITERAL).decode().split()
             if not commits:
                 return "waiting"  # no commit took the file in since the write
-            if any(self._holds(data) for data in _versions(root, [f"{c}:{self.rel}" for c in commits])):
+            versions = _versions(root, [f"{c}:{self.rel}" for c in commits])
+            if any(self._holds(data) for data in versions):
                 return "landed"
+            # A commit that took the file away may have moved it (the person renamed it, in
+            # Obsidian say, with our lines in it): committed all the same, under its new name.
+            gone = [c for c, data in zip(commits, versions, strict=True) if data is None]
+            for moved in _moved_to(root, gone, self.rel):
+                since = run_git(root, "rev-list", f"{self.base}..{head}", "--", moved, env=_LITERAL).decode().split()
+                if any(self._holds(data) for data in _versions(root, [f"{c}:{moved}" for c in since])):
+                    return "landed"
+                if self._kept_at(moved):
+                    return "waiting"  # the moved file holds it, uncommitted: its next commit takes it in
             if any(self._holds(data) for data in _versions(root, _stashed_specs(root, self.rel))):
                 return "waiting"  # a stash keeps it; its pop brings it back
+            # Committed, then the person checked out another branch (that moved on from ``base``
+            # too) before this looked: the commit is on the branch they left, which they come
+            # back to. Any local branch counts (not refs/stash: a stash entry may be dropped).
+            elsewhere = run_git(root, "rev-list", "--branches", f"^{self.base}", "--", self.rel, env=_LITERAL)
+            seen = set(commits)
+            others = [c for c in elsewhere.decode().split() if c not in seen]
+            if any(self._holds(data) for data in _versions(root, [f"{c}:{self.rel}" for c in others])):
+                return "landed"
         except (GitBusyError, HistoryError):
             return "waiting"
         return "lost"
+
+    def _kept_at(self, rel: str) -> bool:
+        """Whether the file ``rel`` on disk holds the change (the file it was moved to)."""
+        try:
+            return self._holds(read_memory_file(self.root, rel))
+        except (OSError, SyncdError):
+            return False
 
     def _holds(self, data: bytes | None) -> bool:
         return holds_change(data, self.before, self.after)
@@ -159,6 +188,21 @@ def _versions(root: Path, specs: list[str]) -> list[bytes | None]:
         else:
             found.append(None)  # "<spec> missing", or not a blob
     return found
+
+
+def _moved_to(root: Path, commits: list[str], rel: str) -> list[str]:
+    """Where ``commits`` (each one that took ``rel`` away) moved ``rel`` to, as git's rename
+    detection sees it against each one's first parent (the newest few commits)."""
+    found: dict[str, None] = {}
+    for commit in commits[:_MOVES_LOOKED_AT]:
+        out = run_git(root, "diff-tree", "-r", "-M", "-z", "--name-status", "--no-commit-id", f"{commit}^", commit)
+        fields, at = out.split(b"\0"), 0
+        while at < len(fields) - 1:  # status, path (and a new path for a rename or a copy)
+            status = fields[at]
+            if status[:1] == b"R" and fields[at + 1] == rel.encode() and at + 2 < len(fields):
+                found.setdefault(fields[at + 2].decode("utf-8", "replace"), None)
+            at += 3 if status[:1] in (b"R", b"C") else 2
+    return list(found)
 
 
 def _stashed_specs(root: Path, rel: str) -> list[str]:
