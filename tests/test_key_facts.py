@@ -278,6 +278,26 @@ def test_a_refresh_whose_facts_keep_changing_writes_nothing_and_says_so(home, em
     assert len(llm.requests) == 3
 
 
+def add_bees_while_the_summary_is_asked(manager, engine, llm: FakeLLM, ahead: Gate, meanwhile) -> None:
+    """``manager`` adds an important fact on a thread of its own; once its summary is asked (held
+    by ``ahead``), ``meanwhile()`` runs, then the summary is answered and the add must return the
+    fact. Closes ``llm`` and ``engine``."""
+    done: list = []
+    thread = threading.Thread(target=lambda: done.append(run(manager.add_memory("Keeps bees.", importance=0.95))))
+    try:
+        thread.start()
+        wait_for(lambda: llm.arrived(1), 60, "the summary to be asked")
+        meanwhile()
+        ahead.opened.set()
+        thread.join(timeout=120)
+        assert done and done[0] is not None
+    finally:
+        ahead.opened.set()
+        thread.join(timeout=120)
+        llm.close()
+        engine.close()
+
+
 def test_an_important_fact_written_past_midnight_gets_the_key_facts_of_the_new_day(home, embedder, monkeypatch):
     """The summary made ahead at 23:59 gives the fact yesterday's date; the fact is written after
     midnight, in the new day's log: that summary is not written, and the one made again after the
@@ -298,20 +318,11 @@ def test_an_important_fact_written_past_midnight_gets_the_key_facts_of_the_new_d
     )
     repo = git.Repo(home)
     start = repo.head.commit
-    done: list = []
-    thread = threading.Thread(target=lambda: done.append(run(manager.add_memory("Keeps bees.", importance=0.95))))
-    try:
-        thread.start()
-        wait_for(lambda: llm.arrived(1), 60, "the summary to be asked")
+
+    def past_midnight() -> None:
         now[0] = dt.datetime(2026, 12, 8, 0, 0, 1)
-        ahead.opened.set()
-        thread.join(timeout=120)
-        assert done and done[0] is not None
-    finally:
-        ahead.opened.set()
-        thread.join(timeout=120)
-        llm.close()
-        engine.close()
+
+    add_bees_while_the_summary_is_asked(manager, engine, llm, ahead, past_midnight)
     commits = list(repo.iter_commits(f"{start.hexsha}..HEAD", reverse=True))
     assert [c.summary for c in commits] == ["Remember: Keeps bees.", "Refresh the key facts of ana"]
     assert changed_in(repo, commits[0]) == {"memory/users/ana/2026-12-08.md"}
@@ -376,21 +387,12 @@ def test_a_fact_a_person_types_while_the_summary_is_made_is_in_the_key_facts(hom
     )
     repo = git.Repo(home)
     start = repo.head.commit
-    done: list = []
-    thread = threading.Thread(target=lambda: done.append(run(manager.add_memory("Keeps bees.", importance=0.95))))
-    try:
-        thread.start()
-        wait_for(lambda: llm.arrived(1), 60, "the summary to be asked")
+
+    def meanwhile() -> None:
         (home / "memory/users/ana").mkdir(parents=True, exist_ok=True)
         (home / "memory/users/ana/2026-11-01.md").write_text("# 2026-11-01\n\n- [personal] Flies gliders.\n")
-        ahead.opened.set()
-        thread.join(timeout=120)
-        assert done and done[0] is not None
-    finally:
-        ahead.opened.set()
-        thread.join(timeout=120)
-        llm.close()
-        engine.close()
+
+    add_bees_while_the_summary_is_asked(manager, engine, llm, ahead, meanwhile)
     assert "Flies gliders." not in json.dumps(llm.requests[0]) and "Flies gliders." in json.dumps(llm.requests[1])
     commits = list(repo.iter_commits(f"{start.hexsha}..HEAD", reverse=True))
     assert [c.summary for c in commits][-1] == "Refresh the key facts of ana"

@@ -505,14 +505,15 @@ _DIGIT = re.compile(r"\d")
 _LOOK_BACK_MONTHS = 8 * 12
 
 
-def _latest_day(anchor: dt.date, day: int, month: int | None) -> dt.date | None:
-    """The latest date on or before ``anchor`` with this day of the month (and this month), or
-    None when no month of the look-back holds it or the calendar ends first."""
+def _day_in_months(anchor: dt.date, day: int, month: int | None, step: int) -> dt.date | None:
+    """The first date with this day of the month (and this month) going month by month from
+    ``anchor``'s month, back (``step`` -1: on or before ``anchor``) or ahead (+1: after it),
+    within the look-back's span; None when no month there holds it or the calendar ends first."""
     if not 1 <= day <= 31:
         return None
-    for back in range(_LOOK_BACK_MONTHS + 1):
-        year, index = divmod(anchor.year * 12 + anchor.month - 1 - back, 12)
-        if year < _YEAR_RANGE[0]:
+    for n in range(_LOOK_BACK_MONTHS + 1):
+        year, index = divmod(anchor.year * 12 + anchor.month - 1 + step * n, 12)
+        if not _YEAR_RANGE[0] <= year <= _YEAR_RANGE[1]:
             return None
         if month is not None and index + 1 != month:
             continue
@@ -520,36 +521,21 @@ def _latest_day(anchor: dt.date, day: int, month: int | None) -> dt.date | None:
             candidate = dt.date(year, index + 1, day)
         except ValueError:
             continue
-        if candidate <= anchor:
+        if (candidate <= anchor) if step < 0 else (candidate > anchor):
             return candidate
     return None
+
+
+def _latest_day(anchor: dt.date, day: int, month: int | None) -> dt.date | None:
+    """The latest date on or before ``anchor`` with this day of the month (and this month)."""
+    return _day_in_months(anchor, day, month, -1)
 
 
 def _nearest_day(anchor: dt.date, day: int, month: int | None) -> dt.date | None:
     """The date with this day of the month (and this month) nearest ``anchor``, the earlier on a
     tie: the latest on or before it, or the earliest after it, whichever lies closer."""
     before = _latest_day(anchor, day, month)
-    after = _earliest_after(anchor, day, month)
+    after = _day_in_months(anchor, day, month, +1)
     if before is None or (after is not None and (after - anchor) < (anchor - before)):
         return after
     return before
-
-
-def _earliest_after(anchor: dt.date, day: int, month: int | None) -> dt.date | None:
-    """The earliest date after ``anchor`` with this day of the month (and this month), within
-    the look-back's span ahead, or None."""
-    if not 1 <= day <= 31:
-        return None
-    for ahead in range(_LOOK_BACK_MONTHS + 1):
-        year, index = divmod(anchor.year * 12 + anchor.month - 1 + ahead, 12)
-        if year > _YEAR_RANGE[1]:
-            return None
-        if month is not None and index + 1 != month:
-            continue
-        try:
-            candidate = dt.date(year, index + 1, day)
-        except ValueError:
-            continue
-        if candidate > anchor:
-            return candidate
-    return None
