@@ -326,23 +326,31 @@ def test_with_no_daemon_the_next_change_puts_back_what_a_rebase_abort_took_out(h
     assert not git(home, "status", "--porcelain", "--", "memory")
 
 
+def _aborted_then_a_persons_line(home: Path, tmp_path: Path, memory: MemoryManager) -> str:
+    """An agent's "Swims on Sundays." committed during a rebase the person then aborts (dropping
+    it), and "- Plays the cello." saved in the log by the person's editor after the abort, before
+    anything put the dropped commit back. The log's path."""
+    other = _other_machine(home, tmp_path)
+    asyncio.run(memory.add_memory("Likes green tea.", "ana", dedup=False))
+    log = _log(home)
+
+    def add() -> None:
+        asyncio.run(memory.add_memory("Swims on Sundays.", "ana", dedup=False))
+
+    _rebase_failing_at_its_end(home, tmp_path, other, add)
+    git(home, "rebase", "--abort")
+    with open(home / log, "a") as handle:
+        handle.write("- Plays the cello.\n")
+    return log
+
+
 def test_with_no_daemon_a_put_back_merged_with_the_persons_line_is_syncds_own_commit(home, embedder, tmp_path):
     """The process that wrote the dropped commit expected its file to hold what it wrote then;
     merged with a line the person saved after the abort, the file holds other bytes, and the
     put-back's commit was refused for them ("changed meanwhile"): the merge rode along in the
     agent's next commit, as the agent's. It is now committed as syncd's own change first."""
-    other = _other_machine(home, tmp_path)
     with MemoryManager(home, embedder=embedder) as memory:
-        asyncio.run(memory.add_memory("Likes green tea.", "ana", dedup=False))
-        log = _log(home)
-
-        def add() -> None:
-            asyncio.run(memory.add_memory("Swims on Sundays.", "ana", dedup=False))
-
-        _rebase_failing_at_its_end(home, tmp_path, other, add)
-        git(home, "rebase", "--abort")
-        with open(home / log, "a") as handle:
-            handle.write("- Plays the cello.\n")
+        log = _aborted_then_a_persons_line(home, tmp_path, memory)
         asyncio.run(memory.add_memory("Reads crime novels.", "ana", dedup=False))
     text = (home / log).read_text()
     for fact in ("Likes green tea.", "Swims on Sundays.", "Reads crime novels.", "Plays the cello."):
@@ -359,18 +367,8 @@ def test_a_put_back_leaves_the_persons_line_saved_after_the_abort_in_their_own_c
     commits any edit of theirs), and syncd's commit holds only what it puts back."""
     from .conftest import SUITE_GIT_NAME
 
-    other = _other_machine(home, tmp_path)
     with MemoryManager(home, embedder=embedder) as memory:
-        asyncio.run(memory.add_memory("Likes green tea.", "ana", dedup=False))
-        log = _log(home)
-
-        def add() -> None:
-            asyncio.run(memory.add_memory("Swims on Sundays.", "ana", dedup=False))
-
-        _rebase_failing_at_its_end(home, tmp_path, other, add)
-        git(home, "rebase", "--abort")
-        with open(home / log, "a") as handle:  # the person's editor, after the abort
-            handle.write("- Plays the cello.\n")
+        log = _aborted_then_a_persons_line(home, tmp_path, memory)
         if writer == "the next change with no daemon":
             asyncio.run(memory.add_memory("Reads crime novels.", "ana", dedup=False))
     if writer == "a daemon started after the abort":
