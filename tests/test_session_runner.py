@@ -143,10 +143,9 @@ def test_turns_of_one_session_run_at_once_are_each_counted_and_named_by_their_ow
     assert sorted(r.entries[0].line for r in results) == [1, 3, 5, 7]
 
 
-def test_a_turn_past_the_context_budget_flushes_first_then_commits_the_turn_with_the_compressed_state(engine, home):
-    """The compression check runs before the turn's group (its model calls hold no lock): the
-    flush is a commit of its own, then the turn's commit holds the agent as compressed."""
-    manager = MemoryManager(
+def bee_keeping_manager(engine) -> MemoryManager:
+    """A manager whose model finds one ordinary fact in a turn and summarises flushed steps."""
+    return MemoryManager(
         engine,
         settings=Settings(llm_model="gpt-4o-mini", core_refresh_importance=0.99),
         job_llm_options={
@@ -154,13 +153,24 @@ def test_a_turn_past_the_context_budget_flushes_first_then_commits_the_turn_with
             "compress": {"mock_response": "- Looked at twelve hives."},
         },
     )
-    compressor = ContextCompressor(manager, session_id="s-c", max_context_tokens=300, keep_last_steps=2)
-    runner = SessionRunner(manager, compressor=compressor)
+
+
+def agent_past_its_budget():
+    """An agent whose task and eight long steps pass a 300-token context budget."""
     steps = [{"type": "task", "task": "Help Ana with her bees"}] + [
         {"type": "action", "step_number": i, "model_output": "hive " * 60, "observations": "bees " * 60}
         for i in range(8)
     ]
-    agent = type("Agent", (), {"steps": steps})()
+    return type("Agent", (), {"steps": steps})()
+
+
+def test_a_turn_past_the_context_budget_flushes_first_then_commits_the_turn_with_the_compressed_state(engine, home):
+    """The compression check runs before the turn's group (its model calls hold no lock): the
+    flush is a commit of its own, then the turn's commit holds the agent as compressed."""
+    manager = bee_keeping_manager(engine)
+    compressor = ContextCompressor(manager, session_id="s-c", max_context_tokens=300, keep_last_steps=2)
+    runner = SessionRunner(manager, compressor=compressor)
+    agent = agent_past_its_budget()
     repo = git.Repo(home)
     before = repo.head.commit
     result = run(runner.process_turn("s-c", "I keep bees.", "Lovely!", user_id="ana", agent=agent))
@@ -184,14 +194,7 @@ def test_a_turn_another_run_recorded_while_this_one_compressed_says_the_agent_wa
     The other run is made from inside the compression (the compressor is the caller's object;
     this one runs the other turn to its end before answering), so it lands between the two looks
     every time."""
-    manager = MemoryManager(
-        engine,
-        settings=Settings(llm_model="gpt-4o-mini", core_refresh_importance=0.99),
-        job_llm_options={
-            "extract": {"mock_response": reply(("Keeps bees on the roof.", 0.6))},
-            "compress": {"mock_response": "- Looked at twelve hives."},
-        },
-    )
+    manager = bee_keeping_manager(engine)
     other = SessionRunner(manager)
 
     class RacedCompressor(ContextCompressor):
@@ -202,11 +205,7 @@ def test_a_turn_another_run_recorded_while_this_one_compressed_says_the_agent_wa
 
     compressor = RacedCompressor(manager, session_id="s-r", max_context_tokens=300, keep_last_steps=2)
     runner = SessionRunner(manager, compressor=compressor)
-    steps = [{"type": "task", "task": "Help Ana with her bees"}] + [
-        {"type": "action", "step_number": i, "model_output": "hive " * 60, "observations": "bees " * 60}
-        for i in range(8)
-    ]
-    agent = type("Agent", (), {"steps": steps})()
+    agent = agent_past_its_budget()
     result = run(runner.process_turn("s-r", "I keep bees.", "Lovely!", user_id="ana", agent=agent, turn_id="msg-1"))
     assert result.replayed and result.compressed and len(agent.steps) == 4
     records = read_transcript_file(manager.home, "ana", "s-r")
@@ -218,22 +217,11 @@ def test_a_flush_before_a_sessions_first_turn_records_the_sessions_clock(engine,
     turn flushes the agent's context: the flush made session.json first, stamped by the real
     clock, and the turn kept that ``created_at``, so the session said it began in December 2026
     while its turns were in May 2024. The flush now records the session's clock, as the turn."""
-    manager = MemoryManager(
-        engine,
-        settings=Settings(llm_model="gpt-4o-mini", core_refresh_importance=0.99),
-        job_llm_options={
-            "extract": {"mock_response": reply(("Keeps bees on the roof.", 0.6))},
-            "compress": {"mock_response": "- Looked at twelve hives."},
-        },
-    )
+    manager = bee_keeping_manager(engine)
     compressor = ContextCompressor(manager, session_id="s-t", max_context_tokens=300, keep_last_steps=2)
     clock = Clock(dt.datetime(2024, 5, 1, 10, 0, tzinfo=UTC))
     runner = SessionRunner(manager, compressor=compressor, clock=clock)
-    steps = [{"type": "task", "task": "Help Ana with her bees"}] + [
-        {"type": "action", "step_number": i, "model_output": "hive " * 60, "observations": "bees " * 60}
-        for i in range(8)
-    ]
-    agent = type("Agent", (), {"steps": steps})()
+    agent = agent_past_its_budget()
     result = run(runner.process_turn("s-t", "I keep bees.", "Lovely!", user_id="ana", agent=agent))
     assert result.compressed and result.reset is None
     stamp = "2024-05-01T10:00:00.000+00:00"
