@@ -136,8 +136,8 @@ def incompatibility(meta: Mapping, model_id: str, compatible: bool, remedy: bool
     rebuilds = ": the next `syncd sync` (or `syncd reindex`) rebuilds it" if remedy else ""
     if not meta:
         return (
-            "the index does not say which model built its rows (a first sync interrupted "
-            f"by a syncd older than this one){rebuilds}"
+            "the index does not say which model built its rows (its meta.json is missing or "
+            f"damaged, or a syncd older than this one stopped during a first sync){rebuilds}"
         )
     # Another model's rows, or a rebuild to another model under way. For a person, what is true
     # whoever asks: a sync here would rebuild the index for the model this process has.
