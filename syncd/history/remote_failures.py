@@ -64,11 +64,11 @@ def _why_it_passes(said: str, root: Path, url: str | None) -> str | None:
     if path is not None:
         if os.path.lexists(path):
             return None  # there, and not a repository: someone must make one or fix the URL
-        return f"{path} is not there now: a drive not mounted, a folder moved? tried again until it is back"
+        return f"{path} is not there now: a drive not mounted, a folder moved? a daemon sharing this home tries again until it is back"
     if _AGENT_CANNOT_SIGN.search(said):
-        return "your ssh agent cannot sign now (locked?): tried again until it can"
+        return "your ssh agent cannot sign now (locked?): a daemon sharing this home tries again until it can"
     if "permission denied (publickey" in said and _agent_holds_no_key():
-        return "your ssh agent holds no key now (locked, or none added yet): tried again until it does"
+        return "your ssh agent holds no key now (locked, or none added yet): a daemon sharing this home tries again until it does"
     return None
 
 
