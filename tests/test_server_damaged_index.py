@@ -6,6 +6,7 @@ daemon's log without a traceback. The remedy, taken with the server still runnin
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import shutil
@@ -27,6 +28,25 @@ def _cut_short(index) -> None:
     for table in (index / "lance").iterdir():
         for data in (table / "data").iterdir():
             os.truncate(data, 10)
+
+
+def _remove_under_the_daemon(index) -> None:
+    """`rm -rf` of the index beside a running daemon, run again if it says "Directory not empty":
+    the daemon, syncing the file just written, may make its folder anew (opening the tables, its
+    meta.json) between the removal of the folder's contents and of the folder itself."""
+
+    def removed() -> bool:
+        try:
+            shutil.rmtree(index)
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            if exc.errno != errno.ENOTEMPTY:
+                raise
+            return False
+        return True
+
+    wait_for(removed, 30, "the index folder to be removed")
 
 
 def _damage_said(message: str) -> None:
@@ -81,7 +101,7 @@ def test_a_damaged_index_is_one_line_with_its_remedy_on_every_surface(tmp_path, 
             assert "lance error: " in record.getMessage() and REMEDY in record.getMessage(), record.getMessage()
         # The remedy, with the server still running: it answers from the rebuilt index.
         write(home, "memory/users/ana/2026-11-23.md", "# 2026-11-23\n\n## 10:00\n- [pref] Likes oolong.\n")
-        shutil.rmtree(home / ".syncd" / "index")
+        _remove_under_the_daemon(home / ".syncd" / "index")
         assert run_main("reindex", "-q", "--home", str(home)).returncode == 0
         with served.client(served.admin) as http:
             assert http.get("/status").status_code == 200
