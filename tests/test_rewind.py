@@ -13,8 +13,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import syncd
+from syncd.home import Home
 from syncd.memory import MemoryManager
-from syncd.writes.rewind import Merged, find_rewound, lost_facts
+from syncd.writes.rewind import Merged, PutBack, find_rewound, lost_facts
 
 from .daemon_helpers import GIT_ENV, daily_log, git, running_daemon, wait_for
 from .helpers import write
@@ -149,6 +150,26 @@ def git_input(home, data: bytes, *args: str, env: dict[str, str] | None = None) 
         ["git", *args], cwd=home, input=data, capture_output=True, check=True, env=os.environ | GIT_ENV | (env or {})
     )
     return done.stdout.decode().strip()
+
+
+def test_a_file_committed_on_a_branch_the_person_left_is_not_put_back_on_the_next(engine, home):
+    """Our commit pass landed on a branch the person had checked out (`git checkout -b x`), and
+    their `git checkout main` took the new file out of the tree as the pass ended: it went with
+    the branch whose commit holds it. Put back, it was left on main untracked, a stray of a turn
+    committed elsewhere, that no commit ever took in."""
+    git(home, "checkout", "-q", "-b", "x")
+    _agent_facts(engine, "Likes green tea.")
+    log = _log(home)
+    sha = git(home, "rev-parse", f"HEAD:{log}").strip()
+    git(home, "checkout", "-q", "main")
+    assert not (home / log).exists()
+    PutBack(Home(home)).taken_under_commit(log, sha)
+    assert not (home / log).exists()
+    assert git(home, "status", "--porcelain").strip() == ""
+    git(home, "checkout", "-q", "x")  # where HEAD holds it, a file taken out is put back
+    (home / log).unlink()
+    PutBack(Home(home)).taken_under_commit(log, sha)
+    assert git(home, "hash-object", str(home / log)).strip() == sha
 
 
 def test_the_daemon_puts_back_a_file_a_stash_took_out_under_our_commit(home, embedder):

@@ -539,10 +539,14 @@ class PutBack:
         tree must hold it too, else the next write to the file starts it anew and its commit, in
         the agent's name, deletes what was acknowledged (or the daemon commits the deletion as
         the person's). Put back as HEAD has it: nobody asked for the deletion (the stash keeps
-        its own copy)."""
+        its own copy). Unless HEAD no longer holds it (a checkout of a branch without it): the
+        file went with the commit that has it."""
         try:
+            if committed_blob(self.home.root, rel) != sha:
+                log.info("not putting back %s: HEAD moved to a commit without it", rel)
+                return
             data = run_git(self.home.root, "cat-file", "blob", sha)
-        except (GitBusyError, HistoryError) as exc:
+        except SyncdError as exc:
             log.info("did not put back %s, taken out of the tree under its commit: %s", rel, exc)
             return
         self.taken_whole(rel, data)

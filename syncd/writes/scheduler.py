@@ -507,20 +507,39 @@ class WritePath:
         # unchanged from before the pass to after it was committed as it is.
         staged_checked = object_format(root) == "sha1"
         landed: dict[str, str | None] = {}
+        taken: dict[str, str] = {}
         for rel in paths:
             if staged_checked and rel in expected:
                 landed[rel] = expected[rel]
                 if before[rel] is not None and not os.path.lexists(root / rel):
-                    self.put_back.taken_under_commit(rel, expected[rel])
+                    taken[rel] = expected[rel]
                 continue
             sha = file_blob_sha(root / rel)
             if sha is not None and sha == before[rel]:
                 landed[rel] = sha
+        if taken:
+            self._put_back_taken_under_commit(taken)
         # The commit rewrote git's index file: asking now whether it holds unmerged paths
         # (remembered per index version) spares the next writer that git process.
         with contextlib.suppress(SyncdError):
             operation_in_progress(root)
         return landed
+
+    def _put_back_taken_under_commit(self, taken: dict[str, str]) -> None:
+        """Files the pass committed (``{path: blob sha}``) that are gone from the tree after it:
+        put back as committed if HEAD still holds them (rewind.PutBack.taken_under_commit). The
+        git command that took them out is let finish first (its lock gone, git settled, for at
+        most ``_PUT_BACK_SETTLE_S``): a `git checkout` of another branch deletes the files its
+        commit lacks before it moves HEAD, and a file put back in that moment would be left in
+        the other branch's tree, uncommitted, a stray of a turn committed elsewhere."""
+        deadline = time.monotonic() + _PUT_BACK_SETTLE_S
+        while busy_state(self.home.root) is not None or self.settle_due() > 0:
+            if time.monotonic() >= deadline:
+                log.info("git is still busy: not putting back %s", ", ".join(sorted(taken)))
+                return
+            time.sleep(_POLL_S)
+        for rel, sha in sorted(taken.items()):
+            self.put_back.taken_under_commit(rel, sha)
 
     def _commit_retrying(self, paths: set[str], expected: dict[str, str]) -> None:
         """Commit ``paths`` (the caller holds the commit stage) once git is settled, waiting out
