@@ -113,11 +113,13 @@ def _resumable(command: str, after: str):
             signal.signal(signal.SIGTERM, previous)
 
 
-def _open(home: Path | None, read_only: bool):
+def _open(home: Path | None, read_only: bool, rebuild_damaged: bool = False):
     from ..engine.facade import open_engine
     from ..wiki.store import follow_index
 
-    engine = open_engine(resolve_home(home), read_only=read_only, settings=load_settings())
+    engine = open_engine(
+        resolve_home(home), read_only=read_only, settings=load_settings(), rebuild_damaged=rebuild_damaged
+    )
     follow_index(engine)  # a sync or a rebuild writes the wiki's link graph from the same parses
     return engine
 
@@ -182,16 +184,19 @@ _DAEMON_GONE_WAIT_S = 5.0
 
 
 @contextmanager
-def _here_or_by_daemon(home: Path | None, quiet: bool, ask: _DaemonAsk, refused: str | None = None):
+def _here_or_by_daemon(
+    home: Path | None, quiet: bool, ask: _DaemonAsk, refused: str | None = None, rebuild_damaged: bool = False
+):
     """``(engine, None)``, a writable engine of the home to do ``ask``'s command here, or
     ``(None, answer)`` when a daemon holds the home and did it (``refused``: why this run of the
-    command cannot be handed to it, raised with the lock error). A daemon that went away without
+    command cannot be handed to it, raised with the lock error; ``rebuild_damaged``: see
+    :class:`~syncd.engine.facade.Engine`). A daemon that went away without
     answering (killed) lets go of the home a moment later: tried again until then, for a few
     seconds at most. Raises the lock error when another kind of process holds the home."""
     deadline = time.monotonic() + _DAEMON_GONE_WAIT_S
     while True:
         try:
-            engine = _open(home, read_only=False)
+            engine = _open(home, read_only=False, rebuild_damaged=rebuild_damaged)
             break
         except LockedError as locked:
             if not held_by_a_daemon(locked.holder):
@@ -368,12 +373,13 @@ def reindex_command(quiet: bool, home: Path | None) -> None:
     """Rebuild the index from the markdown files (built aside, then swapped in).
 
     The old index serves until the new one is whole. An interrupted rebuild (Ctrl-C, a kill)
-    keeps what it built aside: the next `syncd reindex` goes on from there. Beside a running
+    keeps what it built aside: the next `syncd reindex` goes on from there. An index whose
+    files are damaged (a disk error, a bad copy) is removed and built anew. Beside a running
     daemon (`syncd watch`, `syncd serve`), which holds the home, the daemon rebuilds it."""
     after = "the index is as it was, and the next `syncd reindex` goes on from where this one stopped"
     with (
         _resumable("reindex", after) as heard,
-        _here_or_by_daemon(home, quiet, _REINDEX) as (engine, done),
+        _here_or_by_daemon(home, quiet, _REINDEX, rebuild_damaged=True) as (engine, done),
     ):
         if engine is not None:
             with engine, _progress_bar("reindexing", not quiet, heard) as bar:

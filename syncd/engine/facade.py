@@ -48,6 +48,7 @@ from ..home import (
     find_home,
 )
 from ..index.backend import IndexBackend, home_index, open_index
+from ..index.damage import open_or_remove_damaged
 from ..index.embed_cache import CachedEmbedder, EmbeddingCache
 from ..index.records import FileRecord, FileUpdate, model_mismatch
 from ..index.rows import TranscriptChunking
@@ -88,12 +89,15 @@ class Engine:
     """Sync, search and status over one memory home; the backend of ``syncd.memory``."""
 
     def __init__(self, home: Home, settings: Settings, read_only: bool = False, embedder: Embedder | None = None,
-                 index: IndexBackend | None = None, looks_only: bool = False):  # fmt: skip
+                 index: IndexBackend | None = None, looks_only: bool = False,
+                 rebuild_damaged: bool = False):  # fmt: skip
         """``index``: the rows to read instead of the home's own index (read-only engines only:
         a past revision's frozen index, syncd.engine.asof). ``looks_only``: an engine that only
         reads (``syncd search``, ``status``, a read-only server), which never makes the home's
         PostgreSQL schema; a read-only engine whose changes borrow the home's lock (an agent's)
-        makes it on its first use of a new home, as the writer would."""
+        makes it on its first use of a new home, as the writer would. ``rebuild_damaged`` (a
+        writer about to rebuild the index, ``syncd reindex``): LanceDB tables that cannot be read
+        are removed, holding the home's lock, and the engine starts from an empty index."""
         self.home = home
         self.settings = settings
         self.read_only = read_only
@@ -117,8 +121,12 @@ class Engine:
                 location = home_index(home.root, settings)
                 if location is None and not read_only:
                     home.require_writable_state()
-                index = open_index(home.state_dir, inner.dim, inner.model_id, shared=read_only, location=location,
-                                   ann_min_rows=settings.vector_index_min_rows, looks_only=looks_only)  # fmt: skip
+
+                def opened() -> IndexBackend:
+                    return open_index(home.state_dir, inner.dim, inner.model_id, shared=read_only, location=location,
+                                      ann_min_rows=settings.vector_index_min_rows, looks_only=looks_only)  # fmt: skip
+
+                index = open_or_remove_damaged(opened, home.state_dir, rebuild_damaged and self._lock is not None)
             self.index = index
             if not read_only and self._owns_index:
                 claim_schema(home.root, index)
@@ -605,9 +613,17 @@ def open_engine(
     settings: Settings | None = None,
     embedder: Embedder | None = None,
     looks_only: bool = False,
+    rebuild_damaged: bool = False,
 ) -> Engine:
     """Open the home at ``home`` (default: settings.home, then the nearest enclosing home);
-    ``looks_only``: see :class:`Engine`."""
+    ``looks_only``, ``rebuild_damaged``: see :class:`Engine`."""
     settings = settings or Settings()
     root = Path(home) if home is not None else settings.home or find_home()
-    return Engine(Home(root), settings, read_only=read_only, embedder=embedder, looks_only=looks_only)
+    return Engine(
+        Home(root),
+        settings,
+        read_only=read_only,
+        embedder=embedder,
+        looks_only=looks_only,
+        rebuild_damaged=rebuild_damaged,
+    )

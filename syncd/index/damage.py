@@ -12,11 +12,20 @@ Nothing here imports LanceDB (the command line maps an error without loading it)
 
 from __future__ import annotations
 
+import logging
+import os
 import re
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import TypeVar
 
 from ..errors import IndexDamaged
 
-__all__ = ["LANCE_ERROR", "REMEDY", "damaged_index", "describe_error"]
+__all__ = ["LANCE_ERROR", "REMEDY", "damaged_index", "describe_error", "open_or_remove_damaged"]
+
+log = logging.getLogger(__name__)
+Opened = TypeVar("Opened")
 
 # How LanceDB's errors begin (a RuntimeError from its Rust core).
 LANCE_ERROR = "lance error:"
@@ -26,10 +35,11 @@ LANCE_ERROR = "lance error:"
 _SHORT_OF = (12, 23, 24)
 # LanceDB ends its messages with where in its Rust source they were raised: no use to a reader.
 _RUST_LOCATION = re.compile(r",?\s*/\S+\.rs:\d+:\d+")
-# Removing the folder under a running daemon is safe: it keeps answering from the rows it holds
-# in memory until the rebuild (which `syncd reindex` asks it for) swaps the new tables in.
+# `syncd reindex` removes tables it cannot read (open_or_remove_damaged) and builds them anew;
+# beside a running daemon, which keeps answering from the rows it holds in memory, it asks the
+# daemon, whose rebuild swaps the new tables in.
 REMEDY = (
-    "it is derived from the markdown: remove the home's .syncd/index folder and run `syncd reindex` "
+    "it is derived from the markdown: run `syncd reindex` to rebuild it "
     "(the embedding cache beside it keeps every vector, so nothing is embedded again)"
 )
 
@@ -51,3 +61,22 @@ def damaged_index(exc: BaseException) -> IndexDamaged | None:
     found = IndexDamaged(f"the index cannot be read ({describe_error(exc)}); {REMEDY}")
     found.__cause__ = exc
     return found
+
+
+def open_or_remove_damaged(opened: Callable[[], Opened], state_dir: Path, remove: bool) -> Opened:
+    """``opened()``, the index under ``state_dir``; when that finds its LanceDB tables damaged
+    and ``remove`` (the caller holds the home's lock and rebuilds next: ``syncd reindex``), the
+    ``index`` folder is removed and ``opened()`` makes an empty index instead. It is renamed
+    aside first, so that a kill halfway never leaves part of a folder to be read as an index;
+    the embedding cache beside it is kept, and the rebuild embeds nothing again."""
+    try:
+        return opened()
+    except Exception as exc:
+        if not remove or damaged_index(exc) is None:
+            raise
+        log.warning("the index cannot be read (%s): removing it to rebuild it", describe_error(exc))
+    aside = state_dir / "index.damaged"
+    shutil.rmtree(aside, ignore_errors=True)
+    os.replace(state_dir / "index", aside)
+    shutil.rmtree(aside, ignore_errors=True)
+    return opened()
