@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 import syncd
 from syncd.api.schemas import BlockUpdateInput
 from syncd.config import Settings
-from syncd.errors import InvalidInputError
+from syncd.errors import GitBusyError, InvalidInputError
 from syncd.memory import MemoryBlockUpdateTool, MemoryManager
 from syncd.memory.tools import update_block
 
@@ -257,3 +257,35 @@ def test_any_interleaving_of_appends_keeps_every_line(manager, home, engine, sch
         assert [line for line in _lines(block.content) if line.startswith("Mine")] == mine
     assert set(_lines((home / rel).read_text())) == expected
     assert set(_lines(git(home, "show", f"HEAD:{rel}"))) == expected
+
+
+def test_a_refused_append_whose_line_a_stash_pop_brings_back_is_never_the_agents_commit(manager, home, engine):
+    """The person's `git stash` takes an agent's appended line out of the tree under its commit,
+    so the append is refused ("nothing of this change was committed"); their `git stash pop`
+    brings the line back, and a commit of the home (the daemon's, committing the pop) takes it
+    in before the refused group is undone. That commit named the agent, whose intent for those
+    bytes was still recorded: `git log` blamed the agent for a line it was told was not kept.
+    The line is the person's now (it came back from their stash); the append stays refused."""
+    asyncio.run(update_block(manager, _append("user", "First line."), "ana"))
+    writes = engine.writes
+    real_pass, real_undo = writes._queue._commit, writes._undo
+
+    def stash_under_the_pass(paths):
+        git(home, "stash", "push", "-q")
+        return real_pass(paths)
+
+    def pop_and_commit_before_the_undo(group, put_back=True):
+        git(home, "stash", "pop", "-q")
+        writes.commit_editor(None)
+        return real_undo(group, put_back)
+
+    writes._queue._commit, writes._undo = stash_under_the_pass, pop_and_commit_before_the_undo
+    try:
+        with pytest.raises(GitBusyError, match="changed under the commit"):
+            asyncio.run(update_block(manager, _append("user", "Second line."), "ana"))
+    finally:
+        writes._queue._commit = real_pass
+        del writes._undo
+    sources = git(home, "log", "-S", "Second line.", "--format=%(trailers:key=Syncd-Source,valueonly)", "--", BLOCK)
+    assert sources.split() == ["editor"], sources
+    assert "Second line." in git(home, "show", f"HEAD:{BLOCK}")

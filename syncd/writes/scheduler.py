@@ -432,9 +432,21 @@ class WritePath:
         person's `git commit -a` over them): then the group is committed and acknowledged, and
         what it kept of its own (its journal, intents, expected shas) goes as an undo's would,
         its files left as they are: what the tree still holds of the group's writes is committed
-        (a file put back there would undo, at the next commit, a line it took out)."""
-        if not group.written.keys() <= group.changed.keys() or not head_holds(self.home.root, group.changed):
+        (a file put back there would undo, at the next commit, a line it took out).
+
+        Looked at holding the commit stage, with the group's intents forgotten first: a commit of
+        this process (the daemon's commit of a `git stash pop` that brought the group's bytes
+        back, another group's commit of the file as someone else's change) either came before
+        and, finding the intent, named the agent (HEAD holds the change: acknowledged), or comes
+        after and names the person, from whose stash the bytes came back. Looked at without the
+        stage, a commit between the look and the undo named the agent for a write that was then
+        answered "nothing of this change was committed"."""
+        if not group.written.keys() <= group.changed.keys():
             return False
+        with self._queue.commit_stage():
+            drop_intents(self.home, group.written)
+            if not head_holds(self.home.root, group.changed):
+                return False
         log.info("a commit made meanwhile took in %s as written: acknowledged", ", ".join(sorted(group.written)))
         self._undo(group, put_back=False)
         return True
