@@ -267,6 +267,8 @@ def test_a_refused_append_whose_line_a_stash_pop_brings_back_is_never_the_agents
     bytes was still recorded: `git log` blamed the agent for a line it was told was not kept.
     The line is the person's now (it came back from their stash); the append stays refused."""
     asyncio.run(update_block(manager, _append("user", "First line."), "ana"))
+    # White-box: the person's stash and pop are run where they race, inside the commit pass and
+    # just before the undo, since a test cannot time real git commands into those instants.
     writes = engine.writes
     real_pass, real_undo = writes._queue._commit, writes._undo
 
