@@ -4,6 +4,7 @@ never turns into a commit deleting acknowledged facts (syncd/writes/rewind.py)."
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import subprocess
 from pathlib import Path
@@ -650,3 +651,32 @@ def test_a_daemon_starting_puts_back_a_dropped_commit_whose_file_its_index_alrea
     assert (home / rel).read_text() == "# Page\n"  # as the index holds it
     with running_daemon(home, embedder):
         wait_for(lambda: "Kept by syncd." in git(home, "show", f"HEAD:{rel}"), 30, "the dropped commit put back")
+
+
+def test_a_sessions_json_files_a_dropped_commit_made_are_merged_back_as_json(home):
+    """A dropped commit of syncd's made a session's files that the tree now holds otherwise (the
+    turn ran again after the abort): merged back line by line without a base, HEAD's lines came
+    after the closing brace, and session.json was no longer JSON ("Extra data"), so the next
+    turn of the session failed with ParseError. Merged by their kind, they stay JSON."""
+    from syncd.writes.rewind import _merged_back  # white-box: the merge the put-back writes
+
+    folder = "memory/users/bob/sessions/s3"
+    base = git(home, "rev-parse", "HEAD").strip()
+
+    def session(active: str, turns: int) -> str:
+        fields = {"created_at": "2026-12-07T05:00:00+00:00", "last_active_at": active, "turn_count": turns}
+        return json.dumps(fields, indent=2) + "\n"
+
+    write(home, f"{folder}/session.json", session("2026-12-07T05:01:00+00:00", 1))
+    write(home, f"{folder}/transcript.jsonl", '{"role": "user", "content": "first"}\n')
+    git(home, "add", "-A")
+    git(home, "commit", "-qm", "a turn of syncd's that a git command then dropped")
+    dropped = git(home, "rev-parse", "HEAD").strip()
+    git(home, "reset", "-q", "--hard", base)
+    write(home, f"{folder}/session.json", session("2026-12-07T05:02:00+00:00", 1))
+    write(home, f"{folder}/transcript.jsonl", '{"role": "user", "content": "again"}\n')
+    merged = _merged_back(home, base, dropped, {})
+    meta = json.loads(merged[f"{folder}/session.json"].data)
+    assert meta["last_active_at"] == "2026-12-07T05:02:00+00:00"
+    lines = merged[f"{folder}/transcript.jsonl"].data.decode().splitlines()
+    assert [json.loads(line)["content"] for line in lines] == ["again", "first"]

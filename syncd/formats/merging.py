@@ -40,6 +40,7 @@ __all__ = [
     "callouts_for_conflicts",
     "merge_appends",
     "merge_daily_log",
+    "merge_json_kind",
     "merge_session_meta",
     "merge_state",
 ]
@@ -237,6 +238,21 @@ def merge_session_meta(base: str, ours: str, theirs: str) -> Merged:
     if "flushed" in out:
         out["flushed"] = list(dict.fromkeys(flushed))
     return Merged(json.dumps(out, ensure_ascii=False, indent=2, sort_keys=True) + "\n")
+
+
+def merge_json_kind(name: str, base: str | None, ours: str, theirs: str) -> Merged | None:
+    """The merge of a session's JSON files by the file's ``name``: a transcript (``.jsonl``) by
+    :func:`merge_appends`, ``session.json`` by :func:`merge_session_meta`, another ``.json``
+    (agent state) by :func:`merge_state`; None for any other file. Git's line merges would
+    make them invalid JSON (both sides' lines of one object). Without a ``base`` (the file is
+    new on both sides) the later side's fields stand: counts cannot be added from nothing."""
+    if name.endswith(".jsonl"):
+        return merge_appends(base or "", ours, theirs)
+    if name == "session.json" and base is not None:
+        return merge_session_meta(base, ours, theirs)
+    if name.endswith(".json"):
+        return merge_state(base or "", ours, theirs)
+    return None
 
 
 def callouts_for_conflicts(text: str, theirs_label: str) -> Merged:

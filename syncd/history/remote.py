@@ -47,10 +47,8 @@ from ..formats.merging import (
     MARKER_SIZE,
     Merged,
     callouts_for_conflicts,
-    merge_appends,
     merge_daily_log,
-    merge_session_meta,
-    merge_state,
+    merge_json_kind,
 )
 from ..home import classify_path, common_git_dir, git_dir
 from .git import head_sha, identity_env, run_git
@@ -595,15 +593,11 @@ def merge_driver(base: Path, ours: Path, theirs: Path, rel: str) -> Merged:
         except UnicodeDecodeError:
             texts = []
             break
-    name = PurePosixPath(rel).name
+    by_kind = merge_json_kind(PurePosixPath(rel).name, *texts) if texts else None
     if texts and classify_path(rel).kind == "daily_log":
         merged = merge_daily_log(texts[0], texts[1], texts[2], rel)
-    elif texts and name.endswith(".jsonl"):
-        merged = merge_appends(*texts)
-    elif texts and name == "session.json":
-        merged = merge_session_meta(*texts)
-    elif texts and name.endswith(".json"):
-        merged = merge_state(*texts)
+    elif by_kind is not None:
+        merged = by_kind
     else:
         out = run_git(
             Path.cwd(),

@@ -53,9 +53,10 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from ..errors import ConflictError, GitBusyError, HistoryError, StorageError, SyncdError
+from ..formats.merging import merge_json_kind
 from ..history.git import run_git
 from ..history.intents import Intent, record_intent
 from ..history.objects import committed_blob
@@ -612,10 +613,22 @@ def _merged_back(root: Path, base: str, dropped: str, earlier: dict[str, Merged]
         if now is None or now == was:
             found[rel] = Merged(then, over)
         elif all(_is_text(data) for data in (then, was, now) if data is not None):
-            found[rel] = Merged(merge_back(root, then, was, now), over)
+            found[rel] = Merged(_merge_text(root, rel, then, was, now), over)
         else:  # a picture, say, changed since: lines cannot be merged, and the newer one stays
             log.warning("did not put back %s (not text, and changed since): the dropped commit has it", rel)
     return found
+
+
+def _merge_text(root: Path, rel: str, then: bytes, was: bytes | None, now: bytes) -> bytes:
+    """``now`` (the tree's) with the dropped commit's ``then`` merged in over ``was``: a
+    session's JSON files by their kind (a line merge of two versions of one JSON object is not
+    JSON: without a base it put the tree's lines after the closing brace), the rest keeping
+    both sides' lines."""
+    text = {data: data.decode("utf-8") for data in (then, now, was) if data is not None}
+    by_kind = merge_json_kind(PurePosixPath(rel).name, None if was is None else text[was], text[now], text[then])
+    if by_kind is not None:
+        return by_kind.text.encode("utf-8")
+    return merge_back(root, then, was, now)
 
 
 def _is_text(data: bytes) -> bool:
