@@ -91,6 +91,10 @@ def test_a_failing_flush_leaves_the_context_uncompressed_and_says_so(engine, hom
     events = [r["meta"].get("event") for r in read_transcript_file(engine.home, "ana", "s-8")]
     assert events == ["flush", "flush_failed"]
     assert not engine.search("tea shop", user_id="ana", kind="fact")
+    info = read_session_info(engine.home, "ana", "s-8")  # the count outlives the process
+    assert info.flush_failures == 1 and info.flushed == ()
+    assert run(compressor.compress_context(Agent(list(steps)))) is False
+    assert read_session_info(engine.home, "ana", "s-8").flush_failures == 2
 
 
 def test_the_same_steps_are_never_flushed_twice(engine, home):

@@ -182,6 +182,9 @@ def test_a_turn_past_the_context_budget_flushes_first_then_commits_the_turn_with
     assert len(state["steps"]) == 4 and "twelve hives" in json.dumps(state["steps"])
     events = [e.get("meta", {}).get("event") for e in read_transcript_file(manager.home, "ana", "s-c")]
     assert events == ["flush", None, None]  # the flush's record, then the turn's two lines
+    meta = json.loads(turn.tree["memory/users/ana/sessions/s-c/session.json"].data_stream.read())
+    assert meta["compressions"] == 1 and meta["turn_count"] == 1 and len(meta["flushed"]) == 1
+    assert meta["flush_failures"] == 0
 
 
 def test_a_turn_another_run_recorded_while_this_one_compressed_says_the_agent_was_compressed(engine, home):

@@ -30,7 +30,7 @@ from ..formats.transcripts import make_entry
 from ..history.intents import Intent
 from ..home import validate_id
 from ..memory.extraction import ConversationTurn, ExtractedTurn, complete
-from .files import load_session_info, new_session_info, utc_now, write_session_info
+from .files import SessionInfo, load_session_info, new_session_info, utc_now, write_session_info
 from .serializer import agent_steps, plain_steps
 from .transcripts import TranscriptManager
 
@@ -217,6 +217,9 @@ class ContextCompressor:
                         {"digest": digest},
                         now,
                     )
+                    await self._update_session(
+                        user, chat, session, now, lambda info: replace(info, flush_failures=info.flush_failures + 1)
+                    )
                 return False
             facts = await self.memory.remember_extracted(
                 extracted,
@@ -228,7 +231,9 @@ class ContextCompressor:
                 key_facts=key_facts,
             )
             if session is not None:
-                await self._remember_flush(digest, user, chat, session, now)
+                await self._update_session(
+                    user, chat, session, now, lambda info: replace(info, flushed=(*info.flushed, digest))
+                )
         # Only once the group is kept: marked before, a group undone left the steps taken for
         # flushed, and the next compression summarised them away with their facts never kept.
         self._flushed.add(digest)
@@ -243,10 +248,20 @@ class ContextCompressor:
         written = await asyncio.to_thread(self.transcripts.append_entries, session, [entry], user_id=user)
         return written[0]
 
-    async def _remember_flush(self, digest: str, user: str, chat: str | None, session: str, now: dt.datetime) -> None:
+    async def _update_session(
+        self,
+        user: str,
+        chat: str | None,
+        session: str,
+        now: dt.datetime,
+        change: Callable[[SessionInfo], SessionInfo],
+    ) -> None:
+        """Write ``change`` of the session's fields (a flush done, a flush failed) in the flush's
+        group, so that it is committed, or undone, with the flush's record."""
+
         def update() -> None:
             info = load_session_info(self.memory.home, user, session) or new_session_info(user, session, now, chat)
-            write_session_info(self.memory.engine, replace(info, flushed=(*info.flushed, digest)))
+            write_session_info(self.memory.engine, change(info))
 
         await asyncio.to_thread(update)
 

@@ -70,7 +70,9 @@ def readable(value: Any) -> Any:
 @dataclass(frozen=True)
 class SessionInfo:
     """The lifecycle fields of one session, as ``session.json`` holds them (ISO timestamps).
-    ``flushed`` are digests of step runs already flushed to memory, so a flush never repeats."""
+    ``flushed`` are digests of step runs already flushed to memory, so a flush never repeats;
+    ``flush_failures`` counts pre-compaction flushes whose extraction failed (the context then
+    stays uncompressed), ``compressions`` the turns recorded with the agent's context compressed."""
 
     user: str
     session: str

@@ -245,13 +245,14 @@ class SessionRunner:
                 snapshot = AgentState(serialized_at=now.isoformat(timespec="seconds"))
             if snapshot is not None:
                 await asyncio.to_thread(self.states.write_state, session, snapshot, user_id=user)
-            # Re-read: the compressor may have recorded a flush in session.json meanwhile.
+            # Re-read: the compressor may have recorded a flush (or a failed one) meanwhile.
             latest = await asyncio.to_thread(read_session_info, self.home, user, session)
             if latest is not None:
-                info = replace(info, flushed=latest.flushed)
+                info = replace(info, flushed=latest.flushed, flush_failures=latest.flush_failures)
             info = replace(
                 info,
                 turn_count=info.turn_count + 1,
+                compressions=info.compressions + (1 if compressed else 0),
                 last_active_at=now.isoformat(timespec="milliseconds"),
                 chat=chat or info.chat,
             )
