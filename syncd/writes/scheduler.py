@@ -29,8 +29,6 @@ from ..errors import (
 from ..history.git import (
     busy_state,
     check_tree_writable,
-    git_fingerprint,
-    git_last_moved,
     head_sha,
     operation_in_progress,
 )
@@ -53,6 +51,7 @@ from .handoff import Handed, TakeOver, daemon_gone_look, deferred, still_late, w
 from .journal import GroupJournal, Original, held_paths, recover_abandoned
 from .queue import CommitQueue
 from .rewind import PutBack, find_rewound, head_holds, undo_would_uncommit
+from .settle import GitSettle
 from .turn import FairLock
 
 __all__ = ["Indexer", "WritePath"]
@@ -120,14 +119,8 @@ class WritePath:
         # The sha each path was last written with by a group of ours: what its commit must hold
         # (written under the write turn; read by the commit pass of the groups that wrote it).
         self._expected: dict[str, str] = {}
-        # git's state right after our last commit pass: a daemon that finds git so knows the
-        # last move of HEAD and of the index was ours, not a git command of the person's.
-        self.last_commit_fingerprint: tuple | None = None
-        # When git was last moved by someone else (wall clock, as git's files say): for a while
-        # after, a write checks that the file it builds on was not rewound by that git command
-        # (rewind.py). The time of the move, not of our noticing it: a commit made before this
-        # engine started is nothing to watch for.
-        self._foreign_moved = float("-inf")
+        # When git is settled enough to commit, and when someone else last moved it.
+        self._settle = GitSettle(home, settings)
         # What git commands took out of the tree or the branch, written back (by a lock holder).
         self.put_back = PutBack(home)
 
@@ -182,7 +175,7 @@ class WritePath:
         the quiet time after every pass of the others, each holding the write turn as it
         waited."""
         if group.mode != "handoff" and not self._queue.committing():
-            self._await_settled(time.monotonic() + self.settings.lock_wait_s)
+            self._settle.wait(time.monotonic() + self.settings.lock_wait_s)
 
     def _await_unheld(self, rel: str, group: ChangeGroup) -> None:
         """Handed to a daemon: wait while a group of another process (the daemon's own API, say)
@@ -231,9 +224,9 @@ class WritePath:
         memory): a stash's clean can take one out whenever, and a write starting it anew would
         delete what HEAD holds of it however long after."""
         gone = not os.path.lexists(self.home.root / rel)
-        if not gone and time.time() - self._foreign_moved > _REWIND_WATCH_S:
+        if not gone and time.time() - self._settle.foreign_moved > _REWIND_WATCH_S:
             return
-        if not gone and git_fingerprint(self.home.root) == self.last_commit_fingerprint:
+        if not gone and self._settle.as_we_left_it():
             return  # git's index is as our last pass left it: nothing rewound since
         rewound = find_rewound(self.home.root, [rel])
         if rel in rewound and gone:
@@ -558,7 +551,7 @@ class WritePath:
         a lock a git command of the user's holds for a moment (up to ``lock_wait_s``)."""
         deadline = time.monotonic() + self.settings.lock_wait_s
         while True:
-            self._await_settled(deadline)
+            self._settle.wait(deadline)
             try:
                 self._commit(paths, expected)
                 return
@@ -586,29 +579,8 @@ class WritePath:
                 time.sleep(_POLL_S)
 
     def settle_due(self, quiet_s: float | None = None) -> float:
-        """Seconds until git counts as settled (0: it is): a git command of the person's (a
-        merge, a stash, a checkout) moves HEAD or rewrites the index and the tree in steps,
-        dropping its lock between them (a merge writes MERGE_HEAD only after it let go of the
-        index), and a commit made between two steps would record a half-rewritten tree, or
-        move HEAD under a command that read it already. Settled: git's HEAD and index file have
-        not moved for ``quiet_s`` (default ``commit_quiet_ms``), or their last move was our
-        own commit pass."""
-        quiet_s = self.settings.commit_quiet_ms / 1000 if quiet_s is None else quiet_s
-        seen = git_fingerprint(self.home.root)
-        if seen is None or seen == self.last_commit_fingerprint:
-            return 0.0
-        moved = git_last_moved(self.home.root) or 0.0
-        self._foreign_moved = max(self._foreign_moved, moved)
-        return max(0.0, moved + quiet_s - time.time())
-
-    def _await_settled(self, deadline: float) -> None:
-        while (due := self.settle_due()) > 0:
-            if time.monotonic() + due > deadline:
-                raise GitBusyError(
-                    "git kept changing (a git command of yours is running); nothing of this "
-                    "change was kept, retry once it is done"
-                )
-            time.sleep(min(due, _POLL_S))
+        """Seconds until git counts as settled enough to commit (0: it is): see settle.py."""
+        return self._settle.due(quiet_s)
 
     def commit_editor(self, paths: Iterable[str] | None, expected: dict[str, str] | None = None) -> list[str]:
         """The one way anything is committed (our groups' passes, the daemon's batches, ``syncd
@@ -636,7 +608,7 @@ class WritePath:
         try:
             return commit_changes(self.home, self.settings, None if paths is None else sorted(paths), expected)
         finally:
-            self.last_commit_fingerprint = git_fingerprint(self.home.root)
+            self._settle.committed()
 
     # -- reading one's writes, waiting ----------------------------------------------------------------
 
@@ -806,7 +778,7 @@ class WritePath:
             # Between the steps of a git command (see settle_due) the tree is half rewritten:
             # merged into then, its lines would ride along. Waited out for a moment (the home's
             # lock is held meanwhile, and the change's own write waits for git too), else later.
-            self._await_settled(time.monotonic() + _PUT_BACK_SETTLE_S)
+            self._settle.wait(time.monotonic() + _PUT_BACK_SETTLE_S)
         except GitBusyError:
             return  # what it aborts is looked at once git settles (not looked at till then)
         written = self.put_back.dropped(self._commit_as_is)
