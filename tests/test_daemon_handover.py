@@ -10,6 +10,7 @@ in its own process, real git, LanceDB and the bundled model.
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import signal
 import subprocess
 import sys
@@ -25,7 +26,7 @@ from syncd.config import Settings
 from syncd.errors import SyncdError
 
 from .daemon_helpers import git, start_cli_daemon, wait_for
-from .helpers import assert_matches_rebuild
+from .helpers import assert_matches_rebuild, write
 
 pytestmark = pytest.mark.slow
 
@@ -402,6 +403,39 @@ def test_a_handed_change_whose_line_the_running_daemon_committed_out_is_refused_
             daemon.wait(30)
             adding.join(90)
         assert answered, "the writer still waited once HEAD showed its line gone"
+        assert outcome and isinstance(outcome[0], OverwrittenError), outcome
+        assert "Flies a red kite." not in _committed_text(home) + _tree_text(home)
+    finally:
+        daemon.kill()
+        daemon.wait(30)
+
+
+def test_a_handed_change_the_person_checked_out_of_the_file_is_refused_in_seconds(home, embedder):
+    """The person runs `git checkout -- <log>` before the daemon's commit: the file is HEAD's
+    again, HEAD never moves, and no commit will ever hold the agent's line. The writer waited
+    out the whole ``lock_wait_s`` (here 300 s) for HEAD to move; it now says OverwrittenError
+    once the file has stayed HEAD's for a moment (an editor's save passes through no such state)."""
+    from syncd.errors import OverwrittenError
+    from syncd.memory import MemoryManager
+
+    today = dt.datetime.now(dt.UTC).date().isoformat()
+    rel = f"memory/users/ana/{today}.md"
+    write(home, rel, f"# {today}\n\n## 08:00\n- [note] Keeps a tidy desk.\n")
+    git(home, "add", "--", rel)
+    git(home, "commit", "-qm", "the person's own note")
+    daemon = _stopped_daemon(home, embedder)
+    try:
+        with MemoryManager(home, Settings(lock_wait_s=300), embedder=embedder) as memory:
+            outcome, _, adding = _add_handed_to_the_daemon(home, memory)
+            assert "Flies a red kite." in (home / rel).read_text()
+            git(home, "checkout", "--", rel)
+            daemon.send_signal(signal.SIGCONT)  # nothing to commit: the file is HEAD's
+            adding.join(60)
+            answered = not adding.is_alive()
+            daemon.kill()  # lets the old code's writer end (takeover, then OverwrittenError)
+            daemon.wait(30)
+            adding.join(90)
+        assert answered, "the writer still waited for a commit no one will make"
         assert outcome and isinstance(outcome[0], OverwrittenError), outcome
         assert "Flies a red kite." not in _committed_text(home) + _tree_text(home)
     finally:

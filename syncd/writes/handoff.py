@@ -24,6 +24,10 @@ _POLL_S = 0.02
 # How often, at most, it looks whether the commits since its write show the change gone for good
 # (a few git processes; at once whenever HEAD holds a new version of the file).
 _VERDICT_S = 0.5
+# How long a file must stay exactly as HEAD holds it, HEAD unmoved since the write, before the
+# change counts as lost (`git checkout -- <file>`, `git restore`): an editor saving by truncating
+# and rewriting never shows HEAD's bytes for that long unless that is what it saved.
+_REVERTED_FOR_S = 2.0
 # How many of the newest stash entries are looked at for lines a `git stash` holds for a moment.
 _STASH_DEPTH = 10
 # How many of the newest commits that took the file away are looked at for where they moved it.
@@ -61,8 +65,10 @@ class Handed:
     Lost (``lost``) means HEAD shows the change gone for good: the branch moved on from ``base``
     with commits of the file none of which holds the change, and nothing that could still bring
     it back holds it either: not the file (nor the file a commit renamed it to), not a stash entry (a `git stash` keeps uncommitted
-    lines for its pop), not a git command under way (an autostash, a rebase). The writer is told
-    at once (OverwrittenError) instead of waiting out ``lock_wait_s``."""
+    lines for its pop), not a git command under way (an autostash, a rebase). Or HEAD never moved
+    and the file went back to HEAD's version (`git checkout -- <file>`): nothing holds the change
+    and no commit ever will, once the file has stayed so for ``_REVERTED_FOR_S`` (nor a stash
+    keeps it). The writer is told then (OverwrittenError) instead of waiting out ``lock_wait_s``."""
 
     def __init__(self, root: Path, rel: str, sha: str, before: bytes | None, after: bytes, base: str | None = None):
         self.root, self.rel, self.sha = root, rel, sha
@@ -71,6 +77,7 @@ class Handed:
         self.lost = False
         self._looked: str | None = None  # HEAD's last blob of the file whose bytes were looked at
         self._next_verdict = 0.0  # when the history is looked at next (monotonic)
+        self._reverted_since: float | None = None  # since when the file is HEAD's, HEAD unmoved
 
     def landed(self) -> bool:
         """Whether a commit holds the change: HEAD's blob of the file each time (one git
@@ -109,10 +116,13 @@ class Handed:
         assert self.base is not None
         root = self.root
         if self.kept() or busy_state(root) is not None or _autostash_pending(root):
+            self._reverted_since = None
             return "waiting"
         try:
             head = head_sha(root)
-            if head is None or head == self.base:
+            if head == self.base:
+                return self._reverted()
+            if head is None:
                 return "waiting"
             # A branch set back or rewritten (a rebase's abort, a reset) is not "moved on": what
             # it dropped may be put back (rewind.py).
@@ -146,6 +156,22 @@ class Handed:
         except (GitBusyError, HistoryError):
             return "waiting"
         return "lost"
+
+    def _reverted(self) -> Literal["lost", "waiting"]:
+        """HEAD has not moved since the write and the file does not hold the change: "lost" once
+        the file has been exactly HEAD's version (or, new with the write, absent as HEAD has it)
+        for ``_REVERTED_FOR_S``, with no stash entry keeping the change; looked at again until then."""
+        try:
+            reverted = file_blob_sha(self.root / self.rel) == blob_at_head(self.root, self.rel)
+        except OSError:
+            reverted = False
+        if not reverted or any(self._holds(data) for data in _versions(self.root, _stashed_specs(self.root, self.rel))):
+            self._reverted_since = None
+            return "waiting"
+        now = time.monotonic()
+        if self._reverted_since is None:
+            self._reverted_since = now
+        return "lost" if now - self._reverted_since >= _REVERTED_FOR_S else "waiting"
 
     def _kept_at(self, rel: str) -> bool:
         """Whether the file ``rel`` on disk holds the change (the file it was moved to)."""
