@@ -15,7 +15,7 @@ import pytest
 
 import syncd
 from syncd.daemon.sharing import read_remote_state
-from syncd.engine.sharing import pull
+from syncd.engine.sharing import pull, push
 from syncd.errors import HistoryError, RemoteRefused
 from syncd.home import Home
 
@@ -66,6 +66,24 @@ def test_a_remote_on_a_drive_not_mounted_is_retried_and_shared_again_once_back(t
     finally:
         daemon.send_signal(signal.SIGTERM)
         daemon.wait(60)
+
+
+def test_a_push_url_on_a_drive_not_mounted_is_retried_though_the_fetch_url_is_there(tmp_path, embedder):
+    """A remote fetched from one place and pushed to another (``remote.origin.pushurl``, a backup
+    drive): the push to the unplugged drive was judged by the fetch URL, which is there and is
+    a repository, so it read as a refusal for good and a daemon stopped sharing."""
+    remote, (a_root, _b) = shared_homes(tmp_path, embedder)
+    drive = tmp_path / "backup-drive" / "mem.git"
+    subprocess.run(["git", "clone", "-q", "--bare", str(remote), str(drive)], check=True)
+    subprocess.run(["git", "-C", str(a_root), "config", "remote.origin.pushurl", str(drive)], check=True)
+    drive.parent.rename(tmp_path / "backup-drive.unmounted")  # the drive is unplugged
+    write(a_root, "vault/Trip.md", "# Trip\n\nWritten while the drive was out.\n")
+    with syncd.open(a_root, embedder=embedder) as engine:
+        engine.sync()
+        engine.commit()
+        with pytest.raises(HistoryError, match="is not there now") as raised:
+            push(engine, "origin")
+        assert not isinstance(raised.value, RemoteRefused)
 
 
 # What git prints when an ssh server does not take the key offered (the suite has no ssh server to

@@ -141,8 +141,15 @@ _PASSING_REJECTION = re.compile(r"\((failed to update ref|failed to lock|cannot 
 
 def _failed(root: Path, remote: str, command: str, detail: str) -> HistoryError:
     """The error of a fetch or push that git could not do: RemoteRefused when only someone's
-    action (the URL, the credentials) can make it work (remote_failures.py)."""
-    return failed(command, detail, root, remotes(root).get(remote))
+    action (the URL, the credentials) can make it work (remote_failures.py). Judged by the URL
+    git used: for a push, the remote's ``pushurl`` when it has one (git's own choice, rewrites
+    by ``insteadOf`` included)."""
+    try:
+        said = run_git(root, "remote", "get-url", *(["--push"] if command == "push" else []), remote)
+        url = said.decode("utf-8", "surrogateescape").splitlines()[0].strip() or None
+    except (GitBusyError, HistoryError, IndexError):
+        url = remotes(root).get(remote)
+    return failed(command, detail, root, url)
 
 
 def remotes(root: Path) -> dict[str, str]:
