@@ -324,3 +324,25 @@ def test_a_git_failure_while_the_persons_git_command_runs_is_waited_out_not_answ
     fact = asyncio.run(manager.add_memory("Keeps bees on the roof of the library.", "ana"))
     assert failed and fact is not None
     assert fact.content in git(home, "show", f"HEAD:memory/users/ana/{fact.timestamp[:10]}.md")
+
+
+def test_a_write_that_lost_its_compare_and_swap_leaves_no_intent_for_its_bytes(engine, home):
+    """The intent (the agent's name, its turn) is recorded before the bytes are written, so that
+    a commit right after the write finds it. A write that then lost its compare-and-swap wrote
+    nothing, yet left its intent: whenever the file came to hold those bytes later (the person's
+    save, a stash popped back), its commit named the agent, for bytes the agent never wrote."""
+    from syncd.errors import ConflictError
+
+    rel = "vault/Plans.md"
+    write(home, rel, "# Plans\n")
+    engine.sync()
+    engine.commit()
+    lost = b"# Plans\n\n- Sail to Corsica.\n"
+    intent = Intent(author="agent-007", summary="Plan a trip")
+    with pytest.raises(ConflictError):
+        engine.write_file(rel, lost, expected_sha="0" * 40, intent=intent)
+    (home / rel).write_bytes(lost)  # the person saves exactly those bytes
+    engine.sync()
+    engine.commit()
+    author, source = git(home, "log", "-1", "--format=%an%n%(trailers:key=Syncd-Source,valueonly)").split("\n")[:2]
+    assert (author, source) != ("agent-007", "api") and source == "editor", (author, source)

@@ -273,8 +273,15 @@ class WritePath:
             if recorded is not None:
                 # Handed to a daemon, the intent is for a commit that may come after a power cut.
                 record_intent(self.home, rel, sha, recorded, durable=group.mode == "handoff")
-            before = read_memory_file(self.home.root, rel)
-            put(group.mode == "handoff")
+            try:
+                before = read_memory_file(self.home.root, rel)
+                put(group.mode == "handoff")
+            except BaseException:
+                # Nothing written (a compare-and-swap that lost, say): an intent left for these
+                # bytes would name this agent for whoever's file comes to hold them later.
+                if recorded is not None and group.written.get(rel) != sha:
+                    drop_intents(self.home, {rel: sha})
+                raise
             group.changed[rel] = (group.changed[rel][0] if rel in group.changed else before, after(before))
             group.written[rel] = sha
             self._expected[rel] = sha
