@@ -309,3 +309,35 @@ def test_a_damaged_index_is_one_line_naming_the_remedy_for_every_command(home, e
     assert "Likes green tea." in run_main("search", "tea", "--home", str(home)).stdout
     assert run_main("status", "--home", str(home)).returncode == 0
     assert not (home / ".syncd" / "index.damaged").exists()
+
+
+def test_a_damaged_index_kept_elsewhere_by_a_link_is_rebuilt_by_every_reindex(home, embedder, tmp_path):
+    """`.syncd/index` a link to a folder elsewhere (a bigger disk), its tables damaged twice:
+    the first `syncd reindex` renamed the link aside and could not remove it (shutil.rmtree
+    refuses a link, silently), so every later one failed to rename the index onto it ("syncd:
+    error: Not a directory"), the remedy naming itself. Nothing is removed through the link."""
+    write(home, "memory/users/ana/2026-11-22.md", "# 2026-11-22\n\n## 10:00\n- [pref] Likes green tea.\n")
+    with syncd.open(home, embedder=embedder) as engine:
+        engine.sync()
+    state = home / ".syncd"
+    elsewhere = tmp_path / "bigger-disk" / "index"
+    elsewhere.parent.mkdir()
+    (state / "index").rename(elsewhere)
+    (state / "index").symlink_to(elsewhere)
+
+    def damage(index: Path) -> None:
+        for data in (index / "lance" / "entries.lance" / "data").iterdir():
+            os.truncate(data, 10)
+        for derived in ("rows.image", "files.sqlite"):  # else reindex never reads the tables
+            (index / derived).unlink(missing_ok=True)
+
+    damage(elsewhere)
+    left_there = [p.relative_to(elsewhere) for p in elsewhere.rglob("*")]
+    for _ in range(2):
+        rebuilt = run_main("reindex", "-q", "--home", str(home))
+        assert rebuilt.returncode == 0, rebuilt.stderr
+        assert "Likes green tea." in run_main("search", "tea", "--home", str(home)).stdout
+        damage(state / "index")
+    assert set(left_there) <= {p.relative_to(elsewhere) for p in elsewhere.rglob("*")}  # its open may add some
+    assert not (state / "index").is_symlink()
+    assert not any(p.name.startswith("index.damaged") for p in state.iterdir())

@@ -9,6 +9,7 @@ import json
 import subprocess
 from pathlib import Path
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -174,6 +175,18 @@ def test_session_meta_counts_the_turns_of_both_sides_and_keeps_the_later(
         assert got["turn_count"] == later["turn_count"]
     assert set(got["flushed"]) == set(ours_flushed) | set(theirs_flushed)
     assert len(got["flushed"]) == len(set(got["flushed"]))
+
+
+@pytest.mark.parametrize("reset", [0, 1])
+def test_session_meta_counts_the_failed_flushes_of_both_sides(reset):
+    """Each machine's failed pre-compaction flushes count in the merged session.json, a reset on
+    one side or not (a reset does not set them back): the later side's count alone lost the
+    other's."""
+    old, ours, theirs = (json.loads(_meta(1, minute)) for minute in (0, 10, 20))
+    old["flush_failures"], ours["flush_failures"], theirs["flush_failures"] = 1, 2, 4
+    theirs["resets"], theirs["turn_count"] = reset, 2 - reset
+    merged = merge_session_meta(json.dumps(old), json.dumps(ours), json.dumps(theirs))
+    assert json.loads(merged.text)["flush_failures"] == 1 + (2 - 1) + (4 - 1)
 
 
 def test_agent_state_the_later_serialized_wins_whatever_its_offset():

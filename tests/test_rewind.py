@@ -173,6 +173,26 @@ def test_a_file_committed_on_a_branch_the_person_left_is_not_put_back_on_the_nex
     assert git(home, "hash-object", str(home / log)).strip() == sha
 
 
+def test_a_file_the_person_renamed_or_git_rm_ed_under_our_commit_is_not_put_back(engine, home):
+    """The person renamed the page our commit pass just committed (Obsidian, `mv`) or ran `git
+    rm` on it while the pass ran: put back as HEAD has it, the rename became a copy of the page
+    and the removal was undone. Only a file git's index still holds, with its bytes nowhere else
+    in the tree (a stash's or a clean's race: see the daemon test below), is put back.
+    White-box: PutBack.taken_under_commit is what the commit pass calls on such a file."""
+    _agent_facts(engine, "Likes green tea.")
+    log = _log(home)
+    sha = git(home, "rev-parse", f"HEAD:{log}").strip()
+    renamed = home / "memory" / "users" / "ana" / "tea.md"
+    (home / log).rename(renamed)
+    PutBack(Home(home)).taken_under_commit(log, sha)
+    assert not (home / log).exists() and git(home, "hash-object", str(renamed)).strip() == sha
+    renamed.rename(home / log)
+    git(home, "rm", "-q", "--", log)
+    PutBack(Home(home)).taken_under_commit(log, sha)
+    assert not (home / log).exists()
+    assert git(home, "status", "--porcelain").strip() == f"D  {log}"
+
+
 def test_the_daemon_puts_back_a_file_a_stash_took_out_under_our_commit(home, embedder):
     with running_daemon(home, embedder) as run:
         run.settle()

@@ -235,3 +235,22 @@ def test_a_flush_before_a_sessions_first_turn_records_the_sessions_clock(engine,
     assert info["created_at"] == info["last_active_at"] == stamp and info["turn_count"] == 1, info
     records = read_transcript_file(manager.home, "ana", "s-t")
     assert {r["ts"][:10] for r in records} == {"2024-05-01"}, records  # the flush's line too
+
+
+def test_a_reset_starts_the_count_of_compressed_turns_anew_with_the_turn_count(engine, home):
+    """`compressions` counts the turns recorded with the context compressed, so it never passes
+    `turn_count`, and a reset sets both back (the remote merge adds both up the same way, and
+    takes the later side's after a reset): kept across it, one turn after a reset counted 1 of
+    1 turns and 1 compression for a turn whose context nobody compressed."""
+    clock = Clock(dt.datetime(2026, 3, 1, 10, 0, tzinfo=UTC))
+    manager = bee_keeping_manager(engine)
+    compressor = ContextCompressor(manager, session_id="s-r", max_context_tokens=300, keep_last_steps=2)
+    runner = SessionRunner(manager, compressor=compressor, policy=SessionPolicy(daily_reset_hour=4), clock=clock)
+    first = run(runner.process_turn("s-r", "I keep bees.", "Lovely!", user_id="ana", agent=agent_past_its_budget()))
+    assert first.compressed and (first.session.turn_count, first.session.compressions) == (1, 1)
+    clock.now += dt.timedelta(days=1)  # past 04:00 UTC: the next turn resets the session
+    small = type("Agent", (), {"steps": [{"type": "task", "task": "Say hello"}]})()
+    second = run(runner.process_turn("s-r", "next day", "morning", user_id="ana", agent=small))
+    assert second.reset == "daily_reset" and not second.compressed
+    meta = json.loads((home / "memory/users/ana/sessions/s-r/session.json").read_text())
+    assert (meta["turn_count"], meta["compressions"], meta["resets"]) == (1, 0, 1)

@@ -219,7 +219,8 @@ def merge_session_meta(base: str, ours: str, theirs: str) -> Merged:
     The transcript keeps both sides' turns (:func:`merge_appends`), so while neither side reset
     the session since the base, ``turn_count`` (and ``compressions``) is the base's plus the
     turns each side added; after a reset on either side the later side's count stands (the
-    turns before a reset do not count). Flushed step digests are kept from both, so no run is
+    turns before a reset do not count); failed flushes (``flush_failures``, never set back) are
+    the base's plus each side's new ones. Flushed step digests are kept from both, so no run is
     flushed to memory twice. A file that is not a JSON object falls back to :func:`merge_state`."""
     if theirs == base or theirs == ours:
         return Merged(ours)
@@ -234,6 +235,12 @@ def merge_session_meta(base: str, ours: str, theirs: str) -> Merged:
         for key in ("turn_count", "compressions"):
             if key in out:
                 out[key] = _count(mine, key) + _count(their, key) - _count(old, key)
+    # Failed flushes count over the session's whole life (a reset does not set them back): each
+    # side's new ones, whatever either side reset. The later side's alone lost the other's.
+    if "flush_failures" in out:
+        out["flush_failures"] = max(
+            0, _count(mine, "flush_failures") + _count(their, "flush_failures") - _count(old, "flush_failures")
+        )
     flushed = [d for side in (later, mine, their) for d in (side.get("flushed") or []) if isinstance(d, str)]
     if "flushed" in out:
         out["flushed"] = list(dict.fromkeys(flushed))

@@ -12,10 +12,12 @@ Nothing here imports LanceDB (the command line maps an error without loading it)
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import re
 import shutil
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
@@ -68,15 +70,38 @@ def open_or_remove_damaged(opened: Callable[[], Opened], state_dir: Path, remove
     and ``remove`` (the caller holds the home's lock and rebuilds next: ``syncd reindex``), the
     ``index`` folder is removed and ``opened()`` makes an empty index instead. It is renamed
     aside first, so that a kill halfway never leaves part of a folder to be read as an index;
-    the embedding cache beside it is kept, and the rebuild embeds nothing again."""
+    the embedding cache beside it is kept, and the rebuild embeds nothing again. A folder that
+    is a link is not followed: the link is removed, what it links to left as it is."""
     try:
         return opened()
     except Exception as exc:
         if not remove or damaged_index(exc) is None:
             raise
         log.warning("the index cannot be read (%s): removing it to rebuild it", describe_error(exc))
+    folder = state_dir / "index"
+    if folder.is_symlink():
+        # Kept elsewhere by a link (a bigger disk): nothing is removed through it (it may lead
+        # anywhere); the link goes, and the index is made anew under the home's .syncd/.
+        log.warning(
+            "the index folder is a link to %s: removing the link, leaving what it links to", os.readlink(folder)
+        )
+    # What an earlier removal left (a kill halfway, a link, files not ours to remove) is removed
+    # first; what of it stays takes no new name's place: a rename onto it fails ("Directory not
+    # empty", "Not a directory"), and every `syncd reindex` after it did.
+    for left in state_dir.glob("index.damaged*"):
+        _remove(left)
     aside = state_dir / "index.damaged"
-    shutil.rmtree(aside, ignore_errors=True)
-    os.replace(state_dir / "index", aside)
-    shutil.rmtree(aside, ignore_errors=True)
+    if os.path.lexists(aside):
+        aside = state_dir / f"index.damaged-{os.getpid()}-{time.time_ns()}"
+    os.replace(folder, aside)
+    _remove(aside)
     return opened()
+
+
+def _remove(path: Path) -> None:
+    """Remove ``path`` as far as we may: a link itself (never what it links to), else the tree."""
+    if path.is_symlink() or path.is_file():
+        with contextlib.suppress(OSError):
+            path.unlink()
+    else:
+        shutil.rmtree(path, ignore_errors=True)

@@ -275,8 +275,16 @@ class SessionRunner:
             return info, None, []
         entry = make_entry("system", f"session reset ({reason})", None, {"event": "reset", "reason": reason}, now)
         stamp = now.isoformat(timespec="milliseconds")
+        # ``compressions`` counts turns of this run of the session, as ``turn_count`` does (the
+        # remote merge adds them up alike): kept across a reset, it passed the turn count.
         info = replace(
-            info, created_at=stamp, turn_count=0, resets=info.resets + 1, last_reset_at=stamp, last_reset_reason=reason
+            info,
+            created_at=stamp,
+            turn_count=0,
+            compressions=0,
+            resets=info.resets + 1,
+            last_reset_at=stamp,
+            last_reset_reason=reason,
         )
         return info, reason, [entry]
 

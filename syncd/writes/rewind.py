@@ -541,12 +541,24 @@ class PutBack:
         the agent's name, deletes what was acknowledged (or the daemon commits the deletion as
         the person's). Put back as HEAD has it: nobody asked for the deletion (the stash keeps
         its own copy). Unless HEAD no longer holds it (a checkout of a branch without it): the
-        file went with the commit that has it."""
+        file went with the commit that has it; or the person asked for it: git's index no longer
+        holds it (`git rm`, `git mv`), or an untracked file holds its bytes (a rename)."""
+        root = self.home.root
         try:
-            if committed_blob(self.home.root, rel) != sha:
+            if committed_blob(root, rel) != sha:
                 log.info("not putting back %s: HEAD moved to a commit without it", rel)
                 return
-            data = run_git(self.home.root, "cat-file", "blob", sha)
+            # A `git rm` or `git mv` of the person's took it out of git's index too (a stash or a
+            # clean racing the pass leaves the entry the pass staged): theirs to make.
+            if _entries(root, "ls-files", "-s", "-z", "--", rel).get(rel) != sha:
+                log.info("not putting back %s: git's index no longer holds it (a git rm, a git mv)", rel)
+                return
+            # Renamed (in Obsidian, with `mv`): put back, the rename became a copy of the page.
+            moved = _untracked_copy(root, sha)
+            if moved is not None:
+                log.info("not putting back %s: it was moved to %s", rel, moved)
+                return
+            data = run_git(root, "cat-file", "blob", sha)
         except SyncdError as exc:
             log.info("did not put back %s, taken out of the tree under its commit: %s", rel, exc)
             return
@@ -565,6 +577,23 @@ class PutBack:
         # deletion sees a new file and indexes it again; with no daemon, the index never left
         # these bytes.
         log.warning("a git command took %s out of the tree while it was committed; put it back", rel)
+
+
+def _untracked_copy(root: Path, sha: str) -> str | None:
+    """An untracked file of the tree holding exactly blob ``sha`` (where a rename moved it), or
+    None. Files of another size are not read."""
+    size = int(run_git(root, "cat-file", "-s", sha))
+    for raw in run_git(root, "ls-files", "-o", "--exclude-standard", "-z").split(b"\0"):
+        other = raw.decode("utf-8", "surrogateescape")
+        try:
+            if not other or os.lstat(root / other).st_size != size:
+                continue
+            data = read_regular(root, other)
+        except (OSError, SyncdError):
+            continue
+        if data is not None and blob_sha(data) == sha:
+            return other
+    return None
 
 
 def _is_ancestor(root: Path, older: str, newer: str) -> bool:
