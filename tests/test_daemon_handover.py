@@ -378,12 +378,31 @@ def test_a_change_handed_to_a_daemon_whose_line_the_person_removed_before_its_co
         daemon.wait(30)
 
 
+def _answered_soon(adding: threading.Thread, daemon: subprocess.Popen) -> bool:
+    """Whether the handed add answered within 60 s, far less than its ``lock_wait_s`` (the old
+    code answered only at its end); then the daemon is killed, which lets such old code's writer
+    end too (takeover, then OverwrittenError)."""
+    adding.join(60)
+    answered = not adding.is_alive()
+    daemon.kill()
+    daemon.wait(30)
+    adding.join(90)
+    return answered
+
+
+def _refused_and_gone(home: Path, outcome: list[object]) -> None:
+    """The handed add was told OverwrittenError, and its line is in neither HEAD nor the tree."""
+    from syncd.errors import OverwrittenError
+
+    assert outcome and isinstance(outcome[0], OverwrittenError), outcome
+    assert "Flies a red kite." not in _committed_text(home) + _tree_text(home)
+
+
 def test_a_handed_change_whose_line_the_running_daemon_committed_out_is_refused_at_once(home, embedder):
     """The person deletes the agent's just-written line before the daemon's commit, and the
     daemon (running again) commits the file without it: no commit will ever hold the line. The
     writer went on waiting for HEAD to hold it until ``lock_wait_s`` ran out (here 300 s) and only
     then said OverwrittenError; it now says so as soon as HEAD shows the line gone for good."""
-    from syncd.errors import OverwrittenError
     from syncd.memory import MemoryManager
 
     daemon = _stopped_daemon(home, embedder)
@@ -396,15 +415,9 @@ def test_a_handed_change_whose_line_the_running_daemon_committed_out_is_refused_
             log.write_text("".join(kept))  # the person's editor takes the agent's line out
             daemon.send_signal(signal.SIGCONT)  # the daemon goes on and commits the file as it is
             wait_for(lambda: bool(git(home, "ls-tree", "HEAD", "--", rel).strip()), 60, "the daemon's commit")
-            # Far less than lock_wait_s: the old code answered only at its end.
-            adding.join(60)
-            answered = not adding.is_alive()
-            daemon.kill()  # lets the old code's writer end (takeover, then OverwrittenError)
-            daemon.wait(30)
-            adding.join(90)
+            answered = _answered_soon(adding, daemon)
         assert answered, "the writer still waited once HEAD showed its line gone"
-        assert outcome and isinstance(outcome[0], OverwrittenError), outcome
-        assert "Flies a red kite." not in _committed_text(home) + _tree_text(home)
+        _refused_and_gone(home, outcome)
     finally:
         daemon.kill()
         daemon.wait(30)
@@ -415,7 +428,6 @@ def test_a_handed_change_the_person_checked_out_of_the_file_is_refused_in_second
     again, HEAD never moves, and no commit will ever hold the agent's line. The writer waited
     out the whole ``lock_wait_s`` (here 300 s) for HEAD to move; it now says OverwrittenError
     once the file has stayed HEAD's for a moment (an editor's save passes through no such state)."""
-    from syncd.errors import OverwrittenError
     from syncd.memory import MemoryManager
 
     today = dt.datetime.now(dt.UTC).date().isoformat()
@@ -430,14 +442,9 @@ def test_a_handed_change_the_person_checked_out_of_the_file_is_refused_in_second
             assert "Flies a red kite." in (home / rel).read_text()
             git(home, "checkout", "--", rel)
             daemon.send_signal(signal.SIGCONT)  # nothing to commit: the file is HEAD's
-            adding.join(60)
-            answered = not adding.is_alive()
-            daemon.kill()  # lets the old code's writer end (takeover, then OverwrittenError)
-            daemon.wait(30)
-            adding.join(90)
+            answered = _answered_soon(adding, daemon)
         assert answered, "the writer still waited for a commit no one will make"
-        assert outcome and isinstance(outcome[0], OverwrittenError), outcome
-        assert "Flies a red kite." not in _committed_text(home) + _tree_text(home)
+        _refused_and_gone(home, outcome)
     finally:
         daemon.kill()
         daemon.wait(30)

@@ -653,8 +653,8 @@ def _merge_text(root: Path, rel: str, then: bytes, was: bytes | None, now: bytes
     session's JSON files by their kind (a line merge of two versions of one JSON object is not
     JSON: without a base it put the tree's lines after the closing brace), the rest keeping
     both sides' lines."""
-    text = {data: data.decode("utf-8") for data in (then, now, was) if data is not None}
-    by_kind = merge_json_kind(PurePosixPath(rel).name, None if was is None else text[was], text[now], text[then])
+    base = None if was is None else was.decode("utf-8")
+    by_kind = merge_json_kind(PurePosixPath(rel).name, base, now.decode("utf-8"), then.decode("utf-8"))
     if by_kind is not None:
         return by_kind.text.encode("utf-8")
     return merge_back(root, then, was, now)
