@@ -335,7 +335,7 @@ class Engine:
         of the whole file after the append."""
         return self.writes.append_file(rel, data, expected_size, intent)
 
-    # -- what the write path needs of the index (writes.scheduler.Indexer) ----------------------------
+    # -- what the write path needs of the index (writes.indexer.Indexer) ------------------------------
 
     def index_paths(self, wanted: Callable[[], list[str]]) -> list[str]:
         with self._indexing:

@@ -13,7 +13,6 @@ import os
 import time
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import Protocol
 
 from ..config import Settings
 from ..errors import (
@@ -48,6 +47,7 @@ from ..home import (
 )
 from .groups import ChangeGroup, current_group
 from .handoff import Handed, TakeOver, daemon_gone_look, deferred, still_late, wait_handed, wait_indexed
+from .indexer import Indexer
 from .journal import GroupJournal, Original, held_paths, recover_abandoned
 from .queue import CommitQueue
 from .rewind import PutBack, find_rewound, head_holds, undo_would_uncommit
@@ -72,27 +72,6 @@ _TAKEOVER_LOOK_S = 0.5
 _PUT_BACK_SETTLE_S = 1.5
 # How long after a git command of someone else's a write checks its file was not rewound by it.
 _REWIND_WATCH_S = 30.0
-
-
-class Indexer(Protocol):
-    """What the write path needs of the index (the engine provides it)."""
-
-    def index_paths(self, wanted: Callable[[], list[str]]) -> list[str]:
-        """Under the index's own lock, bring it in step with the files ``wanted()`` names (asked
-        once that lock is held) as they are on disk, searchable at once; returns those paths."""
-
-    def index_applied(self) -> int:
-        """A receipt: how many applies the index has taken so far."""
-
-    def wait_index_written(self, applied: int) -> None:
-        """Wait until the index's tables hold every apply up to ``applied`` (raises its failure)."""
-
-    def indexed_sha(self, rel: str) -> str | None:
-        """The sha the index reflects for ``rel`` (None: not in it)."""
-
-    def check_borrowed_index(self) -> None:
-        """Raise (IndexError_) if this process may not write the index it borrows the home for:
-        checked before a borrowed change writes anything, so a refusal leaves every file as is."""
 
 
 class WritePath:
